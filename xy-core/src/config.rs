@@ -1,0 +1,184 @@
+//! The per-server KDL config (SPEC §3): the typed [`ServerConfig`], loading a
+//! whole directory with every error of every file collected at once, and the
+//! diagnostics (file, line, column, caret, did-you-mean) that `xyctl config
+//! check`, `xyd` boot and `reload` all show.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::protocol::{RestartSettings, StopSettings};
+
+mod diagnostic;
+mod load;
+mod parse;
+
+pub use diagnostic::{ConfigDiagnostic, ConfigErrors, DiagnosticKind, ConfigWarning};
+pub use load::{load_dir, resolve_command, CommandLookupError};
+pub use parse::parse_server;
+
+/// Default `restart.backoff-initial`.
+pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+/// Default `restart.backoff-max`.
+pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// Default `restart.max-retries-per-minute`.
+pub const DEFAULT_MAX_RETRIES_PER_MINUTE: u32 = 5;
+/// Default `stop.grace`.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// When a child that exited is started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RestartPolicy {
+    /// After any exit.
+    Always,
+    /// After a non-zero exit or a death by signal.
+    #[default]
+    OnFailure,
+    /// Never.
+    Never,
+}
+
+impl RestartPolicy {
+    /// The KDL and wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Always => "always",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Never => "never",
+        }
+    }
+
+    /// Parses the KDL spelling.
+    pub fn from_name(s: &str) -> Option<RestartPolicy> {
+        match s {
+            "always" => Some(RestartPolicy::Always),
+            "on-failure" => Some(RestartPolicy::OnFailure),
+            "never" => Some(RestartPolicy::Never),
+            _ => None,
+        }
+    }
+}
+
+/// `restart { … }`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RestartConfig {
+    /// `policy`.
+    pub policy: RestartPolicy,
+    /// `backoff-initial`.
+    pub backoff_initial: Duration,
+    /// `backoff-max`.
+    pub backoff_max: Duration,
+    /// `max-retries-per-minute`.
+    pub max_retries_per_minute: u32,
+}
+
+impl Default for RestartConfig {
+    fn default() -> Self {
+        RestartConfig {
+            policy: RestartPolicy::default(),
+            backoff_initial: DEFAULT_BACKOFF_INITIAL,
+            backoff_max: DEFAULT_BACKOFF_MAX,
+            max_retries_per_minute: DEFAULT_MAX_RETRIES_PER_MINUTE,
+        }
+    }
+}
+
+/// `stop { … }`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StopConfig {
+    /// `grace`: SIGTERM → SIGKILL window.
+    pub grace: Duration,
+}
+
+impl Default for StopConfig {
+    fn default() -> Self {
+        StopConfig {
+            grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+/// One server, fully defaulted and validated.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The file stem (`[A-Za-z0-9_.-]+`).
+    pub name: String,
+    /// The file it was read from.
+    pub source: PathBuf,
+    /// `command` as written: an absolute path or a bare program name.
+    pub command: String,
+    /// `args`.
+    pub args: Vec<String>,
+    /// `port` (informational; checked for duplicates).
+    pub port: u16,
+    /// `env`, merged onto the daemon's environment (KDL wins).
+    pub env: BTreeMap<String, String>,
+    /// `working-dir`; `None` means the daemon's cwd.
+    pub working_dir: Option<PathBuf>,
+    /// `restart { … }`.
+    pub restart: RestartConfig,
+    /// `stop { … }`.
+    pub stop: StopConfig,
+    /// Hash of the parsed settings (not the file bytes): `reload` restarts a
+    /// server only when this differs, so comment or whitespace edits do not.
+    pub content_hash: u64,
+}
+
+/// Env values often hold secrets: `Debug` shows only the keys.
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("port", &self.port)
+            .field("env_keys", &self.env.keys().collect::<Vec<_>>())
+            .field("working_dir", &self.working_dir)
+            .field("restart", &self.restart)
+            .field("stop", &self.stop)
+            .field("content_hash", &self.content_hash)
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// `restart` settings as `status` reports them.
+    pub fn restart_settings(&self) -> RestartSettings {
+        RestartSettings {
+            policy: self.restart.policy.as_str().to_owned(),
+            backoff_initial_ms: crate::time::as_millis_u64(self.restart.backoff_initial),
+            backoff_max_ms: crate::time::as_millis_u64(self.restart.backoff_max),
+            max_retries_per_minute: self.restart.max_retries_per_minute,
+        }
+    }
+
+    /// `stop` settings as `status` reports them.
+    pub fn stop_settings(&self) -> StopSettings {
+        StopSettings {
+            grace_ms: crate::time::as_millis_u64(self.stop.grace),
+        }
+    }
+}
+
+/// A loaded config directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigSet {
+    /// The directory read.
+    pub dir: PathBuf,
+    /// Servers by name.
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Non-fatal findings (command missing or not executable).
+    pub warnings: Vec<ConfigWarning>,
+}
+
+impl ConfigSet {
+    /// The longest `stop.grace` (shutdown deadline is twice this).
+    pub fn max_grace(&self) -> Duration {
+        self.servers
+            .values()
+            .map(|s| s.stop.grace)
+            .max()
+            .unwrap_or_default()
+    }
+}

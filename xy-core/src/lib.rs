@@ -1,0 +1,19 @@
+//! `xy-core`: the vocabulary shared by `xyd` and `xyctl`.
+//!
+//! - [`paths`]: where configs, logs, the socket and the pidfile live (SPEC §2).
+//! - [`config`]: the KDL server config, its validation and diagnostics (SPEC §3).
+//! - [`protocol`]: JSON-RPC method names, params, results, notifications and
+//!   error codes (SPEC §6).
+//! - [`time`]: durations and timestamps as xy writes them.
+//!
+//! No tokio and no I/O beyond reading config files. `xy-actors` and
+//! `xy-daemon` build on it; `xy-cli` depends on it alone.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod paths;
+pub mod protocol;
+pub mod time;
+
+/// The version both binaries report and compare (version-skew warning).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,609 @@
+//! The JSON-RPC wire contract between `xyd` and its clients (SPEC §6): method
+//! names, params, results, the `log`/`log_end` notifications and error codes.
+//! Both binaries use these types; nothing about the wire format is written twice.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Protocol revision reported by `daemon_status`; bumped on incompatible change.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Longest accepted request line, newline excluded (SPEC §6).
+pub const MAX_LINE_BYTES: usize = 1024 * 1024;
+
+/// Method and notification names. No other place spells them.
+pub mod method {
+    /// `list` → `[ListEntry]`
+    pub const LIST: &str = "list";
+    /// `status {name}` → [`super::StatusResult`]
+    pub const STATUS: &str = "status";
+    /// `start {name|names|all}` → [`super::StartResult`]
+    pub const START: &str = "start";
+    /// `stop {name|names|all}` → [`super::StopResult`]
+    pub const STOP: &str = "stop";
+    /// `restart {name|names|all}` → [`super::RestartResult`]
+    pub const RESTART: &str = "restart";
+    /// `reload` → [`super::ReloadResult`]
+    pub const RELOAD: &str = "reload";
+    /// `logs {name|names, tail?, follow?}` → [`super::LogsResult`], then notifications
+    pub const LOGS: &str = "logs";
+    /// `logs_cancel {subscription_id}` → [`super::LogsCancelResult`]
+    pub const LOGS_CANCEL: &str = "logs_cancel";
+    /// `daemon_status` → [`super::DaemonStatus`]
+    pub const DAEMON_STATUS: &str = "daemon_status";
+    /// `shutdown` → `{}`
+    pub const SHUTDOWN: &str = "shutdown";
+    /// Notification carrying one log line ([`super::LogNotification`]).
+    pub const LOG: &str = "log";
+    /// Notification closing a log stream ([`super::LogEndNotification`]).
+    pub const LOG_END: &str = "log_end";
+
+    /// Every request method, in the order `docs/protocol.md` lists them.
+    pub const ALL: [&str; 10] = [
+        LIST,
+        STATUS,
+        START,
+        STOP,
+        RESTART,
+        RELOAD,
+        LOGS,
+        LOGS_CANCEL,
+        DAEMON_STATUS,
+        SHUTDOWN,
+    ];
+}
+
+/// JSON-RPC error codes: the standard ones and xy's own (seed table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// `-32700`: the line is not valid JSON (or not UTF-8).
+    ParseError,
+    /// `-32600`: valid JSON but not a JSON-RPC request (also: line too long).
+    InvalidRequest,
+    /// `-32601`: no such method.
+    MethodNotFound,
+    /// `-32602`: params do not match the method; `data` names the field.
+    InvalidParams,
+    /// `-32603`: a bug or an internal timeout inside the daemon.
+    InternalError,
+    /// `-32001`: no configured server has that name.
+    ServerNotFound,
+    /// `-32002`: two configs declare the same port.
+    PortConflict,
+    /// `-32003`: a config file failed validation; `data` holds diagnostics.
+    ConfigInvalid,
+    /// `-32004`: the server is already running.
+    AlreadyRunning,
+    /// `-32005`: the server is not running.
+    NotRunning,
+    /// `-32006`: the child could not be spawned; `data` holds path and OS error.
+    SpawnFailed,
+}
+
+impl ErrorCode {
+    /// Every code, for exhaustive tests and docs.
+    pub const ALL: [ErrorCode; 11] = [
+        ErrorCode::ParseError,
+        ErrorCode::InvalidRequest,
+        ErrorCode::MethodNotFound,
+        ErrorCode::InvalidParams,
+        ErrorCode::InternalError,
+        ErrorCode::ServerNotFound,
+        ErrorCode::PortConflict,
+        ErrorCode::ConfigInvalid,
+        ErrorCode::AlreadyRunning,
+        ErrorCode::NotRunning,
+        ErrorCode::SpawnFailed,
+    ];
+
+    /// The numeric code on the wire.
+    pub const fn code(self) -> i32 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::InternalError => -32603,
+            ErrorCode::ServerNotFound => -32001,
+            ErrorCode::PortConflict => -32002,
+            ErrorCode::ConfigInvalid => -32003,
+            ErrorCode::AlreadyRunning => -32004,
+            ErrorCode::NotRunning => -32005,
+            ErrorCode::SpawnFailed => -32006,
+        }
+    }
+
+    /// The code for a wire number, if it is one we define.
+    pub fn from_code(code: i32) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.code() == code)
+    }
+
+    /// The name used in docs (`ServerNotFound`, …).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorCode::ParseError => "ParseError",
+            ErrorCode::InvalidRequest => "InvalidRequest",
+            ErrorCode::MethodNotFound => "MethodNotFound",
+            ErrorCode::InvalidParams => "InvalidParams",
+            ErrorCode::InternalError => "InternalError",
+            ErrorCode::ServerNotFound => "ServerNotFound",
+            ErrorCode::PortConflict => "PortConflict",
+            ErrorCode::ConfigInvalid => "ConfigInvalid",
+            ErrorCode::AlreadyRunning => "AlreadyRunning",
+            ErrorCode::NotRunning => "NotRunning",
+            ErrorCode::SpawnFailed => "SpawnFailed",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code())
+    }
+}
+
+/// A JSON-RPC error object as it travels on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpcError {
+    /// Numeric code; see [`ErrorCode`].
+    pub code: i32,
+    /// One human sentence.
+    pub message: String,
+    /// Structured detail (diagnostics, path, OS error, offending field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl RpcError {
+    /// Builds an error with one of our codes.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        RpcError {
+            code: code.code(),
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attaches structured `data`.
+    pub fn with_data(mut self, data: serde_json::Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// The typed code, when it is one we know.
+    pub fn kind(&self) -> Option<ErrorCode> {
+        ErrorCode::from_code(self.code)
+    }
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// Lifecycle state of one supervised server (seed "Server states").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// Not running and not wanted running.
+    Stopped,
+    /// Spawn in progress.
+    Starting,
+    /// Child process alive.
+    Running,
+    /// Child exited; a restart is scheduled after backoff.
+    Restarting,
+    /// Gave up: dirty exit not restarted, retry cap hit, or spawn failure.
+    Failed,
+    /// SIGTERM sent, grace period running.
+    Stopping,
+}
+
+impl ServerState {
+    /// The wire spelling (`"running"`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Stopped => "stopped",
+            ServerState::Starting => "starting",
+            ServerState::Running => "running",
+            ServerState::Restarting => "restarting",
+            ServerState::Failed => "failed",
+            ServerState::Stopping => "stopping",
+        }
+    }
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the last child run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastExit {
+    /// Exit code, when the process exited normally.
+    pub code: Option<i32>,
+    /// Signal name (`"SIGKILL"`), when a signal ended it.
+    pub signal: Option<String>,
+    /// When it ended (RFC 3339 UTC).
+    pub ts: String,
+}
+
+/// One row of `list` (and the head of `status`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListEntry {
+    /// Server name (the config file stem).
+    pub name: String,
+    /// Current lifecycle state.
+    pub state: ServerState,
+    /// Leader pid of the running child, else `null`.
+    pub pid: Option<u32>,
+    /// The configured port.
+    pub port: u16,
+    /// Seconds since the current child was spawned, else `null`.
+    pub uptime_secs: Option<u64>,
+    /// Restarts performed by policy (not counting the first spawn).
+    pub restart_count: u32,
+    /// How the previous child ended, if one did.
+    pub last_exit: Option<LastExit>,
+}
+
+/// One recorded state change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// State before.
+    pub from: ServerState,
+    /// State after.
+    pub to: ServerState,
+    /// When (RFC 3339 UTC).
+    pub ts: String,
+    /// Why, in a few words (`"exited with code 1"`, `"stop requested"`).
+    pub reason: String,
+}
+
+/// `restart { … }` settings as reported by `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartSettings {
+    /// `always` | `on-failure` | `never`.
+    pub policy: String,
+    /// First backoff delay.
+    pub backoff_initial_ms: u64,
+    /// Backoff cap.
+    pub backoff_max_ms: u64,
+    /// Restarts allowed inside any 60 s window.
+    pub max_retries_per_minute: u32,
+}
+
+/// `stop { … }` settings as reported by `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopSettings {
+    /// SIGTERM → SIGKILL window.
+    pub grace_ms: u64,
+}
+
+/// Result of `status`: a list entry plus detail. Env values are never sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusResult {
+    /// The `list` fields.
+    #[serde(flatten)]
+    pub entry: ListEntry,
+    /// Last (up to 20) state transitions, oldest first.
+    pub transitions: Vec<Transition>,
+    /// The configured command, as written.
+    pub command: String,
+    /// The configured arguments.
+    pub args: Vec<String>,
+    /// The configured working directory, else `null` (the daemon's cwd).
+    pub working_dir: Option<String>,
+    /// Names of the `env` block's variables; values are withheld (secrets).
+    pub env_keys: Vec<String>,
+    /// Restart settings.
+    pub restart: RestartSettings,
+    /// Stop settings.
+    pub stop: StopSettings,
+    /// The config file this server came from.
+    pub config_file: String,
+}
+
+/// Params of `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameParams {
+    /// Server name.
+    pub name: String,
+}
+
+/// Params of `start` / `stop` / `restart`: one name, several, or all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetParams {
+    /// One server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Several servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+    /// Every configured server.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
+
+impl TargetParams {
+    /// Targets one server by name.
+    pub fn one(name: impl Into<String>) -> Self {
+        TargetParams {
+            name: Some(name.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Targets several servers by name.
+    pub fn many(names: Vec<String>) -> Self {
+        TargetParams {
+            names: Some(names),
+            ..Self::default()
+        }
+    }
+
+    /// Targets every configured server.
+    pub fn all() -> Self {
+        TargetParams {
+            all: true,
+            ..Self::default()
+        }
+    }
+
+    /// The explicit names asked for (empty when `all`), in request order,
+    /// de-duplicated.
+    pub fn requested_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for n in self.name.iter().chain(self.names.iter().flatten()) {
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+
+    /// Whether the params name nothing at all (an `-32602` for the caller).
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.requested_names().is_empty()
+    }
+}
+
+/// Result of `start`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartResult {
+    /// Servers spawned by this call.
+    pub started: Vec<String>,
+    /// Servers that were already running (or starting).
+    pub already_running: Vec<String>,
+}
+
+/// Result of `stop`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopResult {
+    /// Servers stopped by this call (their process groups are gone).
+    pub stopped: Vec<String>,
+    /// Servers that were not running.
+    pub not_running: Vec<String>,
+}
+
+/// Result of `restart`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartResult {
+    /// Servers stopped (if running) and started again.
+    pub restarted: Vec<String>,
+}
+
+/// Result of `reload`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadResult {
+    /// New config files: started.
+    pub added: Vec<String>,
+    /// Config files gone: stopped and forgotten.
+    pub removed: Vec<String>,
+    /// Config changed: stopped and started with the new config.
+    pub changed: Vec<String>,
+    /// Left alone (same pid).
+    pub unchanged: Vec<String>,
+}
+
+/// Params of `logs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsParams {
+    /// One server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Several servers; with neither `name` nor `names`, every server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+    /// How many buffered lines to send first (per server); absent: all buffered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<u32>,
+    /// Keep streaming new lines until cancelled or disconnected.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub follow: bool,
+}
+
+impl LogsParams {
+    /// The explicit names asked for; empty means every server.
+    pub fn requested_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for n in self.name.iter().chain(self.names.iter().flatten()) {
+            if !out.contains(n) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Result of `logs`; the stream follows as notifications.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogsResult {
+    /// Identifies this stream in `log`, `log_end` and `logs_cancel`.
+    pub subscription_id: u64,
+}
+
+/// Which stream of the child a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogStream {
+    /// The child's stdout (`[out]` in the log file).
+    Stdout,
+    /// The child's stderr (`[err]` in the log file).
+    Stderr,
+}
+
+impl LogStream {
+    /// The tag used in log files: `out` / `err`.
+    pub const fn tag(self) -> &'static str {
+        match self {
+            LogStream::Stdout => "out",
+            LogStream::Stderr => "err",
+        }
+    }
+}
+
+/// Params of the `log` notification: one captured line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogNotification {
+    /// The stream this line belongs to.
+    pub subscription_id: u64,
+    /// Server that printed it.
+    pub name: String,
+    /// stdout or stderr.
+    pub stream: LogStream,
+    /// The line, without its newline (lossy UTF-8).
+    pub line: String,
+    /// When it was captured (RFC 3339 UTC, ms).
+    pub ts: String,
+}
+
+/// Why a log stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogEndReason {
+    /// Non-follow stream: the buffered tail has been sent.
+    Complete,
+    /// `logs_cancel` was called.
+    Cancelled,
+    /// The follower fell too far behind and was dropped.
+    Lagged,
+    /// The daemon is shutting down.
+    Shutdown,
+    /// The followed server(s) were removed by `reload`.
+    Removed,
+}
+
+/// Params of the `log_end` notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEndNotification {
+    /// The stream that ended.
+    pub subscription_id: u64,
+    /// Why; absent only for a plain end of a non-follow tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<LogEndReason>,
+}
+
+/// Params of `logs_cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsCancelParams {
+    /// The stream to end.
+    pub subscription_id: u64,
+}
+
+/// Result of `logs_cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogsCancelResult {
+    /// False for an unknown or already finished subscription.
+    pub cancelled: bool,
+}
+
+/// Result of `daemon_status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    /// `xyd`'s crate version.
+    pub version: String,
+    /// [`PROTOCOL_VERSION`].
+    pub protocol: u32,
+    /// The daemon's pid.
+    pub pid: u32,
+    /// Boot time (RFC 3339 UTC).
+    pub started_at: String,
+    /// Seconds since boot.
+    pub uptime_secs: u64,
+    /// Socket path.
+    pub socket: String,
+    /// Directory the server configs are read from.
+    pub config_dir: String,
+    /// Directory of the log files.
+    pub log_dir: String,
+    /// Number of configured servers.
+    pub servers: usize,
+}
+
+/// Result of `shutdown`: an empty object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownResult {}
+
+/// A JSON-RPC request as a client writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request<P = serde_json::Value> {
+    /// Always `"2.0"`.
+    pub jsonrpc: String,
+    /// Request id; absent for notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<serde_json::Value>,
+    /// Method name.
+    pub method: String,
+    /// Params object, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<P>,
+}
+
+impl<P> Request<P> {
+    /// A request with a numeric id.
+    pub fn new(id: u64, method: &str, params: Option<P>) -> Self {
+        Request {
+            jsonrpc: "2.0".to_owned(),
+            id: Some(serde_json::Value::from(id)),
+            method: method.to_owned(),
+            params,
+        }
+    }
+}
+
+/// Any line the daemon writes: a response (with `id`) or a notification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Incoming {
+    /// Always `"2.0"`.
+    pub jsonrpc: String,
+    /// Present on responses (may be `null` for parse errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<serde_json::Value>,
+    /// Present on notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Present on notifications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Value>,
+    /// Present on successful responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// Present on failed responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RpcError>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! Wire-shape pins for every method, notification and error code.
