@@ -562,12 +562,12 @@ pub struct Request<P = serde_json::Value> {
     /// Always `"2.0"`.
     pub jsonrpc: String,
     /// Request id; absent for notifications.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<serde_json::Value>,
     /// Method name.
     pub method: String,
     /// Params object, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub params: Option<P>,
 }
 

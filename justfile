@@ -1,0 +1,29 @@
+# xy task runner. `just ci` runs exactly what .ci/run runs.
+
+default: ci
+
+fmt:
+    cargo fmt --all
+
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --workspace --all-targets --target aarch64-apple-darwin -- -D warnings
+    ! cargo tree -p xy-cli -e normal | grep -q ractor
+
+test:
+    cargo build --workspace --bins && cargo nextest run --workspace --no-fail-fast
+    cargo test --workspace --doc
+
+ci:
+    bash .ci/run
+
+# Run xyd in the foreground supervising the bundled example MCP server.
+demo:
+    cargo build --workspace --bins
+    PATH="$PWD/target/debug:$PATH" target/debug/xyd --config-dir examples/servers
+
+bench:
+    cargo bench -p xy-actors --bench pump
+    cargo bench -p xy-daemon --bench rpc
+    cargo bench -p xy-cli --bench list
