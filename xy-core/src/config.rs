@@ -13,9 +13,9 @@ mod diagnostic;
 mod load;
 mod parse;
 
-pub use diagnostic::{ConfigDiagnostic, ConfigErrors, DiagnosticKind, ConfigWarning};
-pub use load::{load_dir, resolve_command, CommandLookupError};
-pub use parse::parse_server;
+pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning, DiagnosticKind};
+pub use load::{CommandLookupError, load_dir, resolve_command, resolve_command_in};
+pub use parse::{content_hash, is_valid_name, parse_server};
 
 /// Default `restart.backoff-initial`.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);

@@ -68,11 +68,7 @@ impl Paths {
         env: impl Fn(&str) -> Option<OsString>,
         home: Option<PathBuf>,
     ) -> Result<Paths, PathError> {
-        let abs = |key: &str| {
-            env(key)
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-        };
+        let abs = |key: &str| env(key).map(PathBuf::from).filter(|p| p.is_absolute());
         let home = home.filter(|h| h.is_absolute());
         let from_home = |rel: &str| home.as_ref().map(|h| h.join(rel));
 
@@ -162,9 +158,18 @@ mod tests {
         assert_eq!(p.run_dir, Path::new("/home/u/.local/state/xy/run"));
         assert_eq!(p.pidfile, Path::new("/home/u/.local/state/xy/xy.pid"));
         assert_eq!(p.socket, Path::new("/home/u/.local/state/xy/xy.sock"));
-        assert_eq!(p.server_log("a"), Path::new("/home/u/.local/state/xy/logs/a.log"));
-        assert_eq!(p.daemon_log(), Path::new("/home/u/.local/state/xy/logs/daemon.log"));
-        assert_eq!(p.run_record("a"), Path::new("/home/u/.local/state/xy/run/a.json"));
+        assert_eq!(
+            p.server_log("a"),
+            Path::new("/home/u/.local/state/xy/logs/a.log")
+        );
+        assert_eq!(
+            p.daemon_log(),
+            Path::new("/home/u/.local/state/xy/logs/daemon.log")
+        );
+        assert_eq!(
+            p.run_record("a"),
+            Path::new("/home/u/.local/state/xy/run/a.json")
+        );
     }
 
     /// Every combination of XDG_CONFIG_HOME / XDG_STATE_HOME / XDG_RUNTIME_DIR
@@ -190,8 +195,16 @@ mod tests {
                             vars.push(("XY_SOCKET", v));
                         }
                         let p = resolve(&vars, Some("/h")).unwrap();
-                        let want_cfg = if cfg == Some("/abs") { "/abs/xy/servers" } else { "/h/.config/xy/servers" };
-                        let want_state = if state == Some("/abs") { "/abs/xy" } else { "/h/.local/state/xy" };
+                        let want_cfg = if cfg == Some("/abs") {
+                            "/abs/xy/servers"
+                        } else {
+                            "/h/.config/xy/servers"
+                        };
+                        let want_state = if state == Some("/abs") {
+                            "/abs/xy"
+                        } else {
+                            "/h/.local/state/xy"
+                        };
                         let want_sock = match (sock, run) {
                             (Some(s), _) => s.to_owned(),
                             (None, Some("/abs")) => "/abs/xy.sock".to_owned(),
@@ -211,7 +224,10 @@ mod tests {
     fn no_home_needs_absolute_xdg() {
         assert_eq!(resolve(&[], None), Err(PathError::NoHome));
         assert_eq!(resolve(&[], Some("relative/home")), Err(PathError::NoHome));
-        assert_eq!(resolve(&[("XDG_CONFIG_HOME", "/c")], None), Err(PathError::NoHome));
+        assert_eq!(
+            resolve(&[("XDG_CONFIG_HOME", "/c")], None),
+            Err(PathError::NoHome)
+        );
         let p = resolve(&[("XDG_CONFIG_HOME", "/c"), ("XDG_STATE_HOME", "/s")], None).unwrap();
         assert_eq!(p.socket, Path::new("/s/xy/xy.sock"));
     }

@@ -1,10 +1,16 @@
 //! Loading a config directory: every `*.kdl` file, all errors at once,
 //! duplicate ports across files, and the command lookup warning.
 
-use std::ffi::OsStr;
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::{ConfigErrors, ConfigSet};
+use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::parse::parse_file;
+use super::{ConfigErrors, ConfigSet, ConfigWarning, ServerConfig};
 
 /// Why a `command` could not be resolved to an executable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,14 +24,269 @@ pub enum CommandLookupError {
 }
 
 /// Loads and validates every `*.kdl` file in `dir`.
+///
+/// Files whose name starts with `.` (editor lock and backup files) and files
+/// not ending in `.kdl` are ignored; a missing directory is an error, an
+/// empty one is a valid set of zero servers. Every error of every file is
+/// returned, sorted by file, line and column.
 pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigErrors> {
-    let _ = dir;
-    unimplemented!("being written")
+    let mut diags = Vec::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            return Err(ConfigErrors::new(vec![
+                ConfigDiagnostic::new(
+                    DiagnosticKind::Io,
+                    dir,
+                    format!("cannot read config directory {}: {e}", dir.display()),
+                )
+                .with_help(
+                    "create it, or name the directory that holds the *.kdl files \
+                     (xyd --config-dir DIR, xyctl config check DIR)",
+                ),
+            ]));
+        }
+    };
+
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                diags.push(ConfigDiagnostic::new(
+                    DiagnosticKind::Io,
+                    dir,
+                    format!("cannot list config directory {}: {e}", dir.display()),
+                ));
+                continue;
+            }
+        };
+        let path = entry.path();
+        let hidden = entry.file_name().as_encoded_bytes().starts_with(b".");
+        if hidden || path.extension() != Some(OsStr::new("kdl")) {
+            continue;
+        }
+        // Follows symlinks: a dangling one is an error, a directory is skipped.
+        match fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => files.push(path),
+            Ok(_) => {}
+            Err(e) => diags.push(ConfigDiagnostic::new(
+                DiagnosticKind::Io,
+                &path,
+                format!("cannot read {}: {e}", path.display()),
+            )),
+        }
+    }
+    files.sort();
+
+    let mut servers = BTreeMap::new();
+    let mut ports: BTreeMap<u16, Vec<PortUse>> = BTreeMap::new();
+    for path in files {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = match fs::read(&path).map(String::from_utf8) {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                diags.push(
+                    ConfigDiagnostic::new(
+                        DiagnosticKind::Io,
+                        &path,
+                        format!("cannot read {}: not valid UTF-8", path.display()),
+                    )
+                    .with_help("save the file as UTF-8"),
+                );
+                continue;
+            }
+            Err(e) => {
+                diags.push(ConfigDiagnostic::new(
+                    DiagnosticKind::Io,
+                    &path,
+                    format!("cannot read {}: {e}", path.display()),
+                ));
+                continue;
+            }
+        };
+        let parsed = parse_file(&stem, &path, &text);
+        if let Some((port, span)) = parsed.port {
+            ports
+                .entry(port)
+                .or_default()
+                .push((path.clone(), span, Arc::clone(&parsed.source)));
+        }
+        diags.extend(parsed.diagnostics);
+        if let Some(config) = parsed.config {
+            servers.insert(config.name.clone(), config);
+        }
+    }
+
+    for (port, users) in &ports {
+        if users.len() < 2 {
+            continue;
+        }
+        for (path, span, source) in users {
+            let others: Vec<String> = users
+                .iter()
+                .filter(|(p, _, _)| p != path)
+                .map(|(p, _, _)| display_name(p))
+                .collect();
+            let others = others.join(", ");
+            diags.push(
+                ConfigDiagnostic::new(
+                    DiagnosticKind::DuplicatePort,
+                    path,
+                    format!("port {port} is also used by {others}"),
+                )
+                .at(source, span.clone())
+                .with_label(format!("also in {others}"))
+                .with_help("give each server its own port"),
+            );
+        }
+    }
+
+    if !diags.is_empty() {
+        return Err(ConfigErrors::new(diags));
+    }
+    let warnings = servers.values().flat_map(warnings_for).collect();
+    Ok(ConfigSet {
+        dir: dir.to_path_buf(),
+        servers,
+        warnings,
+    })
+}
+
+/// Where one file declares a port (for the duplicate check).
+type PortUse = (PathBuf, Range<usize>, Arc<str>);
+
+fn display_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The load-time checks that cannot fail a load: the server may be fixed
+/// (program installed, directory created) before it is started.
+fn warnings_for(config: &ServerConfig) -> Vec<ConfigWarning> {
+    let mut out = Vec::new();
+    let warn = |message: String| ConfigWarning {
+        file: config.source.clone(),
+        name: config.name.clone(),
+        message,
+    };
+    let path: Option<OsString> = match config.env.get("PATH") {
+        Some(p) => Some(p.into()),
+        None => std::env::var_os("PATH"),
+    };
+    if let Err(e) = resolve_command_in(
+        &config.command,
+        path.as_deref(),
+        config.working_dir.as_deref(),
+    ) {
+        out.push(warn(format!("{e} (`{}` will fail to start)", config.name)));
+    }
+    if let Some(dir) = &config.working_dir
+        && !dir.is_dir()
+    {
+        out.push(warn(format!(
+            "working-dir {} is not a directory (`{}` will fail to start)",
+            dir.display(),
+            config.name
+        )));
+    }
+    out
 }
 
 /// Resolves `command` as the child will see it: absolute as-is, else looked
-/// up on `path` (the env block's PATH, else the daemon's).
+/// up on `path` (the env block's PATH, else the daemon's). A relative path
+/// containing `/` is taken relative to the current directory; see
+/// [`resolve_command_in`] to resolve it against a `working-dir`.
 pub fn resolve_command(command: &str, path: Option<&OsStr>) -> Result<PathBuf, CommandLookupError> {
-    let _ = (command, path);
-    unimplemented!("being written")
+    resolve_command_in(command, path, None)
+}
+
+/// [`resolve_command`] with the server's `working-dir`:
+///
+/// - an absolute path must be an executable regular file;
+/// - a relative path with a `/` (`./bin/server`) is taken relative to
+///   `working_dir` (the child's cwd), else to the current directory;
+/// - a bare name (no `/`) is searched in each directory of `path` in order
+///   (empty entries are skipped, never taken as the cwd); when `path` is
+///   `None` the daemon's own `PATH` is used.
+///
+/// Executable means a regular file with any `x` bit set (`mode & 0o111`).
+pub fn resolve_command_in(
+    command: &str,
+    path: Option<&OsStr>,
+    working_dir: Option<&Path>,
+) -> Result<PathBuf, CommandLookupError> {
+    if command.is_empty() {
+        return Err(CommandLookupError::NotFound(String::new()));
+    }
+    if command.contains('/') {
+        let p = Path::new(command);
+        let full = match working_dir {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p.to_path_buf(),
+        };
+        return match check_executable(&full) {
+            Found::Yes => Ok(full),
+            Found::NotExecutable => Err(CommandLookupError::NotExecutable(full)),
+            Found::No => Err(CommandLookupError::NotFound(full.display().to_string())),
+        };
+    }
+    let daemon_path;
+    let path = match path {
+        Some(p) => p,
+        None => {
+            daemon_path = std::env::var_os("PATH").unwrap_or_default();
+            &daemon_path
+        }
+    };
+    let mut not_executable = None;
+    for dir in std::env::split_paths(path) {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        let candidate = dir.join(command);
+        match check_executable(&candidate) {
+            Found::Yes => return Ok(candidate),
+            Found::NotExecutable => {
+                not_executable.get_or_insert(candidate);
+            }
+            Found::No => {}
+        }
+    }
+    match not_executable {
+        Some(p) => Err(CommandLookupError::NotExecutable(p)),
+        None => Err(CommandLookupError::NotFound(format!(
+            "{command} (not on PATH)"
+        ))),
+    }
+}
+
+enum Found {
+    Yes,
+    NotExecutable,
+    No,
+}
+
+fn check_executable(path: &Path) -> Found {
+    match fs::metadata(path) {
+        Ok(meta) if meta.is_file() && is_exec(&meta) => Found::Yes,
+        Ok(_) => Found::NotExecutable,
+        Err(_) => Found::No,
+    }
+}
+
+#[cfg(unix)]
+fn is_exec(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_exec(_meta: &fs::Metadata) -> bool {
+    true
 }

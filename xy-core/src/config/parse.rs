@@ -1,12 +1,829 @@
 //! The typed mapping from a KDL document (v2, v1 fallback) to a
-//! [`ServerConfig`](super::ServerConfig), with a diagnostic per mistake.
+//! [`ServerConfig`](super::ServerConfig), with a diagnostic per mistake: the
+//! walk never stops at the first error, so one `config check` shows them all.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::{ConfigErrors, ServerConfig};
+use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
+use miette::SourceSpan;
+
+use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::{ConfigErrors, RestartConfig, RestartPolicy, ServerConfig, StopConfig};
+
+/// Top-level nodes, in the order the docs list them.
+const TOP_FIELDS: &[&str] = &[
+    "command",
+    "args",
+    "port",
+    "env",
+    "working-dir",
+    "restart",
+    "stop",
+];
+/// Children of `restart { … }`.
+const RESTART_FIELDS: &[&str] = &[
+    "policy",
+    "backoff-initial",
+    "backoff-max",
+    "max-retries-per-minute",
+];
+/// Children of `stop { … }`.
+const STOP_FIELDS: &[&str] = &["grace"];
+
+/// Everything one file yields, including what the directory-level checks
+/// need even when the file has other errors (its port, for duplicates).
+pub(super) struct Parsed {
+    /// The config, when the file had no error at all.
+    pub(super) config: Option<ServerConfig>,
+    /// The valid `port` and the byte span of its value.
+    pub(super) port: Option<(u16, Range<usize>)>,
+    /// The file text, shared with the diagnostics.
+    pub(super) source: Arc<str>,
+    /// Every error found, in document order.
+    pub(super) diagnostics: Vec<ConfigDiagnostic>,
+}
 
 /// Parses one server config; `name` is the file stem.
 pub fn parse_server(name: &str, file: &Path, src: &str) -> Result<ServerConfig, ConfigErrors> {
-    let _ = (name, file, src);
-    unimplemented!("being written")
+    let parsed = parse_file(name, file, src);
+    match parsed.config {
+        Some(config) if parsed.diagnostics.is_empty() => Ok(config),
+        _ => Err(ConfigErrors::new(parsed.diagnostics)),
+    }
+}
+
+/// True for a valid server name: `[A-Za-z0-9_.-]+`, and not `.` or `..`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
+    let source: Arc<str> = Arc::from(src);
+    let mut cx = Cx {
+        file,
+        source: Arc::clone(&source),
+        diags: Vec::new(),
+    };
+    check_name(&mut cx, name);
+
+    let doc = match KdlDocument::parse(src) {
+        Ok(doc) => doc,
+        Err(err) => {
+            for d in err.diagnostics {
+                let message = d
+                    .message
+                    .clone()
+                    .or_else(|| d.label.clone())
+                    .unwrap_or_else(|| "invalid KDL".to_owned());
+                let mut diag = cx
+                    .diag(
+                        DiagnosticKind::Syntax,
+                        d.span,
+                        format!("invalid KDL: {message}"),
+                    )
+                    .with_help(d.help.unwrap_or_else(|| {
+                        "see https://kdl.dev for the syntax (v2; v1 also accepted)".to_owned()
+                    }));
+                if let Some(label) = d.label {
+                    diag = diag.with_label(label);
+                }
+                cx.diags.push(diag);
+            }
+            return Parsed {
+                config: None,
+                port: None,
+                source,
+                diagnostics: cx.diags,
+            };
+        }
+    };
+
+    let mut b = Builder::default();
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for node in doc.nodes() {
+        let key = node.name().value();
+        let Some(field) = TOP_FIELDS.iter().find(|f| **f == key) else {
+            cx.unknown_node(node, TOP_FIELDS, "at the top level");
+            continue;
+        };
+        if cx.duplicate(node, &mut seen) {
+            continue;
+        }
+        match *field {
+            "command" => {
+                if let Some(e) = cx.single(node, "command \"/usr/local/bin/my-mcp\"")
+                    && let Some(s) = cx.string(node, e, "command \"/usr/local/bin/my-mcp\"")
+                {
+                    if s.is_empty() {
+                        cx.push(
+                            cx.diag(DiagnosticKind::InvalidValue, e.span(), "`command` is empty")
+                                .with_label("empty")
+                                .with_help("give an absolute path or a program name on PATH"),
+                        );
+                    } else if cx.no_nul(e, &s, "`command`") {
+                        b.command = Some(s);
+                    }
+                }
+            }
+            "args" => {
+                cx.no_props(node);
+                cx.no_children(node);
+                let mut args = Vec::new();
+                for e in node.entries().iter().filter(|e| e.name().is_none()) {
+                    if let Some(s) = cx.string(node, e, "args \"--port\" \"8421\"")
+                        && cx.no_nul(e, &s, "an argument")
+                    {
+                        args.push(s);
+                    }
+                }
+                b.args = args;
+            }
+            "port" => {
+                if let Some(e) = cx.single(node, "port 8421")
+                    && let Some(n) = cx.integer(node, e, "port 8421")
+                {
+                    match u16::try_from(n) {
+                        Ok(p) if p > 0 => b.port = Some((p, range(e.span()))),
+                        _ => cx.push(
+                            cx.diag(
+                                DiagnosticKind::InvalidValue,
+                                e.span(),
+                                format!("port {n} is out of range"),
+                            )
+                            .with_label("not in 1..=65535")
+                            .with_help("use a TCP port between 1 and 65535"),
+                        ),
+                    }
+                }
+            }
+            "env" => b.env = parse_env(&mut cx, node),
+            "working-dir" => {
+                if let Some(e) = cx.single(node, "working-dir \"/home/me/project\"")
+                    && let Some(s) = cx.string(node, e, "working-dir \"/home/me/project\"")
+                {
+                    if !Path::new(&s).is_absolute() {
+                        cx.push(
+                            cx.diag(
+                                DiagnosticKind::InvalidValue,
+                                e.span(),
+                                format!("`working-dir` must be an absolute path, found {s:?}"),
+                            )
+                            .with_label("not absolute")
+                            .with_help(
+                                "write the full path, e.g. \"/home/me/project\" \
+                                 (~ and relative paths are not expanded)",
+                            ),
+                        );
+                    } else if cx.no_nul(e, &s, "`working-dir`") {
+                        b.working_dir = Some(PathBuf::from(s));
+                    }
+                }
+            }
+            "restart" => b.restart = parse_restart(&mut cx, node),
+            "stop" => b.stop = parse_stop(&mut cx, node),
+            _ => unreachable!("every TOP_FIELDS entry is matched"),
+        }
+    }
+
+    // A missing field has no text to point at: point at the start of the
+    // file, where it would go.
+    if b.command.is_none() && !seen.iter().any(|(k, _)| *k == "command") {
+        cx.push(
+            cx.diag(
+                DiagnosticKind::MissingField,
+                SourceSpan::from(0..0),
+                "missing required field `command`",
+            )
+            .with_label("`command` is required")
+            .with_help("add a line like: command \"/usr/local/bin/my-mcp\""),
+        );
+    }
+    if b.port.is_none() && !seen.iter().any(|(k, _)| *k == "port") {
+        cx.push(
+            cx.diag(
+                DiagnosticKind::MissingField,
+                SourceSpan::from(0..0),
+                "missing required field `port`",
+            )
+            .with_label("`port` is required")
+            .with_help("add a line like: port 8421"),
+        );
+    }
+
+    let port = b.port.clone();
+    let config = match (cx.diags.is_empty(), b.command, b.port) {
+        (true, Some(command), Some((port, _))) => {
+            let mut config = ServerConfig {
+                name: name.to_owned(),
+                source: file.to_path_buf(),
+                command,
+                args: b.args,
+                port,
+                env: b.env,
+                working_dir: b.working_dir,
+                restart: b.restart,
+                stop: b.stop,
+                content_hash: 0,
+            };
+            config.content_hash = content_hash(&config);
+            Some(config)
+        }
+        _ => None,
+    };
+    Parsed {
+        config,
+        port,
+        source,
+        diagnostics: cx.diags,
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    command: Option<String>,
+    args: Vec<String>,
+    port: Option<(u16, Range<usize>)>,
+    env: BTreeMap<String, String>,
+    working_dir: Option<PathBuf>,
+    restart: RestartConfig,
+    stop: StopConfig,
+}
+
+fn check_name(cx: &mut Cx<'_>, name: &str) {
+    if is_valid_name(name) {
+        return;
+    }
+    let fixed: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let help = if is_valid_name(&fixed) {
+        format!("rename the file, e.g. to `{fixed}.kdl`")
+    } else {
+        "rename the file: a name is letters, digits, `_`, `.` and `-`".to_owned()
+    };
+    cx.diags.push(
+        ConfigDiagnostic::new(
+            DiagnosticKind::BadName,
+            cx.file,
+            format!(
+                "invalid server name {name:?}: a name may contain only letters, digits, \
+                 `_`, `.` and `-`"
+            ),
+        )
+        .with_help(help),
+    );
+}
+
+fn parse_env(cx: &mut Cx<'_>, node: &KdlNode) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for child in cx.block(node) {
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        let key = child.name().value();
+        let example = format!("{key} \"value\"");
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            cx.push(
+                cx.diag(
+                    DiagnosticKind::InvalidValue,
+                    child.name().span(),
+                    format!("invalid environment variable name {key:?}"),
+                )
+                .with_label("not a variable name")
+                .with_help("a name must be non-empty and contain no `=` or NUL"),
+            );
+            continue;
+        }
+        let Some(e) = cx.single(child, &example) else {
+            continue;
+        };
+        // Environment values are strings to the child anyway: an integer or
+        // boolean has one obvious spelling, and v1 configs write `true`.
+        let value = match e.value() {
+            KdlValue::Integer(n) => Some(n.to_string()),
+            KdlValue::Bool(b) => Some(b.to_string()),
+            _ => cx.string(child, e, &example),
+        };
+        if let Some(v) = value
+            && cx.no_nul(e, &v, "an environment value")
+        {
+            env.insert(key.to_owned(), v);
+        }
+    }
+    env
+}
+
+fn parse_restart(cx: &mut Cx<'_>, node: &KdlNode) -> RestartConfig {
+    let mut r = RestartConfig::default();
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut initial_span = None;
+    let mut max_span = None;
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !RESTART_FIELDS.contains(&key) {
+            cx.unknown_node(child, RESTART_FIELDS, "in `restart { }`");
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        match key {
+            "policy" => {
+                let example = "policy \"on-failure\"";
+                if let Some(e) = cx.single(child, example)
+                    && let Some(s) = cx.string(child, e, example)
+                {
+                    match RestartPolicy::from_name(&s) {
+                        Some(p) => r.policy = p,
+                        None => {
+                            let mut help =
+                                "allowed values: \"always\", \"on-failure\", \"never\"".to_owned();
+                            if let Some(s) = suggest(&s, &["always", "on-failure", "never"]) {
+                                help = format!("did you mean \"{s}\"? {help}");
+                            }
+                            cx.push(
+                                cx.diag(
+                                    DiagnosticKind::InvalidValue,
+                                    e.span(),
+                                    format!("unknown restart policy {s:?}"),
+                                )
+                                .with_label("not a policy")
+                                .with_help(help),
+                            );
+                        }
+                    }
+                }
+            }
+            "backoff-initial" => {
+                if let Some((d, span)) = cx.duration_node(child) {
+                    r.backoff_initial = d;
+                    initial_span = Some(span);
+                }
+            }
+            "backoff-max" => {
+                if let Some((d, span)) = cx.duration_node(child) {
+                    r.backoff_max = d;
+                    max_span = Some(span);
+                }
+            }
+            "max-retries-per-minute" => {
+                let example = "max-retries-per-minute 5";
+                if let Some(e) = cx.single(child, example)
+                    && let Some(n) = cx.integer(child, e, example)
+                {
+                    match u32::try_from(n) {
+                        Ok(n) => r.max_retries_per_minute = n,
+                        Err(_) => {
+                            let (message, label) = if n < 0 {
+                                (
+                                    format!(
+                                        "`max-retries-per-minute` must not be negative, found {n}"
+                                    ),
+                                    "negative",
+                                )
+                            } else {
+                                (
+                                    format!("`max-retries-per-minute` {n} is too large"),
+                                    "too large",
+                                )
+                            };
+                            cx.push(
+                                cx.diag(DiagnosticKind::InvalidValue, e.span(), message)
+                                    .with_label(label)
+                                    .with_help("give a whole number from 0 up, e.g. max-retries-per-minute 5"),
+                            );
+                        }
+                    }
+                }
+            }
+            _ => unreachable!("every RESTART_FIELDS entry is matched"),
+        }
+    }
+    if r.backoff_initial > r.backoff_max {
+        let span = initial_span.or(max_span);
+        if let Some(span) = span {
+            let initial = humantime::format_duration(r.backoff_initial);
+            let max = humantime::format_duration(r.backoff_max);
+            let max_note = if max_span.is_none() {
+                ", the default"
+            } else {
+                ""
+            };
+            cx.push(
+                cx.diag(
+                    DiagnosticKind::InvalidValue,
+                    span,
+                    format!(
+                        "`backoff-initial` ({initial}) is greater than `backoff-max` \
+                         ({max}{max_note})"
+                    ),
+                )
+                .with_label("larger than backoff-max")
+                .with_help("backoff-max caps the delay: make it at least backoff-initial"),
+            );
+        }
+    }
+    r
+}
+
+fn parse_stop(cx: &mut Cx<'_>, node: &KdlNode) -> StopConfig {
+    let mut s = StopConfig::default();
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !STOP_FIELDS.contains(&key) {
+            cx.unknown_node(child, STOP_FIELDS, "in `stop { }`");
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        if let Some((d, _)) = cx.duration_node(child) {
+            s.grace = d;
+        }
+    }
+    s
+}
+
+/// The closest of `candidates` to `name` when close enough to be a typo:
+/// `working_dir` → `working-dir`, `comand` → `command`.
+fn suggest(name: &str, candidates: &[&'static str]) -> Option<&'static str> {
+    let norm = name.to_ascii_lowercase().replace(['_', ' '], "-");
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(&norm, c), *c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn range(span: SourceSpan) -> Range<usize> {
+    span.offset()..span.offset() + span.len()
+}
+
+fn type_name(v: &KdlValue) -> &'static str {
+    match v {
+        KdlValue::String(_) => "a string",
+        KdlValue::Integer(_) => "an integer",
+        KdlValue::Float(_) => "a number with a fraction",
+        KdlValue::Bool(_) => "a boolean",
+        KdlValue::Null => "null",
+    }
+}
+
+/// The per-file walk state: where we are and what went wrong so far.
+struct Cx<'f> {
+    file: &'f Path,
+    source: Arc<str>,
+    diags: Vec<ConfigDiagnostic>,
+}
+
+impl Cx<'_> {
+    fn diag(
+        &self,
+        kind: DiagnosticKind,
+        span: SourceSpan,
+        message: impl Into<String>,
+    ) -> ConfigDiagnostic {
+        ConfigDiagnostic::new(kind, self.file, message).at(&self.source, range(span))
+    }
+
+    fn push(&mut self, d: ConfigDiagnostic) {
+        self.diags.push(d);
+    }
+
+    fn line_of(&self, span: SourceSpan) -> usize {
+        super::diagnostic::line_col(&self.source, span.offset()).0
+    }
+
+    fn unknown_node(&mut self, node: &KdlNode, known: &[&'static str], place: &str) {
+        let key = node.name().value();
+        let help = if let Some(s) = suggest(key, known) {
+            format!("did you mean {s}?")
+        } else if let Some(home) = nested_home(key) {
+            format!("`{key}` belongs inside `{home} {{ }}`")
+        } else {
+            format!("known here: {}", known.join(", "))
+        };
+        let d = self
+            .diag(
+                DiagnosticKind::UnknownNode,
+                node.name().span(),
+                format!("unknown node `{key}` {place}"),
+            )
+            .with_label("unknown node")
+            .with_help(help);
+        self.push(d);
+    }
+
+    /// Reports a second occurrence of `node`'s name; true means skip it.
+    fn duplicate<'n>(&mut self, node: &'n KdlNode, seen: &mut Vec<(&'n str, usize)>) -> bool {
+        let key = node.name().value();
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+            let d = self
+                .diag(
+                    DiagnosticKind::DuplicateNode,
+                    node.name().span(),
+                    format!("`{key}` is given twice (first on line {first})"),
+                )
+                .with_label("duplicate")
+                .with_help(format!("keep one `{key}`; a value can be given only once"));
+            self.push(d);
+            return true;
+        }
+        seen.push((key, self.line_of(node.name().span())));
+        false
+    }
+
+    /// Every `key=value` property is an error: no node takes properties.
+    fn no_props(&mut self, node: &KdlNode) {
+        for e in node.entries() {
+            if let Some(name) = e.name() {
+                let d = self
+                    .diag(
+                        DiagnosticKind::WrongType,
+                        e.span(),
+                        format!(
+                            "`{}` does not take properties (found `{}=…`)",
+                            node.name().value(),
+                            name.value()
+                        ),
+                    )
+                    .with_label("property")
+                    .with_help("xy configs use plain values, e.g. `port 8421`, not `key=value`");
+                self.push(d);
+            }
+        }
+    }
+
+    fn no_children(&mut self, node: &KdlNode) {
+        if let Some(children) = node.children() {
+            let d = self
+                .diag(
+                    DiagnosticKind::WrongType,
+                    children.span(),
+                    format!("`{}` does not take a `{{ … }}` block", node.name().value()),
+                )
+                .with_label("unexpected block")
+                .with_help("remove the braces and what is inside them");
+            self.push(d);
+        }
+    }
+
+    /// The child nodes of a block node (`env`, `restart`, `stop`), which
+    /// takes no values itself.
+    fn block<'n>(&mut self, node: &'n KdlNode) -> &'n [KdlNode] {
+        self.no_props(node);
+        let args: Vec<&KdlEntry> = node
+            .entries()
+            .iter()
+            .filter(|e| e.name().is_none())
+            .collect();
+        if let (Some(first), Some(last)) = (args.first(), args.last()) {
+            let key = node.name().value();
+            let span =
+                SourceSpan::from(first.span().offset()..last.span().offset() + last.span().len());
+            let d = self
+                .diag(
+                    DiagnosticKind::WrongType,
+                    span,
+                    format!("`{key}` takes a `{{ … }}` block, not values"),
+                )
+                .with_label("unexpected value")
+                .with_help(format!("write the settings inside braces: {key} {{ … }}"));
+            self.push(d);
+        }
+        node.children().map_or(&[], |c| c.nodes())
+    }
+
+    /// The one value of a leaf node; errors for none, extras, properties
+    /// and blocks. Extras are reported but the first value is still checked.
+    fn single<'n>(&mut self, node: &'n KdlNode, example: &str) -> Option<&'n KdlEntry> {
+        self.no_props(node);
+        self.no_children(node);
+        let key = node.name().value();
+        let args: Vec<&KdlEntry> = node
+            .entries()
+            .iter()
+            .filter(|e| e.name().is_none())
+            .collect();
+        match args.as_slice() {
+            // A lone property was reported by `no_props` already.
+            [] if node.entries().iter().any(|e| e.name().is_some()) => None,
+            [] => {
+                let d = self
+                    .diag(
+                        DiagnosticKind::WrongType,
+                        node.name().span(),
+                        format!("`{key}` needs a value"),
+                    )
+                    .with_label("no value")
+                    .with_help(format!("e.g. {example}"));
+                self.push(d);
+                None
+            }
+            [one] => Some(one),
+            [first, extra @ ..] => {
+                let (second, last) = (extra[0], extra[extra.len() - 1]);
+                let span = SourceSpan::from(
+                    second.span().offset()..last.span().offset() + last.span().len(),
+                );
+                let d = self
+                    .diag(
+                        DiagnosticKind::WrongType,
+                        span,
+                        format!("`{key}` takes exactly one value, found {}", args.len()),
+                    )
+                    .with_label("extra value")
+                    .with_help(format!("e.g. {example}"));
+                self.push(d);
+                Some(first)
+            }
+        }
+    }
+
+    fn wrong_type(&mut self, node: &KdlNode, e: &KdlEntry, expected: &str, help: String) {
+        let key = node.name().value();
+        let d = self
+            .diag(
+                DiagnosticKind::WrongType,
+                e.span(),
+                format!("`{key}` expects {expected}, found {}", type_name(e.value())),
+            )
+            .with_label(format!("expected {expected}"))
+            .with_help(help);
+        self.push(d);
+    }
+
+    fn string(&mut self, node: &KdlNode, e: &KdlEntry, example: &str) -> Option<String> {
+        match e.value() {
+            KdlValue::String(s) => Some(s.clone()),
+            v => {
+                let help = match v {
+                    KdlValue::Integer(n) => format!("quote it: \"{n}\" (e.g. {example})"),
+                    KdlValue::Float(f) => format!("quote it: \"{f}\" (e.g. {example})"),
+                    KdlValue::Bool(b) => format!("quote it: \"{b}\" (e.g. {example})"),
+                    _ => format!("e.g. {example}"),
+                };
+                self.wrong_type(node, e, "a string", help);
+                None
+            }
+        }
+    }
+
+    fn integer(&mut self, node: &KdlNode, e: &KdlEntry, example: &str) -> Option<i128> {
+        match e.value() {
+            KdlValue::Integer(n) => Some(*n),
+            KdlValue::String(s) if s.trim().parse::<i128>().is_ok() => {
+                let help = format!("remove the quotes: {} {}", node.name().value(), s.trim());
+                self.wrong_type(node, e, "an integer", help);
+                None
+            }
+            _ => {
+                self.wrong_type(node, e, "an integer", format!("e.g. {example}"));
+                None
+            }
+        }
+    }
+
+    /// A leaf node holding one humantime duration string.
+    fn duration_node(&mut self, node: &KdlNode) -> Option<(Duration, SourceSpan)> {
+        let key = node.name().value();
+        let example = format!("{key} \"10s\"");
+        let e = self.single(node, &example)?;
+        let s = match e.value() {
+            KdlValue::String(s) => s,
+            KdlValue::Integer(n) => {
+                let help = format!("add a unit and quotes: {key} \"{n}s\"");
+                self.wrong_type(node, e, "a duration string", help);
+                return None;
+            }
+            _ => {
+                self.wrong_type(node, e, "a duration string", format!("e.g. {example}"));
+                return None;
+            }
+        };
+        match crate::time::parse_duration(s) {
+            Ok(d) => Some((d, e.span())),
+            Err(err) => {
+                let d = self
+                    .diag(
+                        DiagnosticKind::BadDuration,
+                        e.span(),
+                        format!("invalid duration {s:?} for `{key}`: {err}"),
+                    )
+                    .with_label("not a duration")
+                    .with_help("write a duration like \"500ms\", \"10s\" or \"1m 30s\"");
+                self.push(d);
+                None
+            }
+        }
+    }
+
+    /// Strings that end up in `execve` cannot hold NUL.
+    fn no_nul(&mut self, e: &KdlEntry, s: &str, what: &str) -> bool {
+        if !s.contains('\0') {
+            return true;
+        }
+        let d = self
+            .diag(
+                DiagnosticKind::InvalidValue,
+                e.span(),
+                format!("{what} contains a NUL character"),
+            )
+            .with_label("NUL")
+            .with_help("remove the \\0: processes cannot receive it");
+        self.push(d);
+        false
+    }
+}
+
+/// Where a nested field belongs when written at the top level.
+fn nested_home(key: &str) -> Option<&'static str> {
+    if RESTART_FIELDS.contains(&key) {
+        Some("restart")
+    } else if STOP_FIELDS.contains(&key) {
+        Some("stop")
+    } else {
+        None
+    }
+}
+
+/// FNV-1a (64-bit): tiny, and unlike `DefaultHasher` its output is fixed
+/// forever, so a hash computed by one build compares with another's.
+struct Fnv(u64);
+
+impl Fnv {
+    fn bytes(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// Length-prefixed, so `["ab", "c"]` and `["a", "bc"]` differ.
+    fn str(&mut self, s: &str) {
+        self.bytes(&(s.len() as u64).to_le_bytes());
+        self.bytes(s.as_bytes());
+    }
+
+    fn duration(&mut self, d: Duration) {
+        self.bytes(&d.as_nanos().to_le_bytes());
+    }
+}
+
+/// The stable hash of a config's settings (command, args, port, env,
+/// working-dir, restart, stop): not of the file bytes, so comments,
+/// whitespace, node order and KDL version do not change it. The name and the
+/// source path are not part of it either.
+pub fn content_hash(config: &ServerConfig) -> u64 {
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    h.str("command");
+    h.str(&config.command);
+    h.str("args");
+    h.bytes(&(config.args.len() as u64).to_le_bytes());
+    for a in &config.args {
+        h.str(a);
+    }
+    h.str("port");
+    h.bytes(&config.port.to_le_bytes());
+    h.str("env");
+    h.bytes(&(config.env.len() as u64).to_le_bytes());
+    for (k, v) in &config.env {
+        h.str(k);
+        h.str(v);
+    }
+    h.str("working-dir");
+    match &config.working_dir {
+        Some(dir) => {
+            h.bytes(&[1]);
+            h.str(&dir.to_string_lossy());
+        }
+        None => h.bytes(&[0]),
+    }
+    h.str("restart");
+    h.str(config.restart.policy.as_str());
+    h.duration(config.restart.backoff_initial);
+    h.duration(config.restart.backoff_max);
+    h.bytes(&config.restart.max_retries_per_minute.to_le_bytes());
+    h.str("stop");
+    h.duration(config.stop.grace);
+    h.0
 }

@@ -178,9 +178,14 @@ fn target_params() {
         &TargetParams::many(vec!["a".into(), "b".into()]),
         json!({"names": ["a", "b"]}),
     );
-    let p: TargetParams = serde_json::from_value(json!({"name": "a", "names": ["b", "a"]})).unwrap();
+    let p: TargetParams =
+        serde_json::from_value(json!({"name": "a", "names": ["b", "a"]})).unwrap();
     assert_eq!(p.requested_names(), ["a", "b"]);
-    assert!(serde_json::from_value::<TargetParams>(json!({})).unwrap().is_empty());
+    assert!(
+        serde_json::from_value::<TargetParams>(json!({}))
+            .unwrap()
+            .is_empty()
+    );
     assert!(!TargetParams::all().is_empty());
     assert!(serde_json::from_value::<TargetParams>(json!({"nmae": "a"})).is_err());
     assert!(serde_json::from_value::<TargetParams>(json!({"name": 3})).is_err());
@@ -236,7 +241,10 @@ fn logs_params_and_notifications() {
     assert!(!all.follow);
     let many: LogsParams = serde_json::from_value(json!({"names": ["a", "b"]})).unwrap();
     assert_eq!(many.requested_names(), ["a", "b"]);
-    pin(&LogsResult { subscription_id: 7 }, json!({"subscription_id": 7}));
+    pin(
+        &LogsResult { subscription_id: 7 },
+        json!({"subscription_id": 7}),
+    );
     pin(
         &LogNotification {
             subscription_id: 7,
