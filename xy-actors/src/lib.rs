@@ -3,8 +3,23 @@
 //! The daemon talks to it through [`Engine`], a cloneable handle over the
 //! ractor actor tree (RootSupervisor → ConfigActor, LogRouterActor, one
 //! ServerActor per server). Depends on `xy-core`; `xy-daemon` sits above it.
+//!
+//! Besides the engine it exposes what the daemon needs at boot and for its
+//! own log: [`become_subreaper`], [`sweep_orphans`] and [`RotatingWriter`].
+//! `docs/architecture.md` describes the tree, message flows and shutdown.
 #![warn(missing_docs)]
 
+mod config_actor;
 mod engine;
+mod group;
+mod log_router;
+mod records;
+mod server;
+mod supervisor;
 
-pub use engine::{Engine, EngineError, EngineOptions, LogEvent, LogLine, LogSubscription, SpawnFailure};
+pub use engine::{
+    Engine, EngineError, EngineOptions, LogEvent, LogLine, LogSubscription, SpawnFailure,
+};
+pub use group::become_subreaper;
+pub use log_router::rotating::RotatingWriter;
+pub use records::{SweptOrphan, sweep_orphans};

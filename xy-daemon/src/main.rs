@@ -1,1 +1,83 @@
-fn main() {}
+//! `xyd`: parses flags, takes the lock, sets up logging and hands over to
+//! [`xy_daemon::run`]. Exit codes: 0 clean, 1 operational, 3 invalid config.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use xy_core::paths::Paths;
+use xy_daemon::{DaemonError, logging, prepare, signals};
+
+/// xyd: keeps your local HTTP MCP servers running.
+///
+/// Reads one KDL file per server from the config directory, starts them all,
+/// and serves newline-delimited JSON-RPC on a Unix socket (see `xyctl`).
+#[derive(Debug, Parser)]
+#[command(name = "xyd", version = xy_core::VERSION)]
+struct Args {
+    /// Directory of `<name>.kdl` server configs
+    /// [default: $XDG_CONFIG_HOME/xy/servers]
+    #[arg(long, value_name = "DIR")]
+    config_dir: Option<PathBuf>,
+    /// Run in the foreground (the default and only mode; accepted for
+    /// service managers that pass it)
+    #[arg(long)]
+    foreground: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let _ = args.foreground;
+    match boot(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e);
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn boot(args: Args) -> Result<(), DaemonError> {
+    let mut paths = Paths::from_env()?;
+    if let Some(dir) = args.config_dir {
+        paths = paths.with_config_dir(absolute(dir));
+    }
+    let prepared = prepare(paths)?;
+    let _log = logging::init(prepared.paths())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("xyd")
+        .build()
+        .map_err(|source| DaemonError::Io {
+            action: "start the async runtime",
+            path: PathBuf::new(),
+            source,
+        })?;
+    let result = runtime.block_on(async move {
+        let reloads = signals::hangups();
+        xy_daemon::run(prepared, signals::shutdown_requested(), reloads).await
+    });
+    if let Err(e) = &result
+        && !matches!(e, DaemonError::Config(_))
+    {
+        // Config errors were already logged with their diagnostics.
+        tracing::error!("{e}");
+    }
+    // Children are gone; don't wait for blocking tasks of a wedged actor.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
+}
+
+/// A relative `--config-dir` is taken from the cwd at start, which a service
+/// manager may change later.
+fn absolute(dir: PathBuf) -> PathBuf {
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+/// The one place `xyd` prints: the fatal error, also when the log could not
+/// be set up. (Config diagnostics already went to stderr through tracing.)
+#[allow(clippy::print_stderr)]
+fn report(e: &DaemonError) {
+    eprintln!("xyd: {e}");
+}

@@ -1,0 +1,146 @@
+//! The ConfigActor: holds the current [`ConfigSet`] and computes `reload`
+//! diffs (added / removed / changed by `content_hash` / unchanged).
+//!
+//! Supervised by the RootSupervisor; on failure the root respawns it with the
+//! configs it keeps per server. It owns no OS resources.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use xy_core::config::{ConfigSet, ServerConfig};
+
+/// A reload diff; every list sorted by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ConfigDiff {
+    /// New servers.
+    pub(crate) added: Vec<ServerConfig>,
+    /// Servers no longer configured.
+    pub(crate) removed: Vec<String>,
+    /// Servers whose `content_hash` differs (the new config).
+    pub(crate) changed: Vec<ServerConfig>,
+    /// Servers with the same `content_hash`.
+    pub(crate) unchanged: Vec<String>,
+}
+
+/// The diff from `old` to `new`.
+pub(crate) fn diff(old: &ConfigSet, new: &ConfigSet) -> ConfigDiff {
+    let mut d = ConfigDiff::default();
+    for (name, cfg) in &new.servers {
+        match old.servers.get(name) {
+            None => d.added.push(cfg.clone()),
+            Some(o) if o.content_hash != cfg.content_hash => d.changed.push(cfg.clone()),
+            Some(_) => d.unchanged.push(name.clone()),
+        }
+    }
+    d.removed = old
+        .servers
+        .keys()
+        .filter(|n| !new.servers.contains_key(*n))
+        .cloned()
+        .collect();
+    d
+}
+
+/// Messages of the ConfigActor.
+pub(crate) enum ConfigMsg {
+    /// Number of configured servers.
+    Count(RpcReplyPort<usize>),
+    /// Diff of the current set against a new one (the set is not replaced).
+    Diff(Box<ConfigSet>, RpcReplyPort<ConfigDiff>),
+    /// Makes `set` current.
+    Replace(Box<ConfigSet>, RpcReplyPort<()>),
+}
+
+/// See the module docs.
+pub(crate) struct ConfigActor;
+
+impl Actor for ConfigActor {
+    type Msg = ConfigMsg;
+    type State = ConfigSet;
+    type Arguments = ConfigSet;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ConfigMsg>,
+        set: ConfigSet,
+    ) -> Result<ConfigSet, ActorProcessingErr> {
+        Ok(set)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<ConfigMsg>,
+        msg: ConfigMsg,
+        set: &mut ConfigSet,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ConfigMsg::Count(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(set.servers.len());
+                }
+            }
+            ConfigMsg::Diff(new, reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(diff(set, &new));
+                }
+            }
+            ConfigMsg::Replace(new, reply) => {
+                *set = *new;
+                if !reply.is_closed() {
+                    let _ = reply.send(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(name: &str, hash: u64) -> ServerConfig {
+        ServerConfig {
+            name: name.into(),
+            source: format!("{name}.kdl").into(),
+            command: "/bin/true".into(),
+            args: vec![],
+            port: 1,
+            env: Default::default(),
+            working_dir: None,
+            restart: Default::default(),
+            stop: Default::default(),
+            content_hash: hash,
+        }
+    }
+
+    fn set(items: &[(&str, u64)]) -> ConfigSet {
+        ConfigSet {
+            servers: items
+                .iter()
+                .map(|(n, h)| ((*n).to_owned(), cfg(n, *h)))
+                .collect(),
+            ..ConfigSet::default()
+        }
+    }
+
+    #[test]
+    fn diff_classifies_every_server() {
+        let d = diff(
+            &set(&[("a", 1), ("b", 2), ("c", 3)]),
+            &set(&[("b", 2), ("c", 4), ("d", 5)]),
+        );
+        assert_eq!(
+            d.added.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["d"]
+        );
+        assert_eq!(d.removed, ["a"]);
+        assert_eq!(
+            d.changed
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>(),
+            ["c"]
+        );
+        assert_eq!(d.changed[0].content_hash, 4);
+        assert_eq!(d.unchanged, ["b"]);
+    }
+}

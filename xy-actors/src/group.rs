@@ -1,0 +1,224 @@
+//! Process groups as the OS sees them: signalling a group, deciding whether
+//! it is gone (zombies count as dead), reaping reparented descendants by pid,
+//! process start times for PID-reuse-safe records, and the child subreaper.
+//! The only module with OS-specific code; each `cfg` branch stays thin.
+
+use std::io;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// Makes this process the subreaper of its descendants (Linux
+/// `PR_SET_CHILD_SUBREAPER`), so a grandchild whose parent died is reparented
+/// to us, not to a PID 1 that may never reap it. A no-op elsewhere. The daemon
+/// calls it once at boot; the engine then reaps such zombies by pid.
+pub fn become_subreaper() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(())
+    }
+}
+
+/// Sends `sig` to every process of group `pgid`. A group that no longer
+/// exists is not an error.
+pub(crate) fn signal_group(pgid: i32, sig: Signal) -> io::Result<()> {
+    if pgid <= 1 {
+        // killpg(0) or (1) would hit ourselves or everything: never.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to signal pgid <= 1",
+        ));
+    }
+    match killpg(Pid::from_raw(pgid), sig) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether any live (non-zombie) process has process group `pgid`. On Linux
+/// it also reaps zombies of that group that were reparented to us — by pid,
+/// never `waitpid(-1)`, and never `skip` (the leader tokio waits for).
+pub(crate) fn group_alive(pgid: i32, skip: Option<i32>) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return killpg_probe(pgid);
+        };
+        let mut alive = false;
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Some(stat) = linux::stat(pid) else {
+                continue;
+            };
+            if stat.pgrp != pgid {
+                continue;
+            }
+            if stat.state == 'Z' || stat.state == 'X' {
+                if Some(pid) != skip {
+                    reap(pid);
+                }
+            } else {
+                alive = true;
+            }
+        }
+        alive
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = skip;
+        killpg_probe(pgid)
+    }
+}
+
+fn killpg_probe(pgid: i32) -> bool {
+    !matches!(
+        killpg(Pid::from_raw(pgid), None::<Signal>),
+        Err(Errno::ESRCH)
+    )
+}
+
+/// Collects the exit status of `pid` if it is our (reparented) zombie.
+fn reap(pid: i32) {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    // ECHILD (not our child) is expected for zombies that belong to PID 1.
+    let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub(crate) fn pid_alive(pid: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        linux::stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        !matches!(
+            nix::sys::signal::kill(Pid::from_raw(pid), None::<Signal>),
+            Err(Errno::ESRCH)
+        )
+    }
+}
+
+/// Polls until group `pgid` has no live member. Starts fast (a group
+/// usually vanishes within milliseconds of SIGKILL) and settles at 50 ms.
+pub(crate) async fn wait_group_gone(pgid: i32, skip: Option<i32>) {
+    let mut delay = Duration::from_millis(2);
+    while group_alive(pgid, skip) {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// Blocking twin of [`wait_group_gone`] with a deadline; true if gone.
+pub(crate) fn wait_group_gone_blocking(pgid: i32, within: Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    let mut delay = Duration::from_millis(2);
+    loop {
+        if !group_alive(pgid, None) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// When `pid` started, in a platform unit that only needs to compare equal
+/// for the same process (Linux: clock ticks since boot; macOS: µs since the
+/// epoch). `None` if the process does not exist.
+pub(crate) fn start_time(pid: i32) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::stat(pid).map(|s| s.start_time)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        macos::start_time(pid)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    /// The fields of `/proc/<pid>/stat` we use.
+    pub(super) struct Stat {
+        pub(super) state: char,
+        pub(super) pgrp: i32,
+        pub(super) start_time: u64,
+    }
+
+    pub(super) fn stat(pid: i32) -> Option<Stat> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        parse(&text)
+    }
+
+    /// Parses after the last `)`: `comm` may contain spaces and parens.
+    pub(super) fn parse(text: &str) -> Option<Stat> {
+        let rest = &text[text.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // fields[0] is field 3 (state); pgrp is field 5; starttime field 22.
+        Some(Stat {
+            state: fields.first()?.chars().next()?,
+            pgrp: fields.get(2)?.parse().ok()?,
+            start_time: fields.get(19)?.parse().ok()?,
+        })
+    }
+}
+
+#[cfg(target_os = "macos")]
+mod macos {
+    #[allow(unsafe_code)]
+    pub(super) fn start_time(pid: i32) -> Option<u64> {
+        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
+        // SAFETY: `info` is a properly sized, writable proc_bsdinfo; the call
+        // writes at most `size` bytes into it and returns how many it wrote.
+        let n = unsafe {
+            libc::proc_pidinfo(
+                pid,
+                libc::PROC_PIDTBSDINFO,
+                0,
+                (&raw mut info).cast::<libc::c_void>(),
+                size,
+            )
+        };
+        (n == size).then(|| info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn parses_stat_with_parens_in_comm() {
+        let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        let s = super::linux::parse(line).unwrap();
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.pgrp, 4242);
+        assert_eq!(s.start_time, 987654);
+    }
+
+    #[test]
+    fn own_process_is_alive_and_has_a_start_time() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        assert!(super::pid_alive(me));
+        assert!(super::start_time(me).is_some());
+    }
+}

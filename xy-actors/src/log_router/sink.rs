@@ -1,0 +1,269 @@
+//! One server's log sink: the rotating file, the ring buffer and the live
+//! broadcast, fed a batch at a time by that server's two pumps.
+//!
+//! Documented exception to "no shared mutable state": the sink is an
+//! `Arc<std::sync::Mutex<LogSink>>`. The LogRouterActor creates and owns it;
+//! the ServerActor hands it to the pumps of each child it spawns. A ractor
+//! message per line would cost more than the child's own write (SPEC §5 wants
+//! the child never slowed), so the pumps lock it once per read batch — never
+//! across an `.await` — and the router reads it for `logs --tail`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::broadcast;
+use xy_core::protocol::LogStream;
+
+use super::pump::Lines;
+use super::ring::Ring;
+use super::rotating::RotatingWriter;
+use crate::engine::LogLine;
+
+/// How many lines a live follower may fall behind before it is dropped.
+pub(crate) const DEFAULT_FOLLOW_BUFFER: usize = 8192;
+
+/// Where and how big: the per-server sink settings.
+#[derive(Debug, Clone)]
+pub(crate) struct SinkSettings {
+    pub(crate) log_dir: PathBuf,
+    pub(crate) rotate_bytes: u64,
+    pub(crate) ring_bytes: usize,
+    pub(crate) follow_buffer: usize,
+}
+/// How often a broken disk is retried and a live file checked for removal.
+const DISK_RETRY: Duration = Duration::from_secs(1);
+
+/// A sink shared by the router and the pumps; see the module docs.
+pub(crate) type SharedSink = Arc<Mutex<LogSink>>;
+
+/// Locks a sink; a pump that panicked mid-batch leaves nothing half-done
+/// that matters, so poisoning is ignored.
+pub(crate) fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
+    sink.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[derive(Debug)]
+enum Disk {
+    Ok(RotatingWriter),
+    /// Writing failed; ring-only until a reopen works.
+    Broken,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub(crate) struct LogSink {
+    name: Arc<str>,
+    path: PathBuf,
+    rotate_bytes: u64,
+    disk: Disk,
+    /// Last reopen attempt or removal check.
+    last_check: Instant,
+    ring: Ring,
+    tx: Option<broadcast::Sender<LogLine>>,
+    disk_buf: Vec<u8>,
+}
+
+impl LogSink {
+    pub(crate) fn new(name: &str, settings: &SinkSettings) -> LogSink {
+        let rotate_bytes = settings.rotate_bytes;
+        let path = settings.log_dir.join(format!("{name}.log"));
+        let disk = match RotatingWriter::open(&path, rotate_bytes) {
+            Ok(w) => Disk::Ok(w),
+            Err(e) => {
+                tracing::warn!(server = %name, path = %path.display(), error = %e, "cannot open log file; keeping logs in memory only until it works");
+                Disk::Broken
+            }
+        };
+        LogSink {
+            name: Arc::from(name),
+            path,
+            rotate_bytes,
+            disk,
+            last_check: Instant::now(),
+            ring: Ring::new(Arc::from(name), settings.ring_bytes),
+            tx: Some(broadcast::channel(settings.follow_buffer.max(1)).0),
+            disk_buf: Vec::with_capacity(128 * 1024),
+        }
+    }
+
+    pub(crate) fn shared(self) -> SharedSink {
+        Arc::new(Mutex::new(self))
+    }
+
+    /// Takes one read batch of one stream: every line goes to disk, ring
+    /// and followers. The disk gets one buffered write per batch.
+    pub(crate) fn push_batch(&mut self, stream: LogStream, lines: Lines) {
+        if lines.is_empty() {
+            return;
+        }
+        let ts = SystemTime::now();
+        self.maintain_disk();
+        if let Disk::Ok(w) = &mut self.disk {
+            let stamp = xy_core::time::rfc3339_ms(ts);
+            let buf = &mut self.disk_buf;
+            buf.clear();
+            for line in lines.iter() {
+                buf.extend_from_slice(stamp.as_bytes());
+                buf.extend_from_slice(b" [");
+                buf.extend_from_slice(stream.tag().as_bytes());
+                buf.extend_from_slice(b"] ");
+                buf.extend_from_slice(line.as_bytes());
+                buf.push(b'\n');
+            }
+            if let Err(e) = w.write_lines(buf).and_then(|()| w.flush()) {
+                tracing::warn!(server = %self.name, path = %self.path.display(), error = %e, "log file write failed; keeping logs in memory only until it works");
+                self.disk = Disk::Broken;
+                self.last_check = Instant::now();
+            }
+            if buf.capacity() > 1 << 20 {
+                // One huge batch must not pin its buffer forever.
+                *buf = Vec::new();
+            }
+        }
+        if let Some(tx) = self.tx.as_ref().filter(|tx| tx.receiver_count() > 0) {
+            for line in lines.iter() {
+                // Never blocks: a slow receiver lags and is dropped.
+                let _ = tx.send(LogLine {
+                    name: self.name.clone(),
+                    stream,
+                    line: line.to_owned(),
+                    ts,
+                });
+            }
+        }
+        self.ring.push(stream, ts, lines);
+    }
+
+    /// Reopens a broken disk, or notices a removed live file, at most once
+    /// per [`DISK_RETRY`].
+    fn maintain_disk(&mut self) {
+        if self.last_check.elapsed() < DISK_RETRY {
+            return;
+        }
+        self.last_check = Instant::now();
+        match &self.disk {
+            Disk::Ok(_) if self.path.exists() => {}
+            Disk::Ok(_) => {
+                tracing::warn!(server = %self.name, path = %self.path.display(), "log file was removed; reopening");
+                self.reopen();
+                if matches!(self.disk, Disk::Broken) {
+                    tracing::warn!(server = %self.name, path = %self.path.display(), "cannot reopen log file; keeping logs in memory only until it works");
+                }
+            }
+            Disk::Broken => {
+                self.reopen();
+                if matches!(self.disk, Disk::Ok(_)) {
+                    tracing::info!(server = %self.name, path = %self.path.display(), "log file writable again");
+                }
+            }
+        }
+    }
+
+    fn reopen(&mut self) {
+        self.disk = match RotatingWriter::open(&self.path, self.rotate_bytes) {
+            Ok(w) => Disk::Ok(w),
+            Err(_) => Disk::Broken,
+        };
+    }
+
+    /// The buffered tail and, when following, a live receiver. Both are taken
+    /// under the same lock, so no line is missed or duplicated between them.
+    pub(crate) fn subscribe(
+        &self,
+        tail: Option<usize>,
+        follow: bool,
+    ) -> (Vec<LogLine>, Option<broadcast::Receiver<LogLine>>) {
+        let rx = if follow {
+            self.tx.as_ref().map(broadcast::Sender::subscribe)
+        } else {
+            None
+        };
+        (self.ring.tail(tail), rx)
+    }
+
+    /// Ends every follower (server removed).
+    pub(crate) fn close(&mut self) {
+        self.tx = None;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_disk_ok(&self) -> bool {
+        matches!(self.disk, Disk::Ok(_))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn force_check(&mut self) {
+        self.last_check = Instant::now() - DISK_RETRY;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(dir: &std::path::Path) -> SinkSettings {
+        SinkSettings {
+            log_dir: dir.to_path_buf(),
+            rotate_bytes: 1 << 20,
+            ring_bytes: 1 << 20,
+            follow_buffer: 16,
+        }
+    }
+
+    fn lines(v: &[&str]) -> Lines {
+        let mut l = Lines::default();
+        for s in v {
+            l.push(s.as_bytes());
+        }
+        l
+    }
+
+    #[test]
+    fn writes_tagged_lines_and_fills_ring() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        s.push_batch(LogStream::Stdout, lines(&["hello", "world"]));
+        s.push_batch(LogStream::Stderr, lines(&["oops"]));
+        let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), 3);
+        assert!(got[0].ends_with("Z [out] hello"), "{}", got[0]);
+        assert!(got[2].ends_with("Z [err] oops"), "{}", got[2]);
+        // `2026-…T…:…:….123Z`: RFC 3339 with milliseconds.
+        let stamp = got[0].split(' ').next().unwrap();
+        assert_eq!(stamp.len(), "2026-11-30T05:04:54.123Z".len(), "{stamp}");
+        let (tail, rx) = s.subscribe(Some(2), false);
+        assert!(rx.is_none());
+        assert_eq!(
+            tail.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
+            ["world", "oops"]
+        );
+    }
+
+    #[test]
+    fn disk_failure_degrades_to_ring_and_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        let mut s = LogSink::new("a", &settings(&logs));
+        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        // The file and its directory vanish, and a plain file takes the
+        // directory's place, so reopening fails.
+        std::fs::remove_dir_all(&logs).unwrap();
+        std::fs::write(&logs, "not a dir").unwrap();
+        s.force_check();
+        s.push_batch(LogStream::Stdout, lines(&["two"]));
+        assert!(!s.is_disk_ok());
+        assert_eq!(s.subscribe(None, false).0.len(), 2, "ring keeps every line");
+        // Writing works again: the next check reopens the file.
+        std::fs::remove_file(&logs).unwrap();
+        std::fs::create_dir_all(&logs).unwrap();
+        s.force_check();
+        s.push_batch(LogStream::Stdout, lines(&["three"]));
+        assert!(s.is_disk_ok());
+        let text = std::fs::read_to_string(logs.join("a.log")).unwrap();
+        assert!(text.contains("[out] three"));
+    }
+}

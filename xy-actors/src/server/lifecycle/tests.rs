@@ -1,0 +1,336 @@
+//! Table tests: every (state, event) row of the lifecycle, policy × exit kind,
+//! backoff growth and cap, and the retry window.
+
+use super::*;
+use ServerState as S;
+
+const GRACE: Duration = Duration::from_millis(300);
+
+fn cfg(policy: RestartPolicy) -> RestartConfig {
+    RestartConfig {
+        policy,
+        backoff_initial: Duration::from_millis(100),
+        backoff_max: Duration::from_millis(1000),
+        max_retries_per_minute: 3,
+    }
+}
+
+fn at(phase: ServerState) -> Lifecycle {
+    Lifecycle {
+        phase,
+        group_alive: matches!(phase, S::Running | S::Stopping),
+        ..Lifecycle::default()
+    }
+}
+
+fn exit(code: Option<i32>, signal: Option<i32>) -> Event {
+    Event::ChildExited { code, signal }
+}
+
+/// The non-transition actions, for compact assertions.
+fn effects(actions: &[Action]) -> Vec<Action> {
+    actions
+        .iter()
+        .filter(|a| !matches!(a, Action::Transition { .. }))
+        .cloned()
+        .collect()
+}
+
+fn step(
+    state: &Lifecycle,
+    ev: Event,
+    policy: RestartPolicy,
+    now: Instant,
+) -> (Lifecycle, Vec<Action>) {
+    next(state, ev, &cfg(policy), GRACE, now)
+}
+
+#[test]
+fn every_row() {
+    let now = Instant::now();
+    let p = RestartPolicy::OnFailure;
+    // (from, event, expected phase, expected effects)
+    let rows: Vec<(ServerState, Event, ServerState, Vec<Action>)> = vec![
+        (
+            S::Stopped,
+            Event::StartRequested,
+            S::Starting,
+            vec![Action::Spawn],
+        ),
+        (
+            S::Failed,
+            Event::StartRequested,
+            S::Starting,
+            vec![Action::Spawn],
+        ),
+        (S::Running, Event::StartRequested, S::Running, vec![]),
+        (S::Restarting, Event::StartRequested, S::Restarting, vec![]),
+        (S::Stopping, Event::StartRequested, S::Stopping, vec![]),
+        (S::Starting, Event::Spawned, S::Running, vec![]),
+        (
+            S::Starting,
+            Event::SpawnFailed("ENOENT".into()),
+            S::Failed,
+            vec![],
+        ),
+        (S::Running, Event::Spawned, S::Running, vec![]),
+        (
+            S::Running,
+            exit(Some(1), None),
+            S::Restarting,
+            vec![
+                Action::KillGroup,
+                Action::ScheduleBackoff(Duration::from_millis(100)),
+            ],
+        ),
+        (
+            S::Running,
+            exit(Some(0), None),
+            S::Stopped,
+            vec![Action::KillGroup],
+        ),
+        (S::Stopping, exit(Some(0), None), S::Stopping, vec![]),
+        (
+            S::Running,
+            Event::StopRequested,
+            S::Stopping,
+            vec![Action::TermGroup, Action::ScheduleGrace(GRACE)],
+        ),
+        (S::Restarting, Event::StopRequested, S::Stopped, vec![]),
+        (S::Stopping, Event::StopRequested, S::Stopping, vec![]),
+        (S::Stopped, Event::StopRequested, S::Stopped, vec![]),
+        (S::Failed, Event::StopRequested, S::Failed, vec![]),
+        (
+            S::Stopping,
+            Event::GraceExpired,
+            S::Stopping,
+            vec![Action::KillGroup],
+        ),
+        (S::Running, Event::GraceExpired, S::Running, vec![]),
+        (S::Stopped, Event::GraceExpired, S::Stopped, vec![]),
+        (S::Stopping, Event::GroupGone, S::Stopped, vec![]),
+        (S::Stopped, Event::GroupGone, S::Stopped, vec![]),
+        (
+            S::Restarting,
+            Event::BackoffElapsed,
+            S::Starting,
+            vec![Action::Spawn],
+        ),
+        (S::Stopped, Event::BackoffElapsed, S::Stopped, vec![]),
+        (S::Running, Event::BackoffElapsed, S::Running, vec![]),
+    ];
+    for (from, ev, to, want) in rows {
+        let (s, actions) = step(&at(from), ev.clone(), p, now);
+        assert_eq!(s.phase, to, "{from:?} + {ev:?}");
+        assert_eq!(effects(&actions), want, "{from:?} + {ev:?}");
+        let transitions = actions.len() - effects(&actions).len();
+        assert_eq!(transitions, usize::from(from != to), "{from:?} + {ev:?}");
+    }
+}
+
+#[test]
+fn policy_times_exit_kind() {
+    let now = Instant::now();
+    use RestartPolicy::{Always, Never, OnFailure};
+    let clean = (Some(0), None);
+    let dirty = (Some(3), None);
+    let signal = (None, Some(9));
+    let rows = [
+        (Always, clean, S::Restarting),
+        (Always, dirty, S::Restarting),
+        (Always, signal, S::Restarting),
+        (OnFailure, clean, S::Stopped),
+        (OnFailure, dirty, S::Restarting),
+        (OnFailure, signal, S::Restarting),
+        (Never, clean, S::Stopped),
+        (Never, dirty, S::Failed),
+        (Never, signal, S::Failed),
+    ];
+    for (policy, (code, sig), want) in rows {
+        let (s, actions) = step(&at(S::Running), exit(code, sig), policy, now);
+        assert_eq!(s.phase, want, "{policy:?} {code:?} {sig:?}");
+        assert_eq!(
+            actions.iter().filter(|a| **a == Action::KillGroup).count(),
+            1
+        );
+        assert_eq!(s.restart_count, u32::from(want == S::Restarting));
+    }
+}
+
+#[test]
+fn backoff_math() {
+    let i = Duration::from_millis(100);
+    let m = Duration::from_millis(1000);
+    let got: Vec<u128> = (1..=7).map(|n| backoff(i, m, n).as_millis()).collect();
+    assert_eq!(got, [100, 200, 400, 800, 1000, 1000, 1000]);
+    assert_eq!(
+        backoff(Duration::from_secs(1), Duration::from_secs(30), 100),
+        Duration::from_secs(30)
+    );
+}
+
+/// Drives exits and backoffs through the machine; returns the backoffs seen.
+fn crash_loop(policy: RestartConfig, crashes: u32, gap: Duration) -> (Lifecycle, Vec<Duration>) {
+    let mut now = Instant::now();
+    let mut s = at(S::Stopped);
+    let mut delays = Vec::new();
+    (s, _) = next(&s, Event::StartRequested, &policy, GRACE, now);
+    (s, _) = next(&s, Event::Spawned, &policy, GRACE, now);
+    for _ in 0..crashes {
+        now += gap;
+        let actions;
+        (s, actions) = next(&s, exit(Some(1), None), &policy, GRACE, now);
+        (s, _) = next(&s, Event::GroupGone, &policy, GRACE, now);
+        let Some(d) = actions.iter().find_map(|a| match a {
+            Action::ScheduleBackoff(d) => Some(*d),
+            _ => None,
+        }) else {
+            break;
+        };
+        delays.push(d);
+        now += d;
+        (s, _) = next(&s, Event::BackoffElapsed, &policy, GRACE, now);
+        assert_eq!(s.phase, S::Starting);
+        (s, _) = next(&s, Event::Spawned, &policy, GRACE, now);
+    }
+    (s, delays)
+}
+
+#[test]
+fn backoff_grows_to_cap() {
+    let mut c = cfg(RestartPolicy::Always);
+    c.max_retries_per_minute = 100;
+    let (s, delays) = crash_loop(c, 6, Duration::from_millis(1));
+    let ms: Vec<u128> = delays.iter().map(Duration::as_millis).collect();
+    assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+    assert_eq!(s.restart_count, 6);
+}
+
+#[test]
+fn window_exceeded_fails_after_n_plus_one_spawns() {
+    let c = cfg(RestartPolicy::OnFailure); // 3 per minute
+    let (s, delays) = crash_loop(c, 10, Duration::from_millis(1));
+    // 1 first spawn + 3 restarts = 4 spawns, the 4th exit fails it.
+    assert_eq!(delays.len(), 3);
+    assert_eq!(s.phase, S::Failed);
+    assert_eq!(s.restart_count, 3);
+}
+
+#[test]
+fn long_run_resets_backoff_and_window_slides() {
+    let c = cfg(RestartPolicy::OnFailure);
+    // Each run lasts 61 s: n resets and the window never fills.
+    let (s, delays) = crash_loop(c, 8, Duration::from_secs(61));
+    assert_eq!(delays.len(), 8);
+    assert!(delays.iter().all(|d| *d == Duration::from_millis(100)));
+    assert_eq!(s.phase, S::Running);
+}
+
+#[test]
+fn start_leaves_failed_and_resets_counters() {
+    let c = cfg(RestartPolicy::OnFailure);
+    let (s, _) = crash_loop(c.clone(), 10, Duration::from_millis(1));
+    assert_eq!(s.phase, S::Failed);
+    let (s, actions) = next(&s, Event::StartRequested, &c, GRACE, Instant::now());
+    assert_eq!(s.phase, S::Starting);
+    assert!(actions.contains(&Action::Spawn));
+    assert!(s.window.is_empty());
+    assert_eq!(s.consecutive, 0);
+}
+
+#[test]
+fn zero_retries_fails_at_once() {
+    let mut c = cfg(RestartPolicy::Always);
+    c.max_retries_per_minute = 0;
+    let (s, delays) = crash_loop(c, 3, Duration::from_millis(1));
+    assert!(delays.is_empty());
+    assert_eq!(s.phase, S::Failed);
+}
+
+#[test]
+fn backoff_waits_for_group_gone() {
+    let c = cfg(RestartPolicy::Always);
+    let now = Instant::now();
+    let (s, _) = next(&at(S::Running), exit(Some(1), None), &c, GRACE, now);
+    assert!(s.group_alive);
+    let (s, actions) = next(&s, Event::BackoffElapsed, &c, GRACE, now);
+    assert_eq!(s.phase, S::Restarting);
+    assert!(actions.is_empty());
+    assert!(s.backoff_due);
+    let (s, actions) = next(&s, Event::GroupGone, &c, GRACE, now);
+    assert_eq!(s.phase, S::Starting);
+    assert_eq!(effects(&actions), vec![Action::Spawn]);
+}
+
+#[test]
+fn stop_while_restarting_with_group_alive_kills() {
+    let c = cfg(RestartPolicy::Always);
+    let now = Instant::now();
+    let (s, _) = next(&at(S::Running), exit(Some(1), None), &c, GRACE, now);
+    let (s, actions) = next(&s, Event::StopRequested, &c, GRACE, now);
+    assert_eq!(s.phase, S::Stopping);
+    assert_eq!(effects(&actions), vec![Action::KillGroup]);
+    let (s, _) = next(&s, Event::BackoffElapsed, &c, GRACE, now);
+    assert_eq!(s.phase, S::Stopping);
+    let (s, _) = next(&s, Event::GroupGone, &c, GRACE, now);
+    assert_eq!(s.phase, S::Stopped);
+}
+
+#[test]
+fn start_during_stop_starts_after_group_gone() {
+    let c = cfg(RestartPolicy::OnFailure);
+    let now = Instant::now();
+    let (s, _) = next(&at(S::Running), Event::StopRequested, &c, GRACE, now);
+    let (s, _) = next(&s, Event::StartRequested, &c, GRACE, now);
+    assert!(s.pending_start);
+    let (s, _) = next(&s, exit(Some(0), None), &c, GRACE, now);
+    assert_eq!(s.phase, S::Stopping);
+    let (s, actions) = next(&s, Event::GroupGone, &c, GRACE, now);
+    assert_eq!(s.phase, S::Starting);
+    assert_eq!(effects(&actions), vec![Action::Spawn]);
+    let kinds: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Transition { to, .. } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, [S::Stopped, S::Starting]);
+}
+
+#[test]
+fn start_after_failure_waits_for_old_group() {
+    let c = cfg(RestartPolicy::Never);
+    let now = Instant::now();
+    let (s, _) = next(&at(S::Running), exit(Some(1), None), &c, GRACE, now);
+    assert_eq!(s.phase, S::Failed);
+    assert!(s.group_alive);
+    let (s, actions) = next(&s, Event::StartRequested, &c, GRACE, now);
+    assert_eq!(s.phase, S::Failed);
+    assert!(actions.is_empty());
+    let (s, actions) = next(&s, Event::GroupGone, &c, GRACE, now);
+    assert_eq!(s.phase, S::Starting);
+    assert_eq!(effects(&actions), vec![Action::Spawn]);
+}
+
+#[test]
+fn reasons_name_the_exit() {
+    let c = cfg(RestartPolicy::Never);
+    let (_, actions) = next(
+        &at(S::Running),
+        exit(None, Some(9)),
+        &c,
+        GRACE,
+        Instant::now(),
+    );
+    let Some(Action::Transition { reason, to, .. }) = actions
+        .first()
+        .filter(|a| matches!(a, Action::Transition { .. }))
+        .or(actions.get(1))
+    else {
+        panic!("no transition in {actions:?}");
+    };
+    assert_eq!(*to, S::Failed);
+    assert!(reason.contains("SIGKILL"), "{reason}");
+    assert_eq!(signal_name(15), "SIGTERM");
+}

@@ -1,0 +1,224 @@
+//! Spawning a server's child behind a trait, so the ServerActor runs against
+//! real processes in the daemon and against a mock in unit tests. The real
+//! spawner puts the child in its own process group, wires its stdout/stderr
+//! to the log pumps and writes the child record for the orphan sweep.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use nix::sys::signal::Signal;
+use xy_core::config::ServerConfig;
+use xy_core::protocol::LogStream;
+
+use crate::group;
+use crate::log_router::pump::pump;
+use crate::log_router::sink::SharedSink;
+use crate::records::{self, ChildRecord};
+
+/// A boxed `Send` future.
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// How the group leader ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExitInfo {
+    /// Exit code on a normal exit.
+    pub(crate) code: Option<i32>,
+    /// Signal number when killed by a signal.
+    pub(crate) signal: Option<i32>,
+}
+
+/// Why a spawn failed: the path tried and the OS error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpawnError {
+    pub(crate) path: String,
+    pub(crate) error: String,
+}
+
+/// One spawned child and its process group.
+pub(crate) trait ChildHandle: Send + Sync + 'static {
+    /// The leader's pid.
+    fn pid(&self) -> u32;
+    /// The process group (the leader's pid).
+    fn pgid(&self) -> i32;
+    /// Signals every process of the group; a gone group is not an error.
+    fn signal_group(&self, sig: Signal);
+    /// Resolves when the leader exits. Called once, by the waiter task.
+    fn wait(&self) -> BoxFuture<ExitInfo>;
+    /// After the leader exited: resolves once no live process of the group
+    /// is left (zombies reaped or ignored) and the child record is removed.
+    fn wait_group_gone(&self) -> BoxFuture<()>;
+}
+
+/// Starts children.
+pub(crate) trait ChildSpawner: Send + Sync + 'static {
+    /// Spawns `config`'s command with its output going to `sink`.
+    fn spawn(
+        &self,
+        config: &ServerConfig,
+        sink: &SharedSink,
+    ) -> Result<Arc<dyn ChildHandle>, SpawnError>;
+}
+
+/// Real processes via `tokio::process`.
+#[derive(Debug)]
+pub(crate) struct RealSpawner {
+    pub(crate) run_dir: PathBuf,
+}
+
+/// Resolves `command` as the child will see it: a bare name on the env
+/// block's PATH if it sets one (else the daemon's), a relative path against
+/// the working directory. The error carries the path tried and the reason.
+fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
+    let path_var: Option<OsString> = config.env.get("PATH").map(OsString::from);
+    xy_core::config::resolve_command_in(
+        &config.command,
+        path_var.as_deref(),
+        config.working_dir.as_deref(),
+    )
+    .map_err(|e| {
+        // Reported as the OS error exec would have given, like other spawn errors.
+        let (path, errno) = match &e {
+            xy_core::config::CommandLookupError::NotExecutable(p) => {
+                (p.display().to_string(), libc::EACCES)
+            }
+            xy_core::config::CommandLookupError::NotFound(_) => {
+                (config.command.clone(), libc::ENOENT)
+            }
+        };
+        SpawnError {
+            path,
+            error: std::io::Error::from_raw_os_error(errno).to_string(),
+        }
+    })
+}
+
+impl ChildSpawner for RealSpawner {
+    fn spawn(
+        &self,
+        config: &ServerConfig,
+        sink: &SharedSink,
+    ) -> Result<Arc<dyn ChildHandle>, SpawnError> {
+        let program = resolve(config)?;
+        let shown = program.display().to_string();
+        if let Some(dir) = &config.working_dir
+            && let Err(e) = std::fs::metadata(dir)
+        {
+            return Err(SpawnError {
+                path: shown,
+                error: format!("working directory {}: {e}", dir.display()),
+            });
+        }
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.args(&config.args)
+            .envs(&config.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(dir) = &config.working_dir {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd.spawn().map_err(|e| SpawnError {
+            path: shown.clone(),
+            error: e.to_string(),
+        })?;
+        let pid = child.id().unwrap_or_default();
+        let pgid = i32::try_from(pid).unwrap_or_default();
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(pump(out, LogStream::Stdout, sink.clone()));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(pump(err, LogStream::Stderr, sink.clone()));
+        }
+        let record_path = records::record_path(&self.run_dir, &config.name);
+        let record = ChildRecord {
+            pid: pgid,
+            pgid,
+            start_time: group::start_time(pgid),
+            command: shown,
+        };
+        let record_path = match records::write(&record_path, &record) {
+            Ok(()) => Some(record_path),
+            Err(e) => {
+                tracing::warn!(server = %config.name, path = %record_path.display(), error = %e, "cannot write child record");
+                None
+            }
+        };
+        Ok(Arc::new(RealChild {
+            pid,
+            pgid,
+            child: Mutex::new(Some(child)),
+            record_path,
+        }))
+    }
+}
+
+struct RealChild {
+    pid: u32,
+    pgid: i32,
+    /// Taken by the waiter task; `kill_on_drop` fires if that task is dropped.
+    child: Mutex<Option<tokio::process::Child>>,
+    record_path: Option<PathBuf>,
+}
+
+impl ChildHandle for RealChild {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    fn signal_group(&self, sig: Signal) {
+        if let Err(e) = group::signal_group(self.pgid, sig) {
+            tracing::warn!(pgid = self.pgid, signal = %sig, error = %e, "cannot signal process group");
+        }
+    }
+
+    fn wait(&self) -> BoxFuture<ExitInfo> {
+        let child = self
+            .child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        Box::pin(async move {
+            let Some(mut child) = child else {
+                return ExitInfo {
+                    code: None,
+                    signal: None,
+                };
+            };
+            match child.wait().await {
+                Ok(status) => ExitInfo {
+                    code: status.code(),
+                    signal: status.signal(),
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e, "waiting for child failed");
+                    ExitInfo {
+                        code: None,
+                        signal: None,
+                    }
+                }
+            }
+        })
+    }
+
+    fn wait_group_gone(&self) -> BoxFuture<()> {
+        let (pgid, leader) = (self.pgid, i32::try_from(self.pid).ok());
+        let record = self.record_path.clone();
+        Box::pin(async move {
+            group::wait_group_gone(pgid, leader).await;
+            if let Some(path) = record {
+                records::remove_if_pid(&path, pgid);
+            }
+        })
+    }
+}

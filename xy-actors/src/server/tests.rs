@@ -1,0 +1,310 @@
+//! ServerActor against the mock child, on a paused clock: policy × exit kind,
+//! backoff growth and cap, the retry window, grace → SIGKILL, and answers
+//! while stopping.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use ractor::{Actor, ActorRef};
+use tokio::time::Instant;
+use xy_core::config::{RestartConfig, RestartPolicy, ServerConfig, StopConfig};
+use xy_core::protocol::{ServerState, StatusResult};
+
+use super::mock::MockSpawner;
+use super::*;
+use crate::log_router::sink::LogSink;
+
+const GRACE: Duration = Duration::from_millis(300);
+
+fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
+    ServerConfig {
+        name: "mock".into(),
+        source: "mock.kdl".into(),
+        command: "/mock/server".into(),
+        args: vec![],
+        port: 1,
+        env: Default::default(),
+        working_dir: None,
+        restart: RestartConfig {
+            policy,
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_millis(400),
+            max_retries_per_minute: retries,
+        },
+        stop: StopConfig { grace: GRACE },
+        content_hash: 0,
+    }
+}
+
+struct Fixture {
+    actor: ActorRef<ServerMsg>,
+    spawner: Arc<MockSpawner>,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(config: ServerConfig) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let spawner = MockSpawner::new();
+    let sink = LogSink::new(
+        "mock",
+        &crate::log_router::sink::SinkSettings {
+            log_dir: dir.path().to_path_buf(),
+            rotate_bytes: 1 << 20,
+            ring_bytes: 1 << 20,
+            follow_buffer: 16,
+        },
+    )
+    .shared();
+    let args = ServerArgs {
+        config,
+        sink,
+        spawner: spawner.clone(),
+        root: None,
+        autostart: false,
+        prior_pgid: None,
+    };
+    let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
+    Fixture {
+        actor,
+        spawner,
+        _dir: dir,
+    }
+}
+
+async fn status(a: &ActorRef<ServerMsg>) -> StatusResult {
+    ractor::call_t!(a, ServerMsg::Snapshot, 5_000).unwrap()
+}
+
+async fn start(a: &ActorRef<ServerMsg>) -> StartOutcome {
+    a.call(
+        |tx| ServerMsg::Start(Some(tx)),
+        Some(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap()
+    .success_or(ractor::RactorErr::<()>::Timeout)
+    .unwrap_or_else(|_| panic!("no start reply"))
+}
+
+async fn stop(a: &ActorRef<ServerMsg>) -> StopOutcome {
+    ractor::call_t!(a, ServerMsg::Stop, 30_000).unwrap()
+}
+
+async fn wait_state(a: &ActorRef<ServerMsg>, want: ServerState) -> StatusResult {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = status(a).await;
+        if s.entry.state == want {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still {:?}, wanted {want:?}",
+            s.entry.state
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn policy_times_exit_kind() {
+    use RestartPolicy::{Always, Never, OnFailure};
+    #[derive(Clone, Copy, Debug)]
+    enum Kind {
+        Clean,
+        Dirty,
+        Signal,
+    }
+    let rows = [
+        (Always, Kind::Clean, true, ServerState::Running),
+        (Always, Kind::Dirty, true, ServerState::Running),
+        (Always, Kind::Signal, true, ServerState::Running),
+        (OnFailure, Kind::Clean, false, ServerState::Stopped),
+        (OnFailure, Kind::Dirty, true, ServerState::Running),
+        (OnFailure, Kind::Signal, true, ServerState::Running),
+        (Never, Kind::Clean, false, ServerState::Stopped),
+        (Never, Kind::Dirty, false, ServerState::Failed),
+        (Never, Kind::Signal, false, ServerState::Failed),
+    ];
+    for (policy, kind, restarts, want) in rows {
+        let f = fixture(cfg(policy, 5)).await;
+        assert_eq!(start(&f.actor).await, StartOutcome::Started);
+        let first = f.spawner.last();
+        match kind {
+            Kind::Clean => first.exit(0),
+            Kind::Dirty => first.exit(2),
+            Kind::Signal => first.kill_by(Signal::SIGSEGV),
+        }
+        if restarts {
+            // restarting, then a second spawn after the backoff
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while f.spawner.spawns() < 2 {
+                assert!(Instant::now() < deadline, "{policy:?} {kind:?}: no restart");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let s = wait_state(&f.actor, want).await;
+        assert_eq!(
+            s.entry.restart_count,
+            u32::from(restarts),
+            "{policy:?} {kind:?}"
+        );
+        let last = s.entry.last_exit.expect("last_exit");
+        match kind {
+            Kind::Clean => assert_eq!(last.code, Some(0)),
+            Kind::Dirty => assert_eq!(last.code, Some(2)),
+            Kind::Signal => assert_eq!(last.signal.as_deref(), Some("SIGSEGV")),
+        }
+        // The exit SIGKILLs the rest of the group before anything else.
+        assert_eq!(first.signals(), [Signal::SIGKILL], "{policy:?} {kind:?}");
+        f.actor.stop(None);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_grows_to_the_cap() {
+    let f = fixture(cfg(RestartPolicy::Always, 100)).await;
+    f.spawner.exit_on_spawn(Some(1));
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while f.spawner.spawns() < 6 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let times = f.spawner.spawn_times();
+    let gaps: Vec<u128> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    let want = [100, 200, 400, 400, 400];
+    for (gap, want) in gaps.iter().zip(want) {
+        assert!(*gap >= want && *gap < want + 50, "gaps {gaps:?}");
+    }
+    f.actor.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn window_exceeded_fails_and_start_leaves_failed() {
+    let f = fixture(cfg(RestartPolicy::OnFailure, 3)).await;
+    f.spawner.exit_on_spawn(Some(1));
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let s = wait_state(&f.actor, ServerState::Failed).await;
+    assert_eq!(f.spawner.spawns(), 4, "N+1 spawns");
+    assert_eq!(s.entry.restart_count, 3);
+    assert!(
+        s.transitions
+            .last()
+            .unwrap()
+            .reason
+            .contains("restart limit"),
+        "{:?}",
+        s.transitions
+    );
+
+    f.spawner.exit_on_spawn(None);
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let s = wait_state(&f.actor, ServerState::Running).await;
+    assert!(s.entry.pid.is_some());
+    f.actor.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn grace_expiry_escalates_to_sigkill() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    f.spawner.ignore_term(true);
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let t0 = Instant::now();
+    assert_eq!(stop(&f.actor).await, StopOutcome::Stopped);
+    let took = t0.elapsed();
+    assert!(
+        took >= GRACE && took < GRACE + Duration::from_millis(100),
+        "{took:?}"
+    );
+    assert_eq!(
+        f.spawner.last().signals(),
+        [Signal::SIGTERM, Signal::SIGKILL]
+    );
+    let s = status(&f.actor).await;
+    assert_eq!(s.entry.state, ServerState::Stopped);
+    assert_eq!(
+        s.entry.last_exit.unwrap().signal.as_deref(),
+        Some("SIGKILL")
+    );
+    assert_eq!(f.spawner.spawns(), 1, "a stop never restarts");
+    f.actor.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn well_behaved_child_stops_without_sigkill() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let t0 = Instant::now();
+    assert_eq!(stop(&f.actor).await, StopOutcome::Stopped);
+    assert!(t0.elapsed() < GRACE);
+    assert_eq!(f.spawner.last().signals(), [Signal::SIGTERM]);
+    assert_eq!(stop(&f.actor).await, StopOutcome::NotRunning);
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    assert_eq!(start(&f.actor).await, StartOutcome::AlreadyRunning);
+    f.actor.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_answers_at_once_while_stopping() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    f.spawner.ignore_term(true);
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let a = f.actor.clone();
+    let stopping = tokio::spawn(async move { stop(&a).await });
+    let s = wait_state(&f.actor, ServerState::Stopping).await;
+    assert!(s.entry.pid.is_some());
+    assert!(!stopping.is_finished());
+    assert_eq!(stopping.await.unwrap(), StopOutcome::Stopped);
+    f.actor.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn spawn_failure_reports_path_and_error() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    f.spawner.fail_next(1);
+    let StartOutcome::Failed(failure) = start(&f.actor).await else {
+        panic!("expected a failure");
+    };
+    assert_eq!(failure.name, "mock");
+    assert_eq!(failure.path, "/mock/server");
+    assert!(failure.error.contains("os error 2"));
+    let s = status(&f.actor).await;
+    assert_eq!(s.entry.state, ServerState::Failed);
+    assert!(
+        s.transitions
+            .last()
+            .unwrap()
+            .reason
+            .contains("spawn failed")
+    );
+    f.actor.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn panic_kills_the_group_through_the_dropped_state() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let child = f.spawner.last();
+    f.actor.cast(ServerMsg::InjectPanic).unwrap();
+    f.actor.wait(Some(Duration::from_secs(5))).await.unwrap();
+    assert_eq!(child.signals(), [Signal::SIGKILL]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transitions_are_capped_at_twenty() {
+    let f = fixture(cfg(RestartPolicy::Always, 1000)).await;
+    f.spawner.exit_on_spawn(Some(1));
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while f.spawner.spawns() < 15 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let s = status(&f.actor).await;
+    assert_eq!(s.transitions.len(), 20);
+    f.actor.stop(None);
+}

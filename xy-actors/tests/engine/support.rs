@@ -1,0 +1,242 @@
+//! Test support: the `xy-testbins` children (built once if missing), config
+//! builders with fast timings, an engine in a tempdir, and polling helpers.
+#![allow(unreachable_pub, dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use xy_actors::{Engine, EngineOptions};
+use xy_core::config::{ConfigSet, RestartConfig, RestartPolicy, ServerConfig, StopConfig};
+use xy_core::protocol::{ListEntry, ServerState};
+
+/// Directory holding the test binaries: `target/<profile>/`, the parent of
+/// this test executable's `deps/`. Cargo only builds bins of the package
+/// under test, so `xy-testbins` is built here once if its bins are missing.
+pub fn bin(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target dir")
+            .to_path_buf();
+        if !dir.join("xy-test-sleep").exists() || !dir.join("xy-test-flood").exists() {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "-p", "xy-testbins", "--bins"]);
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("running cargo build -p xy-testbins");
+            assert!(status.success(), "cargo build -p xy-testbins failed");
+        }
+        dir
+    });
+    let path = dir.join(name);
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}
+
+/// A server running testbin `bin_name` with fast test timings.
+pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
+    let command = bin(bin_name).display().to_string();
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let mut c = ServerConfig {
+        name: name.to_owned(),
+        source: PathBuf::from(format!("/configs/{name}.kdl")),
+        command,
+        args,
+        port: 0,
+        env: BTreeMap::new(),
+        working_dir: None,
+        restart: RestartConfig {
+            policy: RestartPolicy::OnFailure,
+            backoff_initial: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(100),
+            max_retries_per_minute: 5,
+        },
+        stop: StopConfig {
+            grace: Duration::from_millis(300),
+        },
+        content_hash: 0,
+    };
+    rehash(&mut c);
+    c
+}
+
+/// A stand-in for the parser's settings hash: what `reload` compares.
+pub fn rehash(c: &mut ServerConfig) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (
+        &c.command,
+        &c.args,
+        &c.env,
+        &c.working_dir,
+        &c.restart,
+        &c.stop,
+        c.port,
+    )
+        .hash(&mut h);
+    c.content_hash = h.finish();
+}
+
+pub fn set(servers: Vec<ServerConfig>) -> ConfigSet {
+    ConfigSet {
+        dir: PathBuf::from("/configs"),
+        servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        warnings: Vec::new(),
+    }
+}
+
+/// An engine over a tempdir; shut down on `finish` (and best effort on drop).
+pub struct TestEngine {
+    pub engine: Engine,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestEngine {
+    pub async fn start(servers: Vec<ServerConfig>) -> TestEngine {
+        TestEngine::start_with(servers, |_| {}).await
+    }
+
+    pub async fn start_with(
+        servers: Vec<ServerConfig>,
+        tweak: impl FnOnce(&mut EngineOptions),
+    ) -> TestEngine {
+        // Reparented grandchildren come to us and are reaped, as in xyd.
+        xy_actors::become_subreaper().expect("subreaper");
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
+        tweak(&mut opts);
+        let engine = Engine::start(set(servers), opts)
+            .await
+            .expect("engine start");
+        TestEngine { engine, dir }
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.path().join("logs")
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    pub async fn entry(&self, name: &str) -> ListEntry {
+        self.engine.status(name).await.expect("status").entry
+    }
+
+    /// Waits until `name` is in `state`; returns its entry.
+    pub async fn wait_state(&self, name: &str, state: ServerState) -> ListEntry {
+        wait_for(
+            &format!("{name} to be {state}"),
+            Duration::from_secs(20),
+            || async {
+                let e = self.entry(name).await;
+                (e.state == state).then_some(e)
+            },
+        )
+        .await
+    }
+
+    /// Waits until `name` is running with a pid; returns the pid.
+    pub async fn wait_running(&self, name: &str) -> u32 {
+        let e = self.wait_state(name, ServerState::Running).await;
+        e.pid.expect("running without pid")
+    }
+
+    /// Waits until a buffered line of `name` starts with `prefix`.
+    pub async fn wait_line(&self, name: &str, prefix: &str) {
+        wait_for(
+            &format!("{name} to print {prefix:?}"),
+            Duration::from_secs(10),
+            || async {
+                let sub = self
+                    .engine
+                    .subscribe_logs(&[name.to_owned()], None, false)
+                    .await
+                    .unwrap();
+                sub.backlog
+                    .iter()
+                    .any(|l| l.line.starts_with(prefix))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
+    pub async fn finish(self) {
+        self.engine.shutdown().await.expect("shutdown");
+    }
+}
+
+/// Polls `f` every 10 ms until it yields `Some`, or panics after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Whether `pid` is a live (non-zombie) process.
+pub fn alive(pid: u32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat[stat.rfind(')').unwrap() + 1..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .to_owned();
+                state != "Z" && state != "X"
+            }
+            Err(_) => false,
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+    }
+}
+
+/// Waits until `pid` is dead or a zombie.
+pub async fn wait_dead(pid: u32) {
+    wait_for(
+        &format!("pid {pid} to die"),
+        Duration::from_secs(10),
+        || async { (!alive(pid)).then_some(()) },
+    )
+    .await;
+}
+
+/// Reads a pid written by `xy-test-fork --pidfile`.
+pub async fn read_pidfile(path: &Path) -> u32 {
+    wait_for("pidfile", Duration::from_secs(10), || async {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    })
+    .await
+}
+
+/// Parses an RFC 3339 transition timestamp.
+pub fn ts(s: &str) -> std::time::SystemTime {
+    humantime::parse_rfc3339(s).expect("rfc3339")
+}

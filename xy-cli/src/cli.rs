@@ -1,0 +1,228 @@
+//! The command line as clap types: every subcommand, its arguments and the
+//! global flags. Nothing here runs anything; `commands` does.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Control xyd, the per-user supervisor of local HTTP MCP servers.
+///
+/// xyctl talks to xyd over its Unix socket and starts xyd when it is not
+/// running (see --no-spawn).
+#[derive(Debug, Parser)]
+#[command(name = "xyctl", version, propagate_version = true)]
+pub(crate) struct Cli {
+    /// When to colour the output.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub(crate) color: ColorChoice,
+
+    /// Never start xyd; fail with exit code 2 when it is not running.
+    #[arg(long, global = true, env = "XY_NO_SPAWN", value_parser = clap::builder::FalseyValueParser::new())]
+    pub(crate) no_spawn: bool,
+
+    /// The daemon's socket [env: XY_SOCKET] (default:
+    /// $XDG_RUNTIME_DIR/xy.sock, else $XDG_STATE_HOME/xy/xy.sock).
+    // Not clap's `env`: an empty XY_SOCKET means unset (as in `Paths`), which
+    // clap would reject as a missing value.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) socket: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorChoice {
+    /// Colour when writing to a terminal and NO_COLOR is not set.
+    Auto,
+    /// Always colour, even into a pipe or with NO_COLOR.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Show every configured server and its state.
+    List(JsonFlag),
+    /// Show one server in detail: settings, transitions, recent log lines.
+    Status {
+        /// The server's name (its config file stem).
+        name: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Start servers.
+    Start(Targets),
+    /// Stop servers (SIGTERM, then SIGKILL after the grace period).
+    Stop(Targets),
+    /// Stop and start servers again (starts stopped or failed ones).
+    Restart(Targets),
+    /// Re-read the config directory: start added, stop removed, restart changed.
+    Reload(JsonFlag),
+    /// Print servers' log lines; with no name, every server's, prefixed.
+    Logs(LogsArgs),
+    /// Start, stop or inspect the daemon itself.
+    #[command(subcommand)]
+    Daemon(DaemonCmd),
+    /// Work with config files (no daemon needed).
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Manage the start-on-login service (launchd agent on macOS, systemd
+    /// user unit on Linux).
+    #[command(subcommand)]
+    Service(crate::commands::service::ServiceCmd),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// `--json`.
+#[derive(Debug, Clone, Copy, Args)]
+pub(crate) struct JsonFlag {
+    /// Print the daemon's JSON result unchanged, on one line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Which servers `start`/`stop`/`restart` act on.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Targets {
+    /// Server names.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub(crate) names: Vec<String>,
+    /// Every configured server.
+    #[arg(long)]
+    pub(crate) all: bool,
+}
+
+/// `logs`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct LogsArgs {
+    /// Servers to show; none means every server.
+    pub(crate) names: Vec<String>,
+    /// Buffered lines to print first, per server.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = crate::commands::logs::DEFAULT_TAIL)]
+    pub(crate) tail: u32,
+    /// Keep printing new lines until Ctrl-C.
+    #[arg(long, short = 'f')]
+    pub(crate) follow: bool,
+}
+
+/// `daemon …`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum DaemonCmd {
+    /// Start xyd (through the login service if one is installed).
+    Start,
+    /// Ask xyd to stop every server and exit; wait until it is gone.
+    Stop,
+    /// Stop xyd, then start it again.
+    Restart {
+        /// Kill a daemon that holds the lock but does not answer (after
+        /// checking that the pid really is an xyd).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show xyd's version, pid, uptime and paths (exit 2 if not running).
+    Status(JsonFlag),
+}
+
+/// `config …`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum ConfigCmd {
+    /// Validate a config directory and print every problem found.
+    Check {
+        /// The directory (default: $XDG_CONFIG_HOME/xy/servers).
+        dir: Option<PathBuf>,
+        /// Print `{valid, servers, warnings, errors}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Shells `completions` supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Shell {
+    /// GNU bash.
+    Bash,
+    /// Z shell.
+    Zsh,
+    /// fish.
+    Fish,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("xyctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn targets_need_names_or_all() {
+        assert!(parse(&["start"]).is_err());
+        assert!(parse(&["start", "a", "--all"]).is_err());
+        let Command::Start(t) = parse(&["start", "a", "b"]).unwrap().command else {
+            panic!("not start")
+        };
+        assert_eq!(t.names, ["a", "b"]);
+        assert!(!t.all);
+        let Command::Stop(t) = parse(&["stop", "--all"]).unwrap().command else {
+            panic!("not stop")
+        };
+        assert!(t.all && t.names.is_empty());
+    }
+
+    #[test]
+    fn logs_defaults() {
+        let Command::Logs(l) = parse(&["logs"]).unwrap().command else {
+            panic!("not logs")
+        };
+        assert!(l.names.is_empty());
+        assert_eq!(l.tail, crate::commands::logs::DEFAULT_TAIL);
+        assert!(!l.follow);
+        let Command::Logs(l) = parse(&["logs", "a", "b", "-n", "5", "-f"]).unwrap().command else {
+            panic!("not logs")
+        };
+        assert_eq!(l.names, ["a", "b"]);
+        assert_eq!(l.tail, 5);
+        assert!(l.follow);
+    }
+
+    #[test]
+    fn global_flags_anywhere() {
+        let cli = parse(&["list", "--json", "--color", "never", "--no-spawn"]).unwrap();
+        assert_eq!(cli.color, ColorChoice::Never);
+        assert!(cli.no_spawn);
+        assert!(matches!(
+            cli.command,
+            Command::List(JsonFlag { json: true })
+        ));
+        let cli = parse(&["--socket", "/tmp/s", "daemon", "restart", "--force"]).unwrap();
+        assert_eq!(cli.socket.as_deref(), Some(std::path::Path::new("/tmp/s")));
+        assert!(matches!(
+            cli.command,
+            Command::Daemon(DaemonCmd::Restart { force: true })
+        ));
+    }
+
+    #[test]
+    fn completions_shells() {
+        assert!(parse(&["completions", "bash"]).is_ok());
+        assert!(parse(&["completions", "zsh"]).is_ok());
+        assert!(parse(&["completions", "fish"]).is_ok());
+        assert!(parse(&["completions", "tcsh"]).is_err());
+    }
+}

@@ -1,0 +1,77 @@
+//! `xyctl start|stop|restart <name...|--all>`: one name is sent as `{name}`,
+//! several as `{names}`, `--all` as `{all: true}`.
+
+use xy_core::protocol::{RestartResult, StartResult, StopResult, TargetParams, method};
+
+use super::{CONTROL_TIMEOUT, Ctx};
+use crate::cli::Targets;
+use crate::error::{Exit, Failure};
+use crate::{output, render, spawn};
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Action {
+    Start,
+    Stop,
+    Restart,
+}
+
+/// The params for a target selection.
+pub(crate) fn params(t: &Targets) -> TargetParams {
+    if t.all {
+        TargetParams::all()
+    } else if let [one] = t.names.as_slice() {
+        TargetParams::one(one.clone())
+    } else {
+        TargetParams::many(t.names.clone())
+    }
+}
+
+pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failure> {
+    let mut client = spawn::connect(ctx)?;
+    let p = params(t);
+    let text = match action {
+        Action::Start => {
+            let r: StartResult = client.call(method::START, Some(&p), CONTROL_TIMEOUT)?;
+            render::render_start(&r, &ctx.out)
+        }
+        Action::Stop => {
+            let r: StopResult = client.call(method::STOP, Some(&p), CONTROL_TIMEOUT)?;
+            render::render_stop(&r, &ctx.out)
+        }
+        Action::Restart => {
+            let r: RestartResult = client.call(method::RESTART, Some(&p), CONTROL_TIMEOUT)?;
+            render::render_restart(&r, &ctx.out)
+        }
+    };
+    if text.is_empty() && t.all {
+        output::stdout("no servers configured\n");
+    } else {
+        output::stdout(&text);
+    }
+    Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_params_shapes() {
+        let t = |names: &[&str], all| Targets {
+            names: names.iter().map(|s| (*s).to_owned()).collect(),
+            all,
+        };
+        assert_eq!(
+            serde_json::to_string(&params(&t(&["a"], false))).unwrap(),
+            r#"{"name":"a"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&params(&t(&["a", "b"], false))).unwrap(),
+            r#"{"names":["a","b"]}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&params(&t(&[], true))).unwrap(),
+            r#"{"all":true}"#
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! `xyctl list [--json]`.
+
+use xy_core::protocol::{ListEntry, method};
+
+use super::{Ctx, READ_TIMEOUT};
+use crate::error::{Exit, Failure};
+use crate::{output, render, spawn};
+
+pub(crate) fn run(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
+    let mut client = spawn::connect(ctx)?;
+    let raw = client.call_raw::<()>(method::LIST, None, READ_TIMEOUT)?;
+    if json {
+        output::json_line(raw.get());
+        return Ok(Exit::Success);
+    }
+    let entries: Vec<ListEntry> = serde_json::from_str(raw.get())
+        .map_err(|e| Failure::new(Exit::Operational, format!("bad `list` result: {e}")))?;
+    output::stdout(&render::render_list(&entries, &ctx.out));
+    Ok(Exit::Success)
+}

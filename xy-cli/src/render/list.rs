@@ -1,0 +1,217 @@
+//! `xyctl list`: one aligned row per server.
+
+use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table, presets};
+use xy_core::protocol::{LastExit, ListEntry, ServerState};
+use xy_core::time::human_secs;
+
+use super::{Style, trim_lines};
+
+/// The table, or a one-line note when nothing is configured.
+pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
+    if entries.is_empty() {
+        return "no servers configured\n".to_owned();
+    }
+    let mut table = new_table(style);
+    table.set_header(
+        [
+            "NAME",
+            "STATE",
+            "PID",
+            "PORT",
+            "UPTIME",
+            "RESTARTS",
+            "LAST EXIT",
+        ]
+        .map(|h| header_cell(h, style)),
+    );
+    for e in entries {
+        table.add_row(vec![
+            Cell::new(&e.name),
+            state_cell(e.state, style),
+            Cell::new(opt(e.pid)),
+            Cell::new(e.port),
+            Cell::new(e.uptime_secs.map_or_else(|| "-".to_owned(), human_secs)),
+            Cell::new(e.restart_count),
+            Cell::new(format_last_exit(e.last_exit.as_ref())),
+        ]);
+    }
+    tighten(&mut table);
+    trim_lines(&table.to_string())
+}
+
+/// `code 1`, `SIGKILL`, or `-` when the server never exited.
+pub(crate) fn format_last_exit(last: Option<&LastExit>) -> String {
+    match last {
+        Some(LastExit {
+            signal: Some(sig), ..
+        }) => sig.clone(),
+        Some(LastExit {
+            code: Some(code), ..
+        }) => format!("code {code}"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// A borderless, left-aligned table with two blanks between columns that
+/// never wraps (scripts and snapshots need stable output).
+pub(super) fn new_table(style: &Style) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    if style.color {
+        table.enforce_styling();
+    } else {
+        table.force_no_tty();
+    }
+    table
+}
+
+/// After the rows are in, tighten the padding: none on the left, two blanks
+/// on the right.
+pub(super) fn tighten(table: &mut Table) {
+    for col in table.column_iter_mut() {
+        col.set_padding((0, 2));
+    }
+}
+
+fn header_cell(text: &str, style: &Style) -> Cell {
+    let cell = Cell::new(text);
+    if style.color {
+        cell.add_attribute(Attribute::Bold)
+    } else {
+        cell
+    }
+}
+
+fn state_cell(state: ServerState, style: &Style) -> Cell {
+    let cell = Cell::new(state.as_str());
+    if !style.color {
+        return cell;
+    }
+    match state {
+        ServerState::Running => cell.fg(Color::Green),
+        ServerState::Starting | ServerState::Restarting | ServerState::Stopping => {
+            cell.fg(Color::Yellow)
+        }
+        ServerState::Failed => cell.fg(Color::Red).add_attribute(Attribute::Bold),
+        ServerState::Stopped => cell.add_attribute(Attribute::Dim),
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Vec<ListEntry> {
+        vec![
+            ListEntry {
+                name: "insikt".into(),
+                state: ServerState::Running,
+                pid: Some(48213),
+                port: 8421,
+                uptime_secs: Some(7380),
+                restart_count: 0,
+                last_exit: None,
+            },
+            ListEntry {
+                name: "search-mcp".into(),
+                state: ServerState::Failed,
+                pid: None,
+                port: 8422,
+                uptime_secs: None,
+                restart_count: 5,
+                last_exit: Some(LastExit {
+                    code: Some(1),
+                    signal: None,
+                    ts: "2026-11-30T05:04:54.123Z".into(),
+                }),
+            },
+            ListEntry {
+                name: "notes".into(),
+                state: ServerState::Restarting,
+                pid: None,
+                port: 9000,
+                uptime_secs: None,
+                restart_count: 2,
+                last_exit: Some(LastExit {
+                    code: None,
+                    signal: Some("SIGKILL".into()),
+                    ts: "2026-11-30T05:04:54.123Z".into(),
+                }),
+            },
+            ListEntry {
+                name: "idle".into(),
+                state: ServerState::Stopped,
+                pid: None,
+                port: 9001,
+                uptime_secs: None,
+                restart_count: 0,
+                last_exit: Some(LastExit {
+                    code: Some(0),
+                    signal: None,
+                    ts: "2026-11-30T05:04:54.123Z".into(),
+                }),
+            },
+        ]
+    }
+
+    #[test]
+    fn plain_table() {
+        let want = "\
+NAME        STATE       PID    PORT  UPTIME  RESTARTS  LAST EXIT
+insikt      running     48213  8421  2h 3m   0         -
+search-mcp  failed      -      8422  -       5         code 1
+notes       restarting  -      9000  -       2         SIGKILL
+idle        stopped     -      9001  -       0         code 0
+";
+        assert_eq!(render_list(&sample(), &Style::PLAIN), want);
+    }
+
+    #[test]
+    fn colour_only_on_states_and_header() {
+        let out = render_list(&sample(), &Style::COLOR);
+        assert!(out.contains("\x1b["), "{out}");
+        let stripped = strip_ansi(&out);
+        assert_eq!(stripped, render_list(&sample(), &Style::PLAIN));
+    }
+
+    #[test]
+    fn empty() {
+        assert_eq!(render_list(&[], &Style::PLAIN), "no servers configured\n");
+    }
+
+    #[test]
+    fn last_exit() {
+        assert_eq!(format_last_exit(None), "-");
+        let e = LastExit {
+            code: None,
+            signal: None,
+            ts: String::new(),
+        };
+        assert_eq!(format_last_exit(Some(&e)), "-");
+    }
+
+    /// Removes CSI sequences (`ESC [ … final-byte`).
+    pub(crate) fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' && chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+}

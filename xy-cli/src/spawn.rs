@@ -1,0 +1,494 @@
+//! Detect-or-spawn (SPEC §8, after Coffer ADR-006): find a live xyd on the
+//! socket, else start one — through the login service when it is installed,
+//! else by spawning `xyd` detached — and wait, bounded, until it answers.
+//! The pidfile `flock` inside xyd decides races between concurrent starters.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use xy_core::paths::Paths;
+use xy_core::protocol::{DaemonStatus, method};
+
+use crate::client::{Client, ClientError};
+use crate::commands::{Ctx, READ_TIMEOUT};
+use crate::error::{Exit, Failure};
+use crate::{output, process};
+
+/// How long a started daemon gets to answer `daemon_status`.
+pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A daemon that answered `daemon_status`.
+pub(crate) struct Live {
+    /// The connection, ready for the next call.
+    pub(crate) client: Client,
+    /// What it said.
+    pub(crate) status: DaemonStatus,
+    /// The same, verbatim (for `daemon status --json`).
+    pub(crate) raw: Box<RawValue>,
+}
+
+/// What is on the other side of the socket.
+pub(crate) enum Probe {
+    /// A daemon that answers.
+    Up(Box<Live>),
+    /// Nobody: the socket is missing or refuses connections.
+    Down,
+    /// A daemon holds the lock (or accepted the connection) but does not answer.
+    Wedged {
+        /// From the pidfile, when it names a live process.
+        pid: Option<u32>,
+        /// How long we waited.
+        waited: Duration,
+    },
+    /// Something else went wrong (permission denied, a protocol error).
+    Broken(ClientError),
+}
+
+/// One look at the socket: connect, then `daemon_status` within `timeout`.
+pub(crate) fn probe(paths: &Paths, timeout: Duration) -> Probe {
+    let mut client = match Client::connect(&paths.socket, timeout) {
+        Ok(c) => c,
+        Err(ClientError::Connect { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Probe::Down;
+        }
+        Err(e) => return Probe::Broken(e),
+    };
+    let raw = match client.call_raw::<()>(method::DAEMON_STATUS, None, timeout) {
+        Ok(raw) => raw,
+        Err(ClientError::Timeout { .. }) => {
+            return Probe::Wedged {
+                pid: process::read_pidfile(&paths.pidfile).filter(|p| process::alive(*p)),
+                waited: timeout,
+            };
+        }
+        // A daemon closing on us is on its way out: treat it as gone.
+        Err(ClientError::Closed | ClientError::Io(_)) => return Probe::Down,
+        Err(e) => return Probe::Broken(e),
+    };
+    match serde_json::from_str(raw.get()) {
+        Ok(status) => Probe::Up(Box::new(Live {
+            client,
+            status,
+            raw,
+        })),
+        Err(e) => Probe::Broken(ClientError::Protocol(format!(
+            "bad `daemon_status` result: {e}"
+        ))),
+    }
+}
+
+/// [`probe`], and when nobody answers but a live xyd holds the lock (it is
+/// booting, or stuck before binding), wait for it up to [`BOOT_TIMEOUT`].
+pub(crate) fn detect(paths: &Paths) -> Probe {
+    match probe(paths, READ_TIMEOUT) {
+        Probe::Down => {}
+        other => return other,
+    }
+    if process::lock_holder(&paths.pidfile).is_none() {
+        return Probe::Down;
+    }
+    let deadline = Instant::now() + BOOT_TIMEOUT;
+    loop {
+        match probe(paths, READ_TIMEOUT) {
+            Probe::Down => {}
+            other => return other,
+        }
+        let holder = process::lock_holder(&paths.pidfile);
+        if holder.is_none() {
+            return Probe::Down;
+        }
+        if Instant::now() >= deadline {
+            return Probe::Wedged {
+                pid: holder,
+                waited: BOOT_TIMEOUT,
+            };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A connected client for a command: detect, else spawn (unless forbidden),
+/// and warn about a version mismatch.
+pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
+    let paths = ctx.paths()?;
+    let live = match detect(&paths) {
+        Probe::Up(live) => live,
+        Probe::Down if ctx.no_spawn => return Err(not_running(&paths)),
+        Probe::Down => {
+            let live = start(ctx, &paths)?;
+            output::note(&ctx.err, &format!("started xyd (pid {})", live.status.pid));
+            live
+        }
+        Probe::Wedged { pid, waited } => return Err(wedged(pid, waited)),
+        Probe::Broken(e) => return Err(e.into()),
+    };
+    warn_skew(ctx, &live.status);
+    Ok(live.client)
+}
+
+/// `xyd is not running (socket …)`, exit 2.
+pub(crate) fn not_running(paths: &Paths) -> Failure {
+    Failure::new(
+        Exit::Unreachable,
+        format!(
+            "xyd is not running (socket {}); start it with `xyctl daemon start`",
+            paths.socket.display()
+        ),
+    )
+}
+
+/// The wedged-daemon failure, exit 2.
+pub(crate) fn wedged(pid: Option<u32>, waited: Duration) -> Failure {
+    let who = pid.map_or_else(|| "xyd".to_owned(), |p| format!("xyd (pid {p})"));
+    Failure::new(
+        Exit::Unreachable,
+        format!(
+            "{who} holds the lock but has not answered for {}s",
+            waited.as_secs()
+        ),
+    )
+    .with_detail("run `xyctl daemon restart --force` to kill and restart it")
+}
+
+/// Warns once when the daemon is another version than this client.
+pub(crate) fn warn_skew(ctx: &Ctx, status: &DaemonStatus) {
+    if status.version != xy_core::VERSION {
+        output::warn(
+            &ctx.err,
+            &format!(
+                "xyd is version {}, xyctl is {}; run `xyctl daemon restart`",
+                status.version,
+                xy_core::VERSION
+            ),
+        );
+    }
+}
+
+/// Starts a daemon (service manager, else a detached `xyd`) and waits until
+/// it answers.
+pub(crate) fn start(ctx: &Ctx, paths: &Paths) -> Result<Box<Live>, Failure> {
+    let log_from = log_len(&paths.daemon_log());
+    // A service-managed daemon listens on the default socket; with an
+    // explicit `--socket`/`XY_SOCKET` we spawn our own instead.
+    let service = if ctx.socket_override().is_none() {
+        start_via_service()
+    } else {
+        None
+    };
+    if let Some(started) = service {
+        started?;
+        return wait_ready(ctx, paths, None, log_from);
+    }
+    let xyd = find_xyd()?;
+    let child = spawn_detached(&xyd, ctx.socket_override())?;
+    wait_ready(ctx, paths, Some(Spawned { child, xyd }), log_from)
+}
+
+/// Asks the login service manager to start xyd when a service is installed;
+/// `None` when none is.
+fn start_via_service() -> Option<Result<(), Failure>> {
+    let svc = crate::service::installed_service()?;
+    Some(crate::service::start_service(&svc).map_err(|e| {
+        Failure::new(
+            Exit::Unreachable,
+            format!(
+                "cannot start xyd through the login service {}: {e}",
+                svc.name()
+            ),
+        )
+    }))
+}
+
+struct Spawned {
+    child: Child,
+    xyd: PathBuf,
+}
+
+/// Polls until the daemon answers, our spawned child dies, or the deadline.
+fn wait_ready(
+    ctx: &Ctx,
+    paths: &Paths,
+    mut spawned: Option<Spawned>,
+    log_from: u64,
+) -> Result<Box<Live>, Failure> {
+    let deadline = Instant::now() + BOOT_TIMEOUT;
+    let mut respawns = 0;
+    loop {
+        match probe(paths, Duration::from_secs(1)) {
+            Probe::Up(live) => return Ok(live),
+            Probe::Broken(e) => return Err(e.into()),
+            Probe::Down | Probe::Wedged { .. } => {}
+        }
+        if let Some(s) = spawned.as_mut()
+            && let Some(status) = s.child.try_wait()?
+        {
+            let xyd = s.xyd.clone();
+            spawned = None;
+            let lost_race = || {
+                process::lock_holder(&paths.pidfile).is_some()
+                    || log_since(&paths.daemon_log(), log_from).contains("already running")
+            };
+            match after_exit(status.code(), lost_race, respawns) {
+                AfterExit::KeepPolling => {}
+                AfterExit::Respawn => {
+                    respawns += 1;
+                    spawned = Some(Spawned {
+                        child: spawn_detached(&xyd, ctx.socket_override())?,
+                        xyd,
+                    });
+                }
+                AfterExit::Fail => return Err(boot_failure(ctx, paths, &xyd, status, log_from)),
+            }
+        }
+        if Instant::now() >= deadline {
+            if let Some(pid) = process::lock_holder(&paths.pidfile) {
+                return Err(wedged(Some(pid), BOOT_TIMEOUT));
+            }
+            // A service manager restarting a daemon that cannot load its
+            // config looks like silence from here: say why.
+            if let Err(errs) = xy_core::config::load_dir(&paths.config_dir) {
+                let mut f =
+                    crate::commands::config::invalid(&paths.config_dir, &errs, ctx.err.color);
+                f.message = format!("xyd could not start: {}", f.message);
+                return Err(f);
+            }
+            return Err(Failure::new(
+                Exit::Unreachable,
+                format!(
+                    "xyd did not answer on {} within {}s",
+                    paths.socket.display(),
+                    BOOT_TIMEOUT.as_secs()
+                ),
+            )
+            .with_detail(log_detail(paths, log_from)));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Respawns allowed when a spawned xyd lost a lock race to nobody.
+const MAX_RESPAWNS: u32 = 3;
+
+/// What to do when the xyd we spawned exited before answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterExit {
+    /// Another daemon holds the lock: it will answer; keep polling.
+    KeepPolling,
+    /// Exit 1 but no one holds the lock (the winner died, or a lock probe
+    /// raced the boot): spawn again.
+    Respawn,
+    /// A real boot failure: report it.
+    Fail,
+}
+
+/// Exit 1 is xyd's "already running" (another starter won the `flock`);
+/// anything else (3: config, 1 with no winner after retries) is a failure.
+/// `lost_race` is only evaluated for exit 1 (it may probe the lock).
+fn after_exit(code: Option<i32>, lost_race: impl FnOnce() -> bool, respawns: u32) -> AfterExit {
+    if code != Some(1) {
+        return AfterExit::Fail;
+    }
+    if lost_race() {
+        AfterExit::KeepPolling
+    } else if respawns < MAX_RESPAWNS {
+        AfterExit::Respawn
+    } else {
+        AfterExit::Fail
+    }
+}
+
+/// The failure for a spawned daemon that exited during boot: exit 3 with
+/// the config diagnostics when its config is invalid, else 2 with the tail
+/// of `daemon.log`.
+fn boot_failure(
+    ctx: &Ctx,
+    paths: &Paths,
+    xyd: &Path,
+    status: ExitStatus,
+    log_from: u64,
+) -> Failure {
+    if status.code() == Some(3) {
+        // Render the diagnostics ourselves (colour, carets) rather than
+        // relaying tracing lines; the daemon read the same directory.
+        if let Err(errs) = xy_core::config::load_dir(&paths.config_dir) {
+            let mut f = crate::commands::config::invalid(&paths.config_dir, &errs, ctx.err.color);
+            f.message = format!("xyd could not start: {}", f.message);
+            return f;
+        }
+        return Failure::new(
+            Exit::ConfigInvalid,
+            "xyd could not start: its config is invalid",
+        )
+        .with_detail(log_detail(paths, log_from));
+    }
+    Failure::new(
+        Exit::Unreachable,
+        format!("xyd ({}) exited during boot ({status})", xyd.display()),
+    )
+    .with_detail(log_detail(paths, log_from))
+}
+
+/// What `daemon.log` gained since `from` (its last 30 lines), or a pointer
+/// to the file when it gained nothing.
+fn log_detail(paths: &Paths, from: u64) -> String {
+    let log = paths.daemon_log();
+    let new = log_since(&log, from);
+    let lines: Vec<&str> = new.lines().collect();
+    if lines.is_empty() {
+        return format!("(nothing new in {})", log.display());
+    }
+    let tail = &lines[lines.len().saturating_sub(30)..];
+    format!("from {}:\n{}", log.display(), tail.join("\n"))
+}
+
+fn log_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// The text appended to `path` since offset `from` (all of it if the file
+/// shrank, i.e. rotated), capped at the last 64 KiB.
+fn log_since(path: &Path, from: u64) -> String {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let start = if len < from { 0 } else { from };
+    let start = start.max(len.saturating_sub(64 * 1024));
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
+        return String::new();
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// `xyd` next to our own executable, else the first on PATH.
+fn find_xyd() -> Result<PathBuf, Failure> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("xyd")));
+    if let Some(p) = beside.as_ref().filter(|p| p.is_file()) {
+        return Ok(p.clone());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join("xyd");
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+    }
+    Err(Failure::new(
+        Exit::Unreachable,
+        format!(
+            "cannot start xyd: not found next to xyctl ({}) nor on PATH",
+            beside.map_or_else(|| "?".to_owned(), |p| p.display().to_string())
+        ),
+    ))
+}
+
+/// Spawns `xyd` in a new session with stdio on /dev/null, in `$HOME`, and
+/// does not wait for it. It inherits our environment (XDG_*, XY_LOG);
+/// `--socket` is passed on as `XY_SOCKET`.
+fn spawn_detached(xyd: &Path, socket: Option<&PathBuf>) -> Result<Child, Failure> {
+    let mut cmd = Command::new(xyd);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .current_dir(std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from));
+    if let Some(s) = socket {
+        cmd.env("XY_SOCKET", s);
+    }
+    new_session(&mut cmd);
+    cmd.spawn().map_err(|e| {
+        Failure::new(
+            Exit::Unreachable,
+            format!("cannot start xyd ({}): {e}", xyd.display()),
+        )
+    })
+}
+
+/// Makes the child a session leader. `process_group(0)` alone would keep it
+/// in our session, so closing the terminal (SIGHUP to the session) could
+/// take the daemon down with it; only `setsid()` in the child detaches it
+/// from the controlling terminal, and std offers no safe way to call it.
+#[allow(unsafe_code)]
+fn new_session(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec. It calls only
+    // setsid(2), which is async-signal-safe, allocates nothing and touches
+    // no state shared with the parent. It cannot fail here: a fresh fork is
+    // never a process-group leader (we do not also set `process_group`).
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_since_reads_appended_text_or_all_after_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("daemon.log");
+        assert_eq!(log_since(&p, 0), "");
+        std::fs::write(&p, "old line\n").unwrap();
+        let from = log_len(&p);
+        std::fs::write(&p, "old line\nnew line\n").unwrap();
+        assert_eq!(log_since(&p, from), "new line\n");
+        std::fs::write(&p, "x\n").unwrap();
+        assert_eq!(log_since(&p, from), "x\n", "rotated: read from the start");
+    }
+
+    #[test]
+    fn exit_of_spawned_daemon() {
+        let never = || -> bool { panic!("lock probed for a non-1 exit") };
+        assert_eq!(after_exit(Some(3), never, 0), AfterExit::Fail);
+        assert_eq!(after_exit(None, never, 0), AfterExit::Fail);
+        assert_eq!(after_exit(Some(0), never, 0), AfterExit::Fail);
+        assert_eq!(after_exit(Some(1), || true, 0), AfterExit::KeepPolling);
+        assert_eq!(
+            after_exit(Some(1), || true, MAX_RESPAWNS),
+            AfterExit::KeepPolling
+        );
+        assert_eq!(after_exit(Some(1), || false, 0), AfterExit::Respawn);
+        assert_eq!(after_exit(Some(1), || false, MAX_RESPAWNS), AfterExit::Fail);
+    }
+
+    #[test]
+    fn wedged_message() {
+        let f = wedged(Some(4242), Duration::from_secs(5));
+        assert_eq!(f.exit, Exit::Unreachable);
+        assert_eq!(
+            f.message,
+            "xyd (pid 4242) holds the lock but has not answered for 5s"
+        );
+        assert!(f.detail.unwrap().contains("xyctl daemon restart --force"));
+    }
+
+    #[test]
+    fn spawned_child_is_a_session_leader() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        new_session(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        let sid = nix::unistd::getsid(Some(pid));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(sid.unwrap(), pid);
+        assert_ne!(nix::unistd::getsid(None).unwrap(), pid);
+    }
+}

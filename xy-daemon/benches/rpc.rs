@@ -1,0 +1,248 @@
+//! `cargo bench -p xy-daemon --bench rpc`: boots the real (release) `xyd`
+//! with N `xy-test-sleep` servers and measures `list` round trips over the
+//! socket, idle RSS, RSS growth after 1,000 calls, and idle CPU ticks.
+//! Targets: p50 < 200 µs at N=200; RSS ≤ 8 MiB (N=10) / ≤ 16 MiB (N=200);
+//! growth ≤ 0.5 MiB; 0 ticks over 10 s idle with 50 servers.
+#![allow(clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+fn sleep_bin() -> PathBuf {
+    let p = target_dir().join("xy-test-sleep");
+    if !p.exists() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let ok = Command::new(cargo)
+            .args(["build", "--release", "-p", "xy-testbins", "--bins"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "building xy-testbins failed");
+    }
+    p
+}
+
+struct Daemon {
+    _dir: tempfile::TempDir,
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(n: usize) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("xyb")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let servers = dir.path().join("c/xy/servers");
+        std::fs::create_dir_all(&servers).unwrap();
+        let bin = sleep_bin();
+        for i in 0..n {
+            let kdl = format!(
+                "command \"{}\"\nargs \"--interval-ms\" \"3600000\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n",
+                bin.display(),
+                20000 + i
+            );
+            std::fs::write(servers.join(format!("s{i:03}.kdl")), kdl).unwrap();
+        }
+        let socket = dir.path().join("x.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_xyd"))
+            .env("XDG_CONFIG_HOME", dir.path().join("c"))
+            .env("XDG_STATE_HOME", dir.path().join("s"))
+            .env("XY_SOCKET", &socket)
+            .env("XY_LOG", "warn")
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let d = Daemon {
+            _dir: dir,
+            child,
+            socket,
+        };
+        let start = Instant::now();
+        loop {
+            if let Ok(mut c) = Client::connect(&d.socket) {
+                let list = c.call("list");
+                let running = list.matches("\"state\":\"running\"").count();
+                if running == n {
+                    break;
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "daemon with {n} servers not ready"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        let after = stat.rsplit(')').next().unwrap();
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // Fields 14 and 15 of stat; `after` starts at field 3.
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    }
+
+    fn stop(mut self) {
+        if let Ok(mut c) = Client::connect(&self.socket) {
+            c.call("shutdown");
+        }
+        let start = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+struct Client {
+    r: BufReader<UnixStream>,
+    w: UnixStream,
+    id: u64,
+    line: String,
+}
+
+impl Client {
+    fn connect(p: &Path) -> std::io::Result<Client> {
+        let s = UnixStream::connect(p)?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+            id: 0,
+            line: String::new(),
+        })
+    }
+
+    fn call(&mut self, method: &str) -> String {
+        self.id += 1;
+        writeln!(
+            self.w,
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"{method}\"}}",
+            self.id
+        )
+        .unwrap();
+        self.line.clear();
+        self.r.read_line(&mut self.line).unwrap();
+        assert!(self.line.contains("\"result\""), "{}", self.line);
+        std::mem::take(&mut self.line)
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    println!("{:<44} {:>14} {:>14}", "measure", "value", "target");
+    for n in [10usize, 200] {
+        let d = Daemon::start(n);
+        // Let boot-time allocations settle before the idle figure.
+        std::thread::sleep(Duration::from_millis(500));
+        let idle = d.rss_kib();
+        let mut c = Client::connect(&d.socket).unwrap();
+        for _ in 0..100 {
+            c.call("list");
+        }
+        let mut times = Vec::with_capacity(2000);
+        for _ in 0..2000 {
+            let t = Instant::now();
+            c.call("list");
+            times.push(t.elapsed());
+        }
+        times.sort_unstable();
+        // `daemon_status` asks the engine one question instead of N: the
+        // difference to `list` is the engine's per-server cost.
+        let mut status_times = Vec::with_capacity(2000);
+        for _ in 0..2000 {
+            let t = Instant::now();
+            c.call("daemon_status");
+            status_times.push(t.elapsed());
+        }
+        status_times.sort_unstable();
+        let before = d.rss_kib();
+        for _ in 0..1000 {
+            c.call("list");
+        }
+        let after = d.rss_kib();
+        let rss_target = if n == 10 {
+            "<= 8192 KiB"
+        } else {
+            "<= 16384 KiB"
+        };
+        let p50_target = if n == 200 { "< 200 µs" } else { "" };
+        println!(
+            "{:<44} {:>11} µs {:>14}",
+            format!("list p50, N={n}"),
+            percentile(&times, 0.5).as_micros(),
+            p50_target
+        );
+        println!(
+            "{:<44} {:>11} µs {:>14}",
+            format!("list p99, N={n}"),
+            percentile(&times, 0.99).as_micros(),
+            ""
+        );
+        println!(
+            "{:<44} {:>11} µs {:>14}",
+            format!("daemon_status p50, N={n}"),
+            percentile(&status_times, 0.5).as_micros(),
+            ""
+        );
+        println!(
+            "{:<44} {:>10} KiB {:>14}",
+            format!("RSS idle, N={n}"),
+            idle,
+            rss_target
+        );
+        println!(
+            "{:<44} {:>10} KiB {:>14}",
+            format!("RSS growth over 1,000 list, N={n}"),
+            after as i64 - before as i64,
+            "<= 512 KiB"
+        );
+        drop(c);
+        d.stop();
+    }
+    let d = Daemon::start(50);
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = d.cpu_ticks();
+    std::thread::sleep(Duration::from_secs(10));
+    let t1 = d.cpu_ticks();
+    println!(
+        "{:<44} {:>10} tck {:>14}",
+        "CPU ticks (utime+stime), 10 s idle, N=50",
+        t1 - t0,
+        "0"
+    );
+    d.stop();
+}

@@ -1,0 +1,132 @@
+//! Boot steps before serving: path checks, state directories (`0700`), the
+//! lock, loading the config directory, and binding the socket (`0600`,
+//! replacing a stale socket file).
+
+use std::fs::DirBuilder;
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::path::Path;
+
+use tokio::net::UnixListener;
+use xy_core::config::ConfigSet;
+use xy_core::paths::Paths;
+
+use crate::error::DaemonError;
+use crate::lock::PidLock;
+
+/// A daemon that holds its lock and has its directories, ready for
+/// [`crate::run`].
+#[derive(Debug)]
+pub struct Prepared {
+    pub(crate) paths: Paths,
+    pub(crate) lock: PidLock,
+}
+
+impl Prepared {
+    /// The resolved paths.
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+}
+
+/// First boot steps, in the order SPEC §7 needs them: the socket path fits,
+/// the state directories exist (`0700`), and the lock is ours.
+pub fn prepare(paths: Paths) -> Result<Prepared, DaemonError> {
+    paths.check_socket()?;
+    for dir in [&paths.state_dir, &paths.log_dir, &paths.run_dir] {
+        create_private_dir(dir)?;
+    }
+    let lock = PidLock::acquire(&paths.pidfile)?;
+    Ok(Prepared { paths, lock })
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| DaemonError::Io {
+            action: "create directory",
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// Loads the config directory off the async threads (it reads files).
+pub(crate) async fn load_configs(dir: &Path) -> Result<ConfigSet, DaemonError> {
+    let dir = dir.to_path_buf();
+    let loaded = tokio::task::spawn_blocking(move || xy_core::config::load_dir(&dir))
+        .await
+        .map_err(|e| DaemonError::Io {
+            action: "load configs (loader panicked)",
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    loaded.map_err(DaemonError::Config)
+}
+
+/// Binds the socket: a leftover socket file nobody answers on is replaced,
+/// one that answers belongs to someone else. Mode `0600`.
+pub(crate) fn bind_socket(path: &Path) -> Result<UnixListener, DaemonError> {
+    let io = |action: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DaemonError::Io {
+            action,
+            path,
+            source,
+        }
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(DaemonError::SocketInUse(path.to_path_buf()));
+            }
+            tracing::info!(socket = %path.display(), "replacing stale socket file");
+            std::fs::remove_file(path).map_err(io("remove stale socket"))?;
+        }
+        Ok(_) => return Err(DaemonError::NotASocket(path.to_path_buf())),
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(io("inspect socket")(e)),
+    }
+    if let Some(parent) = path.parent() {
+        create_private_dir(parent)?;
+    }
+    let listener = UnixListener::bind(path).map_err(io("bind socket"))?;
+    // Between bind and chmod the socket has umask permissions; the peer uid
+    // check on every connection covers that window.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("chmod socket"))?;
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stale_socket_is_replaced_and_live_one_refused() {
+        let dir = tempfile::Builder::new()
+            .prefix("xyb")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let path = dir.path().join("s.sock");
+        // A socket file whose listener is gone.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let live = bind_socket(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        match bind_socket(&path) {
+            Err(DaemonError::SocketInUse(p)) => assert_eq!(p, path),
+            other => panic!("expected SocketInUse, got {other:?}"),
+        }
+        drop(live);
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        assert!(matches!(
+            bind_socket(&file),
+            Err(DaemonError::NotASocket(_))
+        ));
+        assert!(file.exists());
+    }
+}

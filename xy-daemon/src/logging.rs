@@ -1,0 +1,92 @@
+//! The daemon's own log: `tracing` to stderr and to `logs/daemon.log`
+//! (size-rotated like the server logs, written off the hot path through
+//! `tracing_appender::non_blocking`), filtered by `XY_LOG`, plus a panic hook
+//! that routes panics into the same log.
+
+use std::io::{self, IsTerminal};
+
+use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use xy_core::paths::Paths;
+
+use crate::error::DaemonError;
+
+/// Environment variable holding the filter (`info`, `xy_actors=debug`, …).
+pub const LOG_ENV: &str = "XY_LOG";
+
+/// Lines queued for `daemon.log` before new ones are dropped.
+const LOG_QUEUE_LINES: usize = 4096;
+
+/// Keeps the file writer alive; dropping it flushes what is queued.
+#[derive(Debug)]
+pub struct LogGuard {
+    _file: WorkerGuard,
+}
+
+/// Installs the global subscriber and the panic hook. Call once, after the
+/// lock is held (two processes must not rotate the same file).
+pub fn init(paths: &Paths) -> Result<LogGuard, DaemonError> {
+    let log_path = paths.daemon_log();
+    let writer = open_daemon_log(paths).map_err(|source| DaemonError::Io {
+        action: "open",
+        path: log_path,
+        source,
+    })?;
+    // The default queue (128k lines) is preallocated and touched: ~4 MiB of
+    // RSS for a log that writes a few lines a minute. When it is full, the
+    // event is dropped rather than stalling a worker thread.
+    let (file, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .lossy(true)
+        .finish(writer);
+    let filter = EnvFilter::try_from_env(LOG_ENV).unwrap_or_else(|_| EnvFilter::new("info"));
+    let stderr_layer = tracing_subscriber::fmt::layer()
+        .with_writer(io::stderr)
+        .with_ansi(io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .with_target(false);
+    let file_layer = tracing_subscriber::fmt::layer()
+        .with_writer(file)
+        .with_ansi(false)
+        .with_target(true);
+    // A second init (only possible in tests) keeps the first subscriber.
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(stderr_layer)
+        .with(file_layer)
+        .try_init();
+    install_panic_hook();
+    Ok(LogGuard { _file: guard })
+}
+
+fn open_daemon_log(paths: &Paths) -> io::Result<xy_actors::RotatingWriter> {
+    xy_actors::RotatingWriter::open(
+        paths.daemon_log(),
+        xy_actors::RotatingWriter::DEFAULT_MAX_BYTES,
+    )
+}
+
+/// Panics (a ServerActor's, caught by ractor; or a task's) go to the daemon
+/// log instead of only to a stderr nobody reads under launchd.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "<non-string panic payload>".to_owned());
+        let backtrace = std::backtrace::Backtrace::capture();
+        tracing::error!(
+            panic.location = %location,
+            panic.thread = std::thread::current().name().unwrap_or("<unnamed>"),
+            backtrace = %backtrace,
+            "panic: {payload}"
+        );
+    }));
+}

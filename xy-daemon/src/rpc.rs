@@ -1,0 +1,208 @@
+//! The JSON-RPC methods (SPEC §6) as a jsonrpsee [`RpcModule`], one file per
+//! method group, plus the few helpers they share: params parsing that names
+//! the offending field, and the single mapping of errors to error objects.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime};
+
+use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Params};
+use jsonrpsee::{Extensions, RpcModule};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use xy_actors::{Engine, EngineError};
+use xy_core::paths::Paths;
+use xy_core::protocol::{ErrorCode, RpcError};
+
+use crate::transport::Conn;
+
+mod config;
+mod daemon;
+mod logs;
+mod servers;
+
+pub(crate) use config::reload;
+
+/// Everything the methods share; the module's context.
+#[derive(Debug)]
+pub(crate) struct DaemonCtx {
+    pub(crate) engine: Engine,
+    pub(crate) paths: Paths,
+    pub(crate) pid: u32,
+    pub(crate) started_at: SystemTime,
+    pub(crate) started: Instant,
+    next_subscription: AtomicU64,
+    /// Set to true to ask the daemon to shut down (`shutdown` method).
+    pub(crate) shutdown: watch::Sender<bool>,
+    /// Turns true when open streams must end with `log_end {reason: shutdown}`.
+    pub(crate) closing: watch::Receiver<bool>,
+    /// One reload at a time: two interleaved diffs would race.
+    pub(crate) reload_lock: tokio::sync::Mutex<()>,
+}
+
+impl DaemonCtx {
+    pub(crate) fn new(
+        engine: Engine,
+        paths: Paths,
+        pid: u32,
+        shutdown: watch::Sender<bool>,
+        closing: watch::Receiver<bool>,
+    ) -> DaemonCtx {
+        DaemonCtx {
+            engine,
+            paths,
+            pid,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            next_subscription: AtomicU64::new(1),
+            shutdown,
+            closing,
+            reload_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn next_subscription_id(&self) -> u64 {
+        self.next_subscription.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Builds the method table.
+pub(crate) fn module(ctx: Arc<DaemonCtx>) -> RpcModule<DaemonCtx> {
+    let mut m = RpcModule::from_arc(ctx);
+    servers::register(&mut m);
+    config::register(&mut m);
+    logs::register(&mut m);
+    daemon::register(&mut m);
+    m
+}
+
+/// Every error object the daemon sends goes through here.
+pub(crate) fn to_error_object(e: RpcError) -> ErrorObjectOwned {
+    ErrorObject::owned(e.code, e.message, e.data)
+}
+
+/// Engine failures, mapped by `xy-actors`' one `From` impl.
+pub(crate) fn engine_error(e: &EngineError) -> ErrorObjectOwned {
+    to_error_object(RpcError::from(e))
+}
+
+pub(crate) fn invalid_params(
+    message: impl Into<String>,
+    data: serde_json::Value,
+) -> ErrorObjectOwned {
+    to_error_object(RpcError::new(ErrorCode::InvalidParams, message).with_data(data))
+}
+
+/// Parses by-name params (absent or `null` reads as `{}`). The error names
+/// the field: its path for a wrong type, the name for a missing or unknown one.
+pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    let raw = params.as_str().unwrap_or("{}");
+    let de = &mut serde_json::Deserializer::from_str(raw);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let field = if path == "." {
+            backticked(&inner)
+        } else {
+            Some(path)
+        };
+        let message = match &field {
+            Some(f) if !inner.contains(&format!("`{f}`")) => {
+                format!("invalid params: {f}: {inner}")
+            }
+            _ => format!("invalid params: {inner}"),
+        };
+        invalid_params(
+            message,
+            serde_json::json!({ "field": field, "error": inner }),
+        )
+    })
+}
+
+/// First `` `name` `` in a serde message ("missing field `name`").
+fn backticked(msg: &str) -> Option<String> {
+    let start = msg.find('`')? + 1;
+    let len = msg[start..].find('`')?;
+    Some(msg[start..start + len].to_owned())
+}
+
+/// For methods without params: absent, `null`, `{}` and `[]` are accepted.
+pub(crate) fn no_params(params: &Params<'_>) -> Result<(), ErrorObjectOwned> {
+    match params.as_str().map(str::trim) {
+        None | Some("{}" | "[]" | "null") => Ok(()),
+        Some(other) => match serde_json::from_str::<serde_json::Value>(other) {
+            Ok(serde_json::Value::Object(o)) if o.is_empty() => Ok(()),
+            Ok(serde_json::Value::Array(a)) if a.is_empty() => Ok(()),
+            _ => Err(invalid_params(
+                "invalid params: this method takes no params",
+                serde_json::json!({ "field": null, "error": "unexpected params" }),
+            )),
+        },
+    }
+}
+
+/// The calling connection (always present: the transport inserts it).
+pub(crate) fn conn(ext: &Extensions) -> Result<Arc<Conn>, ErrorObjectOwned> {
+    ext.get::<Arc<Conn>>().cloned().ok_or_else(|| {
+        to_error_object(RpcError::new(
+            ErrorCode::InternalError,
+            "no connection context",
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xy_core::protocol::{NameParams, TargetParams};
+
+    fn params(s: &str) -> Params<'_> {
+        Params::new(Some(s))
+    }
+
+    fn data(e: &ErrorObjectOwned) -> serde_json::Value {
+        serde_json::from_str(e.data().unwrap().get()).unwrap()
+    }
+
+    #[test]
+    fn parse_names_the_field() {
+        let e = parse::<NameParams>(&params(r#"{"name": 5}"#)).unwrap_err();
+        assert_eq!(e.code(), -32602);
+        assert_eq!(data(&e)["field"], "name");
+        assert!(e.message().contains("name"), "{}", e.message());
+
+        let e = parse::<NameParams>(&params("{}")).unwrap_err();
+        assert_eq!(data(&e)["field"], "name");
+        assert!(
+            e.message().contains("missing field `name`"),
+            "{}",
+            e.message()
+        );
+
+        let e = parse::<NameParams>(&params(r#"{"name":"a","nmae":"b"}"#)).unwrap_err();
+        assert_eq!(data(&e)["field"], "nmae");
+
+        let e = parse::<TargetParams>(&params(r#"{"names":["a", 3]}"#)).unwrap_err();
+        assert_eq!(data(&e)["field"], "names[1]");
+
+        assert_eq!(
+            parse::<NameParams>(&params(r#"{"name":"a"}"#))
+                .unwrap()
+                .name,
+            "a"
+        );
+        assert!(
+            parse::<TargetParams>(&Params::new(None))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn no_params_accepts_only_empty() {
+        assert!(no_params(&Params::new(None)).is_ok());
+        assert!(no_params(&params("{}")).is_ok());
+        assert!(no_params(&params(" [ ] ")).is_ok());
+        assert!(no_params(&params(r#"{"x":1}"#)).is_err());
+    }
+}

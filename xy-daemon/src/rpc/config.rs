@@ -1,0 +1,76 @@
+//! `reload`: read the config directory again and apply the difference. An
+//! invalid directory changes nothing (the old config keeps running).
+
+use std::sync::Arc;
+
+use jsonrpsee::RpcModule;
+use xy_core::config::ConfigErrors;
+use xy_core::protocol::{ErrorCode, ReloadResult, RpcError, method};
+
+use super::{DaemonCtx, no_params, to_error_object};
+use crate::boot::load_configs;
+use crate::error::DaemonError;
+
+pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
+    m.register_async_method(method::RELOAD, |params, ctx, _| async move {
+        no_params(&params)?;
+        reload(&ctx).await.map_err(to_error_object)
+    })
+    .expect("method names are unique");
+}
+
+/// Loads the config directory and hands it to the engine. Shared by the
+/// `reload` method and SIGHUP.
+pub(crate) async fn reload(ctx: &Arc<DaemonCtx>) -> Result<ReloadResult, RpcError> {
+    let _one_at_a_time = ctx.reload_lock.lock().await;
+    let configs = match load_configs(&ctx.paths.config_dir).await {
+        Ok(c) => c,
+        Err(DaemonError::Config(errors)) => {
+            let e = config_error(&errors);
+            tracing::warn!(
+                "reload rejected, the running config is kept: {}\n{}",
+                e.message,
+                errors.render(false)
+            );
+            return Err(e);
+        }
+        Err(other) => return Err(RpcError::new(ErrorCode::InternalError, other.to_string())),
+    };
+    for w in &configs.warnings {
+        tracing::warn!(server = %w.name, file = %w.file.display(), "{}", w.message);
+    }
+    let result = ctx
+        .engine
+        .reload(configs)
+        .await
+        .map_err(|e| RpcError::from(&e))?;
+    tracing::info!(
+        added = ?result.added,
+        removed = ?result.removed,
+        changed = ?result.changed,
+        unchanged = result.unchanged.len(),
+        "config reloaded"
+    );
+    Ok(result)
+}
+
+/// `-32002` when duplicate ports are the only problem, else `-32003`; the
+/// data carries the diagnostics both structured and rendered.
+fn config_error(errors: &ConfigErrors) -> RpcError {
+    let n = errors.diagnostics.len();
+    let (code, message) = if errors.only_port_conflicts() {
+        (
+            ErrorCode::PortConflict,
+            format!("port conflict: {n} errors"),
+        )
+    } else {
+        (
+            ErrorCode::ConfigInvalid,
+            format!("config invalid: {n} errors"),
+        )
+    };
+    RpcError::new(code, message).with_data(serde_json::json!({
+        "diagnostics": errors.to_json(),
+        "rendered": errors.render(false),
+    }))
+}

@@ -1,0 +1,49 @@
+//! `daemon_status` and `shutdown`: facts about the daemon itself, and the
+//! graceful exit, which starts only after its `{}` reply has been written.
+
+use jsonrpsee::ResponsePayload;
+use jsonrpsee::RpcModule;
+use xy_core::protocol::{DaemonStatus, PROTOCOL_VERSION, ShutdownResult, method};
+
+use super::{DaemonCtx, engine_error, no_params};
+
+pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
+    m.register_async_method(method::DAEMON_STATUS, |params, ctx, _| async move {
+        no_params(&params)?;
+        let servers = ctx
+            .engine
+            .server_count()
+            .await
+            .map_err(|e| engine_error(&e))?;
+        Ok::<_, jsonrpsee::types::ErrorObjectOwned>(DaemonStatus {
+            version: xy_core::VERSION.to_owned(),
+            protocol: PROTOCOL_VERSION,
+            pid: ctx.pid,
+            started_at: xy_core::time::rfc3339_ms(ctx.started_at),
+            uptime_secs: ctx.started.elapsed().as_secs(),
+            socket: ctx.paths.socket.display().to_string(),
+            config_dir: ctx.paths.config_dir.display().to_string(),
+            log_dir: ctx.paths.log_dir.display().to_string(),
+            servers,
+        })
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::SHUTDOWN, |params, ctx, _| async move {
+        if let Err(e) = no_params(&params) {
+            return ResponsePayload::error(e);
+        }
+        let (payload, written) =
+            ResponsePayload::success(ShutdownResult::default()).notify_on_completion();
+        tokio::spawn(async move {
+            // Resolves once the reply is queued ahead of anything the
+            // shutdown writes; also when it is never sent (a notification):
+            // a notification is still executed.
+            let _ = written.await;
+            tracing::info!("shutdown requested over RPC");
+            ctx.shutdown.send_replace(true);
+        });
+        payload
+    })
+    .expect("method names are unique");
+}

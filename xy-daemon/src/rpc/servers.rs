@@ -1,0 +1,80 @@
+//! `list`, `status`, `start`, `stop`, `restart` (and, in debug builds, the
+//! hidden `_debug_panic` fault injection): thin calls into the engine.
+
+use jsonrpsee::RpcModule;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use xy_core::protocol::{NameParams, TargetParams, method};
+
+use super::{DaemonCtx, engine_error, invalid_params, no_params, parse};
+
+pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
+    m.register_async_method(method::LIST, |params, ctx, _| async move {
+        no_params(&params)?;
+        ctx.engine.list().await.map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::STATUS, |params, ctx, _| async move {
+        let p: NameParams = parse(&params)?;
+        ctx.engine
+            .status(&p.name)
+            .await
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::START, |params, ctx, _| async move {
+        let target = target(&params)?;
+        ctx.engine
+            .start_servers(&target)
+            .await
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::STOP, |params, ctx, _| async move {
+        let target = target(&params)?;
+        ctx.engine
+            .stop_servers(&target)
+            .await
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::RESTART, |params, ctx, _| async move {
+        let target = target(&params)?;
+        ctx.engine
+            .restart_servers(&target)
+            .await
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    #[cfg(debug_assertions)]
+    m.register_async_method(DEBUG_PANIC, |params, ctx, _| async move {
+        let p: NameParams = parse(&params)?;
+        tracing::warn!(server = %p.name, "fault injection: panicking the server actor");
+        ctx.engine
+            .inject_panic(&p.name)
+            .await
+            .map(|()| serde_json::json!({}))
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+}
+
+/// Hidden fault-injection method, registered in debug builds only.
+#[cfg(debug_assertions)]
+pub(crate) const DEBUG_PANIC: &str = "_debug_panic";
+
+/// `{name}`, `{names}` or `{all: true}`; naming nothing is a `-32602`.
+fn target(params: &Params<'_>) -> Result<TargetParams, ErrorObjectOwned> {
+    let t: TargetParams = parse(params)?;
+    if t.is_empty() {
+        return Err(invalid_params(
+            "invalid params: name one server (name), several (names), or all (all: true)",
+            serde_json::json!({ "field": "name", "error": "no target given" }),
+        ));
+    }
+    Ok(t)
+}

@@ -1,0 +1,55 @@
+//! Process signals: SIGTERM/SIGINT request a graceful shutdown (a second
+//! SIGINT or SIGTERM during it exits at once), SIGHUP reloads the config
+//! directory like the `reload` method.
+
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+/// Resolves on the first SIGTERM or SIGINT; from then on, a second one ends
+/// the process immediately (exit 130) for a user who will not wait out a
+/// long grace period.
+pub async fn shutdown_requested() {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!(
+            "cannot install SIGTERM/SIGINT handlers; only the shutdown method stops xyd"
+        );
+        return std::future::pending().await;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    tracing::info!(
+        signal = name,
+        "shutting down (send it again to exit at once)"
+    );
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::warn!(signal = name, "second signal during shutdown: exiting now");
+        std::process::exit(130);
+    });
+}
+
+/// A stream of SIGHUPs (one message each); empty if the handler cannot be
+/// installed.
+pub fn hangups() -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel(1);
+    match signal(SignalKind::hangup()) {
+        Ok(mut hup) => {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    // A full channel means a reload is already queued.
+                    let _ = tx.try_send(());
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot install the SIGHUP handler"),
+    }
+    rx
+}

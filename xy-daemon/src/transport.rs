@@ -1,0 +1,298 @@
+//! The Unix-socket transport (SPEC §6): accepting with a connection cap and a
+//! peer-uid check, newline framing with a bounded line length, one writer
+//! task per connection draining an mpsc channel, and per-connection context
+//! ([`Conn`]) handed to the RPC methods through jsonrpsee `Extensions`.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jsonrpsee::{ConnectionId, Extensions, Methods};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use xy_core::protocol::MAX_LINE_BYTES;
+
+pub(crate) mod dispatch;
+
+/// Open connections allowed at once; more are accepted and closed at once.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+/// Requests of one connection being handled at once; the reader waits for a
+/// slot before reading on (backpressure instead of unbounded tasks).
+const MAX_IN_FLIGHT: usize = 64;
+/// Outbound messages queued per connection before senders wait.
+const OUTBOUND_QUEUE: usize = 1024;
+
+/// One client connection, as RPC methods see it (`Extensions` entry).
+#[derive(Debug)]
+pub(crate) struct Conn {
+    id: usize,
+    out: mpsc::Sender<Box<RawValue>>,
+    /// Live `logs` streams of this connection: cancelling one fires its sender.
+    subs: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+}
+
+impl Conn {
+    /// Queues one outbound line; `false` once the client is gone.
+    pub(crate) async fn send(&self, msg: Box<RawValue>) -> bool {
+        self.out.send(msg).await.is_ok()
+    }
+
+    /// Resolves when the writer is gone (client disconnected or write failed).
+    pub(crate) async fn closed(&self) {
+        self.out.closed().await;
+    }
+
+    /// Registers a stream; the receiver fires on [`Conn::cancel_stream`].
+    pub(crate) fn add_stream(&self, id: u64) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.subs_guard().insert(id, tx);
+        rx
+    }
+
+    /// Cancels one of this connection's streams; `false` if unknown or ended.
+    pub(crate) fn cancel_stream(&self, id: u64) -> bool {
+        match self.subs_guard().remove(&id) {
+            Some(tx) => tx.send(()).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Forgets a stream that ended on its own.
+    pub(crate) fn remove_stream(&self, id: u64) {
+        self.subs_guard().remove(&id);
+    }
+
+    fn subs_guard(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<()>>> {
+        // Held for a map operation only, never across an await; a poisoned
+        // map is still a valid map.
+        self.subs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Accepts connections until `stop` turns true. Each connection stops
+/// reading when `closing` turns true; it closes once its in-flight calls and
+/// streams are done. Returns the semaphore whose permits the open
+/// connections hold, so shutdown can wait for them.
+pub(crate) async fn serve(
+    listener: UnixListener,
+    methods: Methods,
+    mut stop: watch::Receiver<bool>,
+    closing: watch::Receiver<bool>,
+) -> Arc<Semaphore> {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let uid = nix::unistd::getuid().as_raw();
+    let next_id = AtomicUsize::new(1);
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = crate::until_set(&mut stop) => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == uid => {}
+            Ok(cred) => {
+                tracing::warn!(peer_uid = cred.uid(), peer_pid = ?cred.pid(), "connection from another user refused");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read peer credentials; connection refused");
+                continue;
+            }
+        }
+        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::warn!(
+                limit = MAX_CONNECTIONS,
+                "too many connections; closing a new one"
+            );
+            continue;
+        };
+        let id = next_id.fetch_add(1, Ordering::Relaxed);
+        spawn_connection(id, stream, methods.clone(), closing.clone(), permit);
+    }
+    slots
+}
+
+fn spawn_connection(
+    id: usize,
+    stream: UnixStream,
+    methods: Methods,
+    closing: watch::Receiver<bool>,
+    permit: OwnedSemaphorePermit,
+) {
+    let (read, write) = stream.into_split();
+    let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    let conn = Arc::new(Conn {
+        id,
+        out: tx,
+        subs: Mutex::new(HashMap::new()),
+    });
+    tracing::debug!(conn = id, "connection opened");
+    tokio::spawn(write_loop(id, rx, write, permit));
+    tokio::spawn(read_loop(read, conn, methods, closing));
+}
+
+/// Drains the outbound channel into the socket. Ends when every sender is
+/// gone (reader done, calls and streams finished) or a write fails; then the
+/// receiver drops, which wakes every `Conn::closed` waiter.
+async fn write_loop(
+    id: usize,
+    mut rx: mpsc::Receiver<Box<RawValue>>,
+    write: OwnedWriteHalf,
+    _slot: OwnedSemaphorePermit,
+) {
+    let mut w = BufWriter::with_capacity(16 * 1024, write);
+    'outer: while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            if let Err(e) = write_line(&mut w, &msg).await {
+                tracing::debug!(conn = id, error = %e, "client gone");
+                break 'outer;
+            }
+            next = rx.try_recv().ok();
+        }
+        if let Err(e) = w.flush().await {
+            tracing::debug!(conn = id, error = %e, "client gone");
+            break;
+        }
+    }
+    let _ = w.shutdown().await;
+    tracing::debug!(conn = id, "connection closed");
+}
+
+async fn write_line(w: &mut BufWriter<OwnedWriteHalf>, msg: &RawValue) -> io::Result<()> {
+    w.write_all(msg.get().as_bytes()).await?;
+    w.write_all(b"\n").await
+}
+
+/// Reads lines until EOF or shutdown; each request runs in its own task.
+/// Returning drops this task's `Conn`: the connection closes once the last
+/// call or stream holding one is done, which is what lets
+/// `echo req | socat - UNIX-CONNECT:…` (half-closed input) end by itself.
+async fn read_loop(
+    read: OwnedReadHalf,
+    conn: Arc<Conn>,
+    methods: Methods,
+    mut closing: watch::Receiver<bool>,
+) {
+    let mut reader = BufReader::with_capacity(16 * 1024, read);
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut ext = Extensions::new();
+    ext.insert(Arc::clone(&conn));
+    loop {
+        let mut buf = Vec::new();
+        let read = tokio::select! {
+            r = read_line(&mut reader, &mut buf) => r,
+            () = crate::until_set(&mut closing) => break,
+        };
+        match read {
+            Ok(Line::Eof) => break,
+            Ok(Line::TooLong) => {
+                tracing::debug!(conn = conn.id, "request line over the limit discarded");
+                let reply = dispatch::line_too_long();
+                if !conn.send(reply.json).await {
+                    break;
+                }
+            }
+            Ok(Line::Complete) => {
+                let text = match String::from_utf8(buf) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let reply = dispatch::invalid_utf8(&e.utf8_error());
+                        if !conn.send(reply.json).await {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
+                    break;
+                };
+                let conn = Arc::clone(&conn);
+                let methods = methods.clone();
+                let ext = ext.clone();
+                tokio::spawn(async move {
+                    let cid = ConnectionId(conn.id);
+                    if let Some(reply) = dispatch::handle_line(&methods, cid, &ext, &text).await {
+                        let (json, written) = reply.split();
+                        if conn.send(json).await {
+                            written.notify();
+                        }
+                    }
+                    drop(slot);
+                });
+            }
+            Err(e) => {
+                tracing::debug!(conn = conn.id, error = %e, "read failed");
+                break;
+            }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// `buf` holds one line (newline stripped).
+    Complete,
+    /// The line was over the limit and has been skipped through its newline.
+    TooLong,
+    /// End of input.
+    Eof,
+}
+
+/// Reads one line of at most [`MAX_LINE_BYTES`] (newline excluded) into
+/// `buf`. Unlike `lines()`, neither a huge line nor invalid UTF-8 ends the
+/// connection or buffers without limit.
+async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> io::Result<Line> {
+    let limit = MAX_LINE_BYTES as u64 + 1;
+    let n = (&mut *r).take(limit).read_until(b'\n', buf).await?;
+    if n == 0 {
+        return Ok(Line::Eof);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        return Ok(Line::Complete);
+    }
+    if buf.len() as u64 >= limit {
+        buf.clear();
+        discard_through_newline(r).await?;
+        return Ok(Line::TooLong);
+    }
+    // A last line without a newline before EOF.
+    Ok(Line::Complete)
+}
+
+async fn discard_through_newline<R: AsyncBufRead + Unpin>(r: &mut R) -> io::Result<()> {
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if let Some(i) = chunk.iter().position(|b| *b == b'\n') {
+            r.consume(i + 1);
+            return Ok(());
+        }
+        let n = chunk.len();
+        r.consume(n);
+    }
+}
+
+#[cfg(test)]
+mod tests;

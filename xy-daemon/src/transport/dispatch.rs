@@ -1,0 +1,263 @@
+//! One line in, at most one line out: JSON-RPC 2.0 envelope checks, batches,
+//! notifications, and the call into the jsonrpsee [`Methods`] table. Knows
+//! nothing about sockets.
+
+use std::borrow::Cow;
+
+use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Id, Params};
+use jsonrpsee::{
+    ConnectionId, Extensions, MethodCallback, MethodResponse, MethodResponseNotifyTx, Methods,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use xy_core::protocol::{ErrorCode, MAX_LINE_BYTES};
+
+/// What to write back for one line.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    /// One JSON value (an object, or an array for a batch).
+    pub(crate) json: Box<RawValue>,
+    /// Completion hooks of the responses inside (`logs` waits on these so its
+    /// reply is written before its first notification).
+    pub(crate) on_written: Vec<(MethodResponseNotifyTx, bool)>,
+}
+
+impl Reply {
+    fn single(resp: MethodResponse) -> Reply {
+        let success = resp.is_success();
+        let (json, notify, _) = resp.into_parts();
+        Reply {
+            json,
+            on_written: notify.map(|n| (n, success)).into_iter().collect(),
+        }
+    }
+
+    /// The line to send, and the hooks to fire once it is queued.
+    pub(crate) fn split(self) -> (Box<RawValue>, Written) {
+        (self.json, Written(self.on_written))
+    }
+}
+
+/// Completion hooks of a sent reply.
+#[derive(Debug)]
+pub(crate) struct Written(Vec<(MethodResponseNotifyTx, bool)>);
+
+impl Written {
+    /// Tells every waiting method its response is queued ahead of anything
+    /// it writes next.
+    pub(crate) fn notify(self) {
+        for (n, success) in self.0 {
+            n.notify(success);
+        }
+    }
+}
+
+/// The error reply for a line longer than [`MAX_LINE_BYTES`].
+pub(crate) fn line_too_long() -> Reply {
+    let err = ErrorObject::owned(
+        ErrorCode::InvalidRequest.code(),
+        format!("request line exceeds the limit of {MAX_LINE_BYTES} bytes; the line was discarded"),
+        Some(serde_json::json!({ "limit_bytes": MAX_LINE_BYTES })),
+    );
+    Reply::single(MethodResponse::error(Id::Null, err))
+}
+
+/// The error reply for a line that is not UTF-8.
+pub(crate) fn invalid_utf8(e: &std::str::Utf8Error) -> Reply {
+    let err = ErrorObject::owned(
+        ErrorCode::ParseError.code(),
+        format!(
+            "parse error: the line is not valid UTF-8 (at byte {})",
+            e.valid_up_to()
+        ),
+        None::<()>,
+    );
+    Reply::single(MethodResponse::error(Id::Null, err))
+}
+
+/// Handles one complete line (without its newline). `None`: nothing to send
+/// (a blank line, a notification, a batch of notifications).
+pub(crate) async fn handle_line(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    line: &str,
+) -> Option<Reply> {
+    let text = line.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if text.starts_with('[') {
+        return handle_batch(methods, conn, ext, text).await;
+    }
+    handle_single(methods, conn, ext, text)
+        .await
+        .map(Reply::single)
+}
+
+async fn handle_batch(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    text: &str,
+) -> Option<Reply> {
+    let items: Vec<&RawValue> = match serde_json::from_str(text) {
+        Ok(items) => items,
+        Err(e) => return Some(Reply::single(parse_error(&e))),
+    };
+    if items.is_empty() {
+        let err = ErrorObject::owned(
+            ErrorCode::InvalidRequest.code(),
+            "invalid request: empty batch",
+            None::<()>,
+        );
+        return Some(Reply::single(MethodResponse::error(Id::Null, err)));
+    }
+    let mut parts = Vec::with_capacity(items.len());
+    let mut on_written = Vec::new();
+    for item in items {
+        if let Some(resp) = handle_single(methods, conn, ext, item.get()).await {
+            let success = resp.is_success();
+            let (json, notify, _) = resp.into_parts();
+            parts.push(json);
+            on_written.extend(notify.map(|n| (n, success)));
+        }
+    }
+    if parts.is_empty() {
+        // A batch of notifications gets no reply at all (JSON-RPC 2.0 §6).
+        for (n, ok) in on_written {
+            n.notify(ok);
+        }
+        return None;
+    }
+    let mut out = String::with_capacity(parts.iter().map(|p| p.get().len() + 1).sum::<usize>() + 2);
+    out.push('[');
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(p.get());
+    }
+    out.push(']');
+    let json = RawValue::from_string(out).expect("a JSON array of JSON values is JSON");
+    Some(Reply { json, on_written })
+}
+
+/// The request envelope. `id` is `Some(Id::Null)` for `"id": null` and
+/// `None` when absent (a notification).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<Id<'a>>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Id<'de>>, D::Error> {
+    Id::deserialize(d).map(Some)
+}
+
+async fn handle_single(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    text: &str,
+) -> Option<MethodResponse> {
+    let env: Envelope<'_> = match serde_json::from_str(text) {
+        Ok(env) => env,
+        Err(e) => {
+            // Valid JSON that is not a request object is -32600, not -32700.
+            if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
+                return Some(invalid_request(
+                    Id::Null,
+                    &format!("not a JSON-RPC request object: {e}"),
+                ));
+            }
+            return Some(parse_error(&e));
+        }
+    };
+    let id = env.id;
+    if env.jsonrpc.as_deref() != Some("2.0") {
+        return Some(invalid_request(
+            id.unwrap_or(Id::Null),
+            "\"jsonrpc\" must be \"2.0\"",
+        ));
+    }
+    let Some(method) = env.method else {
+        return Some(invalid_request(
+            id.unwrap_or(Id::Null),
+            "\"method\" is missing",
+        ));
+    };
+    let params = Params::new(env.params.map(RawValue::get));
+    let response = call(
+        methods,
+        conn,
+        ext,
+        id.clone().unwrap_or(Id::Null),
+        &method,
+        params,
+    )
+    .await;
+    // A notification runs but is never answered, errors included.
+    id.map(|_| response)
+}
+
+async fn call(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    id: Id<'_>,
+    method: &str,
+    params: Params<'_>,
+) -> MethodResponse {
+    let Some((_, callback)) = methods.method_with_name(method) else {
+        let err = ErrorObject::owned(
+            ErrorCode::MethodNotFound.code(),
+            format!("method not found: {method}"),
+            None::<()>,
+        );
+        return MethodResponse::error(id, err);
+    };
+    let ext = ext.clone();
+    match callback {
+        MethodCallback::Sync(cb) => (cb)(id, params, usize::MAX, ext),
+        MethodCallback::Async(cb) => {
+            (cb)(id.into_owned(), params.into_owned(), conn, usize::MAX, ext).await
+        }
+        // xy registers no jsonrpsee subscriptions: their `{subscription,
+        // result}` wrapping cannot produce the `log` notification shape.
+        MethodCallback::Subscription(_) | MethodCallback::Unsubscription(_) => {
+            MethodResponse::error(
+                id,
+                internal("subscription methods are not served over this transport"),
+            )
+        }
+    }
+}
+
+fn parse_error(e: &serde_json::Error) -> MethodResponse {
+    let err = ErrorObject::owned(
+        ErrorCode::ParseError.code(),
+        format!("parse error: {e}"),
+        None::<()>,
+    );
+    MethodResponse::error(Id::Null, err)
+}
+
+fn invalid_request(id: Id<'_>, why: &str) -> MethodResponse {
+    let err = ErrorObject::owned(
+        ErrorCode::InvalidRequest.code(),
+        format!("invalid request: {why}"),
+        None::<()>,
+    );
+    MethodResponse::error(id, err)
+}
+
+fn internal(msg: &str) -> ErrorObjectOwned {
+    ErrorObject::owned(ErrorCode::InternalError.code(), msg.to_owned(), None::<()>)
+}

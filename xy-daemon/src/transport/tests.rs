@@ -1,0 +1,349 @@
+//! Framing and dispatch over a real socket pair, with a small test method
+//! table (no engine).
+
+use std::time::Duration;
+
+use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee::{ResponsePayload, RpcModule};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::*;
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    stop: watch::Sender<bool>,
+    closing: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<Arc<Semaphore>>,
+}
+
+fn methods() -> Methods {
+    let mut m = RpcModule::new(());
+    m.register_method("echo", |p, _, _| {
+        let v: Value = p.parse()?;
+        Ok::<_, ErrorObjectOwned>(v)
+    })
+    .unwrap();
+    m.register_async_method("slow", |_, _, _| async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        Ok::<_, ErrorObjectOwned>("slept")
+    })
+    .unwrap();
+    m.register_async_method("ordered", |_, _, ext| async move {
+        let conn = ext.get::<Arc<Conn>>().cloned().unwrap();
+        let (payload, written) = ResponsePayload::success("first").notify_on_completion();
+        tokio::spawn(async move {
+            written.await.unwrap();
+            conn.send(serde_json::value::to_raw_value(&json!({"then": "second"})).unwrap())
+                .await;
+        });
+        payload
+    })
+    .unwrap();
+    m.into()
+}
+
+async fn start() -> Harness {
+    let dir = tempfile::Builder::new()
+        .prefix("xyt")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let path = dir.path().join("s.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let (stop, stop_rx) = watch::channel(false);
+    let (closing, closing_rx) = watch::channel(false);
+    let server = tokio::spawn(serve(listener, methods(), stop_rx, closing_rx));
+    Harness {
+        _dir: dir,
+        path,
+        stop,
+        closing,
+        server,
+    }
+}
+
+struct Client {
+    r: BufReader<OwnedReadHalf>,
+    w: OwnedWriteHalf,
+}
+
+impl Client {
+    async fn connect(h: &Harness) -> Client {
+        let (r, w) = UnixStream::connect(&h.path).await.unwrap().into_split();
+        Client {
+            r: BufReader::new(r),
+            w,
+        }
+    }
+
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).await.unwrap();
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.send_raw(format!("{line}\n").as_bytes()).await;
+    }
+
+    async fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(10), self.r.read_line(&mut line))
+            .await
+            .expect("reply in time")
+            .unwrap();
+        assert!(n > 0, "unexpected EOF");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad reply {line:?}: {e}"))
+    }
+
+    async fn call(&mut self, line: &str) -> Value {
+        self.send(line).await;
+        self.recv().await
+    }
+
+    /// The server closed: EOF, or a reset when it closed with our unread
+    /// request in its buffer.
+    async fn expect_eof(&mut self) {
+        let mut rest = String::new();
+        let r = tokio::time::timeout(Duration::from_secs(10), self.r.read_to_string(&mut rest))
+            .await
+            .expect("EOF in time");
+        match r {
+            Ok(n) => assert_eq!(n, 0, "unexpected data {rest:?}"),
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}"),
+        }
+    }
+}
+
+fn code(v: &Value) -> i64 {
+    v["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {v}"))
+}
+
+#[tokio::test]
+async fn bad_input_gets_errors_and_connection_stays_usable() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    let ok = r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":{"a":1}}"#;
+
+    let r = c.call("{not json").await;
+    assert_eq!(code(&r), -32700);
+    assert_eq!(r["id"], Value::Null);
+    assert_eq!(c.call(ok).await["result"], json!({"a":1}));
+
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"echo\xff\"}\n")
+        .await;
+    let r = c.recv().await;
+    assert_eq!(code(&r), -32700);
+    assert!(r["error"]["message"].as_str().unwrap().contains("UTF-8"));
+    assert_eq!(c.call(ok).await["id"], 7);
+
+    let r = c
+        .call(r#"{"jsonrpc":"2.0","id":"x","method":"nope"}"#)
+        .await;
+    assert_eq!(code(&r), -32601);
+    assert_eq!(r["id"], "x");
+
+    let r = c.call(r#"{"jsonrpc":"1.0","id":2,"method":"echo"}"#).await;
+    assert_eq!(code(&r), -32600);
+    assert_eq!(r["id"], 2);
+    let r = c.call(r#"{"jsonrpc":"2.0","id":3}"#).await;
+    assert_eq!(code(&r), -32600);
+    let r = c.call("42").await;
+    assert_eq!(code(&r), -32600);
+
+    // Blank lines are skipped; CRLF is accepted.
+    c.send_raw(b"\n   \n\r\n").await;
+    c.send_raw(format!("{ok}\r\n").as_bytes()).await;
+    assert_eq!(c.recv().await["id"], 7);
+}
+
+#[tokio::test]
+async fn over_long_line_is_rejected_and_discarded() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    let mut long = br#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[""#.to_vec();
+    long.resize(MAX_LINE_BYTES + 4096, b'a');
+    long.extend_from_slice(b"\"]}\n");
+    let (r, w) = (&mut c.r, &mut c.w);
+    let writer = async {
+        w.write_all(&long).await.unwrap();
+        w.write_all(br#"{"jsonrpc":"2.0","id":2,"method":"echo","params":{"after":true}}"#)
+            .await
+            .unwrap();
+        w.write_all(b"\n").await.unwrap();
+    };
+    let reader = async {
+        let mut a = String::new();
+        r.read_line(&mut a).await.unwrap();
+        let mut b = String::new();
+        r.read_line(&mut b).await.unwrap();
+        (a, b)
+    };
+    let ((), (a, b)) = tokio::join!(writer, reader);
+    let a: Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(code(&a), -32600);
+    assert!(
+        a["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&MAX_LINE_BYTES.to_string())
+    );
+    let b: Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(
+        b["result"],
+        json!({"after": true}),
+        "the rest of the long line was discarded"
+    );
+
+    // Exactly the limit is fine.
+    let prefix = br#"{"jsonrpc":"2.0","id":3,"method":"echo","params":[""#;
+    let suffix = br#""]}"#;
+    let mut exact = prefix.to_vec();
+    exact.resize(MAX_LINE_BYTES - suffix.len(), b'b');
+    exact.extend_from_slice(suffix);
+    assert_eq!(exact.len(), MAX_LINE_BYTES);
+    exact.push(b'\n');
+    let (r, w) = (&mut c.r, &mut c.w);
+    let reader = async {
+        let mut a = String::new();
+        r.read_line(&mut a).await.unwrap();
+        a
+    };
+    let (_, a) = tokio::join!(async { w.write_all(&exact).await.unwrap() }, reader);
+    let a: Value = serde_json::from_str(&a).unwrap();
+    assert_eq!(a["id"], 3);
+    assert!(a.get("result").is_some());
+}
+
+#[tokio::test]
+async fn batches_and_notifications() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    // A notification (no id) gets no reply, even for an unknown method.
+    c.send(r#"{"jsonrpc":"2.0","method":"echo","params":{}}"#)
+        .await;
+    c.send(r#"{"jsonrpc":"2.0","method":"nope"}"#).await;
+    let r = c
+        .call(
+            r#"[{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]},
+                {"jsonrpc":"2.0","method":"echo","params":[2]},
+                {"jsonrpc":"2.0","id":2,"method":"nope"},
+                5]"#
+            .replace('\n', " ")
+            .as_str(),
+        )
+        .await;
+    let arr = r
+        .as_array()
+        .unwrap_or_else(|| panic!("batch reply is an array: {r}"));
+    assert_eq!(arr.len(), 3, "{r}");
+    assert_eq!(arr[0]["result"], json!([1]));
+    assert_eq!(code(&arr[1]), -32601);
+    assert_eq!(code(&arr[2]), -32600);
+
+    let r = c.call("[]").await;
+    assert_eq!(code(&r), -32600);
+    let r = c.call("[1,").await;
+    assert_eq!(code(&r), -32700);
+
+    // A batch of notifications only: no reply; the next reply is the echo.
+    c.send(r#"[{"jsonrpc":"2.0","method":"echo"},{"jsonrpc":"2.0","method":"echo"}]"#)
+        .await;
+    let r = c
+        .call(r#"{"jsonrpc":"2.0","id":9,"method":"echo","params":[9]}"#)
+        .await;
+    assert_eq!(r["id"], 9);
+}
+
+#[tokio::test]
+async fn half_close_finishes_in_flight_calls_then_closes() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    c.send(r#"{"jsonrpc":"2.0","id":1,"method":"slow"}"#).await;
+    c.send(r#"{"jsonrpc":"2.0","id":2,"method":"ordered"}"#)
+        .await;
+    c.w.shutdown().await.unwrap();
+    let mut got = vec![c.recv().await, c.recv().await, c.recv().await];
+    // The reply of `ordered` always precedes what it sends after completion.
+    let first = got.iter().position(|v| v["result"] == "first").unwrap();
+    let second = got.iter().position(|v| v["then"] == "second").unwrap();
+    assert!(first < second, "{got:?}");
+    got.retain(|v| v["id"] == 1);
+    assert_eq!(got[0]["result"], "slept");
+    c.expect_eof().await;
+}
+
+#[tokio::test]
+async fn last_line_without_newline_is_served() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    c.send_raw(br#"{"jsonrpc":"2.0","id":4,"method":"echo","params":[4]}"#)
+        .await;
+    c.w.shutdown().await.unwrap();
+    assert_eq!(c.recv().await["result"], json!([4]));
+    c.expect_eof().await;
+}
+
+#[tokio::test]
+async fn stop_then_closing_ends_everything() {
+    let h = start().await;
+    let mut idle = Client::connect(&h).await;
+    let mut busy = Client::connect(&h).await;
+    assert_eq!(
+        busy.call(r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[]}"#)
+            .await["id"],
+        1
+    );
+    h.stop.send_replace(true);
+    let slots = h.server.await.unwrap();
+    // No new connections once stopped (the listener is dropped).
+    assert!(UnixStream::connect(&h.path).await.is_err());
+    h.closing.send_replace(true);
+    idle.expect_eof().await;
+    busy.expect_eof().await;
+    let all = u32::try_from(MAX_CONNECTIONS).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), slots.acquire_many(all))
+        .await
+        .expect("connections released their slots")
+        .unwrap()
+        .forget();
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_are_closed() {
+    let h = start().await;
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        let mut c = Client::connect(&h).await;
+        // A round trip proves the connection was accepted, not just queued.
+        assert_eq!(
+            c.call(r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[]}"#)
+                .await["id"],
+            1
+        );
+        held.push(c);
+    }
+    let mut extra = Client::connect(&h).await;
+    extra
+        .send(r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":[]}"#)
+        .await;
+    extra.expect_eof().await;
+    drop(held.pop());
+    // A slot frees once the dropped connection's writer ends.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = Client::connect(&h).await;
+        c.send(r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":[]}"#)
+            .await;
+        let mut line = String::new();
+        if c.r.read_line(&mut line).await.unwrap_or(0) > 0 {
+            assert!(line.contains("\"id\":2"), "{line}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "slot never freed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

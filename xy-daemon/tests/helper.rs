@@ -1,0 +1,468 @@
+//! The `TestDaemon` fixture (a real `xyd` on temp XDG dirs and a short socket
+//! path), a raw line client that speaks like socat, the test children from
+//! `xy-testbins`, and polling helpers. No fixed sleeps: everything waits
+//! for a condition with a deadline.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Generous: CI machines have 2 cores and run tests in parallel.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes.
+#[track_caller]
+pub(crate) fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Like [`wait_for`] but returns the first `Some`.
+#[track_caller]
+pub(crate) fn wait_some<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `target/<profile>/`, where cargo puts `xyd` and the test children.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe path");
+    // target/<profile>/deps/tests-<hash>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+/// Path of one `xy-testbins` binary, building the package once if missing.
+pub(crate) fn testbin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let path = target_dir().join(name);
+    if !path.exists() {
+        BUILT.get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-p", "xy-testbins", "--bins"]);
+            if !cfg!(debug_assertions) {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build -p xy-testbins");
+            assert!(status.success(), "cargo build -p xy-testbins failed");
+        });
+    }
+    assert!(
+        path.exists(),
+        "{} missing after building xy-testbins",
+        path.display()
+    );
+    path
+}
+
+pub(crate) fn xyd() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_xyd"))
+}
+
+/// A KDL config running `xy-test-sleep` on `port`.
+pub(crate) fn sleep_config(port: u16, interval_ms: u64) -> String {
+    format!(
+        "command \"{}\"\nargs \"--interval-ms\" \"{interval_ms}\"\nport {port}\nstop {{\n    grace \"3s\"\n}}\n",
+        testbin("xy-test-sleep").display()
+    )
+}
+
+/// Ports only need to be distinct within one daemon's config set.
+pub(crate) fn port(n: u16) -> u16 {
+    41000 + n
+}
+
+/// Temp dirs for one daemon; the socket sits in a short /tmp path.
+pub(crate) struct Env {
+    pub(crate) root: tempfile::TempDir,
+    pub(crate) config_home: PathBuf,
+    pub(crate) state_home: PathBuf,
+    pub(crate) socket: PathBuf,
+}
+
+impl Env {
+    pub(crate) fn new() -> Env {
+        let root = tempfile::Builder::new()
+            .prefix("xyd")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let config_home = root.path().join("c");
+        let state_home = root.path().join("s");
+        std::fs::create_dir_all(config_home.join("xy/servers")).unwrap();
+        let socket = root.path().join("x.sock");
+        Env {
+            root,
+            config_home,
+            state_home,
+            socket,
+        }
+    }
+
+    pub(crate) fn config_dir(&self) -> PathBuf {
+        self.config_home.join("xy/servers")
+    }
+
+    pub(crate) fn state_dir(&self) -> PathBuf {
+        self.state_home.join("xy")
+    }
+
+    pub(crate) fn write_config(&self, name: &str, kdl: &str) {
+        std::fs::write(self.config_dir().join(format!("{name}.kdl")), kdl).unwrap();
+    }
+
+    pub(crate) fn remove_config(&self, name: &str) {
+        std::fs::remove_file(self.config_dir().join(format!("{name}.kdl"))).unwrap();
+    }
+
+    /// An `xyd` command with this environment (not yet spawned).
+    pub(crate) fn command(&self) -> Command {
+        let mut cmd = Command::new(xyd());
+        cmd.env("XDG_CONFIG_HOME", &self.config_home)
+            .env("XDG_STATE_HOME", &self.state_home)
+            .env("XY_SOCKET", &self.socket)
+            .env("XY_LOG", "info,xy_daemon=debug")
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `xyd` to completion (for boot failures), returning status and stderr.
+    pub(crate) fn run_to_exit(&self, cmd: &mut Command) -> (ExitStatus, String) {
+        let out = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = out.id();
+        let out =
+            wait_child(out, DEADLINE).unwrap_or_else(|| panic!("xyd (pid {pid}) did not exit"));
+        (out.0, out.1)
+    }
+
+    pub(crate) fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.state_dir().join("logs/daemon.log")).unwrap_or_default()
+    }
+}
+
+fn wait_child(mut child: Child, timeout: Duration) -> Option<(ExitStatus, String)> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            return Some((status, err));
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `xyd`. Dropping it stops the daemon (SIGTERM, then SIGKILL)
+/// and kills any child group still recorded.
+pub(crate) struct TestDaemon {
+    pub(crate) env: Env,
+    child: Option<Child>,
+    stderr_path: PathBuf,
+}
+
+impl TestDaemon {
+    /// Boots a daemon with the given configs and waits until it answers.
+    pub(crate) fn start(configs: &[(&str, String)]) -> TestDaemon {
+        let env = Env::new();
+        for (name, kdl) in configs {
+            env.write_config(name, kdl);
+        }
+        TestDaemon::start_in(env)
+    }
+
+    pub(crate) fn start_in(env: Env) -> TestDaemon {
+        let stderr_path = env.root.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let child = env
+            .command()
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn xyd");
+        let mut d = TestDaemon {
+            env,
+            child: Some(child),
+            stderr_path,
+        };
+        d.wait_ready();
+        d
+    }
+
+    fn wait_ready(&mut self) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("xyd exited during boot ({status}): {}", self.stderr());
+            }
+            if let Ok(mut c) = Client::try_connect(&self.env.socket)
+                && let Ok(v) = c.try_call("daemon_status", None)
+                && v.get("result").is_some()
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "xyd not ready: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub(crate) fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    pub(crate) fn client(&self) -> Client {
+        Client::connect(&self.env.socket)
+    }
+
+    /// One call on a fresh connection; returns the `result`, panics on error.
+    pub(crate) fn result(&self, method: &str, params: Option<Value>) -> Value {
+        self.client().result(method, params)
+    }
+
+    /// The `list` row of `name`.
+    pub(crate) fn entry(&self, name: &str) -> Value {
+        let list = self.result("list", None);
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} not in {list}"))
+    }
+
+    /// Waits until `name` is `running` and returns its pid.
+    pub(crate) fn running_pid(&self, name: &str) -> i32 {
+        wait_some(&format!("{name} running"), DEADLINE, || {
+            let e = self.entry(name);
+            (e["state"] == "running").then(|| e["pid"].as_i64().expect("pid") as i32)
+        })
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub(crate) fn terminate(&mut self) -> ExitStatus {
+        let child = self.child.as_mut().unwrap();
+        signal(child.id() as i32, libc::SIGTERM);
+        self.wait_exit()
+    }
+
+    /// Hands the dirs to a new daemon (after this one exited).
+    pub(crate) fn take_env(mut self) -> Env {
+        let placeholder = Env::new();
+        std::mem::replace(&mut self.env, placeholder)
+    }
+
+    pub(crate) fn wait_exit(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "xyd did not exit: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take()
+            && child.try_wait().ok().flatten().is_none()
+        {
+            signal(child.id() as i32, libc::SIGTERM);
+            let start = Instant::now();
+            while child.try_wait().ok().flatten().is_none()
+                && start.elapsed() < Duration::from_secs(10)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Whatever a killed daemon left behind: the engine's child records.
+        if let Ok(dir) = std::fs::read_dir(self.env.state_dir().join("run")) {
+            for e in dir.flatten() {
+                if let Ok(text) = std::fs::read_to_string(e.path())
+                    && let Ok(v) = serde_json::from_str::<Value>(&text)
+                    && let Some(pgid) = v["pgid"].as_i64()
+                    && pgid > 1
+                {
+                    signal(-(pgid as i32), libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// `kill(2)`; errors ignored (the target may be gone).
+pub(crate) fn signal(pid: i32, sig: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::try_from(sig).ok(),
+    );
+}
+
+/// Alive and not a zombie (a zombie has exited; see SPEC §4).
+pub(crate) fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next());
+            !matches!(state, Some("Z" | "X"))
+        }
+        Err(_) => false,
+    }
+}
+
+/// A raw line client, the way socat talks.
+pub(crate) struct Client {
+    r: BufReader<UnixStream>,
+    w: UnixStream,
+    next_id: u64,
+}
+
+impl Client {
+    pub(crate) fn try_connect(path: &Path) -> std::io::Result<Client> {
+        let s = UnixStream::connect(path)?;
+        s.set_read_timeout(Some(DEADLINE))?;
+        Ok(Client {
+            r: BufReader::new(s.try_clone()?),
+            w: s,
+            next_id: 1,
+        })
+    }
+
+    pub(crate) fn connect(path: &Path) -> Client {
+        Client::try_connect(path).unwrap_or_else(|e| panic!("connect {}: {e}", path.display()))
+    }
+
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).expect("write to xyd");
+    }
+
+    pub(crate) fn send(&mut self, line: &str) {
+        self.send_raw(format!("{line}\n").as_bytes());
+    }
+
+    /// Half-closes our side, as `echo … | socat` does at end of input.
+    pub(crate) fn finish_sending(&mut self) {
+        self.w.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+
+    /// Next line, parsed; `None` at EOF.
+    pub(crate) fn try_recv(&mut self) -> std::io::Result<Option<Value>> {
+        let mut line = String::new();
+        if self.r.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}")),
+        ))
+    }
+
+    pub(crate) fn recv(&mut self) -> Value {
+        self.try_recv()
+            .expect("read from xyd")
+            .expect("unexpected EOF from xyd")
+    }
+
+    /// Reads until EOF; returns what came.
+    pub(crate) fn recv_to_eof(&mut self) -> Vec<Value> {
+        let mut all = Vec::new();
+        while let Some(v) = self.try_recv().expect("read until EOF") {
+            all.push(v);
+        }
+        all
+    }
+
+    pub(crate) fn request(&mut self, method: &str, params: Option<Value>) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(p) = params {
+            req["params"] = p;
+        }
+        self.send(&req.to_string());
+        id
+    }
+
+    pub(crate) fn try_call(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+    ) -> std::io::Result<Value> {
+        let id = self.request(method, params);
+        loop {
+            let v = self
+                .try_recv()?
+                .ok_or_else(|| std::io::Error::other("EOF"))?;
+            if v["id"] == id {
+                return Ok(v);
+            }
+        }
+    }
+
+    /// The full response to one call (notifications before it are skipped).
+    pub(crate) fn call(&mut self, method: &str, params: Option<Value>) -> Value {
+        self.try_call(method, params).expect("call xyd")
+    }
+
+    pub(crate) fn result(&mut self, method: &str, params: Option<Value>) -> Value {
+        let v = self.call(method, params);
+        assert!(v.get("error").is_none(), "{method} failed: {v}");
+        v["result"].clone()
+    }
+
+    /// The error object of a call that must fail with `code`.
+    #[track_caller]
+    pub(crate) fn error(&mut self, method: &str, params: Option<Value>, code: i64) -> Value {
+        let v = self.call(method, params);
+        assert_eq!(v["error"]["code"], code, "{method}: {v}");
+        v["error"].clone()
+    }
+}

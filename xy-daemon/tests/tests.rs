@@ -1,0 +1,10 @@
+//! End-to-end tests of the real `xyd` binary: raw socket lines (as socat
+//! sends them), real child processes from `xy-testbins`, real signals.
+
+mod helper;
+
+mod boot;
+mod docs;
+mod logs;
+mod reload;
+mod rpc;
