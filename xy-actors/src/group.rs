@@ -90,10 +90,25 @@ fn killpg_probe(pgid: i32) -> bool {
 }
 
 /// Collects the exit status of `pid` if it is our (reparented) zombie.
+#[cfg(target_os = "linux")]
 fn reap(pid: i32) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
     // ECHILD (not our child) is expected for zombies that belong to PID 1.
     let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+}
+
+/// Enlarges a pipe's kernel buffer (Linux), so a chatty child rarely blocks
+/// on a full pipe while its pump is busy. Best effort: the limit is
+/// `/proc/sys/fs/pipe-max-size` (1 MiB by default).
+pub(crate) fn enlarge_pipe(fd: std::os::fd::BorrowedFd<'_>) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1024 * 1024));
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = fd;
+    }
 }
 
 /// Whether `pid` exists and is not a zombie.

@@ -466,3 +466,56 @@ impl Client {
         v["error"].clone()
     }
 }
+
+/// A TCP port nobody listens on right now (the kernel's pick).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// A KDL config running `xy-test-mcp`, which binds and holds `port`.
+pub(crate) fn mcp_config(port: u16) -> String {
+    format!(
+        "command \"{}\"\nargs \"--port\" \"{port}\"\nport {port}\nstop {{\n    grace \"2s\"\n}}\n",
+        testbin("xy-test-mcp").display()
+    )
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port`.
+pub(crate) fn port_answers(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(1),
+    )
+    .is_ok()
+}
+
+/// Resident set size of `pid` in KiB (`VmRSS` in `/proc/<pid>/status`).
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// Open file descriptors of `pid` (entries of `/proc/<pid>/fd`).
+pub(crate) fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("proc fd")
+        .count()
+}
+
+/// The pid of every configured server, by name (`None` when not running).
+pub(crate) fn pids(d: &TestDaemon) -> Vec<(String, Option<i64>)> {
+    d.result("list", None)
+        .as_array()
+        .expect("list is an array")
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().to_owned(), e["pid"].as_i64()))
+        .collect()
+}

@@ -4,7 +4,10 @@
 mod helper;
 
 mod boot;
+mod crash;
 mod docs;
+mod hostile;
 mod logs;
+mod peer;
 mod reload;
 mod rpc;

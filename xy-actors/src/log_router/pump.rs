@@ -9,7 +9,8 @@ use super::sink::{SharedSink, lock};
 
 /// Longest line kept whole; longer ones are split.
 pub(crate) const MAX_LINE: usize = 64 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+/// Large reads: fewer wakeups per byte (the pipe is enlarged to match on Linux).
+const READ_CHUNK: usize = 256 * 1024;
 
 /// Runs until EOF or a read error (the child and its group closed the pipe).
 pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream, sink: SharedSink) {
@@ -96,7 +97,7 @@ impl Splitter {
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> Lines {
         let mut out = Lines::with_capacity(chunk.len() + self.pending.len());
         let mut rest = chunk;
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+        while let Some(pos) = memchr::memchr(b'\n', rest) {
             let (line, tail) = (&rest[..pos], &rest[pos + 1..]);
             if self.pending.is_empty() {
                 push_line(&mut out, line);

@@ -131,9 +131,11 @@ impl ChildSpawner for RealSpawner {
         let pid = child.id().unwrap_or_default();
         let pgid = i32::try_from(pid).unwrap_or_default();
         if let Some(out) = child.stdout.take() {
+            group::enlarge_pipe(std::os::fd::AsFd::as_fd(&out));
             tokio::spawn(pump(out, LogStream::Stdout, sink.clone()));
         }
         if let Some(err) = child.stderr.take() {
+            group::enlarge_pipe(std::os::fd::AsFd::as_fd(&err));
             tokio::spawn(pump(err, LogStream::Stderr, sink.clone()));
         }
         let record_path = records::record_path(&self.run_dir, &config.name);
