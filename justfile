@@ -27,3 +27,7 @@ bench:
     cargo bench -p xy-actors --bench pump
     cargo bench -p xy-daemon --bench rpc
     cargo bench -p xy-cli --bench list
+
+# Side-by-side benchmark against supervisord and pm2 (installs them under bench/.cache/); add --quick for a short run.
+bench-compare *ARGS:
+    bash bench/compare.sh {{ARGS}}
