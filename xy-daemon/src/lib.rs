@@ -154,6 +154,34 @@ pub async fn run(
     Ok(())
 }
 
+/// Serves one client over any byte stream (an in-memory
+/// `tokio::io::duplex` in fuzzers and tests), exactly as a socket
+/// connection is served: the same line framing, limits, dispatch and
+/// methods, against `engine` (`paths` feeds `daemon_status` and `reload`).
+/// Resolves once the connection is closed: the input ended and every reply
+/// and log stream has been written. A `shutdown` call is answered but stops
+/// nothing.
+pub async fn serve_stream<S>(engine: Engine, paths: xy_core::paths::Paths, stream: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static,
+{
+    let (shutdown_tx, _) = watch::channel(false);
+    let (_closing_tx, closing_rx) = watch::channel(false);
+    let ctx = Arc::new(rpc::DaemonCtx::new(
+        engine,
+        paths,
+        std::process::id(),
+        shutdown_tx,
+        closing_rx.clone(),
+    ));
+    let methods: jsonrpsee::Methods = rpc::module(ctx).into();
+    let permit = Arc::new(tokio::sync::Semaphore::new(1))
+        .try_acquire_owned()
+        .expect("a fresh semaphore has a permit");
+    let (read, write) = tokio::io::split(stream);
+    transport::connection(0, read, write, methods, closing_rx, permit).await;
+}
+
 /// Resolves once the flag is true (or its sender is gone). Drops the watch
 /// guard before returning, so callers stay `Send` across later awaits.
 pub(crate) async fn until_set(flag: &mut watch::Receiver<bool>) {

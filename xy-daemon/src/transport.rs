@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use jsonrpsee::{ConnectionId, Extensions, Methods};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+    BufWriter,
+};
+use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use xy_core::protocol::MAX_LINE_BYTES;
 
@@ -122,19 +124,33 @@ pub(crate) async fn serve(
             continue;
         };
         let id = next_id.fetch_add(1, Ordering::Relaxed);
-        spawn_connection(id, stream, methods.clone(), closing.clone(), permit);
+        let (read, write) = stream.into_split();
+        tokio::spawn(connection(
+            id,
+            read,
+            write,
+            methods.clone(),
+            closing.clone(),
+            permit,
+        ));
     }
     slots
 }
 
-fn spawn_connection(
+/// Serves one connection over any pair of byte-stream halves (a Unix socket
+/// in the daemon, an in-memory duplex in fuzzers); resolves once it is
+/// closed: input ended (or `closing`), every reply and stream written.
+pub(crate) async fn connection<R, W>(
     id: usize,
-    stream: UnixStream,
+    read: R,
+    write: W,
     methods: Methods,
     closing: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
-) {
-    let (read, write) = stream.into_split();
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
     let conn = Arc::new(Conn {
         id,
@@ -142,17 +158,17 @@ fn spawn_connection(
         subs: Mutex::new(HashMap::new()),
     });
     tracing::debug!(conn = id, "connection opened");
-    tokio::spawn(write_loop(id, rx, write, permit));
     tokio::spawn(read_loop(read, conn, methods, closing));
+    write_loop(id, rx, write, permit).await;
 }
 
 /// Drains the outbound channel into the socket. Ends when every sender is
 /// gone (reader done, calls and streams finished) or a write fails; then the
 /// receiver drops, which wakes every `Conn::closed` waiter.
-async fn write_loop(
+async fn write_loop<W: AsyncWrite + Unpin>(
     id: usize,
     mut rx: mpsc::Receiver<Box<RawValue>>,
-    write: OwnedWriteHalf,
+    write: W,
     _slot: OwnedSemaphorePermit,
 ) {
     let mut w = BufWriter::with_capacity(16 * 1024, write);
@@ -174,7 +190,7 @@ async fn write_loop(
     tracing::debug!(conn = id, "connection closed");
 }
 
-async fn write_line(w: &mut BufWriter<OwnedWriteHalf>, msg: &RawValue) -> io::Result<()> {
+async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &RawValue) -> io::Result<()> {
     w.write_all(msg.get().as_bytes()).await?;
     w.write_all(b"\n").await
 }
@@ -183,8 +199,8 @@ async fn write_line(w: &mut BufWriter<OwnedWriteHalf>, msg: &RawValue) -> io::Re
 /// Returning drops this task's `Conn`: the connection closes once the last
 /// call or stream holding one is done, which is what lets
 /// `echo req | socat - UNIX-CONNECT:…` (half-closed input) end by itself.
-async fn read_loop(
-    read: OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    read: R,
     conn: Arc<Conn>,
     methods: Methods,
     mut closing: watch::Receiver<bool>,

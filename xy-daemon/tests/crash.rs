@@ -1,6 +1,8 @@
 //! Crash safety (issue 6, SPEC §7): a SIGKILLed daemon's children are swept
 //! at the next boot before any server starts, and a record whose pid now
 //! belongs to an unrelated process never gets that process signalled.
+// The figures and skips are reported on stderr (`--no-capture`).
+#![allow(clippy::print_stderr)]
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

@@ -6,6 +6,8 @@ mod helper;
 mod boot;
 mod crash;
 mod docs;
+mod fault;
+mod fuzz_corpus;
 mod hostile;
 mod logs;
 mod peer;
