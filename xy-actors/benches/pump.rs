@@ -75,6 +75,7 @@ async fn under_pump(flood: &Path) -> Run {
             ..RestartConfig::default()
         },
         stop: StopConfig::default(),
+        health: None,
         content_hash: 0,
     };
     let set = ConfigSet {

@@ -108,6 +108,7 @@ mod tests {
             working_dir: None,
             restart: Default::default(),
             stop: Default::default(),
+            health: None,
             content_hash: hash,
         }
     }

@@ -155,8 +155,11 @@ pub struct SpawnFailure {
     pub name: String,
     /// The command path tried.
     pub path: String,
-    /// The OS error, as text.
+    /// The OS error, as text (or who holds the port).
     pub error: String,
+    /// The foreign process listening on the server's port, when that is
+    /// why the start was refused.
+    pub port_holder: Option<crate::ports::PortHolder>,
 }
 
 /// Why an engine operation failed. Maps to a JSON-RPC error in one place.
@@ -193,7 +196,15 @@ impl From<&EngineError> for RpcError {
             } => RpcError::new(ErrorCode::SpawnFailed, e.to_string()).with_data(serde_json::json!({
                 "failures": failures
                     .iter()
-                    .map(|f| serde_json::json!({ "name": f.name, "path": f.path, "error": f.error }))
+                    .map(|f| {
+                        let mut v = serde_json::json!({ "name": f.name, "path": f.path, "error": f.error });
+                        if let Some(h) = &f.port_holder {
+                            v["port_holder"] = serde_json::json!({
+                                "port": h.port, "pid": h.pid, "command": h.command, "uid": h.uid,
+                            });
+                        }
+                        v
+                    })
                     .collect::<Vec<_>>(),
                 "started": started,
                 "already_running": already_running,
@@ -222,6 +233,9 @@ struct Inner {
     root_task: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Serialises reload and shutdown, which each span many actor calls.
     ops: tokio::sync::Mutex<()>,
+    /// Previous CPU samples per server. Not actor state: only `list` and
+    /// `status` touch it, briefly and never across an `.await`.
+    sampler: std::sync::Mutex<crate::resources::Sampler>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -353,6 +367,7 @@ impl Engine {
                 root,
                 root_task: std::sync::Mutex::new(Some(task)),
                 ops: tokio::sync::Mutex::new(()),
+                sampler: std::sync::Mutex::default(),
             }),
         })
     }
@@ -402,16 +417,29 @@ impl Engine {
         Ok(all.into_iter().map(|(_, v)| v).collect())
     }
 
-    /// Every configured server, sorted by name.
-    pub async fn list(&self) -> Result<Vec<ListEntry>, EngineError> {
-        let refs = self.refs().await?;
-        let mut entries: Vec<ListEntry> = self
-            .snapshots(refs.servers)
-            .await?
-            .into_iter()
-            .map(|s| s.entry)
+    /// Fills CPU % and RSS of the running entries: one process-table scan
+    /// for all of them, off the async threads.
+    async fn add_resources(&self, entries: &mut [ListEntry]) {
+        let pgids: Vec<i32> = entries
+            .iter()
+            .filter_map(|e| e.pid.and_then(|p| i32::try_from(p).ok()))
             .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let usage = tokio::task::spawn_blocking(move || crate::resources::sample(&pgids))
+            .await
+            .unwrap_or_default();
+        self.inner
+            .sampler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .fill(entries, &usage, std::time::Instant::now());
+    }
+
+    /// Every configured server, sorted by name. One message to the root,
+    /// which reads the snapshots the ServerActors publish (see
+    /// `docs/architecture.md`, "list").
+    pub async fn list(&self) -> Result<Vec<ListEntry>, EngineError> {
+        let mut entries = ask(&self.inner.root, "list", QUERY_TIMEOUT, RootMsg::List).await?;
+        self.add_resources(&mut entries).await;
         Ok(entries)
     }
 
@@ -419,10 +447,14 @@ impl Engine {
     pub async fn status(&self, name: &str) -> Result<StatusResult, EngineError> {
         let refs = self.refs().await?;
         let target = Engine::select(&refs, &TargetParams::one(name))?;
-        self.snapshots(target)
+        let mut status = self
+            .snapshots(target)
             .await?
             .pop()
-            .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))
+            .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))?;
+        self.add_resources(std::slice::from_mut(&mut status.entry))
+            .await;
+        Ok(status)
     }
 
     /// Starts servers; returns once each is spawned or failed to spawn.

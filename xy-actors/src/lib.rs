@@ -11,9 +11,13 @@
 
 mod config_actor;
 mod engine;
+mod explain;
 mod group;
+mod health;
 mod log_router;
+mod ports;
 mod records;
+mod resources;
 mod server;
 mod supervisor;
 
@@ -22,4 +26,5 @@ pub use engine::{
 };
 pub use group::become_subreaper;
 pub use log_router::rotating::RotatingWriter;
+pub use ports::PortHolder;
 pub use records::{SweptOrphan, sweep_orphans};

@@ -15,12 +15,19 @@ use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::watch;
 use tokio::time::Instant;
-use xy_core::config::ServerConfig;
-use xy_core::protocol::{LastExit, ListEntry, ServerState, StatusResult, Transition};
+use xy_core::config::{HealthConfig, ServerConfig};
+use xy_core::protocol::{
+    Health, HealthState, HealthTransition, LastExit, ListEntry, ServerState, StatusResult,
+    Transition,
+};
 
 use crate::engine::SpawnFailure;
+use crate::explain;
+use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::log_router::sink::SharedSink;
+use crate::ports::PortHolder;
 use crate::supervisor::RootMsg;
 
 pub(crate) mod lifecycle;
@@ -33,6 +40,54 @@ use process::{ChildHandle, ChildSpawner, ExitInfo};
 
 /// Transitions kept per server (SPEC §4).
 const MAX_TRANSITIONS: usize = 20;
+
+/// What `list` shows of one server. The ServerActor is its only writer: it
+/// publishes a new value into a `watch` channel whenever one of these
+/// changes, and the root reads every server's latest value for `list`
+/// without a message per server.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ServerSnapshot {
+    pub(crate) state: ServerState,
+    pub(crate) pid: Option<u32>,
+    pub(crate) port: u16,
+    /// Spawn time of the running child; uptime is computed when read.
+    pub(crate) started: Option<Instant>,
+    pub(crate) restart_count: u32,
+    pub(crate) last_exit: Option<LastExit>,
+    pub(crate) health: Health,
+}
+
+impl ServerSnapshot {
+    /// A server not started yet.
+    pub(crate) fn initial(config: &ServerConfig) -> ServerSnapshot {
+        ServerSnapshot {
+            state: ServerState::Stopped,
+            pid: None,
+            port: config.port,
+            started: None,
+            restart_count: 0,
+            last_exit: None,
+            health: Health::default(),
+        }
+    }
+
+    /// The `list` row, uptime as of now (resource figures are added by the
+    /// engine).
+    pub(crate) fn entry(&self, name: &str) -> ListEntry {
+        ListEntry {
+            name: name.to_owned(),
+            state: self.state,
+            pid: self.pid,
+            port: self.port,
+            uptime_secs: self.started.map(|t| t.elapsed().as_secs()),
+            restart_count: self.restart_count,
+            last_exit: self.last_exit.clone(),
+            health: self.health.clone(),
+            cpu_percent: None,
+            rss_bytes: None,
+        }
+    }
+}
 
 /// How a `start` ended for one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +118,9 @@ pub(crate) enum ChildEvent {
     Exited(ExitInfo),
     /// No live process of the group is left.
     GroupGone,
+    /// The leader died within [`explain::IMMEDIATE`] of its spawn and a
+    /// foreign process listens on the configured port (sent before `Exited`).
+    PortHeld(PortHolder),
 }
 
 /// Messages of the ServerActor.
@@ -92,6 +150,23 @@ pub(crate) enum ServerMsg {
         /// Spawn number.
         run: u64,
     },
+    /// A health probe of spawn `run` finished.
+    Health {
+        /// Spawn number.
+        run: u64,
+        /// The result.
+        report: ProbeReport,
+    },
+    /// The probe of spawn `run` has ended its MCP session: now SIGTERM.
+    TermAfterProbe {
+        /// Spawn number.
+        run: u64,
+    },
+    /// The grace after a health-triggered SIGTERM of spawn `run` ended.
+    HealthKill {
+        /// Spawn number.
+        run: u64,
+    },
     /// Fault injection: panic in the handler.
     InjectPanic,
 }
@@ -107,6 +182,8 @@ pub(crate) struct ServerArgs {
     pub(crate) autostart: bool,
     /// The group of a predecessor that panicked: killed and awaited first.
     pub(crate) prior_pgid: Option<i32>,
+    /// Where the `list` view is published (the root holds the receiver).
+    pub(crate) snapshot: watch::Sender<ServerSnapshot>,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -150,6 +227,32 @@ pub(crate) struct ServerActorState {
     start_waiters: Vec<RpcReplyPort<StartOutcome>>,
     /// Last (desired, pgid) sent to the root.
     reported: Option<(bool, Option<i32>)>,
+    /// Why the last run ended, as far as forensics can tell (for `explain`).
+    why: WhyState,
+    /// The running child's probe task (only with a `health` block).
+    probe: Option<ProbeTask>,
+    /// The running child's verdict; `None` → `unknown`.
+    tracker: Option<Tracker>,
+    /// The last health changes (separate from lifecycle transitions).
+    health_history: VecDeque<HealthTransition>,
+    /// The published `list` view; see [`ServerSnapshot`].
+    snapshot: watch::Sender<ServerSnapshot>,
+}
+
+/// What the explainer needs beyond the lifecycle: kept per run.
+#[derive(Debug, Default)]
+struct WhyState {
+    /// A foreign listener on the port, found before a spawn or after an
+    /// early exit.
+    port_holder: Option<PortHolder>,
+    /// How long the last run lasted.
+    ran_for: Option<Duration>,
+    /// Appended to the next exit transition's reason (the port holder).
+    exit_note: Option<String>,
+    /// When the scheduled restart is due.
+    next_retry: Option<SystemTime>,
+    /// Why xy itself ended the current run (failed health checks).
+    killed_for: Option<String>,
 }
 
 /// See the module docs.
@@ -188,7 +291,7 @@ impl Actor for ServerActor {
             (None, true) => myself.cast(ServerMsg::Start(None))?,
             (None, false) => {}
         }
-        Ok(ServerActorState {
+        let st = ServerActorState {
             config: args.config,
             sink: args.sink,
             spawner: args.spawner,
@@ -206,7 +309,14 @@ impl Actor for ServerActor {
             stop_waiters: Vec::new(),
             start_waiters: Vec::new(),
             reported: None,
-        })
+            why: WhyState::default(),
+            probe: None,
+            tracker: None,
+            health_history: VecDeque::new(),
+            snapshot: args.snapshot,
+        };
+        st.publish();
+        Ok(st)
     }
 
     async fn handle(
@@ -249,14 +359,30 @@ impl Actor for ServerActor {
             }
             ServerMsg::SetConfig(config) => st.config = *config,
             ServerMsg::Child { run, event } if run == st.run => match event {
-                ChildEvent::Exited(exit) => {
+                ChildEvent::PortHeld(holder) => {
+                    tracing::warn!(server = %st.config.name, "{holder}");
+                    st.why.exit_note = Some(holder.to_string());
+                    st.why.port_holder = Some(holder);
+                }
+                ChildEvent::Exited(mut exit) => {
                     st.leader_alive = false;
+                    st.why.ran_for = st.lc.run_started.map(|t| t.elapsed());
+                    st.end_probe();
                     st.last_exit = Some(LastExit {
                         code: exit.code,
                         signal: exit.signal.map(lifecycle::signal_name),
                         ts: xy_core::time::now_rfc3339(),
                     });
                     tracing::info!(server = %st.config.name, "{}", lifecycle::describe_exit(exit.code, exit.signal));
+                    if let Some(why) = &st.why.killed_for {
+                        // xy ended it for failing health checks: a failure
+                        // for the policy even if it exited 0 on SIGTERM.
+                        st.why.exit_note = Some(format!("stopped by xy: {why}"));
+                        if exit.code == Some(0) {
+                            exit.code = None;
+                            exit.signal = Some(Signal::SIGTERM as i32);
+                        }
+                    }
                     st.apply(
                         &myself,
                         Event::ChildExited {
@@ -279,12 +405,28 @@ impl Actor for ServerActor {
             ServerMsg::BackoffElapsed { run } if run == st.run => {
                 st.apply(&myself, Event::BackoffElapsed)
             }
+            ServerMsg::Health { run, report } if run == st.run => st.on_probe(&myself, &report),
+            ServerMsg::TermAfterProbe { run } if run == st.run => {
+                if st.lc.phase == S::Stopping {
+                    st.child.signal(Signal::SIGTERM);
+                }
+            }
+            ServerMsg::HealthKill { run } if run == st.run => {
+                if st.leader_alive {
+                    tracing::warn!(server = %st.config.name, "still alive after the health restart's grace; sending SIGKILL");
+                    st.child.signal(Signal::SIGKILL);
+                }
+            }
             // Reports about an earlier spawn.
             ServerMsg::Child { .. }
             | ServerMsg::GraceExpired { .. }
-            | ServerMsg::BackoffElapsed { .. } => {}
+            | ServerMsg::BackoffElapsed { .. }
+            | ServerMsg::Health { .. }
+            | ServerMsg::TermAfterProbe { .. }
+            | ServerMsg::HealthKill { .. } => {}
             ServerMsg::InjectPanic => panic!("injected panic in ServerActor {}", st.config.name),
         }
+        st.publish();
         Ok(())
     }
 }
@@ -305,15 +447,36 @@ impl ServerActorState {
             self.lc = next;
             for action in actions {
                 match action {
-                    Action::Transition { from, to, reason } => self.record(from, to, reason),
+                    Action::Transition { from, to, reason } => {
+                        // The first transition after an exit carries the forensics.
+                        let reason = match self.why.exit_note.take() {
+                            Some(note) => format!("{reason}; {note}"),
+                            None => reason,
+                        };
+                        self.record(from, to, reason);
+                    }
                     Action::Spawn => queue.push_back(self.spawn(myself)),
-                    Action::TermGroup => self.child.signal(Signal::SIGTERM),
+                    Action::TermGroup => match self.probe.take() {
+                        // Let an MCP probe end its session while the server
+                        // still answers; SIGTERM follows (bounded by the
+                        // probe timeout; the grace timer already runs).
+                        Some(probe) => {
+                            self.tracker = None;
+                            let (me, run) = (myself.clone(), self.run);
+                            tokio::spawn(async move {
+                                probe.stop().await;
+                                let _ = me.cast(ServerMsg::TermAfterProbe { run });
+                            });
+                        }
+                        None => self.child.signal(Signal::SIGTERM),
+                    },
                     Action::KillGroup => self.child.signal(Signal::SIGKILL),
                     Action::ScheduleGrace(d) => {
                         let run = self.run;
                         myself.send_after(d, move || ServerMsg::GraceExpired { run });
                     }
                     Action::ScheduleBackoff(d) => {
+                        self.why.next_retry = Some(SystemTime::now() + d);
                         let run = self.run;
                         myself.send_after(d, move || ServerMsg::BackoffElapsed { run });
                     }
@@ -327,9 +490,25 @@ impl ServerActorState {
     fn spawn(&mut self, myself: &ActorRef<ServerMsg>) -> Event {
         self.run += 1;
         let run = self.run;
+        self.why = WhyState::default();
+        // A foreign listener on the port would make the child die at bind:
+        // fail now and name it, instead of entering a crash loop.
+        if let Some(holder) = self.spawner.port_holder(self.config.port, None) {
+            let text = holder.to_string();
+            tracing::warn!(server = %self.config.name, "{text}");
+            self.last_spawn_error = Some(SpawnFailure {
+                name: self.config.name.clone(),
+                path: self.config.command.clone(),
+                error: text.clone(),
+                port_holder: Some(holder.clone()),
+            });
+            self.why.port_holder = Some(holder);
+            return Event::SpawnFailed(text);
+        }
         match self.spawner.spawn(&self.config, &self.sink) {
             Ok(handle) => {
                 tracing::info!(server = %self.config.name, pid = handle.pid(), "spawned");
+                self.start_probe(myself, run);
                 self.child = ChildSlot {
                     handle: Some(handle.clone()),
                     armed: true,
@@ -337,8 +516,23 @@ impl ServerActorState {
                 self.leader_alive = true;
                 self.last_spawn_error = None;
                 let me = myself.clone();
+                let (spawner, port, pgid) = (self.spawner.clone(), self.config.port, handle.pgid());
+                let spawned_at = Instant::now();
                 tokio::spawn(async move {
                     let exit = handle.wait().await;
+                    if spawned_at.elapsed() < explain::IMMEDIATE {
+                        // Off the actor: the fd scan may take a few ms.
+                        let held = tokio::task::spawn_blocking(move || {
+                            spawner.port_holder(port, Some(pgid))
+                        })
+                        .await;
+                        if let Ok(Some(holder)) = held {
+                            let _ = me.cast(ServerMsg::Child {
+                                run,
+                                event: ChildEvent::PortHeld(holder),
+                            });
+                        }
+                    }
                     let _ = me.cast(ServerMsg::Child {
                         run,
                         event: ChildEvent::Exited(exit),
@@ -358,6 +552,7 @@ impl ServerActorState {
                     name: self.config.name.clone(),
                     path: e.path,
                     error: e.error,
+                    port_holder: None,
                 });
                 Event::SpawnFailed(text)
             }
@@ -397,6 +592,7 @@ impl ServerActorState {
                         name: self.config.name.clone(),
                         path: self.config.command.clone(),
                         error: "failed".to_owned(),
+                        port_holder: None,
                     }),
             )),
             S::Stopped => Some(StartOutcome::Cancelled),
@@ -435,28 +631,51 @@ impl ServerActorState {
         }
     }
 
+    /// Publishes the `list` view if any part of it changed (receivers are
+    /// woken only then).
+    fn publish(&self) {
+        let pid = self
+            .child
+            .handle
+            .as_ref()
+            .filter(|_| self.leader_alive)
+            .map(|h| h.pid());
+        let started = self
+            .lc
+            .run_started
+            .filter(|_| self.lc.phase == ServerState::Running);
+        let default_health = Health::default();
+        let health = self
+            .tracker
+            .as_ref()
+            .map_or(&default_health, |t| t.health());
+        self.snapshot.send_if_modified(|s| {
+            let same = s.state == self.lc.phase
+                && s.pid == pid
+                && s.port == self.config.port
+                && s.started == started
+                && s.restart_count == self.lc.restart_count
+                && s.last_exit == self.last_exit
+                && s.health == *health;
+            if !same {
+                *s = ServerSnapshot {
+                    state: self.lc.phase,
+                    pid,
+                    port: self.config.port,
+                    started,
+                    restart_count: self.lc.restart_count,
+                    last_exit: self.last_exit.clone(),
+                    health: health.clone(),
+                };
+            }
+            !same
+        });
+    }
+
     fn status(&self) -> StatusResult {
         let c = &self.config;
-        let running = self.lc.phase == ServerState::Running;
         StatusResult {
-            entry: ListEntry {
-                name: c.name.clone(),
-                state: self.lc.phase,
-                pid: self
-                    .child
-                    .handle
-                    .as_ref()
-                    .filter(|_| self.leader_alive)
-                    .map(|h| h.pid()),
-                port: c.port,
-                uptime_secs: self
-                    .lc
-                    .run_started
-                    .filter(|_| running)
-                    .map(|t| t.elapsed().as_secs()),
-                restart_count: self.lc.restart_count,
-                last_exit: self.last_exit.clone(),
-            },
+            entry: self.snapshot.borrow().entry(&c.name),
             transitions: self.transitions.iter().cloned().collect(),
             command: c.command.clone(),
             args: c.args.clone(),
@@ -465,7 +684,119 @@ impl ServerActorState {
             restart: c.restart_settings(),
             stop: c.stop_settings(),
             config_file: c.source.display().to_string(),
+            explain: self.explain(),
+            health_config: c.health.as_ref().map(HealthConfig::settings),
+            health_history: self.health_history.iter().cloned().collect(),
         }
+    }
+
+    /// Starts the probe for spawn `run`, if the config has a `health` block.
+    fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
+        self.end_probe();
+        let Some(cfg) = self.config.health.clone() else {
+            return;
+        };
+        self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
+        let me = myself.clone();
+        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, move |report| {
+            me.cast(ServerMsg::Health { run, report }).is_ok()
+        }));
+    }
+
+    /// Stops the probe (it ends its session in the background); the
+    /// verdict goes back to `unknown`.
+    fn end_probe(&mut self) {
+        if let Some(probe) = self.probe.take() {
+            tokio::spawn(probe.stop());
+        }
+        self.tracker = None;
+    }
+
+    fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
+        let Some(tracker) = self.tracker.as_mut() else {
+            return;
+        };
+        let Some((from, to, reason)) = tracker.observe(report, std::time::Instant::now()) else {
+            return;
+        };
+        let failures = tracker.consecutive();
+        match to {
+            HealthState::Unhealthy => {
+                tracing::warn!(server = %self.config.name, %from, %to, %reason, "health changed")
+            }
+            _ => tracing::info!(server = %self.config.name, %from, %to, %reason, "health changed"),
+        }
+        if self.health_history.len() == MAX_TRANSITIONS {
+            self.health_history.pop_front();
+        }
+        self.health_history.push_back(HealthTransition {
+            from,
+            to,
+            ts: xy_core::time::rfc3339_ms(SystemTime::now()),
+            reason: reason.clone(),
+        });
+        let restart = to == HealthState::Unhealthy
+            && self
+                .config
+                .health
+                .as_ref()
+                .is_some_and(|h| h.restart_on_failure)
+            && self.lc.phase == ServerState::Running
+            && self.leader_alive
+            && self.why.killed_for.is_none();
+        if restart {
+            let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
+            let s = if failures == 1 { "" } else { "s" };
+            self.why.killed_for = Some(format!("{failures} failed health check{s} ({error})"));
+            tracing::warn!(server = %self.config.name, "restarting after failed health checks");
+            // The exit that follows goes through the restart policy.
+            self.end_probe();
+            self.child.signal(Signal::SIGTERM);
+            let run = self.run;
+            myself.send_after(self.config.stop.grace, move || ServerMsg::HealthKill {
+                run,
+            });
+        }
+    }
+
+    /// One line on why the server is `failed` or backing off.
+    fn explain(&self) -> Option<String> {
+        if !matches!(self.lc.phase, ServerState::Failed | ServerState::Restarting) {
+            return None;
+        }
+        let stderr = self.stderr_tail();
+        let holder = self.why.port_holder.as_ref().map(ToString::to_string);
+        let input = explain::Input {
+            spawn_error: self
+                .last_spawn_error
+                .as_ref()
+                .map(|e| (e.error.as_str(), e.path.as_str())),
+            code: self.last_exit.as_ref().and_then(|e| e.code),
+            signal: self.last_exit.as_ref().and_then(|e| e.signal.as_deref()),
+            ran_for: self.why.ran_for,
+            stderr: &stderr,
+            port_holder: holder.as_deref(),
+            killed_for: self.why.killed_for.as_deref(),
+            next_retry: self
+                .why
+                .next_retry
+                .filter(|_| self.lc.phase == ServerState::Restarting),
+        };
+        Some(explain::explain(&input, SystemTime::now()))
+    }
+
+    /// The most recent stderr lines from the ring buffer.
+    fn stderr_tail(&self) -> Vec<String> {
+        let (recent, _) = crate::log_router::sink::lock(&self.sink).subscribe(Some(200), false);
+        let mut lines: Vec<String> = recent
+            .into_iter()
+            .rev()
+            .filter(|l| l.stream == xy_core::protocol::LogStream::Stderr)
+            .take(4)
+            .map(|l| l.line)
+            .collect();
+        lines.reverse();
+        lines
     }
 }
 

@@ -12,13 +12,15 @@ use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::sync::watch;
 use xy_core::config::{ConfigSet, ServerConfig};
+use xy_core::protocol::ListEntry;
 
 use crate::config_actor::{ConfigActor, ConfigMsg};
 use crate::log_router::sink::{SharedSink, SinkSettings};
 use crate::log_router::{LogRouterActor, LogRouterArgs, LogRouterMsg};
 use crate::server::process::ChildSpawner;
-use crate::server::{ServerActor, ServerArgs, ServerMsg};
+use crate::server::{ServerActor, ServerArgs, ServerMsg, ServerSnapshot};
 
 /// Bound on the root's own short calls to its children (sink creation).
 const CHILD_CALL_MS: u64 = 5_000;
@@ -32,6 +34,10 @@ struct Entry {
     desired: bool,
     /// Reported by the ServerActor: the live process group, if any.
     pgid: Option<i32>,
+    /// The actor's published `list` view. A respawned actor gets a new
+    /// channel (its counters start afresh); a removed server takes its
+    /// receiver with it.
+    snapshot: watch::Receiver<ServerSnapshot>,
 }
 
 /// A server's actor and the settings the engine's waits depend on.
@@ -55,6 +61,9 @@ pub(crate) struct Refs {
 pub(crate) enum RootMsg {
     /// Current actor refs.
     Refs(RpcReplyPort<Refs>),
+    /// Every server's `list` row, sorted by name, read from the snapshots
+    /// the ServerActors publish (no message to them).
+    List(RpcReplyPort<Vec<ListEntry>>),
     /// Adds a server (not started); replies with its actor.
     AddServer(Box<ServerConfig>, RpcReplyPort<ActorRef<ServerMsg>>),
     /// Stops a server's actor, closes its log sink and forgets it. The
@@ -155,6 +164,11 @@ impl Actor for RootSupervisor {
             RootMsg::Refs(reply) => {
                 if !reply.is_closed() {
                     let _ = reply.send(state.refs());
+                }
+            }
+            RootMsg::List(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(state.list());
                 }
             }
             RootMsg::AddServer(cfg, reply) => {
@@ -274,6 +288,13 @@ impl RootState {
         }
     }
 
+    fn list(&self) -> Vec<ListEntry> {
+        self.servers
+            .iter()
+            .map(|(n, e)| e.snapshot.borrow().entry(n))
+            .collect()
+    }
+
     fn config_set(&self) -> ConfigSet {
         ConfigSet {
             dir: self.dir.clone(),
@@ -298,6 +319,7 @@ impl RootState {
             CHILD_CALL_MS,
             cfg.name.clone()
         )?;
+        let (snapshot, snapshot_rx) = watch::channel(ServerSnapshot::initial(&cfg));
         let args = ServerArgs {
             config: cfg.clone(),
             sink: sink.clone(),
@@ -305,6 +327,7 @@ impl RootState {
             root: Some(myself.clone()),
             autostart,
             prior_pgid: None,
+            snapshot,
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(
@@ -315,6 +338,7 @@ impl RootState {
                 sink,
                 desired: autostart,
                 pgid: None,
+                snapshot: snapshot_rx,
             },
         );
         Ok(())
@@ -334,6 +358,7 @@ impl RootState {
             // Its state's guard already did this on drop; a second SIGKILL is harmless.
             let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
         }
+        let (snapshot, snapshot_rx) = watch::channel(ServerSnapshot::initial(&e.config));
         let args = ServerArgs {
             config: e.config.clone(),
             sink: e.sink.clone(),
@@ -341,10 +366,12 @@ impl RootState {
             root: Some(myself.clone()),
             autostart: e.desired,
             prior_pgid: e.pgid,
+            snapshot,
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         if let Some(e) = self.servers.get_mut(name) {
             e.actor = actor;
+            e.snapshot = snapshot_rx;
         }
         Ok(())
     }

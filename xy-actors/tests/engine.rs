@@ -494,6 +494,10 @@ async fn panicking_server_actor_is_restarted_with_its_server() {
     })
     .await;
     assert_ne!(new_pa, pa);
+    // `list` reads the new actor's published snapshot, not the dead one's.
+    let listed = t.engine.list().await.unwrap();
+    let a = listed.iter().find(|e| e.name == "a").unwrap();
+    assert_eq!((a.state, a.pid), (ServerState::Running, Some(new_pa)));
     wait_dead(pa).await;
     assert_eq!(t.entry("b").await.pid, Some(pb), "b undisturbed");
     assert!(alive(pb));
@@ -517,6 +521,9 @@ async fn panicking_server_actor_is_restarted_with_its_server() {
     )
     .await;
     assert_eq!(t.entry("b").await.state, ServerState::Stopped);
+    let listed = t.engine.list().await.unwrap();
+    let b = listed.iter().find(|e| e.name == "b").unwrap();
+    assert_eq!((b.state, b.pid), (ServerState::Stopped, None));
     t.finish().await;
     assert!(!alive(new_pa));
 }
@@ -552,15 +559,12 @@ async fn reload_applies_the_diff_with_real_pids() {
     assert_eq!(st.stop.grace_ms, 200);
     assert!(!alive(p_gone));
     t.wait_running("added").await;
-    let names: Vec<String> = t
-        .engine
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let listed = t.engine.list().await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["added", "changed", "same"]);
+    // Rows come from the current actors' snapshots.
+    assert_eq!(listed[1].pid, Some(p_changed2));
+    assert_eq!(listed[2].pid, Some(p_same));
     assert_eq!(t.engine.server_count().await.unwrap(), 3);
     assert!(matches!(
         t.engine.status("gone").await,

@@ -83,8 +83,11 @@ impl From<RpcError> for Failure {
             _ => e.message.clone(),
         };
         // `ServerNotFound`'s data only repeats the names the message gives.
-        let detail = match e.kind() {
-            Some(ErrorCode::ServerNotFound) => String::new(),
+        let detail = match (e.kind(), &e.data) {
+            (Some(ErrorCode::ServerNotFound), _) => String::new(),
+            (Some(ErrorCode::SpawnFailed), Some(data)) if data.get("failures").is_some() => {
+                render_spawn_failures(data)
+            }
             _ => e.data.as_ref().map(render_data).unwrap_or_default(),
         };
         Failure::new(exit, message).with_detail(detail)
@@ -143,6 +146,36 @@ pub(crate) fn render_data(data: &serde_json::Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     }
+}
+
+/// A `-32006` from start/restart: one line per failed server (path and OS
+/// error), then what did start, so a partial `--all` is not misread.
+fn render_spawn_failures(data: &serde_json::Value) -> String {
+    let s =
+        |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+    let mut lines: Vec<String> = data
+        .get("failures")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|f| format!("  {}: {}: {}", s(f, "name"), s(f, "path"), s(f, "error")))
+        .collect();
+    for (key, label) in [
+        ("started", "started"),
+        ("already_running", "already running"),
+    ] {
+        let names: Vec<&str> = data
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        if !names.is_empty() {
+            lines.push(format!("{label}: {}", names.join(", ")));
+        }
+    }
+    lines.join("\n")
 }
 
 /// `file:line:col: message (help)` for `ConfigErrors::to_json` entries.
@@ -216,6 +249,20 @@ mod tests {
         assert_eq!(
             f.detail.as_deref(),
             Some("  × unknown node `working_dir`\n")
+        );
+    }
+
+    #[test]
+    fn spawn_failures_name_path_and_error() {
+        let e = RpcError::new(ErrorCode::SpawnFailed, "could not start bad").with_data(json!({
+            "failures": [{"name": "bad", "path": "/nonexistent/bin", "error": "No such file or directory (os error 2)"}],
+            "started": ["a"], "already_running": []
+        }));
+        let f = Failure::from(e);
+        assert_eq!(f.exit, Exit::Operational);
+        assert_eq!(
+            f.detail.as_deref(),
+            Some("  bad: /nonexistent/bin: No such file or directory (os error 2)\nstarted: a")
         );
     }
 

@@ -559,6 +559,9 @@ fn daemon_status_stop_leave_nothing_behind() {
 
     let out = w.run(&["daemon", "restart"]).ok();
     assert!(out.starts_with("xyd restarted (pid "), "{out}");
+    // Until its children have exec'd, a freshly forked child still shows
+    // `comm == xyd`: count daemons only once the servers run.
+    w.wait_all_running(2);
     assert_eq!(w.daemons().len(), 1);
 
     let out = w.run(&["daemon", "stop"]).ok();

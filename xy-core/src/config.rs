@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::protocol::{RestartSettings, StopSettings};
+use crate::protocol::{HealthSettings, RestartSettings, StopSettings};
 
 mod diagnostic;
 mod load;
@@ -98,6 +98,91 @@ impl Default for StopConfig {
     }
 }
 
+/// Default `health.interval`.
+pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(10);
+/// Default `health.timeout`.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default `health.failures`.
+pub const DEFAULT_HEALTH_FAILURES: u32 = 3;
+/// Default `health.start-period`.
+pub const DEFAULT_HEALTH_START_PERIOD: Duration = Duration::from_secs(30);
+
+/// Which probe `health { … }` runs against `127.0.0.1:<port>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    /// A TCP connect.
+    Tcp,
+    /// `GET <path>`; any 2xx is healthy.
+    Http(String),
+    /// MCP `initialize` (once per session) then `ping` over streamable HTTP
+    /// at `<path>`.
+    Mcp(String),
+}
+
+impl ProbeKind {
+    /// The KDL and wire name: `tcp`, `http`, `mcp`.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            ProbeKind::Tcp => "tcp",
+            ProbeKind::Http(_) => "http",
+            ProbeKind::Mcp(_) => "mcp",
+        }
+    }
+
+    /// The probed HTTP path, if any.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            ProbeKind::Tcp => None,
+            ProbeKind::Http(p) | ProbeKind::Mcp(p) => Some(p),
+        }
+    }
+}
+
+/// `health { … }`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HealthConfig {
+    /// `mcp "/mcp"` | `http "/path"` | `tcp`: exactly one.
+    pub probe: ProbeKind,
+    /// `interval`.
+    pub interval: Duration,
+    /// `timeout`.
+    pub timeout: Duration,
+    /// `failures`: consecutive failures that make the server unhealthy.
+    pub failures: u32,
+    /// `start-period`: failures inside it (after a spawn, before the first
+    /// success) do not count.
+    pub start_period: Duration,
+    /// `restart-on-failure`.
+    pub restart_on_failure: bool,
+}
+
+impl HealthConfig {
+    /// A probe with the default timings.
+    pub fn new(probe: ProbeKind) -> HealthConfig {
+        HealthConfig {
+            probe,
+            interval: DEFAULT_HEALTH_INTERVAL,
+            timeout: DEFAULT_HEALTH_TIMEOUT,
+            failures: DEFAULT_HEALTH_FAILURES,
+            start_period: DEFAULT_HEALTH_START_PERIOD,
+            restart_on_failure: false,
+        }
+    }
+
+    /// The settings as `status` reports them.
+    pub fn settings(&self) -> HealthSettings {
+        HealthSettings {
+            probe: self.probe.as_str().to_owned(),
+            path: self.probe.path().map(str::to_owned),
+            interval_ms: crate::time::as_millis_u64(self.interval),
+            timeout_ms: crate::time::as_millis_u64(self.timeout),
+            failures: self.failures,
+            start_period_ms: crate::time::as_millis_u64(self.start_period),
+            restart_on_failure: self.restart_on_failure,
+        }
+    }
+}
+
 /// One server, fully defaulted and validated.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerConfig {
@@ -119,6 +204,8 @@ pub struct ServerConfig {
     pub restart: RestartConfig,
     /// `stop { … }`.
     pub stop: StopConfig,
+    /// `health { … }`; `None`: no probe runs.
+    pub health: Option<HealthConfig>,
     /// Hash of the parsed settings (not the file bytes): `reload` restarts a
     /// server only when this differs, so comment or whitespace edits do not.
     pub content_hash: u64,
@@ -137,6 +224,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("working_dir", &self.working_dir)
             .field("restart", &self.restart)
             .field("stop", &self.stop)
+            .field("health", &self.health)
             .field("content_hash", &self.content_hash)
             .finish()
     }

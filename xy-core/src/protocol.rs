@@ -251,6 +251,84 @@ pub struct ListEntry {
     pub restart_count: u32,
     /// How the previous child ended, if one did.
     pub last_exit: Option<LastExit>,
+    /// The health probe's verdict (`unknown` when no probe is configured
+    /// or the server is not running).
+    #[serde(default)]
+    pub health: Health,
+    /// CPU use of the whole process group, in percent of one core, since
+    /// the previous `list`/`status` (the first: since the child started);
+    /// `null` when not running.
+    #[serde(default)]
+    pub cpu_percent: Option<f64>,
+    /// Resident memory summed over the process group; `null` when not running.
+    #[serde(default)]
+    pub rss_bytes: Option<u64>,
+}
+
+/// What the health probe last concluded (SPEC §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthState {
+    /// The last probe succeeded.
+    Healthy,
+    /// `failures` consecutive probes failed.
+    Unhealthy,
+    /// Running, but no verdict yet (inside `start-period`, or fewer than
+    /// `failures` failures so far without a success).
+    Starting,
+    /// No probe configured, or the server is not running.
+    #[default]
+    Unknown,
+}
+
+impl HealthState {
+    /// The wire spelling (`"healthy"`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HealthState::Healthy => "healthy",
+            HealthState::Unhealthy => "unhealthy",
+            HealthState::Starting => "starting",
+            HealthState::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for HealthState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The health of one server as `list` and `status` report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// The verdict.
+    pub state: HealthState,
+    /// How long the last probe took, else `null`.
+    pub latency_ms: Option<u64>,
+    /// Why the last probe failed; `null` after a success or before any probe.
+    pub error: Option<String>,
+    /// When the last probe finished (RFC 3339 UTC), else `null`.
+    pub checked_at: Option<String>,
+}
+
+/// `health { … }` settings as `status` reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthSettings {
+    /// `mcp` | `http` | `tcp`.
+    pub probe: String,
+    /// The HTTP path probed (`mcp` and `http`), else `null`.
+    pub path: Option<String>,
+    /// Time between probes.
+    pub interval_ms: u64,
+    /// Bound on one probe.
+    pub timeout_ms: u64,
+    /// Consecutive failures that make the server `unhealthy`.
+    pub failures: u32,
+    /// Failures inside this window after a spawn do not count.
+    pub start_period_ms: u64,
+    /// Restart the child (through the restart policy) once `unhealthy`.
+    pub restart_on_failure: bool,
 }
 
 /// One recorded state change.
@@ -308,6 +386,31 @@ pub struct StatusResult {
     pub stop: StopSettings,
     /// The config file this server came from.
     pub config_file: String,
+    /// Why the server is `failed` or backing off, in one line: the
+    /// classified cause, the last stderr line(s) and the next retry time;
+    /// `null` in other states.
+    #[serde(default)]
+    pub explain: Option<String>,
+    /// The `health { … }` settings, `null` when no probe is configured.
+    #[serde(default)]
+    pub health_config: Option<HealthSettings>,
+    /// Last (up to 20) health changes, oldest first; kept apart from
+    /// `transitions` so a flapping probe never pushes lifecycle history out.
+    #[serde(default)]
+    pub health_history: Vec<HealthTransition>,
+}
+
+/// One recorded change of [`HealthState`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthTransition {
+    /// Verdict before.
+    pub from: HealthState,
+    /// Verdict after.
+    pub to: HealthState,
+    /// When (RFC 3339 UTC).
+    pub ts: String,
+    /// The probe's finding (`"ping answered in 3 ms"`, the error).
+    pub reason: String,
 }
 
 /// Params of `status`.

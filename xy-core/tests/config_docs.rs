@@ -77,6 +77,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\nstop {\n    grace \"10 secs and a bit\"\n}\n",
     ),
     (
+        "Health: two probes, a zero count, a non-boolean",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\nhealth {\n    mcp \"/mcp\"\n    tcp\n    failures 0\n    restart-on-failure \"yes\"\n}\n",
+    ),
+    (
         "Bad server name (the file stem)",
         "my demo",
         "command \"/usr/bin/env\"\nport 8421\n",

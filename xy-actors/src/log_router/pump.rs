@@ -9,12 +9,16 @@ use super::sink::{SharedSink, lock};
 
 /// Longest line kept whole; longer ones are split.
 pub(crate) const MAX_LINE: usize = 64 * 1024;
-/// Large reads: fewer wakeups per byte (the pipe is enlarged to match on Linux).
+/// First read size: enough for a quiet server's lines, and what an idle
+/// pump keeps allocated.
+const MIN_CHUNK: usize = 8 * 1024;
+/// Largest read, reached while reads keep filling the buffer (a flood):
+/// fewer wakeups per byte (the pipe is enlarged to match on Linux).
 const READ_CHUNK: usize = 256 * 1024;
 
 /// Runs until EOF or a read error (the child and its group closed the pipe).
 pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream, sink: SharedSink) {
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut buf = vec![0u8; MIN_CHUNK];
     let mut splitter = Splitter::default();
     loop {
         let n = match reader.read(&mut buf).await {
@@ -23,6 +27,13 @@ pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream,
         };
         let lines = splitter.feed(&buf[..n]);
         lock(&sink).push_batch(stream, lines);
+        if n == buf.len() && buf.len() < READ_CHUNK {
+            // The pipe had more than we took: read bigger.
+            buf = vec![0u8; (buf.len() * 4).min(READ_CHUNK)];
+        } else if n <= MIN_CHUNK / 2 && buf.len() > MIN_CHUNK {
+            // The flood is over: give the big buffer back.
+            buf = vec![0u8; MIN_CHUNK];
+        }
     }
     if let Some(last) = splitter.finish() {
         lock(&sink).push_batch(stream, last);
@@ -32,9 +43,12 @@ pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream,
 /// A batch of lines in one string: one allocation per read, not per line.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Lines {
+    /// The lines, possibly with their separators between the spans.
     text: String,
     /// `(start, end)` byte ranges into `text`.
     spans: Vec<(u32, u32)>,
+    /// Bytes of line text (sum of the spans).
+    bytes: usize,
 }
 
 impl Lines {
@@ -42,6 +56,7 @@ impl Lines {
         Lines {
             text: String::with_capacity(bytes),
             spans: Vec::with_capacity(bytes / 64),
+            bytes: 0,
         }
     }
 
@@ -52,7 +67,40 @@ impl Lines {
             Ok(s) => self.text.push_str(s),
             Err(_) => self.text.push_str(&String::from_utf8_lossy(line)),
         }
+        self.bytes += self.text.len() - start;
         self.spans.push((offset(start), offset(self.text.len())));
+    }
+
+    /// Appends `block`, whole `\n`-terminated lines: validated and copied
+    /// once for the block; line by line (lossy) only if it is not UTF-8.
+    fn push_block(&mut self, block: &[u8]) {
+        let Ok(text) = std::str::from_utf8(block) else {
+            for line in block.split_inclusive(|&b| b == b'\n') {
+                push_line(self, line.strip_suffix(b"\n").unwrap_or(line));
+            }
+            return;
+        };
+        let base = self.text.len();
+        self.text.push_str(text);
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', block) {
+            let mut end = nl;
+            if end > start && block[end - 1] == b'\r' {
+                end -= 1;
+            }
+            while end - start > MAX_LINE {
+                let cut = start + char_boundary(&block[start..end], MAX_LINE);
+                self.span(base + start, base + cut);
+                start = cut;
+            }
+            self.span(base + start, base + end);
+            start = nl + 1;
+        }
+    }
+
+    fn span(&mut self, start: usize, end: usize) {
+        self.bytes += end - start;
+        self.spans.push((offset(start), offset(end)));
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -71,7 +119,7 @@ impl Lines {
 
     /// Bytes of line text (no separators).
     pub(crate) fn text_len(&self) -> usize {
-        self.text.len()
+        self.bytes
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
@@ -97,15 +145,17 @@ impl Splitter {
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> Lines {
         let mut out = Lines::with_capacity(chunk.len() + self.pending.len());
         let mut rest = chunk;
-        while let Some(pos) = memchr::memchr(b'\n', rest) {
-            let (line, tail) = (&rest[..pos], &rest[pos + 1..]);
-            if self.pending.is_empty() {
-                push_line(&mut out, line);
-            } else {
-                self.pending.extend_from_slice(line);
-                let whole = std::mem::take(&mut self.pending);
-                push_line(&mut out, &whole);
+        if let Some(last) = memchr::memrchr(b'\n', chunk) {
+            let (mut whole, tail) = chunk.split_at(last + 1);
+            if !self.pending.is_empty() {
+                // The first line began in an earlier read.
+                let pos = memchr::memchr(b'\n', whole).unwrap_or(last);
+                self.pending.extend_from_slice(&whole[..pos]);
+                let first = std::mem::take(&mut self.pending);
+                push_line(&mut out, &first);
+                whole = &whole[pos + 1..];
             }
+            out.push_block(whole);
             rest = tail;
         }
         self.pending.extend_from_slice(rest);
@@ -206,5 +256,15 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].len(), MAX_LINE - 1);
         assert_eq!(got[1], "é");
+    }
+
+    #[test]
+    fn a_bad_line_in_a_batch_is_lossy_alone() {
+        let got = Splitter::default().feed(b"one\r\nt\xffo\nthree\n");
+        assert_eq!(
+            got.text_len(),
+            "one".len() + "t\u{fffd}o".len() + "three".len()
+        );
+        assert_eq!(v(got), ["one", "t\u{fffd}o", "three"]);
     }
 }

@@ -32,6 +32,9 @@ pub(crate) struct SinkSettings {
     pub(crate) ring_bytes: usize,
     pub(crate) follow_buffer: usize,
 }
+/// Disk buffer capacity kept between batches; a larger one (from a flood)
+/// is released at the first small batch after it.
+const DISK_BUF_KEEP: usize = 64 * 1024;
 /// How often a broken disk is retried and a live file checked for removal.
 const DISK_RETRY: Duration = Duration::from_secs(1);
 
@@ -62,8 +65,22 @@ pub(crate) struct LogSink {
     /// Last reopen attempt or removal check.
     last_check: Instant,
     ring: Ring,
-    tx: Option<broadcast::Sender<LogLine>>,
+    follow: Follow,
+    /// Capacity of the broadcast channel, created at the first follower.
+    follow_buffer: usize,
     disk_buf: Vec<u8>,
+}
+
+/// The live broadcast. Its slots are allocated up front (`follow_buffer`
+/// lines), so it exists only while someone follows: most servers are never
+/// followed, and an idle daemon must stay small.
+#[derive(Debug)]
+enum Follow {
+    /// Nobody follows; created at the next `subscribe(follow)`.
+    Idle,
+    Live(broadcast::Sender<LogLine>),
+    /// The server was removed: no new follower.
+    Closed,
 }
 
 impl LogSink {
@@ -84,8 +101,9 @@ impl LogSink {
             disk,
             last_check: Instant::now(),
             ring: Ring::new(Arc::from(name), settings.ring_bytes),
-            tx: Some(broadcast::channel(settings.follow_buffer.max(1)).0),
-            disk_buf: Vec::with_capacity(128 * 1024),
+            follow: Follow::Idle,
+            follow_buffer: settings.follow_buffer.max(1),
+            disk_buf: Vec::new(),
         }
     }
 
@@ -102,14 +120,17 @@ impl LogSink {
         let ts = SystemTime::now();
         self.maintain_disk();
         if let Disk::Ok(w) = &mut self.disk {
-            let stamp = xy_core::time::rfc3339_ms(ts);
+            // Every line of one read gets the same millisecond stamp: the
+            // prefix is formatted once per batch.
+            let mut prefix = xy_core::time::rfc3339_ms(ts);
+            prefix.push_str(" [");
+            prefix.push_str(stream.tag());
+            prefix.push_str("] ");
             let buf = &mut self.disk_buf;
             buf.clear();
+            buf.reserve(lines.text_len() + lines.len() * (prefix.len() + 1));
             for line in lines.iter() {
-                buf.extend_from_slice(stamp.as_bytes());
-                buf.extend_from_slice(b" [");
-                buf.extend_from_slice(stream.tag().as_bytes());
-                buf.extend_from_slice(b"] ");
+                buf.extend_from_slice(prefix.as_bytes());
                 buf.extend_from_slice(line.as_bytes());
                 buf.push(b'\n');
             }
@@ -118,12 +139,18 @@ impl LogSink {
                 self.disk = Disk::Broken;
                 self.last_check = Instant::now();
             }
-            if buf.capacity() > 1 << 20 {
-                // One huge batch must not pin its buffer forever.
+            if buf.capacity() > DISK_BUF_KEEP && buf.len() < buf.capacity() / 4 {
+                // A flood is over: an idle server must not pin its buffer.
                 *buf = Vec::new();
             }
         }
-        if let Some(tx) = self.tx.as_ref().filter(|tx| tx.receiver_count() > 0) {
+        if let Follow::Live(tx) = &self.follow
+            && tx.receiver_count() == 0
+        {
+            // The last follower left: give the slots back.
+            self.follow = Follow::Idle;
+        }
+        if let Follow::Live(tx) = &self.follow {
             for line in lines.iter() {
                 // Never blocks: a slow receiver lags and is dropped.
                 let _ = tx.send(LogLine {
@@ -172,12 +199,20 @@ impl LogSink {
     /// The buffered tail and, when following, a live receiver. Both are taken
     /// under the same lock, so no line is missed or duplicated between them.
     pub(crate) fn subscribe(
-        &self,
+        &mut self,
         tail: Option<usize>,
         follow: bool,
     ) -> (Vec<LogLine>, Option<broadcast::Receiver<LogLine>>) {
         let rx = if follow {
-            self.tx.as_ref().map(broadcast::Sender::subscribe)
+            match &self.follow {
+                Follow::Live(tx) => Some(tx.subscribe()),
+                Follow::Idle => {
+                    let (tx, rx) = broadcast::channel(self.follow_buffer);
+                    self.follow = Follow::Live(tx);
+                    Some(rx)
+                }
+                Follow::Closed => None,
+            }
         } else {
             None
         };
@@ -186,7 +221,7 @@ impl LogSink {
 
     /// Ends every follower (server removed).
     pub(crate) fn close(&mut self) {
-        self.tx = None;
+        self.follow = Follow::Closed;
     }
 
     #[cfg(test)]
@@ -265,5 +300,27 @@ mod tests {
         assert!(s.is_disk_ok());
         let text = std::fs::read_to_string(logs.join("a.log")).unwrap();
         assert!(text.contains("[out] three"));
+    }
+
+    #[test]
+    fn broadcast_exists_only_while_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        assert!(matches!(s.follow, Follow::Idle));
+        let (_, rx) = s.subscribe(None, true);
+        let mut rx = rx.unwrap();
+        s.push_batch(LogStream::Stdout, lines(&["live"]));
+        assert_eq!(rx.try_recv().unwrap().line, "live");
+        drop(rx);
+        s.push_batch(LogStream::Stdout, lines(&["nobody"]));
+        assert!(matches!(s.follow, Follow::Idle), "slots released");
+        let (tail, rx) = s.subscribe(Some(1), true);
+        assert_eq!(tail[0].line, "nobody");
+        let mut rx = rx.unwrap();
+        s.push_batch(LogStream::Stdout, lines(&["again"]));
+        assert_eq!(rx.try_recv().unwrap().line, "again");
+        s.close();
+        assert!(rx.try_recv().is_err());
+        assert!(s.subscribe(None, true).1.is_none(), "closed: no follower");
     }
 }

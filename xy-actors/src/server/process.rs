@@ -18,6 +18,7 @@ use xy_core::protocol::LogStream;
 use crate::group;
 use crate::log_router::pump::pump;
 use crate::log_router::sink::SharedSink;
+use crate::ports::PortHolder;
 use crate::records::{self, ChildRecord};
 
 /// A boxed `Send` future.
@@ -62,6 +63,13 @@ pub(crate) trait ChildSpawner: Send + Sync + 'static {
         config: &ServerConfig,
         sink: &SharedSink,
     ) -> Result<Arc<dyn ChildHandle>, SpawnError>;
+
+    /// A process xy does not own listening on `port` (`own_pgid`: the
+    /// group of the child just run, which does not count). Mocks see none.
+    fn port_holder(&self, port: u16, own_pgid: Option<i32>) -> Option<PortHolder> {
+        let _ = (port, own_pgid);
+        None
+    }
 }
 
 /// Real processes via `tokio::process`.
@@ -98,6 +106,10 @@ fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
 }
 
 impl ChildSpawner for RealSpawner {
+    fn port_holder(&self, port: u16, own_pgid: Option<i32>) -> Option<PortHolder> {
+        crate::ports::foreign_holder(port, own_pgid)
+    }
+
     fn spawn(
         &self,
         config: &ServerConfig,

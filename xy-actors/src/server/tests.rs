@@ -32,6 +32,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
             max_retries_per_minute: retries,
         },
         stop: StopConfig { grace: GRACE },
+        health: None,
         content_hash: 0,
     }
 }
@@ -39,6 +40,8 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
 struct Fixture {
     actor: ActorRef<ServerMsg>,
     spawner: Arc<MockSpawner>,
+    /// What the root would read for `list`.
+    snapshot: watch::Receiver<ServerSnapshot>,
     _dir: tempfile::TempDir,
 }
 
@@ -55,6 +58,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         },
     )
     .shared();
+    let (tx, snapshot) = watch::channel(ServerSnapshot::initial(&config));
     let args = ServerArgs {
         config,
         sink,
@@ -62,11 +66,13 @@ async fn fixture(config: ServerConfig) -> Fixture {
         root: None,
         autostart: false,
         prior_pgid: None,
+        snapshot: tx,
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {
         actor,
         spawner,
+        snapshot,
         _dir: dir,
     }
 }
@@ -307,4 +313,37 @@ async fn transitions_are_capped_at_twenty() {
     let s = status(&f.actor).await;
     assert_eq!(s.transitions.len(), 20);
     f.actor.stop(None);
+}
+
+/// The `list` view the actor publishes matches its `status` at every step:
+/// spawn, crash and restart, stop.
+#[tokio::test(start_paused = true)]
+async fn published_snapshot_tracks_status() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    let same = |s: &StatusResult| {
+        assert_eq!(f.snapshot.borrow().entry("mock"), s.entry);
+    };
+    same(&status(&f.actor).await);
+    assert_eq!(f.snapshot.borrow().state, ServerState::Stopped);
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let s = status(&f.actor).await;
+    assert_eq!(s.entry.state, ServerState::Running);
+    assert!(s.entry.pid.is_some());
+    same(&s);
+    f.spawner.last().exit(3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.spawner.spawns() < 2 {
+        assert!(Instant::now() < deadline, "no restart");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let s = wait_state(&f.actor, ServerState::Running).await;
+    assert_eq!(s.entry.restart_count, 1);
+    assert_eq!(s.entry.last_exit.as_ref().and_then(|e| e.code), Some(3));
+    same(&s);
+    assert_eq!(stop(&f.actor).await, StopOutcome::Stopped);
+    let s = status(&f.actor).await;
+    assert_eq!(s.entry.state, ServerState::Stopped);
+    assert_eq!(s.entry.pid, None);
+    assert_eq!(s.entry.uptime_secs, None);
+    same(&s);
 }

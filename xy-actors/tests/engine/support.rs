@@ -62,6 +62,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         stop: StopConfig {
             grace: Duration::from_millis(300),
         },
+        health: None,
         content_hash: 0,
     };
     rehash(&mut c);

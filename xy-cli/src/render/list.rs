@@ -1,7 +1,7 @@
 //! `xyctl list`: one aligned row per server.
 
 use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table, presets};
-use xy_core::protocol::{LastExit, ListEntry, ServerState};
+use xy_core::protocol::{HealthState, LastExit, ListEntry, ServerState};
 use xy_core::time::human_secs;
 
 use super::{Style, trim_lines};
@@ -16,9 +16,12 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
         [
             "NAME",
             "STATE",
+            "HEALTH",
             "PID",
             "PORT",
             "UPTIME",
+            "CPU",
+            "RSS",
             "RESTARTS",
             "LAST EXIT",
         ]
@@ -28,15 +31,45 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
         table.add_row(vec![
             Cell::new(&e.name),
             state_cell(e.state, style),
+            health_cell(e.health.state, style),
             Cell::new(opt(e.pid)),
             Cell::new(e.port),
             Cell::new(e.uptime_secs.map_or_else(|| "-".to_owned(), human_secs)),
+            Cell::new(e.cpu_percent.map_or_else(|| "-".to_owned(), format_cpu)),
+            Cell::new(e.rss_bytes.map_or_else(|| "-".to_owned(), format_bytes)),
             Cell::new(e.restart_count),
             Cell::new(format_last_exit(e.last_exit.as_ref())),
         ]);
     }
     tighten(&mut table);
     trim_lines(&table.to_string())
+}
+
+/// `0.4%`, `112%` (of one core).
+pub(crate) fn format_cpu(p: f64) -> String {
+    if p >= 100.0 {
+        format!("{p:.0}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// `512 B`, `12.3 KiB`, `64.0 MiB`, `1.5 GiB`.
+pub(crate) fn format_bytes(b: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
 }
 
 /// `code 1`, `SIGKILL`, or `-` when the server never exited.
@@ -99,6 +132,24 @@ fn state_cell(state: ServerState, style: &Style) -> Cell {
     }
 }
 
+/// `unknown` shows as `-`: no probe, or not running.
+fn health_cell(state: HealthState, style: &Style) -> Cell {
+    let text = match state {
+        HealthState::Unknown => "-",
+        s => s.as_str(),
+    };
+    let cell = Cell::new(text);
+    if !style.color {
+        return cell;
+    }
+    match state {
+        HealthState::Healthy => cell.fg(Color::Green),
+        HealthState::Starting => cell.fg(Color::Yellow),
+        HealthState::Unhealthy => cell.fg(Color::Red).add_attribute(Attribute::Bold),
+        HealthState::Unknown => cell,
+    }
+}
+
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
@@ -106,6 +157,7 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use xy_core::protocol::Health;
 
     pub(crate) fn sample() -> Vec<ListEntry> {
         vec![
@@ -117,6 +169,14 @@ pub(crate) mod tests {
                 uptime_secs: Some(7380),
                 restart_count: 0,
                 last_exit: None,
+                health: Health {
+                    state: HealthState::Healthy,
+                    latency_ms: Some(3),
+                    error: None,
+                    checked_at: Some("2026-11-30T05:04:54.123Z".into()),
+                },
+                cpu_percent: Some(0.4),
+                rss_bytes: Some(12_897_485),
             },
             ListEntry {
                 name: "search-mcp".into(),
@@ -130,6 +190,9 @@ pub(crate) mod tests {
                     signal: None,
                     ts: "2026-11-30T05:04:54.123Z".into(),
                 }),
+                health: Health::default(),
+                cpu_percent: None,
+                rss_bytes: None,
             },
             ListEntry {
                 name: "notes".into(),
@@ -143,6 +206,9 @@ pub(crate) mod tests {
                     signal: Some("SIGKILL".into()),
                     ts: "2026-11-30T05:04:54.123Z".into(),
                 }),
+                health: Health::default(),
+                cpu_percent: None,
+                rss_bytes: None,
             },
             ListEntry {
                 name: "idle".into(),
@@ -156,6 +222,9 @@ pub(crate) mod tests {
                     signal: None,
                     ts: "2026-11-30T05:04:54.123Z".into(),
                 }),
+                health: Health::default(),
+                cpu_percent: None,
+                rss_bytes: None,
             },
         ]
     }
@@ -163,11 +232,11 @@ pub(crate) mod tests {
     #[test]
     fn plain_table() {
         let want = "\
-NAME        STATE       PID    PORT  UPTIME  RESTARTS  LAST EXIT
-insikt      running     48213  8421  2h 3m   0         -
-search-mcp  failed      -      8422  -       5         code 1
-notes       restarting  -      9000  -       2         SIGKILL
-idle        stopped     -      9001  -       0         code 0
+NAME        STATE       HEALTH   PID    PORT  UPTIME  CPU   RSS       RESTARTS  LAST EXIT
+insikt      running     healthy  48213  8421  2h 3m   0.4%  12.3 MiB  0         -
+search-mcp  failed      -        -      8422  -       -     -         5         code 1
+notes       restarting  -        -      9000  -       -     -         2         SIGKILL
+idle        stopped     -        -      9001  -       -     -         0         code 0
 ";
         assert_eq!(render_list(&sample(), &Style::PLAIN), want);
     }
@@ -178,6 +247,18 @@ idle        stopped     -      9001  -       0         code 0
         assert!(out.contains("\x1b["), "{out}");
         let stripped = strip_ansi(&out);
         assert_eq!(stripped, render_list(&sample(), &Style::PLAIN));
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.5 KiB");
+        assert_eq!(format_bytes(64 << 20), "64.0 MiB");
+        assert_eq!(format_bytes(3 << 30), "3.0 GiB");
+        assert_eq!(format_cpu(0.0), "0.0%");
+        assert_eq!(format_cpu(12.34), "12.3%");
+        assert_eq!(format_cpu(250.4), "250%");
     }
 
     #[test]

@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use xy_core::protocol::{LogNotification, StatusResult};
+use xy_core::protocol::{HealthState, LogNotification, StatusResult};
 use xy_core::time::human_secs;
 
-use super::list::{new_table, tighten};
+use super::list::{format_bytes, format_cpu, new_table, tighten};
 use super::{
     LogPrefix, Paint, Style, date_time, format_last_exit, ms, render_log_line, trim_lines,
 };
@@ -39,6 +39,42 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
         None => "-".to_owned(),
     };
     fields.push(("last exit", last));
+    if let Some(why) = &s.explain {
+        fields.push(("why", why.clone()));
+    }
+    fields.push((
+        "cpu",
+        e.cpu_percent.map_or_else(|| "-".to_owned(), format_cpu),
+    ));
+    fields.push((
+        "memory",
+        e.rss_bytes
+            .map_or_else(|| "-".to_owned(), |b| format!("{} (RSS)", format_bytes(b))),
+    ));
+    fields.push(("health", health_line(s)));
+    if let Some(h) = &s.health_config {
+        let path = h
+            .path
+            .as_deref()
+            .map(|p| format!(" {p}"))
+            .unwrap_or_default();
+        let restart = if h.restart_on_failure {
+            ", restart on failure"
+        } else {
+            ""
+        };
+        fields.push((
+            "probe",
+            format!(
+                "{}{path} every {}, timeout {}, unhealthy after {} failures, start period {}{restart}",
+                h.probe,
+                ms(h.interval_ms),
+                ms(h.timeout_ms),
+                h.failures,
+                ms(h.start_period_ms)
+            ),
+        ));
+    }
     fields.push(("command", command_line(&s.command, &s.args)));
     fields.push((
         "working dir",
@@ -88,6 +124,22 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
         out.push_str(&trim_lines(&table.to_string()));
     }
 
+    if !s.health_history.is_empty() {
+        out.push('\n');
+        out.push_str(&style.paint("Health", Paint::Bold));
+        out.push('\n');
+        let mut table = new_table(style);
+        for h in &s.health_history {
+            table.add_row(vec![
+                format!("  {}", date_time(&h.ts)),
+                format!("{} -> {}", h.from, h.to),
+                h.reason.clone(),
+            ]);
+        }
+        tighten(&mut table);
+        out.push_str(&trim_lines(&table.to_string()));
+    }
+
     out.push('\n');
     out.push_str(&style.paint("Recent log", Paint::Bold));
     out.push('\n');
@@ -99,6 +151,32 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
         out.push_str(&render_log_line(line, None::<&LogPrefix>, style));
     }
     out
+}
+
+/// `healthy (3 ms, checked 2026-11-30 05:01:41)`, `unhealthy: why (…)`,
+/// `starting`, or why it is `unknown`.
+fn health_line(s: &StatusResult) -> String {
+    let h = &s.entry.health;
+    if s.health_config.is_none() {
+        return "- (no probe configured)".to_owned();
+    }
+    let mut detail: Vec<String> = Vec::new();
+    if let Some(l) = h.latency_ms {
+        detail.push(format!("{l} ms"));
+    }
+    if let Some(at) = &h.checked_at {
+        detail.push(format!("checked {}", date_time(at)));
+    }
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", detail.join(", "))
+    };
+    match (h.state, &h.error) {
+        (HealthState::Unknown, _) => "unknown (not running)".to_owned(),
+        (state, Some(err)) => format!("{state}: {err}{detail}"),
+        (state, None) => format!("{state}{detail}"),
+    }
 }
 
 /// The command and its arguments as a shell would need them typed.
@@ -125,7 +203,8 @@ fn shell_quote(s: &str) -> String {
 pub(crate) mod tests {
     use super::*;
     use xy_core::protocol::{
-        LastExit, ListEntry, LogStream, RestartSettings, ServerState, StopSettings, Transition,
+        Health, HealthSettings, HealthTransition, LastExit, ListEntry, LogStream, RestartSettings,
+        ServerState, StopSettings, Transition,
     };
 
     pub(crate) fn sample() -> StatusResult {
@@ -142,6 +221,14 @@ pub(crate) mod tests {
                     signal: None,
                     ts: "2026-11-30T05:01:40.002Z".into(),
                 }),
+                health: Health {
+                    state: HealthState::Healthy,
+                    latency_ms: Some(3),
+                    error: None,
+                    checked_at: Some("2026-11-30T05:04:50.010Z".into()),
+                },
+                cpu_percent: Some(0.4),
+                rss_bytes: Some(12_897_485),
             },
             transitions: vec![
                 Transition {
@@ -186,6 +273,22 @@ pub(crate) mod tests {
             },
             stop: StopSettings { grace_ms: 10_000 },
             config_file: "/home/u/.config/xy/servers/insikt.kdl".into(),
+            explain: None,
+            health_config: Some(HealthSettings {
+                probe: "mcp".into(),
+                path: Some("/mcp".into()),
+                interval_ms: 10_000,
+                timeout_ms: 2000,
+                failures: 3,
+                start_period_ms: 30_000,
+                restart_on_failure: true,
+            }),
+            health_history: vec![HealthTransition {
+                from: HealthState::Starting,
+                to: HealthState::Healthy,
+                ts: "2026-11-30T05:01:42.001Z".into(),
+                reason: "initialize and ping answered in 4 ms".into(),
+            }],
         }
     }
 
@@ -217,6 +320,10 @@ insikt  running
   uptime       3m 12s
   restarts     1
   last exit    code 1 at 2026-11-30 05:01:40
+  cpu          0.4%
+  memory       12.3 MiB (RSS)
+  health       healthy (3 ms, checked 2026-11-30 05:04:50)
+  probe        mcp /mcp every 10s, timeout 2s, unhealthy after 3 failures, start period 30s, restart on failure
   command      /opt/insikt/bin/insikt-mcp --http --port 8421 'a b'
   working dir  /home/u/insikt
   env          API_TOKEN, RUST_LOG (values hidden)
@@ -229,6 +336,9 @@ Transitions
   2026-11-30 05:01:38  starting -> running    spawned pid 48100
   2026-11-30 05:01:40  running -> restarting  exited with code 1
   2026-11-30 05:01:41  restarting -> running  spawned pid 48213
+
+Health
+  2026-11-30 05:01:42  starting -> healthy  initialize and ping answered in 4 ms
 
 Recent log
   05:01:41.120 listening on 127.0.0.1:8421
@@ -250,6 +360,49 @@ Recent log
         assert!(out.contains("  last exit    -\n"), "{out}");
         assert!(out.contains("Transitions\n  (none)\n"), "{out}");
         assert!(out.contains("Recent log\n  (no output yet)\n"), "{out}");
+    }
+
+    #[test]
+    fn failed_server_explains_itself_and_has_no_figures() {
+        let mut s = sample();
+        s.entry.state = ServerState::Failed;
+        s.entry.pid = None;
+        s.entry.cpu_percent = None;
+        s.entry.rss_bytes = None;
+        s.entry.health = Health::default();
+        s.explain = Some("port in use: port 8421 is held by pid 4242 (node s.js)".into());
+        let out = render_status(&s, &[], &Style::PLAIN);
+        assert!(
+            out.contains("  why          port in use: port 8421 is held by pid 4242 (node s.js)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  cpu          -\n  memory       -\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  health       unknown (not running)\n"),
+            "{out}"
+        );
+        s.health_config = None;
+        s.health_history.clear();
+        let out = render_status(&s, &[], &Style::PLAIN);
+        assert!(
+            out.contains("  health       - (no probe configured)\n"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("  probe  ") && !out.contains("\nHealth\n"),
+            "{out}"
+        );
+        s.entry.health.state = HealthState::Unhealthy;
+        s.health_config = sample().health_config;
+        s.entry.health.error = Some("no answer within 2s".into());
+        let out = render_status(&s, &[], &Style::PLAIN);
+        assert!(
+            out.contains("  health       unhealthy: no answer within 2s\n"),
+            "{out}"
+        );
     }
 
     #[test]

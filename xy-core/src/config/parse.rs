@@ -12,7 +12,9 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
-use super::{ConfigErrors, RestartConfig, RestartPolicy, ServerConfig, StopConfig};
+use super::{
+    ConfigErrors, HealthConfig, ProbeKind, RestartConfig, RestartPolicy, ServerConfig, StopConfig,
+};
 
 /// Top-level nodes, in the order the docs list them.
 const TOP_FIELDS: &[&str] = &[
@@ -23,6 +25,7 @@ const TOP_FIELDS: &[&str] = &[
     "working-dir",
     "restart",
     "stop",
+    "health",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -33,6 +36,19 @@ const RESTART_FIELDS: &[&str] = &[
 ];
 /// Children of `stop { … }`.
 const STOP_FIELDS: &[&str] = &["grace"];
+/// The probe kinds inside `health { … }` (exactly one).
+const PROBE_KINDS: &[&str] = &["mcp", "http", "tcp"];
+/// Children of `health { … }`.
+const HEALTH_FIELDS: &[&str] = &[
+    "mcp",
+    "http",
+    "tcp",
+    "interval",
+    "timeout",
+    "failures",
+    "start-period",
+    "restart-on-failure",
+];
 
 /// Everything one file yields, including what the directory-level checks
 /// need even when the file has other errors (its port, for duplicates).
@@ -190,6 +206,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             }
             "restart" => b.restart = parse_restart(&mut cx, node),
             "stop" => b.stop = parse_stop(&mut cx, node),
+            "health" => b.health = parse_health(&mut cx, node),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -232,6 +249,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 working_dir: b.working_dir,
                 restart: b.restart,
                 stop: b.stop,
+                health: b.health,
                 content_hash: 0,
             };
             config.content_hash = content_hash(&config);
@@ -256,6 +274,7 @@ struct Builder {
     working_dir: Option<PathBuf>,
     restart: RestartConfig,
     stop: StopConfig,
+    health: Option<HealthConfig>,
 }
 
 fn check_name(cx: &mut Cx<'_>, name: &str) {
@@ -460,6 +479,202 @@ fn parse_stop(cx: &mut Cx<'_>, node: &KdlNode) -> StopConfig {
         }
     }
     s
+}
+
+fn parse_health(cx: &mut Cx<'_>, node: &KdlNode) -> Option<HealthConfig> {
+    let mut probe: Option<ProbeKind> = None;
+    let mut h = HealthConfig::new(ProbeKind::Tcp);
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut probe_line: Option<(&str, usize)> = None;
+    let mut ok = true;
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !HEALTH_FIELDS.contains(&key) {
+            cx.unknown_node(child, HEALTH_FIELDS, "in `health { }`");
+            ok = false;
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            ok = false;
+            continue;
+        }
+        if PROBE_KINDS.contains(&key) {
+            if let Some((first, line)) = probe_line {
+                let d = cx
+                    .diag(
+                        DiagnosticKind::DuplicateNode,
+                        child.name().span(),
+                        format!(
+                            "`health` takes exactly one probe, found `{first}` (line {line}) \
+                             and `{key}`"
+                        ),
+                    )
+                    .with_label("second probe")
+                    .with_help("keep one of: mcp \"/mcp\", http \"/path\", tcp");
+                cx.push(d);
+                ok = false;
+                continue;
+            }
+            probe_line = Some((key, cx.line_of(child.name().span())));
+            probe = parse_probe(cx, child);
+            ok &= probe.is_some();
+            continue;
+        }
+        match key {
+            "interval" | "timeout" | "start-period" => match cx.duration_node(child) {
+                Some((d, span)) => {
+                    if d.is_zero() && key != "start-period" {
+                        let d = cx
+                            .diag(
+                                DiagnosticKind::InvalidValue,
+                                span,
+                                format!("`{key}` must be longer than zero"),
+                            )
+                            .with_label("zero")
+                            .with_help(format!("e.g. {key} \"2s\""));
+                        cx.push(d);
+                        ok = false;
+                    } else if key == "interval" {
+                        h.interval = d;
+                    } else if key == "timeout" {
+                        h.timeout = d;
+                    } else {
+                        h.start_period = d;
+                    }
+                }
+                None => ok = false,
+            },
+            "failures" => {
+                let example = "failures 3";
+                match cx
+                    .single(child, example)
+                    .and_then(|e| cx.integer(child, e, example).map(|n| (e, n)))
+                {
+                    Some((e, n)) => match u32::try_from(n) {
+                        Ok(n) if n > 0 => h.failures = n,
+                        _ => {
+                            let d = cx
+                                .diag(
+                                    DiagnosticKind::InvalidValue,
+                                    e.span(),
+                                    format!("`failures` must be at least 1, found {n}"),
+                                )
+                                .with_label("not a positive count")
+                                .with_help("e.g. failures 3");
+                            cx.push(d);
+                            ok = false;
+                        }
+                    },
+                    None => ok = false,
+                }
+            }
+            "restart-on-failure" => {
+                let example = "restart-on-failure #true";
+                match cx.single(child, example) {
+                    Some(e) => match e.value() {
+                        KdlValue::Bool(b) => h.restart_on_failure = *b,
+                        _ => {
+                            cx.wrong_type(
+                                child,
+                                e,
+                                "a boolean",
+                                "write #true or #false (KDL v1 files: true or false)".to_owned(),
+                            );
+                            ok = false;
+                        }
+                    },
+                    None => ok = false,
+                }
+            }
+            _ => unreachable!("every HEALTH_FIELDS entry is matched"),
+        }
+    }
+    if probe_line.is_none() {
+        let d = cx
+            .diag(
+                DiagnosticKind::MissingField,
+                node.name().span(),
+                "`health` needs a probe: `mcp`, `http` or `tcp`",
+            )
+            .with_label("no probe")
+            .with_help("add one of: mcp \"/mcp\", http \"/healthz\", tcp");
+        cx.push(d);
+        return None;
+    }
+    h.probe = probe?;
+    ok.then_some(h)
+}
+
+/// `mcp ["/path"]`, `http ["/path"]` or `tcp`.
+fn parse_probe(cx: &mut Cx<'_>, node: &KdlNode) -> Option<ProbeKind> {
+    let key = node.name().value();
+    cx.no_props(node);
+    cx.no_children(node);
+    let args: Vec<&KdlEntry> = node
+        .entries()
+        .iter()
+        .filter(|e| e.name().is_none())
+        .collect();
+    if key == "tcp" {
+        if let (Some(first), Some(last)) = (args.first(), args.last()) {
+            let span =
+                SourceSpan::from(first.span().offset()..last.span().offset() + last.span().len());
+            let d = cx
+                .diag(
+                    DiagnosticKind::WrongType,
+                    span,
+                    "`tcp` takes no value: it connects to the server's `port`",
+                )
+                .with_label("unexpected value")
+                .with_help("write just: tcp");
+            cx.push(d);
+            return None;
+        }
+        return Some(ProbeKind::Tcp);
+    }
+    let example = format!("{key} \"/{key}\"");
+    let path = match args.as_slice() {
+        [] => if key == "mcp" { "/mcp" } else { "/" }.to_owned(),
+        [one] => cx.string(node, one, &example)?,
+        [_, extra @ ..] => {
+            let last = extra[extra.len() - 1];
+            let span = SourceSpan::from(
+                extra[0].span().offset()..last.span().offset() + last.span().len(),
+            );
+            let d = cx
+                .diag(
+                    DiagnosticKind::WrongType,
+                    span,
+                    format!("`{key}` takes one path, found {}", args.len()),
+                )
+                .with_label("extra value")
+                .with_help(format!("e.g. {example}"));
+            cx.push(d);
+            return None;
+        }
+    };
+    if !path.starts_with('/')
+        || path
+            .chars()
+            .any(|c| c.is_ascii_whitespace() || c.is_control())
+    {
+        let span = args.first().map_or(node.name().span(), |e| e.span());
+        let d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                span,
+                format!("`{key}` path must start with `/` and hold no spaces, found {path:?}"),
+            )
+            .with_label("not a request path")
+            .with_help(format!("e.g. {example}"));
+        cx.push(d);
+        return None;
+    }
+    Some(if key == "mcp" {
+        ProbeKind::Mcp(path)
+    } else {
+        ProbeKind::Http(path)
+    })
 }
 
 /// The closest of `candidates` to `name` when close enough to be a typo:
@@ -761,6 +976,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("restart")
     } else if STOP_FIELDS.contains(&key) {
         Some("stop")
+    } else if HEALTH_FIELDS.contains(&key) {
+        Some("health")
     } else {
         None
     }
@@ -790,7 +1007,7 @@ impl Fnv {
 }
 
 /// The stable hash of a config's settings (command, args, port, env,
-/// working-dir, restart, stop): not of the file bytes, so comments,
+/// working-dir, restart, stop, health): not of the file bytes, so comments,
 /// whitespace, node order and KDL version do not change it. The name and the
 /// source path are not part of it either.
 pub fn content_hash(config: &ServerConfig) -> u64 {
@@ -825,5 +1042,17 @@ pub fn content_hash(config: &ServerConfig) -> u64 {
     h.bytes(&config.restart.max_retries_per_minute.to_le_bytes());
     h.str("stop");
     h.duration(config.stop.grace);
+    // Absent health adds nothing, so hashes of configs without a `health`
+    // block are the same as before it existed.
+    if let Some(health) = &config.health {
+        h.str("health");
+        h.str(health.probe.as_str());
+        h.str(health.probe.path().unwrap_or(""));
+        h.duration(health.interval);
+        h.duration(health.timeout);
+        h.bytes(&health.failures.to_le_bytes());
+        h.duration(health.start_period);
+        h.bytes(&[u8::from(health.restart_on_failure)]);
+    }
     h.0
 }

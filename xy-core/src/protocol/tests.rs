@@ -27,6 +27,14 @@ fn entry() -> ListEntry {
             signal: Some("SIGKILL".into()),
             ts: "2026-11-30T05:04:54.123Z".into(),
         }),
+        health: Health {
+            state: HealthState::Healthy,
+            latency_ms: Some(3),
+            error: None,
+            checked_at: Some("2026-11-30T05:06:59.001Z".into()),
+        },
+        cpu_percent: Some(0.5),
+        rss_bytes: Some(12_582_912),
     }
 }
 
@@ -108,7 +116,10 @@ fn list_entry_keys_always_present() {
         json!({
             "name": "insikt", "state": "running", "pid": 4242, "port": 8421,
             "uptime_secs": 125, "restart_count": 1,
-            "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"}
+            "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
+            "health": {"state": "healthy", "latency_ms": 3, "error": null,
+                       "checked_at": "2026-11-30T05:06:59.001Z"},
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912
         }),
     );
     let stopped = ListEntry {
@@ -117,15 +128,29 @@ fn list_entry_keys_always_present() {
         uptime_secs: None,
         restart_count: 0,
         last_exit: None,
+        health: Health::default(),
+        cpu_percent: None,
+        rss_bytes: None,
         ..entry()
     };
     pin(
         &stopped,
         json!({
             "name": "insikt", "state": "stopped", "pid": null, "port": 8421,
-            "uptime_secs": null, "restart_count": 0, "last_exit": null
+            "uptime_secs": null, "restart_count": 0, "last_exit": null,
+            "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
+            "cpu_percent": null, "rss_bytes": null
         }),
     );
+    for (s, w) in [
+        (HealthState::Healthy, "healthy"),
+        (HealthState::Unhealthy, "unhealthy"),
+        (HealthState::Starting, "starting"),
+        (HealthState::Unknown, "unknown"),
+    ] {
+        pin(&s, json!(w));
+        assert_eq!(s.to_string(), w);
+    }
 }
 
 #[test]
@@ -150,6 +175,22 @@ fn status_result() {
         },
         stop: StopSettings { grace_ms: 10000 },
         config_file: "/h/.config/xy/servers/insikt.kdl".into(),
+        explain: Some("exited immediately with code 1; last stderr: boom".into()),
+        health_config: Some(HealthSettings {
+            probe: "mcp".into(),
+            path: Some("/mcp".into()),
+            interval_ms: 10_000,
+            timeout_ms: 2000,
+            failures: 3,
+            start_period_ms: 30_000,
+            restart_on_failure: true,
+        }),
+        health_history: vec![HealthTransition {
+            from: HealthState::Starting,
+            to: HealthState::Healthy,
+            ts: "2026-11-30T05:04:55.001Z".into(),
+            reason: "ping answered in 3 ms".into(),
+        }],
     };
     pin(
         &s,
@@ -157,6 +198,9 @@ fn status_result() {
             "name": "insikt", "state": "running", "pid": 4242, "port": 8421,
             "uptime_secs": 125, "restart_count": 1,
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
+            "health": {"state": "healthy", "latency_ms": 3, "error": null,
+                       "checked_at": "2026-11-30T05:06:59.001Z"},
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912,
             "transitions": [{"from": "starting", "to": "running",
                              "ts": "2026-11-30T05:04:54.123Z", "reason": "spawned pid 4242"}],
             "command": "/usr/bin/insikt-mcp", "args": ["--http"], "working_dir": null,
@@ -164,7 +208,14 @@ fn status_result() {
             "restart": {"policy": "on-failure", "backoff_initial_ms": 1000,
                         "backoff_max_ms": 30000, "max_retries_per_minute": 5},
             "stop": {"grace_ms": 10000},
-            "config_file": "/h/.config/xy/servers/insikt.kdl"
+            "config_file": "/h/.config/xy/servers/insikt.kdl",
+            "explain": "exited immediately with code 1; last stderr: boom",
+            "health_config": {"probe": "mcp", "path": "/mcp", "interval_ms": 10000,
+                              "timeout_ms": 2000, "failures": 3, "start_period_ms": 30000,
+                              "restart_on_failure": true},
+            "health_history": [{"from": "starting", "to": "healthy",
+                                "ts": "2026-11-30T05:04:55.001Z",
+                                "reason": "ping answered in 3 ms"}]
         }),
     );
 }

@@ -1,0 +1,271 @@
+//! The crash-loop explainer: from a spawn error or an exit status, the last
+//! stderr lines, a port holder and the next retry time, one line saying why
+//! a server is `failed` or backing off. Pure; the ServerActor gathers input.
+
+use std::time::{Duration, SystemTime};
+
+/// A run shorter than this "exited immediately"; an exit this early also
+/// triggers the port check (a busy port is the usual reason).
+pub(crate) const IMMEDIATE: Duration = Duration::from_secs(3);
+
+/// Stderr lines quoted at most, and their length cap.
+const STDERR_LINES: usize = 2;
+const STDERR_LINE_CHARS: usize = 200;
+
+/// The recognised cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// exec found nothing (ENOENT, shell 127, "command not found").
+    CommandNotFound,
+    /// exec or the program hit EACCES (shell 126, "Permission denied").
+    PermissionDenied,
+    /// The port is taken (`Address already in use`, EADDRINUSE, or a
+    /// holder found by the port check).
+    PortInUse,
+    /// Died within [`IMMEDIATE`] of its spawn with this code.
+    ExitedImmediately(i32),
+    /// Any other exit or spawn failure, described.
+    Other(String),
+}
+
+/// What the explainer looks at.
+#[derive(Debug, Default)]
+pub(crate) struct Input<'a> {
+    /// The spawn error text (`No such file or directory (os error 2)`) and
+    /// the path tried, when the last attempt failed to spawn.
+    pub(crate) spawn_error: Option<(&'a str, &'a str)>,
+    /// Exit code of the last run, if it exited normally.
+    pub(crate) code: Option<i32>,
+    /// Signal name of the last run, if a signal ended it.
+    pub(crate) signal: Option<&'a str>,
+    /// How long the last run lasted.
+    pub(crate) ran_for: Option<Duration>,
+    /// The last stderr lines, oldest first.
+    pub(crate) stderr: &'a [String],
+    /// Who holds the port, as text.
+    pub(crate) port_holder: Option<&'a str>,
+    /// Why xy itself ended the run (failed health checks), if it did.
+    pub(crate) killed_for: Option<&'a str>,
+    /// When the next restart is due (backing off).
+    pub(crate) next_retry: Option<SystemTime>,
+}
+
+/// Classifies the failure.
+pub(crate) fn classify(input: &Input<'_>) -> Cause {
+    let stderr_has = |needles: &[&str]| {
+        input.stderr.iter().any(|l| {
+            let l = l.to_ascii_lowercase();
+            needles.iter().any(|n| l.contains(n))
+        })
+    };
+    if let Some((error, _)) = input.spawn_error {
+        let e = error.to_ascii_lowercase();
+        if input.port_holder.is_some() {
+            return Cause::PortInUse;
+        }
+        if e.contains("no such file") || e.contains("os error 2)") {
+            return Cause::CommandNotFound;
+        }
+        if e.contains("permission denied") || e.contains("os error 13)") {
+            return Cause::PermissionDenied;
+        }
+        return Cause::Other(error.to_owned());
+    }
+    if input.port_holder.is_some()
+        || stderr_has(&["address already in use", "eaddrinuse", "address in use"])
+    {
+        return Cause::PortInUse;
+    }
+    if input.code == Some(127) || stderr_has(&["command not found", ": not found"]) {
+        return Cause::CommandNotFound;
+    }
+    if input.code == Some(126) || stderr_has(&["permission denied", "eacces"]) {
+        return Cause::PermissionDenied;
+    }
+    match (input.code, input.signal) {
+        (Some(code), _) if input.ran_for.is_some_and(|d| d < IMMEDIATE) => {
+            Cause::ExitedImmediately(code)
+        }
+        (Some(code), _) => Cause::Other(format!("exited with code {code}")),
+        (None, Some(sig)) => Cause::Other(format!("killed by {sig}")),
+        (None, None) => Cause::Other("exited".to_owned()),
+    }
+}
+
+/// The one-line explanation: cause, detail, stderr, next retry.
+pub(crate) fn explain(input: &Input<'_>, now: SystemTime) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let exit = match (input.code, input.signal) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(s)) => format!("killed by {s}"),
+        (None, None) => "exited".to_owned(),
+    };
+    let head = match classify(input) {
+        Cause::CommandNotFound => match input.spawn_error {
+            Some((_, path)) => format!("command not found: {path}"),
+            None => format!("command not found ({exit})"),
+        },
+        Cause::PermissionDenied => match input.spawn_error {
+            Some((_, path)) => format!("permission denied: {path}"),
+            None => format!("permission denied ({exit})"),
+        },
+        Cause::PortInUse => match input.port_holder {
+            Some(h) => format!("port in use: {h}"),
+            None => format!("port in use ({exit})"),
+        },
+        Cause::ExitedImmediately(code) => format!("exited immediately with code {code}"),
+        Cause::Other(what) => what,
+    };
+    parts.push(head);
+    if let Some(why) = input.killed_for {
+        parts.push(format!("stopped by xy: {why}"));
+    }
+    // A spawn failure has no output of its own; older lines would mislead.
+    if input.spawn_error.is_none() {
+        let mut lines: Vec<String> = input
+            .stderr
+            .iter()
+            .rev()
+            .filter(|l| !l.trim().is_empty())
+            .take(STDERR_LINES)
+            .map(|l| quote(l.trim()))
+            .collect();
+        lines.reverse();
+        if !lines.is_empty() {
+            parts.push(format!("last stderr: {}", lines.join(" / ")));
+        }
+    }
+    if let Some(at) = input.next_retry {
+        let in_ms = at.duration_since(now).unwrap_or_default();
+        let secs = in_ms.as_secs_f64();
+        parts.push(format!(
+            "next retry at {} (in {secs:.1}s)",
+            xy_core::time::rfc3339_ms(at)
+        ));
+    }
+    parts.join("; ")
+}
+
+fn quote(line: &str) -> String {
+    if line.chars().count() <= STDERR_LINE_CHARS {
+        return line.to_owned();
+    }
+    let mut s: String = line.chars().take(STDERR_LINE_CHARS - 1).collect();
+    s.push('…');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn spawn_errors() {
+        let i = Input {
+            spawn_error: Some(("No such file or directory (os error 2)", "/opt/nope")),
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::CommandNotFound);
+        assert_eq!(
+            explain(&i, SystemTime::now()),
+            "command not found: /opt/nope"
+        );
+        let i = Input {
+            spawn_error: Some(("Permission denied (os error 13)", "/opt/x")),
+            ..Input::default()
+        };
+        assert_eq!(explain(&i, SystemTime::now()), "permission denied: /opt/x");
+        let i = Input {
+            spawn_error: Some(("port 8421 is held by pid 7 (node s.js)", "/opt/x")),
+            port_holder: Some("port 8421 is held by pid 7 (node s.js)"),
+            ..Input::default()
+        };
+        assert_eq!(
+            explain(&i, SystemTime::now()),
+            "port in use: port 8421 is held by pid 7 (node s.js)"
+        );
+    }
+
+    #[test]
+    fn exits_by_code_and_stderr() {
+        let stderr = lines(&[
+            "starting",
+            "Error: listen EADDRINUSE: address already in use :::8421",
+        ]);
+        let i = Input {
+            code: Some(1),
+            ran_for: Some(Duration::from_millis(300)),
+            stderr: &stderr,
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::PortInUse);
+        let sh = lines(&["sh: 1: insikt-mcp: not found"]);
+        let i = Input {
+            code: Some(127),
+            stderr: &sh,
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::CommandNotFound);
+        let i = Input {
+            code: Some(126),
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::PermissionDenied);
+        let boom = lines(&["config error", "", "boom: missing API_TOKEN"]);
+        let i = Input {
+            code: Some(2),
+            ran_for: Some(Duration::from_millis(40)),
+            stderr: &boom,
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::ExitedImmediately(2));
+        assert_eq!(
+            explain(&i, SystemTime::now()),
+            "exited immediately with code 2; last stderr: config error / boom: missing API_TOKEN"
+        );
+        let i = Input {
+            code: Some(2),
+            ran_for: Some(Duration::from_secs(600)),
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::Other("exited with code 2".into()));
+        let i = Input {
+            signal: Some("SIGSEGV"),
+            ..Input::default()
+        };
+        assert_eq!(explain(&i, SystemTime::now()), "killed by SIGSEGV");
+    }
+
+    #[test]
+    fn next_retry_and_health_kill() {
+        let now = humantime::parse_rfc3339("2026-11-30T05:00:00Z").unwrap();
+        let i = Input {
+            signal: Some("SIGTERM"),
+            killed_for: Some("3 failed health checks (timed out after 2s)"),
+            next_retry: Some(now + Duration::from_millis(2500)),
+            ..Input::default()
+        };
+        assert_eq!(
+            explain(&i, now),
+            "killed by SIGTERM; stopped by xy: 3 failed health checks (timed out after 2s); \
+             next retry at 2026-11-30T05:00:02.500Z (in 2.5s)"
+        );
+    }
+
+    #[test]
+    fn long_lines_are_cut() {
+        let long = lines(&[&"x".repeat(1000)]);
+        let i = Input {
+            code: Some(1),
+            stderr: &long,
+            ..Input::default()
+        };
+        let text = explain(&i, SystemTime::now());
+        assert!(text.chars().count() < 260, "{text}");
+        assert!(text.ends_with('…'));
+    }
+}

@@ -1,0 +1,317 @@
+//! Health probes (SPEC §10): a task per running child that probes
+//! `127.0.0.1:<port>` (TCP connect, HTTP GET, or MCP initialize + ping) and
+//! reports each result to its ServerActor by message, and the pure
+//! [`Tracker`] that turns results into `healthy`/`unhealthy`/`starting`.
+//!
+//! The ServerActor starts the task when its child is spawned and stops it
+//! when the child exits or is being stopped; nothing runs without a
+//! `health` block. Stopping lets an MCP probe end its session (`DELETE`).
+
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::oneshot;
+use xy_core::config::{HealthConfig, ProbeKind};
+use xy_core::protocol::{Health, HealthState};
+
+pub(crate) mod http;
+pub(crate) mod mcp;
+
+/// The first probe comes this soon after the spawn (or after `interval`,
+/// if shorter), so `list` has a verdict early.
+const FIRST_PROBE: Duration = Duration::from_secs(1);
+
+/// One probe's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProbeReport {
+    /// `Ok(note)` or `Err(why)`.
+    pub(crate) outcome: Result<String, String>,
+    /// How long it took.
+    pub(crate) latency: Duration,
+    /// When it finished.
+    pub(crate) at: SystemTime,
+}
+
+/// A running probe task. Dropping it stops the task (which still ends its
+/// MCP session in the background); [`ProbeTask::stop`] also waits for that.
+#[derive(Debug)]
+pub(crate) struct ProbeTask {
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<oneshot::Receiver<()>>,
+}
+
+impl ProbeTask {
+    /// Starts probing; `report` gets every result and returns false once
+    /// nobody listens (the actor is gone), which ends the task.
+    pub(crate) fn spawn(
+        cfg: HealthConfig,
+        port: u16,
+        report: impl Fn(ProbeReport) -> bool + Send + 'static,
+    ) -> ProbeTask {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let (done_tx, done_rx) = oneshot::channel();
+        tokio::spawn(run(cfg, port, report, stop_rx, done_tx));
+        ProbeTask {
+            stop: Some(stop_tx),
+            done: Some(done_rx),
+        }
+    }
+
+    /// Stops the task; resolves once it has ended (its session closed),
+    /// which is bounded by the probe timeout.
+    pub(crate) fn stop(mut self) -> impl Future<Output = ()> + Send + 'static {
+        drop(self.stop.take());
+        let done = self.done.take();
+        async move {
+            if let Some(done) = done {
+                let _ = done.await;
+            }
+        }
+    }
+}
+
+async fn run(
+    cfg: HealthConfig,
+    port: u16,
+    report: impl Fn(ProbeReport) -> bool + Send + 'static,
+    mut stop: oneshot::Receiver<()>,
+    done: oneshot::Sender<()>,
+) {
+    let mut mcp = match &cfg.probe {
+        ProbeKind::Mcp(path) => Some(mcp::McpClient::new(port, path.clone())),
+        _ => None,
+    };
+    let mut delay = cfg.interval.min(FIRST_PROBE);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = cfg.interval;
+        let started = Instant::now();
+        let probe = tokio::time::timeout(cfg.timeout, probe_once(&cfg.probe, port, mcp.as_mut()));
+        let outcome = tokio::select! {
+            _ = &mut stop => break,
+            r = probe => match r {
+                Ok(outcome) => outcome,
+                Err(_) => Err(format!(
+                    "no answer within {}",
+                    humantime::format_duration(cfg.timeout)
+                )),
+            },
+        };
+        let r = ProbeReport {
+            outcome,
+            latency: started.elapsed(),
+            at: SystemTime::now(),
+        };
+        if !report(r) {
+            break;
+        }
+    }
+    if let Some(client) = mcp.as_mut()
+        && let Ok(Err(e)) = tokio::time::timeout(cfg.timeout, client.close()).await
+    {
+        tracing::debug!(port, error = %e, "ending the probe's MCP session failed");
+    }
+    drop(done);
+}
+
+async fn probe_once(
+    kind: &ProbeKind,
+    port: u16,
+    mcp: Option<&mut mcp::McpClient>,
+) -> Result<String, String> {
+    match (kind, mcp) {
+        (ProbeKind::Mcp(_), Some(client)) => client.probe().await,
+        (ProbeKind::Http(path), _) => {
+            let r = http::request(port, "GET", path, &[], None, &|_| false).await?;
+            if (200..300).contains(&r.status) {
+                Ok(format!("HTTP {}", r.status))
+            } else {
+                Err(format!("GET {path} answered HTTP {}", r.status))
+            }
+        }
+        _ => tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map(|_| "connected".to_owned())
+            .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}")),
+    }
+}
+
+/// A health change: from, to, and the probe's finding.
+pub(crate) type Change = (HealthState, HealthState, String);
+
+/// Turns probe results into a verdict (pure; the caller passes `now`).
+#[derive(Debug, Clone)]
+pub(crate) struct Tracker {
+    failures: u32,
+    start_period: Duration,
+    started: Instant,
+    consecutive: u32,
+    healthy_once: bool,
+    health: Health,
+}
+
+impl Tracker {
+    /// A fresh child: `starting`.
+    pub(crate) fn new(cfg: &HealthConfig, now: Instant) -> Tracker {
+        Tracker {
+            failures: cfg.failures.max(1),
+            start_period: cfg.start_period,
+            started: now,
+            consecutive: 0,
+            healthy_once: false,
+            health: Health {
+                state: HealthState::Starting,
+                ..Health::default()
+            },
+        }
+    }
+
+    /// What `list` shows.
+    pub(crate) fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Consecutive failures so far.
+    pub(crate) fn consecutive(&self) -> u32 {
+        self.consecutive
+    }
+
+    /// Takes one result; returns the change of verdict, if any. Failures
+    /// inside the start period, before the first success, do not count.
+    pub(crate) fn observe(&mut self, r: &ProbeReport, now: Instant) -> Option<Change> {
+        let from = self.health.state;
+        self.health.latency_ms = Some(xy_core::time::as_millis_u64(r.latency));
+        self.health.checked_at = Some(xy_core::time::rfc3339_ms(r.at));
+        let (to, reason) = match &r.outcome {
+            Ok(note) => {
+                self.consecutive = 0;
+                self.healthy_once = true;
+                self.health.error = None;
+                (
+                    HealthState::Healthy,
+                    format!("{note} in {} ms", self.health.latency_ms.unwrap_or(0)),
+                )
+            }
+            Err(e) => {
+                self.health.error = Some(e.clone());
+                let grace = !self.healthy_once
+                    && now.saturating_duration_since(self.started) < self.start_period;
+                if grace {
+                    (from, e.clone())
+                } else {
+                    self.consecutive += 1;
+                    if self.consecutive >= self.failures {
+                        let n = self.consecutive;
+                        let s = if n == 1 { "" } else { "s" };
+                        (HealthState::Unhealthy, format!("{n} failed probe{s}: {e}"))
+                    } else {
+                        (from, e.clone())
+                    }
+                }
+            }
+        };
+        self.health.state = to;
+        (to != from).then_some((from, to, reason))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(failures: u32, start_period: Duration) -> HealthConfig {
+        HealthConfig {
+            failures,
+            start_period,
+            ..HealthConfig::new(ProbeKind::Tcp)
+        }
+    }
+
+    fn ok() -> ProbeReport {
+        ProbeReport {
+            outcome: Ok("ping answered".into()),
+            latency: Duration::from_millis(3),
+            at: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    fn fail() -> ProbeReport {
+        ProbeReport {
+            outcome: Err("refused".into()),
+            latency: Duration::from_millis(1),
+            at: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn start_period_then_failures_then_recovery() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&cfg(2, Duration::from_secs(10)), t0);
+        assert_eq!(t.health().state, HealthState::Starting);
+        // Inside the start period: failures do not count.
+        assert_eq!(t.observe(&fail(), t0 + Duration::from_secs(1)), None);
+        assert_eq!(t.consecutive(), 0);
+        assert_eq!(t.health().error.as_deref(), Some("refused"));
+        // After it: two failures make it unhealthy.
+        let late = t0 + Duration::from_secs(11);
+        assert_eq!(t.observe(&fail(), late), None);
+        assert_eq!(t.health().state, HealthState::Starting);
+        let change = t.observe(&fail(), late).unwrap();
+        assert_eq!(
+            change,
+            (
+                HealthState::Starting,
+                HealthState::Unhealthy,
+                "2 failed probes: refused".into()
+            )
+        );
+        // Staying unhealthy is no change; a success is.
+        assert_eq!(t.observe(&fail(), late), None);
+        let change = t.observe(&ok(), late).unwrap();
+        assert_eq!(change.1, HealthState::Healthy);
+        assert_eq!(change.2, "ping answered in 3 ms");
+        let h = t.health();
+        assert_eq!((h.latency_ms, h.error.as_deref()), (Some(3), None));
+        assert_eq!(h.checked_at.as_deref(), Some("1970-01-01T00:00:00.000Z"));
+    }
+
+    #[test]
+    fn once_healthy_the_start_period_no_longer_shields() {
+        let t0 = Instant::now();
+        let mut t = Tracker::new(&cfg(1, Duration::from_secs(60)), t0);
+        assert_eq!(t.observe(&ok(), t0).unwrap().1, HealthState::Healthy);
+        let change = t.observe(&fail(), t0 + Duration::from_secs(1)).unwrap();
+        assert_eq!(change.1, HealthState::Unhealthy);
+        assert_eq!(change.2, "1 failed probe: refused");
+    }
+
+    #[tokio::test]
+    async fn tcp_probe_and_stop() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut c = HealthConfig::new(ProbeKind::Tcp);
+        c.interval = Duration::from_millis(20);
+        let task = ProbeTask::spawn(c.clone(), port, move |r| tx.send(r).is_ok());
+        let r = rx.recv().await.unwrap();
+        assert_eq!(r.outcome, Ok("connected".into()));
+        task.stop().await;
+        drop(l);
+        // A closed port fails.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = ProbeTask::spawn(c, port, move |r| tx.send(r).is_ok());
+        let r = rx.recv().await.unwrap();
+        assert!(r.outcome.unwrap_err().contains("connect to 127.0.0.1"));
+        drop(task);
+        // Dropping the handle ends the task: the channel closes.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while rx.recv().await.is_some() {}
+            })
+            .await
+            .is_ok()
+        );
+    }
+}

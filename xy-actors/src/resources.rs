@@ -1,0 +1,347 @@
+//! Resource figures per server: CPU % and RSS summed over the whole process
+//! group. Sampled only when `list`/`status` asks (one process-table scan for
+//! all groups), CPU % as the delta since that server's previous sample.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use xy_core::protocol::ListEntry;
+
+/// One process group's totals at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct GroupUsage {
+    /// User + system CPU time of the group's live members.
+    pub(crate) cpu: Duration,
+    /// Resident memory of the group's live members.
+    pub(crate) rss_bytes: u64,
+    /// How long ago the group leader started, when known.
+    pub(crate) leader_age: Option<Duration>,
+}
+
+/// The totals of every group in `pgids` that has a live member.
+pub(crate) fn sample(pgids: &[i32]) -> HashMap<i32, GroupUsage> {
+    if pgids.is_empty() {
+        return HashMap::new();
+    }
+    os::sample(pgids)
+}
+
+/// The previous sample of each server, for CPU deltas.
+#[derive(Debug, Default)]
+pub(crate) struct Sampler {
+    prev: HashMap<String, (i32, Duration, Instant)>,
+}
+
+impl Sampler {
+    /// Fills `cpu_percent` and `rss_bytes` of the running entries from
+    /// `usage`; others get `null`. Forgets servers that are not running.
+    pub(crate) fn fill(
+        &mut self,
+        entries: &mut [ListEntry],
+        usage: &HashMap<i32, GroupUsage>,
+        now: Instant,
+    ) {
+        for e in entries.iter_mut() {
+            let group = e.pid.and_then(|p| i32::try_from(p).ok());
+            let Some((pgid, u)) = group.and_then(|g| usage.get(&g).map(|u| (g, u))) else {
+                e.cpu_percent = None;
+                e.rss_bytes = None;
+                self.prev.remove(&e.name);
+                continue;
+            };
+            // First sample of this child: average since it started.
+            let (cpu_before, wall) = match self.prev.get(&e.name) {
+                Some((g, cpu, at)) if *g == pgid => (*cpu, now.saturating_duration_since(*at)),
+                _ => (
+                    Duration::ZERO,
+                    u.leader_age
+                        .or_else(|| e.uptime_secs.map(Duration::from_secs))
+                        .unwrap_or_default(),
+                ),
+            };
+            e.rss_bytes = Some(u.rss_bytes);
+            e.cpu_percent = Some(percent(u.cpu.saturating_sub(cpu_before), wall));
+            self.prev.insert(e.name.clone(), (pgid, u.cpu, now));
+        }
+    }
+}
+
+/// `cpu / wall` in percent of one core, one decimal; 0 for no wall time.
+pub(crate) fn percent(cpu: Duration, wall: Duration) -> f64 {
+    if wall.is_zero() {
+        return 0.0;
+    }
+    let p = cpu.as_secs_f64() / wall.as_secs_f64() * 100.0;
+    (p * 10.0).round() / 10.0
+}
+
+/// The fields of one `/proc/<pid>/stat` line that the figures use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    pub(crate) state: char,
+    pub(crate) pgrp: i32,
+    /// utime + stime, in clock ticks.
+    pub(crate) cpu_ticks: u64,
+    /// Start time, in clock ticks after boot.
+    pub(crate) start_ticks: u64,
+    /// Resident set, in pages.
+    pub(crate) rss_pages: u64,
+}
+
+/// Parses `/proc/<pid>/stat` after the last `)` (`comm` may hold anything).
+// Used on Linux; tested everywhere.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // f[0] is field 3 (state): field n is f[n - 3].
+    let num = |n: usize| f.get(n - 3).and_then(|s| s.parse::<u64>().ok());
+    Some(ProcStat {
+        state: f.first()?.chars().next()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        cpu_ticks: num(14)? + num(15)?,
+        start_ticks: num(22)?,
+        rss_pages: num(24)?,
+    })
+}
+
+/// One row of `ps -A -o pgid=,rss=,time=` (macOS): group, KiB, CPU time.
+// Used on macOS; tested everywhere.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(crate) fn parse_ps_row(line: &str) -> Option<(i32, u64, Duration)> {
+    let mut f = line.split_whitespace();
+    let pgid = f.next()?.parse().ok()?;
+    let rss_kib: u64 = f.next()?.parse().ok()?;
+    let time = parse_cpu_time(f.next()?)?;
+    Some((pgid, rss_kib * 1024, time))
+}
+
+/// `ps` CPU time: `[[dd-]hh:]mm:ss[.cc]`.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(crate) fn parse_cpu_time(s: &str) -> Option<Duration> {
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, r),
+        None => (0, s),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let (h, m, sec) = match parts.as_slice() {
+        [m, s] => (0, m.parse::<u64>().ok()?, *s),
+        [h, m, s] => (h.parse::<u64>().ok()?, m.parse::<u64>().ok()?, *s),
+        _ => return None,
+    };
+    let sec: f64 = sec.parse().ok()?;
+    if !sec.is_finite() || sec < 0.0 {
+        return None;
+    }
+    Some(Duration::from_secs((days * 24 + h) * 3600 + m * 60) + Duration::from_secs_f64(sec))
+}
+
+#[cfg(target_os = "linux")]
+mod os {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use super::{GroupUsage, parse_stat};
+
+    /// (clock ticks per second, page size).
+    fn units() -> (u64, u64) {
+        static UNITS: OnceLock<(u64, u64)> = OnceLock::new();
+        *UNITS.get_or_init(|| {
+            (
+                sysconf(libc::_SC_CLK_TCK, 100),
+                sysconf(libc::_SC_PAGESIZE, 4096),
+            )
+        })
+    }
+
+    #[allow(unsafe_code)]
+    fn sysconf(name: libc::c_int, fallback: u64) -> u64 {
+        // SAFETY: sysconf only reads a system constant; any name is valid
+        // input (an unknown one returns -1, handled below).
+        let v = unsafe { libc::sysconf(name) };
+        u64::try_from(v).ok().filter(|v| *v > 0).unwrap_or(fallback)
+    }
+
+    fn uptime() -> Option<Duration> {
+        let text = std::fs::read_to_string("/proc/uptime").ok()?;
+        let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
+        Some(Duration::from_secs_f64(secs))
+    }
+
+    pub(super) fn sample(pgids: &[i32]) -> HashMap<i32, GroupUsage> {
+        let (hz, page) = units();
+        let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(1_000_000_000) / hz);
+        let up = uptime();
+        let mut out: HashMap<i32, GroupUsage> = HashMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return out;
+        };
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let Some(st) = parse_stat(&text) else {
+                continue;
+            };
+            if !pgids.contains(&st.pgrp) || st.state == 'Z' || st.state == 'X' {
+                continue;
+            }
+            let u = out.entry(st.pgrp).or_default();
+            u.cpu += ticks(st.cpu_ticks);
+            u.rss_bytes += st.rss_pages * page;
+            if pid == st.pgrp {
+                u.leader_age = up.map(|up| up.saturating_sub(ticks(st.start_ticks)));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod os {
+    use std::collections::HashMap;
+
+    use super::{GroupUsage, parse_ps_row};
+
+    pub(super) fn sample(pgids: &[i32]) -> HashMap<i32, GroupUsage> {
+        let mut out: HashMap<i32, GroupUsage> = HashMap::new();
+        let Ok(o) = std::process::Command::new("ps")
+            .args(["-A", "-o", "pgid=,rss=,time="])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+        else {
+            return out;
+        };
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            if let Some((pgid, rss, cpu)) = parse_ps_row(line)
+                && pgids.contains(&pgid)
+            {
+                let u = out.entry(pgid).or_default();
+                u.cpu += cpu;
+                u.rss_bytes += rss;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xy_core::protocol::{Health, ServerState};
+
+    fn entry(name: &str, pid: Option<u32>) -> ListEntry {
+        ListEntry {
+            name: name.into(),
+            state: ServerState::Running,
+            pid,
+            port: 1,
+            uptime_secs: Some(10),
+            restart_count: 0,
+            last_exit: None,
+            health: Health::default(),
+            cpu_percent: None,
+            rss_bytes: None,
+        }
+    }
+
+    #[test]
+    fn stat_fields() {
+        let line = "4242 (node (v20) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 987654 12345678 3000 18446744073709551615";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.pgrp, 4242);
+        assert_eq!(s.cpu_ticks, 300);
+        assert_eq!(s.start_ticks, 987654);
+        assert_eq!(s.rss_pages, 3000);
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn ps_rows_and_cpu_times() {
+        assert_eq!(
+            parse_ps_row("  4242  13104   0:01.50"),
+            Some((4242, 13104 * 1024, Duration::from_millis(1500)))
+        );
+        assert_eq!(parse_cpu_time("1:02:03"), Some(Duration::from_secs(3723)));
+        assert_eq!(
+            parse_cpu_time("2-01:00:00.25"),
+            Some(Duration::from_secs(49 * 3600) + Duration::from_millis(250))
+        );
+        assert_eq!(parse_cpu_time("x"), None);
+        assert_eq!(parse_ps_row("PGID RSS TIME"), None);
+    }
+
+    #[test]
+    fn percent_is_cpu_over_wall_rounded() {
+        assert_eq!(
+            percent(Duration::from_millis(50), Duration::from_secs(1)),
+            5.0
+        );
+        assert_eq!(
+            percent(Duration::from_millis(1), Duration::from_secs(3)),
+            0.0
+        );
+        assert_eq!(
+            percent(Duration::from_secs(2), Duration::from_secs(1)),
+            200.0
+        );
+        assert_eq!(percent(Duration::from_secs(1), Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn deltas_per_server_and_nulls_when_not_running() {
+        let mut s = Sampler::default();
+        let t0 = Instant::now();
+        let mut usage = HashMap::new();
+        usage.insert(
+            100,
+            GroupUsage {
+                cpu: Duration::from_secs(1),
+                rss_bytes: 64 << 20,
+                leader_age: Some(Duration::from_secs(10)),
+            },
+        );
+        let mut es = vec![entry("a", Some(100)), entry("b", None)];
+        s.fill(&mut es, &usage, t0);
+        // First sample: since the leader started (1 s of CPU in 10 s).
+        assert_eq!(es[0].cpu_percent, Some(10.0));
+        assert_eq!(es[0].rss_bytes, Some(64 << 20));
+        assert_eq!((es[1].cpu_percent, es[1].rss_bytes), (None, None));
+        // Second: the delta (0.5 s of CPU in 2 s).
+        usage.get_mut(&100).unwrap().cpu = Duration::from_millis(1500);
+        s.fill(&mut es, &usage, t0 + Duration::from_secs(2));
+        assert_eq!(es[0].cpu_percent, Some(25.0));
+        // A new group under the same name starts over.
+        let mut usage2 = HashMap::new();
+        usage2.insert(
+            200,
+            GroupUsage {
+                cpu: Duration::from_millis(100),
+                rss_bytes: 1,
+                leader_age: Some(Duration::from_secs(1)),
+            },
+        );
+        es[0].pid = Some(200);
+        s.fill(&mut es, &usage2, t0 + Duration::from_secs(3));
+        assert_eq!(es[0].cpu_percent, Some(10.0));
+    }
+
+    #[test]
+    fn samples_this_process_group() {
+        let me = nix::unistd::getpgrp().as_raw();
+        let u = sample(&[me]);
+        let g = u.get(&me).expect("own group sampled");
+        assert!(g.rss_bytes > 1 << 20, "{g:?}");
+        assert!(sample(&[]).is_empty());
+    }
+}

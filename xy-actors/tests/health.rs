@@ -1,0 +1,324 @@
+//! SPEC §10 health probes against real children: the bundled MCP server is
+//! healthy over a reused session that is DELETEd on stop, a server that
+//! accepts and never answers turns unhealthy and is restarted through the
+//! restart policy, HTTP and TCP probes, and no probe without `health`.
+
+#[path = "engine/support.rs"]
+mod support;
+
+use std::time::Duration;
+
+use support::{TestEngine, server, wait_for};
+use xy_core::config::{HealthConfig, ProbeKind, ServerConfig};
+use xy_core::protocol::{HealthState, ServerState, StatusResult, TargetParams};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn mcp_server(name: &str, extra: &[&str], probe: ProbeKind) -> ServerConfig {
+    let port = free_port();
+    let port_s = port.to_string();
+    let mut args = vec!["--port", port_s.as_str()];
+    args.extend_from_slice(extra);
+    let mut s = server(name, "xy-test-mcp", &args);
+    s.port = port;
+    s.health = Some(HealthConfig {
+        interval: Duration::from_millis(100),
+        timeout: Duration::from_millis(500),
+        failures: 2,
+        start_period: Duration::from_secs(5),
+        ..HealthConfig::new(probe)
+    });
+    s
+}
+
+async fn wait_health(t: &TestEngine, name: &str, want: HealthState) -> StatusResult {
+    wait_for(
+        &format!("{name} to be {want}"),
+        Duration::from_secs(20),
+        || async {
+            let st = t.engine.status(name).await.unwrap();
+            (st.entry.health.state == want).then_some(st)
+        },
+    )
+    .await
+}
+
+fn log_text(t: &TestEngine, name: &str) -> String {
+    std::fs::read_to_string(t.log_dir().join(format!("{name}.log"))).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() {
+    let t = TestEngine::start(vec![mcp_server("mcp", &[], ProbeKind::Mcp("/mcp".into()))]).await;
+    let st = wait_health(&t, "mcp", HealthState::Healthy).await;
+    let h = &st.entry.health;
+    assert!(h.latency_ms.is_some() && h.checked_at.is_some(), "{h:?}");
+    assert_eq!(h.error, None);
+    let first = &st.health_history[0];
+    assert_eq!(
+        (first.from, first.to),
+        (HealthState::Starting, HealthState::Healthy)
+    );
+    assert!(
+        first.reason.contains("initialize and ping answered"),
+        "{first:?}"
+    );
+    let cfg = st.health_config.unwrap();
+    assert_eq!(
+        (cfg.probe.as_str(), cfg.path.as_deref()),
+        ("mcp", Some("/mcp"))
+    );
+    assert_eq!(
+        t.engine.list().await.unwrap()[0].health.state,
+        HealthState::Healthy
+    );
+
+    // Several probes share one session: one initialize, many pings.
+    t.wait_line("mcp", "POST /mcp ping 200").await;
+    wait_for("a third ping", Duration::from_secs(10), || async {
+        (log_text(&t, "mcp").matches("POST /mcp ping 200").count() >= 3).then_some(())
+    })
+    .await;
+
+    t.engine
+        .stop_servers(&TargetParams::one("mcp"))
+        .await
+        .unwrap();
+    let log = log_text(&t, "mcp");
+    assert_eq!(log.matches("POST /mcp initialize 200").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("POST /mcp notifications/initialized 202")
+            .count(),
+        1,
+        "{log}"
+    );
+    // The session ended before the server got SIGTERM.
+    let delete = log
+        .find("DELETE /mcp 200")
+        .expect("session deleted on stop");
+    let term = log.find("got SIGTERM").expect("SIGTERM logged");
+    assert!(delete < term, "{log}");
+    let st = t.engine.status("mcp").await.unwrap();
+    assert_eq!(st.entry.health.state, HealthState::Unknown);
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn a_hanging_server_turns_unhealthy_and_is_restarted() {
+    let mut s = mcp_server("hang", &["--hang"], ProbeKind::Mcp("/mcp".into()));
+    let h = s.health.as_mut().unwrap();
+    h.timeout = Duration::from_millis(200);
+    h.start_period = Duration::ZERO;
+    h.restart_on_failure = true;
+    let t = TestEngine::start(vec![s]).await;
+    let pid = t.wait_running("hang").await;
+    let st = wait_for("a health restart", Duration::from_secs(20), || async {
+        let st = t.engine.status("hang").await.unwrap();
+        (st.entry.restart_count >= 1 && st.entry.state == ServerState::Running).then_some(st)
+    })
+    .await;
+    assert_ne!(st.entry.pid, Some(pid));
+    let unhealthy = st
+        .health_history
+        .iter()
+        .find(|h| h.to == HealthState::Unhealthy)
+        .expect("an unhealthy verdict was recorded");
+    assert!(
+        unhealthy
+            .reason
+            .contains("2 failed probes: no answer within 200ms"),
+        "{unhealthy:?}"
+    );
+    let exit = st
+        .transitions
+        .iter()
+        .find(|t| t.from == ServerState::Running && t.to == ServerState::Restarting)
+        .expect("the restart went through the policy");
+    assert!(
+        exit.reason
+            .contains("stopped by xy: 2 failed health checks"),
+        "{exit:?}"
+    );
+    t.finish().await;
+}
+
+#[tokio::test]
+async fn http_and_tcp_probes() {
+    let mut ok = mcp_server("ok", &[], ProbeKind::Http("/health".into()));
+    let mut missing = mcp_server("missing", &[], ProbeKind::Http("/nope".into()));
+    missing.health.as_mut().unwrap().start_period = Duration::ZERO;
+    let tcp = mcp_server("tcp", &[], ProbeKind::Tcp);
+    let mut plain = mcp_server("plain", &[], ProbeKind::Tcp);
+    plain.health = None;
+    ok.health.as_mut().unwrap().restart_on_failure = true;
+    let t = TestEngine::start(vec![ok, missing, tcp, plain]).await;
+    wait_health(&t, "ok", HealthState::Healthy).await;
+    wait_health(&t, "tcp", HealthState::Healthy).await;
+    let st = wait_health(&t, "missing", HealthState::Unhealthy).await;
+    assert_eq!(
+        st.entry.health.error.as_deref(),
+        Some("GET /nope answered HTTP 404")
+    );
+    // Without restart-on-failure it keeps running.
+    assert_eq!(st.entry.restart_count, 0);
+    assert_eq!(st.entry.state, ServerState::Running);
+    let st = t.engine.status("plain").await.unwrap();
+    assert_eq!(st.entry.health.state, HealthState::Unknown);
+    assert!(st.health_config.is_none() && st.health_history.is_empty());
+    // No probe ever reached the server without `health`.
+    assert!(!log_text(&t, "plain").contains("GET "));
+    t.finish().await;
+}
+
+/// Where `npm install` puts the third-party server: `target/npm-cache/`.
+fn npm_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/npm-cache/everything")
+}
+
+/// Runs `cmd` with a deadline; `None` if it could not run, failed or took
+/// too long (then it is killed).
+fn run_bounded(cmd: &mut std::process::Command, within: Duration) -> Option<()> {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().ok()? {
+            return status.success().then_some(());
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The installed `server-everything` entry point, installing it once into
+/// `target/npm-cache` when npm is present and the registry answers in time.
+fn server_everything() -> Result<std::path::PathBuf, String> {
+    let dir = npm_dir();
+    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if entry.exists() {
+        return Ok(entry);
+    }
+    if run_bounded(
+        std::process::Command::new("npm").arg("--version"),
+        Duration::from_secs(10),
+    )
+    .is_none()
+    {
+        return Err("npm is not installed".into());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let installed = run_bounded(
+        std::process::Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--prefix",
+                &dir.display().to_string(),
+                "@modelcontextprotocol/server-everything",
+            ])
+            .env("npm_config_cache", dir.join("../cache")),
+        Duration::from_secs(45),
+    );
+    match (installed, entry.exists()) {
+        (Some(()), true) => Ok(entry),
+        _ => Err(
+            "`npm install @modelcontextprotocol/server-everything` failed or took over 45 s \
+                  (offline?)"
+                .into(),
+        ),
+    }
+}
+
+/// The MCP probe against a real third-party server: the reference
+/// `@modelcontextprotocol/server-everything` in its streamable HTTP mode.
+/// Skips (with a message, never a failure) without node/npm or the package.
+#[tokio::test]
+#[allow(clippy::print_stderr)] // the skip notice belongs in the test output
+async fn the_probe_speaks_mcp_with_server_everything() {
+    let has_node = run_bounded(
+        std::process::Command::new("node").arg("--version"),
+        Duration::from_secs(10),
+    )
+    .is_some();
+    let entry = match (
+        has_node,
+        tokio::task::spawn_blocking(server_everything)
+            .await
+            .unwrap(),
+    ) {
+        (true, Ok(entry)) => entry,
+        (false, _) => {
+            eprintln!("SKIPPED the_probe_speaks_mcp_with_server_everything: node is not installed");
+            return;
+        }
+        (true, Err(why)) => {
+            eprintln!("SKIPPED the_probe_speaks_mcp_with_server_everything: {why}");
+            return;
+        }
+    };
+    let port = free_port();
+    let mut s = server("everything", "xy-test-sleep", &[]);
+    s.command = "node".into();
+    s.args = vec![entry.display().to_string(), "streamableHttp".into()];
+    s.env.insert("PORT".into(), port.to_string());
+    s.env.insert(
+        "PATH".into(),
+        std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+    );
+    s.port = port;
+    s.stop.grace = Duration::from_secs(5);
+    s.health = Some(HealthConfig {
+        interval: Duration::from_millis(200),
+        timeout: Duration::from_secs(2),
+        failures: 3,
+        start_period: Duration::from_secs(30),
+        ..HealthConfig::new(ProbeKind::Mcp("/mcp".into()))
+    });
+    let t = TestEngine::start(vec![s]).await;
+    let st = wait_health(&t, "everything", HealthState::Healthy).await;
+    assert!(
+        st.health_history
+            .iter()
+            .any(|h| h.reason.contains("initialize and ping answered")),
+        "{:?}",
+        st.health_history
+    );
+    // A few more probes on the same session stay healthy.
+    let checked = st.entry.health.checked_at.clone();
+    let st = wait_for("a later probe", Duration::from_secs(10), || async {
+        let st = t.engine.status("everything").await.unwrap();
+        (st.entry.health.checked_at != checked).then_some(st)
+    })
+    .await;
+    assert_eq!(
+        st.entry.health.state,
+        HealthState::Healthy,
+        "{:?}",
+        st.entry.health
+    );
+    t.engine
+        .stop_servers(&TargetParams::one("everything"))
+        .await
+        .unwrap();
+    let log = log_text(&t, "everything");
+    assert!(
+        log.contains("Received session termination request"),
+        "the probe's session was ended with DELETE:\n{log}"
+    );
+    t.finish().await;
+}
