@@ -19,25 +19,9 @@ const LINES: u64 = 1_000_000;
 const BYTES: usize = 100;
 const RUNS: usize = 3;
 
-/// `target/<profile>/`, building `xy-testbins` there if needed.
+/// A test binary from `xy-testbins`, built for this profile if missing.
 fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf();
-    let path = dir.join(name);
-    if !path.exists() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "xy-testbins", "--bins"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        assert!(cmd.status().expect("cargo build").success());
-    }
-    path
+    xy_testbins::locate::testbin(name)
 }
 
 /// `wrote N lines in X ms` → X.

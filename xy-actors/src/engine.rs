@@ -162,6 +162,18 @@ pub struct SpawnFailure {
     pub port_holder: Option<crate::ports::PortHolder>,
 }
 
+impl SpawnFailure {
+    /// `name: path: error`, the path next to the error it caused; a port
+    /// holder's sentence stands alone (the command is not at fault).
+    fn describe(&self) -> String {
+        if self.port_holder.is_some() {
+            format!("{}: {}", self.name, self.error)
+        } else {
+            format!("{}: {}: {}", self.name, self.path, self.error)
+        }
+    }
+}
+
 /// Why an engine operation failed. Maps to a JSON-RPC error in one place.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
@@ -169,7 +181,7 @@ pub enum EngineError {
     #[error("no such server: {}", .0.join(", "))]
     ServerNotFound(Vec<String>),
     /// At least one spawn failed; the rest of the outcome is kept.
-    #[error("could not start {}", .failures.iter().map(|f| format!("{}: {} ({})", f.name, f.error, f.path)).collect::<Vec<_>>().join("; "))]
+    #[error("could not start {}", .failures.iter().map(SpawnFailure::describe).collect::<Vec<_>>().join("; "))]
     SpawnFailed {
         /// Every failed spawn.
         failures: Vec<SpawnFailure>,
@@ -233,9 +245,12 @@ struct Inner {
     root_task: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Serialises reload and shutdown, which each span many actor calls.
     ops: tokio::sync::Mutex<()>,
-    /// Previous CPU samples per server. Not actor state: only `list` and
-    /// `status` touch it, briefly and never across an `.await`.
+    /// The latest resource scan per group. Not actor state: only `list`
+    /// and `status` touch it, briefly and never across an `.await`.
     sampler: std::sync::Mutex<crate::resources::Sampler>,
+    /// Held across a scan, so concurrent callers with stale figures wait
+    /// for one scan instead of each running their own.
+    scanning: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -368,6 +383,7 @@ impl Engine {
                 root_task: std::sync::Mutex::new(Some(task)),
                 ops: tokio::sync::Mutex::new(()),
                 sampler: std::sync::Mutex::default(),
+                scanning: tokio::sync::Mutex::const_new(()),
             }),
         })
     }
@@ -417,26 +433,61 @@ impl Engine {
         Ok(all.into_iter().map(|(_, v)| v).collect())
     }
 
-    /// Fills CPU % and RSS of the running entries: one process-table scan
-    /// for all of them, off the async threads.
+    /// Fills CPU % and RSS of the running entries. Figures younger than
+    /// [`crate::resources::MAX_AGE`] are reused; otherwise one process-table
+    /// scan for all of them runs off the async threads (never in an actor).
     async fn add_resources(&self, entries: &mut [ListEntry]) {
         let pgids: Vec<i32> = entries
             .iter()
             .filter_map(|e| e.pid.and_then(|p| i32::try_from(p).ok()))
             .collect();
-        let usage = tokio::task::spawn_blocking(move || crate::resources::sample(&pgids))
+        if self.fill_if_fresh(entries, &pgids) {
+            return;
+        }
+        let _scan = self.inner.scanning.lock().await;
+        // Another caller may have scanned while this one waited.
+        if self.fill_if_fresh(entries, &pgids) {
+            return;
+        }
+        let uptimes: std::collections::HashMap<i32, std::time::Duration> = entries
+            .iter()
+            .filter_map(|e| {
+                let pgid = i32::try_from(e.pid?).ok()?;
+                Some((pgid, std::time::Duration::from_secs(e.uptime_secs?)))
+            })
+            .collect();
+        let scan = pgids.clone();
+        let usage = tokio::task::spawn_blocking(move || crate::resources::sample(&scan))
             .await
             .unwrap_or_default();
+        let mut sampler = self.sampler();
+        sampler.record(&pgids, &usage, std::time::Instant::now(), |g| {
+            uptimes.get(&g).copied()
+        });
+        sampler.fill(entries);
+    }
+
+    fn fill_if_fresh(&self, entries: &mut [ListEntry], pgids: &[i32]) -> bool {
+        let sampler = self.sampler();
+        let fresh = sampler.is_fresh(pgids, std::time::Instant::now());
+        if fresh {
+            sampler.fill(entries);
+        }
+        fresh
+    }
+
+    fn sampler(&self) -> std::sync::MutexGuard<'_, crate::resources::Sampler> {
         self.inner
             .sampler
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .fill(entries, &usage, std::time::Instant::now());
     }
 
     /// Every configured server, sorted by name. One message to the root,
     /// which reads the snapshots the ServerActors publish (see
-    /// `docs/architecture.md`, "list").
+    /// `docs/architecture.md`, "list"). CPU/RSS figures are at most 1 s old;
+    /// CPU % is averaged since the group's previous sample (since the child
+    /// started, for the first).
     pub async fn list(&self) -> Result<Vec<ListEntry>, EngineError> {
         let mut entries = ask(&self.inner.root, "list", QUERY_TIMEOUT, RootMsg::List).await?;
         self.add_resources(&mut entries).await;

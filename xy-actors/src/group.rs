@@ -44,42 +44,55 @@ pub(crate) fn signal_group(pgid: i32, sig: Signal) -> io::Result<()> {
 /// Whether any live (non-zombie) process has process group `pgid`. On Linux
 /// it also reaps zombies of that group that were reparented to us — by pid,
 /// never `waitpid(-1)`, and never `skip` (the leader tokio waits for).
+///
+/// `killpg(pgid, 0)` answers first: ESRCH means no member at all, the usual
+/// case once the leader is reaped, and costs one syscall. Only when members
+/// remain is `/proc` scanned, to tell zombies from live ones.
 pub(crate) fn group_alive(pgid: i32, skip: Option<i32>) -> bool {
+    if !killpg_probe(pgid) {
+        return false;
+    }
     #[cfg(target_os = "linux")]
     {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return killpg_probe(pgid);
-        };
-        let mut alive = false;
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Some(stat) = linux::stat(pid) else {
-                continue;
-            };
-            if stat.pgrp != pgid {
-                continue;
-            }
-            if stat.state == 'Z' || stat.state == 'X' {
-                if Some(pid) != skip {
-                    reap(pid);
-                }
-            } else {
-                alive = true;
-            }
-        }
-        alive
+        scan_group(pgid, skip)
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = skip;
-        killpg_probe(pgid)
+        true
     }
+}
+
+/// The `/proc` scan behind [`group_alive`] (a few ms on a busy host).
+#[cfg(target_os = "linux")]
+fn scan_group(pgid: i32, skip: Option<i32>) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let mut alive = false;
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Some(stat) = linux::stat(pid) else {
+            continue;
+        };
+        if stat.pgrp != pgid {
+            continue;
+        }
+        if stat.state == 'Z' || stat.state == 'X' {
+            if Some(pid) != skip {
+                reap(pid);
+            }
+        } else {
+            alive = true;
+        }
+    }
+    alive
 }
 
 fn killpg_probe(pgid: i32) -> bool {
@@ -128,9 +141,22 @@ pub(crate) fn pid_alive(pid: i32) -> bool {
 
 /// Polls until group `pgid` has no live member. Starts fast (a group
 /// usually vanishes within milliseconds of SIGKILL) and settles at 50 ms.
+///
+/// The probe runs inline only while it is one syscall; a `/proc` scan goes
+/// to the blocking pool, so it never holds up an async worker (the actor
+/// that must arm the backoff timer may be queued right behind this task).
 pub(crate) async fn wait_group_gone(pgid: i32, skip: Option<i32>) {
     let mut delay = Duration::from_millis(2);
-    while group_alive(pgid, skip) {
+    loop {
+        if !killpg_probe(pgid) {
+            return;
+        }
+        let alive = tokio::task::spawn_blocking(move || group_alive(pgid, skip))
+            .await
+            .unwrap_or(true);
+        if !alive {
+            return;
+        }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(50));
     }
@@ -228,6 +254,29 @@ mod tests {
         assert_eq!(s.state, 'S');
         assert_eq!(s.pgrp, 4242);
         assert_eq!(s.start_time, 987654);
+    }
+
+    /// The leader is reaped but a member lives on: the probe sees members,
+    /// the scan finds the live one; once it is killed the group is gone.
+    #[test]
+    fn group_outlives_its_reaped_leader() {
+        use std::os::unix::process::CommandExt;
+        let sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 >/dev/null & echo $!"])
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pgid = i32::try_from(sh.id()).unwrap();
+        let out = sh.wait_with_output().unwrap();
+        let member: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert!(super::group_alive(pgid, None), "sleep {member} still runs");
+        super::signal_group(pgid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        assert!(super::wait_group_gone_blocking(
+            pgid,
+            std::time::Duration::from_secs(10)
+        ));
+        assert!(!super::pid_alive(member));
     }
 
     #[test]

@@ -1,11 +1,22 @@
 //! Resource figures per server: CPU % and RSS summed over the whole process
-//! group. Sampled only when `list`/`status` asks (one process-table scan for
-//! all groups), CPU % as the delta since that server's previous sample.
+//! group. Sampled only while `list`/`status` ask (no background polling): a
+//! scan (one process-table pass for all groups) is reused for up to
+//! [`MAX_AGE`], so figures are at most 1 s old; CPU % is averaged over the
+//! interval between a group's two latest scans (since it started, for its
+//! first).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use xy_core::protocol::ListEntry;
+
+/// How long one scan's figures answer `list`/`status`: a tight `list` loop
+/// costs one scan per second instead of one per call.
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(1);
+
+/// A group scanned longer ago than this (it stopped, or nobody asked) is
+/// forgotten, so the cache stays as small as the set of running servers.
+const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// One process group's totals at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,42 +37,90 @@ pub(crate) fn sample(pgids: &[i32]) -> HashMap<i32, GroupUsage> {
     os::sample(pgids)
 }
 
-/// The previous sample of each server, for CPU deltas.
+/// The latest scan of one group.
+#[derive(Debug, Clone, Copy)]
+struct Scanned {
+    at: Instant,
+    /// Cumulative CPU time then, for the next delta.
+    cpu: Duration,
+    /// `(cpu_percent, rss_bytes)`; `None` when no live member was found.
+    figures: Option<(f64, u64)>,
+}
+
+/// The latest scan of each group, keyed by pgid (a new child of the same
+/// server is a new group and starts over).
 #[derive(Debug, Default)]
 pub(crate) struct Sampler {
-    prev: HashMap<String, (i32, Duration, Instant)>,
+    groups: HashMap<i32, Scanned>,
 }
 
 impl Sampler {
-    /// Fills `cpu_percent` and `rss_bytes` of the running entries from
-    /// `usage`; others get `null`. Forgets servers that are not running.
-    pub(crate) fn fill(
+    /// Whether every group of `pgids` was scanned less than [`MAX_AGE`]
+    /// before `now` (a group never scanned is not fresh).
+    pub(crate) fn is_fresh(&self, pgids: &[i32], now: Instant) -> bool {
+        pgids.iter().all(|g| {
+            self.groups
+                .get(g)
+                .is_some_and(|s| now.saturating_duration_since(s.at) < MAX_AGE)
+        })
+    }
+
+    /// Records a scan of `pgids` taken at `now`. `started` gives a group's
+    /// run time when the scan could not tell (for a first CPU average).
+    pub(crate) fn record(
         &mut self,
-        entries: &mut [ListEntry],
+        pgids: &[i32],
         usage: &HashMap<i32, GroupUsage>,
         now: Instant,
+        started: impl Fn(i32) -> Option<Duration>,
     ) {
-        for e in entries.iter_mut() {
-            let group = e.pid.and_then(|p| i32::try_from(p).ok());
-            let Some((pgid, u)) = group.and_then(|g| usage.get(&g).map(|u| (g, u))) else {
-                e.cpu_percent = None;
-                e.rss_bytes = None;
-                self.prev.remove(&e.name);
+        self.groups
+            .retain(|_, s| now.saturating_duration_since(s.at) < FORGET_AFTER);
+        for &pgid in pgids {
+            let Some(u) = usage.get(&pgid) else {
+                self.groups.insert(
+                    pgid,
+                    Scanned {
+                        at: now,
+                        cpu: Duration::ZERO,
+                        figures: None,
+                    },
+                );
                 continue;
             };
-            // First sample of this child: average since it started.
-            let (cpu_before, wall) = match self.prev.get(&e.name) {
-                Some((g, cpu, at)) if *g == pgid => (*cpu, now.saturating_duration_since(*at)),
+            let (cpu_before, wall) = match self.groups.get(&pgid) {
+                Some(prev) if prev.figures.is_some() => {
+                    (prev.cpu, now.saturating_duration_since(prev.at))
+                }
+                // First sample of this child: average since it started.
                 _ => (
                     Duration::ZERO,
-                    u.leader_age
-                        .or_else(|| e.uptime_secs.map(Duration::from_secs))
-                        .unwrap_or_default(),
+                    u.leader_age.or_else(|| started(pgid)).unwrap_or_default(),
                 ),
             };
-            e.rss_bytes = Some(u.rss_bytes);
-            e.cpu_percent = Some(percent(u.cpu.saturating_sub(cpu_before), wall));
-            self.prev.insert(e.name.clone(), (pgid, u.cpu, now));
+            let cpu_percent = percent(u.cpu.saturating_sub(cpu_before), wall);
+            self.groups.insert(
+                pgid,
+                Scanned {
+                    at: now,
+                    cpu: u.cpu,
+                    figures: Some((cpu_percent, u.rss_bytes)),
+                },
+            );
+        }
+    }
+
+    /// Fills `cpu_percent` and `rss_bytes` of the running entries from the
+    /// latest scans; others (and groups with no live member) get `null`.
+    pub(crate) fn fill(&self, entries: &mut [ListEntry]) {
+        for e in entries.iter_mut() {
+            let figures = e
+                .pid
+                .and_then(|p| i32::try_from(p).ok())
+                .and_then(|g| self.groups.get(&g))
+                .and_then(|s| s.figures);
+            e.cpu_percent = figures.map(|(c, _)| c);
+            e.rss_bytes = figures.map(|(_, r)| r);
         }
     }
 }
@@ -298,42 +357,76 @@ mod tests {
         assert_eq!(percent(Duration::from_secs(1), Duration::ZERO), 0.0);
     }
 
+    fn usage(pgid: i32, cpu_ms: u64, age_s: u64) -> HashMap<i32, GroupUsage> {
+        HashMap::from([(
+            pgid,
+            GroupUsage {
+                cpu: Duration::from_millis(cpu_ms),
+                rss_bytes: 64 << 20,
+                leader_age: Some(Duration::from_secs(age_s)),
+            },
+        )])
+    }
+
     #[test]
-    fn deltas_per_server_and_nulls_when_not_running() {
+    fn deltas_per_group_and_nulls_when_not_running() {
         let mut s = Sampler::default();
         let t0 = Instant::now();
-        let mut usage = HashMap::new();
-        usage.insert(
-            100,
-            GroupUsage {
-                cpu: Duration::from_secs(1),
-                rss_bytes: 64 << 20,
-                leader_age: Some(Duration::from_secs(10)),
-            },
-        );
+        let none = |_| None;
         let mut es = vec![entry("a", Some(100)), entry("b", None)];
-        s.fill(&mut es, &usage, t0);
+        s.record(&[100], &usage(100, 1000, 10), t0, none);
+        s.fill(&mut es);
         // First sample: since the leader started (1 s of CPU in 10 s).
         assert_eq!(es[0].cpu_percent, Some(10.0));
         assert_eq!(es[0].rss_bytes, Some(64 << 20));
         assert_eq!((es[1].cpu_percent, es[1].rss_bytes), (None, None));
-        // Second: the delta (0.5 s of CPU in 2 s).
-        usage.get_mut(&100).unwrap().cpu = Duration::from_millis(1500);
-        s.fill(&mut es, &usage, t0 + Duration::from_secs(2));
+        // Second: the delta between the two scans (0.5 s of CPU in 2 s).
+        s.record(
+            &[100],
+            &usage(100, 1500, 12),
+            t0 + Duration::from_secs(2),
+            none,
+        );
+        s.fill(&mut es);
         assert_eq!(es[0].cpu_percent, Some(25.0));
         // A new group under the same name starts over.
-        let mut usage2 = HashMap::new();
-        usage2.insert(
-            200,
-            GroupUsage {
-                cpu: Duration::from_millis(100),
-                rss_bytes: 1,
-                leader_age: Some(Duration::from_secs(1)),
-            },
-        );
         es[0].pid = Some(200);
-        s.fill(&mut es, &usage2, t0 + Duration::from_secs(3));
+        s.fill(&mut es);
+        assert_eq!(es[0].cpu_percent, None, "not scanned yet");
+        s.record(
+            &[200],
+            &usage(200, 100, 1),
+            t0 + Duration::from_secs(3),
+            none,
+        );
+        s.fill(&mut es);
         assert_eq!(es[0].cpu_percent, Some(10.0));
+        // A group with no live member reads as null.
+        s.record(&[200], &HashMap::new(), t0 + Duration::from_secs(4), none);
+        s.fill(&mut es);
+        assert_eq!((es[0].cpu_percent, es[0].rss_bytes), (None, None));
+    }
+
+    #[test]
+    fn a_scan_answers_for_one_second() {
+        let mut s = Sampler::default();
+        let t0 = Instant::now();
+        assert!(!s.is_fresh(&[100], t0), "never scanned");
+        assert!(s.is_fresh(&[], t0), "nothing to scan");
+        s.record(&[100], &usage(100, 1000, 10), t0, |_| None);
+        assert!(s.is_fresh(&[100], t0 + Duration::from_millis(999)));
+        assert!(!s.is_fresh(&[100], t0 + MAX_AGE));
+        assert!(!s.is_fresh(&[100, 101], t0), "a new group needs a scan");
+        // Without a leader age the entry's uptime gives the first average.
+        let mut u = usage(101, 500, 0);
+        u.get_mut(&101).unwrap().leader_age = None;
+        s.record(&[101], &u, t0, |_| Some(Duration::from_secs(5)));
+        let mut es = vec![entry("x", Some(101))];
+        s.fill(&mut es);
+        assert_eq!(es[0].cpu_percent, Some(10.0));
+        // Long-unasked groups are forgotten.
+        s.record(&[], &HashMap::new(), t0 + FORGET_AFTER, |_| None);
+        assert!(s.groups.is_empty());
     }
 
     #[test]

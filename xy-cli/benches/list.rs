@@ -14,24 +14,10 @@ const RUNS: usize = 200;
 fn main() {
     let xyctl = PathBuf::from(env!("CARGO_BIN_EXE_xyctl"));
     let dir = xyctl.parent().unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let ok = Command::new(cargo)
-        .args([
-            "build",
-            "-q",
-            "--release",
-            "-p",
-            "xy-daemon",
-            "-p",
-            "xy-testbins",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok && dir.join("xyd").is_file(),
-        "release xyd missing in {}",
-        dir.display()
-    );
+    // A current release xyd next to this xyctl, and the children it runs.
+    let xyd = xy_testbins::locate::xyd();
+    xy_testbins::locate::testbin("xy-test-sleep");
+    assert_eq!(xyd.parent(), Some(dir.as_path()), "xyd beside xyctl");
 
     println!("xyctl list, whole process, {RUNS} runs each (ms)");
     report("true (floor)", &time(RUNS, || Command::new("true")));

@@ -6,7 +6,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -14,29 +13,11 @@ use serde_json::Value;
 
 const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
 
-/// `target/debug` (or whichever profile built this test).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// Builds `xyd` and the test children once per test run.
-fn bins() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = target_dir();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "xy-daemon", "-p", "xy-testbins"])
-            .status();
-        let built = status.is_ok_and(|s| s.success());
-        assert!(
-            dir.join("xyd").is_file() && dir.join("xy-test-sleep").is_file(),
-            "xyd / xy-test-sleep missing in {} (build ok: {built})",
-            dir.display()
-        );
-        dir
-    })
+/// Makes sure a current `xyd` sits next to `xyctl` (detect-or-spawn finds
+/// it there) and returns the test child `xy-test-sleep`.
+fn sleeper() -> PathBuf {
+    xy_testbins::locate::xyd();
+    xy_testbins::locate::testbin("xy-test-sleep")
 }
 
 #[track_caller]
@@ -58,7 +39,7 @@ struct World {
 impl World {
     fn new() -> World {
         static N: AtomicU32 = AtomicU32::new(0);
-        bins();
+        sleeper();
         let root = tempfile::Builder::new().prefix("xyctl-").tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("config/xy/servers")).unwrap();
         std::fs::create_dir_all(root.path().join("state")).unwrap();
@@ -91,7 +72,7 @@ impl World {
     /// A sleeper server printing `tick N` every `interval_ms`.
     fn add_sleeper(&self, name: &str, interval_ms: u32) {
         let port = self.next_port.fetch_add(1, Ordering::SeqCst);
-        let cmd = bins().join("xy-test-sleep");
+        let cmd = sleeper();
         self.write_config(
             name,
             &format!(

@@ -11,23 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
 fn sleep_bin() -> PathBuf {
-    let p = target_dir().join("xy-test-sleep");
-    if !p.exists() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let ok = Command::new(cargo)
-            .args(["build", "--release", "-p", "xy-testbins", "--bins"])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "building xy-testbins failed");
-    }
-    p
+    xy_testbins::locate::testbin("xy-test-sleep")
 }
 
 struct Daemon {

@@ -235,6 +235,12 @@ async fn read_loop<R: AsyncRead + Unpin>(
                         continue;
                     }
                 };
+                if !dispatch::may_wait(&text) {
+                    if !answer(&conn, &methods, &ext, &text).await {
+                        break;
+                    }
+                    continue;
+                }
                 let Ok(slot) = Arc::clone(&in_flight).acquire_owned().await else {
                     break;
                 };
@@ -242,13 +248,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 let methods = methods.clone();
                 let ext = ext.clone();
                 tokio::spawn(async move {
-                    let cid = ConnectionId(conn.id);
-                    if let Some(reply) = dispatch::handle_line(&methods, cid, &ext, &text).await {
-                        let (json, written) = reply.split();
-                        if conn.send(json).await {
-                            written.notify();
-                        }
-                    }
+                    answer(&conn, &methods, &ext, &text).await;
                     drop(slot);
                 });
             }
@@ -257,6 +257,23 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 break;
             }
         }
+    }
+}
+
+/// Handles one request line and queues its reply; `false` once the client
+/// is gone.
+async fn answer(conn: &Conn, methods: &Methods, ext: &Extensions, text: &str) -> bool {
+    let cid = ConnectionId(conn.id);
+    match dispatch::handle_line(methods, cid, ext, text).await {
+        Some(reply) => {
+            let (json, written) = reply.split();
+            let sent = conn.send(json).await;
+            if sent {
+                written.notify();
+            }
+            sent
+        }
+        None => true,
     }
 }
 

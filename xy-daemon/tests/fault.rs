@@ -86,8 +86,8 @@ fn server_actor_panic_while_followers_stream_and_list_polls() {
         json!({})
     );
     let new_a = wait_some("a back with a new pid", DEADLINE, || {
-        // `list` may fail while the actor is replaced: that is measured by
-        // the poller, so here an error just means "not yet".
+        // An error here fails the poller's assertion below; here it just
+        // means "not yet".
         let v = d.client().call("list", None);
         let e = v["result"]
             .as_array()?
@@ -127,13 +127,14 @@ fn server_actor_panic_while_followers_stream_and_list_polls() {
     if let Some(reason) = a_end {
         assert!(reason.is_string(), "log_end carries a reason: {reason}");
     }
+    // `list` reads the snapshots the root holds; it never asks the actor
+    // being replaced, so it never fails meanwhile.
     assert!(
-        longest < Duration::from_secs(5),
-        "list failed for {longest:?} in a row"
+        errors.is_empty(),
+        "list failed {} times (longest stretch {longest:?}): {errors:?}",
+        errors.len()
     );
-    for e in &errors {
-        assert!(e["code"].is_i64() && e["message"].is_string(), "{e}");
-    }
+    assert!(calls > 0);
 }
 
 /// Ticks (`tick N` lines) of `name` in its log file.
@@ -234,11 +235,10 @@ fn log_dir_removed_degrades_to_memory_and_recovers() {
     assert_eq!(warnings, 1, "one warning for one fault: {}", d.stderr());
 }
 
-/// Engine bug (xy-actors `log_router/sink.rs`, `maintain_disk`): the removal
-/// check is `path.exists()`, so a log file replaced by anything else (here a
-/// directory) is never noticed and the lines go to the unlinked file.
+/// The sink compares the open file's (dev, inode) with the path's: a log
+/// file replaced by anything else (here a directory) is a fault, not a
+/// silent write to the unlinked file.
 #[test]
-#[ignore = "engine bug: sink checks path.exists(), not the open file's identity"]
 fn log_file_replaced_by_a_directory_is_noticed() {
     let d = TestDaemon::start(&[("a", sleep_config(port(1), 20))]);
     d.running_pid("a");
@@ -256,17 +256,13 @@ fn log_file_replaced_by_a_directory_is_noticed() {
 #[test]
 fn full_log_disk_degrades_to_memory_and_recovers() {
     let warnings = full_disk_episode();
-    eprintln!(
-        "[disk full] {warnings:?} warnings (one would be right; see full_log_disk_warns_once)"
-    );
+    eprintln!("[disk full] {warnings:?} warnings (see full_log_disk_warns_once)");
 }
 
-/// Engine bug (xy-actors `log_router/sink.rs`): while the disk stays full,
-/// the 1 s retry reopens the file (opening succeeds on a full disk), the
-/// next write fails again and warns again: one warning per second instead
-/// of one per fault.
+/// While the disk stays full the 1 s retry reopens the file (opening succeeds
+/// on a full disk) and the next write fails again: still one warning for the
+/// fault, since only a successful write ends it.
 #[test]
-#[ignore = "engine bug: a full disk warns once per retry (every second)"]
 fn full_log_disk_warns_once() {
     if let Some(warnings) = full_disk_episode() {
         assert_eq!(warnings, 1, "one warning for one fault");

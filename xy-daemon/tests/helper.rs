@@ -7,7 +7,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -44,38 +43,9 @@ pub(crate) fn wait_some<T>(what: &str, timeout: Duration, mut f: impl FnMut() ->
     }
 }
 
-/// `target/<profile>/`, where cargo puts `xyd` and the test children.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe path");
-    // target/<profile>/deps/tests-<hash>
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_path_buf()
-}
-
 /// Path of one `xy-testbins` binary, building the package once if missing.
 pub(crate) fn testbin(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    let path = target_dir().join(name);
-    if !path.exists() {
-        BUILT.get_or_init(|| {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-p", "xy-testbins", "--bins"]);
-            if !cfg!(debug_assertions) {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build -p xy-testbins");
-            assert!(status.success(), "cargo build -p xy-testbins failed");
-        });
-    }
-    assert!(
-        path.exists(),
-        "{} missing after building xy-testbins",
-        path.display()
-    );
-    path
+    xy_testbins::locate::testbin(name)
 }
 
 pub(crate) fn xyd() -> PathBuf {

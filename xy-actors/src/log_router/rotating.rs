@@ -48,6 +48,14 @@ impl RotatingWriter {
         &self.path
     }
 
+    /// (device, inode) of the open live file, to notice that its path now
+    /// names another file.
+    pub fn file_id(&self) -> io::Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.file.get_ref().metadata()?;
+        Ok((m.dev(), m.ino()))
+    }
+
     /// Bytes in the live file (including buffered ones).
     pub fn size(&self) -> u64 {
         self.size

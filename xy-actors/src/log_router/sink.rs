@@ -9,7 +9,8 @@
 //! across an `.await` — and the router reads it for `logs --tail`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -51,7 +52,7 @@ pub(crate) fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
 #[derive(Debug)]
 enum Disk {
     Ok(RotatingWriter),
-    /// Writing failed; ring-only until a reopen works.
+    /// Writing failed or the file is gone; ring-only until a reopen works.
     Broken,
 }
 
@@ -62,7 +63,17 @@ pub(crate) struct LogSink {
     path: PathBuf,
     rotate_bytes: u64,
     disk: Disk,
-    /// Last reopen attempt or removal check.
+    /// A fault was reported and no write has succeeded since. Reopening
+    /// proves nothing (it succeeds on a full disk), so only a successful
+    /// write clears it: one warning per fault, one "writable again" after.
+    degraded: bool,
+    /// Warnings issued, for the tests.
+    #[cfg(test)]
+    fault_warnings: usize,
+    /// "Writable again" messages issued, for the tests.
+    #[cfg(test)]
+    recoveries: usize,
+    /// Last reopen attempt or identity check.
     last_check: Instant,
     ring: Ring,
     follow: Follow,
@@ -87,11 +98,11 @@ impl LogSink {
     pub(crate) fn new(name: &str, settings: &SinkSettings) -> LogSink {
         let rotate_bytes = settings.rotate_bytes;
         let path = settings.log_dir.join(format!("{name}.log"));
-        let disk = match RotatingWriter::open(&path, rotate_bytes) {
-            Ok(w) => Disk::Ok(w),
+        let (disk, degraded) = match open_live(&path, rotate_bytes) {
+            Ok(w) => (Disk::Ok(w), false),
             Err(e) => {
                 tracing::warn!(server = %name, path = %path.display(), error = %e, "cannot open log file; keeping logs in memory only until it works");
-                Disk::Broken
+                (Disk::Broken, true)
             }
         };
         LogSink {
@@ -99,6 +110,11 @@ impl LogSink {
             path,
             rotate_bytes,
             disk,
+            degraded,
+            #[cfg(test)]
+            fault_warnings: usize::from(degraded),
+            #[cfg(test)]
+            recoveries: 0,
             last_check: Instant::now(),
             ring: Ring::new(Arc::from(name), settings.ring_bytes),
             follow: Follow::Idle,
@@ -134,14 +150,29 @@ impl LogSink {
                 buf.extend_from_slice(line.as_bytes());
                 buf.push(b'\n');
             }
-            if let Err(e) = w.write_lines(buf).and_then(|()| w.flush()) {
-                tracing::warn!(server = %self.name, path = %self.path.display(), error = %e, "log file write failed; keeping logs in memory only until it works");
-                self.disk = Disk::Broken;
-                self.last_check = Instant::now();
-            }
+            let written = w.write_lines(buf).and_then(|()| w.flush());
             if buf.capacity() > DISK_BUF_KEEP && buf.len() < buf.capacity() / 4 {
                 // A flood is over: an idle server must not pin its buffer.
                 *buf = Vec::new();
+            }
+            match written {
+                Ok(()) if self.degraded => {
+                    self.degraded = false;
+                    #[cfg(test)]
+                    {
+                        self.recoveries += 1;
+                    }
+                    tracing::info!(server = %self.name, path = %self.path.display(), "log file writable again");
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    self.disk = Disk::Broken;
+                    self.last_check = Instant::now();
+                    self.fault(
+                        &e,
+                        "log file write failed; keeping logs in memory only until it works",
+                    );
+                }
             }
         }
         if let Follow::Live(tx) = &self.follow
@@ -164,36 +195,49 @@ impl LogSink {
         self.ring.push(stream, ts, lines);
     }
 
-    /// Reopens a broken disk, or notices a removed live file, at most once
-    /// per [`DISK_RETRY`].
+    /// Reopens a broken disk, or notices that the live file was removed or
+    /// replaced (by another file, a directory, …), at most once per
+    /// [`DISK_RETRY`].
     fn maintain_disk(&mut self) {
         if self.last_check.elapsed() < DISK_RETRY {
             return;
         }
         self.last_check = Instant::now();
         match &self.disk {
-            Disk::Ok(_) if self.path.exists() => {}
+            Disk::Ok(w) if same_file(w, &self.path) => {}
             Disk::Ok(_) => {
-                tracing::warn!(server = %self.name, path = %self.path.display(), "log file was removed; reopening");
-                self.reopen();
-                if matches!(self.disk, Disk::Broken) {
-                    tracing::warn!(server = %self.name, path = %self.path.display(), "cannot reopen log file; keeping logs in memory only until it works");
+                // Lines written now would go to an unlinked file (or fail).
+                self.disk = Disk::Broken;
+                match open_live(&self.path, self.rotate_bytes) {
+                    Ok(w) => {
+                        self.disk = Disk::Ok(w);
+                        tracing::warn!(server = %self.name, path = %self.path.display(), "log file was removed or replaced; reopened it");
+                    }
+                    Err(e) => self.fault(&e, "log file was removed or replaced and cannot reopen log file; keeping logs in memory only until it works"),
                 }
             }
-            Disk::Broken => {
-                self.reopen();
-                if matches!(self.disk, Disk::Ok(_)) {
-                    tracing::info!(server = %self.name, path = %self.path.display(), "log file writable again");
-                }
-            }
+            Disk::Broken => match open_live(&self.path, self.rotate_bytes) {
+                // Quietly: "writable again" waits for a write that works.
+                Ok(w) => self.disk = Disk::Ok(w),
+                Err(e) => self.fault(
+                    &e,
+                    "cannot reopen log file; keeping logs in memory only until it works",
+                ),
+            },
         }
     }
 
-    fn reopen(&mut self) {
-        self.disk = match RotatingWriter::open(&self.path, self.rotate_bytes) {
-            Ok(w) => Disk::Ok(w),
-            Err(_) => Disk::Broken,
-        };
+    /// Reports a disk fault unless this one was already reported.
+    fn fault(&mut self, error: &std::io::Error, what: &str) {
+        if self.degraded {
+            return;
+        }
+        self.degraded = true;
+        #[cfg(test)]
+        {
+            self.fault_warnings += 1;
+        }
+        tracing::warn!(server = %self.name, path = %self.path.display(), error = %error, "{what}");
     }
 
     /// The buffered tail and, when following, a live receiver. Both are taken
@@ -226,12 +270,34 @@ impl LogSink {
 
     #[cfg(test)]
     pub(crate) fn is_disk_ok(&self) -> bool {
-        matches!(self.disk, Disk::Ok(_))
+        matches!(self.disk, Disk::Ok(_)) && !self.degraded
     }
 
     #[cfg(test)]
     pub(crate) fn force_check(&mut self) {
         self.last_check = Instant::now() - DISK_RETRY;
+    }
+}
+
+/// Opens the live file. A directory fails to open by itself; a FIFO is
+/// refused up front (opening it for writing would block the pump). A device
+/// such as `/dev/null` behind a symlink is the user's choice and allowed.
+fn open_live(path: &Path, rotate_bytes: u64) -> std::io::Result<RotatingWriter> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_fifo() || m.file_type().is_socket() => Err(
+            std::io::Error::other("the log path is a FIFO or socket, not a file"),
+        ),
+        _ => RotatingWriter::open(path, rotate_bytes),
+    }
+}
+
+/// Whether `path` still names the file `w` writes to (same device and
+/// inode): a removed, renamed or replaced file is not.
+fn same_file(w: &RotatingWriter, path: &Path) -> bool {
+    match (w.file_id(), std::fs::metadata(path)) {
+        (Ok(open), Ok(now)) => open == (now.dev(), now.ino()),
+        _ => false,
     }
 }
 
@@ -300,6 +366,77 @@ mod tests {
         assert!(s.is_disk_ok());
         let text = std::fs::read_to_string(logs.join("a.log")).unwrap();
         assert!(text.contains("[out] three"));
+    }
+
+    /// Reopening succeeds on a full disk and the next write fails again:
+    /// still one warning for the whole fault, one recovery once a write
+    /// works. `/dev/full` stands in for the full disk.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn full_disk_warns_once_and_recovers_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        let file = dir.path().join("a.log");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &file).unwrap();
+        for i in 0..5 {
+            s.force_check();
+            s.push_batch(LogStream::Stdout, lines(&[&format!("full {i}")]));
+            assert!(!s.is_disk_ok());
+        }
+        assert_eq!(s.fault_warnings, 1, "one warning for one fault");
+        assert_eq!(s.recoveries, 0, "reopening is no recovery");
+        std::fs::remove_file(&file).unwrap();
+        s.force_check();
+        s.push_batch(LogStream::Stdout, lines(&["room again"]));
+        assert!(s.is_disk_ok());
+        assert_eq!((s.fault_warnings, s.recoveries), (1, 1));
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("[out] room again"), "{text}");
+        assert_eq!(s.subscribe(None, false).0.len(), 7, "ring keeps every line");
+    }
+
+    #[test]
+    fn live_file_replaced_by_a_directory_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        let file = dir.path().join("a.log");
+        std::fs::remove_file(&file).unwrap();
+        std::fs::create_dir(&file).unwrap();
+        for i in 0..3 {
+            s.force_check();
+            s.push_batch(LogStream::Stdout, lines(&[&format!("dir {i}")]));
+            assert!(!s.is_disk_ok());
+        }
+        assert_eq!(s.fault_warnings, 1);
+        std::fs::remove_dir(&file).unwrap();
+        s.force_check();
+        s.push_batch(LogStream::Stdout, lines(&["file again"]));
+        assert!(s.is_disk_ok());
+        assert_eq!(s.recoveries, 1);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("[out] file again"), "{text}");
+    }
+
+    #[test]
+    fn live_file_renamed_away_is_reopened_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        let file = dir.path().join("a.log");
+        std::fs::rename(&file, dir.path().join("a.log.old")).unwrap();
+        std::fs::write(&file, "").unwrap();
+        s.force_check();
+        s.push_batch(LogStream::Stdout, lines(&["two"]));
+        assert!(s.is_disk_ok());
+        assert_eq!(s.fault_warnings, 0, "not a fault: the file is writable");
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.contains("[out] two") && !text.contains("one"),
+            "{text}"
+        );
     }
 
     #[test]

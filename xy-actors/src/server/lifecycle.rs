@@ -263,7 +263,10 @@ pub(crate) fn next(
                     format!("{what}; restart in {}", humantime::format_duration(delay)),
                     &mut actions,
                 );
-                actions.push(Action::ScheduleBackoff(delay));
+                // The delay counts from the exit: arm it before anything
+                // else; the killing and reaping of the group run meanwhile
+                // (the spawn still waits for `GroupGone`).
+                actions.insert(0, Action::ScheduleBackoff(delay));
             }
         }
         // While stopping the leader's exit is expected; the group may linger.

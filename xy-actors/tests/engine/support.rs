@@ -5,40 +5,15 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use xy_actors::{Engine, EngineOptions};
 use xy_core::config::{ConfigSet, RestartConfig, RestartPolicy, ServerConfig, StopConfig};
 use xy_core::protocol::{ListEntry, ServerState};
 
-/// Directory holding the test binaries: `target/<profile>/`, the parent of
-/// this test executable's `deps/`. Cargo only builds bins of the package
-/// under test, so `xy-testbins` is built here once if its bins are missing.
+/// A test binary from `xy-testbins` (built once if missing).
 pub fn bin(name: &str) -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target dir")
-            .to_path_buf();
-        if !dir.join("xy-test-sleep").exists() || !dir.join("xy-test-flood").exists() {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut cmd = std::process::Command::new(cargo);
-            cmd.args(["build", "-p", "xy-testbins", "--bins"]);
-            if dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("running cargo build -p xy-testbins");
-            assert!(status.success(), "cargo build -p xy-testbins failed");
-        }
-        dir
-    });
-    let path = dir.join(name);
-    assert!(path.exists(), "{} missing", path.display());
-    path
+    xy_testbins::locate::testbin(name)
 }
 
 /// A server running testbin `bin_name` with fast test timings.

@@ -10,7 +10,7 @@ use jsonrpsee::{
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use xy_core::protocol::{ErrorCode, MAX_LINE_BYTES};
+use xy_core::protocol::{ErrorCode, MAX_LINE_BYTES, method};
 
 /// What to write back for one line.
 #[derive(Debug)]
@@ -73,6 +73,34 @@ pub(crate) fn invalid_utf8(e: &std::str::Utf8Error) -> Reply {
         None::<()>,
     );
     Reply::single(MethodResponse::error(Id::Null, err))
+}
+
+/// Whether `line` calls a method that waits on a process lifecycle (a spawn,
+/// a grace period, a whole reload). Such requests run beside the reader so
+/// later requests on the connection are not held up (a `status` while a
+/// `stop` waits out its grace period, SPEC §4); every other line is answered
+/// in order before the next is read.
+pub(crate) fn may_wait(line: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow, default)]
+        method: Option<Cow<'a, str>>,
+    }
+    let waits = |m: &Option<Cow<'_, str>>| {
+        matches!(
+            m.as_deref(),
+            Some(
+                method::START | method::STOP | method::RESTART | method::RELOAD | method::SHUTDOWN
+            )
+        )
+    };
+    let text = line.trim_start();
+    if text.starts_with('[') {
+        serde_json::from_str::<Vec<Peek<'_>>>(text)
+            .is_ok_and(|items| items.iter().any(|p| waits(&p.method)))
+    } else {
+        serde_json::from_str::<Peek<'_>>(text).is_ok_and(|p| waits(&p.method))
+    }
 }
 
 /// Handles one complete line (without its newline). `None`: nothing to send

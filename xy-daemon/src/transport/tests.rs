@@ -32,6 +32,12 @@ fn methods() -> Methods {
         Ok::<_, ErrorObjectOwned>("slept")
     })
     .unwrap();
+    // Named like the lifecycle method so the transport runs it beside the reader.
+    m.register_async_method("stop", |_, _, _| async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok::<_, ErrorObjectOwned>("stopped")
+    })
+    .unwrap();
     m.register_async_method("ordered", |_, _, ext| async move {
         let conn = ext.get::<Arc<Conn>>().cloned().unwrap();
         let (payload, written) = ResponsePayload::success("first").notify_on_completion();
@@ -346,4 +352,36 @@ async fn connections_beyond_the_cap_are_closed() {
         assert!(tokio::time::Instant::now() < deadline, "slot never freed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn quick_requests_are_answered_in_order() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    // One write: a slow call, garbage, then a quick call. Replies keep that
+    // order, as a socat user pasting lines expects.
+    c.send_raw(
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"slow\"}\n{oops\n\
+          {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"echo\",\"params\":[2]}\n",
+    )
+    .await;
+    assert_eq!(c.recv().await["id"], 1);
+    assert_eq!(code(&c.recv().await), -32700);
+    assert_eq!(c.recv().await["id"], 2);
+}
+
+#[tokio::test]
+async fn a_waiting_lifecycle_call_does_not_hold_up_later_requests() {
+    let h = start().await;
+    let mut c = Client::connect(&h).await;
+    c.send(r#"{"jsonrpc":"2.0","id":1,"method":"stop"}"#).await;
+    let v = c
+        .call(r#"{"jsonrpc":"2.0","id":2,"method":"echo","params":[2]}"#)
+        .await;
+    assert_eq!(v["id"], 2, "echo answered while stop still waits");
+    let v = c.recv().await;
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (json!(1), json!("stopped"))
+    );
 }

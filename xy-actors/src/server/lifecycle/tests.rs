@@ -78,9 +78,11 @@ fn every_row() {
             S::Running,
             exit(Some(1), None),
             S::Restarting,
+            // The backoff is armed first: it counts from the exit, while the
+            // rest of the group is killed and reaped.
             vec![
-                Action::KillGroup,
                 Action::ScheduleBackoff(Duration::from_millis(100)),
+                Action::KillGroup,
             ],
         ),
         (

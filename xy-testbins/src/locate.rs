@@ -1,0 +1,64 @@
+//! Where the tests and benches of the other crates find these programs (and
+//! `xyd`): next to the running test executable, in `target/<profile>/`.
+//! Cargo builds only the bins of the package under test, so a missing binary
+//! is built once per process with `cargo build -p …` for that profile.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// `target/<profile>/`: the parent of the running test's `deps/` directory.
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Runs `cargo build -p <package> --bins` for the running test's profile.
+/// One build at a time within a process: concurrent tests would otherwise
+/// each start cargo.
+pub fn build(package: &str) {
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-q", "-p", package, "--bins"]);
+    if target_dir().file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo build -p {package}: {e}"));
+    assert!(status.success(), "cargo build -p {package} failed");
+}
+
+/// The path of binary `name` from package `package`, building the package
+/// if the binary is missing.
+pub fn bin_of(package: &str, name: &str) -> PathBuf {
+    let path = target_dir().join(name);
+    if !path.is_file() {
+        build(package);
+    }
+    assert!(
+        path.is_file(),
+        "{} missing after building {package}",
+        path.display()
+    );
+    path
+}
+
+/// The path of one of this package's programs (`xy-test-sleep`, …).
+pub fn testbin(name: &str) -> PathBuf {
+    bin_of("xy-testbins", name)
+}
+
+/// The path of a current `xyd`, for tests outside `xy-daemon`: built once
+/// per process even when present, because a stale `xyd` left over from an
+/// earlier build would be tested against a newer client.
+pub fn xyd() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| build("xy-daemon"));
+    bin_of("xy-daemon", "xyd")
+}
