@@ -344,7 +344,8 @@ where
 }
 
 impl Engine {
-    /// Spawns the tree and asks every server to start (does not wait for them).
+    /// Spawns the tree and starts every server, returning once each first
+    /// spawn happened or failed (a failure leaves that server `failed`).
     pub async fn start(configs: ConfigSet, opts: EngineOptions) -> Result<Engine, EngineError> {
         let spawner = Arc::new(RealSpawner {
             run_dir: opts.run_dir.clone(),
@@ -377,7 +378,7 @@ impl Engine {
         let (root, task) = Actor::spawn(None, RootSupervisor, args)
             .await
             .map_err(|e| internal("starting the actor tree", e))?;
-        Ok(Engine {
+        let engine = Engine {
             inner: Arc::new(Inner {
                 root,
                 root_task: std::sync::Mutex::new(Some(task)),
@@ -385,7 +386,21 @@ impl Engine {
                 sampler: std::sync::Mutex::default(),
                 scanning: tokio::sync::Mutex::const_new(()),
             }),
-        })
+        };
+        // Auto-start, waiting for every first spawn: the first `list` after
+        // boot (often from the `xyctl list` that spawned the daemon) then shows
+        // the servers running rather than not yet started. A spawn failure is
+        // the server's state (`failed`), not the engine's.
+        match engine.start_servers(&TargetParams::all()).await {
+            Ok(_) => {}
+            Err(EngineError::SpawnFailed { failures, .. }) => {
+                for f in failures {
+                    tracing::warn!(server = %f.name, path = %f.path, error = %f.error, "could not start at boot");
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(engine)
     }
 
     async fn refs(&self) -> Result<Refs, EngineError> {

@@ -134,8 +134,10 @@ impl Actor for RootSupervisor {
             sink_settings: args.sinks,
             spawner: args.spawner,
         };
+        // Not auto-started here: `Engine::start` starts them all and waits
+        // for every first spawn, so the daemon serves only once they ran.
         for cfg in args.configs.servers.into_values() {
-            state.add_server(&myself, cfg, true).await?;
+            state.add_server(&myself, cfg, false).await?;
         }
         Ok(state)
     }
