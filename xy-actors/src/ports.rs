@@ -45,7 +45,7 @@ const MAX_COMMAND: usize = 160;
 /// confused user) binding the port from the daemon's own process counts as
 /// foreign. Port 0 is never checked.
 pub(crate) fn foreign_holder(port: u16, own_pgid: Option<i32>) -> Option<PortHolder> {
-    if port == 0 {
+    if port == 0 || port_is_free(port) {
         return None;
     }
     let holders = holders(port);
@@ -54,6 +54,19 @@ pub(crate) fn foreign_holder(port: u16, own_pgid: Option<i32>) -> Option<PortHol
         Some(pid) => !owned(pid, me, own_pgid),
         None => true,
     })
+}
+
+/// Whether nothing listens on `port`, found by binding it for a moment on
+/// the IPv4 and IPv6 wildcards. Microseconds, where reading `/proc/net/tcp*`
+/// costs milliseconds on a busy machine: this keeps the check off the
+/// restart path when the port is free, the usual case. Any failure (in use,
+/// no IPv6) means "look closer".
+fn port_is_free(port: u16) -> bool {
+    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
+    // Separate statements: the IPv4 probe must be closed before the
+    // (dual-stack) IPv6 one binds, or they would collide with each other.
+    let v4 = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok();
+    v4 && TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).is_ok()
 }
 
 /// Whether `pid` is in `own_pgid` or a strict descendant of `me`.
@@ -385,6 +398,19 @@ mod os {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_free_port_is_seen_free_and_a_held_one_is_not() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(!super::port_is_free(port), "held on loopback");
+        drop(l);
+        assert!(super::port_is_free(port), "free again");
+        assert!(
+            super::port_is_free(port),
+            "the probe itself left nothing bound"
+        );
+    }
+
     use super::*;
 
     const TCP: &str = "\
