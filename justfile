@@ -12,8 +12,8 @@ lint:
     ! cargo tree -p xy-cli -e normal | grep -q ractor
 
 test:
-    cargo build --workspace --bins && cargo nextest run --workspace --no-fail-fast
     cargo test --workspace --doc
+    cargo build --workspace --bins && cargo nextest run --workspace
 
 ci:
     bash .ci/run
