@@ -50,10 +50,17 @@ pub(crate) fn foreign_holder(port: u16, own_pgid: Option<i32>) -> Option<PortHol
     }
     let holders = holders(port);
     let me = std::process::id();
-    holders.into_iter().find(|h| match h.pid {
+    let holder = holders.into_iter().find(|h| match h.pid {
         Some(pid) => !owned(pid, me, own_pgid),
         None => true,
-    })
+    })?;
+    // A listener no process owns by the time we look was transient (another
+    // program's own bind probe, a socket being closed): look once more
+    // rather than fail a start over it.
+    if holder.pid.is_none() && port_is_free(port) {
+        return None;
+    }
+    Some(holder)
 }
 
 /// Whether nothing listens on `port`, found by binding it for a moment on
