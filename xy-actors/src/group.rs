@@ -66,25 +66,18 @@ pub(crate) fn group_alive(pgid: i32, skip: Option<i32>) -> bool {
 /// The `/proc` scan behind [`group_alive`] (a few ms on a busy host).
 #[cfg(target_os = "linux")]
 fn scan_group(pgid: i32, skip: Option<i32>) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    if std::fs::read_dir("/proc").is_err() {
         return true;
-    };
+    }
     let mut alive = false;
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Some(stat) = linux::stat(pid) else {
+    for pid in crate::procfs::pids() {
+        let Some(stat) = crate::procfs::stat(pid) else {
             continue;
         };
         if stat.pgrp != pgid {
             continue;
         }
-        if stat.state == 'Z' || stat.state == 'X' {
+        if stat.is_dead() {
             if Some(pid) != skip {
                 reap(pid);
             }
@@ -128,7 +121,7 @@ pub(crate) fn enlarge_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 pub(crate) fn pid_alive(pid: i32) -> bool {
     #[cfg(target_os = "linux")]
     {
-        linux::stat(pid).is_some_and(|s| s.state != 'Z' && s.state != 'X')
+        crate::procfs::stat(pid).is_some_and(|s| !s.is_dead())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -184,7 +177,7 @@ pub(crate) fn wait_group_gone_blocking(pgid: i32, within: Duration) -> bool {
 pub(crate) fn start_time(pid: i32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        linux::stat(pid).map(|s| s.start_time)
+        crate::procfs::stat(pid).map(|s| s.start_ticks)
     }
     #[cfg(target_os = "macos")]
     {
@@ -194,33 +187,6 @@ pub(crate) fn start_time(pid: i32) -> Option<u64> {
     {
         let _ = pid;
         None
-    }
-}
-
-#[cfg(target_os = "linux")]
-mod linux {
-    /// The fields of `/proc/<pid>/stat` we use.
-    pub(super) struct Stat {
-        pub(super) state: char,
-        pub(super) pgrp: i32,
-        pub(super) start_time: u64,
-    }
-
-    pub(super) fn stat(pid: i32) -> Option<Stat> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        parse(&text)
-    }
-
-    /// Parses after the last `)`: `comm` may contain spaces and parens.
-    pub(super) fn parse(text: &str) -> Option<Stat> {
-        let rest = &text[text.rfind(')')? + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // fields[0] is field 3 (state); pgrp is field 5; starttime field 22.
-        Some(Stat {
-            state: fields.first()?.chars().next()?,
-            pgrp: fields.get(2)?.parse().ok()?,
-            start_time: fields.get(19)?.parse().ok()?,
-        })
     }
 }
 
@@ -250,10 +216,10 @@ mod tests {
     #[test]
     fn parses_stat_with_parens_in_comm() {
         let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        let s = super::linux::parse(line).unwrap();
+        let s = crate::procfs::parse_stat(line).unwrap();
         assert_eq!(s.state, 'S');
         assert_eq!(s.pgrp, 4242);
-        assert_eq!(s.start_time, 987654);
+        assert_eq!(s.start_ticks, 987654);
     }
 
     /// The leader is reaped but a member lives on: the probe sees members,

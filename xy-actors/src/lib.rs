@@ -16,6 +16,7 @@ mod group;
 mod health;
 mod log_router;
 mod ports;
+mod procfs;
 mod records;
 mod resources;
 mod server;

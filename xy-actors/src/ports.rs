@@ -347,13 +347,8 @@ mod os {
 
     /// `(ppid, pgid)` of `pid` from `/proc/<pid>/stat`.
     pub(super) fn parent(pid: u32) -> Option<(u32, i32)> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let rest = &text[text.rfind(')')? + 1..];
-        let mut f = rest.split_whitespace();
-        let _state = f.next()?;
-        let ppid = f.next()?.parse().ok()?;
-        let pgid = f.next()?.parse().ok()?;
-        Some((ppid, pgid))
+        let s = crate::procfs::stat(i32::try_from(pid).ok()?)?;
+        Some((s.ppid, s.pgrp))
     }
 }
 

@@ -134,36 +134,6 @@ pub(crate) fn percent(cpu: Duration, wall: Duration) -> f64 {
     (p * 10.0).round() / 10.0
 }
 
-/// The fields of one `/proc/<pid>/stat` line that the figures use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProcStat {
-    pub(crate) state: char,
-    pub(crate) pgrp: i32,
-    /// utime + stime, in clock ticks.
-    pub(crate) cpu_ticks: u64,
-    /// Start time, in clock ticks after boot.
-    pub(crate) start_ticks: u64,
-    /// Resident set, in pages.
-    pub(crate) rss_pages: u64,
-}
-
-/// Parses `/proc/<pid>/stat` after the last `)` (`comm` may hold anything).
-// Used on Linux; tested everywhere.
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(crate) fn parse_stat(text: &str) -> Option<ProcStat> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3 (state): field n is f[n - 3].
-    let num = |n: usize| f.get(n - 3).and_then(|s| s.parse::<u64>().ok());
-    Some(ProcStat {
-        state: f.first()?.chars().next()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        cpu_ticks: num(14)? + num(15)?,
-        start_ticks: num(22)?,
-        rss_pages: num(24)?,
-    })
-}
-
 /// One row of `ps -A -o pgid=,rss=,time=` (macOS): group, KiB, CPU time.
 // Used on macOS; tested everywhere.
 #[cfg_attr(target_os = "linux", allow(dead_code))]
@@ -201,7 +171,8 @@ mod os {
     use std::sync::OnceLock;
     use std::time::Duration;
 
-    use super::{GroupUsage, parse_stat};
+    use super::GroupUsage;
+    use crate::procfs::parse_stat;
 
     /// (clock ticks per second, page size).
     fn units() -> (u64, u64) {
@@ -233,24 +204,14 @@ mod os {
         let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(1_000_000_000) / hz);
         let up = uptime();
         let mut out: HashMap<i32, GroupUsage> = HashMap::new();
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return out;
-        };
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
+        for pid in crate::procfs::pids() {
             let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
             };
             let Some(st) = parse_stat(&text) else {
                 continue;
             };
-            if !pgids.contains(&st.pgrp) || st.state == 'Z' || st.state == 'X' {
+            if !pgids.contains(&st.pgrp) || st.is_dead() {
                 continue;
             }
             let u = out.entry(st.pgrp).or_default();
@@ -311,18 +272,6 @@ mod tests {
             cpu_percent: None,
             rss_bytes: None,
         }
-    }
-
-    #[test]
-    fn stat_fields() {
-        let line = "4242 (node (v20) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 987654 12345678 3000 18446744073709551615";
-        let s = parse_stat(line).unwrap();
-        assert_eq!(s.state, 'S');
-        assert_eq!(s.pgrp, 4242);
-        assert_eq!(s.cpu_ticks, 300);
-        assert_eq!(s.start_ticks, 987654);
-        assert_eq!(s.rss_pages, 3000);
-        assert_eq!(parse_stat("garbage"), None);
     }
 
     #[test]
