@@ -4,6 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use xy_core::protocol::describe_exit;
+
 /// A run shorter than this "exited immediately"; an exit this early also
 /// triggers the port check (a busy port is the usual reason).
 pub(crate) const IMMEDIATE: Duration = Duration::from_secs(3);
@@ -86,20 +88,14 @@ pub(crate) fn classify(input: &Input<'_>) -> Cause {
         (Some(code), _) if input.ran_for.is_some_and(|d| d < IMMEDIATE) => {
             Cause::ExitedImmediately(code)
         }
-        (Some(code), _) => Cause::Other(format!("exited with code {code}")),
-        (None, Some(sig)) => Cause::Other(format!("killed by {sig}")),
-        (None, None) => Cause::Other("exited".to_owned()),
+        (code, signal) => Cause::Other(describe_exit(code, signal)),
     }
 }
 
 /// The one-line explanation: cause, detail, stderr, next retry.
 pub(crate) fn explain(input: &Input<'_>, now: SystemTime) -> String {
     let mut parts: Vec<String> = Vec::new();
-    let exit = match (input.code, input.signal) {
-        (Some(c), _) => format!("exited with code {c}"),
-        (None, Some(s)) => format!("killed by {s}"),
-        (None, None) => "exited".to_owned(),
-    };
+    let exit = describe_exit(input.code, input.signal);
     let head = match classify(input) {
         Cause::CommandNotFound => match input.spawn_error {
             Some((_, path)) => format!("command not found: {path}"),

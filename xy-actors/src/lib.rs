@@ -12,20 +12,17 @@
 mod config_actor;
 mod engine;
 mod explain;
-mod group;
 mod health;
 mod log_router;
-mod ports;
-mod procfs;
-mod records;
-mod resources;
+mod logs;
+mod os;
 mod server;
 mod supervisor;
 
-pub use engine::{
-    Engine, EngineError, EngineOptions, LogEvent, LogLine, LogSubscription, SpawnFailure,
-};
-pub use group::become_subreaper;
+pub use engine::{Engine, EngineError, EngineOptions};
 pub use log_router::rotating::RotatingWriter;
-pub use ports::PortHolder;
-pub use records::{SweptOrphan, sweep_orphans};
+pub use logs::{LogEvent, LogLine, LogSubscription};
+pub use os::group::become_subreaper;
+pub use os::ports::PortHolder;
+pub use os::records::{SweptOrphan, sweep_orphans};
+pub use server::failure::SpawnFailure;

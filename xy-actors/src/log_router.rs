@@ -9,7 +9,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::BTreeMap;
 use tokio::sync::broadcast;
 
-use crate::engine::LogLine;
+use crate::logs::LogLine;
 
 pub(crate) mod pump;
 pub(crate) mod ring;

@@ -23,13 +23,14 @@ use xy_core::protocol::{
     Transition,
 };
 
-use crate::engine::SpawnFailure;
+use self::failure::SpawnFailure;
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::log_router::sink::SharedSink;
-use crate::ports::PortHolder;
+use crate::os::ports::PortHolder;
 use crate::supervisor::RootMsg;
 
+pub(crate) mod failure;
 pub(crate) mod lifecycle;
 #[cfg(test)]
 pub(crate) mod mock;
@@ -274,10 +275,10 @@ impl Actor for ServerActor {
                 // wait (off the handler) before starting again.
                 let me = myself.clone();
                 tokio::spawn(async move {
-                    let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
+                    let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
                     let gone = tokio::time::timeout(
                         Duration::from_secs(5),
-                        crate::group::wait_group_gone(pgid, None),
+                        crate::os::group::wait_group_gone(pgid, None),
                     )
                     .await;
                     if gone.is_err() {

@@ -150,7 +150,7 @@ impl Actor for RootSupervisor {
         // Normally the engine stopped every server already; this is the net.
         for e in state.servers.values() {
             if let Some(pgid) = e.pgid {
-                let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
+                let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
             }
         }
         Ok(())
@@ -212,7 +212,7 @@ impl Actor for RootSupervisor {
                 let mut killed = Vec::new();
                 for e in state.servers.values() {
                     if let Some(pgid) = e.pgid {
-                        let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
+                        let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
                         killed.push(pgid);
                     }
                 }
@@ -358,7 +358,7 @@ impl RootState {
         tracing::error!(server = %name, error = %err, desired = e.desired, "ServerActor failed; restarting it");
         if let Some(pgid) = e.pgid {
             // Its state's guard already did this on drop; a second SIGKILL is harmless.
-            let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
+            let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
         }
         let (snapshot, snapshot_rx) = watch::channel(ServerSnapshot::initial(&e.config));
         let args = ServerArgs {

@@ -5,6 +5,15 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod service;
+
+#[cfg(test)]
+pub(crate) use service::StatusArgs;
+pub(crate) use service::{InstallArgs, ServiceCmd};
+
+/// Default `logs --tail`: about a screenful per server.
+pub(crate) const DEFAULT_TAIL: u32 = 50;
+
 /// Control xyd, the per-user supervisor of local HTTP MCP servers.
 ///
 /// xyctl talks to xyd over its Unix socket and starts xyd when it is not
@@ -73,7 +82,7 @@ pub(crate) enum Command {
     /// Manage the start-on-login service (launchd agent on macOS, systemd
     /// user unit on Linux).
     #[command(subcommand)]
-    Service(crate::commands::service::ServiceCmd),
+    Service(ServiceCmd),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -107,7 +116,7 @@ pub(crate) struct LogsArgs {
     /// Servers to show; none means every server.
     pub(crate) names: Vec<String>,
     /// Buffered lines to print first, per server.
-    #[arg(long, short = 'n', value_name = "N", default_value_t = crate::commands::logs::DEFAULT_TAIL)]
+    #[arg(long, short = 'n', value_name = "N", default_value_t = DEFAULT_TAIL)]
     pub(crate) tail: u32,
     /// Keep printing new lines until Ctrl-C.
     #[arg(long, short = 'f')]
@@ -191,7 +200,7 @@ mod tests {
             panic!("not logs")
         };
         assert!(l.names.is_empty());
-        assert_eq!(l.tail, crate::commands::logs::DEFAULT_TAIL);
+        assert_eq!(l.tail, DEFAULT_TAIL);
         assert!(!l.follow);
         let Command::Logs(l) = parse(&["logs", "a", "b", "-n", "5", "-f"]).unwrap().command else {
             panic!("not logs")

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use xy_core::config::ConfigErrors;
 use xy_core::protocol::{ErrorCode, RpcError};
 
 use crate::client::ClientError;
@@ -41,6 +42,25 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
+    /// The failure for an invalid directory: count in the sentence, the
+    /// miette-style diagnostics as detail.
+    pub(crate) fn config_invalid(
+        dir: &std::path::Path,
+        errs: &ConfigErrors,
+        color: bool,
+    ) -> Failure {
+        let n = errs.diagnostics.len();
+        Failure::new(
+            Exit::ConfigInvalid,
+            format!(
+                "config invalid: {n} {} in {}",
+                if n == 1 { "error" } else { "errors" },
+                dir.display()
+            ),
+        )
+        .with_detail(errs.render(color))
+    }
+
     pub(crate) fn new(exit: Exit, message: impl Into<String>) -> Failure {
         Failure {
             exit,

@@ -5,19 +5,20 @@
 mod cli;
 mod client;
 mod commands;
+mod ctx;
+mod daemon_conn;
 mod error;
 mod output;
 mod process;
 mod render;
 mod service;
-mod spawn;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use crate::cli::Cli;
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::error::Exit;
 
 fn main() -> ExitCode {

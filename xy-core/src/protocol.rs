@@ -12,6 +12,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// Longest accepted request line, newline excluded (SPEC §6).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 
+mod exit;
+pub use exit::describe_exit;
+
 /// Method and notification names. No other place spells them.
 pub mod method {
     /// `list` → `[ListEntry]`
@@ -464,13 +467,7 @@ impl TargetParams {
     /// The explicit names asked for (empty when `all`), in request order,
     /// de-duplicated.
     pub fn requested_names(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for n in self.name.iter().chain(self.names.iter().flatten()) {
-            if !out.contains(n) {
-                out.push(n.clone());
-            }
-        }
-        out
+        requested_names(self.name.as_ref(), self.names.as_deref())
     }
 
     /// Whether the params name nothing at all (an `-32602` for the caller).
@@ -538,13 +535,7 @@ pub struct LogsParams {
 impl LogsParams {
     /// The explicit names asked for; empty means every server.
     pub fn requested_names(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for n in self.name.iter().chain(self.names.iter().flatten()) {
-            if !out.contains(n) {
-                out.push(n.clone());
-            }
-        }
-        out
+        requested_names(self.name.as_ref(), self.names.as_deref())
     }
 }
 
@@ -706,6 +697,18 @@ pub struct Incoming {
     /// Present on failed responses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RpcError>,
+}
+
+/// `name` then `names`, in request order, without repeats: the one reading
+/// of the `name`/`names` pair that `start`/`stop`/`restart` and `logs` share.
+fn requested_names(name: Option<&String>, names: Option<&[String]>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in name.into_iter().chain(names.into_iter().flatten()) {
+        if !out.contains(n) {
+            out.push(n.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use xy_core::protocol::LogStream;
 
 use super::pump::Lines;
-use crate::engine::LogLine;
+use crate::logs::LogLine;
 
 /// SPEC §5's budget: about 1 MiB of line bytes per server.
 pub(crate) const DEFAULT_RING_BYTES: usize = 1024 * 1024;

@@ -20,7 +20,7 @@ use xy_core::protocol::LogStream;
 use super::pump::Lines;
 use super::ring::Ring;
 use super::rotating::RotatingWriter;
-use crate::engine::LogLine;
+use crate::logs::LogLine;
 
 /// How many lines a live follower may fall behind before it is dropped.
 pub(crate) const DEFAULT_FOLLOW_BUFFER: usize = 8192;

@@ -140,11 +140,7 @@ pub(crate) fn backoff(initial: Duration, max: Duration, n: u32) -> Duration {
 
 /// Describes an exit for transition reasons and `last_exit`.
 pub(crate) fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
-    match (code, signal) {
-        (Some(c), _) => format!("exited with code {c}"),
-        (None, Some(s)) => format!("killed by {}", signal_name(s)),
-        (None, None) => "exited".to_owned(),
-    }
+    xy_core::protocol::describe_exit(code, signal.map(signal_name).as_deref())
 }
 
 /// `SIGKILL` for 9; `SIG<n>` for numbers the platform does not name.

@@ -15,11 +15,11 @@ use nix::sys::signal::Signal;
 use xy_core::config::ServerConfig;
 use xy_core::protocol::LogStream;
 
-use crate::group;
 use crate::log_router::pump::pump;
 use crate::log_router::sink::SharedSink;
-use crate::ports::PortHolder;
-use crate::records::{self, ChildRecord};
+use crate::os::group;
+use crate::os::ports::PortHolder;
+use crate::os::records::{self, ChildRecord};
 
 /// A boxed `Send` future.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -107,7 +107,7 @@ fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
 
 impl ChildSpawner for RealSpawner {
     fn port_holder(&self, port: u16, own_pgid: Option<i32>) -> Option<PortHolder> {
-        crate::ports::foreign_holder(port, own_pgid)
+        crate::os::ports::foreign_holder(port, own_pgid)
     }
 
     fn spawn(

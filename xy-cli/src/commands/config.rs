@@ -6,8 +6,8 @@ use std::path::Path;
 use xy_core::config::{ConfigErrors, ConfigSet, load_dir};
 use xy_core::paths::Paths;
 
-use super::Ctx;
 use crate::cli::ConfigCmd;
+use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 use crate::output;
 
@@ -38,23 +38,8 @@ pub(crate) fn run(ctx: &Ctx, cmd: ConfigCmd) -> Result<Exit, Failure> {
             output::stdout(&summary(&set));
             Ok(Exit::Success)
         }
-        Err(errs) => Err(invalid(&dir, &errs, ctx.err.color)),
+        Err(errs) => Err(Failure::config_invalid(&dir, &errs, ctx.err.color)),
     }
-}
-
-/// The failure for an invalid directory: count in the sentence, the
-/// miette-style diagnostics as detail.
-pub(crate) fn invalid(dir: &Path, errs: &ConfigErrors, color: bool) -> Failure {
-    let n = errs.diagnostics.len();
-    Failure::new(
-        Exit::ConfigInvalid,
-        format!(
-            "config invalid: {n} {} in {}",
-            if n == 1 { "error" } else { "errors" },
-            dir.display()
-        ),
-    )
-    .with_detail(errs.render(color))
 }
 
 /// `3 servers OK (/home/u/.config/xy/servers)`.

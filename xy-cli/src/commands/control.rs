@@ -3,10 +3,10 @@
 
 use xy_core::protocol::{RestartResult, StartResult, StopResult, TargetParams, method};
 
-use super::{CONTROL_TIMEOUT, Ctx};
 use crate::cli::Targets;
+use crate::ctx::{CONTROL_TIMEOUT, Ctx};
 use crate::error::{Exit, Failure};
-use crate::{output, render, spawn};
+use crate::{daemon_conn, output, render};
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Action {
@@ -27,7 +27,7 @@ pub(crate) fn params(t: &Targets) -> TargetParams {
 }
 
 pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failure> {
-    let mut client = spawn::connect(ctx)?;
+    let mut client = daemon_conn::connect(ctx)?;
     let p = params(t);
     let text = match action {
         Action::Start => {

@@ -6,11 +6,11 @@ use std::time::Duration;
 use xy_core::paths::Paths;
 use xy_core::protocol::{ShutdownResult, method};
 
-use super::{Ctx, READ_TIMEOUT};
 use crate::cli::DaemonCmd;
+use crate::ctx::{Ctx, READ_TIMEOUT};
+use crate::daemon_conn::{self, Probe};
 use crate::error::{Exit, Failure};
 use crate::render::render_daemon_status;
-use crate::spawn::{self, Probe};
 use crate::{output, process};
 
 /// How long `daemon stop` waits for xyd to stop its servers and exit
@@ -24,20 +24,20 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
     let paths = ctx.paths()?;
     match cmd {
         DaemonCmd::Start => {
-            match spawn::detect(&paths) {
+            match daemon_conn::detect(&paths) {
                 Probe::Up(live) => {
-                    spawn::warn_skew(ctx, &live.status);
+                    daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&format!(
                         "xyd is already running (pid {})\n",
                         live.status.pid
                     ));
                 }
                 Probe::Down => {
-                    let live = spawn::start(ctx, &paths)?;
-                    spawn::warn_skew(ctx, &live.status);
+                    let live = daemon_conn::start(ctx, &paths)?;
+                    daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&format!("xyd started (pid {})\n", live.status.pid));
                 }
-                Probe::Wedged { pid, waited } => return Err(spawn::wedged(pid, waited)),
+                Probe::Wedged { pid, waited } => return Err(daemon_conn::wedged(pid, waited)),
                 Probe::Broken(e) => return Err(e.into()),
             }
             Ok(Exit::Success)
@@ -50,7 +50,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
             Ok(Exit::Success)
         }
         DaemonCmd::Restart { force } => {
-            match spawn::detect(&paths) {
+            match daemon_conn::detect(&paths) {
                 Probe::Up(live) => {
                     drop(live);
                     stop(ctx, &paths)?;
@@ -58,28 +58,28 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                 Probe::Down => {}
                 Probe::Wedged { pid, waited } => {
                     if !force {
-                        return Err(spawn::wedged(pid, waited));
+                        return Err(daemon_conn::wedged(pid, waited));
                     }
                     kill_wedged(pid)?;
                 }
                 Probe::Broken(e) => return Err(e.into()),
             }
-            let live = spawn::start(ctx, &paths)?;
+            let live = daemon_conn::start(ctx, &paths)?;
             output::stdout(&format!("xyd restarted (pid {})\n", live.status.pid));
             Ok(Exit::Success)
         }
-        DaemonCmd::Status(json) => match spawn::detect(&paths) {
+        DaemonCmd::Status(json) => match daemon_conn::detect(&paths) {
             Probe::Up(live) => {
                 if json.json {
                     output::json_line(live.raw.get());
                 } else {
-                    spawn::warn_skew(ctx, &live.status);
+                    daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&render_daemon_status(&live.status, &ctx.out));
                 }
                 Ok(Exit::Success)
             }
-            Probe::Down => Err(spawn::not_running(&paths)),
-            Probe::Wedged { pid, waited } => Err(spawn::wedged(pid, waited)),
+            Probe::Down => Err(daemon_conn::not_running(&paths)),
+            Probe::Wedged { pid, waited } => Err(daemon_conn::wedged(pid, waited)),
             Probe::Broken(e) => Err(e.into()),
         },
     }
@@ -93,10 +93,10 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
 /// exited again at once. The `shutdown` call follows in every case, for a
 /// daemon that the service manager did not start.
 fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
-    let mut live = match spawn::detect(paths) {
+    let mut live = match daemon_conn::detect(paths) {
         Probe::Up(live) => live,
         Probe::Down => return Ok(None),
-        Probe::Wedged { pid, waited } => return Err(spawn::wedged(pid, waited)),
+        Probe::Wedged { pid, waited } => return Err(daemon_conn::wedged(pid, waited)),
         Probe::Broken(e) => return Err(e.into()),
     };
     let pid = live.status.pid;
@@ -121,7 +121,7 @@ fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
     }
     drop(live);
     let gone = process::wait_until(STOP_TIMEOUT, || !process::alive(pid));
-    if gone && let Probe::Up(again) = spawn::probe(paths, READ_TIMEOUT) {
+    if gone && let Probe::Up(again) = daemon_conn::probe(paths, READ_TIMEOUT) {
         output::warn(
             &ctx.err,
             &format!(

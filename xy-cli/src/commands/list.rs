@@ -2,12 +2,12 @@
 
 use xy_core::protocol::{ListEntry, method};
 
-use super::{Ctx, READ_TIMEOUT};
+use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
-use crate::{output, render, spawn};
+use crate::{daemon_conn, output, render};
 
 pub(crate) fn run(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
-    let mut client = spawn::connect(ctx)?;
+    let mut client = daemon_conn::connect(ctx)?;
     let raw = client.call_raw::<()>(method::LIST, None, READ_TIMEOUT)?;
     if json {
         output::json_line(raw.get());

@@ -12,14 +12,11 @@ use xy_core::protocol::{
     LogsResult, Request, method,
 };
 
-use super::{Ctx, READ_TIMEOUT};
 use crate::cli::LogsArgs;
+use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::render::{LogPrefix, render_log_line};
-use crate::{output, spawn};
-
-/// Default `--tail`: about a screenful per server.
-pub(crate) const DEFAULT_TAIL: u32 = 50;
+use crate::{daemon_conn, output};
 
 /// The request id the signal thread uses for `logs_cancel`; the main thread
 /// numbers its own requests from 1 and never gets near it.
@@ -42,7 +39,7 @@ pub(crate) fn params(names: &[String], tail: u32, follow: bool) -> LogsParams {
 }
 
 pub(crate) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<Exit, Failure> {
-    let mut client = spawn::connect(ctx)?;
+    let mut client = daemon_conn::connect(ctx)?;
     let prefix = match args.names.as_slice() {
         [_] => None,
         [] => {

@@ -3,12 +3,12 @@
 
 use xy_core::protocol::{ReloadResult, method};
 
-use super::{CONTROL_TIMEOUT, Ctx};
+use crate::ctx::{CONTROL_TIMEOUT, Ctx};
 use crate::error::{Exit, Failure};
-use crate::{output, render, spawn};
+use crate::{daemon_conn, output, render};
 
 pub(crate) fn run(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
-    let mut client = spawn::connect(ctx)?;
+    let mut client = daemon_conn::connect(ctx)?;
     let raw = client.call_raw::<()>(method::RELOAD, None, CONTROL_TIMEOUT)?;
     if json {
         output::json_line(raw.get());

@@ -5,71 +5,14 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Subcommand};
-
-use crate::commands::Ctx;
+use crate::cli::{InstallArgs, ServiceCmd};
+use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 use crate::output;
 use crate::service::{
     self, Backend, CommandRunner, InstallReport, RunState, ServiceError, ServiceManager,
     ServiceStatus, StopOutcome, UninstallOutcome,
 };
-
-/// `xyctl service …`.
-#[derive(Debug, Clone, Subcommand)]
-pub(crate) enum ServiceCmd {
-    /// Install the start-on-login service (launchd agent or systemd user unit) and start xyd
-    Install(InstallArgs),
-    /// Stop xyd and remove the start-on-login service
-    Uninstall(Target),
-    /// Start the installed service now
-    Start(Target),
-    /// Stop the service until the next login (`uninstall` disables it for good)
-    Stop(Target),
-    /// Show whether the service is installed and running, and what it runs
-    Status(StatusArgs),
-}
-
-/// Which service.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct Target {
-    /// The launchd label (a test can install a second agent under its own)
-    #[arg(long, value_name = "LABEL", default_value = service::DEFAULT_LABEL)]
-    pub(crate) label: String,
-}
-
-/// `xyctl service install`.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct InstallArgs {
-    /// Replace an existing installation: re-snapshots PATH and the xyd path, restarts xyd
-    #[arg(long)]
-    pub(crate) force: bool,
-    /// The xyd binary to run [default: next to xyctl, else the first on PATH]
-    #[arg(long, value_name = "PATH")]
-    pub(crate) xyd: Option<PathBuf>,
-    #[command(flatten)]
-    pub(crate) target: Target,
-}
-
-/// `xyctl service status`.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct StatusArgs {
-    /// Print the status as JSON
-    #[arg(long)]
-    pub(crate) json: bool,
-    #[command(flatten)]
-    pub(crate) target: Target,
-}
-
-impl ServiceCmd {
-    fn label(&self) -> &str {
-        match self {
-            ServiceCmd::Install(a) => &a.target.label,
-            ServiceCmd::Uninstall(t) | ServiceCmd::Start(t) | ServiceCmd::Stop(t) => &t.label,
-            ServiceCmd::Status(a) => &a.target.label,
-        }
-    }
-}
 
 /// Runs one `xyctl service` verb against the real service manager. Never
 /// touches the daemon's socket, so it works while xyd is down; every failure
@@ -273,6 +216,7 @@ pub(crate) fn render_status(st: &ServiceStatus, home: Option<&Path>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::StatusArgs;
     use std::time::{Duration, SystemTime};
 
     fn status(backend: Backend) -> ServiceStatus {

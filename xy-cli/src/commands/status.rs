@@ -6,16 +6,16 @@ use xy_core::protocol::{
     LogEndNotification, LogNotification, LogsParams, LogsResult, NameParams, StatusResult, method,
 };
 
-use super::{Ctx, READ_TIMEOUT};
 use crate::client::{Client, ClientError};
+use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
-use crate::{output, render, spawn};
+use crate::{daemon_conn, output, render};
 
 /// Log lines shown under the status page.
 const STATUS_TAIL: u32 = 10;
 
 pub(crate) fn run(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
-    let mut client = spawn::connect(ctx)?;
+    let mut client = daemon_conn::connect(ctx)?;
     let params = NameParams {
         name: name.to_owned(),
     };

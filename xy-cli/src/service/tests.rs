@@ -2,6 +2,10 @@
 //! fake of `launchctl` and `systemctl` that keeps a loaded/active flag.
 
 use std::cell::{Cell, RefCell};
+use std::ffi::OsStr;
+use std::fs;
+use std::io;
+use std::path::Path;
 
 use super::*;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::group;
+use super::group;
 
 /// What the daemon knows about one spawned child.
 #[derive(Debug, Clone, PartialEq, Eq)]

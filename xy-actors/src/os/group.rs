@@ -70,8 +70,8 @@ fn scan_group(pgid: i32, skip: Option<i32>) -> bool {
         return true;
     }
     let mut alive = false;
-    for pid in crate::procfs::pids() {
-        let Some(stat) = crate::procfs::stat(pid) else {
+    for pid in crate::os::procfs::pids() {
+        let Some(stat) = crate::os::procfs::stat(pid) else {
             continue;
         };
         if stat.pgrp != pgid {
@@ -121,7 +121,7 @@ pub(crate) fn enlarge_pipe(fd: std::os::fd::BorrowedFd<'_>) {
 pub(crate) fn pid_alive(pid: i32) -> bool {
     #[cfg(target_os = "linux")]
     {
-        crate::procfs::stat(pid).is_some_and(|s| !s.is_dead())
+        crate::os::procfs::stat(pid).is_some_and(|s| !s.is_dead())
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -177,7 +177,7 @@ pub(crate) fn wait_group_gone_blocking(pgid: i32, within: Duration) -> bool {
 pub(crate) fn start_time(pid: i32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        crate::procfs::stat(pid).map(|s| s.start_ticks)
+        crate::os::procfs::stat(pid).map(|s| s.start_ticks)
     }
     #[cfg(target_os = "macos")]
     {
@@ -216,7 +216,7 @@ mod tests {
     #[test]
     fn parses_stat_with_parens_in_comm() {
         let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
-        let s = crate::procfs::parse_stat(line).unwrap();
+        let s = crate::os::procfs::parse_stat(line).unwrap();
         assert_eq!(s.state, 'S');
         assert_eq!(s.pgrp, 4242);
         assert_eq!(s.start_ticks, 987654);

@@ -172,7 +172,7 @@ mod os {
     use std::time::Duration;
 
     use super::GroupUsage;
-    use crate::procfs::parse_stat;
+    use crate::os::procfs::parse_stat;
 
     /// (clock ticks per second, page size).
     fn units() -> (u64, u64) {
@@ -204,7 +204,7 @@ mod os {
         let ticks = |t: u64| Duration::from_nanos(t.saturating_mul(1_000_000_000) / hz);
         let up = uptime();
         let mut out: HashMap<i32, GroupUsage> = HashMap::new();
-        for pid in crate::procfs::pids() {
+        for pid in crate::os::procfs::pids() {
             let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
                 continue;
             };

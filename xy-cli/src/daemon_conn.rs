@@ -14,7 +14,7 @@ use xy_core::paths::Paths;
 use xy_core::protocol::{DaemonStatus, method};
 
 use crate::client::{Client, ClientError};
-use crate::commands::{Ctx, READ_TIMEOUT};
+use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::{output, process};
 
@@ -256,8 +256,7 @@ fn wait_ready(
             // A service manager restarting a daemon that cannot load its
             // config looks like silence from here: say why.
             if let Err(errs) = xy_core::config::load_dir(&paths.config_dir) {
-                let mut f =
-                    crate::commands::config::invalid(&paths.config_dir, &errs, ctx.err.color);
+                let mut f = Failure::config_invalid(&paths.config_dir, &errs, ctx.err.color);
                 f.message = format!("xyd could not start: {}", f.message);
                 return Err(f);
             }
@@ -320,7 +319,7 @@ fn boot_failure(
         // Render the diagnostics ourselves (colour, carets) rather than
         // relaying tracing lines; the daemon read the same directory.
         if let Err(errs) = xy_core::config::load_dir(&paths.config_dir) {
-            let mut f = crate::commands::config::invalid(&paths.config_dir, &errs, ctx.err.color);
+            let mut f = Failure::config_invalid(&paths.config_dir, &errs, ctx.err.color);
             f.message = format!("xyd could not start: {}", f.message);
             return f;
         }
@@ -370,29 +369,21 @@ fn log_since(path: &Path, from: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// `xyd` next to our own executable, else the first on PATH.
+/// The one `xyd` lookup (shared with `xyctl service install`): next to our
+/// own executable, else the first on PATH.
 fn find_xyd() -> Result<PathBuf, Failure> {
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(|d| d.join("xyd")));
-    if let Some(p) = beside.as_ref().filter(|p| p.is_file()) {
-        return Ok(p.clone());
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let p = dir.join("xyd");
-            if p.is_file() {
-                return Ok(p);
-            }
-        }
-    }
-    Err(Failure::new(
-        Exit::Unreachable,
-        format!(
-            "cannot start xyd: not found next to xyctl ({}) nor on PATH",
-            beside.map_or_else(|| "?".to_owned(), |p| p.display().to_string())
-        ),
-    ))
+    crate::service::locate_xyd().ok_or_else(|| {
+        let beside = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|d| d.join("xyd")));
+        Failure::new(
+            Exit::Unreachable,
+            format!(
+                "cannot start xyd: not found next to xyctl ({}) nor on PATH",
+                beside.map_or_else(|| "?".to_owned(), |p| p.display().to_string())
+            ),
+        )
+    })
 }
 
 /// Spawns `xyd` in a new session with stdio on /dev/null, in `$HOME`, and

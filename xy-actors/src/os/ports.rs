@@ -347,7 +347,7 @@ mod os {
 
     /// `(ppid, pgid)` of `pid` from `/proc/<pid>/stat`.
     pub(super) fn parent(pid: u32) -> Option<(u32, i32)> {
-        let s = crate::procfs::stat(i32::try_from(pid).ok()?)?;
+        let s = crate::os::procfs::stat(i32::try_from(pid).ok()?)?;
         Some((s.ppid, s.pgrp))
     }
 }

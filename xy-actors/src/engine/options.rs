@@ -1,0 +1,45 @@
+//! Where the engine writes and how large its logs grow.
+
+use std::path::PathBuf;
+
+use crate::log_router::ring::DEFAULT_RING_BYTES;
+use crate::log_router::rotating::RotatingWriter;
+use crate::log_router::sink::DEFAULT_FOLLOW_BUFFER;
+
+/// Where the engine writes, and the log sizes.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// `<name>.log` files go here.
+    pub log_dir: PathBuf,
+    /// Child records for the orphan sweep go here.
+    pub run_dir: PathBuf,
+    /// Size at which `<name>.log` rotates (SPEC §5: 10 MB); tests lower it.
+    pub rotate_bytes: u64,
+    /// Bytes of line text kept in each server's ring buffer (~1 MiB).
+    pub ring_bytes: usize,
+    /// Lines a live follower may fall behind before it is dropped (`Lagged`).
+    pub follow_buffer: usize,
+}
+
+impl EngineOptions {
+    /// The given directories with the SPEC's default sizes.
+    pub fn new(log_dir: impl Into<PathBuf>, run_dir: impl Into<PathBuf>) -> EngineOptions {
+        EngineOptions {
+            log_dir: log_dir.into(),
+            run_dir: run_dir.into(),
+            ..EngineOptions::default()
+        }
+    }
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            log_dir: PathBuf::new(),
+            run_dir: PathBuf::new(),
+            rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
+            ring_bytes: DEFAULT_RING_BYTES,
+            follow_buffer: DEFAULT_FOLLOW_BUFFER,
+        }
+    }
+}
