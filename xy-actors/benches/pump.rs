@@ -52,6 +52,9 @@ async fn under_pump(flood: &Path) -> Run {
             BYTES.to_string(),
         ],
         port: 1,
+        transport: Default::default(),
+        path: "/mcp".into(),
+        on_demand: None,
         env: Default::default(),
         working_dir: None,
         restart: RestartConfig {

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use xy_core::config::{HealthConfig, ServerConfig};
 use xy_core::protocol::{
     Health, HealthState, HealthTransition, LastExit, ListEntry, ServerState, StatusResult,
-    Transition,
+    Transition, Transport,
 };
 
 use self::failure::SpawnFailure;
@@ -51,6 +51,9 @@ pub(crate) struct ServerSnapshot {
     pub(crate) state: ServerState,
     pub(crate) pid: Option<u32>,
     pub(crate) port: u16,
+    pub(crate) transport: Transport,
+    /// `http://127.0.0.1:<port><path>`.
+    pub(crate) url: String,
     /// Spawn time of the running child; uptime is computed when read.
     pub(crate) started: Option<Instant>,
     pub(crate) restart_count: u32,
@@ -65,6 +68,8 @@ impl ServerSnapshot {
             state: ServerState::Stopped,
             pid: None,
             port: config.port,
+            transport: config.transport,
+            url: config.url(),
             started: None,
             restart_count: 0,
             last_exit: None,
@@ -80,6 +85,8 @@ impl ServerSnapshot {
             state: self.state,
             pid: self.pid,
             port: self.port,
+            transport: self.transport,
+            url: self.url.clone(),
             uptime_secs: self.started.map(|t| t.elapsed().as_secs()),
             restart_count: self.restart_count,
             last_exit: self.last_exit.clone(),
@@ -336,7 +343,7 @@ impl Actor for ServerActor {
                         let _ = reply.send(StartOutcome::AlreadyRunning);
                     }
                 }
-                S::Stopped | S::Failed | S::Stopping => {
+                S::Stopped | S::Failed | S::Stopping | S::Idle => {
                     st.start_waiters.extend(reply);
                     st.apply(&myself, Event::StartRequested);
                 }
@@ -596,7 +603,7 @@ impl ServerActorState {
                         port_holder: None,
                     }),
             )),
-            S::Stopped => Some(StartOutcome::Cancelled),
+            S::Stopped | S::Idle => Some(StartOutcome::Cancelled),
             S::Starting | S::Stopping => None,
         };
         if let Some(outcome) = outcome {
@@ -650,10 +657,13 @@ impl ServerActorState {
             .tracker
             .as_ref()
             .map_or(&default_health, |t| t.health());
+        let url = self.config.url();
         self.snapshot.send_if_modified(|s| {
             let same = s.state == self.lc.phase
                 && s.pid == pid
                 && s.port == self.config.port
+                && s.transport == self.config.transport
+                && s.url == url
                 && s.started == started
                 && s.restart_count == self.lc.restart_count
                 && s.last_exit == self.last_exit
@@ -663,6 +673,8 @@ impl ServerActorState {
                     state: self.lc.phase,
                     pid,
                     port: self.config.port,
+                    transport: self.config.transport,
+                    url,
                     started,
                     restart_count: self.lc.restart_count,
                     last_exit: self.last_exit.clone(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::protocol::{HealthSettings, RestartSettings, StopSettings};
+use crate::protocol::{HealthSettings, RestartSettings, StopSettings, Transport};
 
 mod diagnostic;
 mod load;
@@ -94,6 +94,25 @@ impl Default for StopConfig {
     fn default() -> Self {
         StopConfig {
             grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+/// Default `on-demand.idle-stop`.
+pub const DEFAULT_IDLE_STOP: Duration = Duration::from_secs(600);
+
+/// `on-demand { … }` (stdio servers only): xy listens from boot, spawns the
+/// child on the first request and stops it after `idle-stop` without use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OnDemandConfig {
+    /// `idle-stop`: no request and no open stream for this long stops the child.
+    pub idle_stop: Duration,
+}
+
+impl Default for OnDemandConfig {
+    fn default() -> Self {
+        OnDemandConfig {
+            idle_stop: DEFAULT_IDLE_STOP,
         }
     }
 }
@@ -194,8 +213,15 @@ pub struct ServerConfig {
     pub command: String,
     /// `args`.
     pub args: Vec<String>,
-    /// `port` (informational; checked for duplicates).
+    /// `port`: the child's own port (`http`), or the port xy serves a stdio
+    /// child on; checked for duplicates.
     pub port: u16,
+    /// `transport`: `http` (default) or `stdio`.
+    pub transport: Transport,
+    /// `path`: the MCP endpoint path (default `/mcp`).
+    pub path: String,
+    /// `on-demand { … }`; only ever `Some` for a stdio server.
+    pub on_demand: Option<OnDemandConfig>,
     /// `env`, merged onto the daemon's environment (KDL wins).
     pub env: BTreeMap<String, String>,
     /// `working-dir`; `None` means the daemon's cwd.
@@ -220,6 +246,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("command", &self.command)
             .field("args", &self.args)
             .field("port", &self.port)
+            .field("transport", &self.transport)
+            .field("path", &self.path)
+            .field("on_demand", &self.on_demand)
             .field("env_keys", &self.env.keys().collect::<Vec<_>>())
             .field("working_dir", &self.working_dir)
             .field("restart", &self.restart)
@@ -231,6 +260,11 @@ impl std::fmt::Debug for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The MCP endpoint, `http://127.0.0.1:<port><path>`.
+    pub fn url(&self) -> String {
+        crate::protocol::endpoint_url(self.port, &self.path)
+    }
+
     /// `restart` settings as `status` reports them.
     pub fn restart_settings(&self) -> RestartSettings {
         RestartSettings {

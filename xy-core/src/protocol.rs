@@ -6,6 +6,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod transport;
+pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
+
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -204,6 +207,9 @@ pub enum ServerState {
     Failed,
     /// SIGTERM sent, grace period running.
     Stopping,
+    /// An on-demand stdio server: xy listens on its port, no child runs
+    /// until the first request (SPEC §13).
+    Idle,
 }
 
 impl ServerState {
@@ -216,6 +222,7 @@ impl ServerState {
             ServerState::Restarting => "restarting",
             ServerState::Failed => "failed",
             ServerState::Stopping => "stopping",
+            ServerState::Idle => "idle",
         }
     }
 }
@@ -248,6 +255,12 @@ pub struct ListEntry {
     pub pid: Option<u32>,
     /// The configured port.
     pub port: u16,
+    /// `http` (the child serves HTTP) or `stdio` (xy serves it over HTTP).
+    #[serde(default)]
+    pub transport: Transport,
+    /// The MCP endpoint: `http://127.0.0.1:<port><path>`.
+    #[serde(default)]
+    pub url: String,
     /// Seconds since the current child was spawned, else `null`.
     pub uptime_secs: Option<u64>,
     /// Restarts performed by policy (not counting the first spawn).

@@ -82,6 +82,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\nhealth {\n    mcp \"/mcp\"\n    tcp\n    failures 0\n    restart-on-failure \"yes\"\n}\n",
     ),
     (
+        "stdio: an unknown transport",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\ntransport \"stdoi\"\n",
+    ),
+    (
+        "stdio: `on-demand` on an HTTP server",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\non-demand {\n    idle-stop \"10m\"\n}\n",
+    ),
+    (
         "Bad server name (the file stem)",
         "my demo",
         "command \"/usr/bin/env\"\nport 8421\n",

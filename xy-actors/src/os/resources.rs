@@ -265,6 +265,8 @@ mod tests {
             state: ServerState::Running,
             pid,
             port: 1,
+            transport: xy_core::protocol::Transport::Http,
+            url: "http://127.0.0.1:1/mcp".into(),
             uptime_secs: Some(10),
             restart_count: 0,
             last_exit: None,

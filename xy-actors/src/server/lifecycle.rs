@@ -174,7 +174,7 @@ pub(crate) fn next(
 
     use ServerState as S;
     match (from, event) {
-        (S::Stopped | S::Failed, Event::StartRequested) => {
+        (S::Stopped | S::Failed | S::Idle, Event::StartRequested) => {
             // A start by hand is a fresh beginning: forget earlier failures.
             s.consecutive = 0;
             s.window.clear();
@@ -288,6 +288,11 @@ pub(crate) fn next(
         }
         (S::Stopping, Event::StopRequested) => s.pending_start = false,
         (S::Stopped | S::Failed, Event::StopRequested) => s.pending_start = false,
+        // An on-demand server with no child: `stop` stops listening too.
+        (S::Idle, Event::StopRequested) => {
+            s.pending_start = false;
+            go(&mut s, S::Stopped, "stop requested".into(), &mut actions);
+        }
 
         (S::Stopping, Event::GraceExpired) => {
             if s.group_alive {

@@ -23,6 +23,9 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         command: "/mock/server".into(),
         args: vec![],
         port: 1,
+        transport: Default::default(),
+        path: "/mcp".into(),
+        on_demand: None,
         env: Default::default(),
         working_dir: None,
         restart: RestartConfig {

@@ -26,6 +26,9 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         command,
         args,
         port: 0,
+        transport: Default::default(),
+        path: "/mcp".into(),
+        on_demand: None,
         env: BTreeMap::new(),
         working_dir: None,
         restart: RestartConfig {

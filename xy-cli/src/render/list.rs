@@ -129,6 +129,7 @@ fn state_cell(state: ServerState, style: &Style) -> Cell {
         }
         ServerState::Failed => cell.fg(Color::Red).add_attribute(Attribute::Bold),
         ServerState::Stopped => cell.add_attribute(Attribute::Dim),
+        ServerState::Idle => cell.fg(Color::Cyan),
     }
 }
 
@@ -166,6 +167,8 @@ pub(crate) mod tests {
                 state: ServerState::Running,
                 pid: Some(48213),
                 port: 8421,
+                transport: xy_core::protocol::Transport::Http,
+                url: "http://127.0.0.1:8421/mcp".into(),
                 uptime_secs: Some(7380),
                 restart_count: 0,
                 last_exit: None,
@@ -183,6 +186,8 @@ pub(crate) mod tests {
                 state: ServerState::Failed,
                 pid: None,
                 port: 8422,
+                transport: xy_core::protocol::Transport::Http,
+                url: "http://127.0.0.1:8422/mcp".into(),
                 uptime_secs: None,
                 restart_count: 5,
                 last_exit: Some(LastExit {
@@ -199,6 +204,8 @@ pub(crate) mod tests {
                 state: ServerState::Restarting,
                 pid: None,
                 port: 9000,
+                transport: xy_core::protocol::Transport::Http,
+                url: "http://127.0.0.1:9000/mcp".into(),
                 uptime_secs: None,
                 restart_count: 2,
                 last_exit: Some(LastExit {
@@ -215,6 +222,8 @@ pub(crate) mod tests {
                 state: ServerState::Stopped,
                 pid: None,
                 port: 9001,
+                transport: xy_core::protocol::Transport::Http,
+                url: "http://127.0.0.1:9001/mcp".into(),
                 uptime_secs: None,
                 restart_count: 0,
                 last_exit: Some(LastExit {

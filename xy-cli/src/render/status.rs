@@ -28,6 +28,7 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
             e.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
         ),
         ("port", e.port.to_string()),
+        ("url", format!("{} ({})", e.url, e.transport)),
         (
             "uptime",
             e.uptime_secs.map_or_else(|| "-".to_owned(), human_secs),
@@ -214,6 +215,8 @@ pub(crate) mod tests {
                 state: ServerState::Running,
                 pid: Some(48213),
                 port: 8421,
+                transport: xy_core::protocol::Transport::Http,
+                url: "http://127.0.0.1:8421/mcp".into(),
                 uptime_secs: Some(192),
                 restart_count: 1,
                 last_exit: Some(LastExit {

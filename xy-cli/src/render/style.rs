@@ -48,6 +48,7 @@ impl Paint {
             }
             ServerState::Failed => Some(Paint::Red),
             ServerState::Stopped => Some(Paint::Dim),
+            ServerState::Idle => None,
         }
     }
 

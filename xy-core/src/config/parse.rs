@@ -13,14 +13,19 @@ use miette::SourceSpan;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::{
-    ConfigErrors, HealthConfig, ProbeKind, RestartConfig, RestartPolicy, ServerConfig, StopConfig,
+    ConfigErrors, HealthConfig, OnDemandConfig, ProbeKind, RestartConfig, RestartPolicy,
+    ServerConfig, StopConfig,
 };
+use crate::protocol::{DEFAULT_MCP_PATH, Transport};
 
 /// Top-level nodes, in the order the docs list them.
 const TOP_FIELDS: &[&str] = &[
     "command",
     "args",
     "port",
+    "transport",
+    "path",
+    "on-demand",
     "env",
     "working-dir",
     "restart",
@@ -34,6 +39,8 @@ const RESTART_FIELDS: &[&str] = &[
     "backoff-max",
     "max-retries-per-minute",
 ];
+/// Children of `on-demand { … }`.
+const ON_DEMAND_FIELDS: &[&str] = &["idle-stop"];
 /// Children of `stop { … }`.
 const STOP_FIELDS: &[&str] = &["grace"];
 /// The probe kinds inside `health { … }` (exactly one).
@@ -181,6 +188,56 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                     }
                 }
             }
+            "transport" => {
+                let example = "transport \"stdio\"";
+                if let Some(e) = cx.single(node, example)
+                    && let Some(t) = cx.string(node, e, example)
+                {
+                    match Transport::from_name(&t) {
+                        Some(t) => b.transport = (t, Some(e.span())),
+                        None => {
+                            b.transport_bad = true;
+                            let mut help = "allowed values: \"http\", \"stdio\"".to_owned();
+                            if let Some(s) = suggest(&t, &["http", "stdio"]) {
+                                help = format!("did you mean \"{s}\"? {help}");
+                            }
+                            cx.push(
+                                cx.diag(
+                                    DiagnosticKind::InvalidValue,
+                                    e.span(),
+                                    format!("unknown transport {t:?}"),
+                                )
+                                .with_label("not a transport")
+                                .with_help(help),
+                            );
+                        }
+                    }
+                }
+            }
+            "path" => {
+                let example = "path \"/mcp\"";
+                if let Some(e) = cx.single(node, example)
+                    && let Some(p) = cx.string(node, e, example)
+                {
+                    if is_request_path(&p) {
+                        b.path = Some(p);
+                    } else {
+                        cx.push(
+                            cx.diag(
+                                DiagnosticKind::InvalidValue,
+                                e.span(),
+                                format!(
+                                    "`path` must start with `/` and hold no spaces, `?` or `#`, \
+                                     found {p:?}"
+                                ),
+                            )
+                            .with_label("not a request path")
+                            .with_help(format!("e.g. {example}")),
+                        );
+                    }
+                }
+            }
+            "on-demand" => b.on_demand = Some((parse_on_demand(&mut cx, node), node.name().span())),
             "env" => b.env = parse_env(&mut cx, node),
             "working-dir" => {
                 if let Some(e) = cx.single(node, "working-dir \"/home/me/project\"")
@@ -236,6 +293,29 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
         );
     }
 
+    // An unknown transport is reported already; guessing on top helps nobody.
+    if let Some((_, span)) = &b.on_demand
+        && b.transport.0 != Transport::Stdio
+        && !b.transport_bad
+    {
+        let mut d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                *span,
+                "`on-demand` needs `transport \"stdio\"`: xy can start only a server whose \
+                 port it listens on itself",
+            )
+            .with_label("only for stdio servers");
+        d = match b.transport.1 {
+            Some(_) => d.with_help("remove `on-demand`, or serve the server with transport \"stdio\""),
+            None => d.with_help(
+                "this server is `transport \"http\"` (the default): add transport \"stdio\" \
+                 if it speaks MCP on stdin/stdout, else remove `on-demand`",
+            ),
+        };
+        cx.push(d);
+    }
+
     let port = b.port.clone();
     let config = match (cx.diags.is_empty(), b.command, b.port) {
         (true, Some(command), Some((port, _))) => {
@@ -245,6 +325,9 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 command,
                 args: b.args,
                 port,
+                transport: b.transport.0,
+                path: b.path.unwrap_or_else(|| DEFAULT_MCP_PATH.to_owned()),
+                on_demand: b.on_demand.map(|(o, _)| o),
                 env: b.env,
                 working_dir: b.working_dir,
                 restart: b.restart,
@@ -270,6 +353,12 @@ struct Builder {
     command: Option<String>,
     args: Vec<String>,
     port: Option<(u16, Range<usize>)>,
+    /// The transport, and where it was written (`None`: the default).
+    transport: (Transport, Option<SourceSpan>),
+    transport_bad: bool,
+    path: Option<String>,
+    /// `on-demand`, and the span of its node name.
+    on_demand: Option<(OnDemandConfig, SourceSpan)>,
     env: BTreeMap<String, String>,
     working_dir: Option<PathBuf>,
     restart: RestartConfig,
@@ -460,6 +549,45 @@ fn parse_restart(cx: &mut Cx<'_>, node: &KdlNode) -> RestartConfig {
         }
     }
     r
+}
+
+fn parse_on_demand(cx: &mut Cx<'_>, node: &KdlNode) -> OnDemandConfig {
+    let mut o = OnDemandConfig::default();
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !ON_DEMAND_FIELDS.contains(&key) {
+            cx.unknown_node(child, ON_DEMAND_FIELDS, "in `on-demand { }`");
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        if let Some((d, span)) = cx.duration_node(child) {
+            if d.is_zero() {
+                let d = cx
+                    .diag(
+                        DiagnosticKind::InvalidValue,
+                        span,
+                        "`idle-stop` must be longer than zero",
+                    )
+                    .with_label("zero")
+                    .with_help("e.g. idle-stop \"10m\"");
+                cx.push(d);
+            } else {
+                o.idle_stop = d;
+            }
+        }
+    }
+    o
+}
+
+/// A path an HTTP request line can carry as is.
+fn is_request_path(p: &str) -> bool {
+    p.starts_with('/')
+        && !p
+            .chars()
+            .any(|c| c.is_ascii_whitespace() || c.is_control() || c == '?' || c == '#')
 }
 
 fn parse_stop(cx: &mut Cx<'_>, node: &KdlNode) -> StopConfig {
@@ -976,6 +1104,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("restart")
     } else if STOP_FIELDS.contains(&key) {
         Some("stop")
+    } else if ON_DEMAND_FIELDS.contains(&key) {
+        Some("on-demand")
     } else if HEALTH_FIELDS.contains(&key) {
         Some("health")
     } else {
@@ -1042,6 +1172,20 @@ pub fn content_hash(config: &ServerConfig) -> u64 {
     h.bytes(&config.restart.max_retries_per_minute.to_le_bytes());
     h.str("stop");
     h.duration(config.stop.grace);
+    // Defaults add nothing, so hashes of configs written before these
+    // fields existed do not change (no spurious restart at reload).
+    if config.transport != Transport::Http {
+        h.str("transport");
+        h.str(config.transport.as_str());
+    }
+    if config.path != DEFAULT_MCP_PATH {
+        h.str("path");
+        h.str(&config.path);
+    }
+    if let Some(o) = &config.on_demand {
+        h.str("on-demand");
+        h.duration(o.idle_stop);
+    }
     // Absent health adds nothing, so hashes of configs without a `health`
     // block are the same as before it existed.
     if let Some(health) = &config.health {

@@ -20,6 +20,8 @@ fn entry() -> ListEntry {
         state: ServerState::Running,
         pid: Some(4242),
         port: 8421,
+        transport: Transport::Http,
+        url: "http://127.0.0.1:8421/mcp".into(),
         uptime_secs: Some(125),
         restart_count: 1,
         last_exit: Some(LastExit {
@@ -103,6 +105,7 @@ fn states() {
         (ServerState::Restarting, "restarting"),
         (ServerState::Failed, "failed"),
         (ServerState::Stopping, "stopping"),
+        (ServerState::Idle, "idle"),
     ] {
         pin(&s, json!(w));
         assert_eq!(s.to_string(), w);
@@ -115,6 +118,7 @@ fn list_entry_keys_always_present() {
         &entry(),
         json!({
             "name": "insikt", "state": "running", "pid": 4242, "port": 8421,
+            "transport": "http", "url": "http://127.0.0.1:8421/mcp",
             "uptime_secs": 125, "restart_count": 1,
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
@@ -137,6 +141,7 @@ fn list_entry_keys_always_present() {
         &stopped,
         json!({
             "name": "insikt", "state": "stopped", "pid": null, "port": 8421,
+            "transport": "http", "url": "http://127.0.0.1:8421/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
             "cpu_percent": null, "rss_bytes": null
@@ -196,6 +201,7 @@ fn status_result() {
         &s,
         json!({
             "name": "insikt", "state": "running", "pid": 4242, "port": 8421,
+            "transport": "http", "url": "http://127.0.0.1:8421/mcp",
             "uptime_secs": 125, "restart_count": 1,
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,

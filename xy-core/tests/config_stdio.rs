@@ -1,0 +1,223 @@
+//! SPEC §13 config: `transport`, `path` and `on-demand { idle-stop }`, with
+//! the same file/line/column diagnostics as every other field.
+
+use std::path::Path;
+use std::time::Duration;
+
+use xy_core::config::{
+    ConfigDiagnostic, ConfigErrors, DEFAULT_IDLE_STOP, DiagnosticKind, ServerConfig, content_hash,
+    parse_server,
+};
+use xy_core::protocol::Transport;
+
+const FILE: &str = "servers/fs.kdl";
+const HEAD: &str = "command \"/usr/bin/env\"\nport 8430\n";
+
+fn parse(src: &str) -> Result<ServerConfig, ConfigErrors> {
+    parse_server("fs", Path::new(FILE), src)
+}
+
+#[track_caller]
+fn ok(src: &str) -> ServerConfig {
+    match parse(src) {
+        Ok(c) => c,
+        Err(e) => panic!("expected a valid config, got:\n{}", e.render(false)),
+    }
+}
+
+#[track_caller]
+fn one(src: &str, kind: DiagnosticKind, line: usize, column: usize, msg: &str) -> ConfigDiagnostic {
+    let diags = match parse(src) {
+        Ok(c) => panic!("expected an error, got {c:?}"),
+        Err(e) => e.diagnostics,
+    };
+    assert_eq!(diags.len(), 1, "expected one diagnostic, got {diags:#?}");
+    let d = diags.into_iter().next().unwrap();
+    assert_eq!(d.kind, kind, "{d:?}");
+    assert_eq!(d.file, Path::new(FILE));
+    assert_eq!((d.line, d.column), (line, column), "{d:?}");
+    assert!(d.message.contains(msg), "message {:?} lacks {msg:?}", d.message);
+    d
+}
+
+#[test]
+fn defaults_are_http_on_slash_mcp_without_on_demand() {
+    let c = ok(HEAD);
+    assert_eq!(c.transport, Transport::Http);
+    assert_eq!(c.path, "/mcp");
+    assert_eq!(c.on_demand, None);
+    assert_eq!(c.url(), "http://127.0.0.1:8430/mcp");
+}
+
+#[test]
+fn stdio_with_path_and_on_demand() {
+    let c = ok(&format!(
+        "{HEAD}transport \"stdio\"\npath \"/fs\"\non-demand {{\n    idle-stop \"90s\"\n}}\n"
+    ));
+    assert_eq!(c.transport, Transport::Stdio);
+    assert_eq!(c.path, "/fs");
+    assert_eq!(c.url(), "http://127.0.0.1:8430/fs");
+    assert_eq!(c.on_demand.unwrap().idle_stop, Duration::from_secs(90));
+}
+
+#[test]
+fn bare_identifier_and_empty_on_demand_block() {
+    // KDL v2 bare identifier; an empty block takes the default idle-stop.
+    let c = ok(&format!("{HEAD}transport stdio\non-demand {{ }}\n"));
+    assert_eq!(c.transport, Transport::Stdio);
+    assert_eq!(c.on_demand.unwrap().idle_stop, DEFAULT_IDLE_STOP);
+    assert_eq!(DEFAULT_IDLE_STOP, Duration::from_secs(600));
+}
+
+#[test]
+fn v1_file_with_stdio_loads() {
+    let c = ok(&format!("{HEAD}transport \"stdio\"\non-demand {{\n    idle-stop \"10m\"\n}}\nargs r\"C:\\x\"\n"));
+    assert_eq!(c.transport, Transport::Stdio);
+}
+
+#[test]
+fn on_demand_on_an_http_server_is_an_error_at_the_block() {
+    let d = one(
+        &format!("{HEAD}on-demand {{\n    idle-stop \"1m\"\n}}\n"),
+        DiagnosticKind::InvalidValue,
+        3,
+        1,
+        "`on-demand` needs `transport \"stdio\"`",
+    );
+    assert!(d.help.unwrap().contains("add transport \"stdio\""));
+    let d = one(
+        &format!("{HEAD}transport \"http\"\non-demand {{ }}\n"),
+        DiagnosticKind::InvalidValue,
+        4,
+        1,
+        "`on-demand`",
+    );
+    assert!(d.help.unwrap().contains("remove `on-demand`"));
+}
+
+#[test]
+fn unknown_transport_suggests() {
+    let d = one(
+        &format!("{HEAD}transport \"stdoi\"\n"),
+        DiagnosticKind::InvalidValue,
+        3,
+        11,
+        "unknown transport \"stdoi\"",
+    );
+    assert!(d.help.unwrap().starts_with("did you mean \"stdio\"?"));
+}
+
+#[test]
+fn transport_of_wrong_type() {
+    one(
+        &format!("{HEAD}transport 1\n"),
+        DiagnosticKind::WrongType,
+        3,
+        11,
+        "`transport` expects a string",
+    );
+}
+
+#[test]
+fn bad_path() {
+    for bad in ["mcp", "/a b", "/mcp?x=1", ""] {
+        one(
+            &format!("{HEAD}path {bad:?}\n"),
+            DiagnosticKind::InvalidValue,
+            3,
+            6,
+            "`path` must start with `/`",
+        );
+    }
+}
+
+#[test]
+fn on_demand_typos_and_bad_values() {
+    let d = one(
+        &format!("{HEAD}transport \"stdio\"\non-demand {{\n    idle_stop \"1m\"\n}}\n"),
+        DiagnosticKind::UnknownNode,
+        5,
+        5,
+        "unknown node `idle_stop` in `on-demand { }`",
+    );
+    assert_eq!(d.help.as_deref(), Some("did you mean idle-stop?"));
+    one(
+        &format!("{HEAD}transport \"stdio\"\non-demand {{\n    idle-stop \"soon\"\n}}\n"),
+        DiagnosticKind::BadDuration,
+        5,
+        15,
+        "invalid duration \"soon\" for `idle-stop`",
+    );
+    one(
+        &format!("{HEAD}transport \"stdio\"\non-demand {{\n    idle-stop \"0s\"\n}}\n"),
+        DiagnosticKind::InvalidValue,
+        5,
+        15,
+        "`idle-stop` must be longer than zero",
+    );
+    let d = one(
+        &format!("{HEAD}transport \"stdio\"\nidle-stop \"1m\"\n"),
+        DiagnosticKind::UnknownNode,
+        4,
+        1,
+        "`idle-stop`",
+    );
+    assert_eq!(
+        d.help.as_deref(),
+        Some("`idle-stop` belongs inside `on-demand { }`")
+    );
+    one(
+        &format!("{HEAD}transport \"stdio\"\non-demand \"5m\"\n"),
+        DiagnosticKind::WrongType,
+        4,
+        11,
+        "`on-demand` takes a `{ … }` block",
+    );
+}
+
+#[test]
+fn typo_of_a_new_top_level_field_suggests_it() {
+    let d = one(
+        &format!("{HEAD}transprt \"stdio\"\n"),
+        DiagnosticKind::UnknownNode,
+        3,
+        1,
+        "`transprt`",
+    );
+    assert_eq!(d.help.as_deref(), Some("did you mean transport?"));
+    let d = one(
+        &format!("{HEAD}on_demand {{ }}\n"),
+        DiagnosticKind::UnknownNode,
+        3,
+        1,
+        "`on_demand`",
+    );
+    assert_eq!(d.help.as_deref(), Some("did you mean on-demand?"));
+}
+
+#[test]
+fn defaults_leave_the_content_hash_unchanged_and_changes_move_it() {
+    let plain = ok(HEAD);
+    let explicit = ok(&format!("{HEAD}transport \"http\"\npath \"/mcp\"\n"));
+    assert_eq!(content_hash(&plain), content_hash(&explicit));
+    let stdio = ok(&format!("{HEAD}transport \"stdio\"\n"));
+    let path = ok(&format!("{HEAD}path \"/x\"\n"));
+    let od = ok(&format!("{HEAD}transport \"stdio\"\non-demand {{ }}\n"));
+    let hashes = [plain.content_hash, stdio.content_hash, path.content_hash, od.content_hash];
+    for (i, a) in hashes.iter().enumerate() {
+        for b in &hashes[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+}
+
+#[test]
+fn unknown_transport_with_on_demand_is_one_error() {
+    one(
+        &format!("{HEAD}transport \"stdoi\"\non-demand {{ }}\n"),
+        DiagnosticKind::InvalidValue,
+        3,
+        11,
+        "unknown transport",
+    );
+}
