@@ -36,7 +36,11 @@ fn one(src: &str, kind: DiagnosticKind, line: usize, column: usize, msg: &str) -
     assert_eq!(d.kind, kind, "{d:?}");
     assert_eq!(d.file, Path::new(FILE));
     assert_eq!((d.line, d.column), (line, column), "{d:?}");
-    assert!(d.message.contains(msg), "message {:?} lacks {msg:?}", d.message);
+    assert!(
+        d.message.contains(msg),
+        "message {:?} lacks {msg:?}",
+        d.message
+    );
     d
 }
 
@@ -71,7 +75,9 @@ fn bare_identifier_and_empty_on_demand_block() {
 
 #[test]
 fn v1_file_with_stdio_loads() {
-    let c = ok(&format!("{HEAD}transport \"stdio\"\non-demand {{\n    idle-stop \"10m\"\n}}\nargs r\"C:\\x\"\n"));
+    let c = ok(&format!(
+        "{HEAD}transport \"stdio\"\non-demand {{\n    idle-stop \"10m\"\n}}\nargs r\"C:\\x\"\n"
+    ));
     assert_eq!(c.transport, Transport::Stdio);
 }
 
@@ -203,7 +209,12 @@ fn defaults_leave_the_content_hash_unchanged_and_changes_move_it() {
     let stdio = ok(&format!("{HEAD}transport \"stdio\"\n"));
     let path = ok(&format!("{HEAD}path \"/x\"\n"));
     let od = ok(&format!("{HEAD}transport \"stdio\"\non-demand {{ }}\n"));
-    let hashes = [plain.content_hash, stdio.content_hash, path.content_hash, od.content_hash];
+    let hashes = [
+        plain.content_hash,
+        stdio.content_hash,
+        path.content_hash,
+        od.content_hash,
+    ];
     for (i, a) in hashes.iter().enumerate() {
         for b in &hashes[i + 1..] {
             assert_ne!(a, b);

@@ -307,7 +307,9 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             )
             .with_label("only for stdio servers");
         d = match b.transport.1 {
-            Some(_) => d.with_help("remove `on-demand`, or serve the server with transport \"stdio\""),
+            Some(_) => {
+                d.with_help("remove `on-demand`, or serve the server with transport \"stdio\"")
+            }
             None => d.with_help(
                 "this server is `transport \"http\"` (the default): add transport \"stdio\" \
                  if it speaks MCP on stdin/stdout, else remove `on-demand`",
