@@ -320,6 +320,7 @@ pub(crate) mod tests {
 insikt  running
   pid          48213
   port         8421
+  url          http://127.0.0.1:8421/mcp (http)
   uptime       3m 12s
   restarts     1
   last exit    code 1 at 2026-11-30 05:01:40
