@@ -13,7 +13,7 @@ pub struct EngineOptions {
     pub log_dir: PathBuf,
     /// Child records for the orphan sweep go here.
     pub run_dir: PathBuf,
-    /// Size at which `<name>.log` rotates (SPEC §5: 10 MB); tests lower it.
+    /// Size at which `<name>.log` rotates (SPEC §5: 10 MB, taken as 10 MiB); tests lower it.
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
     pub ring_bytes: usize,
