@@ -13,9 +13,11 @@ mod config_actor;
 mod engine;
 mod explain;
 mod health;
+mod hooks;
 mod log_router;
 mod logs;
 mod os;
+mod secrets;
 mod server;
 mod supervisor;
 
@@ -25,4 +27,4 @@ pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans};
-pub use server::failure::SpawnFailure;
+pub use server::failure::{SecretFailure, SpawnFailure};

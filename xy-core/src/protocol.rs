@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
+mod secrets;
+pub use secrets::SecretInfo;
 
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -418,6 +420,9 @@ pub struct StatusResult {
     /// `transitions` so a flapping probe never pushes lifecycle history out.
     #[serde(default)]
     pub health_history: Vec<HealthTransition>,
+    /// `secrets { }`: each secret's name and source kind (SPEC §16).
+    #[serde(default)]
+    pub secrets: Vec<SecretInfo>,
 }
 
 /// One recorded change of [`HealthState`].

@@ -13,3 +13,4 @@ mod logs;
 mod peer;
 mod reload;
 mod rpc;
+mod secrets;

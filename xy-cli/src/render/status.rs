@@ -89,6 +89,14 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
             format!("{} (values hidden)", s.env_keys.join(", "))
         },
     ));
+    if !s.secrets.is_empty() {
+        let list: Vec<String> = s
+            .secrets
+            .iter()
+            .map(|x| format!("{} ({})", x.name, x.source))
+            .collect();
+        fields.push(("secrets", list.join(", ")));
+    }
     let r = &s.restart;
     fields.push((
         "restart",
@@ -293,6 +301,7 @@ pub(crate) mod tests {
                 ts: "2026-11-30T05:01:42.001Z".into(),
                 reason: "initialize and ping answered in 4 ms".into(),
             }],
+            secrets: Vec::new(),
         }
     }
 

@@ -197,6 +197,7 @@ fn status_result() {
             ts: "2026-11-30T05:04:55.001Z".into(),
             reason: "ping answered in 3 ms".into(),
         }],
+        secrets: Vec::new(),
     };
     pin(
         &s,
@@ -223,7 +224,8 @@ fn status_result() {
                               "restart_on_failure": true},
             "health_history": [{"from": "starting", "to": "healthy",
                                 "ts": "2026-11-30T05:04:55.001Z",
-                                "reason": "ping answered in 3 ms"}]
+                                "reason": "ping answered in 3 ms"}],
+            "secrets": []
         }),
     );
 }
