@@ -185,8 +185,7 @@ fn on_failed_runs_once_with_the_xy_variables() {
     assert!(fields[4].contains("restart limit reached"), "{line}");
 
     // Failing again within the minute: the hook is not run again.
-    d.client()
-        .error("start", Some(json!({"name": "crashy"})), -32006);
+    d.result("start", Some(json!({"name": "crashy"})));
     wait_for("the second failure", DEADLINE, || {
         d.env.daemon_log().contains("fired less than a minute ago")
     });
