@@ -11,6 +11,7 @@
 
 mod config_actor;
 mod engine;
+mod events;
 mod explain;
 mod health;
 mod hooks;
@@ -22,6 +23,7 @@ mod server;
 mod supervisor;
 
 pub use engine::{Engine, EngineError, EngineOptions};
+pub use events::{EngineEvent, EventItem, EventSubscription};
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;

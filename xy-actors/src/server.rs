@@ -24,6 +24,7 @@ use xy_core::protocol::{
 };
 
 use self::failure::SpawnFailure;
+use crate::events::{EngineEvent, EventBus};
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::log_router::sink::SharedSink;
@@ -199,6 +200,8 @@ pub(crate) struct ServerArgs {
     pub(crate) prior_pgid: Option<i32>,
     /// Where the `list` view is published (the root holds the receiver).
     pub(crate) snapshot: watch::Sender<ServerSnapshot>,
+    /// Where transitions and health changes are announced (SPEC §15).
+    pub(crate) events: EventBus,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -258,6 +261,8 @@ pub(crate) struct ServerActorState {
     hooks: crate::hooks::Hooks,
     /// Entered `failed` and not running since (for `on-recovered`).
     down: bool,
+    /// Every recorded transition and health change is published here too.
+    events: EventBus,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -338,6 +343,7 @@ impl Actor for ServerActor {
             secrets_attempt: 0,
             hooks: crate::hooks::Hooks::default(),
             down: false,
+            events: args.events,
         };
         st.publish();
         Ok(st)
@@ -653,10 +659,19 @@ impl ServerActorState {
         if self.transitions.len() == MAX_TRANSITIONS {
             self.transitions.pop_front();
         }
+        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
+        self.events.publish(EngineEvent {
+            name: self.config.name.as_str().into(),
+            kind: xy_core::protocol::EventKind::State,
+            ts: ts.clone(),
+            from: Some(from.as_str().to_owned()),
+            to: Some(to.as_str().to_owned()),
+            reason: reason.clone(),
+        });
         self.transitions.push_back(Transition {
             from,
             to,
-            ts: xy_core::time::rfc3339_ms(SystemTime::now()),
+            ts,
             reason: reason.clone(),
         });
         self.hook_on_transition(from, to, reason);
@@ -881,10 +896,19 @@ impl ServerActorState {
         if self.health_history.len() == MAX_TRANSITIONS {
             self.health_history.pop_front();
         }
+        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
+        self.events.publish(EngineEvent {
+            name: self.config.name.as_str().into(),
+            kind: xy_core::protocol::EventKind::Health,
+            ts: ts.clone(),
+            from: Some(from.as_str().to_owned()),
+            to: Some(to.as_str().to_owned()),
+            reason: reason.clone(),
+        });
         self.health_history.push_back(HealthTransition {
             from,
             to,
-            ts: xy_core::time::rfc3339_ms(SystemTime::now()),
+            ts,
             reason: reason.clone(),
         });
         match (from, to) {

@@ -17,6 +17,7 @@ use xy_core::config::{ConfigSet, ServerConfig};
 use xy_core::protocol::ListEntry;
 
 use crate::config_actor::{ConfigActor, ConfigMsg};
+use crate::events::EventBus;
 use crate::log_router::sink::{SharedSink, SinkSettings};
 use crate::log_router::{LogRouterActor, LogRouterArgs, LogRouterMsg};
 use crate::server::process::ChildSpawner;
@@ -89,6 +90,7 @@ pub(crate) struct RootArgs {
     pub(crate) configs: ConfigSet,
     pub(crate) sinks: SinkSettings,
     pub(crate) spawner: Arc<dyn ChildSpawner>,
+    pub(crate) events: EventBus,
 }
 
 /// The root's state.
@@ -99,6 +101,8 @@ pub(crate) struct RootState {
     dir: PathBuf,
     sink_settings: SinkSettings,
     spawner: Arc<dyn ChildSpawner>,
+    /// Handed to every ServerActor (and its successors after a panic).
+    events: EventBus,
 }
 
 /// See the module docs.
@@ -133,6 +137,7 @@ impl Actor for RootSupervisor {
             dir: args.configs.dir.clone(),
             sink_settings: args.sinks,
             spawner: args.spawner,
+            events: args.events,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -330,6 +335,7 @@ impl RootState {
             autostart,
             prior_pgid: None,
             snapshot,
+            events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(
@@ -369,6 +375,7 @@ impl RootState {
             autostart: e.desired,
             prior_pgid: e.pgid,
             snapshot,
+            events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         if let Some(e) = self.servers.get_mut(name) {
