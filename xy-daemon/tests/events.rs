@@ -353,7 +353,7 @@ fn a_subscriber_that_never_reads_is_dropped_without_slowing_anyone() {
         } else if v["method"] == "event_end" {
             panic!("the reading subscriber was dropped: {v}");
         }
-        if seen % 500 == 0 {
+        if seen.is_multiple_of(500) {
             let t = Instant::now();
             assert!(ctl.result("list", None).is_array());
             slowest = slowest.max(t.elapsed());
