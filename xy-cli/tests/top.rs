@@ -162,10 +162,16 @@ fn events_prints_one_line_per_change_and_exits_0_on_ctrl_c() {
                     ] {
                         assert!(v.get(k).is_some(), "{k} missing: {line}");
                     }
-                    v["name"] == "beta" && v["to"] == "running"
+                    v["name"] == "beta"
+                        && v["to"] == "running"
+                        && got.iter().any(|l| l.contains("\"to\":\"stopping\""))
                 } else {
                     assert!(line.contains("beta") && line.contains("state"), "{line}");
+                    // A whole restart: the subscription may begin mid-way.
                     line.contains("starting → running")
+                        && got
+                            .iter()
+                            .any(|l| l.contains("running → stopping (stop requested)"))
                 };
                 if done {
                     break 'outer;
