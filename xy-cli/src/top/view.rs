@@ -33,6 +33,8 @@ impl Theme {
             ServerState::Running => Color::Green,
             ServerState::Failed => Color::Red,
             ServerState::Stopped => Color::DarkGray,
+            // Listening with no child (on-demand stdio server).
+            ServerState::Idle => Color::Cyan,
             ServerState::Starting | ServerState::Restarting | ServerState::Stopping => {
                 Color::Yellow
             }
