@@ -24,10 +24,10 @@ use xy_core::protocol::{
     LogsResult, TargetParams, method,
 };
 
-use crate::client::{Client, ClientError};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::daemon_conn;
 use crate::error::{Exit, Failure};
+use xy_core::client::{Client, ClientError};
 
 pub(crate) mod model;
 pub(crate) mod view;
