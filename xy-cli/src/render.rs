@@ -7,6 +7,7 @@ mod daemon;
 mod events;
 mod list;
 mod logs;
+mod rows;
 mod status;
 mod style;
 
@@ -15,6 +16,7 @@ pub(crate) use daemon::render_daemon_status;
 pub(crate) use events::render_event;
 pub(crate) use list::{format_last_exit, render_list};
 pub(crate) use logs::{LogPrefix, render_log_line};
+pub(crate) use rows::render_rows;
 pub(crate) use status::render_status;
 pub(crate) use style::{Paint, Style};
 
