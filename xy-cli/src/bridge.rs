@@ -207,6 +207,9 @@ pub(crate) fn run(url: &str) {
         // tool call does not hold up a `ping`.
         if msg.method.as_deref() == Some("initialize") {
             post(&shared, &msg);
+            let s = Arc::clone(&shared);
+            // Detached: it ends with the server's stream or the process.
+            std::thread::spawn(move || listen(&s));
         } else {
             let s = Arc::clone(&shared);
             inflight.push(std::thread::spawn(move || post(&s, &msg)));
@@ -221,6 +224,38 @@ pub(crate) fn run(url: &str) {
             .delete(&shared.url)
             .header("Mcp-Session-Id", &id)
             .call();
+    }
+}
+
+/// The 2025 GET stream: server-initiated messages (list-changed
+/// notifications, requests) of the session, forwarded as they come. A
+/// server without one (405) or without a session is left alone.
+fn listen(shared: &Arc<Shared>) {
+    let session = shared.session();
+    let (Some(id), Some(version)) = (session.id, session.version) else {
+        return;
+    };
+    let Ok(resp) = shared
+        .agent
+        .get(&shared.url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &id)
+        .header("MCP-Protocol-Version", &version)
+        .call()
+    else {
+        return;
+    };
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if resp.status().is_success() && sse {
+        let _ = sse_events(resp.into_body().into_reader(), |m| {
+            if !m.trim().is_empty() {
+                shared.emit(&m);
+            }
+        });
     }
 }
 

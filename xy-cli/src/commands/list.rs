@@ -15,19 +15,7 @@ pub(crate) fn run(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
     }
     let entries: Vec<ListEntry> = serde_json::from_str(raw.get())
         .map_err(|e| Failure::new(Exit::Operational, format!("bad `list` result: {e}")))?;
-    if entries.is_empty() {
-        output::stdout(FIRST_RUN_HINT);
-    } else {
-        output::stdout(&render::render_list(&entries, &ctx.out));
-    }
+    output::stdout(&render::render_list(&entries, &ctx.out));
     Ok(Exit::Success)
 }
 
-/// What `list` says when no server is configured yet (SPEC §14).
-pub(crate) const FIRST_RUN_HINT: &str = "\
-No servers yet. Add one:
-  xyctl add <name> -- <command> [args...]          an HTTP server (`{port}` in args: its port)
-  xyctl add <name> --stdio -- <command> [args...]  a stdio server, served over HTTP by xy
-Or bring the ones your AI clients already run:
-  xyctl import claude-desktop                      (also: claude-code, cursor, vscode, windsurf, codex)
-";
