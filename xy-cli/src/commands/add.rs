@@ -8,11 +8,11 @@ use clap::Args;
 use xy_core::paths::Paths;
 use xy_core::protocol::{DaemonStatus, ReloadResult, StopResult, TargetParams, method};
 
-use super::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use xy_core::client::Client;
 use crate::error::{Exit, Failure};
 use crate::server_file::{self, Health, ServerSpec, WriteError};
-use crate::{output, spawn};
+use crate::{daemon_conn, output};
 
 /// `add`.
 #[derive(Debug, Clone, Args)]
@@ -58,7 +58,7 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 /// The daemon (started if needed) and the config directory it reads. With
 /// the daemon unreachable and spawning forbidden, the default directory.
 pub(crate) fn daemon_and_dir(ctx: &Ctx) -> Result<(Option<Client>, PathBuf), Failure> {
-    match spawn::connect(ctx) {
+    match daemon_conn::connect(ctx) {
         Ok(mut c) => {
             let st: DaemonStatus = c.call::<(), _>(method::DAEMON_STATUS, None, READ_TIMEOUT)?;
             Ok((Some(c), PathBuf::from(st.config_dir)))

@@ -10,12 +10,12 @@ use clap::{Args, Subcommand};
 use xy_core::protocol::{ReloadResult, method};
 
 use super::add::{daemon_and_dir, server_url, write_failure};
-use super::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use xy_core::client::Client;
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
 use crate::error::{Exit, Failure};
 use crate::server_file::{self, ServerSpec};
-use crate::{output, render, spawn};
+use crate::{daemon_conn, output, render};
 
 /// `import`.
 #[derive(Debug, Clone, Args)]
@@ -331,7 +331,7 @@ fn apply(
 ) -> Result<Exit, Failure> {
     let path = path_of(client, file)?;
     let (bytes, text, entries) = read(client, &path)?;
-    let mut c = spawn::connect(ctx)?;
+    let mut c = daemon_conn::connect(ctx)?;
     let xy = xy_servers(&mut c)?;
     let xyctl = if client.stdio_only() {
         Some(xyctl_path()?)
@@ -434,7 +434,7 @@ struct FoundEntry {
 
 fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
     let h = home()?;
-    let mut c = spawn::connect(ctx)?;
+    let mut c = daemon_conn::connect(ctx)?;
     let xy = xy_servers(&mut c)?;
     let mut found = Vec::new();
     for client in ClientId::ALL {

@@ -5,13 +5,13 @@
 use xy_core::protocol::{NameParams, method};
 
 use super::add::server_url;
-use super::{Ctx, READ_TIMEOUT};
+use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
-use crate::{bridge, spawn};
+use crate::{bridge, daemon_conn};
 
 pub(crate) fn run(ctx: &Ctx, name: &str) -> Result<Exit, Failure> {
     let url = {
-        let mut c = spawn::connect(ctx)?;
+        let mut c = daemon_conn::connect(ctx)?;
         let raw = c.call_raw(
             method::STATUS,
             Some(&NameParams {
