@@ -458,3 +458,74 @@ fn clients_lists_what_points_at_xy() {
     r.ok();
     assert!(r.stdout().contains("xy (context7)"), "{}", r.stdout());
 }
+
+#[test]
+fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
+    let h = Home::new();
+    let child = xy_testbins::locate::testbin("xy-test-sleep");
+    let child = child.to_str().unwrap();
+    let dir = h.home().join("Library/Application Support/Claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("claude_desktop_config.json");
+    let text = format!(
+        r#"{{
+  "mcpServers": {{
+    "alpha": {{ "command": "{child}", "args": ["--interval-ms", "1000"] }},
+    "beta": {{ "command": "{child}", "args": ["--interval-ms", "1000"], "env": {{ "API_KEY": "s3cret" }} }},
+    "My Gamma!": {{ "command": "{child}" }},
+    "remote": {{ "url": "https://mcp.example.com/mcp" }}
+  }},
+  "globalShortcut": ""
+}}
+"#
+    );
+    std::fs::write(&file, &text).unwrap();
+    let f = file.to_str().unwrap();
+
+    let r = h.run(&["import", "claude-desktop", "--file", f, "--dry-run"]);
+    r.ok();
+    assert!(r.stdout().contains("would be created"), "{}", r.stdout());
+    assert!(!h.config_dir().join("alpha.kdl").exists(), "dry run wrote");
+
+    let r = h.run(&["import", "claude-desktop", "--file", f]);
+    r.ok();
+    let out = r.stdout();
+    assert!(out.contains("My-Gamma (renamed)"), "{out}");
+    assert!(out.contains("skipped: already a URL"), "{out}");
+    assert!(out.contains("3 servers created"), "{out}");
+    let beta = std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap();
+    assert!(beta.contains("transport \"stdio\"\n"), "{beta}");
+    assert!(beta.contains("API_KEY \"s3cret\""), "{beta}");
+    let mode = std::fs::metadata(h.config_dir().join("beta.kdl"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let mut names: Vec<String> = h
+        .list()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["My-Gamma", "alpha", "beta"]);
+    assert!(
+        h.list().iter().all(|e| e["transport"] == "stdio"),
+        "{:?}",
+        h.list()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        text,
+        "import does not touch the client file"
+    );
+
+    // Importing again creates nothing and overwrites nothing.
+    let r = h.run(&["import", "claude-desktop", "--file", f]);
+    r.ok();
+    assert!(r.stdout().contains("xy already has"), "{}", r.stdout());
+    assert_eq!(
+        std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap(),
+        beta
+    );
+}

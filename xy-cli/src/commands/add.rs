@@ -9,10 +9,10 @@ use xy_core::paths::Paths;
 use xy_core::protocol::{DaemonStatus, ReloadResult, StopResult, TargetParams, method};
 
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
-use xy_core::client::Client;
 use crate::error::{Exit, Failure};
 use crate::server_file::{self, Health, ServerSpec, WriteError};
 use crate::{daemon_conn, output};
+use xy_core::client::Client;
 
 /// `add`.
 #[derive(Debug, Clone, Args)]

@@ -10,12 +10,12 @@ use clap::{Args, Subcommand};
 use xy_core::protocol::{ReloadResult, method};
 
 use super::add::{daemon_and_dir, server_url, write_failure};
-use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
-use xy_core::client::Client;
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
+use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::server_file::{self, ServerSpec};
 use crate::{daemon_conn, output, render};
+use xy_core::client::Client;
 
 /// `import`.
 #[derive(Debug, Clone, Args)]

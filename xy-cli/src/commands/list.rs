@@ -18,4 +18,3 @@ pub(crate) fn run(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
     output::stdout(&render::render_list(&entries, &ctx.out));
     Ok(Exit::Success)
 }
-
