@@ -768,7 +768,12 @@ fn followers_that_never_read_do_not_slow_the_child_or_other_clients() {
         if let Some(r) = flood_report(&s.d) {
             break r;
         }
-        assert!(started.elapsed() < DEADLINE, "the flood never finished");
+        // Generous: on a loaded 2-core machine the 1M-line flood alone can take
+        // well over 20 s under `cargo test`, whose other tests share the cores.
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "the flood never finished"
+        );
     };
     let flood_secs = started.elapsed();
     assert_ne!(s.d.running_pid("flood"), flood_pid_before);
