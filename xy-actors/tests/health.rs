@@ -100,7 +100,7 @@ async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() 
     );
     // The session ended before the server got SIGTERM.
     let delete = log
-        .find("DELETE /mcp 200")
+        .find("DELETE /mcp 202")
         .expect("session deleted on stop");
     let term = log.find("got SIGTERM").expect("SIGTERM logged");
     assert!(delete < term, "{log}");
@@ -177,105 +177,26 @@ async fn http_and_tcp_probes() {
 }
 
 /// Where `npm install` puts the third-party server: `target/npm-cache/`.
-fn npm_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/npm-cache/everything")
-}
-
-/// Runs `cmd` with a deadline; `None` if it could not run, failed or took
-/// too long (then it is killed).
-fn run_bounded(cmd: &mut std::process::Command, within: Duration) -> Option<()> {
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().ok()? {
-            return status.success().then_some(());
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The installed `server-everything` entry point, installing it once into
-/// `target/npm-cache` when npm is present and the registry answers in time.
-fn server_everything() -> Result<std::path::PathBuf, String> {
-    let dir = npm_dir();
-    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if entry.exists() {
-        return Ok(entry);
-    }
-    if run_bounded(
-        std::process::Command::new("npm").arg("--version"),
-        Duration::from_secs(10),
-    )
-    .is_none()
-    {
-        return Err("npm is not installed".into());
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let installed = run_bounded(
-        std::process::Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                &dir.display().to_string(),
-                "@modelcontextprotocol/server-everything",
-            ])
-            .env("npm_config_cache", dir.join("../cache")),
-        Duration::from_secs(45),
-    );
-    match (installed, entry.exists()) {
-        (Some(()), true) => Ok(entry),
-        _ => Err(
-            "`npm install @modelcontextprotocol/server-everything` failed or took over 45 s \
-                  (offline?)"
-                .into(),
-        ),
-    }
-}
-
 /// The MCP probe against a real third-party server: the reference
 /// `@modelcontextprotocol/server-everything` in its streamable HTTP mode.
-/// Skips (with a message, never a failure) without node/npm or the package.
+/// Skips loudly without node/npm or an unreachable registry.
 #[tokio::test]
-#[allow(clippy::print_stderr)] // the skip notice belongs in the test output
 async fn the_probe_speaks_mcp_with_server_everything() {
-    let has_node = run_bounded(
-        std::process::Command::new("node").arg("--version"),
-        Duration::from_secs(10),
-    )
-    .is_some();
-    let entry = match (
-        has_node,
-        tokio::task::spawn_blocking(server_everything)
-            .await
-            .unwrap(),
-    ) {
-        (true, Ok(entry)) => entry,
-        (false, _) => {
-            eprintln!("SKIPPED the_probe_speaks_mcp_with_server_everything: node is not installed");
-            return;
-        }
-        (true, Err(why)) => {
-            eprintln!("SKIPPED the_probe_speaks_mcp_with_server_everything: {why}");
-            return;
+    let se = match tokio::task::spawn_blocking(xy_testbins::interop::server_everything)
+        .await
+        .unwrap()
+    {
+        xy_testbins::interop::Interop::Ready(se) => se,
+        xy_testbins::interop::Interop::Skip(skip) => {
+            return skip.announce("the_probe_speaks_mcp_with_server_everything");
         }
     };
     let port = free_port();
     let mut s = server("everything", "xy-test-sleep", &[]);
-    s.command = "node".into();
-    s.args = vec![entry.display().to_string(), "streamableHttp".into()];
-    s.env.insert("PORT".into(), port.to_string());
+    let (node, args, env) = se.streamable_http_command(port);
+    s.command = node.display().to_string();
+    s.args = args;
+    s.env.extend(env);
     s.env.insert(
         "PATH".into(),
         std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
