@@ -13,6 +13,7 @@ mod config_actor;
 mod engine;
 mod explain;
 mod health;
+mod ledger;
 mod log_router;
 mod logs;
 mod os;

@@ -26,6 +26,7 @@ use xy_core::protocol::{
 use self::failure::SpawnFailure;
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
+use crate::ledger::McpState;
 use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
 use crate::supervisor::RootMsg;
@@ -59,6 +60,7 @@ pub(crate) struct ServerSnapshot {
     pub(crate) restart_count: u32,
     pub(crate) last_exit: Option<LastExit>,
     pub(crate) health: Health,
+    pub(crate) tool_count: Option<u32>,
 }
 
 impl ServerSnapshot {
@@ -74,6 +76,7 @@ impl ServerSnapshot {
             restart_count: 0,
             last_exit: None,
             health: Health::default(),
+            tool_count: None,
         }
     }
 
@@ -93,6 +96,7 @@ impl ServerSnapshot {
             health: self.health.clone(),
             cpu_percent: None,
             rss_bytes: None,
+            tool_count: self.tool_count,
         }
     }
 }
@@ -139,6 +143,8 @@ pub(crate) enum ServerMsg {
     Stop(RpcReplyPort<StopOutcome>),
     /// Current status, answered at once in every state.
     Snapshot(RpcReplyPort<StatusResult>),
+    /// The tool ledger's newest snapshot against the one before.
+    Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// Replace the config (reload); takes effect at the next spawn.
     SetConfig(Box<ServerConfig>),
     /// From the waiter task of spawn number `run`.
@@ -192,6 +198,8 @@ pub(crate) struct ServerArgs {
     pub(crate) prior_pgid: Option<i32>,
     /// Where the `list` view is published (the root holds the receiver).
     pub(crate) snapshot: watch::Sender<ServerSnapshot>,
+    /// The tool ledger directory (`None`: in memory only, unit tests).
+    pub(crate) tools_dir: Option<std::path::PathBuf>,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -245,6 +253,8 @@ pub(crate) struct ServerActorState {
     health_history: VecDeque<HealthTransition>,
     /// The published `list` view; see [`ServerSnapshot`].
     snapshot: watch::Sender<ServerSnapshot>,
+    /// The tool ledger and what the `mcp` probe learned this spawn.
+    mcp: McpState,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -299,6 +309,7 @@ impl Actor for ServerActor {
             (None, true) => myself.cast(ServerMsg::Start(None))?,
             (None, false) => {}
         }
+        let mcp = McpState::load(args.tools_dir, &args.config.name);
         let st = ServerActorState {
             config: args.config,
             sink: args.sink,
@@ -321,6 +332,7 @@ impl Actor for ServerActor {
             probe: None,
             tracker: None,
             health_history: VecDeque::new(),
+            mcp,
             snapshot: args.snapshot,
         };
         st.publish();
@@ -363,6 +375,11 @@ impl Actor for ServerActor {
             ServerMsg::Snapshot(reply) => {
                 if !reply.is_closed() {
                     let _ = reply.send(st.status());
+                }
+            }
+            ServerMsg::Tools(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(st.mcp.tools());
                 }
             }
             ServerMsg::SetConfig(config) => st.config = *config,
@@ -667,7 +684,8 @@ impl ServerActorState {
                 && s.started == started
                 && s.restart_count == self.lc.restart_count
                 && s.last_exit == self.last_exit
-                && s.health == *health;
+                && s.health == *health
+                && s.tool_count == self.mcp.tool_count();
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -679,6 +697,7 @@ impl ServerActorState {
                     restart_count: self.lc.restart_count,
                     last_exit: self.last_exit.clone(),
                     health: health.clone(),
+                    tool_count: self.mcp.tool_count(),
                 };
             }
             !same
@@ -700,12 +719,15 @@ impl ServerActorState {
             explain: self.explain(),
             health_config: c.health.as_ref().map(HealthConfig::settings),
             health_history: self.health_history.iter().cloned().collect(),
+            mcp: self.mcp.status(),
         }
     }
 
     /// Starts the probe for spawn `run`, if the config has a `health` block.
     fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
         self.end_probe();
+        // The era and the tools are learned again for every spawn.
+        self.mcp.on_spawn();
         let Some(cfg) = self.config.health.clone() else {
             return;
         };
@@ -726,6 +748,9 @@ impl ServerActorState {
     }
 
     fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
+        if let Some(found) = &report.mcp {
+            self.mcp.observe(found, report.at);
+        }
         let Some(tracker) = self.tracker.as_mut() else {
             return;
         };

@@ -89,6 +89,8 @@ pub(crate) struct RootArgs {
     pub(crate) configs: ConfigSet,
     pub(crate) sinks: SinkSettings,
     pub(crate) spawner: Arc<dyn ChildSpawner>,
+    /// Where each server's tool ledger lives (SPEC §12).
+    pub(crate) tools_dir: Option<PathBuf>,
 }
 
 /// The root's state.
@@ -97,6 +99,7 @@ pub(crate) struct RootState {
     router: ActorRef<LogRouterMsg>,
     servers: BTreeMap<String, Entry>,
     dir: PathBuf,
+    tools_dir: Option<PathBuf>,
     sink_settings: SinkSettings,
     spawner: Arc<dyn ChildSpawner>,
 }
@@ -133,6 +136,7 @@ impl Actor for RootSupervisor {
             dir: args.configs.dir.clone(),
             sink_settings: args.sinks,
             spawner: args.spawner,
+            tools_dir: args.tools_dir,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -330,6 +334,7 @@ impl RootState {
             autostart,
             prior_pgid: None,
             snapshot,
+            tools_dir: self.tools_dir.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(
@@ -369,6 +374,7 @@ impl RootState {
             autostart: e.desired,
             prior_pgid: e.pgid,
             snapshot,
+            tools_dir: self.tools_dir.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         if let Some(e) = self.servers.get_mut(name) {

@@ -55,7 +55,13 @@ fn log_text(t: &TestEngine, name: &str) -> String {
 
 #[tokio::test]
 async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() {
-    let t = TestEngine::start(vec![mcp_server("mcp", &[], ProbeKind::Mcp("/mcp".into()))]).await;
+    // 2025-only: the session path (initialize, ping, DELETE) is what this checks.
+    let t = TestEngine::start(vec![mcp_server(
+        "mcp",
+        &["--era", "2025"],
+        ProbeKind::Mcp("/mcp".into()),
+    )])
+    .await;
     let st = wait_health(&t, "mcp", HealthState::Healthy).await;
     let h = &st.entry.health;
     assert!(h.latency_ms.is_some() && h.checked_at.is_some(), "{h:?}");
@@ -176,7 +182,6 @@ async fn http_and_tcp_probes() {
     t.finish().await;
 }
 
-/// Where `npm install` puts the third-party server: `target/npm-cache/`.
 /// The MCP probe against a real third-party server: the reference
 /// `@modelcontextprotocol/server-everything` in its streamable HTTP mode.
 /// Skips loudly without node/npm or an unreachable registry.
@@ -219,6 +224,21 @@ async fn the_probe_speaks_mcp_with_server_everything() {
         "{:?}",
         st.health_history
     );
+    // The TypeScript SDK's server speaks 2025 only.
+    let st = wait_for("its tools listed", Duration::from_secs(20), || async {
+        let st = t.engine.status("everything").await.unwrap();
+        st.mcp
+            .as_ref()
+            .is_some_and(|m| m.tool_count.is_some())
+            .then_some(st)
+    })
+    .await;
+    let m = st.mcp.clone().unwrap();
+    assert_eq!(m.era, xy_core::protocol::mcp::McpEra::V2025, "{m:?}");
+    assert!(
+        m.protocol_version.starts_with("2025-") && m.tool_count > Some(0),
+        "{m:?}"
+    );
     // A few more probes on the same session stay healthy.
     let checked = st.entry.health.checked_at.clone();
     let st = wait_for("a later probe", Duration::from_secs(10), || async {
@@ -241,5 +261,59 @@ async fn the_probe_speaks_mcp_with_server_everything() {
         log.contains("Received session termination request"),
         "the probe's session was ended with DELETE:\n{log}"
     );
+    t.finish().await;
+}
+
+/// The MCP probe against the official Python SDK's server (mcp 2.x,
+/// streamable HTTP): a dual-era server, so it is probed the 2026 way.
+#[tokio::test]
+async fn the_probe_speaks_2026_with_the_python_sdk() {
+    let sdk = match tokio::task::spawn_blocking(xy_testbins::interop::python_sdk)
+        .await
+        .unwrap()
+    {
+        xy_testbins::interop::Interop::Ready(sdk) => sdk,
+        xy_testbins::interop::Interop::Skip(skip) => {
+            return skip.announce("the_probe_speaks_2026_with_the_python_sdk");
+        }
+    };
+    let port = free_port();
+    let mut s = server("python", "xy-test-sleep", &[]);
+    let (python, args) = sdk.fastmcp_command(port);
+    s.command = python.display().to_string();
+    s.args = args;
+    s.port = port;
+    s.stop.grace = Duration::from_secs(5);
+    s.health = Some(HealthConfig {
+        interval: Duration::from_millis(200),
+        timeout: Duration::from_secs(2),
+        failures: 3,
+        start_period: Duration::from_secs(60),
+        ..HealthConfig::new(ProbeKind::Mcp("/mcp".into()))
+    });
+    let t = TestEngine::start(vec![s]).await;
+    let st = wait_for("python tools listed", Duration::from_secs(60), || async {
+        let st = t.engine.status("python").await.unwrap();
+        st.mcp
+            .as_ref()
+            .is_some_and(|m| m.tool_count.is_some())
+            .then_some(st)
+    })
+    .await;
+    assert_eq!(st.entry.health.state, HealthState::Healthy);
+    let m = st.mcp.unwrap();
+    assert_eq!(m.era, xy_core::protocol::mcp::McpEra::V2026, "{m:?}");
+    assert_eq!(m.protocol_version, "2026-07-28");
+    assert_eq!(m.server_name.as_deref(), Some("xy-interop-python"));
+    assert_eq!(m.tool_count, Some(2));
+    let tools = t.engine.tools("python").await.unwrap();
+    let names: Vec<_> = tools
+        .current
+        .unwrap()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["add", "shout"]);
     t.finish().await;
 }

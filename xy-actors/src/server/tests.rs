@@ -70,6 +70,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         autostart: false,
         prior_pgid: None,
         snapshot: tx,
+        tools_dir: None,
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {
