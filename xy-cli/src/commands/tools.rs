@@ -4,12 +4,12 @@
 use xy_core::protocol::mcp::{ToolsParams, ToolsResult};
 use xy_core::protocol::method;
 
-use super::{Ctx, READ_TIMEOUT};
+use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
-use crate::{output, render, spawn};
+use crate::{daemon_conn, output, render};
 
 pub(crate) fn run(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
-    let mut client = spawn::connect(ctx)?;
+    let mut client = daemon_conn::connect(ctx)?;
     let params = ToolsParams {
         name: name.to_owned(),
     };
