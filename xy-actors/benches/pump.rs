@@ -1,23 +1,34 @@
-//! Log-pump throughput (not a timed test): `xy-test-flood --lines 1000000
-//! --bytes 100` (a) under xy's log pump into a temp log dir, and (b) piped
-//! into `sh -c 'cat > file'`. Reports lines/s and the child's own reported
-//! write time for both, and their ratio (target ≤ 1.3×).
+//! Log-path benchmark (not a timed test), three parts:
 //!
-//! Run: `cargo bench -p xy-actors --bench pump` (release).
+//! 1. Throughput: `xy-test-flood --constant` (one constant 100-byte line,
+//!    1,000,000 times through a 64 KiB stdio buffer: a child faster than any
+//!    pump) (a) under xy's log pump into a temp log dir and (b) piped into
+//!    `sh -c 'cat > file'`, interleaved, same child, same run. The figure is
+//!    the child's own write time; target (a)/(b) ≤ 1.3×.
+//! 2. Loss: the numbered `xy-test-flood` under the pump; every line number
+//!    must be on disk, in order, once (target 0 lost), and its ratio too.
+//! 3. Fairness: ten constant floods at once plus one server printing a
+//!    timestamped line every 50 ms, followed live: how late that line
+//!    arrives, and `Engine::list` latency, against the same with no flood.
+//!
+//! Run: `cargo bench -p xy-actors --bench pump` (release). Options after
+//! `--`: `--runs N` (default 5), `--only throughput|loss|fairness`,
+//! `--profile` (one pump run of the constant child and nothing else, for
+//! `valgrind --tool=callgrind`).
 #![allow(clippy::print_stdout)]
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use xy_actors::{Engine, EngineOptions};
+use xy_actors::{Engine, EngineOptions, LogEvent};
 use xy_core::config::{ConfigSet, RestartConfig, RestartPolicy, ServerConfig, StopConfig};
-use xy_core::protocol::{LogStream, ServerState};
+use xy_core::protocol::ServerState;
 
 const LINES: u64 = 1_000_000;
 const BYTES: usize = 100;
-const RUNS: usize = 3;
 
 /// A test binary from `xy-testbins`, built for this profile if missing.
 fn bin(name: &str) -> PathBuf {
@@ -34,23 +45,18 @@ fn reported_ms(line: &str) -> Option<f64> {
         .ok()
 }
 
-struct Run {
-    wall: Duration,
-    child_ms: f64,
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
 }
 
-async fn under_pump(flood: &Path) -> Run {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = ServerConfig {
-        name: "flood".into(),
-        source: "flood.kdl".into(),
-        command: flood.display().to_string(),
-        args: vec![
-            "--lines".into(),
-            LINES.to_string(),
-            "--bytes".into(),
-            BYTES.to_string(),
-        ],
+fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
+    ServerConfig {
+        name: name.into(),
+        source: format!("{name}.kdl").into(),
+        command: command.display().to_string(),
+        args: args.to_vec(),
         port: 1,
         transport: Default::default(),
         path: "/mcp".into(),
@@ -64,63 +70,89 @@ async fn under_pump(flood: &Path) -> Run {
         stop: StopConfig::default(),
         health: None,
         content_hash: 0,
-    };
-    let set = ConfigSet {
-        servers: [("flood".to_owned(), cfg)].into(),
+    }
+}
+
+fn set(servers: Vec<ServerConfig>) -> ConfigSet {
+    ConfigSet {
+        servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
         ..ConfigSet::default()
-    };
-    let t0 = Instant::now();
+    }
+}
+
+fn flood_args(constant: bool) -> Vec<String> {
+    let mut a = vec![
+        "--lines".into(),
+        LINES.to_string(),
+        "--bytes".into(),
+        BYTES.to_string(),
+    ];
+    if constant {
+        a.push("--constant".into());
+    }
+    a
+}
+
+struct Run {
+    child_ms: f64,
+    /// From engine start until every line was in the log file.
+    wall: Duration,
+    /// The log file (kept for the loss check).
+    log: String,
+}
+
+async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
+    let dir = tempfile::tempdir().unwrap();
     let mut opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
-    // One file, so the report line is easy to find (rotation is a rename per 10 MB).
+    // One file, so every line is easy to check (rotation is a rename per 10 MB).
     opts.rotate_bytes = 1 << 30;
-    let engine = Engine::start(set, opts).await.unwrap();
-    let last = format!("line {LINES:07} ");
+    let t0 = Instant::now();
+    let engine = Engine::start(
+        set(vec![server("flood", flood, &flood_args(constant))]),
+        opts,
+    )
+    .await
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
-    // Done when the child has exited and the pump has delivered its last line.
-    loop {
+    while engine.status("flood").await.unwrap().entry.state != ServerState::Stopped {
         assert!(
             Instant::now() < deadline,
             "flood under the pump did not finish"
         );
-        let stopped = engine.status("flood").await.unwrap().entry.state == ServerState::Stopped;
-        if stopped {
-            let sub = engine
-                .subscribe_logs(&["flood".into()], Some(50), false)
-                .await
-                .unwrap();
-            if sub
-                .backlog
-                .iter()
-                .any(|l| l.stream == LogStream::Stdout && l.line.starts_with(&last))
-            {
-                break;
-            }
-        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The child has exited; its last lines may still be in the pipe, the
+    // pump or the writer's queue. Done when the file holds every line (and
+    // the stderr report, which need not come last: stderr is read while
+    // stdout's pipe still holds up to 1 MiB).
+    let path = dir.path().join("logs/flood.log");
+    let want = LINES * (BYTES as u64 + 31) + 40;
+    while std::fs::metadata(&path).map_or(0, |m| m.len()) < want {
+        assert!(Instant::now() < deadline, "not everything reached the disk");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let wall = t0.elapsed();
     engine.shutdown().await.unwrap();
-    // The stderr report can leave the 1 MiB ring before the stdout flood
-    // does; the (unrotated) log file has it.
-    let log = std::fs::read_to_string(dir.path().join("logs/flood.log")).unwrap();
-    assert!(
-        log.len() as u64 > LINES * BYTES as u64,
-        "not everything reached the disk"
-    );
+    let log = std::fs::read_to_string(&path).unwrap();
     let child_ms = log
         .lines()
         .filter_map(|l| l.split_once(" [err] "))
         .find_map(|(_, l)| reported_ms(l))
         .expect("flood report");
-    Run { wall, child_ms }
+    let log = if keep_log { log } else { String::new() };
+    Run {
+        child_ms,
+        wall,
+        log,
+    }
 }
 
-fn into_cat(flood: &Path) -> Run {
+fn into_cat(flood: &Path, constant: bool) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.log");
     let t0 = Instant::now();
     let mut child = Command::new(flood)
-        .args(["--lines", &LINES.to_string(), "--bytes", &BYTES.to_string()])
+        .args(flood_args(constant))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -143,7 +175,11 @@ fn into_cat(flood: &Path) -> Run {
     let wall = t0.elapsed();
     let child_ms = err.lines().find_map(reported_ms).expect("flood report");
     assert_eq!(std::fs::metadata(&out).unwrap().len(), LINES * BYTES as u64);
-    Run { wall, child_ms }
+    Run {
+        child_ms,
+        wall,
+        log: String::new(),
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -151,38 +187,209 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+fn spread(v: &[f64]) -> String {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    format!(
+        "{:.1} ms (min {:.1}, max {:.1}, n={})",
+        median(v.to_vec()),
+        s[0],
+        s[s.len() - 1],
+        s.len()
+    )
+}
+
+/// Line numbers on disk: 1..=LINES, each once, in order.
+fn lost_lines(log: &str) -> u64 {
+    let mut next = 1u64;
+    let mut lost = 0u64;
+    for l in log.lines() {
+        let Some((_, text)) = l.split_once(" [out] ") else {
+            continue;
+        };
+        let n: u64 = text
+            .strip_prefix("line ")
+            .and_then(|t| t.get(..7))
+            .and_then(|t| t.parse().ok())
+            .expect("numbered line");
+        assert!(
+            n >= next,
+            "line {n} out of order or twice (expected {next})"
+        );
+        lost += n - next;
+        next = n + 1;
+    }
+    lost + (LINES + 1 - next)
+}
+
+fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant: bool) {
+    let what = if constant {
+        "constant line (--constant)"
+    } else {
+        "numbered lines"
+    };
+    println!(
+        "== throughput: xy-test-flood --lines {LINES} --bytes {BYTES}, {what}; load {} at start",
+        load()
+    );
+    let (mut pump, mut cat, mut lost) = (Vec::new(), Vec::new(), 0);
+    let mut wall = Vec::new();
+    for _ in 0..runs {
+        let r = rt.block_on(under_pump(flood, constant, !constant));
+        if !constant {
+            lost = lost.max(lost_lines(&r.log));
+        }
+        pump.push(r.child_ms);
+        wall.push(r.wall.as_secs_f64() * 1000.0);
+        cat.push(into_cat(flood, constant).child_ms);
+    }
+    println!("  (a) under xy's pump : child write time {}", spread(&pump));
+    println!("      every line in the log file after {}", spread(&wall));
+    println!("  (b) | cat > file    : child write time {}", spread(&cat));
+    println!(
+        "  ratio (a)/(b) of medians: {:.2}x (target <= 1.3x); load {} at end",
+        median(pump) / median(cat),
+        load()
+    );
+    if !constant {
+        println!("  lines lost: {lost} (max over {runs} runs; target 0)");
+    }
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+/// (delays of the quiet server's lines in ms, `list` latencies in µs)
+async fn fairness_window(floods: usize, window: Duration) -> (Vec<f64>, Vec<f64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let flood = bin("xy-test-flood");
+    let mut servers = vec![server(
+        "quiet",
+        &flood,
+        &[
+            "--lines".into(),
+            "100000".into(),
+            "--bytes".into(),
+            "40".into(),
+            "--rate".into(),
+            "20".into(),
+            "--stamp".into(),
+        ],
+    )];
+    for i in 0..floods {
+        let mut args = flood_args(true);
+        args[1] = "1000000000".into();
+        servers.push(server(&format!("flood{i:02}"), &flood, &args));
+    }
+    let opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
+    let engine = Engine::start(set(servers), opts).await.unwrap();
+    let mut sub = engine
+        .subscribe_logs(&["quiet".into()], Some(0), true)
+        .await
+        .unwrap();
+    let lister = engine.clone();
+    let until = Instant::now() + window;
+    let lists = tokio::spawn(async move {
+        let mut lat = Vec::new();
+        while Instant::now() < until {
+            let t = Instant::now();
+            let rows = lister.list().await.unwrap();
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+            assert_eq!(rows.len(), floods + 1);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lat
+    });
+    let mut delays = Vec::new();
+    // The first second: children start, pipes and buffers grow.
+    let warm = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        let ev = tokio::time::timeout(Duration::from_secs(2), sub.recv()).await;
+        let Ok(Some(LogEvent::Line(line))) = ev else {
+            break;
+        };
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as f64;
+        let Some(stamp) = line
+            .line
+            .strip_prefix("t=")
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        if Instant::now() > warm {
+            delays.push((now - stamp) / 1000.0);
+        }
+    }
+    let lat = lists.await.unwrap();
+    engine.shutdown().await.unwrap();
+    (delays, lat)
+}
+
+fn fairness(rt: &tokio::runtime::Runtime) {
+    const FLOODS: usize = 10;
+    let window = Duration::from_secs(6);
+    println!(
+        "== fairness: {FLOODS} servers flooding constant lines, one printing a stamped line every 50 ms (followed), list every 10 ms; {}s windows",
+        window.as_secs()
+    );
+    let mut results = BTreeMap::new();
+    for floods in [0, FLOODS] {
+        let before = load();
+        let (mut d, mut l) = rt.block_on(fairness_window(floods, window));
+        assert!(!d.is_empty(), "the quiet server's lines never arrived");
+        let row = format!(
+            "  {floods:>2} floods: quiet line delay p50 {:.2} / p99 {:.2} / max {:.2} ms (n={}); list p50 {:.0} / p99 {:.0} µs (n={}); load {before} → {}",
+            percentile(&mut d, 0.5),
+            percentile(&mut d, 0.99),
+            percentile(&mut d, 1.0),
+            d.len(),
+            percentile(&mut l, 0.5),
+            percentile(&mut l, 0.99),
+            l.len(),
+            load()
+        );
+        println!("{row}");
+        results.insert(floods, row);
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let value = |f: &str| {
+        args.iter()
+            .position(|a| a == f)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let runs: usize = value("--runs").and_then(|v| v.parse().ok()).unwrap_or(5);
+    let only = value("--only");
+    let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
     let flood = bin("xy-test-flood");
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let mut pump = Vec::new();
-    let mut cat = Vec::new();
-    for _ in 0..RUNS {
-        pump.push(rt.block_on(under_pump(&flood)));
-        cat.push(into_cat(&flood));
+    if flag("--profile") {
+        let r = rt.block_on(under_pump(&flood, true, false));
+        println!("profile run: child write time {:.1} ms", r.child_ms);
+        return;
     }
-    let lps = |runs: &[Run]| {
-        median(
-            runs.iter()
-                .map(|r| LINES as f64 / r.wall.as_secs_f64())
-                .collect(),
-        )
-    };
-    let ms = |runs: &[Run]| median(runs.iter().map(|r| r.child_ms).collect());
-    let (pump_ms, cat_ms) = (ms(&pump), ms(&cat));
-    println!("xy-test-flood --lines {LINES} --bytes {BYTES}, median of {RUNS} runs");
-    println!(
-        "  (a) xy log pump : {:>12.0} lines/s end to end, child write time {pump_ms:>8.1} ms",
-        lps(&pump)
-    );
-    println!(
-        "  (b) cat > file  : {:>12.0} lines/s end to end, child write time {cat_ms:>8.1} ms",
-        lps(&cat)
-    );
-    println!(
-        "  child write time ratio (a)/(b): {:.2}x (target <= 1.3x)",
-        pump_ms / cat_ms
-    );
+    if want("throughput") {
+        throughput(&rt, &flood, runs, true);
+    }
+    if want("loss") {
+        throughput(&rt, &flood, runs.min(3), false);
+    }
+    if want("fairness") {
+        fairness(&rt);
+    }
 }

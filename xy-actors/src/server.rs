@@ -717,6 +717,11 @@ impl ServerActorState {
             stop: c.stop_settings(),
             config_file: c.source.display().to_string(),
             explain: self.explain(),
+            next_retry_at: self
+                .why
+                .next_retry
+                .filter(|_| self.lc.phase == ServerState::Restarting)
+                .map(xy_core::time::rfc3339_ms),
             health_config: c.health.as_ref().map(HealthConfig::settings),
             health_history: self.health_history.iter().cloned().collect(),
             mcp: self.mcp.status(),

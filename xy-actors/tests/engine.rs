@@ -302,18 +302,20 @@ async fn env_args_and_working_dir_are_honoured() {
         "{lines:?}"
     );
     assert!(lines.iter().any(|l| l.contains("--print-cwd")), "{lines:?}");
-    // And the disk file has the tagged, timestamped lines.
-    let text = std::fs::read_to_string(t.log_dir().join("env.log")).unwrap();
-    assert!(
-        text.lines()
-            .any(|l| l.ends_with(" [out] XY_TEST_VAR=from kdl")),
-        "{text}"
-    );
-    assert!(
-        text.lines()
-            .any(|l| l.contains(" [err] sleep server started")),
-        "{text}"
-    );
+    // And the disk file has the tagged, timestamped lines (written off the
+    // pump, so possibly a moment after the ring has them).
+    let file = t.log_dir().join("env.log");
+    wait_for("tagged lines on disk", Duration::from_secs(10), || async {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        (text
+            .lines()
+            .any(|l| l.ends_with(" [out] XY_TEST_VAR=from kdl"))
+            && text
+                .lines()
+                .any(|l| l.contains(" [err] sleep server started")))
+        .then_some(())
+    })
+    .await;
     t.finish().await;
 }
 
@@ -327,16 +329,28 @@ async fn rotation_keeps_at_most_six_files() {
     s.restart.policy = RestartPolicy::Never;
     let t = TestEngine::start_with(vec![s], |o| o.rotate_bytes = 64 * 1024).await;
     t.wait_state("flood", ServerState::Stopped).await;
-    // The pumps finish after the exit is seen: wait for the flood's report.
-    wait_for("flood report", Duration::from_secs(10), || async {
+    // The pumps finish after the exit is seen: wait for the last line. (Not
+    // for the stderr report: it is read as soon as it is written, while up
+    // to 1 MiB of stdout still waits in its pipe and then pushes it out of
+    // the ring.)
+    wait_for("last line", Duration::from_secs(10), || async {
         let sub = t
             .engine
-            .subscribe_logs(&["flood".into()], Some(5), false)
+            .subscribe_logs(&["flood".into()], Some(1), false)
             .await
             .unwrap();
         sub.backlog
             .iter()
-            .any(|l| l.line.starts_with("wrote 20000 lines"))
+            .any(|l| l.line.starts_with("line 0020000 "))
+            .then_some(())
+    })
+    .await;
+    // The files are written off the pump: wait for the last line there too.
+    let live = t.log_dir().join("flood.log");
+    wait_for("last line on disk", Duration::from_secs(10), || async {
+        std::fs::read_to_string(&live)
+            .unwrap_or_default()
+            .contains("[out] line 0020000 ")
             .then_some(())
     })
     .await;
@@ -432,12 +446,12 @@ async fn a_flood_with_a_stalled_follower_does_not_block_the_child() {
     wait_for("the flood to finish", Duration::from_secs(20), || async {
         let sub = t
             .engine
-            .subscribe_logs(&["flood".into()], Some(3), false)
+            .subscribe_logs(&["flood".into()], Some(1), false)
             .await
             .unwrap();
         sub.backlog
             .iter()
-            .any(|l| l.line.starts_with("wrote 40000 lines"))
+            .any(|l| l.line.starts_with("line 0040000 "))
             .then_some(())
     })
     .await;

@@ -13,10 +13,10 @@ use serde_json::value::RawValue;
 use xy_core::paths::Paths;
 use xy_core::protocol::{DaemonStatus, method};
 
-use crate::client::{Client, ClientError};
 use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::{output, process};
+use xy_core::client::{Client, ClientError};
 
 /// How long a started daemon gets to answer `daemon_status`.
 pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(5);

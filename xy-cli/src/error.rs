@@ -7,7 +7,7 @@ use std::fmt;
 use xy_core::config::ConfigErrors;
 use xy_core::protocol::{ErrorCode, RpcError};
 
-use crate::client::ClientError;
+use xy_core::client::ClientError;
 
 /// The process exit status, a contract for scripts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

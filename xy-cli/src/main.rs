@@ -3,7 +3,6 @@
 //! (0 ok, 1 operational error, 2 daemon unreachable, 3 config invalid).
 
 mod cli;
-mod client;
 mod commands;
 mod ctx;
 mod daemon_conn;

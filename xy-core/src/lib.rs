@@ -5,11 +5,16 @@
 //! - [`protocol`]: JSON-RPC method names, params, results, notifications and
 //!   error codes (SPEC §6).
 //! - [`time`]: durations and timestamps as xy writes them.
+//! - `client` (feature `client`): the one blocking JSON-line client of the
+//!   socket, for `xyctl`, the integration tests and the benches.
 //!
-//! No tokio and no I/O beyond reading config files. `xy-actors` and
+//! No tokio and no I/O beyond reading config files (and, with `client`, the
+//! socket). `xy-actors` and
 //! `xy-daemon` build on it; `xy-cli` depends on it alone.
 #![warn(missing_docs)]
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod config;
 pub mod paths;
 pub mod protocol;

@@ -414,6 +414,10 @@ pub struct StatusResult {
     /// `null` in other states.
     #[serde(default)]
     pub explain: Option<String>,
+    /// When the next restart is due (RFC 3339 UTC); `null` unless the
+    /// server is `restarting`, so scripts need not parse `explain`.
+    #[serde(default)]
+    pub next_retry_at: Option<String>,
     /// The `health { … }` settings, `null` when no probe is configured.
     #[serde(default)]
     pub health_config: Option<HealthSettings>,

@@ -3,13 +3,12 @@
 //! `xy-testbins`, and polling helpers. No fixed sleeps: everything waits
 //! for a condition with a deadline.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Generous: CI machines have 2 cores and run tests in parallel.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
@@ -329,22 +328,23 @@ pub(crate) fn pid_alive(pid: i32) -> bool {
     }
 }
 
-/// A raw line client, the way socat talks.
+/// A raw line client, the way socat talks, over the project's one line
+/// client (`xy_core::client`): requests and replies as `Value`s.
 pub(crate) struct Client {
-    r: BufReader<UnixStream>,
-    w: UnixStream,
-    next_id: u64,
+    inner: xy_core::client::Client,
+}
+
+fn io_error(e: xy_core::client::ClientError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
 }
 
 impl Client {
     pub(crate) fn try_connect(path: &Path) -> std::io::Result<Client> {
-        let s = UnixStream::connect(path)?;
-        s.set_read_timeout(Some(DEADLINE))?;
-        Ok(Client {
-            r: BufReader::new(s.try_clone()?),
-            w: s,
-            next_id: 1,
-        })
+        let inner = xy_core::client::Client::connect(path, DEADLINE).map_err(|e| match e {
+            xy_core::client::ClientError::Connect { source, .. } => source,
+            other => io_error(other),
+        })?;
+        Ok(Client { inner })
     }
 
     pub(crate) fn connect(path: &Path) -> Client {
@@ -352,7 +352,7 @@ impl Client {
     }
 
     pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
-        self.w.write_all(bytes).expect("write to xyd");
+        self.inner.send_raw(bytes).expect("write to xyd");
     }
 
     pub(crate) fn send(&mut self, line: &str) {
@@ -361,18 +361,21 @@ impl Client {
 
     /// Half-closes our side, as `echo … | socat` does at end of input.
     pub(crate) fn finish_sending(&mut self) {
-        self.w.shutdown(std::net::Shutdown::Write).unwrap();
+        self.inner.shutdown_write().unwrap();
     }
 
     /// Next line, parsed; `None` at EOF.
     pub(crate) fn try_recv(&mut self) -> std::io::Result<Option<Value>> {
-        let mut line = String::new();
-        if self.r.read_line(&mut line)? == 0 {
+        let Some(line) = self
+            .inner
+            .read_line(Some(Instant::now() + DEADLINE))
+            .map_err(io_error)?
+        else {
             return Ok(None);
-        }
-        Ok(Some(
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}")),
-        ))
+        };
+        Ok(Some(serde_json::from_slice(&line).unwrap_or_else(|e| {
+            panic!("bad line {:?}: {e}", String::from_utf8_lossy(&line))
+        })))
     }
 
     pub(crate) fn recv(&mut self) -> Value {
@@ -391,14 +394,9 @@ impl Client {
     }
 
     pub(crate) fn request(&mut self, method: &str, params: Option<Value>) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(p) = params {
-            req["params"] = p;
-        }
-        self.send(&req.to_string());
-        id
+        self.inner
+            .request(method, params.as_ref())
+            .expect("write to xyd")
     }
 
     pub(crate) fn try_call(

@@ -16,7 +16,7 @@ pub struct EngineOptions {
     /// Tool ledgers (`<name>.json`, SPEC §12) go here; `None` keeps them in
     /// memory. [`EngineOptions::new`] puts them in `tools/` beside `run_dir`.
     pub tools_dir: Option<PathBuf>,
-    /// Size at which `<name>.log` rotates (SPEC §5: 10 MB); tests lower it.
+    /// Size at which `<name>.log` rotates (SPEC §5: 10 MB, taken as 10 MiB); tests lower it.
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
     pub ring_bytes: usize,

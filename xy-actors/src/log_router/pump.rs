@@ -1,6 +1,8 @@
-//! A log pump: reads one child stream in large chunks, splits lines (lossy
-//! UTF-8, at most 64 KiB each, a final unterminated line kept) and hands each
-//! chunk's lines to the server's sink in one locked batch.
+//! A log pump: reads one child stream in large chunks and cuts each read
+//! into lines in place (one pass for newlines, UTF-8 checked once per read,
+//! lossy per line only where that fails, at most 64 KiB a line, a final
+//! unterminated line kept), then hands the read's lines to the server's sink
+//! as one [`Chunk`]: no allocation and no copy per line.
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use xy_core::protocol::LogStream;
@@ -9,100 +11,82 @@ use super::sink::{SharedSink, lock};
 
 /// Longest line kept whole; longer ones are split.
 pub(crate) const MAX_LINE: usize = 64 * 1024;
-/// First read size: enough for a quiet server's lines, and what an idle
+/// First buffer size: enough for a quiet server's lines, and what an idle
 /// pump keeps allocated.
-const MIN_CHUNK: usize = 8 * 1024;
-/// Largest read, reached while reads keep filling the buffer (a flood):
-/// fewer wakeups per byte (the pipe is enlarged to match on Linux).
-const READ_CHUNK: usize = 256 * 1024;
+const MIN_BUF: usize = 8 * 1024;
+/// Largest buffer, reached while reads keep filling it (a flood): fewer
+/// wakeups per byte (the pipe is enlarged to match on Linux). Always more
+/// than a line, so a read always has room.
+const MAX_BUF: usize = 256 * 1024;
 
 /// Runs until EOF or a read error (the child and its group closed the pipe).
 pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream, sink: SharedSink) {
-    let mut buf = vec![0u8; MIN_CHUNK];
-    let mut splitter = Splitter::default();
+    let disk = lock(&sink).disk();
+    let mut buf = vec![0u8; MIN_BUF];
+    let mut filled = 0;
+    let mut chunk = Chunk::default();
     loop {
-        let n = match reader.read(&mut buf).await {
+        let n = match reader.read(&mut buf[filled..]).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let lines = splitter.feed(&buf[..n]);
-        lock(&sink).push_batch(stream, lines);
-        if n == buf.len() && buf.len() < READ_CHUNK {
+        let was_full = filled + n == buf.len();
+        filled += n;
+        let used = chunk.cut(&buf[..filled], false);
+        if !chunk.is_empty() {
+            // Waits (holding nothing) while the disk writer is far behind:
+            // the child is slowed only by a disk slower than it.
+            disk.wait_for_room().await;
+            lock(&sink).push_chunk(stream, &chunk, &buf);
+            if was_full {
+                // A flood: let other servers' pumps and the RPCs run between
+                // its reads instead of after a whole coop budget of them.
+                tokio::task::yield_now().await;
+            }
+        }
+        // The unterminated rest moves to the front (less than a line).
+        buf.copy_within(used..filled, 0);
+        filled -= used;
+        if was_full && buf.len() < MAX_BUF {
             // The pipe had more than we took: read bigger.
-            buf = vec![0u8; (buf.len() * 4).min(READ_CHUNK)];
-        } else if n <= MIN_CHUNK / 2 && buf.len() > MIN_CHUNK {
+            buf.resize((buf.len() * 4).min(MAX_BUF), 0);
+        } else if filled > buf.len() / 2 {
+            // A long line is being assembled: keep room to read.
+            buf.resize((buf.len() * 2).min(MAX_BUF), 0);
+        } else if n <= MIN_BUF / 2 && buf.len() > MIN_BUF && filled < MIN_BUF / 2 {
             // The flood is over: give the big buffer back.
-            buf = vec![0u8; MIN_CHUNK];
+            buf.truncate(MIN_BUF);
+            buf.shrink_to_fit();
         }
     }
-    if let Some(last) = splitter.finish() {
-        lock(&sink).push_batch(stream, last);
+    if filled > 0 {
+        chunk.cut(&buf[..filled], true);
+        disk.wait_for_room().await;
+        lock(&sink).push_chunk(stream, &chunk, &buf);
     }
 }
 
-/// A batch of lines in one string: one allocation per read, not per line.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Lines {
-    /// The lines, possibly with their separators between the spans.
-    text: String,
-    /// `(start, end)` byte ranges into `text`.
-    spans: Vec<(u32, u32)>,
+/// Where a line's text is: in the read buffer, or rewritten in
+/// [`Chunk::fixed`] (lossy UTF-8).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u32,
+    end: u32,
+    fixed: bool,
+}
+
+/// The complete lines of one read, as ranges of the read buffer (the
+/// buffer itself is passed beside it). Reused from read to read.
+#[derive(Debug, Default)]
+pub(crate) struct Chunk {
+    spans: Vec<Span>,
+    /// Text of lines that were not UTF-8, decoded lossily.
+    fixed: Vec<u8>,
     /// Bytes of line text (sum of the spans).
-    bytes: usize,
+    text: usize,
 }
 
-impl Lines {
-    fn with_capacity(bytes: usize) -> Lines {
-        Lines {
-            text: String::with_capacity(bytes),
-            spans: Vec::with_capacity(bytes / 64),
-            bytes: 0,
-        }
-    }
-
-    /// Appends one line, lossily decoded.
-    pub(crate) fn push(&mut self, line: &[u8]) {
-        let start = self.text.len();
-        match std::str::from_utf8(line) {
-            Ok(s) => self.text.push_str(s),
-            Err(_) => self.text.push_str(&String::from_utf8_lossy(line)),
-        }
-        self.bytes += self.text.len() - start;
-        self.spans.push((offset(start), offset(self.text.len())));
-    }
-
-    /// Appends `block`, whole `\n`-terminated lines: validated and copied
-    /// once for the block; line by line (lossy) only if it is not UTF-8.
-    fn push_block(&mut self, block: &[u8]) {
-        let Ok(text) = std::str::from_utf8(block) else {
-            for line in block.split_inclusive(|&b| b == b'\n') {
-                push_line(self, line.strip_suffix(b"\n").unwrap_or(line));
-            }
-            return;
-        };
-        let base = self.text.len();
-        self.text.push_str(text);
-        let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', block) {
-            let mut end = nl;
-            if end > start && block[end - 1] == b'\r' {
-                end -= 1;
-            }
-            while end - start > MAX_LINE {
-                let cut = start + char_boundary(&block[start..end], MAX_LINE);
-                self.span(base + start, base + cut);
-                start = cut;
-            }
-            self.span(base + start, base + end);
-            start = nl + 1;
-        }
-    }
-
-    fn span(&mut self, start: usize, end: usize) {
-        self.bytes += end - start;
-        self.spans.push((offset(start), offset(end)));
-    }
-
+impl Chunk {
     pub(crate) fn len(&self) -> usize {
         self.spans.len()
     }
@@ -111,84 +95,92 @@ impl Lines {
         self.spans.is_empty()
     }
 
-    /// Line `i`.
-    pub(crate) fn get(&self, i: usize) -> &str {
-        let (a, b) = self.spans[i];
-        &self.text[a as usize..b as usize]
-    }
-
-    /// Bytes of line text (no separators).
+    /// Bytes of line text, without separators.
     pub(crate) fn text_len(&self) -> usize {
-        self.bytes
+        self.text
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &str> {
-        self.spans
-            .iter()
-            .map(|&(a, b)| &self.text[a as usize..b as usize])
+    /// The lines (valid UTF-8 each), given the read buffer they came from.
+    pub(crate) fn lines<'a>(&'a self, data: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.spans.iter().map(move |s| {
+            let from = if s.fixed { &self.fixed[..] } else { data };
+            &from[s.start as usize..s.end as usize]
+        })
+    }
+
+    /// Cuts `data` into lines; returns how many bytes were used. An
+    /// unterminated rest is left for the next read unless `last` (EOF) or it
+    /// has reached [`MAX_LINE`] (then whole 64 KiB pieces are taken).
+    pub(crate) fn cut(&mut self, data: &[u8], last: bool) -> usize {
+        self.spans.clear();
+        self.fixed.clear();
+        self.text = 0;
+        let whole = memchr::memrchr(b'\n', data).map_or(0, |p| p + 1);
+        let block = &data[..whole];
+        // ASCII (the common case) is checked fastest; UTF-8 next; only a
+        // block that is neither is decoded line by line.
+        let valid = block.is_ascii() || std::str::from_utf8(block).is_ok();
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', block) {
+            self.line(data, start, nl, valid);
+            start = nl + 1;
+        }
+        let mut rest = &data[whole..];
+        while rest.len() >= MAX_LINE {
+            let cut = char_boundary(rest, MAX_LINE);
+            let at = data.len() - rest.len();
+            self.piece(data, at, at + cut, false);
+            rest = &rest[cut..];
+        }
+        if last && !rest.is_empty() {
+            let at = data.len() - rest.len();
+            self.line(data, at, data.len(), false);
+            return data.len();
+        }
+        data.len() - rest.len()
+    }
+
+    /// One line `data[start..end]` (without its `\n`): `\r` stripped, split
+    /// into ≤ 64 KiB pieces. `valid`: already known to be UTF-8.
+    fn line(&mut self, data: &[u8], start: usize, mut end: usize, valid: bool) {
+        if end > start && data[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let mut at = start;
+        while end - at > MAX_LINE {
+            let cut = at + char_boundary(&data[at..end], MAX_LINE);
+            self.piece(data, at, cut, valid);
+            at = cut;
+        }
+        self.piece(data, at, end, valid);
+    }
+
+    fn piece(&mut self, data: &[u8], start: usize, end: usize, valid: bool) {
+        let bytes = &data[start..end];
+        if valid || std::str::from_utf8(bytes).is_ok() {
+            self.text += bytes.len();
+            self.spans.push(Span {
+                start: offset(start),
+                end: offset(end),
+                fixed: false,
+            });
+            return;
+        }
+        let from = self.fixed.len();
+        self.fixed
+            .extend_from_slice(String::from_utf8_lossy(bytes).as_bytes());
+        self.text += self.fixed.len() - from;
+        self.spans.push(Span {
+            start: offset(from),
+            end: offset(self.fixed.len()),
+            fixed: true,
+        });
     }
 }
 
-/// Batches stay far below 4 GiB (a read is 64 KiB, a line at most 64 KiB).
+/// Offsets stay far below 4 GiB (a buffer is at most 256 KiB).
 fn offset(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// Line splitting across reads.
-#[derive(Debug, Default)]
-pub(crate) struct Splitter {
-    pending: Vec<u8>,
-}
-
-impl Splitter {
-    /// The complete lines in `chunk` (with what was pending before it).
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Lines {
-        let mut out = Lines::with_capacity(chunk.len() + self.pending.len());
-        let mut rest = chunk;
-        if let Some(last) = memchr::memrchr(b'\n', chunk) {
-            let (mut whole, tail) = chunk.split_at(last + 1);
-            if !self.pending.is_empty() {
-                // The first line began in an earlier read.
-                let pos = memchr::memchr(b'\n', whole).unwrap_or(last);
-                self.pending.extend_from_slice(&whole[..pos]);
-                let first = std::mem::take(&mut self.pending);
-                push_line(&mut out, &first);
-                whole = &whole[pos + 1..];
-            }
-            out.push_block(whole);
-            rest = tail;
-        }
-        self.pending.extend_from_slice(rest);
-        while self.pending.len() >= MAX_LINE {
-            let cut = char_boundary(&self.pending, MAX_LINE);
-            out.push(&self.pending[..cut]);
-            self.pending.drain(..cut);
-        }
-        out
-    }
-
-    /// The unterminated last line, if any.
-    pub(crate) fn finish(&mut self) -> Option<Lines> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let mut out = Lines::default();
-        push_line(&mut out, &std::mem::take(&mut self.pending));
-        Some(out)
-    }
-}
-
-/// Pushes `line` (without `\r`), split into ≤ 64 KiB pieces.
-fn push_line(out: &mut Lines, mut line: &[u8]) {
-    if let [head @ .., b'\r'] = line {
-        line = head;
-    }
-    while line.len() > MAX_LINE {
-        let cut = char_boundary(line, MAX_LINE);
-        out.push(&line[..cut]);
-        line = &line[cut..];
-    }
-    out.push(line);
 }
 
 /// The largest cut `<= max` that does not split a UTF-8 sequence (falls back
@@ -205,46 +197,70 @@ fn char_boundary(bytes: &[u8], max: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn v(l: Lines) -> Vec<String> {
-        l.iter().map(str::to_owned).collect()
+    /// Feeds `reads` through a chunk as the pump does; returns the lines of
+    /// each read (and of EOF, last).
+    pub(crate) fn cut_all(reads: &[&[u8]]) -> Vec<Vec<String>> {
+        let mut buf = Vec::new();
+        let mut chunk = Chunk::default();
+        let mut out = Vec::new();
+        let text = |chunk: &Chunk, buf: &[u8]| -> Vec<String> {
+            let v: Vec<String> = chunk
+                .lines(buf)
+                .map(|l| String::from_utf8(l.to_vec()).expect("lines are UTF-8"))
+                .collect();
+            assert_eq!(chunk.text_len(), v.iter().map(String::len).sum::<usize>());
+            v
+        };
+        for r in reads {
+            buf.extend_from_slice(r);
+            let used = chunk.cut(&buf, false);
+            out.push(text(&chunk, &buf));
+            buf.drain(..used);
+        }
+        chunk.cut(&buf, true);
+        out.push(text(&chunk, &buf));
+        out
+    }
+
+    fn flat(reads: &[&[u8]]) -> Vec<String> {
+        cut_all(reads).into_iter().flatten().collect()
     }
 
     #[test]
-    fn splits_across_chunks() {
-        let mut s = Splitter::default();
-        assert_eq!(v(s.feed(b"a\nb")), ["a"]);
-        assert_eq!(v(s.feed(b"c\r\nd\n\n")), ["bc", "d", ""]);
-        assert_eq!(v(s.feed(b"tail")), Vec::<String>::new());
-        assert_eq!(v(s.finish().unwrap()), ["tail"]);
-        assert!(s.finish().is_none());
+    fn splits_across_reads() {
+        let got = cut_all(&[b"a\nb", b"c\r\nd\n\n", b"tail"]);
+        assert_eq!(got, [vec!["a"], vec!["bc", "d", ""], vec![], vec!["tail"]]);
+        assert_eq!(flat(&[b"x\r"]), ["x"], "a final \\r is not text");
+        assert!(flat(&[]).is_empty());
     }
 
     #[test]
     fn lossy_utf8() {
-        let mut s = Splitter::default();
-        assert_eq!(v(s.feed(b"ok \xff\xfe!\n")), ["ok \u{fffd}\u{fffd}!"]);
+        assert_eq!(flat(&[b"ok \xff\xfe!\n"]), ["ok \u{fffd}\u{fffd}!"]);
+        assert_eq!(flat(&[b"end \xc3"]), ["end \u{fffd}"]);
+    }
+
+    #[test]
+    fn a_character_split_across_reads_is_kept() {
+        let e = "é".as_bytes();
+        assert_eq!(flat(&[&[b'a', e[0]], &[e[1], b'\n']]), ["aé"]);
     }
 
     #[test]
     fn long_lines_are_split_at_64k() {
-        let mut s = Splitter::default();
         let mut input = vec![b'x'; MAX_LINE * 2 + 10];
         input.push(b'\n');
-        let mut got = Vec::new();
-        for chunk in input.chunks(1000) {
-            got.extend(v(s.feed(chunk)));
-        }
-        let lens: Vec<usize> = got.iter().map(String::len).collect();
-        assert_eq!(lens, [MAX_LINE, MAX_LINE, 10]);
-        // One line in one chunk.
-        let got = v(Splitter::default().feed(&input));
+        let lens = |v: Vec<String>| v.iter().map(String::len).collect::<Vec<_>>();
         assert_eq!(
-            got.iter().map(String::len).collect::<Vec<_>>(),
+            lens(flat(&input.chunks(1000).collect::<Vec<_>>())),
             [MAX_LINE, MAX_LINE, 10]
         );
+        assert_eq!(lens(flat(&[&input])), [MAX_LINE, MAX_LINE, 10]);
+        // Unterminated at EOF too.
+        assert_eq!(lens(flat(&[&input[..MAX_LINE + 5]])), [MAX_LINE, 5]);
     }
 
     #[test]
@@ -252,19 +268,19 @@ mod tests {
         let mut line = vec![b'a'; MAX_LINE - 1];
         line.extend_from_slice("é".as_bytes()); // 2 bytes straddling the cut
         line.push(b'\n');
-        let got = v(Splitter::default().feed(&line));
+        let got = flat(&[&line]);
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].len(), MAX_LINE - 1);
         assert_eq!(got[1], "é");
+        // The same line arriving in small reads.
+        assert_eq!(flat(&line.chunks(777).collect::<Vec<_>>()), got);
     }
 
     #[test]
-    fn a_bad_line_in_a_batch_is_lossy_alone() {
-        let got = Splitter::default().feed(b"one\r\nt\xffo\nthree\n");
+    fn a_bad_line_in_a_read_is_lossy_alone() {
         assert_eq!(
-            got.text_len(),
-            "one".len() + "t\u{fffd}o".len() + "three".len()
+            flat(&[b"one\r\nt\xffo\nthree\n"]),
+            ["one", "t\u{fffd}o", "three"]
         );
-        assert_eq!(v(got), ["one", "t\u{fffd}o", "three"]);
     }
 }

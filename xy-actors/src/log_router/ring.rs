@@ -1,35 +1,70 @@
 //! The in-memory tail of one server's output: the most recent lines up to a
 //! byte budget (not a line count), so `logs --tail` needs no disk read.
-//! Stored as the pumps' read batches (one allocation per batch, not per
-//! line); eviction drops single lines from the oldest batch.
+//! One contiguous circular byte buffer per server holds every line as an
+//! 8-byte header (timestamp in ms, stream, length) followed by its text, and
+//! the budget counts both: what the ring holds is what it costs.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use xy_core::protocol::LogStream;
 
-use super::pump::Lines;
 use crate::logs::LogLine;
 
-/// SPEC §5's budget: about 1 MiB of line bytes per server.
+/// SPEC §5's budget: about 1 MiB per server, headers included.
 pub(crate) const DEFAULT_RING_BYTES: usize = 1024 * 1024;
 
-#[derive(Debug)]
-struct Chunk {
-    stream: LogStream,
-    ts: SystemTime,
-    lines: Lines,
-    /// Lines already evicted from the front of this chunk.
-    first: usize,
+/// Bytes of the per-line header.
+const HEADER: usize = 8;
+/// Header layout, low bits first: stream (1 bit), length (18 bits: a lossy
+/// line of 64 KiB raw bytes decodes to at most 192 KiB), ms since the epoch
+/// (45 bits: until the year 3085).
+const LEN_BITS: u32 = 18;
+const MAX_LEN: usize = (1 << LEN_BITS) - 1;
+const TS_MAX: u64 = (1 << (64 - 1 - LEN_BITS)) - 1;
+/// The first allocation: a quiet server's few lines.
+const FIRST_ALLOC: usize = 4096;
+
+/// A timestamp as the ring and the log files keep it: whole ms since the
+/// epoch.
+pub(crate) fn ms_since_epoch(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, xy_core::time::as_millis_u64)
 }
 
-/// Newest lines, oldest evicted first once `bytes > cap`.
+/// The `SystemTime` of [`ms_since_epoch`].
+pub(crate) fn ms_to_time(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+fn pack(stream: LogStream, ts_ms: u64, len: usize) -> [u8; HEADER] {
+    let s = u64::from(stream == LogStream::Stderr);
+    let word = (ts_ms.min(TS_MAX) << (LEN_BITS + 1)) | ((len.min(MAX_LEN) as u64) << 1) | s;
+    word.to_le_bytes()
+}
+
+fn unpack(h: [u8; HEADER]) -> (LogStream, u64, usize) {
+    let word = u64::from_le_bytes(h);
+    let stream = if word & 1 == 1 {
+        LogStream::Stderr
+    } else {
+        LogStream::Stdout
+    };
+    let len = ((word >> 1) as usize) & MAX_LEN;
+    (stream, word >> (LEN_BITS + 1), len)
+}
+
+/// Newest lines, oldest evicted first once their cost passes `cap`.
 #[derive(Debug)]
 pub(crate) struct Ring {
     name: Arc<str>,
-    chunks: VecDeque<Chunk>,
-    bytes: usize,
+    /// Circular storage; its length is the allocated capacity, grown on
+    /// demand up to `cap` (a silent server allocates nothing).
+    buf: Vec<u8>,
+    /// Where the oldest record starts.
+    head: usize,
+    /// Bytes in use (headers + text).
+    used: usize,
     lines: usize,
     cap: usize,
 }
@@ -38,62 +73,126 @@ impl Ring {
     pub(crate) fn new(name: Arc<str>, cap: usize) -> Ring {
         Ring {
             name,
-            chunks: VecDeque::new(),
-            bytes: 0,
+            buf: Vec::new(),
+            head: 0,
+            used: 0,
             lines: 0,
             cap,
         }
     }
 
-    pub(crate) fn push(&mut self, stream: LogStream, ts: SystemTime, lines: Lines) {
-        if lines.is_empty() {
-            return;
+    /// Appends one line (at most [`MAX_LEN`] bytes are kept), evicting the
+    /// oldest lines while the budget would be passed. A single line over
+    /// the whole budget is still kept (the newest).
+    pub(crate) fn push(&mut self, stream: LogStream, ts_ms: u64, line: &[u8]) {
+        let line = &line[..line.len().min(MAX_LEN)];
+        let need = HEADER + line.len();
+        while self.lines > 0 && self.used + need > self.cap {
+            self.pop_front();
         }
-        self.bytes += lines.text_len();
-        self.lines += lines.len();
-        self.chunks.push_back(Chunk {
-            stream,
-            ts,
-            lines,
-            first: 0,
-        });
-        while self.bytes > self.cap && self.lines > 1 {
-            let Some(front) = self.chunks.front_mut() else {
-                break;
-            };
-            self.bytes -= front.lines.get(front.first).len();
-            self.lines -= 1;
-            front.first += 1;
-            if front.first == front.lines.len() {
-                self.chunks.pop_front();
-            }
+        if self.used + need > self.buf.len() {
+            self.grow(self.used + need);
         }
+        let end = self.wrap(self.head + self.used);
+        self.write_at(end, &pack(stream, ts_ms, line.len()));
+        self.write_at(self.wrap(end + HEADER), line);
+        self.used += need;
+        self.lines += 1;
+    }
+
+    fn pop_front(&mut self) {
+        let (_, _, len) = unpack(self.header_at(self.head));
+        let n = HEADER + len;
+        self.head = self.wrap(self.head + n);
+        self.used -= n;
+        self.lines -= 1;
+        if self.lines == 0 {
+            self.head = 0;
+        }
+    }
+
+    /// Doubles the storage (at least to `need`), never past the budget
+    /// unless one line alone needs more.
+    fn grow(&mut self, need: usize) {
+        let size = (self.buf.len() * 2)
+            .max(FIRST_ALLOC)
+            .max(need)
+            .min(self.cap.max(need));
+        let mut next = Vec::with_capacity(size);
+        let (a, b) = self.slices(self.head, self.used);
+        next.extend_from_slice(a);
+        next.extend_from_slice(b);
+        next.resize(size, 0);
+        self.buf = next;
+        self.head = 0;
+    }
+
+    fn wrap(&self, at: usize) -> usize {
+        if at >= self.buf.len() {
+            at - self.buf.len()
+        } else {
+            at
+        }
+    }
+
+    /// The (up to two) pieces of `len` bytes from physical offset `at`.
+    fn slices(&self, at: usize, len: usize) -> (&[u8], &[u8]) {
+        let first = len.min(self.buf.len() - at.min(self.buf.len()));
+        (&self.buf[at..at + first], &self.buf[..len - first])
+    }
+
+    fn write_at(&mut self, at: usize, src: &[u8]) {
+        let first = src.len().min(self.buf.len() - at);
+        self.buf[at..at + first].copy_from_slice(&src[..first]);
+        self.buf[..src.len() - first].copy_from_slice(&src[first..]);
+    }
+
+    fn header_at(&self, at: usize) -> [u8; HEADER] {
+        let mut h = [0u8; HEADER];
+        let (a, b) = self.slices(at, HEADER);
+        h[..a.len()].copy_from_slice(a);
+        h[a.len()..].copy_from_slice(b);
+        h
     }
 
     /// The last `n` lines (all with `None`), oldest first.
     pub(crate) fn tail(&self, n: Option<usize>) -> Vec<LogLine> {
         let want = n.unwrap_or(usize::MAX).min(self.lines);
         let mut out = Vec::with_capacity(want);
-        'outer: for c in self.chunks.iter().rev() {
-            for i in (c.first..c.lines.len()).rev() {
-                if out.len() == want {
-                    break 'outer;
-                }
+        // Headers only lead forward: skip the older lines.
+        let mut at = self.head;
+        for i in 0..self.lines {
+            let (stream, ts_ms, len) = unpack(self.header_at(at));
+            let text = self.wrap(at + HEADER);
+            if i >= self.lines - want {
+                let (a, b) = self.slices(text, len);
+                let mut bytes = Vec::with_capacity(len);
+                bytes.extend_from_slice(a);
+                bytes.extend_from_slice(b);
                 out.push(LogLine {
                     name: self.name.clone(),
-                    stream: c.stream,
-                    line: c.lines.get(i).to_owned(),
-                    ts: c.ts,
+                    stream,
+                    // The pump stored valid UTF-8; lossy only as a guard.
+                    line: String::from_utf8(bytes)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                    ts: ms_to_time(ts_ms),
                 });
             }
+            at = self.wrap(text + len);
         }
-        out.reverse();
         out
     }
 
+    /// Bytes counted against the budget (headers and text).
     #[cfg(test)]
-    pub(crate) fn bytes(&self) -> usize {
-        self.bytes
+    pub(crate) fn used(&self) -> usize {
+        self.used
+    }
+
+    /// Bytes allocated for the lines.
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.buf.capacity()
     }
 }
 
@@ -102,32 +201,133 @@ mod tests {
     use super::*;
 
     fn push(r: &mut Ring, v: &[&str]) {
-        let mut l = Lines::default();
         for s in v {
-            l.push(s.as_bytes());
+            r.push(LogStream::Stdout, 1, s.as_bytes());
         }
-        r.push(LogStream::Stdout, SystemTime::now(), l);
     }
 
     fn all(r: &Ring) -> Vec<String> {
         r.tail(None).into_iter().map(|l| l.line).collect()
     }
 
+    /// Budget for `lines` lines of `len` bytes each.
+    fn room(lines: usize, len: usize) -> usize {
+        lines * (HEADER + len)
+    }
+
     #[test]
-    fn evicts_by_bytes() {
-        let mut r = Ring::new(Arc::from("a"), 10);
+    fn evicts_by_bytes_headers_included() {
+        let mut r = Ring::new(Arc::from("a"), room(3, 4));
         push(&mut r, &["aaaa", "bbbb"]);
-        push(&mut r, &["cccc", "dd"]);
-        assert_eq!(all(&r), ["bbbb", "cccc", "dd"]);
-        assert_eq!(r.bytes(), 10);
+        push(&mut r, &["cccc", "dddd"]);
+        assert_eq!(all(&r), ["bbbb", "cccc", "dddd"]);
+        assert_eq!(r.used(), room(3, 4));
+        // Two short lines fit where one long one left.
         push(&mut r, &["e"]);
-        assert_eq!(all(&r), ["cccc", "dd", "e"]);
-        assert_eq!(r.bytes(), 7);
+        assert_eq!(all(&r), ["cccc", "dddd", "e"]);
+        assert_eq!(r.used(), room(2, 4) + HEADER + 1);
         let last: Vec<String> = r.tail(Some(2)).into_iter().map(|l| l.line).collect();
-        assert_eq!(last, ["dd", "e"]);
+        assert_eq!(last, ["dddd", "e"]);
         assert_eq!(r.tail(Some(0)).len(), 0);
+        assert_eq!(r.tail(Some(99)).len(), 3);
         // A single line over budget is still kept (the newest).
-        push(&mut r, &["0123456789abc"]);
-        assert_eq!(all(&r), ["0123456789abc"]);
+        let long = "0123456789abcdefghijklmnopqrstuvwxyz";
+        push(&mut r, &[long]);
+        assert_eq!(all(&r), [long]);
+        push(&mut r, &["f"]);
+        assert_eq!(all(&r), ["f"]);
+    }
+
+    #[test]
+    fn empty_ring_and_empty_lines() {
+        let mut r = Ring::new(Arc::from("a"), 100);
+        assert!(r.tail(None).is_empty());
+        assert_eq!(r.allocated(), 0, "a silent server allocates nothing");
+        push(&mut r, &["", "", "x"]);
+        assert_eq!(all(&r), ["", "", "x"]);
+    }
+
+    #[test]
+    fn wraps_around_with_exact_tail_stream_and_time() {
+        // Odd sizes so headers and text straddle the physical end.
+        let cap = 300;
+        let mut r = Ring::new(Arc::from("srv"), cap);
+        let mut expect = Vec::new();
+        for i in 0..1000u64 {
+            let stream = if i % 3 == 0 {
+                LogStream::Stderr
+            } else {
+                LogStream::Stdout
+            };
+            let line = format!("{i}:{}", "é".repeat((i % 7) as usize));
+            let ts = 1_764_480_000_000 + i;
+            r.push(stream, ts, line.as_bytes());
+            expect.push((stream, ts, line));
+            assert!(r.used() <= cap);
+            assert!(r.allocated() <= cap);
+        }
+        let got = r.tail(None);
+        let want: Vec<_> = expect[expect.len() - got.len()..].to_vec();
+        assert!(got.len() > 5);
+        for (g, (stream, ts, line)) in got.iter().zip(&want) {
+            assert_eq!(&*g.name, "srv");
+            assert_eq!(g.stream, *stream);
+            assert_eq!(g.line, *line);
+            assert_eq!(g.ts, ms_to_time(*ts));
+        }
+        // Nothing older was kept while a newer line was dropped.
+        let used: usize = got.iter().map(|l| HEADER + l.line.len()).sum();
+        assert_eq!(used, r.used());
+        let next = &expect[expect.len() - got.len() - 1];
+        assert!(
+            used + HEADER + next.2.len() > cap,
+            "one more line would not fit"
+        );
+        let last3: Vec<_> = r.tail(Some(3)).into_iter().map(|l| l.line).collect();
+        let want3: Vec<_> = expect[expect.len() - 3..]
+            .iter()
+            .map(|e| e.2.clone())
+            .collect();
+        assert_eq!(last3, want3);
+    }
+
+    #[test]
+    fn a_full_ring_costs_its_budget() {
+        let cap = DEFAULT_RING_BYTES;
+        let mut r = Ring::new(Arc::from("a"), cap);
+        // 40-byte lines printed by a chatty server, then a mix of sizes.
+        for i in 0..100_000u32 {
+            r.push(LogStream::Stdout, u64::from(i), &[b'x'; 39]);
+        }
+        assert!(r.used() <= cap && r.used() > cap - 47);
+        assert_eq!(r.allocated(), cap);
+        for i in 0..100_000usize {
+            r.push(LogStream::Stderr, 5, &vec![b'y'; (i * 7919) % 3000]);
+            assert!(r.allocated() <= cap);
+        }
+        // 64 KiB lines (the pump's split size), and a lossy one of 3 × 64 KiB.
+        for _ in 0..40 {
+            r.push(LogStream::Stdout, 6, &[b'z'; 64 * 1024]);
+        }
+        r.push(
+            LogStream::Stdout,
+            7,
+            "\u{fffd}".repeat(64 * 1024).as_bytes(),
+        );
+        assert!(r.allocated() <= cap && r.used() <= cap);
+        assert_eq!(r.tail(Some(1))[0].line.len(), 3 * 64 * 1024);
+    }
+
+    #[test]
+    fn header_round_trip() {
+        for (s, ts, len) in [
+            (LogStream::Stdout, 0, 0),
+            (LogStream::Stderr, 1_764_480_000_123, 65_536),
+            (LogStream::Stdout, TS_MAX, MAX_LEN),
+        ] {
+            assert_eq!(unpack(pack(s, ts, len)), (s, ts, len));
+        }
+        let t = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_764_480_000_123_456_789);
+        assert_eq!(ms_since_epoch(t), 1_764_480_000_123);
     }
 }

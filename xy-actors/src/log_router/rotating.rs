@@ -43,6 +43,30 @@ impl RotatingWriter {
         })
     }
 
+    /// Opens a FIFO for writing without waiting for a reader (none yet is
+    /// an error), then writes to it blocking, like a file. Never rotated:
+    /// renaming a FIFO would not move its reader.
+    pub fn open_fifo(path: impl Into<PathBuf>) -> io::Result<RotatingWriter> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = path.into();
+        let file = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)?;
+        nix::fcntl::fcntl(
+            &file,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+        )
+        .map_err(io::Error::from)?;
+        Ok(RotatingWriter {
+            path,
+            max_bytes: u64::MAX,
+            keep: Self::KEEP,
+            file: BufWriter::with_capacity(64 * 1024, file),
+            size: 0,
+        })
+    }
+
     /// The live file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -1,25 +1,24 @@
-//! One server's log sink: the rotating file, the ring buffer and the live
-//! broadcast, fed a batch at a time by that server's two pumps.
+//! One server's log sink: the ring buffer, the live broadcast and the queue
+//! to its log file, fed a read at a time by that server's two pumps.
 //!
 //! Documented exception to "no shared mutable state": the sink is an
 //! `Arc<std::sync::Mutex<LogSink>>`. The LogRouterActor creates and owns it;
 //! the ServerActor hands it to the pumps of each child it spawns. A ractor
 //! message per line would cost more than the child's own write (SPEC §5 wants
-//! the child never slowed), so the pumps lock it once per read batch — never
-//! across an `.await` — and the router reads it for `logs --tail`.
+//! the child never slowed), so the pumps lock it once per read — never
+//! across an `.await`, and never around a disk write (see `disk.rs`) — and
+//! the router reads it for `logs --tail`.
 
-use std::io::Write;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use tokio::sync::broadcast;
 use xy_core::protocol::LogStream;
 
-use super::pump::Lines;
-use super::ring::Ring;
-use super::rotating::RotatingWriter;
+use super::disk::{DiskLog, DiskQueue};
+use super::pump::Chunk;
+use super::ring::{Ring, ms_since_epoch, ms_to_time};
 use crate::logs::LogLine;
 
 /// How many lines a live follower may fall behind before it is dropped.
@@ -33,11 +32,6 @@ pub(crate) struct SinkSettings {
     pub(crate) ring_bytes: usize,
     pub(crate) follow_buffer: usize,
 }
-/// Disk buffer capacity kept between batches; a larger one (from a flood)
-/// is released at the first small batch after it.
-const DISK_BUF_KEEP: usize = 64 * 1024;
-/// How often a broken disk is retried and a live file checked for removal.
-const DISK_RETRY: Duration = Duration::from_secs(1);
 
 /// A sink shared by the router and the pumps; see the module docs.
 pub(crate) type SharedSink = Arc<Mutex<LogSink>>;
@@ -49,37 +43,18 @@ pub(crate) fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-#[derive(Debug)]
-enum Disk {
-    Ok(RotatingWriter),
-    /// Writing failed or the file is gone; ring-only until a reopen works.
-    Broken,
-}
-
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct LogSink {
     name: Arc<str>,
-    path: PathBuf,
-    rotate_bytes: u64,
-    disk: Disk,
-    /// A fault was reported and no write has succeeded since. Reopening
-    /// proves nothing (it succeeds on a full disk), so only a successful
-    /// write clears it: one warning per fault, one "writable again" after.
-    degraded: bool,
-    /// Warnings issued, for the tests.
-    #[cfg(test)]
-    fault_warnings: usize,
-    /// "Writable again" messages issued, for the tests.
-    #[cfg(test)]
-    recoveries: usize,
-    /// Last reopen attempt or identity check.
-    last_check: Instant,
+    disk: Arc<DiskQueue>,
     ring: Ring,
     follow: Follow,
     /// Capacity of the broadcast channel, created at the first follower.
     follow_buffer: usize,
-    disk_buf: Vec<u8>,
+    /// `<RFC 3339 ms> [out] ` of the last batch, and its ms and stream:
+    /// formatted once per millisecond, not per line.
+    prefix: (u64, LogStream, String),
 }
 
 /// The live broadcast. Its slots are allocated up front (`follow_buffer`
@@ -96,30 +71,14 @@ enum Follow {
 
 impl LogSink {
     pub(crate) fn new(name: &str, settings: &SinkSettings) -> LogSink {
-        let rotate_bytes = settings.rotate_bytes;
         let path = settings.log_dir.join(format!("{name}.log"));
-        let (disk, degraded) = match open_live(&path, rotate_bytes) {
-            Ok(w) => (Disk::Ok(w), false),
-            Err(e) => {
-                tracing::warn!(server = %name, path = %path.display(), error = %e, "cannot open log file; keeping logs in memory only until it works");
-                (Disk::Broken, true)
-            }
-        };
         LogSink {
             name: Arc::from(name),
-            path,
-            rotate_bytes,
-            disk,
-            degraded,
-            #[cfg(test)]
-            fault_warnings: usize::from(degraded),
-            #[cfg(test)]
-            recoveries: 0,
-            last_check: Instant::now(),
+            disk: DiskQueue::new(DiskLog::open(name, path, settings.rotate_bytes)),
             ring: Ring::new(Arc::from(name), settings.ring_bytes),
             follow: Follow::Idle,
             follow_buffer: settings.follow_buffer.max(1),
-            disk_buf: Vec::new(),
+            prefix: (u64::MAX, LogStream::Stdout, String::new()),
         }
     }
 
@@ -127,117 +86,66 @@ impl LogSink {
         Arc::new(Mutex::new(self))
     }
 
-    /// Takes one read batch of one stream: every line goes to disk, ring
-    /// and followers. The disk gets one buffered write per batch.
-    pub(crate) fn push_batch(&mut self, stream: LogStream, lines: Lines) {
-        if lines.is_empty() {
+    /// The file queue, for a pump to wait on while the disk is behind.
+    pub(crate) fn disk(&self) -> Arc<DiskQueue> {
+        self.disk.clone()
+    }
+
+    /// Takes the lines of one read of one stream (`chunk`, cut from `data`):
+    /// every line goes to the ring, the followers and the file, each line
+    /// with its own `<RFC 3339 ms> [out|err] ` prefix on disk; all lines of
+    /// one read share its millisecond.
+    ///
+    /// This is the one place every captured line passes, a chunk at a time,
+    /// before anything keeps it: a filter over the whole chunk (such as
+    /// redacting secrets) belongs at the top of this function.
+    pub(crate) fn push_chunk(&mut self, stream: LogStream, chunk: &Chunk, data: &[u8]) {
+        if chunk.is_empty() {
             return;
         }
-        let ts = SystemTime::now();
-        self.maintain_disk();
-        if let Disk::Ok(w) = &mut self.disk {
-            // Every line of one read gets the same millisecond stamp: the
-            // prefix is formatted once per batch.
-            let mut prefix = xy_core::time::rfc3339_ms(ts);
-            prefix.push_str(" [");
-            prefix.push_str(stream.tag());
-            prefix.push_str("] ");
-            let buf = &mut self.disk_buf;
-            buf.clear();
-            buf.reserve(lines.text_len() + lines.len() * (prefix.len() + 1));
-            for line in lines.iter() {
-                buf.extend_from_slice(prefix.as_bytes());
-                buf.extend_from_slice(line.as_bytes());
-                buf.push(b'\n');
-            }
-            let written = w.write_lines(buf).and_then(|()| w.flush());
-            if buf.capacity() > DISK_BUF_KEEP && buf.len() < buf.capacity() / 4 {
-                // A flood is over: an idle server must not pin its buffer.
-                *buf = Vec::new();
-            }
-            match written {
-                Ok(()) if self.degraded => {
-                    self.degraded = false;
-                    #[cfg(test)]
-                    {
-                        self.recoveries += 1;
-                    }
-                    tracing::info!(server = %self.name, path = %self.path.display(), "log file writable again");
-                }
-                Ok(()) => {}
-                Err(e) => {
-                    self.disk = Disk::Broken;
-                    self.last_check = Instant::now();
-                    self.fault(
-                        &e,
-                        "log file write failed; keeping logs in memory only until it works",
-                    );
-                }
-            }
+        let ts_ms = ms_since_epoch(SystemTime::now());
+        for line in chunk.lines(data) {
+            self.ring.push(stream, ts_ms, line);
         }
+        self.broadcast(stream, ts_ms, chunk, data);
+        if self.prefix.0 != ts_ms || self.prefix.1 != stream {
+            let mut p = xy_core::time::rfc3339_ms(ms_to_time(ts_ms));
+            p.push_str(" [");
+            p.push_str(stream.tag());
+            p.push_str("] ");
+            self.prefix = (ts_ms, stream, p);
+        }
+        let prefix = self.prefix.2.as_bytes();
+        let mut buf = self.disk.buffer();
+        buf.reserve(chunk.text_len() + chunk.len() * (prefix.len() + 1));
+        for line in chunk.lines(data) {
+            buf.extend_from_slice(prefix);
+            buf.extend_from_slice(line);
+            buf.push(b'\n');
+        }
+        self.disk.write(buf);
+    }
+
+    fn broadcast(&mut self, stream: LogStream, ts_ms: u64, chunk: &Chunk, data: &[u8]) {
         if let Follow::Live(tx) = &self.follow
             && tx.receiver_count() == 0
         {
             // The last follower left: give the slots back.
             self.follow = Follow::Idle;
         }
-        if let Follow::Live(tx) = &self.follow {
-            for line in lines.iter() {
-                // Never blocks: a slow receiver lags and is dropped.
-                let _ = tx.send(LogLine {
-                    name: self.name.clone(),
-                    stream,
-                    line: line.to_owned(),
-                    ts,
-                });
-            }
-        }
-        self.ring.push(stream, ts, lines);
-    }
-
-    /// Reopens a broken disk, or notices that the live file was removed or
-    /// replaced (by another file, a directory, …), at most once per
-    /// [`DISK_RETRY`].
-    fn maintain_disk(&mut self) {
-        if self.last_check.elapsed() < DISK_RETRY {
+        let Follow::Live(tx) = &self.follow else {
             return;
+        };
+        let ts = ms_to_time(ts_ms);
+        for line in chunk.lines(data) {
+            // Never blocks: a slow receiver lags and is dropped.
+            let _ = tx.send(LogLine {
+                name: self.name.clone(),
+                stream,
+                line: String::from_utf8_lossy(line).into_owned(),
+                ts,
+            });
         }
-        self.last_check = Instant::now();
-        match &self.disk {
-            Disk::Ok(w) if same_file(w, &self.path) => {}
-            Disk::Ok(_) => {
-                // Lines written now would go to an unlinked file (or fail).
-                self.disk = Disk::Broken;
-                match open_live(&self.path, self.rotate_bytes) {
-                    Ok(w) => {
-                        self.disk = Disk::Ok(w);
-                        tracing::warn!(server = %self.name, path = %self.path.display(), "log file was removed or replaced; reopened it");
-                    }
-                    Err(e) => self.fault(&e, "log file was removed or replaced and cannot reopen log file; keeping logs in memory only until it works"),
-                }
-            }
-            Disk::Broken => match open_live(&self.path, self.rotate_bytes) {
-                // Quietly: "writable again" waits for a write that works.
-                Ok(w) => self.disk = Disk::Ok(w),
-                Err(e) => self.fault(
-                    &e,
-                    "cannot reopen log file; keeping logs in memory only until it works",
-                ),
-            },
-        }
-    }
-
-    /// Reports a disk fault unless this one was already reported.
-    fn fault(&mut self, error: &std::io::Error, what: &str) {
-        if self.degraded {
-            return;
-        }
-        self.degraded = true;
-        #[cfg(test)]
-        {
-            self.fault_warnings += 1;
-        }
-        tracing::warn!(server = %self.name, path = %self.path.display(), error = %error, "{what}");
     }
 
     /// The buffered tail and, when following, a live receiver. Both are taken
@@ -267,43 +175,12 @@ impl LogSink {
     pub(crate) fn close(&mut self) {
         self.follow = Follow::Closed;
     }
-
-    #[cfg(test)]
-    pub(crate) fn is_disk_ok(&self) -> bool {
-        matches!(self.disk, Disk::Ok(_)) && !self.degraded
-    }
-
-    #[cfg(test)]
-    pub(crate) fn force_check(&mut self) {
-        self.last_check = Instant::now() - DISK_RETRY;
-    }
-}
-
-/// Opens the live file. A directory fails to open by itself; a FIFO is
-/// refused up front (opening it for writing would block the pump). A device
-/// such as `/dev/null` behind a symlink is the user's choice and allowed.
-fn open_live(path: &Path, rotate_bytes: u64) -> std::io::Result<RotatingWriter> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::metadata(path) {
-        Ok(m) if m.file_type().is_fifo() || m.file_type().is_socket() => Err(
-            std::io::Error::other("the log path is a FIFO or socket, not a file"),
-        ),
-        _ => RotatingWriter::open(path, rotate_bytes),
-    }
-}
-
-/// Whether `path` still names the file `w` writes to (same device and
-/// inode): a removed, renamed or replaced file is not.
-fn same_file(w: &RotatingWriter, path: &Path) -> bool {
-    match (w.file_id(), std::fs::metadata(path)) {
-        (Ok(open), Ok(now)) => open == (now.dev(), now.ino()),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log_router::pump::tests::cut_all;
 
     fn settings(dir: &std::path::Path) -> SinkSettings {
         SinkSettings {
@@ -314,20 +191,40 @@ mod tests {
         }
     }
 
-    fn lines(v: &[&str]) -> Lines {
-        let mut l = Lines::default();
-        for s in v {
-            l.push(s.as_bytes());
+    /// Pushes `lines` as one read (no runtime: written at once).
+    fn push(s: &mut LogSink, stream: LogStream, lines: &[&str]) {
+        let mut data = Vec::new();
+        for l in lines {
+            data.extend_from_slice(l.as_bytes());
+            data.push(b'\n');
         }
-        l
+        let mut chunk = Chunk::default();
+        chunk.cut(&data, true);
+        s.push_chunk(stream, &chunk, &data);
+    }
+
+    fn out(s: &mut LogSink, lines: &[&str]) {
+        push(s, LogStream::Stdout, lines);
+    }
+
+    fn check(s: &LogSink) {
+        s.disk.with_log(DiskLog::force_check);
+    }
+
+    fn disk_ok(s: &LogSink) -> bool {
+        s.disk.with_log(|l| l.is_ok())
+    }
+
+    fn counts(s: &LogSink) -> (usize, usize) {
+        s.disk.with_log(|l| (l.fault_warnings, l.recoveries))
     }
 
     #[test]
     fn writes_tagged_lines_and_fills_ring() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = LogSink::new("a", &settings(dir.path()));
-        s.push_batch(LogStream::Stdout, lines(&["hello", "world"]));
-        s.push_batch(LogStream::Stderr, lines(&["oops"]));
+        out(&mut s, &["hello", "world"]);
+        push(&mut s, LogStream::Stderr, &["oops"]);
         let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
         let got: Vec<&str> = text.lines().collect();
         assert_eq!(got.len(), 3);
@@ -342,6 +239,61 @@ mod tests {
             tail.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
             ["world", "oops"]
         );
+        // The ring's timestamp is the one on disk.
+        assert_eq!(
+            xy_core::time::rfc3339_ms(tail[1].ts),
+            got[2].split(' ').next().unwrap()
+        );
+        assert_eq!(tail[1].stream, LogStream::Stderr);
+    }
+
+    /// What the disk, the ring and a follower get for awkward input: split
+    /// long lines, lossy bytes, `\r\n`, an unterminated last line.
+    #[test]
+    fn every_sink_gets_the_same_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        let (_, rx) = s.subscribe(None, true);
+        let mut rx = rx.unwrap();
+        let long = format!("x{}", "é".repeat(40_000)); // split inside an é
+        let mut input = format!("plain\r\n{long}\nbad ").into_bytes();
+        input.extend_from_slice(b"\xff\xfe\nlast");
+        let mut want = Vec::new();
+        let mut data = Vec::new();
+        let mut chunk = Chunk::default();
+        for piece in input.chunks(333) {
+            data.extend_from_slice(piece);
+            let used = chunk.cut(&data, false);
+            s.push_chunk(LogStream::Stdout, &chunk, &data);
+            data.drain(..used);
+        }
+        chunk.cut(&data, true);
+        s.push_chunk(LogStream::Stdout, &chunk, &data);
+        for lines in cut_all(&[&input]) {
+            want.extend(lines);
+        }
+        assert_eq!(want.len(), 5, "{want:?}");
+        assert_eq!(want[0], "plain");
+        assert_eq!(want[1].len(), 65_535, "cut before the split é");
+        assert_eq!(want[3], "bad \u{fffd}\u{fffd}");
+        assert_eq!(want[4], "last");
+        let ring: Vec<String> = s
+            .subscribe(None, false)
+            .0
+            .into_iter()
+            .map(|l| l.line)
+            .collect();
+        assert_eq!(ring, want);
+        let live: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|l| l.line)
+            .collect();
+        assert_eq!(live, want);
+        let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
+        let disk: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_once(" [out] ").unwrap().1)
+            .collect();
+        assert_eq!(disk, want);
     }
 
     #[test]
@@ -349,21 +301,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let logs = dir.path().join("logs");
         let mut s = LogSink::new("a", &settings(&logs));
-        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        out(&mut s, &["one"]);
         // The file and its directory vanish, and a plain file takes the
         // directory's place, so reopening fails.
         std::fs::remove_dir_all(&logs).unwrap();
         std::fs::write(&logs, "not a dir").unwrap();
-        s.force_check();
-        s.push_batch(LogStream::Stdout, lines(&["two"]));
-        assert!(!s.is_disk_ok());
+        check(&s);
+        out(&mut s, &["two"]);
+        assert!(!disk_ok(&s));
         assert_eq!(s.subscribe(None, false).0.len(), 2, "ring keeps every line");
         // Writing works again: the next check reopens the file.
         std::fs::remove_file(&logs).unwrap();
         std::fs::create_dir_all(&logs).unwrap();
-        s.force_check();
-        s.push_batch(LogStream::Stdout, lines(&["three"]));
-        assert!(s.is_disk_ok());
+        check(&s);
+        out(&mut s, &["three"]);
+        assert!(disk_ok(&s));
         let text = std::fs::read_to_string(logs.join("a.log")).unwrap();
         assert!(text.contains("[out] three"));
     }
@@ -376,22 +328,25 @@ mod tests {
     fn full_disk_warns_once_and_recovers_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = LogSink::new("a", &settings(dir.path()));
-        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        out(&mut s, &["one"]);
         let file = dir.path().join("a.log");
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink("/dev/full", &file).unwrap();
         for i in 0..5 {
-            s.force_check();
-            s.push_batch(LogStream::Stdout, lines(&[&format!("full {i}")]));
-            assert!(!s.is_disk_ok());
+            check(&s);
+            out(&mut s, &[&format!("full {i}")]);
+            assert!(!disk_ok(&s));
         }
-        assert_eq!(s.fault_warnings, 1, "one warning for one fault");
-        assert_eq!(s.recoveries, 0, "reopening is no recovery");
+        assert_eq!(
+            counts(&s),
+            (1, 0),
+            "one warning for one fault; reopening is no recovery"
+        );
         std::fs::remove_file(&file).unwrap();
-        s.force_check();
-        s.push_batch(LogStream::Stdout, lines(&["room again"]));
-        assert!(s.is_disk_ok());
-        assert_eq!((s.fault_warnings, s.recoveries), (1, 1));
+        check(&s);
+        out(&mut s, &["room again"]);
+        assert!(disk_ok(&s));
+        assert_eq!(counts(&s), (1, 1));
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("[out] room again"), "{text}");
         assert_eq!(s.subscribe(None, false).0.len(), 7, "ring keeps every line");
@@ -401,21 +356,21 @@ mod tests {
     fn live_file_replaced_by_a_directory_is_noticed() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = LogSink::new("a", &settings(dir.path()));
-        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        out(&mut s, &["one"]);
         let file = dir.path().join("a.log");
         std::fs::remove_file(&file).unwrap();
         std::fs::create_dir(&file).unwrap();
         for i in 0..3 {
-            s.force_check();
-            s.push_batch(LogStream::Stdout, lines(&[&format!("dir {i}")]));
-            assert!(!s.is_disk_ok());
+            check(&s);
+            out(&mut s, &[&format!("dir {i}")]);
+            assert!(!disk_ok(&s));
         }
-        assert_eq!(s.fault_warnings, 1);
+        assert_eq!(counts(&s).0, 1);
         std::fs::remove_dir(&file).unwrap();
-        s.force_check();
-        s.push_batch(LogStream::Stdout, lines(&["file again"]));
-        assert!(s.is_disk_ok());
-        assert_eq!(s.recoveries, 1);
+        check(&s);
+        out(&mut s, &["file again"]);
+        assert!(disk_ok(&s));
+        assert_eq!(counts(&s).1, 1);
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("[out] file again"), "{text}");
     }
@@ -424,14 +379,14 @@ mod tests {
     fn live_file_renamed_away_is_reopened_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = LogSink::new("a", &settings(dir.path()));
-        s.push_batch(LogStream::Stdout, lines(&["one"]));
+        out(&mut s, &["one"]);
         let file = dir.path().join("a.log");
         std::fs::rename(&file, dir.path().join("a.log.old")).unwrap();
         std::fs::write(&file, "").unwrap();
-        s.force_check();
-        s.push_batch(LogStream::Stdout, lines(&["two"]));
-        assert!(s.is_disk_ok());
-        assert_eq!(s.fault_warnings, 0, "not a fault: the file is writable");
+        check(&s);
+        out(&mut s, &["two"]);
+        assert!(disk_ok(&s));
+        assert_eq!(counts(&s).0, 0, "not a fault: the file is writable");
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(
             text.contains("[out] two") && !text.contains("one"),
@@ -446,18 +401,45 @@ mod tests {
         assert!(matches!(s.follow, Follow::Idle));
         let (_, rx) = s.subscribe(None, true);
         let mut rx = rx.unwrap();
-        s.push_batch(LogStream::Stdout, lines(&["live"]));
+        out(&mut s, &["live"]);
         assert_eq!(rx.try_recv().unwrap().line, "live");
         drop(rx);
-        s.push_batch(LogStream::Stdout, lines(&["nobody"]));
+        out(&mut s, &["nobody"]);
         assert!(matches!(s.follow, Follow::Idle), "slots released");
         let (tail, rx) = s.subscribe(Some(1), true);
         assert_eq!(tail[0].line, "nobody");
         let mut rx = rx.unwrap();
-        s.push_batch(LogStream::Stdout, lines(&["again"]));
+        out(&mut s, &["again"]);
         assert_eq!(rx.try_recv().unwrap().line, "again");
         s.close();
         assert!(rx.try_recv().is_err());
         assert!(s.subscribe(None, true).1.is_none(), "closed: no follower");
+    }
+
+    /// On a runtime the file is written by the blocking pool, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_off_the_async_threads_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        for i in 0..500 {
+            out(&mut s, &[&format!("n {i}"), &format!("m {i}")]);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !s.disk.idle() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "writer never caught up"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.split_once("] ").unwrap().1)
+            .collect();
+        let want: Vec<String> = (0..500)
+            .flat_map(|i| [format!("n {i}"), format!("m {i}")])
+            .collect();
+        assert_eq!(lines, want);
     }
 }

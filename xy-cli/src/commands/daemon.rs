@@ -116,7 +116,7 @@ fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
     {
         Ok(_) => {}
         // It may close the connection before the reply makes it out.
-        Err(crate::client::ClientError::Closed | crate::client::ClientError::Io(_)) => {}
+        Err(xy_core::client::ClientError::Closed | xy_core::client::ClientError::Io(_)) => {}
         Err(e) => return Err(e.into()),
     }
     drop(live);

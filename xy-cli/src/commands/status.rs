@@ -6,10 +6,10 @@ use xy_core::protocol::{
     LogEndNotification, LogNotification, LogsParams, LogsResult, NameParams, StatusResult, method,
 };
 
-use crate::client::{Client, ClientError};
 use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::{daemon_conn, output, render};
+use xy_core::client::{Client, ClientError};
 
 /// Log lines shown under the status page.
 const STATUS_TAIL: u32 = 10;

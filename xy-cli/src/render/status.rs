@@ -310,6 +310,7 @@ pub(crate) mod tests {
             stop: StopSettings { grace_ms: 10_000 },
             config_file: "/home/u/.config/xy/servers/insikt.kdl".into(),
             explain: None,
+            next_retry_at: None,
             health_config: Some(HealthSettings {
                 probe: "mcp".into(),
                 path: Some("/mcp".into()),

@@ -184,6 +184,7 @@ fn status_result() {
         stop: StopSettings { grace_ms: 10000 },
         config_file: "/h/.config/xy/servers/insikt.kdl".into(),
         explain: Some("exited immediately with code 1; last stderr: boom".into()),
+        next_retry_at: None,
         health_config: Some(HealthSettings {
             probe: "mcp".into(),
             path: Some("/mcp".into()),
@@ -230,6 +231,7 @@ fn status_result() {
             "stop": {"grace_ms": 10000},
             "config_file": "/h/.config/xy/servers/insikt.kdl",
             "explain": "exited immediately with code 1; last stderr: boom",
+            "next_retry_at": null,
             "health_config": {"probe": "mcp", "path": "/mcp", "interval_ms": 10000,
                               "timeout_ms": 2000, "failures": 3, "start_period_ms": 30000,
                               "restart_on_failure": true},

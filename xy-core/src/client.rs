@@ -1,6 +1,9 @@
-//! A small blocking JSON-RPC line client for xyd's socket: one request per
-//! line, replies matched by id, notifications queued for the caller. Every
-//! read has a deadline so a wedged daemon cannot hang `xyctl`.
+//! The one blocking JSON-RPC line client for xyd's socket (feature
+//! `client`): one request per line, replies matched by id, notifications
+//! queued for the caller, and a deadline on every read so a wedged daemon
+//! cannot hang the caller. `xyctl`, the integration tests and the benches
+//! all speak through it; [`Client::send_line`] and [`Client::read_line`]
+//! give tests the raw lines too.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -12,11 +15,12 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
-use xy_core::protocol::{MAX_LINE_BYTES, Request, RpcError};
+
+use crate::protocol::{MAX_LINE_BYTES, Request, RpcError};
 
 /// Why a call did not produce a result.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ClientError {
+pub enum ClientError {
     /// Nothing to connect to (missing socket, refused, permission).
     #[error("cannot connect to xyd at {}: {source}", socket.display())]
     Connect {
@@ -48,8 +52,8 @@ pub(crate) enum ClientError {
 }
 
 /// One line from the daemon, with `result` and `params` kept as raw JSON so
-/// `--json` can print the result byte for byte (field order included). It is
-/// the borrowed view of [`xy_core::protocol::Incoming`], not a new shape.
+/// a caller can print the result byte for byte (field order included). It
+/// is the borrowed view of [`crate::protocol::Incoming`], not a new shape.
 #[derive(Debug, Deserialize)]
 struct RawIncoming {
     #[serde(default)]
@@ -66,31 +70,36 @@ struct RawIncoming {
 
 /// A notification (`log`, `log_end`) the daemon sent.
 #[derive(Debug)]
-pub(crate) struct Notification {
+pub struct Notification {
     /// The notification's method name.
-    pub(crate) method: String,
+    pub method: String,
     /// Its params, raw.
-    pub(crate) params: Box<RawValue>,
+    pub params: Box<RawValue>,
 }
 
 impl Notification {
     /// Decodes the params into their protocol type.
-    pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, ClientError> {
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, ClientError> {
         serde_json::from_str(self.params.get())
             .map_err(|e| ClientError::Protocol(format!("bad `{}` params: {e}", self.method)))
     }
 }
 
 /// A connection to xyd.
-pub(crate) struct Client {
+#[derive(Debug)]
+pub struct Client {
     reader: BufReader<UnixStream>,
     next_id: u64,
     queued: VecDeque<Notification>,
 }
 
+/// Replies can be long (a big `list`), but never unbounded: the protocol's
+/// line limit plus slack for the envelope.
+const MAX_REPLY_BYTES: usize = MAX_LINE_BYTES * 4;
+
 impl Client {
     /// Connects; `timeout` also bounds every write.
-    pub(crate) fn connect(socket: &Path, timeout: Duration) -> Result<Client, ClientError> {
+    pub fn connect(socket: &Path, timeout: Duration) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
             socket: socket.to_path_buf(),
             source,
@@ -107,36 +116,56 @@ impl Client {
 
     /// A second handle on the same socket (to send `logs_cancel` from the
     /// signal thread while the main thread reads).
-    pub(crate) fn try_clone_stream(&self) -> io::Result<UnixStream> {
+    pub fn try_clone_stream(&self) -> io::Result<UnixStream> {
         self.reader.get_ref().try_clone()
     }
 
-    /// Calls `method` and returns its result as raw JSON text.
-    pub(crate) fn call_raw<P: Serialize>(
+    /// Writes `bytes` as they are (a test's malformed line, say).
+    pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        self.reader
+            .get_mut()
+            .write_all(bytes)
+            .map_err(ClientError::Io)
+    }
+
+    /// Half-closes our side, as `echo … | socat` does at end of input.
+    pub fn shutdown_write(&self) -> Result<(), ClientError> {
+        self.reader
+            .get_ref()
+            .shutdown(std::net::Shutdown::Write)
+            .map_err(ClientError::Io)
+    }
+
+    /// Sends a request for `method` and returns its id without waiting.
+    pub fn request<P: Serialize>(
         &mut self,
         method: &str,
         params: Option<&P>,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, ClientError> {
+    ) -> Result<u64, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut line = serde_json::to_vec(&Request::new(id, method, params))
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
         line.push(b'\n');
-        self.reader
-            .get_mut()
-            .write_all(&line)
-            .map_err(ClientError::Io)?;
+        self.send_raw(&line)?;
+        Ok(id)
+    }
 
+    /// Calls `method` and returns its result as raw JSON text.
+    pub fn call_raw<P: Serialize>(
+        &mut self,
+        method: &str,
+        params: Option<&P>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, ClientError> {
+        let id = self.request(method, params)?;
         let deadline = Instant::now() + timeout;
+        let timed_out = || ClientError::Timeout {
+            method: method.to_owned(),
+            after: timeout,
+        };
         loop {
-            let msg = self.read_message(Some(deadline)).map_err(|e| match e {
-                ReadError::Timeout => ClientError::Timeout {
-                    method: method.to_owned(),
-                    after: timeout,
-                },
-                ReadError::Other(e) => e,
-            })?;
+            let msg = self.read_message(Some(deadline))?.ok_or_else(timed_out)?;
             if let Some(n) = msg.method {
                 self.queued.push_back(Notification {
                     method: n,
@@ -163,7 +192,7 @@ impl Client {
     }
 
     /// Calls `method` and decodes its result.
-    pub(crate) fn call<P: Serialize, R: DeserializeOwned>(
+    pub fn call<P: Serialize, R: DeserializeOwned>(
         &mut self,
         method: &str,
         params: Option<&P>,
@@ -176,7 +205,7 @@ impl Client {
 
     /// The next notification; `deadline` `None` waits for ever (follow mode).
     /// Replies to requests we no longer wait for are skipped.
-    pub(crate) fn next_notification(
+    pub fn next_notification(
         &mut self,
         deadline: Option<Instant>,
     ) -> Result<Notification, ClientError> {
@@ -184,15 +213,14 @@ impl Client {
             return Ok(n);
         }
         loop {
-            let msg = self.read_message(deadline).map_err(|e| match e {
-                ReadError::Timeout => ClientError::Timeout {
+            let msg = self
+                .read_message(deadline)?
+                .ok_or_else(|| ClientError::Timeout {
                     method: "logs".to_owned(),
                     after: deadline.map_or(Duration::ZERO, |d| {
                         d.saturating_duration_since(Instant::now())
                     }),
-                },
-                ReadError::Other(e) => e,
-            })?;
+                })?;
             if let Some(method) = msg.method {
                 return Ok(Notification {
                     method,
@@ -202,14 +230,16 @@ impl Client {
         }
     }
 
-    fn read_message(&mut self, deadline: Option<Instant>) -> Result<RawIncoming, ReadError> {
+    /// The next whole line (newline included), as it came; `Ok(None)` at
+    /// end of stream. A read past `deadline` is [`ClientError::Timeout`].
+    pub fn read_line(&mut self, deadline: Option<Instant>) -> Result<Option<Vec<u8>>, ClientError> {
         let mut buf = Vec::new();
         loop {
             let wait = match deadline {
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        return Err(ReadError::Timeout);
+                        return Err(line_timeout());
                     }
                     Some(left)
                 }
@@ -218,43 +248,55 @@ impl Client {
             self.reader
                 .get_ref()
                 .set_read_timeout(wait)
-                .map_err(|e| ReadError::Other(ClientError::Io(e)))?;
-            // Replies can be long (a big `list`), but never unbounded: cap at
-            // the protocol's line limit plus slack for the envelope.
-            let limit = (MAX_LINE_BYTES * 4 - buf.len()) as u64;
+                .map_err(ClientError::Io)?;
+            let limit = (MAX_REPLY_BYTES - buf.len()) as u64;
             match (&mut self.reader).take(limit).read_until(b'\n', &mut buf) {
-                Ok(0) => return Err(ReadError::Other(ClientError::Closed)),
-                Ok(_) if buf.last() == Some(&b'\n') => break,
-                Ok(_) if buf.len() >= MAX_LINE_BYTES * 4 => {
-                    return Err(ReadError::Other(ClientError::Protocol(
-                        "reply line too long".into(),
-                    )));
+                Ok(0) if buf.is_empty() => return Ok(None),
+                Ok(_) if buf.last() == Some(&b'\n') => return Ok(Some(buf)),
+                Ok(_) if buf.len() >= MAX_REPLY_BYTES => {
+                    return Err(ClientError::Protocol("reply line too long".into()));
                 }
-                Ok(_) => return Err(ReadError::Other(ClientError::Closed)),
+                // EOF in the middle of a line.
+                Ok(_) => return Err(ClientError::Closed),
                 Err(e)
                     if matches!(
                         e.kind(),
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return Err(ReadError::Timeout);
+                    return Err(line_timeout());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ReadError::Other(ClientError::Io(e))),
+                Err(e) => return Err(ClientError::Io(e)),
             }
         }
-        serde_json::from_slice(&buf).map_err(|e| {
-            ReadError::Other(ClientError::Protocol(format!(
+    }
+
+    /// The next message; `Ok(None)` when `deadline` passed first.
+    fn read_message(
+        &mut self,
+        deadline: Option<Instant>,
+    ) -> Result<Option<RawIncoming>, ClientError> {
+        let buf = match self.read_line(deadline) {
+            Ok(Some(buf)) => buf,
+            Ok(None) => return Err(ClientError::Closed),
+            Err(ClientError::Timeout { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        serde_json::from_slice(&buf).map(Some).map_err(|e| {
+            ClientError::Protocol(format!(
                 "{e}: {}",
                 String::from_utf8_lossy(&buf[..buf.len().min(200)])
-            )))
+            ))
         })
     }
 }
 
-enum ReadError {
-    Timeout,
-    Other(ClientError),
+fn line_timeout() -> ClientError {
+    ClientError::Timeout {
+        method: String::new(),
+        after: Duration::ZERO,
+    }
 }
 
 fn empty_object() -> Box<RawValue> {
