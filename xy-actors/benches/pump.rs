@@ -69,6 +69,9 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         },
         stop: StopConfig::default(),
         health: None,
+        env_files: Vec::new(),
+        secrets: Vec::new(),
+        hooks: Default::default(),
         content_hash: 0,
     }
 }

@@ -112,6 +112,9 @@ mod tests {
             restart: Default::default(),
             stop: Default::default(),
             health: None,
+            env_files: Vec::new(),
+            secrets: Vec::new(),
+            hooks: Default::default(),
             content_hash: hash,
         }
     }

@@ -14,9 +14,11 @@ mod engine;
 mod explain;
 mod health;
 mod ledger;
+mod hooks;
 mod log_router;
 mod logs;
 mod os;
+mod secrets;
 mod server;
 mod supervisor;
 
@@ -26,4 +28,4 @@ pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans};
-pub use server::failure::SpawnFailure;
+pub use server::failure::{SecretFailure, SpawnFailure};

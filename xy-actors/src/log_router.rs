@@ -13,6 +13,7 @@ use crate::logs::LogLine;
 
 pub(crate) mod disk;
 pub(crate) mod pump;
+pub(crate) mod redact;
 pub(crate) mod ring;
 pub(crate) mod rotating;
 pub(crate) mod sink;

@@ -181,6 +181,13 @@ pub(crate) enum ServerMsg {
         /// Spawn number.
         run: u64,
     },
+    /// The secrets lookup for spawn attempt `attempt` ended (SPEC §16).
+    SecretsResolved {
+        /// Which lookup; an older one's result is dropped.
+        attempt: u64,
+        /// The values, or why one could not be looked up.
+        result: Result<Vec<crate::secrets::Resolved>, crate::secrets::SecretError>,
+    },
     /// Fault injection: panic in the handler.
     InjectPanic,
 }
@@ -255,6 +262,12 @@ pub(crate) struct ServerActorState {
     snapshot: watch::Sender<ServerSnapshot>,
     /// The tool ledger and what the `mcp` probe learned this spawn.
     mcp: McpState,
+    /// Counts secrets lookups, so a stale one's result is ignored.
+    secrets_attempt: u64,
+    /// `hooks { }` / `notify`: when each event last fired.
+    hooks: crate::hooks::Hooks,
+    /// Entered `failed` and not running since (for `on-recovered`).
+    down: bool,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -334,6 +347,9 @@ impl Actor for ServerActor {
             health_history: VecDeque::new(),
             mcp,
             snapshot: args.snapshot,
+            secrets_attempt: 0,
+            hooks: crate::hooks::Hooks::default(),
+            down: false,
         };
         st.publish();
         Ok(st)
@@ -449,6 +465,17 @@ impl Actor for ServerActor {
             | ServerMsg::Health { .. }
             | ServerMsg::TermAfterProbe { .. }
             | ServerMsg::HealthKill { .. } => {}
+            ServerMsg::SecretsResolved { attempt, result }
+                if attempt == st.secrets_attempt && st.lc.phase == S::Starting =>
+            {
+                let event = match result {
+                    Ok(values) => st.spawn(&myself, &values),
+                    Err(e) => st.secret_failed(e),
+                };
+                st.apply(&myself, event);
+            }
+            // A lookup overtaken by a stop or a newer start.
+            ServerMsg::SecretsResolved { .. } => {}
             ServerMsg::InjectPanic => panic!("injected panic in ServerActor {}", st.config.name),
         }
         st.publish();
@@ -480,7 +507,7 @@ impl ServerActorState {
                         };
                         self.record(from, to, reason);
                     }
-                    Action::Spawn => queue.push_back(self.spawn(myself)),
+                    Action::Spawn => queue.extend(self.begin_spawn(myself)),
                     Action::TermGroup => match self.probe.take() {
                         // Let an MCP probe end its session while the server
                         // still answers; SIGTERM follows (bounded by the
@@ -512,7 +539,46 @@ impl ServerActorState {
         self.report(myself);
     }
 
-    fn spawn(&mut self, myself: &ActorRef<ServerMsg>) -> Event {
+    /// Spawns at once, or, with `secrets { }`, starts their lookup off the
+    /// actor (it may take seconds) and spawns when `SecretsResolved` comes
+    /// back; the state stays `starting` meanwhile.
+    fn begin_spawn(&mut self, myself: &ActorRef<ServerMsg>) -> Option<Event> {
+        if self.config.secrets.is_empty() {
+            return Some(self.spawn(myself, &[]));
+        }
+        self.secrets_attempt += 1;
+        let (attempt, specs, me) = (
+            self.secrets_attempt,
+            self.config.secrets.clone(),
+            myself.clone(),
+        );
+        tokio::spawn(async move {
+            let result = crate::secrets::resolve_all(specs, crate::secrets::TIMEOUT).await;
+            let _ = me.cast(ServerMsg::SecretsResolved { attempt, result });
+        });
+        None
+    }
+
+    /// A secret could not be looked up: the spawn fails, naming the secret
+    /// and its source (never a value).
+    fn secret_failed(&mut self, e: crate::secrets::SecretError) -> Event {
+        let text = e.to_string();
+        tracing::warn!(server = %self.config.name, secret = %e.name, source = %e.source, reason = %e.reason, "secret lookup failed; not spawning");
+        self.last_spawn_error = Some(SpawnFailure {
+            name: self.config.name.clone(),
+            path: self.config.command.clone(),
+            error: text.clone(),
+            port_holder: None,
+            secret: Some(Box::new(e)),
+        });
+        Event::SpawnFailed(text)
+    }
+
+    fn spawn(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        secrets: &[crate::secrets::Resolved],
+    ) -> Event {
         self.run += 1;
         let run = self.run;
         self.why = WhyState::default();
@@ -526,11 +592,25 @@ impl ServerActorState {
                 path: self.config.command.clone(),
                 error: text.clone(),
                 port_holder: Some(holder.clone()),
+                secret: None,
             });
             self.why.port_holder = Some(holder);
             return Event::SpawnFailed(text);
         }
-        match self.spawner.spawn(&self.config, &self.sink) {
+        // The values go only into the child's environment (secrets last,
+        // over env files and the `env` block); the spawner builds the log
+        // redactor of this child's pumps from them.
+        let with_secrets;
+        let config = if secrets.is_empty() {
+            &self.config
+        } else {
+            let mut c = self.config.clone();
+            c.env
+                .extend(secrets.iter().map(|r| (r.name.clone(), r.value.clone())));
+            with_secrets = c;
+            &with_secrets
+        };
+        match self.spawner.spawn(config, &self.sink) {
             Ok(handle) => {
                 tracing::info!(server = %self.config.name, pid = handle.pid(), "spawned");
                 self.start_probe(myself, run);
@@ -578,6 +658,7 @@ impl ServerActorState {
                     path: e.path,
                     error: e.error,
                     port_holder: None,
+                    secret: None,
                 });
                 Event::SpawnFailed(text)
             }
@@ -593,8 +674,52 @@ impl ServerActorState {
             from,
             to,
             ts: xy_core::time::rfc3339_ms(SystemTime::now()),
-            reason,
+            reason: reason.clone(),
         });
+        self.hook_on_transition(from, to, reason);
+    }
+
+    /// Fires `on-failed`, `on-restart` and `on-recovered` (running again
+    /// after `failed`). Detached: it never delays the lifecycle.
+    fn hook_on_transition(&mut self, from: ServerState, to: ServerState, reason: String) {
+        use xy_core::config::HookEvent;
+        let event = match (from, to) {
+            (_, ServerState::Failed) => {
+                self.down = true;
+                HookEvent::Failed
+            }
+            (_, ServerState::Restarting) => HookEvent::Restart,
+            (_, ServerState::Running) if self.down => {
+                self.down = false;
+                HookEvent::Recovered
+            }
+            (_, ServerState::Stopped) => {
+                self.down = false;
+                return;
+            }
+            _ => return,
+        };
+        // From `starting` nothing exited: the spawn itself failed.
+        let exited = from != ServerState::Starting;
+        self.fire_hook(event, reason, exited);
+    }
+
+    fn fire_hook(&mut self, event: xy_core::config::HookEvent, reason: String, exited: bool) {
+        if self.config.hooks.is_empty() {
+            return;
+        }
+        let ctx = crate::hooks::HookContext {
+            server: self.config.name.clone(),
+            event,
+            reason,
+            exit_code: self
+                .last_exit
+                .as_ref()
+                .filter(|_| exited)
+                .and_then(|e| e.code),
+            url: xy_core::protocol::endpoint_url(self.config.port, &self.config.path),
+        };
+        self.hooks.fire(&self.config.hooks, ctx);
     }
 
     /// Answers the stop and start callers whose wait is over.
@@ -618,6 +743,7 @@ impl ServerActorState {
                         path: self.config.command.clone(),
                         error: "failed".to_owned(),
                         port_holder: None,
+                        secret: None,
                     }),
             )),
             S::Stopped | S::Idle => Some(StartOutcome::Cancelled),
@@ -725,6 +851,14 @@ impl ServerActorState {
             health_config: c.health.as_ref().map(HealthConfig::settings),
             health_history: self.health_history.iter().cloned().collect(),
             mcp: self.mcp.status(),
+            secrets: c
+                .secrets
+                .iter()
+                .map(|s| xy_core::protocol::SecretInfo {
+                    name: s.name.clone(),
+                    source: s.source.kind().to_owned(),
+                })
+                .collect(),
         }
     }
 
@@ -778,6 +912,15 @@ impl ServerActorState {
             ts: xy_core::time::rfc3339_ms(SystemTime::now()),
             reason: reason.clone(),
         });
+        match (from, to) {
+            (_, HealthState::Unhealthy) => {
+                self.fire_hook(xy_core::config::HookEvent::Unhealthy, reason.clone(), false);
+            }
+            (HealthState::Unhealthy, HealthState::Healthy) => {
+                self.fire_hook(xy_core::config::HookEvent::Recovered, reason.clone(), false);
+            }
+            _ => {}
+        }
         let restart = to == HealthState::Unhealthy
             && self
                 .config

@@ -251,8 +251,6 @@ pub(crate) enum StopOutcome {
 /// The installed start-on-login service of this user (default label), if
 /// any; for detect-or-spawn, which asks the service manager to start the
 /// daemon rather than spawning a second, unmanaged one.
-// Called by detect-or-spawn; the allow can go once that code is wired in.
-#[allow(dead_code)]
 pub(crate) fn installed_service() -> Option<ServiceManager> {
     ServiceManager::from_env(DEFAULT_LABEL)
         .ok()
@@ -260,7 +258,6 @@ pub(crate) fn installed_service() -> Option<ServiceManager> {
 }
 
 /// Starts an installed service through its manager (see [`installed_service`]).
-#[allow(dead_code)]
 pub(crate) fn start_service(service: &ServiceManager) -> Result<(), ServiceError> {
     service.start()
 }

@@ -10,12 +10,15 @@ use std::time::Duration;
 use crate::protocol::{HealthSettings, RestartSettings, StopSettings, Transport};
 
 mod diagnostic;
+mod dotenv;
 mod load;
 mod parse;
+mod secrets;
 
 pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning, DiagnosticKind};
 pub use load::{CommandLookupError, load_dir, resolve_command, resolve_command_in};
 pub use parse::{content_hash, is_valid_name, parse_server};
+pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
 
 /// Default `restart.backoff-initial`.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -222,8 +225,16 @@ pub struct ServerConfig {
     pub path: String,
     /// `on-demand { … }`; only ever `Some` for a stdio server.
     pub on_demand: Option<OnDemandConfig>,
-    /// `env`, merged onto the daemon's environment (KDL wins).
+    /// The child's environment on top of the daemon's: every `env-file` in
+    /// order, then the `env` block (later wins).
     pub env: BTreeMap<String, String>,
+    /// `env-file` paths, resolved against the config directory, in order.
+    pub env_files: Vec<PathBuf>,
+    /// `secrets { … }`: looked up at every spawn, set last in the child's
+    /// environment. Only where they come from is kept here.
+    pub secrets: Vec<SecretSpec>,
+    /// `hooks { … }` and `notify`.
+    pub hooks: HooksConfig,
     /// `working-dir`; `None` means the daemon's cwd.
     pub working_dir: Option<PathBuf>,
     /// `restart { … }`.
@@ -250,6 +261,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("path", &self.path)
             .field("on_demand", &self.on_demand)
             .field("env_keys", &self.env.keys().collect::<Vec<_>>())
+            .field("env_files", &self.env_files)
+            .field("secrets", &self.secrets)
+            .field("hooks", &self.hooks)
             .field("working_dir", &self.working_dir)
             .field("restart", &self.restart)
             .field("stop", &self.stop)

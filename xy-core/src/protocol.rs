@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
+mod secrets;
+pub use secrets::SecretInfo;
 
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -429,6 +431,9 @@ pub struct StatusResult {
     /// it has succeeded (SPEC §12).
     #[serde(default)]
     pub mcp: Option<mcp::McpStatus>,
+    /// `secrets { }`: each secret's name and source kind (SPEC §16).
+    #[serde(default)]
+    pub secrets: Vec<SecretInfo>,
 }
 
 /// One recorded change of [`HealthState`].

@@ -92,6 +92,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\non-demand {\n    idle-stop \"10m\"\n}\n",
     ),
     (
+        "Secrets: no source, two sources, a typo",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\nsecrets {\n    TOKEN\n    KEY file=\"a\" command=\"b\"\n    PASS keychan=\"svc\"\n}\n",
+    ),
+    (
+        "Hooks: unknown event, no command",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\nhooks {\n    on-crash \"/bin/page-me\"\n    on-failed\n}\n",
+    ),
+    (
         "Bad server name (the file stem)",
         "my demo",
         "command \"/usr/bin/env\"\nport 8421\n",
@@ -113,6 +123,15 @@ fn gallery() -> String {
         section(&mut out, title, Some((&file, src)), &err.render(false));
     }
     // Run from the crate root, so paths are relative and stable.
+    for (title, kdl) in [
+        ("Env file: missing", "env-file \"missing.env\"\n"),
+        ("Env file: bad lines inside it", "env-file \"bad.env\"\n"),
+    ] {
+        let file = "tests/data/config/env/demo.kdl";
+        let src = format!("command \"/usr/bin/env\"\nport 8421\n{kdl}");
+        let err = parse_server("demo", Path::new(file), &src).expect_err(title);
+        section(&mut out, title, Some((file, &src)), &err.render(false));
+    }
     let err = load_dir(Path::new("tests/data/config/dup-port")).expect_err("dup port");
     section(
         &mut out,

@@ -173,10 +173,16 @@ impl TestDaemon {
     }
 
     pub(crate) fn start_in(env: Env) -> TestDaemon {
+        TestDaemon::start_in_with(env, &[])
+    }
+
+    /// Like [`TestDaemon::start_in`], with extra environment for `xyd`.
+    pub(crate) fn start_in_with(env: Env, vars: &[(&str, std::ffi::OsString)]) -> TestDaemon {
         let stderr_path = env.root.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let child = env
             .command()
+            .envs(vars.iter().map(|(k, v)| (*k, v)))
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

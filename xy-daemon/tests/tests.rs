@@ -14,3 +14,4 @@ mod mcp;
 mod peer;
 mod reload;
 mod rpc;
+mod secrets;

@@ -45,7 +45,7 @@ pub(super) async fn start_one(s: &ServerRef) -> Result<StartOutcome, EngineError
     ask(
         &s.actor,
         &format!("start {}", s.name),
-        s.grace + STOP_MARGIN * 2,
+        s.grace + STOP_MARGIN * 2 + crate::secrets::TIMEOUT,
         |tx| ServerMsg::Start(Some(tx)),
     )
     .await

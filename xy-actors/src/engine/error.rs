@@ -40,6 +40,12 @@ impl From<&EngineError> for RpcError {
                     .iter()
                     .map(|f| {
                         let mut v = serde_json::json!({ "name": f.name, "path": f.path, "error": f.error });
+                        if let Some(s) = &f.secret {
+                            v["secret"] = serde_json::json!({
+                                "name": s.name, "kind": s.kind, "source": s.source,
+                                "reason": s.reason, "exit_code": s.exit_code,
+                            });
+                        }
                         if let Some(h) = &f.port_holder {
                             v["port_holder"] = serde_json::json!({
                                 "port": h.port, "pid": h.pid, "command": h.command, "uid": h.uid,

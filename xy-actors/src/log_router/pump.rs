@@ -20,7 +20,12 @@ const MIN_BUF: usize = 8 * 1024;
 const MAX_BUF: usize = 256 * 1024;
 
 /// Runs until EOF or a read error (the child and its group closed the pipe).
-pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream, sink: SharedSink) {
+pub(crate) async fn pump<R: AsyncRead + Unpin>(
+    mut reader: R,
+    stream: LogStream,
+    sink: SharedSink,
+    redactor: Option<std::sync::Arc<super::redact::Redactor>>,
+) {
     let disk = lock(&sink).disk();
     let mut buf = vec![0u8; MIN_BUF];
     let mut filled = 0;
@@ -33,6 +38,9 @@ pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream,
         let was_full = filled + n == buf.len();
         filled += n;
         let used = chunk.cut(&buf[..filled], false);
+        if let Some(r) = &redactor {
+            chunk.redact(&buf[..used], r);
+        }
         if !chunk.is_empty() {
             // Waits (holding nothing) while the disk writer is far behind:
             // the child is slowed only by a disk slower than it.
@@ -61,6 +69,9 @@ pub(crate) async fn pump<R: AsyncRead + Unpin>(mut reader: R, stream: LogStream,
     }
     if filled > 0 {
         chunk.cut(&buf[..filled], true);
+        if let Some(r) = &redactor {
+            chunk.redact(&buf[..filled], r);
+        }
         disk.wait_for_room().await;
         lock(&sink).push_chunk(stream, &chunk, &buf);
     }
@@ -106,6 +117,29 @@ impl Chunk {
             let from = if s.fixed { &self.fixed[..] } else { data };
             &from[s.start as usize..s.end as usize]
         })
+    }
+
+    /// Rewrites every line that holds a secret into `fixed`, redacted
+    /// (SPEC §16). One scan of the read in the common case of no match.
+    pub(crate) fn redact(&mut self, data: &[u8], r: &super::redact::Redactor) {
+        if !r.is_match(data) && !r.is_match(&self.fixed) {
+            return;
+        }
+        for i in 0..self.spans.len() {
+            let s = self.spans[i];
+            let from = if s.fixed { &self.fixed[..] } else { data };
+            let Some(text) = r.redact_bytes(&from[s.start as usize..s.end as usize]) else {
+                continue;
+            };
+            let start = self.fixed.len();
+            self.fixed.extend_from_slice(&text);
+            self.text = self.text - (s.end - s.start) as usize + text.len();
+            self.spans[i] = Span {
+                start: u32::try_from(start).unwrap_or(u32::MAX),
+                end: u32::try_from(self.fixed.len()).unwrap_or(u32::MAX),
+                fixed: true,
+            };
+        }
     }
 
     /// Cuts `data` into lines; returns how many bytes were used. An

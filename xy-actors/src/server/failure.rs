@@ -15,13 +15,19 @@ pub struct SpawnFailure {
     /// The foreign process listening on the server's port, when that is
     /// why the start was refused.
     pub port_holder: Option<PortHolder>,
+    /// The secret whose lookup failed, when that is why (SPEC §16).
+    pub secret: Option<Box<SecretFailure>>,
 }
+
+/// A failed secret lookup: the secret, its source and what went wrong —
+/// never its value nor anything the lookup printed.
+pub use crate::secrets::SecretError as SecretFailure;
 
 impl SpawnFailure {
     /// `name: path: error`, the path next to the error it caused; a port
     /// holder's sentence stands alone (the command is not at fault).
     pub(crate) fn describe(&self) -> String {
-        if self.port_holder.is_some() {
+        if self.port_holder.is_some() || self.secret.is_some() {
             format!("{}: {}", self.name, self.error)
         } else {
             format!("{}: {}: {}", self.name, self.path, self.error)

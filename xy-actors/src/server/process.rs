@@ -16,6 +16,7 @@ use xy_core::config::ServerConfig;
 use xy_core::protocol::LogStream;
 
 use crate::log_router::pump::pump;
+use crate::log_router::redact::Redactor;
 use crate::log_router::sink::SharedSink;
 use crate::os::group;
 use crate::os::ports::PortHolder;
@@ -142,13 +143,14 @@ impl ChildSpawner for RealSpawner {
         })?;
         let pid = child.id().unwrap_or_default();
         let pgid = i32::try_from(pid).unwrap_or_default();
+        let redactor = Redactor::for_spawn(config);
         if let Some(out) = child.stdout.take() {
             group::enlarge_pipe(std::os::fd::AsFd::as_fd(&out));
-            tokio::spawn(pump(out, LogStream::Stdout, sink.clone()));
+            tokio::spawn(pump(out, LogStream::Stdout, sink.clone(), redactor.clone()));
         }
         if let Some(err) = child.stderr.take() {
             group::enlarge_pipe(std::os::fd::AsFd::as_fd(&err));
-            tokio::spawn(pump(err, LogStream::Stderr, sink.clone()));
+            tokio::spawn(pump(err, LogStream::Stderr, sink.clone(), redactor));
         }
         let record_path = records::record_path(&self.run_dir, &config.name);
         let record = ChildRecord {

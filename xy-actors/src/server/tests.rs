@@ -36,6 +36,9 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         },
         stop: StopConfig { grace: GRACE },
         health: None,
+        env_files: Vec::new(),
+        secrets: Vec::new(),
+        hooks: Default::default(),
         content_hash: 0,
     }
 }

@@ -41,6 +41,9 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
             grace: Duration::from_millis(300),
         },
         health: None,
+        env_files: Vec::new(),
+        secrets: Vec::new(),
+        hooks: Default::default(),
         content_hash: 0,
     };
     rehash(&mut c);

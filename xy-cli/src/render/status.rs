@@ -95,6 +95,14 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
             format!("{} (values hidden)", s.env_keys.join(", "))
         },
     ));
+    if !s.secrets.is_empty() {
+        let list: Vec<String> = s
+            .secrets
+            .iter()
+            .map(|x| format!("{} ({})", x.name, x.source))
+            .collect();
+        fields.push(("secrets", list.join(", ")));
+    }
     let r = &s.restart;
     fields.push((
         "restart",
@@ -327,6 +335,7 @@ pub(crate) mod tests {
                 reason: "initialize and ping answered in 4 ms".into(),
             }],
             mcp: None,
+            secrets: Vec::new(),
         }
     }
 

@@ -11,6 +11,8 @@ use std::time::Duration;
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
+mod secrets;
+
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::{
     ConfigErrors, HealthConfig, OnDemandConfig, ProbeKind, RestartConfig, RestartPolicy,
@@ -31,6 +33,11 @@ const TOP_FIELDS: &[&str] = &[
     "restart",
     "stop",
     "health",
+    // SPEC §16 (parsed in `parse/secrets.rs`).
+    "env-file",
+    "secrets",
+    "hooks",
+    "notify",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -138,7 +145,8 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             cx.unknown_node(node, TOP_FIELDS, "at the top level");
             continue;
         };
-        if cx.duplicate(node, &mut seen) {
+        // `env-file` is repeatable.
+        if *field != "env-file" && cx.duplicate(node, &mut seen) {
             continue;
         }
         match *field {
@@ -264,6 +272,18 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             "restart" => b.restart = parse_restart(&mut cx, node),
             "stop" => b.stop = parse_stop(&mut cx, node),
             "health" => b.health = parse_health(&mut cx, node),
+            "env-file" => {
+                if let Some(p) = secrets::parse_env_file(&mut cx, node, &mut b.file_env) {
+                    b.env_files.push(p);
+                }
+            }
+            "secrets" => b.secrets = secrets::parse_secrets(&mut cx, node),
+            "hooks" => secrets::parse_hooks(&mut cx, node, &mut b.hooks),
+            "notify" => {
+                if let Some(on) = secrets::parse_notify(&mut cx, node) {
+                    b.hooks.notify |= on;
+                }
+            }
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -330,7 +350,10 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 transport: b.transport.0,
                 path: b.path.unwrap_or_else(|| DEFAULT_MCP_PATH.to_owned()),
                 on_demand: b.on_demand.map(|(o, _)| o),
-                env: b.env,
+                env: secrets::merge_env(b.file_env, b.env),
+                env_files: b.env_files,
+                secrets: b.secrets,
+                hooks: b.hooks,
                 working_dir: b.working_dir,
                 restart: b.restart,
                 stop: b.stop,
@@ -366,6 +389,11 @@ struct Builder {
     restart: RestartConfig,
     stop: StopConfig,
     health: Option<HealthConfig>,
+    /// SPEC §16: `env-file` variables in file order, and the files.
+    file_env: Vec<(String, String)>,
+    env_files: Vec<PathBuf>,
+    secrets: Vec<super::SecretSpec>,
+    hooks: super::HooksConfig,
 }
 
 fn check_name(cx: &mut Cx<'_>, name: &str) {
@@ -1200,5 +1228,43 @@ pub fn content_hash(config: &ServerConfig) -> u64 {
         h.duration(health.start_period);
         h.bytes(&[u8::from(health.restart_on_failure)]);
     }
+    secrets_hash(&mut h, config);
     h.0
+}
+
+/// SPEC §16 settings; nothing when absent, so older hashes stay the same.
+/// (The env files' variables are already in `env`.)
+fn secrets_hash(h: &mut Fnv, config: &ServerConfig) {
+    use super::SecretSource;
+    for f in &config.env_files {
+        h.str("env-file");
+        h.str(&f.to_string_lossy());
+    }
+    for s in &config.secrets {
+        h.str("secret");
+        h.str(&s.name);
+        h.str(s.source.kind());
+        match &s.source {
+            SecretSource::Command { program, args } => {
+                h.str(program);
+                for a in args {
+                    h.str(a);
+                }
+            }
+            SecretSource::Keychain { service, account } => {
+                h.str(service);
+                h.str(account.as_deref().unwrap_or(""));
+            }
+            SecretSource::File(p) => h.str(&p.to_string_lossy()),
+        }
+    }
+    for (event, argv) in &config.hooks.commands {
+        h.str(event.node());
+        for a in argv {
+            h.str(a);
+        }
+    }
+    if config.hooks.notify {
+        h.str("notify");
+    }
 }

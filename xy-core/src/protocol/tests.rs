@@ -211,6 +211,7 @@ fn status_result() {
             tools_changed: vec![],
             listed_at: Some("2026-11-30T05:04:55.002Z".into()),
         }),
+        secrets: Vec::new(),
     };
     pin(
         &s,
@@ -241,7 +242,8 @@ fn status_result() {
             "mcp": {"protocol_version": "2026-07-28", "era": "2026", "server_name": "insikt",
                     "server_version": "0.4.1", "tool_count": 3, "tools_added": ["search"],
                     "tools_removed": [], "tools_changed": [],
-                    "listed_at": "2026-11-30T05:04:55.002Z"}
+                    "listed_at": "2026-11-30T05:04:55.002Z"},
+            "secrets": []
         }),
     );
 }
