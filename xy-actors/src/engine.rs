@@ -49,6 +49,8 @@ struct Inner {
     /// Held across a scan, so concurrent callers with stale figures wait
     /// for one scan instead of each running their own.
     scanning: tokio::sync::Mutex<()>,
+    /// The event bus every ServerActor publishes to (SPEC §15).
+    events: crate::events::EventBus,
 }
 
 impl std::fmt::Debug for Engine {
@@ -80,7 +82,9 @@ impl Engine {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot create directory");
             }
         }
+        let events = crate::events::EventBus::new(opts.event_buffer);
         let args = RootArgs {
+            events: events.clone(),
             configs,
             sinks: SinkSettings {
                 log_dir: opts.log_dir,
@@ -102,6 +106,7 @@ impl Engine {
                 ops: tokio::sync::Mutex::new(()),
                 sampler: std::sync::Mutex::default(),
                 scanning: tokio::sync::Mutex::const_new(()),
+                events,
             }),
         };
         // Auto-start, waiting for every first spawn: the first `list` after
@@ -296,6 +301,21 @@ impl Engine {
             ConfigMsg::Count,
         )
         .await
+    }
+
+    /// Subscribes to state, health, tools and config changes of `names`
+    /// (empty: every server, including ones a later reload adds). Unknown
+    /// names fail as for logs.
+    pub async fn subscribe_events(
+        &self,
+        names: &[String],
+    ) -> Result<crate::events::EventSubscription, EngineError> {
+        let refs = self.refs().await?;
+        let wanted: Vec<String> = Engine::select(&refs, &TargetParams::many(names.to_vec()))?
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        Ok(self.inner.events.subscribe(wanted))
     }
 
     /// Subscribes to log lines of `names` (empty: every server). `tail`:

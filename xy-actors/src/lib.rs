@@ -11,10 +11,11 @@
 
 mod config_actor;
 mod engine;
+mod events;
 mod explain;
 mod health;
-mod ledger;
 mod hooks;
+mod ledger;
 mod log_router;
 mod logs;
 mod os;
@@ -23,6 +24,7 @@ mod server;
 mod supervisor;
 
 pub use engine::{Engine, EngineError, EngineOptions};
+pub use events::{EngineEvent, EventItem, EventSubscription};
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;

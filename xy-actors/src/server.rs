@@ -24,6 +24,7 @@ use xy_core::protocol::{
 };
 
 use self::failure::SpawnFailure;
+use crate::events::{EngineEvent, EventBus};
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::ledger::McpState;
@@ -207,6 +208,8 @@ pub(crate) struct ServerArgs {
     pub(crate) snapshot: watch::Sender<ServerSnapshot>,
     /// The tool ledger directory (`None`: in memory only, unit tests).
     pub(crate) tools_dir: Option<std::path::PathBuf>,
+    /// Where transitions and health changes are announced (SPEC §15).
+    pub(crate) events: EventBus,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -268,6 +271,8 @@ pub(crate) struct ServerActorState {
     hooks: crate::hooks::Hooks,
     /// Entered `failed` and not running since (for `on-recovered`).
     down: bool,
+    /// Every recorded transition and health change is published here too.
+    events: EventBus,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -350,6 +355,7 @@ impl Actor for ServerActor {
             secrets_attempt: 0,
             hooks: crate::hooks::Hooks::default(),
             down: false,
+            events: args.events,
         };
         st.publish();
         Ok(st)
@@ -670,10 +676,19 @@ impl ServerActorState {
         if self.transitions.len() == MAX_TRANSITIONS {
             self.transitions.pop_front();
         }
+        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
+        self.events.publish(EngineEvent {
+            name: self.config.name.as_str().into(),
+            kind: xy_core::protocol::EventKind::State,
+            ts: ts.clone(),
+            from: Some(from.as_str().to_owned()),
+            to: Some(to.as_str().to_owned()),
+            reason: reason.clone(),
+        });
         self.transitions.push_back(Transition {
             from,
             to,
-            ts: xy_core::time::rfc3339_ms(SystemTime::now()),
+            ts,
             reason: reason.clone(),
         });
         self.hook_on_transition(from, to, reason);
@@ -906,10 +921,19 @@ impl ServerActorState {
         if self.health_history.len() == MAX_TRANSITIONS {
             self.health_history.pop_front();
         }
+        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
+        self.events.publish(EngineEvent {
+            name: self.config.name.as_str().into(),
+            kind: xy_core::protocol::EventKind::Health,
+            ts: ts.clone(),
+            from: Some(from.as_str().to_owned()),
+            to: Some(to.as_str().to_owned()),
+            reason: reason.clone(),
+        });
         self.health_history.push_back(HealthTransition {
             from,
             to,
-            ts: xy_core::time::rfc3339_ms(SystemTime::now()),
+            ts,
             reason: reason.clone(),
         });
         match (from, to) {

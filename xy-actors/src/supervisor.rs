@@ -17,6 +17,7 @@ use xy_core::config::{ConfigSet, ServerConfig};
 use xy_core::protocol::ListEntry;
 
 use crate::config_actor::{ConfigActor, ConfigMsg};
+use crate::events::EventBus;
 use crate::log_router::sink::{SharedSink, SinkSettings};
 use crate::log_router::{LogRouterActor, LogRouterArgs, LogRouterMsg};
 use crate::server::process::ChildSpawner;
@@ -91,6 +92,7 @@ pub(crate) struct RootArgs {
     pub(crate) spawner: Arc<dyn ChildSpawner>,
     /// Where each server's tool ledger lives (SPEC §12).
     pub(crate) tools_dir: Option<PathBuf>,
+    pub(crate) events: EventBus,
 }
 
 /// The root's state.
@@ -102,6 +104,8 @@ pub(crate) struct RootState {
     tools_dir: Option<PathBuf>,
     sink_settings: SinkSettings,
     spawner: Arc<dyn ChildSpawner>,
+    /// Handed to every ServerActor (and its successors after a panic).
+    events: EventBus,
 }
 
 /// See the module docs.
@@ -137,6 +141,7 @@ impl Actor for RootSupervisor {
             sink_settings: args.sinks,
             spawner: args.spawner,
             tools_dir: args.tools_dir,
+            events: args.events,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -335,6 +340,7 @@ impl RootState {
             prior_pgid: None,
             snapshot,
             tools_dir: self.tools_dir.clone(),
+            events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(
@@ -375,6 +381,7 @@ impl RootState {
             prior_pgid: e.pgid,
             snapshot,
             tools_dir: self.tools_dir.clone(),
+            events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         if let Some(e) = self.servers.get_mut(name) {

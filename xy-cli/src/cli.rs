@@ -81,6 +81,10 @@ pub(crate) enum Command {
     Reload(JsonFlag),
     /// Print servers' log lines; with no name, every server's, prefixed.
     Logs(LogsArgs),
+    /// Print state, health, tools and config changes as they happen, until Ctrl-C.
+    Events(EventsArgs),
+    /// Full-screen dashboard: every server live, its logs, start/stop/restart.
+    Top,
     /// Start, stop or inspect the daemon itself.
     #[command(subcommand)]
     Daemon(DaemonCmd),
@@ -129,6 +133,16 @@ pub(crate) struct LogsArgs {
     /// Keep printing new lines until Ctrl-C.
     #[arg(long, short = 'f')]
     pub(crate) follow: bool,
+}
+
+/// `events`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EventsArgs {
+    /// Servers to watch; none means every server (also ones added later).
+    pub(crate) names: Vec<String>,
+    /// One JSON object per line: the `event` notifications' params, verbatim.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `daemon …`.

@@ -9,6 +9,7 @@ pub(crate) mod completions;
 pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod daemon;
+pub(crate) mod events;
 pub(crate) mod list;
 pub(crate) mod logs;
 pub(crate) mod reload;
@@ -27,6 +28,8 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Restart(t) => control::run(ctx, control::Action::Restart, &t),
         Command::Reload(j) => reload::run(ctx, j.json),
         Command::Logs(args) => logs::run(ctx, &args),
+        Command::Events(args) => events::run(ctx, &args),
+        Command::Top => crate::top::run(ctx),
         Command::Daemon(cmd) => daemon::run(ctx, &cmd),
         Command::Config(cmd) => config::run(ctx, cmd),
         Command::Service(cmd) => service::run(ctx, cmd),

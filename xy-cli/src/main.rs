@@ -11,6 +11,7 @@ mod output;
 mod process;
 mod render;
 mod service;
+mod top;
 
 use std::process::ExitCode;
 

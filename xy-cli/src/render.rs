@@ -4,6 +4,7 @@
 
 mod control;
 mod daemon;
+mod events;
 mod list;
 mod logs;
 mod status;
@@ -12,6 +13,7 @@ mod tools;
 
 pub(crate) use control::{render_reload, render_restart, render_start, render_stop};
 pub(crate) use daemon::render_daemon_status;
+pub(crate) use events::render_event;
 pub(crate) use list::{format_last_exit, render_list};
 pub(crate) use logs::{LogPrefix, render_log_line};
 pub(crate) use status::render_status;

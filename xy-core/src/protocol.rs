@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod events;
+pub use events::*;
 mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
 mod secrets;
@@ -48,9 +50,17 @@ pub mod method {
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
     pub const LOG_END: &str = "log_end";
+    /// `events {names?}` → [`super::EventsResult`], then `event` notifications
+    pub const EVENTS: &str = "events";
+    /// `events_cancel {subscription_id}` → [`super::EventsCancelResult`]
+    pub const EVENTS_CANCEL: &str = "events_cancel";
+    /// Notification carrying one change ([`super::EventNotification`]).
+    pub const EVENT: &str = "event";
+    /// Notification closing an event stream ([`super::EventEndNotification`]).
+    pub const EVENT_END: &str = "event_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 13] = [
         LIST,
         STATUS,
         START,
@@ -59,6 +69,8 @@ pub mod method {
         RELOAD,
         LOGS,
         LOGS_CANCEL,
+        EVENTS,
+        EVENTS_CANCEL,
         DAEMON_STATUS,
         SHUTDOWN,
         TOOLS,

@@ -18,6 +18,7 @@ use crate::transport::Conn;
 
 mod config;
 mod daemon;
+mod events;
 mod logs;
 mod servers;
 
@@ -72,6 +73,7 @@ pub(crate) fn module(ctx: Arc<DaemonCtx>) -> RpcModule<DaemonCtx> {
     servers::register(&mut m);
     config::register(&mut m);
     logs::register(&mut m);
+    events::register(&mut m);
     daemon::register(&mut m);
     m
 }

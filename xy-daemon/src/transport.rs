@@ -44,6 +44,13 @@ impl Conn {
         self.out.send(msg).await.is_ok()
     }
 
+    /// Waits for room for one outbound line; `None` once the client is gone.
+    /// Unlike [`Conn::send`] it is cancel-safe: a stream can wait for room
+    /// and for new input at once without losing the line it holds.
+    pub(crate) async fn reserve(&self) -> Option<mpsc::Permit<'_, Box<RawValue>>> {
+        self.out.reserve().await.ok()
+    }
+
     /// Resolves when the writer is gone (client disconnected or write failed).
     pub(crate) async fn closed(&self) {
         self.out.closed().await;

@@ -22,6 +22,8 @@ pub struct EngineOptions {
     pub ring_bytes: usize,
     /// Lines a live follower may fall behind before it is dropped (`Lagged`).
     pub follow_buffer: usize,
+    /// Events an `events` subscriber may fall behind before it is dropped.
+    pub event_buffer: usize,
 }
 
 impl EngineOptions {
@@ -46,6 +48,7 @@ impl Default for EngineOptions {
             rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
             ring_bytes: DEFAULT_RING_BYTES,
             follow_buffer: DEFAULT_FOLLOW_BUFFER,
+            event_buffer: crate::events::DEFAULT_EVENT_BUFFER,
         }
     }
 }

@@ -26,6 +26,7 @@ impl Engine {
             ConfigMsg::Diff(Box::new(configs.clone()), tx)
         })
         .await?;
+        crate::events::publish_reload(&self.inner.events, &diff);
         let by_name = |n: &str| refs.servers.iter().find(|s| s.name == n).cloned();
 
         // Phase 1: stop removed and changed servers.

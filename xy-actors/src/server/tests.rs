@@ -48,6 +48,8 @@ struct Fixture {
     spawner: Arc<MockSpawner>,
     /// What the root would read for `list`.
     snapshot: watch::Receiver<ServerSnapshot>,
+    /// Everything the actor announced on the event bus.
+    events: crate::events::EventSubscription,
     _dir: tempfile::TempDir,
 }
 
@@ -65,6 +67,8 @@ async fn fixture(config: ServerConfig) -> Fixture {
     )
     .shared();
     let (tx, snapshot) = watch::channel(ServerSnapshot::initial(&config));
+    let bus = EventBus::new(64);
+    let events = bus.subscribe(Vec::new());
     let args = ServerArgs {
         config,
         sink,
@@ -74,12 +78,14 @@ async fn fixture(config: ServerConfig) -> Fixture {
         prior_pgid: None,
         snapshot: tx,
         tools_dir: None,
+        events: bus,
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {
         actor,
         spawner,
         snapshot,
+        events,
         _dir: dir,
     }
 }
@@ -353,4 +359,34 @@ async fn published_snapshot_tracks_status() {
     assert_eq!(s.entry.pid, None);
     assert_eq!(s.entry.uptime_secs, None);
     same(&s);
+}
+
+/// Every recorded transition is announced on the bus, with the same `ts`
+/// as `status` shows (SPEC §15).
+#[tokio::test(start_paused = true)]
+async fn transitions_are_published_as_events() {
+    let mut f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    f.spawner.last().exit(1);
+    wait_state(&f.actor, ServerState::Restarting).await;
+    let st = wait_state(&f.actor, ServerState::Running).await;
+    let mut got = Vec::new();
+    for _ in 0..st.transitions.len() {
+        match f.events.recv().await {
+            Some(crate::events::EventItem::Event(e)) => got.push(e),
+            other => panic!("{other:?}"),
+        }
+    }
+    for (e, t) in got.iter().zip(&st.transitions) {
+        assert_eq!(&*e.name, "mock");
+        assert_eq!(e.kind, xy_core::protocol::EventKind::State);
+        assert_eq!(e.from.as_deref(), Some(t.from.as_str()));
+        assert_eq!(e.to.as_deref(), Some(t.to.as_str()));
+        assert_eq!((&e.ts, &e.reason), (&t.ts, &t.reason));
+    }
+    let path: Vec<_> = got.iter().map(|e| e.to.clone().unwrap()).collect();
+    assert_eq!(
+        path,
+        ["starting", "running", "restarting", "starting", "running"]
+    );
 }

@@ -53,7 +53,11 @@ pub(crate) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<Exit, Failure> {
     let p = params(&args.names, args.tail, args.follow);
     let sub: LogsResult = client.call(method::LOGS, Some(&p), READ_TIMEOUT)?;
     if args.follow {
-        cancel_on_signal(client.try_clone_stream()?, sub.subscription_id)?;
+        cancel_on_signal(
+            client.try_clone_stream()?,
+            method::LOGS_CANCEL,
+            sub.subscription_id,
+        )?;
     }
 
     loop {
@@ -97,8 +101,13 @@ pub(crate) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<Exit, Failure> {
 /// Blocks SIGINT/SIGTERM/SIGHUP in every thread and waits for them on a
 /// dedicated one, which sends `logs_cancel` on the shared socket. The main
 /// thread then sees `log_end {cancelled}` and returns 0. If the daemon does
-/// not end the stream promptly, the thread exits 0 itself.
-fn cancel_on_signal(mut stream: UnixStream, subscription_id: u64) -> Result<(), Failure> {
+/// not end the stream promptly, the thread exits 0 itself. `cancel` is
+/// `logs_cancel` or `events_cancel`.
+pub(crate) fn cancel_on_signal(
+    mut stream: UnixStream,
+    cancel: &'static str,
+    subscription_id: u64,
+) -> Result<(), Failure> {
     let mut set = SigSet::empty();
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
@@ -111,7 +120,7 @@ fn cancel_on_signal(mut stream: UnixStream, subscription_id: u64) -> Result<(), 
         }
         let req = Request::new(
             CANCEL_ID,
-            method::LOGS_CANCEL,
+            cancel,
             Some(LogsCancelParams { subscription_id }),
         );
         if let Ok(mut line) = serde_json::to_vec(&req) {

@@ -54,6 +54,8 @@ fn method_names() {
             "reload",
             "logs",
             "logs_cancel",
+            "events",
+            "events_cancel",
             "daemon_status",
             "shutdown",
             "tools"

@@ -163,7 +163,7 @@ fn cancelled(cancel: &mut oneshot::Receiver<()>) -> bool {
     !matches!(cancel.try_recv(), Err(oneshot::error::TryRecvError::Empty))
 }
 
-fn notification<T: Serialize>(method: &'static str, params: &T) -> Box<RawValue> {
+pub(super) fn notification<T: Serialize>(method: &'static str, params: &T) -> Box<RawValue> {
     serde_json::value::to_raw_value(&Notification::new(method.into(), params))
         .expect("notification params serialize")
 }

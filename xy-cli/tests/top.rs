@@ -1,0 +1,433 @@
+//! `xyctl events` and `xyctl top` against a real `xyd` (SPEC §15). `top` runs
+//! in a real terminal: an 80×24 tmux pane on a private tmux server, read with
+//! `capture-pane`, driven with `send-keys`. Every wait polls with a deadline.
+// Skips and figures are reported on stderr.
+#![allow(clippy::print_stderr)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+/// Generous: the machine running the tests is shared and loaded.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[track_caller]
+fn wait_some<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// XDG dirs in a tempdir, a short socket path, servers from `xy-testbins`;
+/// the daemon is shut down on drop.
+struct World {
+    root: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl World {
+    fn new(servers: &[&str]) -> World {
+        static N: AtomicU32 = AtomicU32::new(0);
+        xy_testbins::locate::xyd();
+        let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let root = tempfile::Builder::new().prefix("xytop-").tempdir().unwrap();
+        let dir = root.path().join("config/xy/servers");
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = 30_000 + (std::process::id() % 500) * 20 + n * 10;
+        for (i, name) in servers.iter().enumerate() {
+            let text = format!(
+                "command \"{}\"\nargs \"--interval-ms\" \"300\"\nport {}\nrestart {{\n    policy \"always\"\n    backoff-initial \"100ms\"\n}}\nstop {{\n    grace \"2s\"\n}}\n",
+                sleeper.display(),
+                base + u32::try_from(i).unwrap()
+            );
+            std::fs::write(dir.join(format!("{name}.kdl")), text).unwrap();
+        }
+        let socket = PathBuf::from(format!("/tmp/xyt-{}-{n}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let w = World { root, socket };
+        let out = w.cmd(&["daemon", "start"]).output().unwrap();
+        assert!(out.status.success(), "daemon start: {out:?}");
+        w
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let p = |p: &Path| p.display().to_string();
+        vec![
+            ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+            ("HOME".into(), p(self.root.path())),
+            (
+                "XDG_CONFIG_HOME".into(),
+                p(&self.root.path().join("config")),
+            ),
+            ("XDG_STATE_HOME".into(), p(&self.root.path().join("state"))),
+            ("XY_SOCKET".into(), p(&self.socket)),
+        ]
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(XYCTL);
+        c.args(args)
+            .env_clear()
+            .envs(self.env())
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn list(&self) -> Vec<Value> {
+        let out = self.cmd(&["list", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    fn entry(&self, name: &str) -> Value {
+        self.list()
+            .into_iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no server {name}"))
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["daemon", "stop"]).output();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // The `kill` utility: no unsafe code, no extra dev-dependency.
+    let rc = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(rc.success());
+}
+
+#[test]
+fn events_prints_one_line_per_change_and_exits_0_on_ctrl_c() {
+    let w = World::new(&["alpha", "beta"]);
+    for json in [true, false] {
+        let mut args = vec!["events"];
+        if json {
+            args.push("--json");
+        } else {
+            args.push("beta");
+        }
+        let mut child = w.cmd(&args).stdout(Stdio::piped()).spawn().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    return;
+                }
+            }
+        });
+        // Nothing is replayed and the subscription is made after the
+        // process starts: restart until the stream shows a restart.
+        let start = Instant::now();
+        let mut got = Vec::new();
+        'outer: loop {
+            assert!(start.elapsed() < DEADLINE, "no events: {got:#?}");
+            let restart = w.cmd(&["restart", "beta"]).output().unwrap();
+            assert!(restart.status.success(), "{restart:?}");
+            while let Ok(line) = rx.recv_timeout(Duration::from_secs(2)) {
+                got.push(line.clone());
+                let done = if json {
+                    let v: Value = serde_json::from_str(&line).unwrap();
+                    for k in [
+                        "subscription_id",
+                        "name",
+                        "kind",
+                        "ts",
+                        "from",
+                        "to",
+                        "reason",
+                    ] {
+                        assert!(v.get(k).is_some(), "{k} missing: {line}");
+                    }
+                    v["name"] == "beta"
+                        && v["to"] == "running"
+                        && got.iter().any(|l| l.contains("\"to\":\"stopping\""))
+                } else {
+                    assert!(line.contains("beta") && line.contains("state"), "{line}");
+                    // A whole restart: the subscription may begin mid-way.
+                    line.contains("starting → running")
+                        && got
+                            .iter()
+                            .any(|l| l.contains("running → stopping (stop requested)"))
+                };
+                if done {
+                    break 'outer;
+                }
+            }
+        }
+        if !json {
+            assert!(
+                got.iter()
+                    .any(|l| l.contains("running → stopping (stop requested)")),
+                "{got:#?}"
+            );
+        }
+        signal(child.id(), 2);
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "Ctrl-C ends events with 0");
+    }
+    // An unknown name is an operational error.
+    let out = w.cmd(&["events", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
+
+/// A private tmux server with one 80×24 pane running `sh`.
+struct Tmux {
+    sock: String,
+}
+
+impl Tmux {
+    /// `None` (after a loud note) only when tmux cannot be run at all.
+    fn start(env: &[(String, String)]) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!(
+                "\n!!!!!! SKIPPED: tmux is not installed, so `xyctl top` was NOT tested in a\n!!!!!! real terminal. `.ci/run` installs it (apt-get install tmux).\n"
+            );
+            return None;
+        }
+        let t = Tmux {
+            sock: format!("xytop-{}-{}", std::process::id(), rand_suffix()),
+        };
+        let mut cmd = Command::new("tmux");
+        cmd.args([
+            "-L",
+            &t.sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+        ])
+        .args(["-x", "80", "-y", "24", "--", "env", "-i"]);
+        for (k, v) in env {
+            cmd.arg(format!("{k}={v}"));
+        }
+        cmd.args(["TERM=xterm-256color", "PS1=xy-prompt$ ", "sh"]);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+        Some(t)
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.sock])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "top"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "top"])
+    }
+
+    fn screen_with_styles(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-e", "-t", "top"])
+    }
+
+    #[track_caller]
+    fn wait_screen(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if cond(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "timed out waiting for {what}; the pane shows:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.sock, "kill-server"])
+            .output();
+    }
+}
+
+fn rand_suffix() -> u32 {
+    static N: AtomicU32 = AtomicU32::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
+}
+
+/// The table row of `name`: its whitespace-separated columns.
+fn row<'a>(screen: &'a str, name: &str) -> Option<Vec<&'a str>> {
+    screen
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .map(|l| l.split_whitespace().collect())
+}
+
+fn prompt_back(s: &str) -> bool {
+    let last = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    last.trim_end() == "xy-prompt$" && !s.contains("xy top ·")
+}
+
+#[test]
+fn top_in_a_real_80x24_terminal() {
+    let w = World::new(&["alpha", "beta", "gamma"]);
+    let Some(t) = Tmux::start(&w.env()) else {
+        return;
+    };
+    t.wait_screen("the shell prompt", |s| s.contains("xy-prompt$"));
+    t.keys(&[&format!("{XYCTL} top"), "Enter"]);
+    let s = t.wait_screen("three running rows", |s| {
+        ["alpha", "beta", "gamma"]
+            .iter()
+            .all(|n| row(s, n).is_some_and(|r| r.get(1) == Some(&"running")))
+    });
+    eprintln!("[top] first screen:\n{s}");
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(lines[0].contains("xy top · 3 servers · 3 running"), "{s}");
+    assert!(lines[1].starts_with("NAME"), "{s}");
+    for col in [
+        "STATE", "HEALTH", "PID", "PORT", "CPU%", "RSS", "RST", "UPTIME", "TOOLS",
+    ] {
+        assert!(lines[1].contains(col), "{col} missing: {}", lines[1]);
+    }
+    assert_eq!(lines.len(), 24, "fills the 24-line pane: {s}");
+    assert!(lines.iter().all(|l| l.chars().count() <= 80), "{s}");
+    for name in ["alpha", "beta", "gamma"] {
+        let r = row(&s, name).unwrap();
+        let e = w.entry(name);
+        assert_eq!(r[3], e["pid"].to_string(), "{name} pid: {r:?}");
+        assert_eq!(r[4], e["port"].to_string(), "{name} port: {r:?}");
+        assert_eq!(r[7], "0", "{name} restarts: {r:?}");
+    }
+    // The log pane follows the selected (first) server.
+    t.wait_screen("alpha's log lines", |s| {
+        s.contains(" logs: alpha") && s.contains("tick")
+    });
+
+    // `r` restarts the selected server: a new pid in its row.
+    let old_pid = w.entry("alpha")["pid"].as_u64().unwrap();
+    t.keys(&["r"]);
+    let s = t.wait_screen("alpha restarted", |s| {
+        row(s, "alpha")
+            .is_some_and(|r| r[1] == "running" && r[3] != "-" && r[3] != old_pid.to_string())
+    });
+    assert_ne!(w.entry("alpha")["pid"].as_u64().unwrap(), old_pid, "{s}");
+
+    // A crash of `beta` (restart policy): its restart count goes 0 → 1.
+    let beta_pid = w.entry("beta")["pid"].as_u64().unwrap();
+    signal(u32::try_from(beta_pid).unwrap(), 9);
+    let s = t.wait_screen("beta's restart count", |s| {
+        row(s, "beta").is_some_and(|r| r[1] == "running" && r[7] == "1")
+    });
+    assert_eq!(w.entry("beta")["restart_count"], 1, "{s}");
+
+    // `x` stops the selected server after moving down to `gamma`.
+    t.keys(&["j", "j"]);
+    t.wait_screen("gamma selected", |s| s.contains(" logs: gamma"));
+    t.keys(&["x"]);
+    t.wait_screen("gamma stopped", |s| {
+        row(s, "gamma").is_some_and(|r| r[1] == "stopped" && r[3] == "-")
+    });
+    t.keys(&["s"]);
+    t.wait_screen("gamma started", |s| {
+        row(s, "gamma").is_some_and(|r| r[1] == "running")
+    });
+
+    // Help, then any key closes it.
+    t.keys(&["?"]);
+    t.wait_screen("help", |s| s.contains("xy top: keys"));
+    t.keys(&["Escape"]);
+    t.wait_screen("help closed", |s| !s.contains("xy top: keys"));
+
+    // Filter.
+    t.keys(&["/", "b", "e"]);
+    t.wait_screen("filtered to beta", |s| {
+        row(s, "beta").is_some() && row(s, "alpha").is_none() && s.contains("filter: be")
+    });
+    t.keys(&["Escape"]);
+    t.wait_screen("filter cleared", |s| row(s, "alpha").is_some());
+
+    // Colour on a terminal.
+    let styled = t.screen_with_styles();
+    assert!(
+        styled.contains("\x1b[38;5;2mrunning") || styled.contains("\x1b[32mrunning"),
+        "running is green:\n{styled:?}"
+    );
+
+    // A resize redraws at the new size.
+    t.tmux(&["resize-window", "-t", "top", "-x", "100", "-y", "30"]);
+    let s = t.wait_screen("the 100x30 layout", |s| {
+        s.lines()
+            .any(|l| l.starts_with(" logs:") && l.chars().count() == 100)
+    });
+    assert!(row(&s, "gamma").is_some(), "{s}");
+    t.tmux(&["resize-window", "-t", "top", "-x", "80", "-y", "24"]);
+
+    // `q`: the shell prompt is back, the terminal restored.
+    t.keys(&["q"]);
+    t.wait_screen("the prompt back after q", prompt_back);
+
+    // NO_COLOR: the same dashboard without colours; Ctrl-C quits too.
+    t.keys(&[&format!("NO_COLOR=1 {XYCTL} top"), "Enter"]);
+    t.wait_screen("top again", |s| row(s, "gamma").is_some());
+    let styled = t.screen_with_styles();
+    for fg in [
+        "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[36m", "\x1b[90m", "38;5",
+    ] {
+        assert!(!styled.contains(fg), "NO_COLOR but {fg:?} in:\n{styled:?}");
+    }
+    t.keys(&["C-c"]);
+    t.wait_screen("the prompt back after Ctrl-C", prompt_back);
+    // The shell still echoes (raw mode is off): typed text shows up.
+    t.keys(&["echo restored", "Enter"]);
+    t.wait_screen("the shell echoes", |s| s.contains("\nrestored"));
+
+    // SIGTERM from outside restores the terminal as well.
+    t.keys(&[&format!("{XYCTL} top"), "Enter"]);
+    t.wait_screen("top a third time", |s| row(s, "gamma").is_some());
+    let pid = wait_some("the top process", || {
+        let out = Command::new("pgrep")
+            .args(["-f", &format!("^{XYCTL} top$")])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .parse::<u32>()
+            .ok()
+    });
+    signal(pid, 15);
+    t.wait_screen("the prompt back after SIGTERM", prompt_back);
+}
