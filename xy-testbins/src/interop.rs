@@ -16,7 +16,7 @@
 //!     Interop::Ready(sdk) => sdk,
 //!     Interop::Skip(skip) => return skip.announce("fastmcp_is_healthy"),
 //! };
-//! let _server = sdk.fastmcp_command(8765, "2026");
+//! let _server = sdk.fastmcp_command(8765);
 //! ```
 
 use std::fs::{self, File};
