@@ -17,6 +17,11 @@ test:
 ci:
     bash .ci/run
 
+# Install xyd and xyctl for good (into ~/.cargo/bin), then `xyctl service install`.
+install:
+    cargo install --locked --path xy-daemon
+    cargo install --locked --path xy-cli
+
 # Run xyd in the foreground supervising the bundled example MCP server.
 demo:
     cargo build --workspace --bins

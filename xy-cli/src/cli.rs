@@ -95,6 +95,23 @@ pub(crate) enum Command {
     /// user unit on Linux).
     #[command(subcommand)]
     Service(ServiceCmd),
+    /// Add a server: write its config file, reload, print its state and URL.
+    Add(crate::commands::add::AddArgs),
+    /// Stop a server and move its config file to `<config dir>/.removed/`.
+    Remove {
+        /// The server's name.
+        name: String,
+    },
+    /// Turn an AI client's stdio servers into xy servers of the same name.
+    Import(crate::commands::clients::ImportArgs),
+    /// Show the AI clients found here, and which entries point at xy.
+    Clients(crate::commands::clients::ClientsArgs),
+    /// Bridge stdin/stdout to a server's xy endpoint (for clients that only
+    /// launch stdio servers).
+    Connect {
+        /// The server's name.
+        name: String,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell.

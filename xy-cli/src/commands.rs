@@ -5,8 +5,11 @@ use crate::cli::Command;
 use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 
+pub(crate) mod add;
+pub(crate) mod clients;
 pub(crate) mod completions;
 pub(crate) mod config;
+pub(crate) mod connect;
 pub(crate) mod control;
 pub(crate) mod daemon;
 pub(crate) mod events;
@@ -33,6 +36,11 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Daemon(cmd) => daemon::run(ctx, &cmd),
         Command::Config(cmd) => config::run(ctx, cmd),
         Command::Service(cmd) => service::run(ctx, cmd),
+        Command::Add(args) => add::run(ctx, &args),
+        Command::Remove { name } => add::remove(ctx, &name),
+        Command::Import(args) => clients::import(ctx, &args),
+        Command::Clients(args) => clients::run(ctx, &args),
+        Command::Connect { name } => connect::run(ctx, &name),
         Command::Completions { shell } => completions::run(shell),
     }
 }

@@ -2,7 +2,9 @@
 //! command, prints through `output`, and exits with the code SPEC §8 fixes
 //! (0 ok, 1 operational error, 2 daemon unreachable, 3 config invalid).
 
+mod bridge;
 mod cli;
+mod clients;
 mod commands;
 mod ctx;
 mod daemon_conn;
@@ -10,6 +12,7 @@ mod error;
 mod output;
 mod process;
 mod render;
+mod server_file;
 mod service;
 mod top;
 

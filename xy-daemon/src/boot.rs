@@ -40,6 +40,16 @@ pub fn prepare(paths: Paths) -> Result<Prepared, DaemonError> {
     Ok(Prepared { paths, lock })
 }
 
+/// First run (SPEC §14): the default config directory is created `0700`
+/// when it does not exist, so a new user's daemon boots with no servers.
+/// An existing directory is left as it is.
+pub fn create_default_config_dir(dir: &Path) -> Result<(), DaemonError> {
+    if dir.exists() {
+        return Ok(());
+    }
+    create_private_dir(dir)
+}
+
 fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
     DirBuilder::new()
         .recursive(true)

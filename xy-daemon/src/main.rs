@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use xy_core::paths::Paths;
-use xy_daemon::{DaemonError, logging, prepare, signals};
+use xy_daemon::{DaemonError, boot, logging, prepare, signals};
 
 /// xyd: keeps your local HTTP MCP servers running.
 ///
@@ -39,8 +39,11 @@ fn main() -> ExitCode {
 
 fn boot(args: Args) -> Result<(), DaemonError> {
     let mut paths = Paths::from_env()?;
-    if let Some(dir) = args.config_dir {
-        paths = paths.with_config_dir(absolute(dir));
+    match args.config_dir {
+        // Named explicitly: a missing directory stays a config error (exit 3).
+        Some(dir) => paths = paths.with_config_dir(absolute(dir)),
+        // First run: the default directory is created, and xyd boots empty.
+        None => boot::create_default_config_dir(&paths.config_dir)?,
     }
     let prepared = prepare(paths)?;
     let _log = logging::init(prepared.paths())?;

@@ -6,10 +6,19 @@ use xy_core::time::human_secs;
 
 use super::{Style, trim_lines};
 
-/// The table, or a one-line note when nothing is configured.
+/// What `list` says when no server is configured yet (SPEC §14).
+pub(crate) const FIRST_RUN_HINT: &str = "\
+No servers yet. Add one:
+  xyctl add <name> -- <command> [args...]          an HTTP server (`{port}` in args: its port)
+  xyctl add <name> --stdio -- <command> [args...]  a stdio server, served over HTTP by xy
+Or bring the ones your AI clients already run:
+  xyctl import claude-desktop                      (also: claude-code, cursor, vscode, windsurf, codex)
+";
+
+/// The table, or how to add a server when nothing is configured.
 pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
     if entries.is_empty() {
-        return "no servers configured\n".to_owned();
+        return FIRST_RUN_HINT.to_owned();
     }
     let mut table = new_table(style);
     // The TOOLS column appears once any server's `mcp` probe listed tools.
@@ -283,7 +292,7 @@ idle        stopped     -        -      9001  -       -     -         0         
 
     #[test]
     fn empty() {
-        assert_eq!(render_list(&[], &Style::PLAIN), "no servers configured\n");
+        assert_eq!(render_list(&[], &Style::PLAIN), FIRST_RUN_HINT);
     }
 
     #[test]

@@ -1,0 +1,220 @@
+//! `xyctl add` and `xyctl remove` (SPEC §14): write or retire a server's
+//! config file in the daemon's config directory, then reload so xyd picks
+//! the change up, and print what the server is doing now.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use xy_core::paths::Paths;
+use xy_core::protocol::{DaemonStatus, ReloadResult, StopResult, TargetParams, method};
+
+use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::error::{Exit, Failure};
+use crate::server_file::{self, Health, ServerSpec, WriteError};
+use crate::{daemon_conn, output};
+use xy_core::client::Client;
+
+/// `add`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AddArgs {
+    /// The server's name (`[A-Za-z0-9_.-]+`); the file is `<name>.kdl`.
+    pub(crate) name: String,
+    /// The port (for a stdio server: the port xy serves it on). Default:
+    /// the first free port from 8400 that no other config uses. `{port}`
+    /// in the arguments is replaced by it.
+    #[arg(long, value_name = "P")]
+    pub(crate) port: Option<u16>,
+    /// The server speaks MCP over stdin/stdout; xy serves it over HTTP.
+    #[arg(long)]
+    pub(crate) stdio: bool,
+    /// An environment variable for the server (repeatable).
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_env)]
+    pub(crate) env: Vec<(String, String)>,
+    /// The directory the server runs in.
+    #[arg(long, value_name = "D")]
+    pub(crate) working_dir: Option<PathBuf>,
+    /// A health probe: mcp, tcp or http:/path.
+    #[arg(long, value_name = "PROBE")]
+    pub(crate) health: Option<Health>,
+    /// Write the file but do not reload (xyd starts the server at its next
+    /// reload or start).
+    #[arg(long)]
+    pub(crate) no_start: bool,
+    /// Replace an existing config of that name.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{s}` is not K=V")),
+    }
+}
+
+/// The daemon (started if needed) and the config directory it reads. With
+/// the daemon unreachable and spawning forbidden, the default directory.
+pub(crate) fn daemon_and_dir(ctx: &Ctx) -> Result<(Option<Client>, PathBuf), Failure> {
+    match daemon_conn::connect(ctx) {
+        Ok(mut c) => {
+            let st: DaemonStatus = c.call::<(), _>(method::DAEMON_STATUS, None, READ_TIMEOUT)?;
+            Ok((Some(c), PathBuf::from(st.config_dir)))
+        }
+        Err(f) if f.exit == Exit::Unreachable && ctx.no_spawn => {
+            let paths =
+                Paths::from_env().map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
+            Ok((None, paths.config_dir))
+        }
+        Err(f) => Err(f),
+    }
+}
+
+/// The failure for a file that was not written.
+pub(crate) fn write_failure(e: WriteError, color: bool) -> Failure {
+    match e {
+        WriteError::Invalid { name, errors } => Failure::new(
+            Exit::ConfigInvalid,
+            format!("config for `{name}` is invalid; nothing was written"),
+        )
+        .with_detail(errors.render(color)),
+        WriteError::PortTaken { .. } => Failure::new(Exit::ConfigInvalid, e.to_string()),
+        e => Failure::new(Exit::Operational, e.to_string()),
+    }
+}
+
+pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
+    if !xy_core::config::is_valid_name(&a.name) {
+        return Err(Failure::new(
+            Exit::Operational,
+            format!(
+                "`{}` is not a server name: use letters, digits, `_`, `.` and `-` \
+                 (try `{}`)",
+                a.name,
+                server_file::usable_name(&a.name)
+            ),
+        ));
+    }
+    let (client, dir) = daemon_and_dir(ctx)?;
+    let port = match a.port {
+        Some(p) => p,
+        None => {
+            let mut used = server_file::used_ports(&dir);
+            // Replacing a server keeps its port free for itself.
+            if a.force
+                && let Ok(text) = std::fs::read_to_string(dir.join(format!("{}.kdl", a.name)))
+                && let Ok(old) = xy_core::config::parse_server(&a.name, &dir, &text)
+            {
+                used.remove(&old.port);
+            }
+            server_file::choose_port(&used, server_file::port_is_free).ok_or_else(|| {
+                Failure::new(Exit::Operational, "no free port from 8400 up".to_owned())
+            })?
+        }
+    };
+    let (command, args) = a.command.split_first().expect("clap requires a command");
+    let spec = ServerSpec {
+        command: command.clone(),
+        args: args
+            .iter()
+            .map(|s| s.replace("{port}", &port.to_string()))
+            .collect(),
+        port,
+        stdio: a.stdio,
+        env: a.env.iter().cloned().collect(),
+        working_dir: a.working_dir.as_ref().map(|d| {
+            std::path::absolute(d)
+                .unwrap_or_else(|_| d.clone())
+                .display()
+                .to_string()
+        }),
+        health: a.health.clone(),
+    };
+    let text = server_file::render(
+        &spec,
+        "Written by `xyctl add`; edit freely, then `xyctl reload`.",
+    );
+    server_file::write(&dir, &a.name, &text, a.force)
+        .map_err(|e| write_failure(e, ctx.err.color))?;
+    let file = dir.join(format!("{}.kdl", a.name));
+    output::note(&ctx.err, &format!("wrote {}", file.display()));
+    match client {
+        Some(mut c) if !a.no_start => {
+            let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
+            let line = state_line(&mut c, &a.name, port)?;
+            output::stdout(&line);
+        }
+        _ => output::stdout(&format!(
+            "{}  not started  {}  (starts at the next `xyctl reload`)\n",
+            a.name,
+            fallback_url(port)
+        )),
+    }
+    Ok(Exit::Success)
+}
+
+/// `name  running  http://127.0.0.1:8400/mcp` from `status`.
+fn state_line(c: &mut Client, name: &str, port: u16) -> Result<String, Failure> {
+    let raw = c.call_raw(
+        method::STATUS,
+        Some(&xy_core::protocol::NameParams {
+            name: name.to_owned(),
+        }),
+        READ_TIMEOUT,
+    )?;
+    let v: serde_json::Value = serde_json::from_str(raw.get()).unwrap_or_default();
+    let state = v["state"].as_str().unwrap_or("unknown");
+    Ok(format!("{name}  {state}  {}\n", server_url(&v, port)))
+}
+
+/// The server's xy URL from a `list`/`status` entry: its `url` field, else
+/// (a daemon from before §13) `http://127.0.0.1:<port>/mcp`.
+pub(crate) fn server_url(entry: &serde_json::Value, port: u16) -> String {
+    entry["url"]
+        .as_str()
+        .map_or_else(|| fallback_url(port), str::to_owned)
+}
+
+fn fallback_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+/// `remove <name>`.
+pub(crate) fn remove(ctx: &Ctx, name: &str) -> Result<Exit, Failure> {
+    let (client, dir) = daemon_and_dir(ctx)?;
+    if !dir.join(format!("{name}.kdl")).exists() {
+        return Err(Failure::new(
+            Exit::Operational,
+            format!("no server `{name}` in {}", dir.display()),
+        ));
+    }
+    let mut client = client;
+    if let Some(c) = client.as_mut() {
+        // Stop first, so the port is free before the file is gone; a server
+        // the daemon never loaded (an invalid file) is fine.
+        match c.call::<_, StopResult>(
+            method::STOP,
+            Some(&TargetParams::one(name.to_owned())),
+            CONTROL_TIMEOUT,
+        ) {
+            Ok(_) => {}
+            Err(xy_core::client::ClientError::Rpc(e))
+                if e.kind() == Some(xy_core::protocol::ErrorCode::ServerNotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stamp = server_file::stamp(std::time::SystemTime::now());
+    let moved = server_file::retire(&dir, name, &stamp)
+        .map_err(|e| Failure::new(Exit::Operational, e.to_string()))?
+        .expect("checked above");
+    if let Some(c) = client.as_mut() {
+        let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
+    }
+    output::stdout(&format!(
+        "removed {name}; its config is kept at {}\n(move it back and run `xyctl reload` to restore it)\n",
+        moved.display()
+    ));
+    Ok(Exit::Success)
+}

@@ -1,0 +1,527 @@
+//! `xyctl import <client>`, `xyctl clients [--json]`, `xyctl clients apply
+//! <client>` and `xyctl clients undo <client>` (SPEC §14): the thin layer
+//! over [`crate::clients`] that reads and writes the files, asks the daemon
+//! which servers it runs, and prints what happened.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use xy_core::protocol::{ReloadResult, method};
+
+use super::add::{daemon_and_dir, server_url, write_failure};
+use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
+use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::error::{Exit, Failure};
+use crate::server_file::{self, ServerSpec};
+use crate::{daemon_conn, output, render};
+use xy_core::client::Client;
+
+/// `import`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ImportArgs {
+    /// The client whose servers to import.
+    #[arg(value_enum)]
+    pub(crate) client: ClientId,
+    /// Show what would be created; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// The client's config file (default: its usual place on this OS).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: Option<PathBuf>,
+}
+
+/// `clients`.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ClientsArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) action: Option<ClientsCmd>,
+}
+
+/// `clients apply|undo`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum ClientsCmd {
+    /// Point the client's entries for servers xy runs at xy (backup first).
+    Apply {
+        /// The client.
+        #[arg(value_enum)]
+        client: ClientId,
+        /// Print the change as a unified diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The client's config file (default: its usual place on this OS).
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
+    /// Restore the newest backup `clients apply` made of the client's file.
+    Undo {
+        /// The client.
+        #[arg(value_enum)]
+        client: ClientId,
+        /// The client's config file (default: its usual place on this OS).
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
+}
+
+fn home() -> Result<Home, Failure> {
+    Home::from_env().ok_or_else(|| Failure::new(Exit::Operational, "HOME is not set".to_owned()))
+}
+
+fn path_of(client: ClientId, file: Option<&PathBuf>) -> Result<PathBuf, Failure> {
+    match file {
+        Some(f) => Ok(f.clone()),
+        None => Ok(client.default_path(Os::current(), &home()?)),
+    }
+}
+
+/// The file's bytes and its entries.
+fn read(client: ClientId, path: &Path) -> Result<(Vec<u8>, String, Vec<Entry>), Failure> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!(
+                "cannot read {}'s config {}: {e}",
+                client.id(),
+                path.display()
+            ),
+        )
+    })?;
+    let text = String::from_utf8(bytes.clone()).map_err(|_| {
+        Failure::new(
+            Exit::Operational,
+            format!("{} is not UTF-8", path.display()),
+        )
+    })?;
+    let entries = clients::entries(client, &text).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    Ok((bytes, text, entries))
+}
+
+pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
+    let path = path_of(a.client, a.file.as_ref())?;
+    let (_, _, entries) = read(a.client, &path)?;
+    let (client, dir) = daemon_and_dir(ctx)?;
+    let mut used = server_file::used_ports(&dir);
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut rows = Vec::new();
+    let mut created = 0;
+    let mut invalid = Vec::new();
+    for e in &entries {
+        let (command, args, env, cwd) = match &e.spec {
+            Spec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => (command, args, env, cwd),
+            Spec::Url(url) => {
+                rows.push(row(
+                    &e.name,
+                    "-",
+                    "-",
+                    &format!("skipped: already a URL ({url})"),
+                ));
+                continue;
+            }
+            Spec::Other => {
+                rows.push(row(
+                    &e.name,
+                    "-",
+                    "-",
+                    "skipped: neither a command nor a URL",
+                ));
+                continue;
+            }
+        };
+        let mut name = server_file::usable_name(&e.name);
+        let base = name.clone();
+        let mut n = 2;
+        while taken.contains(&name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        taken.insert(name.clone());
+        let shown = if name == e.name {
+            name.clone()
+        } else {
+            format!("{name} (renamed)")
+        };
+        if dir.join(format!("{name}.kdl")).exists() {
+            rows.push(row(
+                &e.name,
+                &shown,
+                "-",
+                "skipped: xy already has a server of that name",
+            ));
+            continue;
+        }
+        let Some(port) = server_file::choose_port(&used, server_file::port_is_free) else {
+            rows.push(row(&e.name, &shown, "-", "skipped: no free port"));
+            continue;
+        };
+        used.insert(port);
+        let spec = ServerSpec {
+            command: command.clone(),
+            args: args.clone(),
+            port,
+            stdio: true,
+            env: env.clone(),
+            working_dir: cwd.clone(),
+            health: None,
+        };
+        let comment = format!(
+            "Imported from {} entry \"{}\" ({}) by `xyctl import`.",
+            a.client.id(),
+            e.name,
+            path.display()
+        );
+        let text = server_file::render(&spec, &comment);
+        let port_s = port.to_string();
+        if a.dry_run {
+            // Validated all the same, so a dry run shows what would fail.
+            let result =
+                match xy_core::config::parse_server(&name, &dir.join(format!("{name}.kdl")), &text)
+                {
+                    Ok(_) => "would be created".to_owned(),
+                    Err(errs) => format!("invalid: {}", first_line(&errs.render(false))),
+                };
+            rows.push(row(&e.name, &shown, &port_s, &result));
+            continue;
+        }
+        match server_file::write(&dir, &name, &text, false) {
+            Ok(_) => {
+                created += 1;
+                rows.push(row(&e.name, &shown, &port_s, "created"));
+            }
+            Err(err) => {
+                rows.push(row(&e.name, &shown, &port_s, "invalid: nothing written"));
+                invalid.push(write_failure(err, ctx.err.color));
+            }
+        }
+    }
+    output::stdout(&render::render_rows(
+        &["ENTRY", "XY SERVER", "PORT", "RESULT"],
+        &rows,
+        &ctx.out,
+    ));
+    if created > 0
+        && let Some(mut c) = client
+    {
+        let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
+    }
+    if created > 0 {
+        output::stdout(&format!(
+            "\n{created} {} created in {}. Point {} at them with:\n  xyctl clients apply {}{}\n",
+            if created == 1 { "server" } else { "servers" },
+            dir.display(),
+            a.client.id(),
+            a.client.id(),
+            a.file
+                .as_ref()
+                .map(|f| format!(" --file {}", f.display()))
+                .unwrap_or_default()
+        ));
+    }
+    match invalid.into_iter().next() {
+        Some(f) => Err(f),
+        None => Ok(Exit::Success),
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+fn row(a: &str, b: &str, c: &str, d: &str) -> Vec<String> {
+    vec![a.to_owned(), b.to_owned(), c.to_owned(), d.to_owned()]
+}
+
+/// The servers xy runs: name → URL.
+fn xy_servers(c: &mut Client) -> Result<BTreeMap<String, String>, Failure> {
+    let raw = c.call_raw::<()>(method::LIST, None, READ_TIMEOUT)?;
+    let list: Vec<serde_json::Value> = serde_json::from_str(raw.get())
+        .map_err(|e| Failure::new(Exit::Operational, format!("bad `list` result: {e}")))?;
+    Ok(list
+        .iter()
+        .filter_map(|v| {
+            let name = v["name"].as_str()?.to_owned();
+            let port = u16::try_from(v["port"].as_u64()?).ok()?;
+            Some((name, server_url(v, port)))
+        })
+        .collect())
+}
+
+/// The xy server a client entry stands for: the same name, or the name
+/// `import` would have given it.
+fn xy_name_for<'a>(
+    entry: &str,
+    xy: &'a BTreeMap<String, String>,
+) -> Option<(&'a String, &'a String)> {
+    xy.get_key_value(entry)
+        .or_else(|| xy.get_key_value(&server_file::usable_name(entry)))
+}
+
+/// Which xy server an entry already points at, if any.
+fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, String>) -> Option<String> {
+    match spec {
+        Spec::Url(u) => xy.iter().find(|(_, url)| *url == u).map(|(n, _)| n.clone()),
+        Spec::Stdio { command, args, .. } => {
+            let is_xyctl = Path::new(command).file_name().is_some_and(|f| f == "xyctl");
+            match args.as_slice() {
+                [c, name] if is_xyctl && c == "connect" => Some(name.clone()),
+                _ => None,
+            }
+        }
+        Spec::Other => None,
+    }
+}
+
+fn xyctl_path() -> Result<String, Failure> {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| {
+            Failure::new(
+                Exit::Operational,
+                format!("cannot find xyctl's own path: {e}"),
+            )
+        })?;
+    Ok(exe.display().to_string())
+}
+
+pub(crate) fn run(ctx: &Ctx, a: &ClientsArgs) -> Result<Exit, Failure> {
+    match &a.action {
+        None => list(ctx, a.json),
+        Some(ClientsCmd::Apply {
+            client,
+            dry_run,
+            file,
+        }) => apply(ctx, *client, *dry_run, file.as_ref()),
+        Some(ClientsCmd::Undo { client, file }) => {
+            let path = path_of(*client, file.as_ref())?;
+            let backup =
+                file::undo(&path).map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
+            output::stdout(&format!(
+                "restored {} from {}\n",
+                path.display(),
+                backup.display()
+            ));
+            Ok(Exit::Success)
+        }
+    }
+}
+
+fn apply(
+    ctx: &Ctx,
+    client: ClientId,
+    dry_run: bool,
+    file: Option<&PathBuf>,
+) -> Result<Exit, Failure> {
+    let path = path_of(client, file)?;
+    let (bytes, text, entries) = read(client, &path)?;
+    let mut c = daemon_conn::connect(ctx)?;
+    let xy = xy_servers(&mut c)?;
+    let xyctl = if client.stdio_only() {
+        Some(xyctl_path()?)
+    } else {
+        None
+    };
+    let mut rewrites = Vec::new();
+    let mut rows = Vec::new();
+    for e in &entries {
+        let Some((server, url)) = xy_name_for(&e.name, &xy) else {
+            continue;
+        };
+        let to = match &xyctl {
+            Some(x) => Pointer::Connect {
+                xyctl: x.clone(),
+                server: server.clone(),
+            },
+            None => Pointer::Url(url.clone()),
+        };
+        let shown = match &to {
+            Pointer::Url(u) => u.clone(),
+            Pointer::Connect { xyctl, server } => format!("{xyctl} connect {server}"),
+        };
+        if to.matches(&e.spec) {
+            rows.push(vec![
+                e.name.clone(),
+                shown,
+                "already points at xy".to_owned(),
+            ]);
+            continue;
+        }
+        rows.push(vec![
+            e.name.clone(),
+            shown,
+            if dry_run {
+                "would point at xy"
+            } else {
+                "points at xy"
+            }
+            .to_owned(),
+        ]);
+        rewrites.push(Rewrite {
+            entry: e.name.clone(),
+            to,
+        });
+    }
+    if rewrites.is_empty() {
+        output::stdout(&format!(
+            "nothing to change in {}: no entry stands for a server xy runs that does not already point at xy\n",
+            path.display()
+        ));
+        return Ok(Exit::Success);
+    }
+    let new = clients::apply(client, &text, &rewrites).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot edit {}: {e}", path.display()),
+        )
+    })?;
+    if dry_run {
+        output::stdout(&clients::diff(&path, &text, &new));
+        return Ok(Exit::Success);
+    }
+    let stamp = server_file::stamp(std::time::SystemTime::now());
+    let backup = file::replace(&path, &bytes, new.as_bytes(), &stamp)
+        .map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
+    output::stdout(&render::render_rows(
+        &["ENTRY", "NOW", "RESULT"],
+        &rows,
+        &ctx.out,
+    ));
+    output::stdout(&format!(
+        "\nwrote {}\nbackup {}\nrestart {} to pick the change up; undo with `xyctl clients undo {}`\n",
+        path.display(),
+        backup.display(),
+        client.id(),
+        client.id()
+    ));
+    Ok(Exit::Success)
+}
+
+/// One client's findings for `clients`.
+#[derive(Debug, serde::Serialize)]
+struct Found {
+    client: &'static str,
+    file: String,
+    error: Option<String>,
+    entries: Vec<FoundEntry>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct FoundEntry {
+    name: String,
+    /// `xy` (points at xy), `process` (spawns its own), `url` (some other
+    /// URL), `other`.
+    uses: &'static str,
+    /// The xy server it points at, or the one that stands for it.
+    xy_server: Option<String>,
+}
+
+fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
+    let h = home()?;
+    let mut c = daemon_conn::connect(ctx)?;
+    let xy = xy_servers(&mut c)?;
+    let mut found = Vec::new();
+    for client in ClientId::ALL {
+        let path = client.default_path(Os::current(), &h);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let mut f = Found {
+            client: client.id(),
+            file: path.display().to_string(),
+            error: None,
+            entries: Vec::new(),
+        };
+        match clients::entries(client, &text) {
+            Err(e) => f.error = Some(e.to_string()),
+            Ok(es) => {
+                for e in es {
+                    let (uses, xy_server) = match points_at_xy(&e.spec, &xy) {
+                        Some(s) => ("xy", Some(s)),
+                        None => {
+                            let stand = xy_name_for(&e.name, &xy).map(|(n, _)| n.clone());
+                            match e.spec {
+                                Spec::Stdio { .. } => ("process", stand),
+                                Spec::Url(_) => ("url", stand),
+                                Spec::Other => ("other", stand),
+                            }
+                        }
+                    };
+                    f.entries.push(FoundEntry {
+                        name: e.name,
+                        uses,
+                        xy_server,
+                    });
+                }
+            }
+        }
+        found.push(f);
+    }
+    if json {
+        output::json_line(&serde_json::to_string(&found).unwrap_or_default());
+        return Ok(Exit::Success);
+    }
+    if found.is_empty() {
+        output::stdout(
+            "no AI client config found on this machine (see docs/clients.md for the places looked at)\n",
+        );
+        return Ok(Exit::Success);
+    }
+    let mut rows = Vec::new();
+    for f in &found {
+        if let Some(e) = &f.error {
+            rows.push(vec![
+                f.client.to_owned(),
+                "-".to_owned(),
+                format!("unreadable: {e}"),
+            ]);
+        }
+        if f.entries.is_empty() && f.error.is_none() {
+            rows.push(vec![
+                f.client.to_owned(),
+                "-".to_owned(),
+                "no servers".to_owned(),
+            ]);
+        }
+        for e in &f.entries {
+            let what = match (e.uses, &e.xy_server) {
+                ("xy", Some(s)) => format!("xy ({s})"),
+                ("process", Some(s)) => format!(
+                    "own process; xy runs `{s}`: `xyctl clients apply {}`",
+                    f.client
+                ),
+                ("process", None) => "own process".to_owned(),
+                ("url", _) => "another URL".to_owned(),
+                _ => "unrecognised entry".to_owned(),
+            };
+            rows.push(vec![f.client.to_owned(), e.name.clone(), what]);
+        }
+    }
+    output::stdout(&render::render_rows(
+        &["CLIENT", "ENTRY", "USES"],
+        &rows,
+        &ctx.out,
+    ));
+    let files: Vec<_> = found
+        .iter()
+        .map(|f| format!("  {}: {}", f.client, f.file))
+        .collect();
+    output::stdout(&format!("\nfiles:\n{}\n", files.join("\n")));
+    Ok(Exit::Success)
+}

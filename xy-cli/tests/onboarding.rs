@@ -1,0 +1,531 @@
+//! SPEC §14 end to end, on a temporary HOME with nothing in it: first run,
+//! `add`/`remove`, `import`, `clients apply|undo` against real-shaped client
+//! files, and `connect` driven by the official Python SDK. The real `xyctl`
+//! starts the real `xyd` (detect-or-spawn); every wait polls with a deadline.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+
+#[track_caller]
+fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A fresh HOME (no `~/.config/xy` at all) and a short socket path.
+struct Home {
+    root: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl Home {
+    fn new() -> Home {
+        static N: AtomicU32 = AtomicU32::new(0);
+        xy_testbins::locate::xyd();
+        let root = tempfile::Builder::new()
+            .prefix("xyhome-")
+            .tempdir()
+            .unwrap();
+        let socket = PathBuf::from(format!(
+            "/tmp/xyo-{}-{}.sock",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&socket);
+        Home { root, socket }
+    }
+
+    fn home(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.home().join(".config/xy/servers")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(XYCTL);
+        c.args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("XY_SOCKET", &self.socket)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        Run(self.cmd(args).output().unwrap())
+    }
+
+    /// One JSON-RPC call on the socket; the `result`.
+    fn raw(&self, method: &str, params: Option<Value>) -> Value {
+        let mut s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut req = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method});
+        if let Some(p) = params {
+            req["params"] = p;
+        }
+        writeln!(s, "{req}").unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        v["result"].clone()
+    }
+
+    fn list(&self) -> Vec<Value> {
+        self.raw("list", None)
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn state_of(&self, name: &str) -> Option<String> {
+        self.list()
+            .into_iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["state"].as_str().unwrap_or_default().to_owned())
+    }
+
+    /// A config the test writes itself: the sleeper on `port`.
+    fn write_sleeper(&self, name: &str, port: u16) {
+        let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
+        std::fs::create_dir_all(self.config_dir()).unwrap();
+        std::fs::write(
+            self.config_dir().join(format!("{name}.kdl")),
+            format!(
+                "command \"{}\"\nargs \"--interval-ms\" \"1000\"\nport {port}\nstop {{\n    grace \"2s\"\n}}\n",
+                sleeper.display()
+            ),
+        )
+        .unwrap();
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = self
+            .cmd(&["daemon", "stop"])
+            .env("XY_NO_SPAWN", "1")
+            .output();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+struct Run(Output);
+
+impl Run {
+    fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+    #[track_caller]
+    fn ok(&self) -> &Run {
+        assert_eq!(
+            self.code(),
+            0,
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+}
+
+/// A port range per test process, so parallel test binaries rarely meet.
+fn port(i: u16) -> u16 {
+    let base = 30_000 + u16::try_from(std::process::id() % 500).unwrap() * 40;
+    base + i
+}
+
+#[test]
+fn first_run_boots_empty_and_list_says_how_to_add_a_server() {
+    let h = Home::new();
+    assert!(!h.home().join(".config").exists());
+    let r = h.run(&["list"]);
+    r.ok();
+    assert!(r.stdout().contains("No servers yet"), "{}", r.stdout());
+    assert!(
+        r.stdout().contains("xyctl add <name> -- <command>"),
+        "{}",
+        r.stdout()
+    );
+    let mode = std::fs::metadata(h.config_dir())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+    let r = h.run(&["list", "--json"]);
+    r.ok();
+    assert_eq!(r.stdout().trim(), "[]");
+
+    // A directory named on the command line that does not exist is still
+    // a config error.
+    let xyd = xy_testbins::locate::xyd();
+    let other = Home::new();
+    let out = Command::new(xyd)
+        .args(["--config-dir", "/nonexistent/xy-servers"])
+        .env_clear()
+        .env("HOME", other.home())
+        .env("XY_SOCKET", &other.socket)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!Path::new("/nonexistent/xy-servers").exists());
+}
+
+#[test]
+fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
+    let h = Home::new();
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    let p = port(1).to_string();
+    let r = h.run(&[
+        "add",
+        "demo",
+        "--port",
+        &p,
+        "--env",
+        "RUST_LOG=info",
+        "--health",
+        "mcp",
+        "--",
+        mcp.to_str().unwrap(),
+        "--port",
+        "{port}",
+    ]);
+    r.ok();
+    let url = format!("http://127.0.0.1:{p}/mcp");
+    assert!(r.stdout().starts_with("demo  running  "), "{}", r.stdout());
+    assert!(r.stdout().contains(&url), "{}", r.stdout());
+    let text = std::fs::read_to_string(h.config_dir().join("demo.kdl")).unwrap();
+    assert!(
+        text.contains(&format!("args \"--port\" \"{p}\"\n")),
+        "{text}"
+    );
+    assert!(text.contains("env {\n    RUST_LOG \"info\"\n}\n"), "{text}");
+    assert!(text.contains("health {\n    mcp \"/mcp\"\n}\n"), "{text}");
+    assert_eq!(h.state_of("demo").as_deref(), Some("running"));
+    h.run(&["config", "check", h.config_dir().to_str().unwrap()])
+        .ok();
+
+    // Same name again: refused without --force, file untouched.
+    let r = h.run(&["add", "demo", "--", "/bin/true"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    assert!(r.stderr().contains("--force"), "{}", r.stderr());
+    assert_eq!(
+        std::fs::read_to_string(h.config_dir().join("demo.kdl")).unwrap(),
+        text
+    );
+
+    // Invalid: exit 3, the loader's diagnostics, and no file of any kind.
+    let r = h.run(&["add", "broken", "--port", "0", "--", "/bin/true"]);
+    assert_eq!(r.code(), 3, "{}", r.stderr());
+    assert!(r.stderr().contains("broken.kdl"), "{}", r.stderr());
+    let files: Vec<_> = std::fs::read_dir(h.config_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(files, ["demo.kdl"]);
+    // A port another config has: exit 3 too.
+    let r = h.run(&["add", "twin", "--port", &p, "--", "/bin/true"]);
+    assert_eq!(r.code(), 3, "{}", r.stderr());
+    assert!(!h.config_dir().join("twin.kdl").exists());
+
+    // Without --port: the first port from 8400 no config uses (and nothing
+    // listens on); --no-start writes without reloading.
+    let r = h.run(&["add", "later", "--no-start", "--", "/bin/true"]);
+    r.ok();
+    let later = std::fs::read_to_string(h.config_dir().join("later.kdl")).unwrap();
+    let chosen: u16 = later
+        .lines()
+        .find_map(|l| l.strip_prefix("port "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(chosen >= 8400, "{later}");
+    assert_eq!(h.state_of("later"), None, "not loaded yet");
+}
+
+#[test]
+fn remove_keeps_the_file_recoverable() {
+    let h = Home::new();
+    h.write_sleeper("keep", port(2));
+    h.write_sleeper("gone", port(3));
+    h.run(&["list"]).ok();
+    wait_for(Duration::from_secs(20), "both running", || {
+        h.state_of("gone").as_deref() == Some("running")
+            && h.state_of("keep").as_deref() == Some("running")
+    });
+    let before = std::fs::read(h.config_dir().join("gone.kdl")).unwrap();
+    let r = h.run(&["remove", "gone"]);
+    r.ok();
+    assert_eq!(h.state_of("gone"), None);
+    assert_eq!(h.state_of("keep").as_deref(), Some("running"));
+    let removed: Vec<_> = std::fs::read_dir(h.config_dir().join(".removed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(removed.len(), 1);
+    let name = removed[0].file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.starts_with("gone.kdl."), "{name}");
+    assert!(r.stdout().contains(&name), "{}", r.stdout());
+    assert_eq!(std::fs::read(&removed[0]).unwrap(), before);
+
+    // Restore: move it back, reload.
+    std::fs::rename(&removed[0], h.config_dir().join("gone.kdl")).unwrap();
+    h.run(&["reload"]).ok();
+    wait_for(Duration::from_secs(20), "gone back", || {
+        h.state_of("gone").as_deref() == Some("running")
+    });
+
+    let r = h.run(&["remove", "nosuch"]);
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+}
+
+/// The sample client files (`tests/data/clients/`).
+fn sample(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/clients")
+        .join(name)
+}
+
+#[test]
+fn clients_apply_dry_run_backup_and_undo_for_every_client() {
+    let h = Home::new();
+    // xy servers standing for the samples' stdio entries (import's name for
+    // "My Weather" is "My-Weather").
+    let names = [
+        "context7",
+        "github",
+        "filesystem",
+        "My-Weather",
+        "memory",
+        "perplexity",
+    ];
+    for (i, n) in names.iter().enumerate() {
+        h.write_sleeper(n, port(10 + u16::try_from(i).unwrap()));
+    }
+    h.run(&["list"]).ok();
+    let xy = h.list();
+    assert_eq!(xy.len(), names.len());
+    let xyctl = std::fs::canonicalize(XYCTL).unwrap();
+
+    let work = tempfile::tempdir().unwrap();
+    for (client, file) in [
+        ("claude-desktop", "claude_desktop_config.json"),
+        ("claude-code", "claude.json"),
+        ("cursor", "cursor-mcp.json"),
+        ("vscode", "vscode-mcp.json"),
+        ("windsurf", "windsurf-mcp_config.json"),
+        ("codex", "codex-config.toml"),
+    ] {
+        let path = work.path().join(file);
+        std::fs::copy(sample(file), &path).unwrap();
+        let original = std::fs::read(&path).unwrap();
+        let p = path.to_str().unwrap();
+        let count = || std::fs::read_dir(work.path()).unwrap().count();
+        let files_before = count();
+
+        let r = h.run(&["clients", "apply", client, "--file", p, "--dry-run"]);
+        r.ok();
+        assert!(
+            r.stdout().starts_with(&format!("--- {p}\n+++ {p}\n@@ ")),
+            "{client}: {}",
+            r.stdout()
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            original,
+            "{client}: dry run wrote"
+        );
+        assert_eq!(count(), files_before, "{client}: dry run left a file");
+
+        let r = h.run(&["clients", "apply", client, "--file", p]);
+        r.ok();
+        let applied = std::fs::read_to_string(&path).unwrap();
+        assert_ne!(applied.as_bytes(), original, "{client}");
+        let backups: Vec<_> = std::fs::read_dir(work.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|b| {
+                b.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("{file}.xy-backup-"))
+            })
+            .collect();
+        assert_eq!(backups.len(), 1, "{client}");
+        assert_eq!(
+            std::fs::read(&backups[0]).unwrap(),
+            original,
+            "{client}: backup"
+        );
+        if client == "claude-desktop" {
+            assert!(
+                applied.contains(&format!("\"command\": \"{}\"", xyctl.display())),
+                "{applied}"
+            );
+            assert!(
+                applied.contains("\"args\": [\"connect\", \"My-Weather\"]"),
+                "{applied}"
+            );
+            assert!(
+                applied.contains("\"url\": \"https://mcp.notion.com/mcp\""),
+                "{applied}"
+            );
+        } else {
+            let ctx7 = xy.iter().find(|e| e["name"] == "github").unwrap();
+            let _ = ctx7;
+            assert!(applied.contains("http://127.0.0.1:"), "{client}: {applied}");
+        }
+        // Applying twice changes nothing and makes no second backup.
+        let r = h.run(&["clients", "apply", client, "--file", p]);
+        r.ok();
+        assert!(
+            r.stdout().starts_with("nothing to change"),
+            "{}",
+            r.stdout()
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), applied);
+
+        // The listing sees the entries pointing at xy now.
+        h.run(&["clients", "undo", client, "--file", p]).ok();
+        assert_eq!(std::fs::read(&path).unwrap(), original, "{client}: undo");
+    }
+}
+
+#[test]
+fn clients_lists_what_points_at_xy() {
+    let h = Home::new();
+    h.write_sleeper("context7", port(20));
+    h.run(&["list"]).ok();
+    let cursor = h.home().join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::copy(sample("cursor-mcp.json"), &cursor).unwrap();
+    let r = h.run(&["clients", "--json"]);
+    r.ok();
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let found = v.as_array().unwrap();
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!(found[0]["client"], "cursor");
+    let entry = |n: &str| {
+        found[0]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(entry("context7")["uses"], "process");
+    assert_eq!(entry("context7")["xy_server"], "context7");
+    assert_eq!(entry("linear")["uses"], "url");
+    h.run(&["clients", "apply", "cursor"]).ok();
+    let r = h.run(&["clients", "--json"]);
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let e = v[0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "context7")
+        .cloned()
+        .unwrap();
+    assert_eq!(e["uses"], "xy");
+    let r = h.run(&["clients"]);
+    r.ok();
+    assert!(r.stdout().contains("xy (context7)"), "{}", r.stdout());
+}
+
+#[test]
+fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
+    let h = Home::new();
+    let child = xy_testbins::locate::testbin("xy-test-sleep");
+    let child = child.to_str().unwrap();
+    let dir = h.home().join("Library/Application Support/Claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("claude_desktop_config.json");
+    let text = format!(
+        r#"{{
+  "mcpServers": {{
+    "alpha": {{ "command": "{child}", "args": ["--interval-ms", "1000"] }},
+    "beta": {{ "command": "{child}", "args": ["--interval-ms", "1000"], "env": {{ "API_KEY": "s3cret" }} }},
+    "My Gamma!": {{ "command": "{child}" }},
+    "remote": {{ "url": "https://mcp.example.com/mcp" }}
+  }},
+  "globalShortcut": ""
+}}
+"#
+    );
+    std::fs::write(&file, &text).unwrap();
+    let f = file.to_str().unwrap();
+
+    let r = h.run(&["import", "claude-desktop", "--file", f, "--dry-run"]);
+    r.ok();
+    assert!(r.stdout().contains("would be created"), "{}", r.stdout());
+    assert!(!h.config_dir().join("alpha.kdl").exists(), "dry run wrote");
+
+    let r = h.run(&["import", "claude-desktop", "--file", f]);
+    r.ok();
+    let out = r.stdout();
+    assert!(out.contains("My-Gamma (renamed)"), "{out}");
+    assert!(out.contains("skipped: already a URL"), "{out}");
+    assert!(out.contains("3 servers created"), "{out}");
+    let beta = std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap();
+    assert!(beta.contains("transport \"stdio\"\n"), "{beta}");
+    assert!(beta.contains("API_KEY \"s3cret\""), "{beta}");
+    let mode = std::fs::metadata(h.config_dir().join("beta.kdl"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let mut names: Vec<String> = h
+        .list()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["My-Gamma", "alpha", "beta"]);
+    assert!(
+        h.list().iter().all(|e| e["transport"] == "stdio"),
+        "{:?}",
+        h.list()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        text,
+        "import does not touch the client file"
+    );
+
+    // Importing again creates nothing and overwrites nothing.
+    let r = h.run(&["import", "claude-desktop", "--file", f]);
+    r.ok();
+    assert!(r.stdout().contains("xy already has"), "{}", r.stdout());
+    assert_eq!(
+        std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap(),
+        beta
+    );
+}
