@@ -93,6 +93,7 @@ impl Engine {
                 follow_buffer: opts.follow_buffer,
             },
             spawner,
+            tools_dir: opts.tools_dir,
         };
         // Unnamed: several engines may live in one process (tests).
         let (root, task) = Actor::spawn(None, RootSupervisor, args)
@@ -192,6 +193,29 @@ impl Engine {
         self.add_resources(std::slice::from_mut(&mut status.entry))
             .await;
         Ok(status)
+    }
+
+    /// The tool ledger of one server (SPEC §12 `tools`).
+    pub async fn tools(
+        &self,
+        name: &str,
+    ) -> Result<xy_core::protocol::mcp::ToolsResult, EngineError> {
+        let refs = self.refs().await?;
+        let target = Engine::select(&refs, &TargetParams::one(name))?;
+        let all = for_each(target, |s| async move {
+            ask(
+                &s.actor,
+                &format!("tools of {}", s.name),
+                QUERY_TIMEOUT,
+                ServerMsg::Tools,
+            )
+            .await
+        })
+        .await?;
+        all.into_iter()
+            .next()
+            .map(|(_, v)| v)
+            .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))
     }
 
     /// Starts servers; returns once each is spawned or failed to spawn.

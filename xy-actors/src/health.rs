@@ -1,5 +1,5 @@
 //! Health probes (SPEC §10): a task per running child that probes
-//! `127.0.0.1:<port>` (TCP connect, HTTP GET, or MCP initialize + ping) and
+//! `127.0.0.1:<port>` (TCP connect, HTTP GET, or MCP in either era) and
 //! reports each result to its ServerActor by message, and the pure
 //! [`Tracker`] that turns results into `healthy`/`unhealthy`/`starting`.
 //!
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::oneshot;
 use xy_core::config::{HealthConfig, ProbeKind};
+use xy_core::protocol::mcp::LedgerTool;
 use xy_core::protocol::{Health, HealthState};
 
 pub(crate) mod http;
@@ -19,6 +20,21 @@ pub(crate) mod mcp;
 /// The first probe comes this soon after the spawn (or after `interval`,
 /// if shorter), so `list` has a verdict early.
 const FIRST_PROBE: Duration = Duration::from_secs(1);
+
+/// Listing every `tools/list` page may take this many probe timeouts.
+const LIST_TIMEOUTS: u32 = 4;
+
+pub(crate) use mcp::McpInfo;
+
+/// What a successful `mcp` probe learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpReport {
+    /// The server's era, protocol version, name and version.
+    pub(crate) info: McpInfo,
+    /// Its tools: `Some` once per spawn, after the first success
+    /// (`Err` when listing failed; the server stays healthy).
+    pub(crate) tools: Option<Result<Vec<LedgerTool>, String>>,
+}
 
 /// One probe's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +45,8 @@ pub(crate) struct ProbeReport {
     pub(crate) latency: Duration,
     /// When it finished.
     pub(crate) at: SystemTime,
+    /// An `mcp` probe's findings when it succeeded.
+    pub(crate) mcp: Option<McpReport>,
 }
 
 /// A running probe task. Dropping it stops the task (which still ends its
@@ -80,6 +98,7 @@ async fn run(
         ProbeKind::Mcp(path) => Some(mcp::McpClient::new(port, path.clone())),
         _ => None,
     };
+    let mut listed = false;
     let mut delay = cfg.interval.min(FIRST_PROBE);
     loop {
         tokio::select! {
@@ -99,10 +118,34 @@ async fn run(
                 )),
             },
         };
+        let latency = started.elapsed();
+        let at = SystemTime::now();
+        let mut found = None;
+        if outcome.is_ok()
+            && let Some(client) = mcp.as_mut()
+            && let Some(info) = client.info().cloned()
+        {
+            // The ledger wants one listing per spawn: after the first success.
+            let tools = if listed {
+                None
+            } else {
+                listed = true;
+                let bound = cfg.timeout * LIST_TIMEOUTS;
+                tokio::select! {
+                    _ = &mut stop => break,
+                    r = tokio::time::timeout(bound, client.list_tools()) => Some(r.unwrap_or_else(|_| Err(format!(
+                        "tools/list: no complete answer within {}",
+                        humantime::format_duration(bound)
+                    )))),
+                }
+            };
+            found = Some(McpReport { info, tools });
+        }
         let r = ProbeReport {
             outcome,
-            latency: started.elapsed(),
-            at: SystemTime::now(),
+            latency,
+            at,
+            mcp: found,
         };
         if !report(r) {
             break;
@@ -234,6 +277,7 @@ mod tests {
             outcome: Ok("ping answered".into()),
             latency: Duration::from_millis(3),
             at: SystemTime::UNIX_EPOCH,
+            mcp: None,
         }
     }
 
@@ -242,6 +286,7 @@ mod tests {
             outcome: Err("refused".into()),
             latency: Duration::from_millis(1),
             at: SystemTime::UNIX_EPOCH,
+            mcp: None,
         }
     }
 

@@ -15,6 +15,7 @@ mod events;
 mod explain;
 mod health;
 mod hooks;
+mod ledger;
 mod log_router;
 mod logs;
 mod os;

@@ -27,6 +27,7 @@ use self::failure::SpawnFailure;
 use crate::events::{EngineEvent, EventBus};
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
+use crate::ledger::McpState;
 use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
 use crate::supervisor::RootMsg;
@@ -60,6 +61,7 @@ pub(crate) struct ServerSnapshot {
     pub(crate) restart_count: u32,
     pub(crate) last_exit: Option<LastExit>,
     pub(crate) health: Health,
+    pub(crate) tool_count: Option<u32>,
 }
 
 impl ServerSnapshot {
@@ -75,6 +77,7 @@ impl ServerSnapshot {
             restart_count: 0,
             last_exit: None,
             health: Health::default(),
+            tool_count: None,
         }
     }
 
@@ -94,6 +97,7 @@ impl ServerSnapshot {
             health: self.health.clone(),
             cpu_percent: None,
             rss_bytes: None,
+            tool_count: self.tool_count,
         }
     }
 }
@@ -140,6 +144,8 @@ pub(crate) enum ServerMsg {
     Stop(RpcReplyPort<StopOutcome>),
     /// Current status, answered at once in every state.
     Snapshot(RpcReplyPort<StatusResult>),
+    /// The tool ledger's newest snapshot against the one before.
+    Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// Replace the config (reload); takes effect at the next spawn.
     SetConfig(Box<ServerConfig>),
     /// From the waiter task of spawn number `run`.
@@ -200,6 +206,8 @@ pub(crate) struct ServerArgs {
     pub(crate) prior_pgid: Option<i32>,
     /// Where the `list` view is published (the root holds the receiver).
     pub(crate) snapshot: watch::Sender<ServerSnapshot>,
+    /// The tool ledger directory (`None`: in memory only, unit tests).
+    pub(crate) tools_dir: Option<std::path::PathBuf>,
     /// Where transitions and health changes are announced (SPEC §15).
     pub(crate) events: EventBus,
 }
@@ -255,6 +263,8 @@ pub(crate) struct ServerActorState {
     health_history: VecDeque<HealthTransition>,
     /// The published `list` view; see [`ServerSnapshot`].
     snapshot: watch::Sender<ServerSnapshot>,
+    /// The tool ledger and what the `mcp` probe learned this spawn.
+    mcp: McpState,
     /// Counts secrets lookups, so a stale one's result is ignored.
     secrets_attempt: u64,
     /// `hooks { }` / `notify`: when each event last fired.
@@ -317,6 +327,7 @@ impl Actor for ServerActor {
             (None, true) => myself.cast(ServerMsg::Start(None))?,
             (None, false) => {}
         }
+        let mcp = McpState::load(args.tools_dir, &args.config.name);
         let st = ServerActorState {
             config: args.config,
             sink: args.sink,
@@ -339,6 +350,7 @@ impl Actor for ServerActor {
             probe: None,
             tracker: None,
             health_history: VecDeque::new(),
+            mcp,
             snapshot: args.snapshot,
             secrets_attempt: 0,
             hooks: crate::hooks::Hooks::default(),
@@ -385,6 +397,11 @@ impl Actor for ServerActor {
             ServerMsg::Snapshot(reply) => {
                 if !reply.is_closed() {
                     let _ = reply.send(st.status());
+                }
+            }
+            ServerMsg::Tools(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(st.mcp.tools());
                 }
             }
             ServerMsg::SetConfig(config) => st.config = *config,
@@ -808,7 +825,8 @@ impl ServerActorState {
                 && s.started == started
                 && s.restart_count == self.lc.restart_count
                 && s.last_exit == self.last_exit
-                && s.health == *health;
+                && s.health == *health
+                && s.tool_count == self.mcp.tool_count();
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -820,6 +838,7 @@ impl ServerActorState {
                     restart_count: self.lc.restart_count,
                     last_exit: self.last_exit.clone(),
                     health: health.clone(),
+                    tool_count: self.mcp.tool_count(),
                 };
             }
             !same
@@ -846,6 +865,7 @@ impl ServerActorState {
                 .map(xy_core::time::rfc3339_ms),
             health_config: c.health.as_ref().map(HealthConfig::settings),
             health_history: self.health_history.iter().cloned().collect(),
+            mcp: self.mcp.status(),
             secrets: c
                 .secrets
                 .iter()
@@ -860,6 +880,8 @@ impl ServerActorState {
     /// Starts the probe for spawn `run`, if the config has a `health` block.
     fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
         self.end_probe();
+        // The era and the tools are learned again for every spawn.
+        self.mcp.on_spawn();
         let Some(cfg) = self.config.health.clone() else {
             return;
         };
@@ -880,6 +902,9 @@ impl ServerActorState {
     }
 
     fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
+        if let Some(found) = &report.mcp {
+            self.mcp.observe(found, report.at);
+        }
         let Some(tracker) = self.tracker.as_mut() else {
             return;
         };

@@ -90,6 +90,8 @@ pub(crate) struct RootArgs {
     pub(crate) configs: ConfigSet,
     pub(crate) sinks: SinkSettings,
     pub(crate) spawner: Arc<dyn ChildSpawner>,
+    /// Where each server's tool ledger lives (SPEC §12).
+    pub(crate) tools_dir: Option<PathBuf>,
     pub(crate) events: EventBus,
 }
 
@@ -99,6 +101,7 @@ pub(crate) struct RootState {
     router: ActorRef<LogRouterMsg>,
     servers: BTreeMap<String, Entry>,
     dir: PathBuf,
+    tools_dir: Option<PathBuf>,
     sink_settings: SinkSettings,
     spawner: Arc<dyn ChildSpawner>,
     /// Handed to every ServerActor (and its successors after a panic).
@@ -137,6 +140,7 @@ impl Actor for RootSupervisor {
             dir: args.configs.dir.clone(),
             sink_settings: args.sinks,
             spawner: args.spawner,
+            tools_dir: args.tools_dir,
             events: args.events,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
@@ -335,6 +339,7 @@ impl RootState {
             autostart,
             prior_pgid: None,
             snapshot,
+            tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
@@ -375,6 +380,7 @@ impl RootState {
             autostart: e.desired,
             prior_pgid: e.pgid,
             snapshot,
+            tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;

@@ -55,7 +55,13 @@ fn log_text(t: &TestEngine, name: &str) -> String {
 
 #[tokio::test]
 async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() {
-    let t = TestEngine::start(vec![mcp_server("mcp", &[], ProbeKind::Mcp("/mcp".into()))]).await;
+    // 2025-only: the session path (initialize, ping, DELETE) is what this checks.
+    let t = TestEngine::start(vec![mcp_server(
+        "mcp",
+        &["--era", "2025"],
+        ProbeKind::Mcp("/mcp".into()),
+    )])
+    .await;
     let st = wait_health(&t, "mcp", HealthState::Healthy).await;
     let h = &st.entry.health;
     assert!(h.latency_ms.is_some() && h.checked_at.is_some(), "{h:?}");
@@ -100,7 +106,7 @@ async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() 
     );
     // The session ended before the server got SIGTERM.
     let delete = log
-        .find("DELETE /mcp 200")
+        .find("DELETE /mcp 202")
         .expect("session deleted on stop");
     let term = log.find("got SIGTERM").expect("SIGTERM logged");
     assert!(delete < term, "{log}");
@@ -176,106 +182,26 @@ async fn http_and_tcp_probes() {
     t.finish().await;
 }
 
-/// Where `npm install` puts the third-party server: `target/npm-cache/`.
-fn npm_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/npm-cache/everything")
-}
-
-/// Runs `cmd` with a deadline; `None` if it could not run, failed or took
-/// too long (then it is killed).
-fn run_bounded(cmd: &mut std::process::Command, within: Duration) -> Option<()> {
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = std::time::Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().ok()? {
-            return status.success().then_some(());
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The installed `server-everything` entry point, installing it once into
-/// `target/npm-cache` when npm is present and the registry answers in time.
-fn server_everything() -> Result<std::path::PathBuf, String> {
-    let dir = npm_dir();
-    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if entry.exists() {
-        return Ok(entry);
-    }
-    if run_bounded(
-        std::process::Command::new("npm").arg("--version"),
-        Duration::from_secs(10),
-    )
-    .is_none()
-    {
-        return Err("npm is not installed".into());
-    }
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let installed = run_bounded(
-        std::process::Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                &dir.display().to_string(),
-                "@modelcontextprotocol/server-everything",
-            ])
-            .env("npm_config_cache", dir.join("../cache")),
-        Duration::from_secs(45),
-    );
-    match (installed, entry.exists()) {
-        (Some(()), true) => Ok(entry),
-        _ => Err(
-            "`npm install @modelcontextprotocol/server-everything` failed or took over 45 s \
-                  (offline?)"
-                .into(),
-        ),
-    }
-}
-
 /// The MCP probe against a real third-party server: the reference
 /// `@modelcontextprotocol/server-everything` in its streamable HTTP mode.
-/// Skips (with a message, never a failure) without node/npm or the package.
+/// Skips loudly without node/npm or an unreachable registry.
 #[tokio::test]
-#[allow(clippy::print_stderr)] // the skip notice belongs in the test output
 async fn the_probe_speaks_mcp_with_server_everything() {
-    let has_node = run_bounded(
-        std::process::Command::new("node").arg("--version"),
-        Duration::from_secs(10),
-    )
-    .is_some();
-    let entry = match (
-        has_node,
-        tokio::task::spawn_blocking(server_everything)
-            .await
-            .unwrap(),
-    ) {
-        (true, Ok(entry)) => entry,
-        (false, _) => {
-            eprintln!("SKIPPED the_probe_speaks_mcp_with_server_everything: node is not installed");
-            return;
-        }
-        (true, Err(why)) => {
-            eprintln!("SKIPPED the_probe_speaks_mcp_with_server_everything: {why}");
-            return;
+    let se = match tokio::task::spawn_blocking(xy_testbins::interop::server_everything)
+        .await
+        .unwrap()
+    {
+        xy_testbins::interop::Interop::Ready(se) => se,
+        xy_testbins::interop::Interop::Skip(skip) => {
+            return skip.announce("the_probe_speaks_mcp_with_server_everything");
         }
     };
     let port = free_port();
     let mut s = server("everything", "xy-test-sleep", &[]);
-    s.command = "node".into();
-    s.args = vec![entry.display().to_string(), "streamableHttp".into()];
-    s.env.insert("PORT".into(), port.to_string());
+    let (node, args, env) = se.streamable_http_command(port);
+    s.command = node.display().to_string();
+    s.args = args;
+    s.env.extend(env);
     s.env.insert(
         "PATH".into(),
         std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
@@ -297,6 +223,21 @@ async fn the_probe_speaks_mcp_with_server_everything() {
             .any(|h| h.reason.contains("initialize and ping answered")),
         "{:?}",
         st.health_history
+    );
+    // The TypeScript SDK's server speaks 2025 only.
+    let st = wait_for("its tools listed", Duration::from_secs(20), || async {
+        let st = t.engine.status("everything").await.unwrap();
+        st.mcp
+            .as_ref()
+            .is_some_and(|m| m.tool_count.is_some())
+            .then_some(st)
+    })
+    .await;
+    let m = st.mcp.clone().unwrap();
+    assert_eq!(m.era, xy_core::protocol::mcp::McpEra::V2025, "{m:?}");
+    assert!(
+        m.protocol_version.starts_with("2025-") && m.tool_count > Some(0),
+        "{m:?}"
     );
     // A few more probes on the same session stay healthy.
     let checked = st.entry.health.checked_at.clone();
@@ -320,5 +261,59 @@ async fn the_probe_speaks_mcp_with_server_everything() {
         log.contains("Received session termination request"),
         "the probe's session was ended with DELETE:\n{log}"
     );
+    t.finish().await;
+}
+
+/// The MCP probe against the official Python SDK's server (mcp 2.x,
+/// streamable HTTP): a dual-era server, so it is probed the 2026 way.
+#[tokio::test]
+async fn the_probe_speaks_2026_with_the_python_sdk() {
+    let sdk = match tokio::task::spawn_blocking(xy_testbins::interop::python_sdk)
+        .await
+        .unwrap()
+    {
+        xy_testbins::interop::Interop::Ready(sdk) => sdk,
+        xy_testbins::interop::Interop::Skip(skip) => {
+            return skip.announce("the_probe_speaks_2026_with_the_python_sdk");
+        }
+    };
+    let port = free_port();
+    let mut s = server("python", "xy-test-sleep", &[]);
+    let (python, args) = sdk.fastmcp_command(port);
+    s.command = python.display().to_string();
+    s.args = args;
+    s.port = port;
+    s.stop.grace = Duration::from_secs(5);
+    s.health = Some(HealthConfig {
+        interval: Duration::from_millis(200),
+        timeout: Duration::from_secs(2),
+        failures: 3,
+        start_period: Duration::from_secs(60),
+        ..HealthConfig::new(ProbeKind::Mcp("/mcp".into()))
+    });
+    let t = TestEngine::start(vec![s]).await;
+    let st = wait_for("python tools listed", Duration::from_secs(60), || async {
+        let st = t.engine.status("python").await.unwrap();
+        st.mcp
+            .as_ref()
+            .is_some_and(|m| m.tool_count.is_some())
+            .then_some(st)
+    })
+    .await;
+    assert_eq!(st.entry.health.state, HealthState::Healthy);
+    let m = st.mcp.unwrap();
+    assert_eq!(m.era, xy_core::protocol::mcp::McpEra::V2026, "{m:?}");
+    assert_eq!(m.protocol_version, "2026-07-28");
+    assert_eq!(m.server_name.as_deref(), Some("xy-interop-python"));
+    assert_eq!(m.tool_count, Some(2));
+    let tools = t.engine.tools("python").await.unwrap();
+    let names: Vec<_> = tools
+        .current
+        .unwrap()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["add", "shout"]);
     t.finish().await;
 }

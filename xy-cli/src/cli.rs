@@ -63,6 +63,14 @@ pub(crate) enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Show the tools a server listed after its last start, and what changed
+    /// since the start before (needs an `mcp` health probe).
+    Tools {
+        /// The server's name (its config file stem).
+        name: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Start servers.
     Start(Targets),
     /// Stop servers (SIGTERM, then SIGKILL after the grace period).

@@ -10,6 +10,7 @@ mod logs;
 mod rows;
 mod status;
 mod style;
+mod tools;
 
 pub(crate) use control::{render_reload, render_restart, render_start, render_stop};
 pub(crate) use daemon::render_daemon_status;
@@ -19,6 +20,7 @@ pub(crate) use logs::{LogPrefix, render_log_line};
 pub(crate) use rows::render_rows;
 pub(crate) use status::render_status;
 pub(crate) use style::{Paint, Style};
+pub(crate) use tools::render_tools;
 
 /// `HH:MM:SS.mmm` from an RFC 3339 timestamp (`2026-11-30T05:04:54.123Z`);
 /// anything else is shown as it came.

@@ -44,6 +44,8 @@ pub mod method {
     pub const DAEMON_STATUS: &str = "daemon_status";
     /// `shutdown` → `{}`
     pub const SHUTDOWN: &str = "shutdown";
+    /// `tools {name}` → [`super::mcp::ToolsResult`]
+    pub const TOOLS: &str = "tools";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
@@ -58,7 +60,7 @@ pub mod method {
     pub const EVENT_END: &str = "event_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 13] = [
         LIST,
         STATUS,
         START,
@@ -71,6 +73,7 @@ pub mod method {
         EVENTS_CANCEL,
         DAEMON_STATUS,
         SHUTDOWN,
+        TOOLS,
     ];
 }
 
@@ -293,6 +296,10 @@ pub struct ListEntry {
     /// Resident memory summed over the process group; `null` when not running.
     #[serde(default)]
     pub rss_bytes: Option<u64>,
+    /// Tools the server listed after its current spawn (SPEC §12); `null`
+    /// without an `mcp` probe, before its first success, or if listing failed.
+    #[serde(default)]
+    pub tool_count: Option<u32>,
 }
 
 /// What the health probe last concluded (SPEC §10).
@@ -432,6 +439,10 @@ pub struct StatusResult {
     /// `transitions` so a flapping probe never pushes lifecycle history out.
     #[serde(default)]
     pub health_history: Vec<HealthTransition>,
+    /// What the `mcp` probe learned since the current spawn; `null` until
+    /// it has succeeded (SPEC §12).
+    #[serde(default)]
+    pub mcp: Option<mcp::McpStatus>,
     /// `secrets { }`: each secret's name and source kind (SPEC §16).
     #[serde(default)]
     pub secrets: Vec<SecretInfo>,
@@ -747,3 +758,5 @@ fn requested_names(name: Option<&String>, names: Option<&[String]>) -> Vec<Strin
 
 #[cfg(test)]
 mod tests;
+
+pub mod mcp;

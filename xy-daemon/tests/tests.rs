@@ -11,6 +11,7 @@ mod fault;
 mod fuzz_corpus;
 mod hostile;
 mod logs;
+mod mcp;
 mod peer;
 mod reload;
 mod rpc;

@@ -1,9 +1,12 @@
 //! Shared plumbing for xy's test child programs (`src/bin/*`): argument
 //! parsing, line output flushed at once, the few signal and process calls they
-//! need, the minimal HTTP MCP server behind `xy-test-mcp`, and [`locate`], which
-//! other crates' tests use to find these programs.
+//! need, the rmcp-based MCP server behind `xy-test-mcp` ([`mcp`]), the
+//! installer of the official Python/TypeScript SDK servers for interop tests
+//! ([`interop`]), and [`locate`], which other crates' tests use to find these
+//! programs.
 
 pub mod args;
+pub mod interop;
 pub mod locate;
 pub mod mcp;
 pub mod out;

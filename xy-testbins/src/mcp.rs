@@ -1,348 +1,441 @@
-//! The minimal MCP server behind `xy-test-mcp`: streamable HTTP transport with
-//! JSON (or SSE-framed) answers, sessions via `Mcp-Session-Id`, one `echo`
-//! tool. A thread per connection; HTTP framing lives in `http`.
+//! The test MCP server behind `xy-test-mcp`, built on the official Rust SDK
+//! (`rmcp`): which protocol era(s) it speaks, which tools it offers and how
+//! it misbehaves are chosen by flags ([`Options::parse`]); `http` puts it
+//! behind streamable HTTP (with faults rmcp cannot express), or it runs on stdio.
+//!
+//! # Flags
+//!
+//! | flag | meaning |
+//! |---|---|
+//! | `--port N` | TCP port (0 picks a free one; the address is printed on stderr) |
+//! | `--host ADDR` | bind address (default `127.0.0.1`) |
+//! | `--path /mcp` | the MCP endpoint path |
+//! | `--stdio` | speak MCP on stdin/stdout instead of HTTP (request log on stderr) |
+//! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` |
+//! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
+//! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
+//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends progress notifications, `touch` sends `notifications/tools/list_changed`, any other name echoes `text` |
+//! | `--describe NAME=TEXT` | a tool's description (repeatable), so a test can change a tool between spawns |
+//! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
+//! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
+//! | `--name NAME`, `--version V` | the server name and version it reports |
+//! | `--fault hang\|garbage\|http500` | misbehave: never answer, answer `200` with a body that is not JSON, or answer `500` |
+//! | `--fault-on m1,m2` | only for POSTs carrying these JSON-RPC methods (default: every request) |
+//! | `--fault-after N` | answer the first N matching requests normally |
+//! | `--hang` | same as `--fault hang` (kept for older tests) |
+//! | `--sessions-file PATH` | append `open <id>` / `close <id>` for every 2025 session opened by `initialize` and ended by `DELETE` |
+//! | `--bind-delay-ms N` | wait before binding (a child that runs but does not listen yet) |
+//!
+//! Every HTTP request is logged on stdout as `METHOD PATH rpc-methods STATUS`
+//! (e.g. `POST /mcp initialize 200`); SIGTERM logs `got SIGTERM, exiting` and
+//! exits 0.
 
 pub mod http;
 
-use std::collections::HashSet;
-use std::hash::BuildHasher;
-use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::Arc;
 
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use crate::out::{err, out};
-use http::{ReadError, Request, Response};
+use crate::args::Args;
 
-/// Protocol version answered when the client does not name one.
-pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-06-18";
+/// Usage line of `xy-test-mcp`.
+pub const USAGE: &str = "xy-test-mcp (--port N | --stdio) [--host ADDR] [--path /mcp] \
+[--era 2025|2026|both] [--stateless] [--sse] [--tools a,b] [--describe NAME=TEXT] \
+[--tools-file PATH] [--page-size N] [--name NAME] [--version V] \
+[--fault hang|garbage|http500] [--fault-on m1,m2] [--fault-after N] [--hang] \
+[--sessions-file PATH] [--bind-delay-ms N]";
 
-/// How the server behaves.
+/// Which protocol era(s) the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` + sessions + `ping` only.
+    V2025,
+    /// `server/discover`, stateless, only.
+    V2026,
+    /// Both (what current SDK servers do).
+    Both,
+}
+
+/// How the HTTP front misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Read the request, never answer.
+    Hang,
+    /// `200 application/json` with a body that is not JSON.
+    Garbage,
+    /// `500 Internal Server Error`.
+    Http500,
+}
+
+/// One tool the server offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// The tool name (also chooses its behaviour: `progress`, `touch`, else echo).
+    pub name: String,
+    /// Its description.
+    pub description: String,
+}
+
+impl ToolSpec {
+    fn named(name: &str) -> ToolSpec {
+        let description = match name {
+            "progress" => "Sends three progress notifications, then returns.".to_owned(),
+            "touch" => "Sends notifications/tools/list_changed, then returns.".to_owned(),
+            _ => format!("Returns the given text unchanged ({name})."),
+        };
+        ToolSpec {
+            name: name.to_owned(),
+            description,
+        }
+    }
+}
+
+/// Everything the flags choose.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The MCP endpoint path (default `/mcp`).
+    /// HTTP port (`None` with `--stdio`).
+    pub port: Option<u16>,
+    /// Bind address.
+    pub host: String,
+    /// The MCP endpoint path.
     pub path: String,
-    /// Accept connections but never answer (unhealthy-probe tests).
-    pub hang: bool,
-    /// Issue no session ids and require none.
+    /// Serve on stdin/stdout.
+    pub stdio: bool,
+    /// Protocol era(s).
+    pub era: Era,
+    /// 2025 era without sessions.
     pub stateless: bool,
+    /// SSE answers for stateless requests.
+    pub sse: bool,
+    /// The tools offered, in order.
+    pub tools: Vec<ToolSpec>,
+    /// `tools/list` page size.
+    pub page_size: Option<usize>,
+    /// Reported server name.
+    pub name: String,
+    /// Reported server version.
+    pub version: String,
+    /// Misbehaviour.
+    pub fault: Option<Fault>,
+    /// Methods the fault applies to (`None`: every request).
+    pub fault_on: Option<Vec<String>>,
+    /// Matching requests answered normally before the fault starts.
+    pub fault_after: u64,
+    /// Where session opens and closes are appended.
+    pub sessions_file: Option<PathBuf>,
+    /// Delay before binding, in milliseconds.
+    pub bind_delay_ms: u64,
 }
 
-/// Shared server state: the open sessions.
-#[derive(Debug)]
-pub struct Server {
-    opts: Options,
-    sessions: Mutex<HashSet<String>>,
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            port: None,
+            host: "127.0.0.1".to_owned(),
+            path: "/mcp".to_owned(),
+            stdio: false,
+            era: Era::Both,
+            stateless: false,
+            sse: false,
+            tools: vec![ToolSpec::named("echo")],
+            page_size: None,
+            name: "xy-test-mcp".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            fault: None,
+            fault_on: None,
+            fault_after: 0,
+            sessions_file: None,
+            bind_delay_ms: 0,
+        }
+    }
 }
 
-impl Server {
-    /// A server with no sessions.
-    pub fn new(opts: Options) -> Arc<Self> {
-        Arc::new(Self {
-            opts,
-            sessions: Mutex::new(HashSet::new()),
+impl Options {
+    /// Parses the flags (see the module docs); bad input exits 2 with usage.
+    pub fn parse(mut args: Args) -> Options {
+        let mut o = Options::default();
+        let mut names: Option<Vec<String>> = None;
+        let mut described: Vec<(String, String)> = Vec::new();
+        let mut tools_file: Option<PathBuf> = None;
+        while let Some(flag) = args.next_flag() {
+            match flag.as_str() {
+                "--port" => o.port = Some(args.value(&flag)),
+                "--host" => o.host = args.value(&flag),
+                "--path" => o.path = args.value(&flag),
+                "--stdio" => o.stdio = true,
+                "--era" => {
+                    let v: String = args.value(&flag);
+                    o.era = match v.as_str() {
+                        "2025" => Era::V2025,
+                        "2026" => Era::V2026,
+                        "both" => Era::Both,
+                        _ => args.fail(&format!("bad --era {v:?}: 2025, 2026 or both")),
+                    };
+                }
+                "--stateless" => o.stateless = true,
+                "--sse" => o.sse = true,
+                "--tools" => {
+                    let v: String = args.value(&flag);
+                    names = Some(split_list(&v));
+                }
+                "--describe" => {
+                    let v: String = args.value(&flag);
+                    let Some((name, text)) = v.split_once('=') else {
+                        args.fail("--describe needs NAME=TEXT");
+                    };
+                    described.push((name.to_owned(), text.to_owned()));
+                }
+                "--tools-file" => tools_file = Some(args.value::<String>(&flag).into()),
+                "--page-size" => {
+                    let n: usize = args.value(&flag);
+                    if n == 0 {
+                        args.fail("--page-size must be at least 1");
+                    }
+                    o.page_size = Some(n);
+                }
+                "--name" => o.name = args.value(&flag),
+                "--version" => o.version = args.value(&flag),
+                "--fault" => {
+                    let v: String = args.value(&flag);
+                    o.fault = Some(match v.as_str() {
+                        "hang" => Fault::Hang,
+                        "garbage" => Fault::Garbage,
+                        "http500" => Fault::Http500,
+                        _ => args.fail(&format!("bad --fault {v:?}: hang, garbage or http500")),
+                    });
+                }
+                "--fault-on" => o.fault_on = Some(split_list(&args.value::<String>(&flag))),
+                "--fault-after" => o.fault_after = args.value(&flag),
+                "--hang" => o.fault = Some(Fault::Hang),
+                "--sessions-file" => o.sessions_file = Some(args.value::<String>(&flag).into()),
+                "--bind-delay-ms" => o.bind_delay_ms = args.value(&flag),
+                // Exiting 1 on a taken port is the default; the flag documents intent.
+                "--fail-bind-exit" => {}
+                _ => args.unknown(&flag),
+            }
+        }
+        if let Some(names) = names {
+            o.tools = names.iter().map(|n| ToolSpec::named(n)).collect();
+        }
+        if let Some(path) = tools_file {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+                args.fail(&format!("cannot read --tools-file {}: {e}", path.display()))
+            });
+            o.tools = parse_tools_file(&text);
+        }
+        for (name, text) in described {
+            match o.tools.iter_mut().find(|t| t.name == name) {
+                Some(tool) => tool.description = text,
+                None => args.fail(&format!("--describe names {name:?}, which is not offered")),
+            }
+        }
+        if !o.path.starts_with('/') {
+            args.fail("--path must start with /");
+        }
+        if o.port.is_none() && !o.stdio {
+            args.fail("--port is required (0 picks a free port), or --stdio");
+        }
+        o
+    }
+}
+
+/// `name` or `name=description` per line; blank lines and `#` comments skipped.
+pub fn parse_tools_file(text: &str) -> Vec<ToolSpec> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| match l.split_once('=') {
+            Some((name, description)) => ToolSpec {
+                name: name.trim().to_owned(),
+                description: description.trim().to_owned(),
+            },
+            None => ToolSpec::named(l),
         })
-    }
-
-    /// Accepts connections forever, one thread each.
-    pub fn serve(self: Arc<Self>, listener: TcpListener) {
-        // With --hang the accepted sockets are kept open and never read.
-        let mut hung: Vec<TcpStream> = Vec::new();
-        for stream in listener.incoming() {
-            let stream = match stream {
-                Ok(stream) => stream,
-                Err(e) => {
-                    err(&format!("accept failed: {e}"));
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-            };
-            if self.opts.hang {
-                hung.push(stream);
-                continue;
-            }
-            let server = Arc::clone(&self);
-            std::thread::spawn(move || server.connection(stream));
-        }
-    }
-
-    fn connection(&self, stream: TcpStream) {
-        // Idle keep-alive connections must not pin a thread forever.
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
-        let _ = stream.set_nodelay(true);
-        let Ok(write_half) = stream.try_clone() else {
-            return;
-        };
-        let mut writer = write_half;
-        let mut reader = BufReader::new(stream);
-        loop {
-            let mut req = match http::read_head(&mut reader) {
-                Ok(req) => req,
-                Err(e) => return self.bad_request(&mut writer, e),
-            };
-            let expects_continue = req
-                .header("expect")
-                .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
-            if expects_continue && writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_err() {
-                return;
-            }
-            if let Err(e) = http::read_body(&mut reader, &mut req) {
-                return self.bad_request(&mut writer, e);
-            }
-            let (response, label) = self.route(&req);
-            match label {
-                Some(label) => out(&format!(
-                    "{} {} {label} {}",
-                    req.method, req.path, response.status
-                )),
-                None => out(&format!("{} {} {}", req.method, req.path, response.status)),
-            }
-            let keep_alive = req.keep_alive();
-            if response.write_to(&mut writer, keep_alive).is_err() || !keep_alive {
-                return;
-            }
-        }
-    }
-
-    fn bad_request(&self, writer: &mut TcpStream, e: ReadError) {
-        if let ReadError::Bad(why) = e {
-            out(&format!("bad request: {why} 400"));
-            let _ = Response::new(400, "text/plain", why).write_to(writer, false);
-        }
-    }
-
-    /// The response and, for MCP posts, the JSON-RPC method names for the log.
-    pub fn route(&self, req: &Request) -> (Response, Option<String>) {
-        if req.path == "/health" {
-            return match req.method.as_str() {
-                "GET" | "HEAD" => (Response::new(200, "text/plain", "ok"), None),
-                _ => (Response::empty(405).with_header("Allow", "GET"), None),
-            };
-        }
-        if req.path != self.opts.path {
-            return (Response::new(404, "text/plain", "not found"), None);
-        }
-        match req.method.as_str() {
-            "POST" => {
-                let (response, label) = self.post(req);
-                (response, Some(label))
-            }
-            "DELETE" if !self.opts.stateless => (self.delete(req), None),
-            // No server-initiated SSE stream is offered (allowed by the spec).
-            _ => (
-                Response::empty(405).with_header("Allow", "POST, DELETE"),
-                None,
-            ),
-        }
-    }
-
-    fn delete(&self, req: &Request) -> Response {
-        let Some(id) = req.header("mcp-session-id") else {
-            return rpc_http_error(
-                400,
-                -32000,
-                "Bad Request: Mcp-Session-Id header is required",
-            );
-        };
-        if self.sessions.lock().expect("sessions lock").remove(id) {
-            Response::empty(200)
-        } else {
-            rpc_http_error(404, -32001, "Session not found")
-        }
-    }
-
-    fn post(&self, req: &Request) -> (Response, String) {
-        let parsed: Value = match serde_json::from_slice(&req.body) {
-            Ok(value) => value,
-            Err(e) => {
-                let msg = format!("Parse error: {e}");
-                return (rpc_http_error(400, -32700, &msg), "-".to_owned());
-            }
-        };
-        let (messages, batch) = match parsed {
-            Value::Array(items) if !items.is_empty() => (items, true),
-            Value::Object(_) => (vec![parsed], false),
-            _ => {
-                return (
-                    rpc_http_error(400, -32600, "Invalid Request"),
-                    "-".to_owned(),
-                );
-            }
-        };
-        let label = messages
-            .iter()
-            .map(|m| m.get("method").and_then(Value::as_str).unwrap_or("-"))
-            .collect::<Vec<_>>()
-            .join(",");
-
-        let initializing = messages
-            .iter()
-            .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
-        let mut new_session = None;
-        if !self.opts.stateless {
-            if initializing {
-                let id = session_id();
-                self.sessions
-                    .lock()
-                    .expect("sessions lock")
-                    .insert(id.clone());
-                new_session = Some(id);
-            } else {
-                match req.header("mcp-session-id") {
-                    None => {
-                        let msg = "Bad Request: Mcp-Session-Id header is required";
-                        return (rpc_http_error(400, -32000, msg), label);
-                    }
-                    Some(id) if !self.sessions.lock().expect("sessions lock").contains(id) => {
-                        return (rpc_http_error(404, -32001, "Session not found"), label);
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-
-        let replies: Vec<Value> = messages.iter().filter_map(handle_message).collect();
-        let mut response = if replies.is_empty() {
-            Response::empty(202)
-        } else if wants_sse(req) {
-            let mut body = String::new();
-            for reply in &replies {
-                body.push_str(&format!("event: message\ndata: {reply}\n\n"));
-            }
-            Response::new(200, "text/event-stream", body).with_header("Cache-Control", "no-cache")
-        } else {
-            let body = if batch {
-                Value::Array(replies)
-            } else {
-                replies.into_iter().next().unwrap_or(Value::Null)
-            };
-            Response::new(200, "application/json", body.to_string())
-        };
-        if let Some(id) = new_session {
-            response = response.with_header("Mcp-Session-Id", &id);
-        }
-        (response, label)
-    }
+        .collect()
 }
 
-/// The reply to one JSON-RPC message, `None` for notifications and responses.
-pub fn handle_message(msg: &Value) -> Option<Value> {
-    let id = msg.get("id").cloned();
-    let Some(method) = msg.get("method").and_then(Value::as_str) else {
-        // A client's response to a server request (we send none) needs no reply.
-        if msg.get("result").is_some() || msg.get("error").is_some() {
-            return None;
-        }
-        return Some(rpc_error(Value::Null, -32600, "Invalid Request"));
-    };
-    let id = id?;
-    let params = msg.get("params").cloned().unwrap_or(Value::Null);
-    Some(match dispatch(method, &params) {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err((code, message)) => rpc_error(id, code, &message),
-    })
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
-fn dispatch(method: &str, params: &Value) -> Result<Value, (i64, String)> {
-    match method {
-        "initialize" => {
-            let version = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .unwrap_or(DEFAULT_PROTOCOL_VERSION);
-            Ok(json!({
-                "protocolVersion": version,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "xy-test-mcp", "version": env!("CARGO_PKG_VERSION")},
-            }))
-        }
-        "ping" => Ok(json!({})),
-        "tools/list" => Ok(json!({"tools": [{
-            "name": "echo",
-            "description": "Returns the given text unchanged.",
+/// The rmcp handler: server info, the era's versions, tools.
+#[derive(Debug, Clone)]
+pub struct TestServer {
+    opts: Arc<Options>,
+}
+
+impl TestServer {
+    /// A handler for these options.
+    pub fn new(opts: Arc<Options>) -> TestServer {
+        TestServer { opts }
+    }
+
+    fn tool(spec: &ToolSpec) -> Tool {
+        serde_json::from_value(json!({
+            "name": spec.name,
+            "description": spec.description,
             "inputSchema": {
                 "type": "object",
                 "properties": {"text": {"type": "string", "description": "Text to echo back"}},
-                "required": ["text"],
             },
-        }]})),
-        "tools/call" => {
-            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-            if name != "echo" {
-                return Err((-32602, format!("Unknown tool: {name:?}")));
-            }
-            let text = params
-                .get("arguments")
-                .and_then(|a| a.get("text"))
-                .and_then(Value::as_str)
-                .ok_or((-32602, "echo needs arguments.text (string)".to_owned()))?;
-            Ok(json!({"content": [{"type": "text", "text": text}], "isError": false}))
-        }
-        _ => Err((-32601, format!("Method not found: {method}"))),
+        }))
+        .expect("a valid tool")
     }
 }
 
-fn rpc_error(id: Value, code: i64, message: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-}
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        let version = match self.opts.era {
+            Era::V2026 => ProtocolVersion::V_2026_07_28,
+            Era::V2025 | Era::Both => ProtocolVersion::V_2025_11_25,
+        };
+        serde_json::from_value(json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": self.opts.name, "version": self.opts.version},
+        }))
+        .expect("a valid server info")
+    }
 
-fn rpc_http_error(status: u16, code: i64, message: &str) -> Response {
-    Response::new(
-        status,
-        "application/json",
-        rpc_error(Value::Null, code, message).to_string(),
-    )
-}
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        match self.opts.era {
+            Era::V2025 => {
+                Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+            }
+            Era::V2026 => Cow::Owned(vec![ProtocolVersion::V_2026_07_28]),
+            Era::Both => Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
+        }
+    }
 
-/// SSE only when the client accepts event streams but not JSON.
-fn wants_sse(req: &Request) -> bool {
-    let accept = req.header("accept").unwrap_or("").to_ascii_lowercase();
-    accept.contains("text/event-stream")
-        && !accept.contains("application/json")
-        && !accept.contains("*/*")
-}
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let all = &self.opts.tools;
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n <= all.len())
+                .ok_or_else(|| McpError::invalid_params(format!("bad cursor {cursor:?}"), None))?,
+        };
+        let end = self
+            .opts
+            .page_size
+            .map_or(all.len(), |n| (start + n).min(all.len()));
+        let tools: Vec<Value> = all[start..end]
+            .iter()
+            .map(|t| serde_json::to_value(Self::tool(t)).expect("tool serialises"))
+            .collect();
+        let mut result = json!({"tools": tools});
+        if end < all.len() {
+            result["nextCursor"] = json!(end.to_string());
+        }
+        Ok(serde_json::from_value(result).expect("a valid tools/list result"))
+    }
 
-/// 128 random bits as hex, from std's randomly keyed hasher (no rand crate).
-fn session_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let a = std::collections::hash_map::RandomState::new().hash_one(nanos);
-    let b = std::collections::hash_map::RandomState::new().hash_one(a);
-    format!("{a:016x}{b:016x}")
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if !self.opts.tools.iter().any(|t| t.name == name) {
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name:?}"),
+                None,
+            ));
+        }
+        let text = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        match name {
+            "progress" => {
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in 1..=3 {
+                        let mut p = ProgressNotificationParam::new(token.clone(), f64::from(step));
+                        p.total = Some(3.0);
+                        // A client that went away cannot be told; the call still returns.
+                        let _ = context.peer.notify_progress(p).await;
+                    }
+                }
+            }
+            "touch" => {
+                let _ = context.peer.notify_tool_list_changed().await;
+            }
+            _ => {}
+        }
+        let result: CallToolResult = serde_json::from_value(json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": false,
+        }))
+        .expect("a valid tool result");
+        Ok(result.into())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn notification_gets_no_reply_and_unknown_method_is_32601() {
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        assert_eq!(handle_message(&note), None);
-        let unknown = json!({"jsonrpc": "2.0", "id": 3, "method": "nope"});
-        let reply = handle_message(&unknown).unwrap();
-        assert_eq!(reply["error"]["code"], -32601);
-        assert_eq!(reply["id"], 3);
+    fn parse(list: &[&str]) -> Options {
+        Options::parse(Args::new(
+            list.iter().map(|s| (*s).to_owned()).collect(),
+            USAGE,
+        ))
     }
 
     #[test]
-    fn echo_tool_and_bad_arguments() {
-        let call = json!({"jsonrpc": "2.0", "id": "x", "method": "tools/call",
-            "params": {"name": "echo", "arguments": {"text": "hi"}}});
-        let reply = handle_message(&call).unwrap();
-        assert_eq!(reply["result"]["content"][0]["text"], "hi");
-        let bad = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "echo", "arguments": {}}});
-        assert_eq!(handle_message(&bad).unwrap()["error"]["code"], -32602);
+    fn flags_choose_era_tools_and_faults() {
+        let o = parse(&[
+            "--port",
+            "0",
+            "--era",
+            "2026",
+            "--tools",
+            "a, b,progress",
+            "--describe",
+            "b=Bee",
+            "--fault",
+            "garbage",
+            "--fault-on",
+            "ping",
+            "--fault-after",
+            "2",
+        ]);
+        assert_eq!(o.era, Era::V2026);
+        let names: Vec<_> = o.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "progress"]);
+        assert_eq!(o.tools[1].description, "Bee");
+        assert_eq!(o.fault, Some(Fault::Garbage));
+        assert_eq!(o.fault_on, Some(vec!["ping".to_owned()]));
+        assert_eq!(o.fault_after, 2);
+        assert_eq!(parse(&["--stdio"]).era, Era::Both);
     }
 
     #[test]
-    fn session_ids_differ() {
-        assert_ne!(session_id(), session_id());
-        assert_eq!(session_id().len(), 32);
+    fn tools_file_lines() {
+        let tools = parse_tools_file("# c\necho\n\nadd = Adds numbers\n");
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[1].name, "add");
+        assert_eq!(tools[1].description, "Adds numbers");
     }
 }

@@ -3,4 +3,5 @@
 
 mod children;
 mod helper;
+mod interop;
 mod mcp;

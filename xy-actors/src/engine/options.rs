@@ -13,6 +13,9 @@ pub struct EngineOptions {
     pub log_dir: PathBuf,
     /// Child records for the orphan sweep go here.
     pub run_dir: PathBuf,
+    /// Tool ledgers (`<name>.json`, SPEC §12) go here; `None` keeps them in
+    /// memory. [`EngineOptions::new`] puts them in `tools/` beside `run_dir`.
+    pub tools_dir: Option<PathBuf>,
     /// Size at which `<name>.log` rotates (SPEC §5: 10 MB, taken as 10 MiB); tests lower it.
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
@@ -26,9 +29,11 @@ pub struct EngineOptions {
 impl EngineOptions {
     /// The given directories with the SPEC's default sizes.
     pub fn new(log_dir: impl Into<PathBuf>, run_dir: impl Into<PathBuf>) -> EngineOptions {
+        let run_dir: PathBuf = run_dir.into();
         EngineOptions {
             log_dir: log_dir.into(),
-            run_dir: run_dir.into(),
+            tools_dir: run_dir.parent().map(|p| p.join("tools")),
+            run_dir,
             ..EngineOptions::default()
         }
     }
@@ -39,6 +44,7 @@ impl Default for EngineOptions {
         EngineOptions {
             log_dir: PathBuf::new(),
             run_dir: PathBuf::new(),
+            tools_dir: None,
             rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
             ring_bytes: DEFAULT_RING_BYTES,
             follow_buffer: DEFAULT_FOLLOW_BUFFER,

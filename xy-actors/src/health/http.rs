@@ -1,30 +1,38 @@
-//! A minimal HTTP/1.1 client for the probes: one request per connection
-//! (`Connection: close`) to `127.0.0.1`, bodies by `Content-Length`, chunked
-//! encoding or EOF, with an early stop for SSE streams. No timeouts here:
-//! the probe bounds the whole exchange.
+//! The probes' HTTP client: hyper's HTTP/1.1 client connection (no pool,
+//! one request per connection to `127.0.0.1`), reading the body frame by
+//! frame so an SSE stream that already carried the answer ends the read
+//! early. No timeouts here: the probe bounds the whole exchange.
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-/// Largest response head or body read; a probe answer is tiny.
-const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 1024 * 1024;
+/// Largest body read; a probe answer is tiny, a `tools/list` page is not huge.
+const MAX_BODY: usize = 4 * 1024 * 1024;
 
-/// A response: status, headers (names lower-cased) and the body read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A response: status, headers and the body read.
+#[derive(Debug, Clone)]
 pub(crate) struct Response {
     pub(crate) status: u16,
-    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) headers: HeaderMap,
     pub(crate) body: Vec<u8>,
 }
 
 impl Response {
-    /// The first header called `name` (case-insensitive).
+    /// The first header called `name` (case-insensitive), if it is text.
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Aborts the connection task when the request is over (or abandoned).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -42,184 +50,79 @@ pub(crate) async fn request(
         .await
         .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}"))?;
     let _ = stream.set_nodelay(true);
-    let mut stream = BufReader::new(stream);
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: xy-probe\r\nConnection: close\r\n"
-    );
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("HTTP handshake: {e}"))?;
+    let _conn = AbortOnDrop(tokio::spawn(async move {
+        let _ = conn.await;
+    }));
+
+    let method = hyper::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    let mut req = hyper::Request::builder()
+        .method(method.clone())
+        .uri(path)
+        .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
+        .map_err(|e| format!("building {method} {path}: {e}"))?;
+    let h = req.headers_mut();
+    h.insert(HOST, header_value(&format!("127.0.0.1:{port}"))?);
+    h.insert(USER_AGENT, HeaderValue::from_static("xy-probe"));
     for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
+        h.insert(name, header_value(v)?);
     }
-    if let Some(b) = body {
-        head.push_str(&format!("Content-Length: {}\r\n", b.len()));
-    }
-    head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body.unwrap_or_default());
-    stream
-        .get_mut()
-        .write_all(&out)
-        .await
-        .map_err(|e| format!("send: {e}"))?;
 
-    let (status, headers) = loop {
-        let (status, headers) = read_head(&mut stream).await?;
-        // Interim answers (100 Continue) precede the real one.
-        if !(100..200).contains(&status) {
-            break (status, headers);
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| describe(&e, &method, path))?;
+    let status = resp.status().as_u16();
+    let (parts, mut incoming) = resp.into_parts();
+    let mut out = Vec::new();
+    while !done(&out) {
+        let Some(frame) = incoming.frame().await else {
+            break;
+        };
+        let frame = frame.map_err(|e| format!("reading the answer to {method} {path}: {e}"))?;
+        if let Some(data) = frame.data_ref() {
+            if out.len() + data.len() > MAX_BODY {
+                return Err(format!(
+                    "answer to {method} {path} is over {MAX_BODY} bytes"
+                ));
+            }
+            out.extend_from_slice(data);
         }
-    };
-    let mut resp = Response {
+    }
+    Ok(Response {
         status,
-        headers,
-        body: Vec::new(),
-    };
-    if method == "HEAD" || status == 204 || status == 304 {
-        return Ok(resp);
-    }
-    let chunked = resp
-        .header("transfer-encoding")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    let length = resp
-        .header("content-length")
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    resp.body = if chunked {
-        read_chunked(&mut stream, done).await?
+        headers: parts.headers,
+        body: out,
+    })
+}
+
+fn header_value(v: &str) -> Result<HeaderValue, String> {
+    HeaderValue::from_str(v).map_err(|e| format!("header value {v:?}: {e}"))
+}
+
+/// A short reason for a failed exchange ("not an HTTP answer" for a
+/// listener that speaks something else).
+fn describe(e: &hyper::Error, method: &hyper::Method, path: &str) -> String {
+    if e.is_parse() {
+        format!("{method} {path}: not an HTTP answer ({e})")
+    } else if e.is_incomplete_message() {
+        format!("{method} {path}: the connection closed before an answer")
     } else {
-        read_plain(&mut stream, length, done).await?
-    };
-    Ok(resp)
-}
-
-async fn read_line(stream: &mut BufReader<TcpStream>, limit: usize) -> Result<String, String> {
-    let mut line = Vec::new();
-    let n = (&mut *stream)
-        .take(limit as u64)
-        .read_until(b'\n', &mut line)
-        .await
-        .map_err(|e| format!("read: {e}"))?;
-    if n == 0 {
-        return Err("connection closed before the answer".to_owned());
-    }
-    if !line.ends_with(b"\n") {
-        return Err("answer line too long".to_owned());
-    }
-    Ok(String::from_utf8_lossy(&line)
-        .trim_end_matches(['\r', '\n'])
-        .to_owned())
-}
-
-async fn read_head(
-    stream: &mut BufReader<TcpStream>,
-) -> Result<(u16, Vec<(String, String)>), String> {
-    let status_line = read_line(stream, MAX_HEAD).await?;
-    let status = parse_status_line(&status_line)
-        .ok_or_else(|| format!("not an HTTP answer: {status_line:?}"))?;
-    let mut headers = Vec::new();
-    let mut total = status_line.len();
-    loop {
-        let line = read_line(stream, MAX_HEAD).await?;
-        if line.is_empty() {
-            break;
-        }
-        total += line.len();
-        if total > MAX_HEAD {
-            return Err("answer head too large".to_owned());
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
-    Ok((status, headers))
-}
-
-/// `HTTP/1.1 200 OK` → 200.
-pub(crate) fn parse_status_line(line: &str) -> Option<u16> {
-    let mut parts = line.split_whitespace();
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    let code = parts.next()?;
-    (code.len() == 3).then_some(())?;
-    code.parse().ok()
-}
-
-async fn read_plain(
-    stream: &mut BufReader<TcpStream>,
-    length: Option<usize>,
-    done: &(dyn Fn(&[u8]) -> bool + Sync),
-) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    let want = length.unwrap_or(MAX_BODY);
-    let mut buf = [0u8; 8192];
-    while body.len() < want.min(MAX_BODY) {
-        let room = (want.min(MAX_BODY) - body.len()).min(buf.len());
-        let n = stream
-            .read(&mut buf[..room])
-            .await
-            .map_err(|e| format!("read body: {e}"))?;
-        if n == 0 {
-            if length.is_some() {
-                return Err("connection closed in the middle of the body".to_owned());
-            }
-            break;
-        }
-        body.extend_from_slice(&buf[..n]);
-        if done(&body) {
-            break;
-        }
-    }
-    Ok(body)
-}
-
-async fn read_chunked(
-    stream: &mut BufReader<TcpStream>,
-    done: &(dyn Fn(&[u8]) -> bool + Sync),
-) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    loop {
-        let line = read_line(stream, 1024).await?;
-        let size_text = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_text, 16)
-            .map_err(|_| format!("bad chunk size {size_text:?}"))?;
-        if size == 0 {
-            // Trailers (rarely any) end with a blank line; a closed
-            // connection here is fine too.
-            while let Ok(l) = read_line(stream, 1024).await {
-                if l.is_empty() {
-                    break;
-                }
-            }
-            return Ok(body);
-        }
-        if body.len() + size > MAX_BODY {
-            return Err("answer body too large".to_owned());
-        }
-        let start = body.len();
-        body.resize(start + size, 0);
-        stream
-            .read_exact(&mut body[start..])
-            .await
-            .map_err(|e| format!("read chunk: {e}"))?;
-        let _ = read_line(stream, 8).await?;
-        if done(&body) {
-            return Ok(body);
-        }
+        format!("{method} {path}: {e}")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     use tokio::net::TcpListener;
 
     /// Serves one canned answer on a fresh port; returns the port and the
-    /// request the client sent.
-    async fn serve_once(answer: &'static [u8]) -> (u16, tokio::task::JoinHandle<String>) {
-        serve(answer, false).await
-    }
-
-    /// `hold`: keep the connection open after the answer.
+    /// request head the client sent.
     async fn serve(answer: &'static [u8], hold: bool) -> (u16, tokio::task::JoinHandle<String>) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
@@ -231,7 +134,7 @@ mod tests {
                 let mut line = String::new();
                 s.read_line(&mut line).await.unwrap();
                 req.push_str(&line);
-                if line == "\r\n" {
+                if line == "\r\n" || line.is_empty() {
                     break;
                 }
             }
@@ -248,39 +151,38 @@ mod tests {
         false
     }
 
-    #[test]
-    fn status_lines() {
-        assert_eq!(parse_status_line("HTTP/1.1 200 OK"), Some(200));
-        assert_eq!(parse_status_line("HTTP/1.0 404"), Some(404));
-        assert_eq!(parse_status_line("SSH-2.0-OpenSSH"), None);
-        assert_eq!(parse_status_line("HTTP/1.1 2000 x"), None);
-    }
-
     #[tokio::test]
     async fn content_length_body_and_request_shape() {
-        let (port, req) =
-            serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nMcp-Session-Id: abc\r\n\r\nhello")
-                .await;
+        let (port, req) = serve(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nMcp-Session-Id: abc\r\n\r\nhello",
+            false,
+        )
+        .await;
         let r = request(port, "POST", "/mcp", &[("X-A", "1")], Some(b"{}"), &never)
             .await
             .unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.body, b"hello");
         assert_eq!(r.header("MCP-SESSION-ID"), Some("abc"));
-        let req = req.await.unwrap();
-        assert!(req.starts_with("POST /mcp HTTP/1.1\r\n"), "{req}");
-        assert!(req.contains("X-A: 1\r\n") && req.contains("Content-Length: 2\r\n"));
+        let req = req.await.unwrap().to_ascii_lowercase();
+        assert!(req.starts_with("post /mcp http/1.1\r\n"), "{req}");
+        assert!(
+            req.contains("x-a: 1\r\n") && req.contains("content-length: 2\r\n"),
+            "{req}"
+        );
+        assert!(req.contains("host: 127.0.0.1:"), "{req}");
     }
 
     #[tokio::test]
     async fn chunked_and_interim_and_eof_bodies() {
-        let (port, _) = serve_once(
+        let (port, _) = serve(
             b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\n\r\n",
+            false,
         )
         .await;
         let r = request(port, "GET", "/", &[], None, &never).await.unwrap();
         assert_eq!(r.body, b"hello world");
-        let (port, _) = serve_once(b"HTTP/1.0 503 Busy\r\n\r\nlater").await;
+        let (port, _) = serve(b"HTTP/1.0 503 Busy\r\n\r\nlater", false).await;
         let r = request(port, "GET", "/", &[], None, &never).await.unwrap();
         assert_eq!((r.status, r.body.as_slice()), (503, &b"later"[..]));
     }
@@ -289,7 +191,7 @@ mod tests {
     async fn early_stop_and_garbage() {
         // The server never ends the stream; `done` ends the read.
         let (port, _) = serve(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {\"id\":1}\n\n",
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n10\r\ndata: {\"id\":1}\n\n\r\n",
             true,
         )
         .await;
@@ -302,7 +204,7 @@ mod tests {
         .expect("the read ends at the event, not at EOF")
         .unwrap();
         assert_eq!(r.body, b"data: {\"id\":1}\n\n");
-        let (port, _) = serve_once(b"SSH-2.0-OpenSSH_9\r\n").await;
+        let (port, _) = serve(b"SSH-2.0-OpenSSH_9\r\n", false).await;
         let e = request(port, "GET", "/", &[], None, &never)
             .await
             .unwrap_err();

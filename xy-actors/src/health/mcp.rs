@@ -1,26 +1,40 @@
-//! The MCP probe's client side of streamable HTTP: `initialize` (once per
-//! session) and `notifications/initialized`, then `ping` on every probe;
-//! answers as JSON or SSE `data:` events; the session is reused, renewed
-//! on 404, and ended with `DELETE` when the probe stops.
+//! The `mcp` probe's client side of streamable HTTP, in both protocol eras
+//! (SPEC §12): `server/discover` first (2026, stateless); on method-not-found,
+//! an HTTP 4xx or an UnsupportedProtocolVersion offering only older versions,
+//! the 2025 fallback (`initialize` once per session, then `ping`; renewed
+//! once on 404; ended with `DELETE`). The era found is kept for the spawn.
+//! Also lists the server's tools (every `nextCursor` page) for the ledger.
 
 use serde_json::{Value, json};
+use xy_core::protocol::mcp::{LedgerTool, McpEra, wire};
 
 use super::http::{self, Response};
 
-/// The protocol revision the probe asks for.
-pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 const ACCEPT: &str = "application/json, text/event-stream";
+/// At most this many `tools/list` pages are followed (a loop guard).
+const MAX_PAGES: usize = 100;
 
-/// One server's MCP session as the probe sees it.
+/// What the server said about itself on the last successful probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct McpInfo {
+    pub(crate) era: McpEra,
+    pub(crate) protocol_version: String,
+    pub(crate) server_name: Option<String>,
+    pub(crate) server_version: Option<String>,
+}
+
+/// One server's MCP conversation as the probe sees it (one per spawn).
 #[derive(Debug)]
 pub(crate) struct McpClient {
     port: u16,
     path: String,
-    /// `Mcp-Session-Id` from `initialize`; `None` for a stateless server.
+    /// The era found by the first successful probe of this spawn.
+    era: Option<McpEra>,
+    /// `Mcp-Session-Id` from `initialize` (2025); `None` when stateless.
     session: Option<String>,
-    /// The version the server agreed to (sent as `MCP-Protocol-Version`).
-    version: Option<String>,
+    /// The 2025 session is initialised.
     initialized: bool,
+    info: Option<McpInfo>,
     next_id: u64,
 }
 
@@ -32,33 +46,83 @@ enum Failure {
     Other(String),
 }
 
+/// What `server/discover` told us about the era.
+#[derive(Debug, PartialEq)]
+enum Discovered {
+    /// A result: the server speaks 2026.
+    Yes(McpInfo),
+    /// The server is 2025-only (the reason, for the history).
+    Older(String),
+}
+
 impl McpClient {
     pub(crate) fn new(port: u16, path: String) -> McpClient {
         McpClient {
             port,
             path,
+            era: None,
             session: None,
-            version: None,
             initialized: false,
+            info: None,
             next_id: 1,
         }
     }
 
-    /// One probe: initialize if needed, then ping. `Ok` carries a short
-    /// note for the health history.
+    /// The server's self-description from the last successful probe.
+    pub(crate) fn info(&self) -> Option<&McpInfo> {
+        self.info.as_ref()
+    }
+
+    /// One probe. `Ok` carries a short note for the health history.
     pub(crate) async fn probe(&mut self) -> Result<String, String> {
+        match self.era {
+            Some(McpEra::V2026) => {
+                match self.discover().await.map_err(text)? {
+                    Discovered::Yes(info) => self.info = Some(info),
+                    Discovered::Older(why) => {
+                        // Remembered per spawn: a 2026 server that stops
+                        // answering the 2026 way is failing, not older.
+                        return Err(format!("server/discover no longer answered: {why}"));
+                    }
+                }
+                Ok("server/discover answered".to_owned())
+            }
+            Some(McpEra::V2025) => self.probe_2025().await,
+            None => match self.discover().await.map_err(text)? {
+                Discovered::Yes(info) => {
+                    self.era = Some(McpEra::V2026);
+                    self.info = Some(info);
+                    Ok(format!("server/discover answered ({})", wire::VERSION_2026))
+                }
+                Discovered::Older(why) => {
+                    let note = self
+                        .probe_2025()
+                        .await
+                        .map_err(|e| format!("{e} (after {why})"))?;
+                    self.era = Some(McpEra::V2025);
+                    Ok(note)
+                }
+            },
+        }
+    }
+
+    async fn probe_2025(&mut self) -> Result<String, String> {
         let fresh = !self.initialized;
         if fresh {
             self.initialize().await.map_err(text)?;
         }
         match self.ping().await {
             Ok(()) => Ok(if fresh {
-                "initialize and ping answered".to_owned()
+                let v = self
+                    .info
+                    .as_ref()
+                    .map_or("", |i| i.protocol_version.as_str());
+                format!("initialize and ping answered ({v})")
             } else {
                 "ping answered".to_owned()
             }),
             Err(Failure::SessionGone) if !fresh => {
-                // The server forgot the session (restart, expiry): start over.
+                // The server forgot the session (restart, expiry): once more.
                 self.initialized = false;
                 self.session = None;
                 self.initialize().await.map_err(text)?;
@@ -69,14 +133,18 @@ impl McpClient {
         }
     }
 
-    /// Ends the session on the server (`DELETE`), if there is one. A 405
-    /// (the server does not let clients end sessions) is fine.
+    /// Ends the 2025 session on the server (`DELETE`), if there is one.
+    /// A 405 (the server does not let clients end sessions) is fine.
     pub(crate) async fn close(&mut self) -> Result<(), String> {
+        self.initialized = false;
         let Some(id) = self.session.take() else {
             return Ok(());
         };
-        self.initialized = false;
-        let headers = [("Mcp-Session-Id", id.as_str())];
+        let mut headers = vec![("Mcp-Session-Id", id.as_str())];
+        let version = self.info.as_ref().map(|i| i.protocol_version.clone());
+        if let Some(v) = &version {
+            headers.push(("MCP-Protocol-Version", v));
+        }
         let r = http::request(self.port, "DELETE", &self.path, &headers, None, &|_| false).await?;
         match r.status {
             200..=299 | 404 | 405 => Ok(()),
@@ -84,31 +152,137 @@ impl McpClient {
         }
     }
 
+    /// Every tool the server lists, following `nextCursor`, in the era found.
+    pub(crate) async fn list_tools(&mut self) -> Result<Vec<LedgerTool>, String> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut params = json!({});
+            if let Some(c) = &cursor {
+                params["cursor"] = json!(c);
+            }
+            let id = self.id();
+            let (_, answer) = self.request("tools/list", params, id).await.map_err(text)?;
+            let result = answer_result(&answer, "tools/list").map_err(text)?;
+            let page = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or("tools/list result has no tools array")?;
+            tools.extend(page.iter().filter_map(LedgerTool::from_wire));
+            cursor = result
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if cursor.is_none() {
+                return Ok(tools);
+            }
+        }
+        Err(format!(
+            "tools/list still had a nextCursor after {MAX_PAGES} pages"
+        ))
+    }
+
+    async fn discover(&mut self) -> Result<Discovered, Failure> {
+        let id = self.id();
+        let msg = message_2026(id, "server/discover", json!({}));
+        let r = self.post(&msg, Some(id), Some("server/discover")).await?;
+        if (400..500).contains(&r.status) {
+            return Ok(Discovered::Older(format!(
+                "server/discover answered HTTP {}",
+                r.status
+            )));
+        }
+        if r.status != 200 {
+            return Err(Failure::Other(format!(
+                "server/discover answered HTTP {}",
+                r.status
+            )));
+        }
+        let answer = find_answer(&r.body, id).ok_or_else(|| no_answer("server/discover", &r))?;
+        if let Some(result) = answer.get("result") {
+            let server = result.pointer(&format!(
+                "/_meta/{}",
+                wire::META_SERVER_INFO.replace('/', "~1")
+            ));
+            return Ok(Discovered::Yes(McpInfo {
+                era: McpEra::V2026,
+                protocol_version: wire::VERSION_2026.to_owned(),
+                server_name: text_at(server, "name"),
+                server_version: text_at(server, "version"),
+            }));
+        }
+        let err = &answer["error"];
+        let code = err.get("code").and_then(Value::as_i64);
+        match code {
+            Some(wire::METHOD_NOT_FOUND) => Ok(Discovered::Older(
+                "server/discover is not a method there".to_owned(),
+            )),
+            Some(c @ (wire::UNSUPPORTED_VERSION | wire::UNSUPPORTED_VERSION_DRAFT)) => {
+                let offered = offered_versions(&err["data"]);
+                if offered.iter().any(|v| v.as_str() >= wire::VERSION_2026) {
+                    Err(Failure::Other(format!(
+                        "server/discover refused {} (code {c}) yet offers {}",
+                        wire::VERSION_2026,
+                        offered.join(", ")
+                    )))
+                } else {
+                    Ok(Discovered::Older(format!(
+                        "the server offers only {}",
+                        if offered.is_empty() {
+                            "older versions".to_owned()
+                        } else {
+                            offered.join(", ")
+                        }
+                    )))
+                }
+            }
+            _ => Err(Failure::Other(rpc_error_text(err, "server/discover"))),
+        }
+    }
+
     async fn initialize(&mut self) -> Result<(), Failure> {
         self.session = None;
-        self.version = None;
         let id = self.id();
         let msg = json!({
             "jsonrpc": "2.0",
             "id": id,
             "method": "initialize",
             "params": {
-                "protocolVersion": PROTOCOL_VERSION,
+                "protocolVersion": wire::VERSION_2025,
                 "capabilities": {},
                 "clientInfo": {"name": "xy", "version": env!("CARGO_PKG_VERSION")},
             },
         });
-        let (resp, answer) = self.call(&msg, id).await?;
-        if let Some(sid) = resp.header("mcp-session-id") {
+        let r = self.post(&msg, Some(id), None).await?;
+        if r.status != 200 {
+            return Err(Failure::Other(format!(
+                "initialize answered HTTP {}",
+                r.status
+            )));
+        }
+        let answer = find_answer(&r.body, id).ok_or_else(|| no_answer("initialize", &r))?;
+        if let Some(sid) = r.header("mcp-session-id") {
             self.session = Some(sid.to_owned());
         }
         let result = answer_result(&answer, "initialize")?;
-        self.version = result
+        let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .map(str::to_owned);
+            .ok_or_else(|| Failure::Other("initialize result has no protocolVersion".to_owned()))?;
+        if !is_2025_era(version) {
+            return Err(Failure::Other(format!(
+                "initialize answered protocol version {version:?}, not a 2025-era one"
+            )));
+        }
+        let server = result.get("serverInfo");
+        self.info = Some(McpInfo {
+            era: McpEra::V2025,
+            protocol_version: version.to_owned(),
+            server_name: text_at(server, "name"),
+            server_version: text_at(server, "version"),
+        });
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let r = self.post(&note, None).await?;
+        let r = self.post(&note, None, None).await?;
         if !(200..300).contains(&r.status) {
             return Err(Failure::Other(format!(
                 "notifications/initialized answered HTTP {}",
@@ -122,8 +296,41 @@ impl McpClient {
     async fn ping(&mut self) -> Result<(), Failure> {
         let id = self.id();
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
-        let (_, answer) = self.call(&msg, id).await?;
+        let r = self.post(&msg, Some(id), None).await?;
+        let answer = self.answer(r, "ping", id)?;
         answer_result(&answer, "ping").map(|_| ())
+    }
+
+    /// A request in the era found: 2026 with `_meta` and headers, 2025 in the session.
+    async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        id: u64,
+    ) -> Result<(Response, Value), Failure> {
+        let r = if self.era == Some(McpEra::V2026) {
+            let msg = message_2026(id, method, params);
+            self.post(&msg, Some(id), Some(method)).await?
+        } else {
+            let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            self.post(&msg, Some(id), None).await?
+        };
+        let answer = self.answer(r.clone(), method, id)?;
+        Ok((r, answer))
+    }
+
+    /// The answer with `id`, or why there is none.
+    fn answer(&self, r: Response, method: &str, id: u64) -> Result<Value, Failure> {
+        if r.status == 404 && self.session.is_some() {
+            return Err(Failure::SessionGone);
+        }
+        if r.status != 200 {
+            return Err(Failure::Other(format!(
+                "{method} answered HTTP {}",
+                r.status
+            )));
+        }
+        find_answer(&r.body, id).ok_or_else(|| no_answer(method, &r))
     }
 
     fn id(&mut self) -> u64 {
@@ -132,37 +339,32 @@ impl McpClient {
         id
     }
 
-    /// Posts a request and finds the answer with `id` in the body.
-    async fn call(&mut self, msg: &Value, id: u64) -> Result<(Response, Value), Failure> {
-        let r = self.post(msg, Some(id)).await?;
-        if r.status == 404 && self.session.is_some() {
-            return Err(Failure::SessionGone);
-        }
-        if r.status != 200 {
-            let method = msg["method"].as_str().unwrap_or("request");
-            return Err(Failure::Other(format!(
-                "{method} answered HTTP {}",
-                r.status
-            )));
-        }
-        let answer = find_answer(&r.body, id).ok_or_else(|| {
-            Failure::Other(format!(
-                "no JSON-RPC answer to {} in the response",
-                msg["method"].as_str().unwrap_or("request")
-            ))
-        })?;
-        Ok((r, answer))
-    }
-
-    async fn post(&self, msg: &Value, id: Option<u64>) -> Result<Response, Failure> {
+    /// POSTs one message. `mcp_method` set: the 2026 headers; else the 2025
+    /// session's headers.
+    async fn post(
+        &self,
+        msg: &Value,
+        id: Option<u64>,
+        mcp_method: Option<&str>,
+    ) -> Result<Response, Failure> {
         let body = msg.to_string();
         let mut headers: Vec<(&str, &str)> =
             vec![("Content-Type", "application/json"), ("Accept", ACCEPT)];
-        if let Some(s) = &self.session {
-            headers.push(("Mcp-Session-Id", s));
-        }
-        if let Some(v) = &self.version {
-            headers.push(("MCP-Protocol-Version", v));
+        match mcp_method {
+            Some(m) => {
+                headers.push(("MCP-Protocol-Version", wire::VERSION_2026));
+                headers.push(("Mcp-Method", m));
+            }
+            None => {
+                if let Some(s) = &self.session {
+                    headers.push(("Mcp-Session-Id", s));
+                }
+                if self.initialized
+                    && let Some(info) = &self.info
+                {
+                    headers.push(("MCP-Protocol-Version", &info.protocol_version));
+                }
+            }
         }
         let done = move |b: &[u8]| id.is_some_and(|id| find_answer(b, id).is_some());
         http::request(
@@ -178,6 +380,52 @@ impl McpClient {
     }
 }
 
+/// A 2026 request: `_meta` with version, capabilities and client info.
+fn message_2026(id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        wire::META_PROTOCOL_VERSION: wire::VERSION_2026,
+        wire::META_CLIENT_CAPABILITIES: {},
+        wire::META_CLIENT_INFO: {"name": "xy", "version": env!("CARGO_PKG_VERSION")},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// `2024-11-05` ≤ v < `2026-07-28`, date-shaped (ISO dates compare as text).
+fn is_2025_era(v: &str) -> bool {
+    let dated = v.len() == 10
+        && v.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    dated && (wire::OLDEST_2025..wire::VERSION_2026).contains(&v)
+}
+
+/// The versions an UnsupportedProtocolVersion error offers (`data.supported`,
+/// or `data.supportedVersions` as some servers spell it).
+fn offered_versions(data: &Value) -> Vec<String> {
+    ["supported", "supportedVersions"]
+        .iter()
+        .filter_map(|k| data.get(*k).and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn text_at(v: Option<&Value>, key: &str) -> Option<String> {
+    v?.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn no_answer(method: &str, r: &Response) -> Failure {
+    let kind = r.header("content-type").unwrap_or("no content type");
+    Failure::Other(format!(
+        "no JSON-RPC answer to {method} in the response ({kind})"
+    ))
+}
+
 fn text(f: Failure) -> String {
     match f {
         Failure::SessionGone => "session not found (HTTP 404)".to_owned(),
@@ -185,21 +433,25 @@ fn text(f: Failure) -> String {
     }
 }
 
-/// The `result` of an answer, or its `error` as a failure.
-fn answer_result<'a>(answer: &'a Value, method: &str) -> Result<&'a Value, Failure> {
-    if let Some(result) = answer.get("result") {
-        return Ok(result);
-    }
-    let err = &answer["error"];
-    Err(Failure::Other(format!(
+fn rpc_error_text(err: &Value, method: &str) -> String {
+    format!(
         "{method} failed: {} (code {})",
         err["message"].as_str().unwrap_or("no message"),
         err["code"]
-    )))
+    )
+}
+
+/// The `result` of an answer, or its `error` as a failure.
+fn answer_result<'a>(answer: &'a Value, method: &str) -> Result<&'a Value, Failure> {
+    match answer.get("result") {
+        Some(result) => Ok(result),
+        None => Err(Failure::Other(rpc_error_text(&answer["error"], method))),
+    }
 }
 
 /// The JSON-RPC answer with `id` in a body that is JSON (an object or a
-/// batch) or SSE (`data:` lines of complete events).
+/// batch) or SSE (`data:` lines of complete events; empty priming events
+/// are skipped).
 pub(crate) fn find_answer(body: &[u8], id: u64) -> Option<Value> {
     let text = String::from_utf8_lossy(body);
     let matches = |v: &Value| {
@@ -248,13 +500,14 @@ mod tests {
         assert!(find_answer(json, 4).is_none());
         let batch = br#"[{"jsonrpc":"2.0","id":1,"result":1},{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"x"}}]"#;
         assert_eq!(find_answer(batch, 2).unwrap()["error"]["code"], -1);
-        let sse = b"event: message\r\nid: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":5,\"result\":{}}\r\n\r\n";
+        let sse = b"data: \nid: 0\nretry: 3000\n\nevent: message\r\nid: 7\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":5,\"result\":{}}\r\n\r\n";
         assert!(find_answer(sse, 5).is_some());
         // An event still being written is not an answer yet.
         let partial = b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n";
         assert!(find_answer(partial, 5).is_none());
         assert!(find_answer(b": keep-alive\n\n", 5).is_none());
         assert!(find_answer(b"", 5).is_none());
+        assert!(find_answer(b"<html>this is not JSON-RPC{{{", 5).is_none());
     }
 
     #[test]
@@ -268,5 +521,34 @@ mod tests {
         );
         let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
         assert!(answer_result(&ok, "ping").is_ok());
+    }
+
+    #[test]
+    fn era_versions_and_offers() {
+        for v in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+            assert!(is_2025_era(v), "{v}");
+        }
+        for v in ["2026-07-28", "2024-10-07", "latest", "2025-6-18", ""] {
+            assert!(!is_2025_era(v), "{v}");
+        }
+        assert_eq!(
+            offered_versions(&json!({"requested": "2026-07-28", "supported": ["2025-06-18"]})),
+            ["2025-06-18"]
+        );
+        assert_eq!(
+            offered_versions(&json!({"supportedVersions": ["2025-11-25"]})),
+            ["2025-11-25"]
+        );
+        assert!(offered_versions(&Value::Null).is_empty());
+    }
+
+    #[test]
+    fn the_2026_request_shape() {
+        let m = message_2026(7, "server/discover", json!({}));
+        assert_eq!(m["method"], "server/discover");
+        let meta = &m["params"]["_meta"];
+        assert_eq!(meta[wire::META_PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(meta[wire::META_CLIENT_CAPABILITIES], json!({}));
+        assert_eq!(meta[wire::META_CLIENT_INFO]["name"], "xy");
     }
 }

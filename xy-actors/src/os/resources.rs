@@ -273,6 +273,7 @@ mod tests {
             health: Health::default(),
             cpu_percent: None,
             rss_bytes: None,
+            tool_count: None,
         }
     }
 

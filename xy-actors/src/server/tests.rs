@@ -77,6 +77,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         autostart: false,
         prior_pgid: None,
         snapshot: tx,
+        tools_dir: None,
         events: bus,
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();

@@ -21,23 +21,26 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
         return FIRST_RUN_HINT.to_owned();
     }
     let mut table = new_table(style);
-    table.set_header(
-        [
-            "NAME",
-            "STATE",
-            "HEALTH",
-            "PID",
-            "PORT",
-            "UPTIME",
-            "CPU",
-            "RSS",
-            "RESTARTS",
-            "LAST EXIT",
-        ]
-        .map(|h| header_cell(h, style)),
-    );
+    // The TOOLS column appears once any server's `mcp` probe listed tools.
+    let tools = entries.iter().any(|e| e.tool_count.is_some());
+    let mut header = vec![
+        "NAME",
+        "STATE",
+        "HEALTH",
+        "PID",
+        "PORT",
+        "UPTIME",
+        "CPU",
+        "RSS",
+        "RESTARTS",
+        "LAST EXIT",
+    ];
+    if tools {
+        header.insert(3, "TOOLS");
+    }
+    table.set_header(header.into_iter().map(|h| header_cell(h, style)));
     for e in entries {
-        table.add_row(vec![
+        let mut row = vec![
             Cell::new(&e.name),
             state_cell(e.state, style),
             health_cell(e.health.state, style),
@@ -48,7 +51,11 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
             Cell::new(e.rss_bytes.map_or_else(|| "-".to_owned(), format_bytes)),
             Cell::new(e.restart_count),
             Cell::new(format_last_exit(e.last_exit.as_ref())),
-        ]);
+        ];
+        if tools {
+            row.insert(3, Cell::new(opt(e.tool_count)));
+        }
+        table.add_row(row);
     }
     tighten(&mut table);
     trim_lines(&table.to_string())
@@ -189,6 +196,7 @@ pub(crate) mod tests {
                 },
                 cpu_percent: Some(0.4),
                 rss_bytes: Some(12_897_485),
+                tool_count: None,
             },
             ListEntry {
                 name: "search-mcp".into(),
@@ -207,6 +215,7 @@ pub(crate) mod tests {
                 health: Health::default(),
                 cpu_percent: None,
                 rss_bytes: None,
+                tool_count: None,
             },
             ListEntry {
                 name: "notes".into(),
@@ -225,6 +234,7 @@ pub(crate) mod tests {
                 health: Health::default(),
                 cpu_percent: None,
                 rss_bytes: None,
+                tool_count: None,
             },
             ListEntry {
                 name: "idle".into(),
@@ -243,6 +253,7 @@ pub(crate) mod tests {
                 health: Health::default(),
                 cpu_percent: None,
                 rss_bytes: None,
+                tool_count: None,
             },
         ]
     }

@@ -53,6 +53,12 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
             .map_or_else(|| "-".to_owned(), |b| format!("{} (RSS)", format_bytes(b))),
     ));
     fields.push(("health", health_line(s)));
+    if let Some(m) = &s.mcp {
+        fields.push(("mcp", mcp_line(m)));
+        if m.tool_count.is_some() {
+            fields.push(("tools", tools_line(m)));
+        }
+    }
     if let Some(h) = &s.health_config {
         let path = h
             .path
@@ -188,6 +194,32 @@ fn health_line(s: &StatusResult) -> String {
     }
 }
 
+/// `2026-07-28 (era 2026), insikt 0.4.1, 3 tools`.
+fn mcp_line(m: &xy_core::protocol::mcp::McpStatus) -> String {
+    let server = match (&m.server_name, &m.server_version) {
+        (Some(n), Some(v)) => format!(", {n} {v}"),
+        (Some(n), None) => format!(", {n}"),
+        _ => String::new(),
+    };
+    let tools = match m.tool_count {
+        Some(1) => ", 1 tool".to_owned(),
+        Some(n) => format!(", {n} tools"),
+        None => ", tools not listed".to_owned(),
+    };
+    format!("{} (era {}){server}{tools}", m.protocol_version, m.era)
+}
+
+/// The tool changes since the previous start, in one line.
+fn tools_line(m: &xy_core::protocol::mcp::McpStatus) -> String {
+    if m.tools_added.is_empty() && m.tools_removed.is_empty() && m.tools_changed.is_empty() {
+        return "no change since the previous start (xyctl tools NAME lists them)".to_owned();
+    }
+    format!(
+        "since the previous start: {}",
+        super::tools::diff_words(&m.tools_added, &m.tools_removed, &m.tools_changed)
+    )
+}
+
 /// The command and its arguments as a shell would need them typed.
 fn command_line(command: &str, args: &[String]) -> String {
     std::iter::once(command)
@@ -240,6 +272,7 @@ pub(crate) mod tests {
                 },
                 cpu_percent: Some(0.4),
                 rss_bytes: Some(12_897_485),
+                tool_count: None,
             },
             transitions: vec![
                 Transition {
@@ -301,6 +334,7 @@ pub(crate) mod tests {
                 ts: "2026-11-30T05:01:42.001Z".into(),
                 reason: "initialize and ping answered in 4 ms".into(),
             }],
+            mcp: None,
             secrets: Vec::new(),
         }
     }

@@ -37,6 +37,7 @@ fn entry() -> ListEntry {
         },
         cpu_percent: Some(0.5),
         rss_bytes: Some(12_582_912),
+        tool_count: Some(3),
     }
 }
 
@@ -56,7 +57,8 @@ fn method_names() {
             "events",
             "events_cancel",
             "daemon_status",
-            "shutdown"
+            "shutdown",
+            "tools"
         ]
     );
     assert_eq!(method::LOG, "log");
@@ -125,7 +127,7 @@ fn list_entry_keys_always_present() {
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
                        "checked_at": "2026-11-30T05:06:59.001Z"},
-            "cpu_percent": 0.5, "rss_bytes": 12_582_912
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3
         }),
     );
     let stopped = ListEntry {
@@ -137,6 +139,7 @@ fn list_entry_keys_always_present() {
         health: Health::default(),
         cpu_percent: None,
         rss_bytes: None,
+        tool_count: None,
         ..entry()
     };
     pin(
@@ -146,7 +149,7 @@ fn list_entry_keys_always_present() {
             "transport": "http", "url": "http://127.0.0.1:8421/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
-            "cpu_percent": null, "rss_bytes": null
+            "cpu_percent": null, "rss_bytes": null, "tool_count": null
         }),
     );
     for (s, w) in [
@@ -199,6 +202,17 @@ fn status_result() {
             ts: "2026-11-30T05:04:55.001Z".into(),
             reason: "ping answered in 3 ms".into(),
         }],
+        mcp: Some(mcp::McpStatus {
+            protocol_version: "2026-07-28".into(),
+            era: mcp::McpEra::V2026,
+            server_name: Some("insikt".into()),
+            server_version: Some("0.4.1".into()),
+            tool_count: Some(3),
+            tools_added: vec!["search".into()],
+            tools_removed: vec![],
+            tools_changed: vec![],
+            listed_at: Some("2026-11-30T05:04:55.002Z".into()),
+        }),
         secrets: Vec::new(),
     };
     pin(
@@ -210,7 +224,7 @@ fn status_result() {
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
                        "checked_at": "2026-11-30T05:06:59.001Z"},
-            "cpu_percent": 0.5, "rss_bytes": 12_582_912,
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3,
             "transitions": [{"from": "starting", "to": "running",
                              "ts": "2026-11-30T05:04:54.123Z", "reason": "spawned pid 4242"}],
             "command": "/usr/bin/insikt-mcp", "args": ["--http"], "working_dir": null,
@@ -227,6 +241,10 @@ fn status_result() {
             "health_history": [{"from": "starting", "to": "healthy",
                                 "ts": "2026-11-30T05:04:55.001Z",
                                 "reason": "ping answered in 3 ms"}],
+            "mcp": {"protocol_version": "2026-07-28", "era": "2026", "server_name": "insikt",
+                    "server_version": "0.4.1", "tool_count": 3, "tools_added": ["search"],
+                    "tools_removed": [], "tools_changed": [],
+                    "listed_at": "2026-11-30T05:04:55.002Z"},
             "secrets": []
         }),
     );

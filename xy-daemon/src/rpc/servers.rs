@@ -23,6 +23,15 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     })
     .expect("method names are unique");
 
+    m.register_async_method(method::TOOLS, |params, ctx, _| async move {
+        let p: xy_core::protocol::mcp::ToolsParams = parse(&params)?;
+        ctx.engine
+            .tools(&p.name)
+            .await
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
     m.register_async_method(method::START, |params, ctx, _| async move {
         let target = target(&params)?;
         ctx.engine

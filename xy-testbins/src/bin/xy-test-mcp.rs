@@ -1,67 +1,68 @@
-//! `xy-test-mcp`: a minimal but real HTTP MCP server (streamable HTTP, JSON or
-//! SSE answers, sessions, one `echo` tool) for xy's tests, health probes and
-//! the README example. Logs one line per request to stdout; exits 0 on SIGTERM.
+//! `xy-test-mcp`: the test MCP server of `xy_testbins::mcp` (built on rmcp)
+//! over streamable HTTP or stdio, for xy's tests, health probes and the
+//! README example. Flags: see the `xy_testbins::mcp` docs or `--help`.
 
-use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::ServiceExt;
 use xy_testbins::args::Args;
-use xy_testbins::mcp::{Options, Server};
+use xy_testbins::mcp::http::Front;
+use xy_testbins::mcp::{Options, TestServer, USAGE};
 use xy_testbins::out::{err, out};
-use xy_testbins::sys;
-
-const USAGE: &str = "xy-test-mcp --port N [--host ADDR] [--path /mcp] [--hang] [--stateless] \
-[--bind-delay-ms N] [--fail-bind-exit]";
 
 fn main() {
-    let mut args = Args::from_env(USAGE);
-    let mut host = "127.0.0.1".to_owned();
-    let mut port: Option<u16> = None;
-    let mut bind_delay_ms: u64 = 0;
-    let mut opts = Options {
-        path: "/mcp".to_owned(),
-        hang: false,
-        stateless: false,
-    };
-    while let Some(flag) = args.next_flag() {
-        match flag.as_str() {
-            "--port" => port = Some(args.value(&flag)),
-            "--host" => host = args.value(&flag),
-            "--path" => opts.path = args.value(&flag),
-            "--hang" => opts.hang = true,
-            "--stateless" => opts.stateless = true,
-            "--bind-delay-ms" => bind_delay_ms = args.value(&flag),
-            // Exiting 1 on a taken port is the default; the flag documents intent.
-            "--fail-bind-exit" => {}
-            _ => args.unknown(&flag),
+    let opts = Arc::new(Options::parse(Args::from_env(USAGE)));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = runtime.block_on(run(opts));
+    std::process::exit(code);
+}
+
+async fn run(opts: Arc<Options>) -> i32 {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    if opts.stdio {
+        err("xy-test-mcp serving on stdio");
+        let server = match TestServer::new(Arc::clone(&opts))
+            .serve(rmcp::transport::stdio())
+            .await
+        {
+            Ok(server) => server,
+            Err(e) => {
+                err(&format!("xy-test-mcp: stdio session failed to start: {e}"));
+                return 1;
+            }
+        };
+        tokio::select! {
+            _ = server.waiting() => { err("stdin closed, exiting"); 0 }
+            _ = sigterm.recv() => { err("got SIGTERM, exiting"); 0 }
+        }
+    } else {
+        // Lets tests see a child that is running but not yet listening.
+        tokio::time::sleep(Duration::from_millis(opts.bind_delay_ms)).await;
+        let port = opts.port.unwrap_or(0);
+        let listener = match tokio::net::TcpListener::bind((opts.host.as_str(), port)).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                err(&format!(
+                    "xy-test-mcp: cannot bind {}:{port}: {e}",
+                    opts.host
+                ));
+                return 1;
+            }
+        };
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| format!("{}:{port}", opts.host));
+        err(&format!("xy-test-mcp listening on {addr}"));
+        let front = Front::new(Arc::clone(&opts));
+        tokio::select! {
+            () = front.serve(listener) => 1,
+            _ = sigterm.recv() => { out("got SIGTERM, exiting"); 0 }
         }
     }
-    let Some(port) = port else {
-        args.fail("--port is required (0 picks a free port)");
-    };
-    if !opts.path.starts_with('/') {
-        args.fail("--path must start with /");
-    }
-
-    let sigterm = sys::block_sigterm();
-    // Lets tests see a child that is running but not yet listening.
-    std::thread::sleep(Duration::from_millis(bind_delay_ms));
-    let listener = match TcpListener::bind((host.as_str(), port)) {
-        Ok(listener) => listener,
-        Err(e) => {
-            err(&format!("xy-test-mcp: cannot bind {host}:{port}: {e}"));
-            std::process::exit(1);
-        }
-    };
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| format!("{host}:{port}"));
-    err(&format!("xy-test-mcp listening on {addr}"));
-
-    let server = Server::new(opts);
-    std::thread::spawn(move || server.serve(listener));
-    sys::wait_sigterm(&sigterm);
-    out("got SIGTERM, exiting");
-    std::process::exit(0);
 }

@@ -1,289 +1,248 @@
-//! Just enough HTTP/1.1 for the test MCP server: request head and body
-//! (`Content-Length` or `chunked`) with hard size limits, and responses
-//! written in one `write_all`.
+//! The HTTP front of `xy-test-mcp`: a small hyper server that logs every
+//! request, counts 2025 sessions, injects the faults rmcp cannot express
+//! (hang, garbage, HTTP 500), and hands everything else to rmcp's
+//! streamable-HTTP service.
 
-use std::io::{self, BufRead, Read, Write};
+use std::convert::Infallible;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-const MAX_LINE: usize = 16 * 1024;
-const MAX_HEADERS: usize = 100;
-const MAX_BODY: usize = 8 * 1024 * 1024;
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
+use tower_service::Service;
 
-/// A parsed request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
-    pub method: String,
-    /// Path without the query string.
-    pub path: String,
-    /// `HTTP/1.1` (keep-alive by default) rather than `HTTP/1.0`.
-    pub http11: bool,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+use super::{Era, Fault, Options, TestServer};
+use crate::out::{err, out};
+
+type Body = BoxBody<Bytes, Infallible>;
+type Mcp = StreamableHttpService<TestServer, LocalSessionManager>;
+
+/// The server: options, rmcp's service, the open 2025 sessions.
+pub struct Front {
+    opts: Arc<Options>,
+    mcp: Mcp,
+    open: Mutex<Vec<String>>,
+    /// Requests the fault matched so far (for `--fault-after`).
+    matched: AtomicU64,
 }
 
-impl Request {
-    /// The first header named `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether the connection stays open after the response.
-    pub fn keep_alive(&self) -> bool {
-        let connection = self.header("connection").unwrap_or("");
-        if self.http11 {
-            !connection.eq_ignore_ascii_case("close")
-        } else {
-            connection.eq_ignore_ascii_case("keep-alive")
-        }
-    }
-}
-
-/// Why a request could not be read.
-#[derive(Debug)]
-pub enum ReadError {
-    /// The peer closed the connection between requests.
-    Closed,
-    Io(io::Error),
-    /// Malformed or oversized input; answered with 400 and the connection closed.
-    Bad(&'static str),
-}
-
-impl From<io::Error> for ReadError {
-    fn from(e: io::Error) -> Self {
-        Self::Io(e)
+impl std::fmt::Debug for Front {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Front").field("opts", &self.opts).finish()
     }
 }
 
-/// Reads a request head; the body is read by [`read_body`] (after an optional
-/// `100 Continue`).
-pub fn read_head<R: BufRead>(r: &mut R) -> Result<Request, ReadError> {
-    let mut line = match read_line(r)? {
-        Some(line) => line,
-        None => return Err(ReadError::Closed),
-    };
-    // RFC 9112 §2.2: ignore empty lines before a request line.
-    while line.is_empty() {
-        line = read_line(r)?.ok_or(ReadError::Closed)?;
+impl Front {
+    /// A front for these options.
+    pub fn new(opts: Arc<Options>) -> Arc<Front> {
+        let legacy_sessions = opts.era != Era::V2026 && !opts.stateless;
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(legacy_sessions)
+            .with_json_response(!opts.sse)
+            .with_sse_keep_alive(None)
+            .disable_allowed_hosts();
+        let handler_opts = Arc::clone(&opts);
+        let mcp = StreamableHttpService::new(
+            move || Ok(TestServer::new(Arc::clone(&handler_opts))),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        Arc::new(Front {
+            opts,
+            mcp,
+            open: Mutex::new(Vec::new()),
+            matched: AtomicU64::new(0),
+        })
     }
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(ReadError::Bad("malformed request line"));
-    };
-    let http11 = match version {
-        "HTTP/1.1" => true,
-        "HTTP/1.0" => false,
-        _ => return Err(ReadError::Bad("unsupported HTTP version")),
-    };
-    let path = target.split('?').next().unwrap_or("").to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let line = read_line(r)?.ok_or(ReadError::Bad("truncated headers"))?;
-        if line.is_empty() {
-            break;
-        }
-        if headers.len() == MAX_HEADERS {
-            return Err(ReadError::Bad("too many headers"));
-        }
-        let (name, value) = line
-            .split_once(':')
-            .ok_or(ReadError::Bad("malformed header"))?;
-        headers.push((name.trim().to_owned(), value.trim().to_owned()));
-    }
-    Ok(Request {
-        method: method.to_owned(),
-        path,
-        http11,
-        headers,
-        body: Vec::new(),
-    })
-}
 
-/// Reads the body announced by the head's headers into `req.body`.
-pub fn read_body<R: BufRead>(r: &mut R, req: &mut Request) -> Result<(), ReadError> {
-    let chunked = req
-        .header("transfer-encoding")
-        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
-    if chunked {
-        req.body = read_chunked(r)?;
-    } else if let Some(len) = req.header("content-length") {
-        let len: usize = len
-            .parse()
-            .map_err(|_| ReadError::Bad("bad content-length"))?;
-        if len > MAX_BODY {
-            return Err(ReadError::Bad("body too large"));
+    /// Accepts connections until the process exits, one task each.
+    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(conn) => conn,
+                Err(e) => {
+                    err(&format!("accept failed: {e}"));
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let front = Arc::clone(&self);
+            tokio::spawn(async move {
+                let service = service_fn(move |req| Arc::clone(&front).handle(req));
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
         }
-        let mut body = vec![0; len];
-        r.read_exact(&mut body)?;
-        req.body = body;
     }
-    Ok(())
-}
 
-fn read_chunked<R: BufRead>(r: &mut R) -> Result<Vec<u8>, ReadError> {
-    let mut body = Vec::new();
-    loop {
-        let line = read_line(r)?.ok_or(ReadError::Bad("truncated chunk"))?;
-        let size = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size, 16).map_err(|_| ReadError::Bad("bad chunk size"))?;
-        if size == 0 {
-            // Trailers, up to the empty line.
-            while !read_line(r)?
-                .ok_or(ReadError::Bad("truncated trailer"))?
-                .is_empty()
-            {}
-            return Ok(body);
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+        let (parts, body) = req.into_parts();
+        let bytes = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        let methods = rpc_methods(&bytes);
+        let label = (parts.method == hyper::Method::POST).then(|| methods.join(","));
+        let response = self.route(parts, bytes, &methods).await;
+        match &label {
+            Some(label) => out(&format!(
+                "{} {} {} {}",
+                response.0,
+                response.1,
+                if label.is_empty() { "-" } else { label },
+                response.2.status().as_u16()
+            )),
+            None => out(&format!(
+                "{} {} {}",
+                response.0,
+                response.1,
+                response.2.status().as_u16()
+            )),
         }
-        if body.len() + size > MAX_BODY {
-            return Err(ReadError::Bad("body too large"));
+        Ok(response.2)
+    }
+
+    /// The response, with the method and path for the log line.
+    async fn route(
+        &self,
+        parts: hyper::http::request::Parts,
+        bytes: Bytes,
+        methods: &[String],
+    ) -> (hyper::Method, String, Response<Body>) {
+        let method = parts.method.clone();
+        let path = parts.uri.path().to_owned();
+        if let Some(fault) = self.fault_for(&path, methods) {
+            return (method, path, fault_response(fault).await);
         }
-        let start = body.len();
-        body.resize(start + size, 0);
-        r.read_exact(&mut body[start..])?;
-        if !read_line(r)?
-            .ok_or(ReadError::Bad("truncated chunk"))?
-            .is_empty()
+        if path == "/health" {
+            return (method, path, plain(StatusCode::OK, "ok"));
+        }
+        if path != self.opts.path {
+            return (method, path, plain(StatusCode::NOT_FOUND, "not found"));
+        }
+        let deleting = parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|_| method == hyper::Method::DELETE)
+            .map(str::to_owned);
+        let request = Request::from_parts(parts, Full::new(bytes));
+        let mut mcp = self.mcp.clone();
+        let response = match mcp.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        if methods.iter().any(|m| m == "initialize")
+            && let Some(id) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
         {
-            return Err(ReadError::Bad("chunk not followed by CRLF"));
+            self.session_event("open", id);
+        }
+        if let Some(id) = deleting
+            && response.status().is_success()
+        {
+            self.session_event("close", &id);
+        }
+        (method, path, response)
+    }
+
+    /// The fault to inject for this request, counting `--fault-after`.
+    fn fault_for(&self, path: &str, methods: &[String]) -> Option<Fault> {
+        let fault = self.opts.fault?;
+        let applies = match &self.opts.fault_on {
+            None => true,
+            Some(on) => path == self.opts.path && methods.iter().any(|m| on.contains(m)),
+        };
+        if !applies {
+            return None;
+        }
+        let seen = self.matched.fetch_add(1, Ordering::SeqCst);
+        (seen >= self.opts.fault_after).then_some(fault)
+    }
+
+    fn session_event(&self, what: &str, id: &str) {
+        let open = {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            match what {
+                "open" => open.push(id.to_owned()),
+                _ => open.retain(|s| s != id),
+            }
+            open.len()
+        };
+        out(&format!("session {what} {id} (open sessions: {open})"));
+        if let Some(path) = &self.opts.sessions_file {
+            append_line(path, &format!("{what} {id}"));
         }
     }
 }
 
-/// One line without its `\r\n`; `None` at EOF before any byte.
-fn read_line<R: BufRead>(r: &mut R) -> Result<Option<String>, ReadError> {
-    let mut buf = Vec::new();
-    let n = r.take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.last() != Some(&b'\n') {
-        return Err(if n > MAX_LINE {
-            ReadError::Bad("line too long")
-        } else {
-            ReadError::Bad("truncated line")
-        });
-    }
-    buf.pop();
-    if buf.last() == Some(&b'\r') {
-        buf.pop();
-    }
-    String::from_utf8(buf)
-        .map(Some)
-        .map_err(|_| ReadError::Bad("non-UTF-8 head"))
-}
-
-/// A response to be written in one go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    /// A response with a body of the given content type.
-    pub fn new(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
-        Self {
-            status,
-            headers: vec![("Content-Type".to_owned(), content_type.to_owned())],
-            body: body.into(),
+fn append_line(path: &PathBuf, line: &str) {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path);
+    match file {
+        Ok(mut f) => {
+            let _ = writeln!(f, "{line}");
         }
-    }
-
-    /// A response without a body.
-    pub fn empty(status: u16) -> Self {
-        Self {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    }
-
-    /// Adds a header.
-    pub fn with_header(mut self, name: &str, value: &str) -> Self {
-        self.headers.push((name.to_owned(), value.to_owned()));
-        self
-    }
-
-    /// Writes status line, headers and body; adds `Connection: close` unless `keep_alive`.
-    pub fn write_to<W: Write>(&self, w: &mut W, keep_alive: bool) -> io::Result<()> {
-        let mut out = Vec::with_capacity(self.body.len() + 256);
-        write!(out, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status))?;
-        for (name, value) in &self.headers {
-            write!(out, "{name}: {value}\r\n")?;
-        }
-        write!(out, "Content-Length: {}\r\n", self.body.len())?;
-        if !keep_alive {
-            out.extend_from_slice(b"Connection: close\r\n");
-        }
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.body);
-        w.write_all(&out)?;
-        w.flush()
+        Err(e) => err(&format!("cannot append to {}: {e}", path.display())),
     }
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        _ => "Unknown",
+async fn fault_response(fault: Fault) -> Response<Body> {
+    match fault {
+        Fault::Hang => std::future::pending().await,
+        Fault::Garbage => {
+            let mut r = plain(StatusCode::OK, "<html>this is not JSON-RPC{{{");
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        Fault::Http500 => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal server error"),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain"),
+    );
+    r
+}
 
-    fn parse(raw: &[u8]) -> Result<Request, ReadError> {
-        let mut r = io::BufReader::new(raw);
-        let mut req = read_head(&mut r)?;
-        read_body(&mut r, &mut req)?;
-        Ok(req)
-    }
-
-    #[test]
-    fn content_length_request() {
-        let req =
-            parse(b"POST /mcp?x=1 HTTP/1.1\r\nContent-Length: 2\r\nMcp-Session-Id: ab\r\n\r\n{}")
-                .unwrap();
-        assert_eq!(req.method, "POST");
-        assert_eq!(req.path, "/mcp");
-        assert_eq!(req.header("mcp-session-id"), Some("ab"));
-        assert_eq!(req.body, b"{}");
-        assert!(req.keep_alive());
-    }
-
-    #[test]
-    fn chunked_request() {
-        let req = parse(
-            b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;ext\r\n{\"a\r\n4\r\n\":1}\r\n0\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!(req.body, b"{\"a\":1}");
-    }
-
-    #[test]
-    fn malformed_and_closed() {
-        assert!(matches!(parse(b""), Err(ReadError::Closed)));
-        assert!(matches!(parse(b"GARBAGE\r\n\r\n"), Err(ReadError::Bad(_))));
-        assert!(matches!(
-            parse(b"GET / HTTP/1.1\r\nno-colon\r\n\r\n"),
-            Err(ReadError::Bad(_))
-        ));
-        let long = [b"GET /".as_slice(), &[b'a'; MAX_LINE + 10]].concat();
-        assert!(matches!(parse(&long), Err(ReadError::Bad(_))));
-    }
-
-    #[test]
-    fn http10_closes_by_default() {
-        let req = parse(b"GET /health HTTP/1.0\r\n\r\n").unwrap();
-        assert!(!req.keep_alive());
+/// The JSON-RPC method names in a POST body (one message or a batch).
+fn rpc_methods(body: &[u8]) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let one = |m: &Value| {
+        m.get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    match &value {
+        Value::Array(items) => items.iter().map(one).collect(),
+        Value::Object(_) => vec![one(&value)],
+        _ => Vec::new(),
     }
 }

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs the MCP implementations nobody here wrote (the pinned Python `mcp`
+# SDK in a venv, `@modelcontextprotocol/server-everything` from npm) into the
+# interop cache (target/interop, or $XY_INTEROP_CACHE) once, before the tests,
+# so no test pays for the install. The versions are pinned in
+# xy-testbins/src/interop.rs; an unreachable registry is a loud skip there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo run -q -p xy-testbins --bin xy-test-interop

@@ -1,0 +1,436 @@
+//! MCP as xy reports it (SPEC §12): `status.mcp`, the `tools` method's
+//! result, the tool ledger file's snapshots, and the pure diff between two
+//! snapshots. The MCP wire constants the probe sends live here too.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// MCP wire names and versions the probe uses (one place, like [`super::method`]).
+pub mod wire {
+    /// The 2026 revision: stateless, `server/discover`.
+    pub const VERSION_2026: &str = "2026-07-28";
+    /// The newest 2025-era revision, offered by the fallback `initialize`.
+    pub const VERSION_2025: &str = "2025-11-25";
+    /// The oldest 2025-era revision accepted from a server.
+    pub const OLDEST_2025: &str = "2024-11-05";
+    /// `_meta` key: the request's protocol version (2026).
+    pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    /// `_meta` key: the client's capabilities (2026).
+    pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    /// `_meta` key: the client's name and version (2026).
+    pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    /// `_meta` key of a result: the server's name and version (2026).
+    pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+    /// JSON-RPC: method not found.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// UnsupportedProtocolVersion (final 2026 code).
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+    /// UnsupportedProtocolVersion in the 2026 drafts.
+    pub const UNSUPPORTED_VERSION_DRAFT: i64 = -32004;
+}
+
+/// The protocol era a server was probed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum McpEra {
+    /// `2024-11-05` … `2025-11-25`: `initialize`, sessions, `ping`.
+    #[serde(rename = "2025")]
+    V2025,
+    /// `2026-07-28`: stateless, `server/discover`.
+    #[serde(rename = "2026")]
+    V2026,
+}
+
+impl McpEra {
+    /// `"2025"` or `"2026"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            McpEra::V2025 => "2025",
+            McpEra::V2026 => "2026",
+        }
+    }
+}
+
+impl std::fmt::Display for McpEra {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `status.mcp`: what the `mcp` probe learned since the current spawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpStatus {
+    /// The protocol version in use (`2026-07-28`, or the one `initialize` agreed).
+    pub protocol_version: String,
+    /// `"2025"` or `"2026"`.
+    pub era: McpEra,
+    /// The server's own name, if it gave one.
+    pub server_name: Option<String>,
+    /// The server's own version, if it gave one.
+    pub server_version: Option<String>,
+    /// Tools listed after this spawn; `null` if listing failed (or is pending).
+    pub tool_count: Option<u32>,
+    /// Tool names new since the previous snapshot.
+    pub tools_added: Vec<String>,
+    /// Tool names gone since the previous snapshot.
+    pub tools_removed: Vec<String>,
+    /// Tool names whose description, input schema or annotations changed.
+    pub tools_changed: Vec<String>,
+    /// When the tools were listed (RFC 3339), `null` if listing failed.
+    pub listed_at: Option<String>,
+}
+
+/// `tools {name}` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsParams {
+    /// The server.
+    pub name: String,
+}
+
+/// `tools {name}` → the newest snapshot, the one before, and what changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsResult {
+    /// The server.
+    pub name: String,
+    /// The newest snapshot, `null` before the first listing.
+    pub current: Option<ToolsView>,
+    /// The snapshot before it, `null` if there is none.
+    pub previous: Option<ToolsView>,
+    /// Names in `current` only.
+    pub added: Vec<String>,
+    /// Names in `previous` only.
+    pub removed: Vec<String>,
+    /// Names in both whose description, input schema or annotations differ.
+    pub changed: Vec<String>,
+}
+
+/// One snapshot as `tools` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsView {
+    /// When it was listed (RFC 3339).
+    pub ts: String,
+    /// Protocol version of the listing.
+    pub protocol_version: String,
+    /// Server name at the time.
+    pub server_name: Option<String>,
+    /// Server version at the time.
+    pub server_version: Option<String>,
+    /// The tools, in the server's order.
+    pub tools: Vec<ToolSummary>,
+}
+
+/// One tool as `tools` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSummary {
+    /// Tool name.
+    pub name: String,
+    /// Human title, if any.
+    pub title: Option<String>,
+    /// Description, if any.
+    pub description: Option<String>,
+}
+
+/// The ledger file `$XDG_STATE_HOME/xy/tools/<name>.json`: the last
+/// [`LEDGER_KEEP`] snapshots, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolLedger {
+    /// File format version ([`LEDGER_FORMAT`]).
+    pub format: u32,
+    /// Snapshots, oldest first.
+    pub snapshots: Vec<ToolSnapshot>,
+}
+
+/// Snapshots kept per server.
+pub const LEDGER_KEEP: usize = 10;
+/// The ledger file format written.
+pub const LEDGER_FORMAT: u32 = 1;
+
+/// One `tools/list` result (all pages) after one spawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolSnapshot {
+    /// When it was listed (RFC 3339).
+    pub ts: String,
+    /// Protocol version of the listing.
+    pub protocol_version: String,
+    /// Server name at the time.
+    pub server_name: Option<String>,
+    /// Server version at the time.
+    pub server_version: Option<String>,
+    /// The tools, in the server's order.
+    pub tools: Vec<LedgerTool>,
+}
+
+/// One tool as stored: what `changed` compares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerTool {
+    /// Tool name.
+    pub name: String,
+    /// Human title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `inputSchema` as the server sent it.
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    /// `annotations` as the server sent it.
+    #[serde(default)]
+    pub annotations: Option<Value>,
+}
+
+impl LedgerTool {
+    /// A tool from one entry of a `tools/list` result (`None` without a name).
+    pub fn from_wire(tool: &Value) -> Option<LedgerTool> {
+        let text = |k: &str| tool.get(k).and_then(Value::as_str).map(str::to_owned);
+        Some(LedgerTool {
+            name: text("name")?,
+            title: text("title").or_else(|| {
+                tool.pointer("/annotations/title")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }),
+            description: text("description"),
+            input_schema: tool.get("inputSchema").cloned(),
+            annotations: tool.get("annotations").cloned(),
+        })
+    }
+}
+
+impl ToolSnapshot {
+    /// The `tools` view of this snapshot.
+    pub fn view(&self) -> ToolsView {
+        ToolsView {
+            ts: self.ts.clone(),
+            protocol_version: self.protocol_version.clone(),
+            server_name: self.server_name.clone(),
+            server_version: self.server_version.clone(),
+            tools: self
+                .tools
+                .iter()
+                .map(|t| ToolSummary {
+                    name: t.name.clone(),
+                    title: t.title.clone(),
+                    description: t.description.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What changed from `previous` to `current`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolDiff {
+    /// In `current` only, in its order.
+    pub added: Vec<String>,
+    /// In `previous` only, in its order.
+    pub removed: Vec<String>,
+    /// In both, with a different description, input schema or annotations.
+    pub changed: Vec<String>,
+}
+
+/// Compares two snapshots' tools by name. Without a previous snapshot
+/// nothing is compared, so nothing is reported as changed (a first start
+/// is not "every tool added").
+pub fn diff_tools(previous: Option<&[LedgerTool]>, current: &[LedgerTool]) -> ToolDiff {
+    let Some(previous) = previous else {
+        return ToolDiff::default();
+    };
+    let find = |list: &[LedgerTool], name: &str| list.iter().position(|t| t.name == name);
+    let mut d = ToolDiff::default();
+    for t in current {
+        match find(previous, &t.name) {
+            None => d.added.push(t.name.clone()),
+            Some(i) => {
+                let p = &previous[i];
+                if p.description != t.description
+                    || p.input_schema != t.input_schema
+                    || p.annotations != t.annotations
+                {
+                    d.changed.push(t.name.clone());
+                }
+            }
+        }
+    }
+    d.removed = previous
+        .iter()
+        .filter(|p| find(current, &p.name).is_none())
+        .map(|p| p.name.clone())
+        .collect();
+    d
+}
+
+impl ToolLedger {
+    /// Appends a snapshot, keeping the newest [`LEDGER_KEEP`].
+    pub fn push(&mut self, snapshot: ToolSnapshot) {
+        self.format = LEDGER_FORMAT;
+        self.snapshots.push(snapshot);
+        let excess = self.snapshots.len().saturating_sub(LEDGER_KEEP);
+        self.snapshots.drain(..excess);
+    }
+
+    /// The `tools` result for server `name`.
+    pub fn result(&self, name: &str) -> ToolsResult {
+        let n = self.snapshots.len();
+        let current = n.checked_sub(1).map(|i| &self.snapshots[i]);
+        let previous = n.checked_sub(2).map(|i| &self.snapshots[i]);
+        let d = match current {
+            Some(c) => diff_tools(previous.map(|p| p.tools.as_slice()), &c.tools),
+            None => ToolDiff::default(),
+        };
+        ToolsResult {
+            name: name.to_owned(),
+            current: current.map(ToolSnapshot::view),
+            previous: previous.map(ToolSnapshot::view),
+            added: d.added,
+            removed: d.removed,
+            changed: d.changed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str) -> LedgerTool {
+        LedgerTool {
+            name: name.into(),
+            title: None,
+            description: Some(description.into()),
+            input_schema: Some(json!({"type": "object"})),
+            annotations: None,
+        }
+    }
+
+    fn snap(ts: &str, tools: Vec<LedgerTool>) -> ToolSnapshot {
+        ToolSnapshot {
+            ts: ts.into(),
+            protocol_version: "2026-07-28".into(),
+            server_name: Some("s".into()),
+            server_version: Some("1".into()),
+            tools,
+        }
+    }
+
+    #[test]
+    fn status_mcp_wire_shape() {
+        let s = McpStatus {
+            protocol_version: "2026-07-28".into(),
+            era: McpEra::V2026,
+            server_name: Some("insikt".into()),
+            server_version: Some("0.4.1".into()),
+            tool_count: Some(3),
+            tools_added: vec!["search".into()],
+            tools_removed: vec![],
+            tools_changed: vec!["index".into()],
+            listed_at: Some("2026-11-30T05:06:59.001Z".into()),
+        };
+        let want = json!({
+            "protocol_version": "2026-07-28", "era": "2026",
+            "server_name": "insikt", "server_version": "0.4.1",
+            "tool_count": 3, "tools_added": ["search"], "tools_removed": [],
+            "tools_changed": ["index"], "listed_at": "2026-11-30T05:06:59.001Z"
+        });
+        assert_eq!(serde_json::to_value(&s).unwrap(), want);
+        assert_eq!(serde_json::from_value::<McpStatus>(want).unwrap(), s);
+        let failed = McpStatus {
+            era: McpEra::V2025,
+            tool_count: None,
+            listed_at: None,
+            ..s
+        };
+        let v = serde_json::to_value(&failed).unwrap();
+        assert_eq!(
+            (
+                v["era"].clone(),
+                v["tool_count"].clone(),
+                v["listed_at"].clone()
+            ),
+            (json!("2025"), Value::Null, Value::Null)
+        );
+    }
+
+    #[test]
+    fn tools_result_wire_shape_and_diff() {
+        let mut ledger = ToolLedger::default();
+        assert_eq!(
+            serde_json::to_value(ledger.result("a")).unwrap(),
+            json!({"name": "a", "current": null, "previous": null,
+                   "added": [], "removed": [], "changed": []})
+        );
+        ledger.push(snap(
+            "t1",
+            vec![tool("echo", "Echo"), tool("gone", "G"), tool("same", "S")],
+        ));
+        ledger.push(snap(
+            "t2",
+            vec![tool("same", "S"), tool("echo", "Echo v2"), tool("new", "N")],
+        ));
+        let r = ledger.result("a");
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({
+                "name": "a",
+                "current": {"ts": "t2", "protocol_version": "2026-07-28", "server_name": "s",
+                    "server_version": "1", "tools": [
+                        {"name": "same", "title": null, "description": "S"},
+                        {"name": "echo", "title": null, "description": "Echo v2"},
+                        {"name": "new", "title": null, "description": "N"}]},
+                "previous": {"ts": "t1", "protocol_version": "2026-07-28", "server_name": "s",
+                    "server_version": "1", "tools": [
+                        {"name": "echo", "title": null, "description": "Echo"},
+                        {"name": "gone", "title": null, "description": "G"},
+                        {"name": "same", "title": null, "description": "S"}]},
+                "added": ["new"], "removed": ["gone"], "changed": ["echo"]
+            })
+        );
+        let back: ToolsResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn schema_and_annotation_changes_count_and_a_first_listing_reports_nothing() {
+        let a = tool("t", "d");
+        let mut b = a.clone();
+        b.input_schema = Some(json!({"type": "object", "properties": {"x": {}}}));
+        assert_eq!(
+            diff_tools(Some(std::slice::from_ref(&a)), &[b]).changed,
+            ["t"]
+        );
+        let mut c = a.clone();
+        c.annotations = Some(json!({"readOnlyHint": true}));
+        assert_eq!(
+            diff_tools(Some(std::slice::from_ref(&a)), &[c]).changed,
+            ["t"]
+        );
+        let mut d = a.clone();
+        d.title = Some("T".into());
+        assert_eq!(
+            diff_tools(Some(std::slice::from_ref(&a)), &[d]),
+            ToolDiff::default()
+        );
+        assert_eq!(diff_tools(None, &[a]), ToolDiff::default());
+    }
+
+    #[test]
+    fn ledger_keeps_the_last_ten() {
+        let mut ledger = ToolLedger::default();
+        for i in 0..13 {
+            ledger.push(snap(&format!("t{i}"), vec![]));
+        }
+        assert_eq!(ledger.snapshots.len(), LEDGER_KEEP);
+        assert_eq!(ledger.snapshots[0].ts, "t3");
+        assert_eq!(ledger.format, LEDGER_FORMAT);
+    }
+
+    #[test]
+    fn wire_tool_parsing() {
+        let t = LedgerTool::from_wire(&json!({"name": "x", "description": "d",
+            "inputSchema": {"type": "object"}, "annotations": {"title": "X"}}))
+        .unwrap();
+        assert_eq!(t.title.as_deref(), Some("X"));
+        assert!(LedgerTool::from_wire(&json!({"description": "no name"})).is_none());
+    }
+}

@@ -1,0 +1,41 @@
+//! `xy-test-interop install`: installs the pinned Python SDK and
+//! server-everything into the interop cache (`xy_testbins::interop`), so CI
+//! pays for it once up front. Exit 0 installed, 0 with a loud message when
+//! skipped (no python3/npm, registry unreachable), non-zero on a real failure.
+
+use xy_testbins::args::Args;
+use xy_testbins::interop::{self, Interop};
+use xy_testbins::out::out;
+
+const USAGE: &str = "xy-test-interop install";
+
+fn main() {
+    let mut args = Args::from_env(USAGE);
+    if let Some(flag) = args.next_flag() {
+        args.unknown(&flag);
+    }
+    match args.trailing() {
+        [] => {}
+        _ => args.fail("unexpected arguments"),
+    }
+    out(&format!(
+        "interop cache: {}",
+        interop::cache_dir().display()
+    ));
+    match interop::python_sdk() {
+        Interop::Ready(sdk) => out(&format!(
+            "python mcp {}: {}",
+            interop::PYTHON_MCP_VERSION,
+            sdk.python.display()
+        )),
+        Interop::Skip(skip) => skip.announce("install python mcp"),
+    }
+    match interop::server_everything() {
+        Interop::Ready(se) => out(&format!(
+            "server-everything {}: {}",
+            interop::SERVER_EVERYTHING_VERSION,
+            se.entry.display()
+        )),
+        Interop::Skip(skip) => skip.announce("install server-everything"),
+    }
+}

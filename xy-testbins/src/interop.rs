@@ -1,0 +1,371 @@
+//! MCP implementations nobody here wrote, for interop tests: the official
+//! Python SDK (`mcp` from PyPI, in a venv) and the TypeScript SDK's
+//! `@modelcontextprotocol/server-everything` (npm), installed once into a
+//! cache directory under a file lock so concurrent tests share one install.
+//!
+//! The cache is `$XY_INTEROP_CACHE`, else `<workspace>/target/interop/`.
+//! `.ci/run` fills it up front (`xy-test-interop install`); a test that runs
+//! first installs on demand. When `python3`/`npm` is missing or the package
+//! registry cannot be reached, the caller gets [`Interop::Skip`] and must
+//! print [`Skip::announce`]'s loud message and return; any other install
+//! failure is an error (a broken pin must fail CI, not skip).
+//!
+//! ```no_run
+//! use xy_testbins::interop::{self, Interop};
+//! let sdk = match interop::python_sdk() {
+//!     Interop::Ready(sdk) => sdk,
+//!     Interop::Skip(skip) => return skip.announce("fastmcp_is_healthy"),
+//! };
+//! let _server = sdk.fastmcp_command(8765);
+//! ```
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::out::err;
+
+/// The pinned Python SDK version (`pip install mcp==…`).
+pub const PYTHON_MCP_VERSION: &str = "2.3.0";
+/// The pinned `@modelcontextprotocol/server-everything` version.
+pub const SERVER_EVERYTHING_VERSION: &str = "2026.8.31";
+/// The environment variable that overrides the cache directory.
+pub const CACHE_ENV: &str = "XY_INTEROP_CACHE";
+
+const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything";
+/// A FastMCP server over streamable HTTP, shipped with this crate.
+const FASTMCP_SCRIPT: &str = include_str!("../interop/fastmcp_server.py");
+
+/// Either the installed thing, or why the test cannot run here.
+#[derive(Debug)]
+pub enum Interop<T> {
+    /// Installed and ready.
+    Ready(T),
+    /// A tool or the registry is unavailable: the test must skip loudly.
+    Skip(Skip),
+}
+
+impl<T> Interop<T> {
+    /// The installed thing, panicking on a skip (for installers and CI).
+    pub fn expect_ready(self) -> T {
+        match self {
+            Interop::Ready(t) => t,
+            Interop::Skip(skip) => panic!("interop install skipped: {}", skip.reason),
+        }
+    }
+}
+
+/// Why an interop test is skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    /// One sentence naming the missing tool or the registry failure.
+    pub reason: String,
+}
+
+impl Skip {
+    /// Prints a message to stderr that nobody can miss in a test log.
+    pub fn announce(&self, test: &str) {
+        let bar = "!".repeat(78);
+        err(&bar);
+        err(&format!("!!! SKIPPED interop test {test}: {}", self.reason));
+        err("!!! This test checked NOTHING. Run it where the registry is reachable.");
+        err(&bar);
+    }
+}
+
+/// The Python SDK in its venv.
+#[derive(Debug, Clone)]
+pub struct PythonSdk {
+    /// The venv's python executable.
+    pub python: PathBuf,
+    /// The FastMCP test server script (see `interop/fastmcp_server.py`).
+    pub fastmcp_script: PathBuf,
+}
+
+impl PythonSdk {
+    /// `python fastmcp_server.py --port N`: a FastMCP server with tools
+    /// `add` and `shout` over streamable HTTP at `/mcp`.
+    pub fn fastmcp_command(&self, port: u16) -> (PathBuf, Vec<String>) {
+        (
+            self.python.clone(),
+            vec![
+                self.fastmcp_script.display().to_string(),
+                "--port".to_owned(),
+                port.to_string(),
+            ],
+        )
+    }
+}
+
+/// `@modelcontextprotocol/server-everything` from npm.
+#[derive(Debug, Clone)]
+pub struct ServerEverything {
+    /// The `node` executable.
+    pub node: PathBuf,
+    /// The package's entry point (`dist/index.js`).
+    pub entry: PathBuf,
+}
+
+impl ServerEverything {
+    /// `node dist/index.js streamableHttp` with `PORT=port` in the env: the
+    /// server speaks streamable HTTP at `/mcp`.
+    pub fn streamable_http_command(
+        &self,
+        port: u16,
+    ) -> (PathBuf, Vec<String>, Vec<(String, String)>) {
+        (
+            self.node.clone(),
+            vec![
+                self.entry.display().to_string(),
+                "streamableHttp".to_owned(),
+            ],
+            vec![("PORT".to_owned(), port.to_string())],
+        )
+    }
+}
+
+/// The cache directory: `$XY_INTEROP_CACHE`, else `<workspace>/target/interop`.
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os(CACHE_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("xy-testbins lives in the workspace")
+            .join("target")
+            .join("interop"),
+    }
+}
+
+/// Ensures the venv with `mcp==PYTHON_MCP_VERSION` exists (installing it on
+/// first use). Panics on an install failure that is not a missing tool or
+/// an unreachable registry.
+pub fn python_sdk() -> Interop<PythonSdk> {
+    let dir = cache_dir().join(format!("python-mcp-{PYTHON_MCP_VERSION}"));
+    let venv = dir.join("venv");
+    let python = venv.join("bin").join("python");
+    let result = ensure(&dir, |work| {
+        let Some(python3) = which("python3") else {
+            return Err(Failure::Skip("python3 is not on PATH".to_owned()));
+        };
+        let work_venv = work.join("venv");
+        run(
+            Command::new(&python3).arg("-m").arg("venv").arg(&work_venv),
+            "python3 -m venv",
+        )?;
+        run(
+            Command::new(work_venv.join("bin").join("python"))
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    "-q",
+                ])
+                .arg(format!("mcp=={PYTHON_MCP_VERSION}")),
+            &format!("pip install mcp=={PYTHON_MCP_VERSION}"),
+        )?;
+        Ok(())
+    });
+    if let Err(skip) = result {
+        return Interop::Skip(skip);
+    }
+    // The script is rewritten on every call so an edit reaches cached venvs.
+    let script = dir.join("fastmcp_server.py");
+    write_if_changed(&script, FASTMCP_SCRIPT);
+    Interop::Ready(PythonSdk {
+        python,
+        fastmcp_script: script,
+    })
+}
+
+/// Ensures `@modelcontextprotocol/server-everything@SERVER_EVERYTHING_VERSION`
+/// is installed under an npm prefix in the cache.
+pub fn server_everything() -> Interop<ServerEverything> {
+    let Some(node) = which("node") else {
+        return Interop::Skip(Skip {
+            reason: "node is not on PATH".to_owned(),
+        });
+    };
+    let dir = cache_dir().join(format!("server-everything-{SERVER_EVERYTHING_VERSION}"));
+    let result = ensure(&dir, |work| {
+        let Some(npm) = which("npm") else {
+            return Err(Failure::Skip("npm is not on PATH".to_owned()));
+        };
+        run(
+            Command::new(npm)
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel",
+                    "error",
+                    "--prefix",
+                ])
+                .arg(work)
+                .arg(format!("{SERVER_EVERYTHING}@{SERVER_EVERYTHING_VERSION}")),
+            &format!("npm install {SERVER_EVERYTHING}@{SERVER_EVERYTHING_VERSION}"),
+        )?;
+        Ok(())
+    });
+    if let Err(skip) = result {
+        return Interop::Skip(skip);
+    }
+    let entry = dir
+        .join("node_modules")
+        .join(SERVER_EVERYTHING)
+        .join("dist")
+        .join("index.js");
+    assert!(entry.is_file(), "{} missing after install", entry.display());
+    Interop::Ready(ServerEverything { node, entry })
+}
+
+enum Failure {
+    Skip(String),
+}
+
+/// Installs into `dir` once: under `<cache>/.lock`, a finished install is
+/// marked by `dir/.installed`; otherwise `install` fills a fresh work dir
+/// that is then renamed into place, so a killed install leaves no half.
+fn ensure(dir: &Path, install: impl FnOnce(&Path) -> Result<(), Failure>) -> Result<(), Skip> {
+    let marker = dir.join(".installed");
+    if marker.is_file() {
+        return Ok(());
+    }
+    let cache = dir.parent().expect("cache subdir");
+    fs::create_dir_all(cache).unwrap_or_else(|e| panic!("creating {}: {e}", cache.display()));
+    let lock_path = cache.join(".lock");
+    let lock_file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", lock_path.display()));
+    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("locking {}: {e}", lock_path.display()));
+    if marker.is_file() {
+        return Ok(());
+    }
+    let name = dir.file_name().expect("named dir").to_string_lossy();
+    let work = cache.join(format!(".{name}.partial"));
+    let _ = fs::remove_dir_all(&work);
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(&work).unwrap_or_else(|e| panic!("creating {}: {e}", work.display()));
+    err(&format!(
+        "xy interop: installing {name} into {} …",
+        cache.display()
+    ));
+    if let Err(Failure::Skip(reason)) = install(&work) {
+        let _ = fs::remove_dir_all(&work);
+        return Err(Skip { reason });
+    }
+    fs::rename(&work, dir)
+        .unwrap_or_else(|e| panic!("renaming {} into place: {e}", work.display()));
+    // A venv records its absolute path in bin/ scripts and pyvenv.cfg; the
+    // interpreter itself runs from anywhere, and only `python -m …` is used.
+    fs::write(&marker, "ok\n").unwrap_or_else(|e| panic!("writing {}: {e}", marker.display()));
+    Ok(())
+}
+
+/// Runs an install step. A network failure is a skip; anything else panics
+/// with the step's output, so a bad pin fails loudly.
+fn run(cmd: &mut Command, what: &str) -> Result<(), Failure> {
+    let output: Output = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {what}: {e}"));
+    if output.status.success() {
+        return Ok(());
+    }
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if looks_like_network_failure(&text) {
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(Failure::Skip(format!(
+            "{what} could not reach the package registry ({})",
+            last.trim()
+        )));
+    }
+    panic!("{what} failed ({}):\n{text}", output.status);
+}
+
+/// Markers pip and npm print when the registry cannot be reached.
+fn looks_like_network_failure(text: &str) -> bool {
+    const MARKERS: &[&str] = &[
+        "NewConnectionError",
+        "Temporary failure in name resolution",
+        "Name or service not known",
+        "Failed to establish a new connection",
+        "Max retries exceeded",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "Network is unreachable",
+        "ENOTFOUND",
+        "EAI_AGAIN",
+        "ECONNREFUSED",
+        "ECONNRESET",
+        "ETIMEDOUT",
+        "ENETUNREACH",
+        "network request to",
+    ];
+    MARKERS.iter().any(|m| text.contains(m))
+}
+
+/// The first executable `name` on PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn write_if_changed(path: &Path, text: &str) {
+    if fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return;
+    }
+    // Write-then-rename: a concurrent reader never sees a half-written script.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    fs::write(&tmp, text).unwrap_or_else(|e| panic!("writing {}: {e}", tmp.display()));
+    fs::rename(&tmp, path).unwrap_or_else(|e| panic!("renaming {}: {e}", tmp.display()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_failures_are_recognised_and_others_are_not() {
+        assert!(looks_like_network_failure(
+            "WARNING: Retrying ... NewConnectionError('Failed to establish a new connection')"
+        ));
+        assert!(looks_like_network_failure("npm ERR! code EAI_AGAIN"));
+        assert!(!looks_like_network_failure(
+            "ERROR: No matching distribution found for mcp==99.0"
+        ));
+    }
+
+    #[test]
+    fn cache_dir_defaults_under_the_workspace_target() {
+        if std::env::var_os(CACHE_ENV).is_none() {
+            assert!(
+                cache_dir().ends_with("target/interop"),
+                "{}",
+                cache_dir().display()
+            );
+        }
+    }
+}
