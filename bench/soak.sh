@@ -22,7 +22,7 @@ if [[ "$(uname -s)" != Linux ]]; then
     exit 1
 fi
 echo "== cargo build --release (xyd, xyctl, test children)" >&2
-cargo build --release -q -p xy-daemon -p xy-cli -p xy-testbins
+[[ -n ${SOAK_NO_BUILD:-} ]] || cargo build --release -q -p xy-daemon -p xy-cli -p xy-testbins
 rel=$PWD/target/release
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }

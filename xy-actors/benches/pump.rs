@@ -70,10 +70,28 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         stop: StopConfig::default(),
         health: None,
         env_files: Vec::new(),
-        secrets: Vec::new(),
+        secrets: bench_secrets(),
         hooks: Default::default(),
         content_hash: 0,
     }
+}
+
+/// `XY_BENCH_SECRETS=N`: N command secrets, redacted in every read (their
+/// values never occur in the flood: one scan per read, the common case).
+fn bench_secrets() -> Vec<xy_core::config::SecretSpec> {
+    let n: usize = std::env::var("XY_BENCH_SECRETS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (0..n)
+        .map(|i| xy_core::config::SecretSpec {
+            name: format!("SECRET_{i}"),
+            source: xy_core::config::SecretSource::Command {
+                program: "/bin/echo".into(),
+                args: vec![format!("bench-secret-{i}-Qx7vT2pL9mZ")],
+            },
+        })
+        .collect()
 }
 
 fn set(servers: Vec<ServerConfig>) -> ConfigSet {
