@@ -14,6 +14,38 @@ use xy_core::protocol::mcp::{
 
 use crate::health::McpReport;
 
+/// A new snapshot whose tools differ from the previous one (or the first
+/// snapshot ever): what the `tools` event reports (SPEC §15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToolsChange {
+    /// The previous snapshot's tool count; `None` for the first snapshot.
+    pub(crate) from: Option<usize>,
+    pub(crate) to: usize,
+    /// `added a, b; removed c; changed d`, or `first listing`.
+    pub(crate) reason: String,
+}
+
+impl ToolsChange {
+    fn new(from: Option<usize>, to: usize, d: &xy_core::protocol::mcp::ToolDiff) -> Option<Self> {
+        let mut parts = Vec::new();
+        for (what, names) in [
+            ("added", &d.added),
+            ("removed", &d.removed),
+            ("changed", &d.changed),
+        ] {
+            if !names.is_empty() {
+                parts.push(format!("{what} {}", names.join(", ")));
+            }
+        }
+        let reason = match (from, parts.is_empty()) {
+            (None, _) => "first listing".to_owned(),
+            (Some(_), true) => return None,
+            (Some(_), false) => parts.join("; "),
+        };
+        Some(ToolsChange { from, to, reason })
+    }
+}
+
 /// One server's MCP view, owned by its ServerActor: the ledger (loaded at
 /// actor start) and what the current spawn's `mcp` probe learned.
 #[derive(Debug)]
@@ -60,7 +92,9 @@ impl McpState {
 
     /// Takes a successful probe's findings: the server's self-description
     /// and, on the first success of a spawn, its tools (a new snapshot).
-    pub(crate) fn observe(&mut self, report: &McpReport, now: SystemTime) {
+    /// Returns the change when that snapshot differs from the previous one.
+    pub(crate) fn observe(&mut self, report: &McpReport, now: SystemTime) -> Option<ToolsChange> {
+        let mut change = None;
         let info = &report.info;
         let mut status = self.status.take().unwrap_or(McpStatus {
             protocol_version: String::new(),
@@ -83,6 +117,7 @@ impl McpState {
                 let ts = xy_core::time::rfc3339_ms(now);
                 let previous = self.ledger.snapshots.last().map(|s| s.tools.as_slice());
                 let d = diff_tools(previous, tools);
+                change = ToolsChange::new(previous.map(<[_]>::len), tools.len(), &d);
                 tracing::info!(
                     server = %self.name, tools = tools.len(), added = ?d.added,
                     removed = ?d.removed, changed = ?d.changed, "tools listed"
@@ -115,6 +150,7 @@ impl McpState {
             }
         }
         self.status = Some(status);
+        change
     }
 }
 
@@ -188,6 +224,24 @@ mod tests {
             server_version: None,
             tools: vec![],
         }
+    }
+
+    #[test]
+    fn a_tools_change_is_the_first_listing_or_a_non_empty_diff() {
+        use xy_core::protocol::mcp::ToolDiff;
+        let none = ToolDiff::default();
+        let first = ToolsChange::new(None, 2, &none).unwrap();
+        assert_eq!((first.from, first.to), (None, 2));
+        assert_eq!(first.reason, "first listing");
+        assert_eq!(ToolsChange::new(Some(2), 2, &none), None);
+        let d = ToolDiff {
+            added: vec!["a".into(), "b".into()],
+            removed: vec![],
+            changed: vec!["c".into()],
+        };
+        let c = ToolsChange::new(Some(2), 3, &d).unwrap();
+        assert_eq!((c.from, c.to), (Some(2), 3));
+        assert_eq!(c.reason, "added a, b; changed c");
     }
 
     #[test]

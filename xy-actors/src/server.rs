@@ -902,8 +902,17 @@ impl ServerActorState {
     }
 
     fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
-        if let Some(found) = &report.mcp {
-            self.mcp.observe(found, report.at);
+        if let Some(found) = &report.mcp
+            && let Some(change) = self.mcp.observe(found, report.at)
+        {
+            self.events.publish(EngineEvent {
+                name: self.config.name.as_str().into(),
+                kind: xy_core::protocol::EventKind::Tools,
+                ts: xy_core::time::rfc3339_ms(report.at),
+                from: change.from.map(|n| n.to_string()),
+                to: Some(change.to.to_string()),
+                reason: change.reason,
+            });
         }
         let Some(tracker) = self.tracker.as_mut() else {
             return;

@@ -296,9 +296,36 @@ fn tool_changes_between_spawns_show_in_status_tools_and_xyctl_and_survive_a_daem
     let first = wait_listed(&d, "ledger", &Value::Null);
     assert_eq!(first["mcp"]["tool_count"], 3);
 
+    // SPEC §15: the change is also an `events` item of kind `tools`.
+    let mut events = d.client();
+    events.request("events", Some(json!({"names": ["ledger"]})));
+    assert!(events.recv()["result"]["subscription_id"].is_u64());
+
     std::fs::write(&tools, "keep\nedit = New words\nnew\n").unwrap();
     d.result("restart", Some(json!({"name": "ledger"})));
     let s = wait_listed(&d, "ledger", &first["mcp"]["listed_at"]);
+    let tools_event = loop {
+        let v = events.recv();
+        if v["method"] == "event" && v["params"]["kind"] == "tools" {
+            break v["params"].clone();
+        }
+    };
+    assert_eq!(
+        (
+            tools_event["name"].clone(),
+            tools_event["from"].clone(),
+            tools_event["to"].clone(),
+            tools_event["reason"].clone()
+        ),
+        (
+            json!("ledger"),
+            json!("3"),
+            json!("3"),
+            json!("added new; removed gone; changed edit")
+        ),
+        "{tools_event}"
+    );
+    drop(events);
     let m = &s["mcp"];
     assert_eq!(m["tools_added"], json!(["new"]), "{m}");
     assert_eq!(m["tools_removed"], json!(["gone"]), "{m}");
@@ -405,4 +432,85 @@ fn tool_changes_between_spawns_show_in_status_tools_and_xyctl_and_survive_a_daem
             .error("tools", Some(json!({"name": "nope"})), -32001)
             .is_object()
     );
+}
+
+/// A KDL string literal (quotes and backslashes escaped).
+fn kdl_str(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// A config running an SDK server (`program args…` with `env`) under an `mcp`
+/// probe. Python and node start slower than our own binaries: a start period.
+fn sdk_config(program: &Path, args: &[String], env: &[(String, String)], port: u16) -> String {
+    let args = args
+        .iter()
+        .map(|a| kdl_str(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let env = env
+        .iter()
+        .map(|(k, v)| format!("    {k} {}\n", kdl_str(v)))
+        .collect::<String>();
+    format!(
+        "command {}\nargs {args}\nport {port}\nenv {{\n{env}}}\nstop {{\n    grace \"2s\"\n}}\n\
+         health {{\n    mcp \"/mcp\"\n    interval \"200ms\"\n    timeout \"2s\"\n    failures 3\n    start-period \"30s\"\n}}\n",
+        kdl_str(&program.display().to_string())
+    )
+}
+
+/// SPEC §12 against servers nobody here wrote, supervised by `xyd`: the Python
+/// SDK's dual-era FastMCP server is probed the 2026 way, the TypeScript SDK's
+/// `server-everything` (2025 only) the 2025 way; both are healthy and their
+/// tools are in the ledger.
+#[test]
+fn python_and_typescript_sdk_servers_are_healthy_with_the_right_era() {
+    use xy_testbins::interop::{self, Interop};
+    let sdk = match interop::python_sdk() {
+        Interop::Ready(sdk) => sdk,
+        Interop::Skip(skip) => return skip.announce("python_and_typescript_sdk_servers"),
+    };
+    let se = match interop::server_everything() {
+        Interop::Ready(se) => se,
+        Interop::Skip(skip) => return skip.announce("python_and_typescript_sdk_servers"),
+    };
+    let (ppy, pts) = (free_port(), free_port());
+    let (python, py_args) = sdk.fastmcp_command(ppy);
+    let (node, ts_args, ts_env) = se.streamable_http_command(pts);
+    let d = TestDaemon::start(&[
+        ("python", sdk_config(&python, &py_args, &[], ppy)),
+        ("everything", sdk_config(&node, &ts_args, &ts_env, pts)),
+    ]);
+    let slow = Duration::from_secs(120);
+    let listed = |name: &str| {
+        wait_some(&format!("{name} tools listed"), slow, || {
+            let s = status(&d, name);
+            (!s["mcp"]["listed_at"].is_null()).then_some(s)
+        })
+    };
+    let s = listed("python");
+    assert_eq!(s["health"]["state"], "healthy", "{s}");
+    assert_eq!(s["mcp"]["era"], "2026", "{s}");
+    assert_eq!(s["mcp"]["protocol_version"], "2026-07-28", "{s}");
+    assert_eq!(s["mcp"]["server_name"], "xy-interop-python", "{s}");
+    assert_eq!(s["mcp"]["tool_count"], 2, "{s}");
+    let tools = d.result("tools", Some(json!({"name": "python"})));
+    let names: Vec<&str> = tools["current"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["add", "shout"], "{tools}");
+
+    let s = listed("everything");
+    assert_eq!(s["health"]["state"], "healthy", "{s}");
+    assert_eq!(s["mcp"]["era"], "2025", "{s}");
+    assert!(
+        s["mcp"]["protocol_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("2025-")),
+        "{s}"
+    );
+    assert!(s["mcp"]["tool_count"].as_u64().unwrap_or(0) >= 5, "{s}");
+    assert_eq!(d.entry("everything")["tool_count"], s["mcp"]["tool_count"]);
 }
