@@ -37,6 +37,7 @@ pub const CACHE_ENV: &str = "XY_INTEROP_CACHE";
 const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything";
 /// A FastMCP server over streamable HTTP, shipped with this crate.
 const FASTMCP_SCRIPT: &str = include_str!("../interop/fastmcp_server.py");
+const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
 
 /// Either the installed thing, or why the test cannot run here.
 #[derive(Debug)]
@@ -82,9 +83,34 @@ pub struct PythonSdk {
     pub python: PathBuf,
     /// The FastMCP test server script (see `interop/fastmcp_server.py`).
     pub fastmcp_script: PathBuf,
+    /// The SDK client script (see `interop/sdk_client.py`).
+    pub client_script: PathBuf,
 }
 
 impl PythonSdk {
+    /// `python sdk_client.py --mode MODE --tool TOOL -- COMMAND…`: the SDK's
+    /// `Client` launches `command` over stdio (`mode` `legacy` forces the 2025
+    /// handshake, `auto` probes 2026 first), lists the tools, calls `tool`,
+    /// and prints one JSON line: `{protocol_version, tools, call_text,
+    /// call_is_error}`.
+    pub fn client_command(
+        &self,
+        mode: &str,
+        tool: &str,
+        command: &[String],
+    ) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            self.client_script.display().to_string(),
+            "--mode".to_owned(),
+            mode.to_owned(),
+            "--tool".to_owned(),
+            tool.to_owned(),
+            "--".to_owned(),
+        ];
+        args.extend(command.iter().cloned());
+        (self.python.clone(), args)
+    }
+
     /// `python fastmcp_server.py --port N`: a FastMCP server with tools
     /// `add` and `shout` over streamable HTTP at `/mcp`.
     pub fn fastmcp_command(&self, port: u16) -> (PathBuf, Vec<String>) {
@@ -175,9 +201,12 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     // The script is rewritten on every call so an edit reaches cached venvs.
     let script = dir.join("fastmcp_server.py");
     write_if_changed(&script, FASTMCP_SCRIPT);
+    let client_script = dir.join("sdk_client.py");
+    write_if_changed(&client_script, SDK_CLIENT_SCRIPT);
     Interop::Ready(PythonSdk {
         python,
         fastmcp_script: script,
+        client_script,
     })
 }
 

@@ -139,12 +139,20 @@ impl Front {
             .and_then(|v| v.to_str().ok())
             .filter(|_| method == hyper::Method::DELETE)
             .map(str::to_owned);
+        let modern = parts
+            .headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("2026-"));
         let request = Request::from_parts(parts, Full::new(bytes));
         let mut mcp = self.mcp.clone();
-        let response = match mcp.call(request).await {
+        let mut response = match mcp.call(request).await {
             Ok(response) => response,
             Err(never) => match never {},
         };
+        if modern {
+            response = with_result_type(response).await;
+        }
         if methods.iter().any(|m| m == "initialize")
             && let Some(id) = response
                 .headers()
@@ -219,6 +227,50 @@ async fn fault_response(fault: Fault) -> Response<Body> {
     }
 }
 
+/// 2026-07-28 requires `resultType` on every result and the Python SDK's
+/// client rejects results without it; rmcp 3.11 leaves it out. Adds
+/// `"complete"` where it is missing, in JSON answers (SSE answers pass as
+/// they are: the tests that check SDK clients use JSON answers).
+async fn with_result_type(response: Response<Body>) -> Response<Body> {
+    let json = response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    let bytes = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(mut v) => {
+            add_result_type(&mut v);
+            parts.headers.remove(hyper::header::CONTENT_LENGTH);
+            Bytes::from(serde_json::to_vec(&v).expect("a JSON value serialises"))
+        }
+        Err(_) => bytes,
+    };
+    Response::from_parts(parts, Full::new(bytes).boxed())
+}
+
+/// `resultType: "complete"` on each result object that has none.
+fn add_result_type(v: &mut Value) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(add_result_type),
+        Value::Object(m) => {
+            if let Some(Value::Object(result)) = m.get_mut("result") {
+                result
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from("complete"));
+            }
+        }
+        _ => {}
+    }
+}
+
 fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
     *r.status_mut() = status;
@@ -244,5 +296,25 @@ fn rpc_methods(body: &[u8]) -> Vec<String> {
         Value::Array(items) => items.iter().map(one).collect(),
         Value::Object(_) => vec![one(&value)],
         _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::add_result_type;
+
+    #[test]
+    fn result_type_is_added_where_missing_and_kept_where_present() {
+        let mut v = json!([
+            {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}},
+            {"jsonrpc": "2.0", "id": 2, "result": {"resultType": "input_required"}},
+            {"jsonrpc": "2.0", "id": 3, "error": {"code": -32601, "message": "no"}}
+        ]);
+        add_result_type(&mut v);
+        assert_eq!(v[0]["result"]["resultType"], "complete");
+        assert_eq!(v[1]["result"]["resultType"], "input_required");
+        assert!(v[2].get("result").is_none());
     }
 }
