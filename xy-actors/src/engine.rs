@@ -267,6 +267,10 @@ impl Engine {
         let refs = self.refs().await?;
         let targets = Engine::select(&refs, target)?;
         let outcomes = for_each(targets, |s| async move {
+            // Counted first, so the `running` that follows shows it.
+            s.actor.cast(ServerMsg::RestartRequested).map_err(|_| {
+                internal(&format!("restart {}", s.name), "the actor is not running")
+            })?;
             stop_one(&s).await?;
             start_one(&s).await
         })

@@ -142,6 +142,8 @@ pub(crate) enum ServerMsg {
     Start(Option<RpcReplyPort<StartOutcome>>),
     /// Stop; the reply comes once the process group is gone.
     Stop(RpcReplyPort<StopOutcome>),
+    /// A `restart` by hand is about to stop and start this server: count it.
+    RestartRequested,
     /// Current status, answered at once in every state.
     Snapshot(RpcReplyPort<StatusResult>),
     /// The tool ledger's newest snapshot against the one before.
@@ -394,6 +396,7 @@ impl Actor for ServerActor {
                     st.apply(&myself, Event::StopRequested);
                 }
             },
+            ServerMsg::RestartRequested => st.apply(&myself, Event::RestartRequested),
             ServerMsg::Snapshot(reply) => {
                 if !reply.is_closed() {
                     let _ = reply.send(st.status());

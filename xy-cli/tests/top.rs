@@ -335,14 +335,16 @@ fn top_in_a_real_80x24_terminal() {
         s.contains(" logs: alpha") && s.contains("tick")
     });
 
-    // `r` restarts the selected server: a new pid in its row.
+    // `r` restarts the selected server: a new pid and restart count 1 in its row.
     let old_pid = w.entry("alpha")["pid"].as_u64().unwrap();
     t.keys(&["r"]);
     let s = t.wait_screen("alpha restarted", |s| {
-        row(s, "alpha")
-            .is_some_and(|r| r[1] == "running" && r[3] != "-" && r[3] != old_pid.to_string())
+        row(s, "alpha").is_some_and(|r| {
+            r[1] == "running" && r[3] != "-" && r[3] != old_pid.to_string() && r[7] == "1"
+        })
     });
     assert_ne!(w.entry("alpha")["pid"].as_u64().unwrap(), old_pid, "{s}");
+    assert_eq!(w.entry("alpha")["restart_count"], 1, "{s}");
 
     // A crash of `beta` (restart policy): its restart count goes 0 → 1.
     let beta_pid = w.entry("beta")["pid"].as_u64().unwrap();

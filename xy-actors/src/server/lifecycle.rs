@@ -75,6 +75,11 @@ pub(crate) enum Event {
     GroupGone,
     /// The restart backoff ran out.
     BackoffElapsed,
+    /// `restart` by hand (RPC, `xyctl restart`, `top`'s `r`): counted in
+    /// `restart_count` like a policy restart, but not in the retry window
+    /// (a person restarting a server is not a crash loop). The stop and
+    /// start it consists of arrive as their own events.
+    RestartRequested,
 }
 
 /// What the ServerActor must do, in order.
@@ -333,6 +338,8 @@ pub(crate) fn next(
             }
         }
         (_, Event::BackoffElapsed) => {}
+
+        (_, Event::RestartRequested) => s.restart_count = s.restart_count.saturating_add(1),
     }
     (s, actions)
 }

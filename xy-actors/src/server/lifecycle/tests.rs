@@ -336,3 +336,25 @@ fn reasons_name_the_exit() {
     assert!(reason.contains("SIGKILL"), "{reason}");
     assert_eq!(signal_name(15), "SIGTERM");
 }
+
+#[test]
+fn a_restart_by_hand_counts_but_leaves_the_retry_window_alone() {
+    let now = Instant::now();
+    for phase in [S::Running, S::Stopped, S::Failed, S::Restarting] {
+        let mut before = at(phase);
+        before.window.push_back(now);
+        let (after, actions) = step(
+            &before,
+            Event::RestartRequested,
+            RestartPolicy::OnFailure,
+            now,
+        );
+        assert_eq!(after.restart_count, 1, "{phase:?}");
+        assert_eq!(
+            after.phase, phase,
+            "the stop and start come as their own events"
+        );
+        assert_eq!(after.window.len(), 1, "{phase:?}");
+        assert!(actions.is_empty(), "{phase:?}: {actions:?}");
+    }
+}
