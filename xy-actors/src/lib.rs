@@ -9,6 +9,7 @@
 //! `docs/architecture.md` describes the tree, message flows and shutdown.
 #![warn(missing_docs)]
 
+mod bridge;
 mod config_actor;
 mod engine;
 mod events;

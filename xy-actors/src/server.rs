@@ -37,6 +37,7 @@ pub(crate) mod lifecycle;
 #[cfg(test)]
 pub(crate) mod mock;
 pub(crate) mod process;
+mod stdio;
 
 use lifecycle::{Action, Event, Lifecycle};
 use process::{ChildHandle, ChildSpawner, ExitInfo};
@@ -144,6 +145,10 @@ pub(crate) enum ServerMsg {
     Stop(RpcReplyPort<StopOutcome>),
     /// A `restart` by hand is about to stop and start this server: count it.
     RestartRequested,
+    /// From the bridge: a request reached an `idle` on-demand server.
+    Demand,
+    /// From the bridge: the on-demand child went unused for `idle-stop`.
+    IdleStop,
     /// Current status, answered at once in every state.
     Snapshot(RpcReplyPort<StatusResult>),
     /// The tool ledger's newest snapshot against the one before.
@@ -275,6 +280,11 @@ pub(crate) struct ServerActorState {
     down: bool,
     /// Every recorded transition and health change is published here too.
     events: EventBus,
+    /// A stdio server's bridge (SPEC §13); `None` for HTTP servers.
+    bridge: Option<stdio::BridgeLink>,
+    /// Whether any start reached this actor (an on-demand server's first
+    /// one only listens).
+    started_once: bool,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -330,7 +340,7 @@ impl Actor for ServerActor {
             (None, false) => {}
         }
         let mcp = McpState::load(args.tools_dir, &args.config.name);
-        let st = ServerActorState {
+        let mut st = ServerActorState {
             config: args.config,
             sink: args.sink,
             spawner: args.spawner,
@@ -358,9 +368,26 @@ impl Actor for ServerActor {
             hooks: crate::hooks::Hooks::default(),
             down: false,
             events: args.events,
+            bridge: None,
+            started_once: false,
         };
+        st.ensure_bridge(&myself).await;
         st.publish();
         Ok(st)
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<ServerMsg>,
+        evt: ractor::SupervisionEvent,
+        st: &mut ServerActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        // ractor's default would stop this actor when its bridge fails.
+        if let ractor::SupervisionEvent::ActorFailed(cell, err) = evt {
+            st.bridge_failed(&myself, cell.get_id(), &err.to_string())
+                .await;
+        }
+        Ok(())
     }
 
     async fn handle(
@@ -371,6 +398,18 @@ impl Actor for ServerActor {
     ) -> Result<(), ActorProcessingErr> {
         use ServerState as S;
         match msg {
+            // An on-demand server's first start (boot, auto-start) only
+            // listens (SPEC §13); later starts spawn at once.
+            ServerMsg::Start(reply) if st.on_demand() && !st.started_once => {
+                st.started_once = true;
+                st.listen_idle(&myself, reply);
+            }
+            ServerMsg::Demand => {
+                if st.lc.phase == S::Idle {
+                    st.apply(&myself, Event::StartRequested);
+                }
+            }
+            ServerMsg::IdleStop => st.apply(&myself, Event::IdleStopRequested),
             ServerMsg::Start(reply) => match st.lc.phase {
                 S::Running | S::Starting | S::Restarting => {
                     if let Some(reply) = reply
@@ -380,22 +419,26 @@ impl Actor for ServerActor {
                     }
                 }
                 S::Stopped | S::Failed | S::Stopping | S::Idle => {
+                    st.started_once = true;
                     st.start_waiters.extend(reply);
                     st.apply(&myself, Event::StartRequested);
                 }
             },
-            ServerMsg::Stop(reply) => match st.lc.phase {
-                S::Stopped | S::Failed => {
-                    st.apply(&myself, Event::StopRequested);
-                    if !reply.is_closed() {
-                        let _ = reply.send(StopOutcome::NotRunning);
+            ServerMsg::Stop(reply) => {
+                st.close_bridge("stop requested");
+                match st.lc.phase {
+                    S::Stopped | S::Failed => {
+                        st.apply(&myself, Event::StopRequested);
+                        if !reply.is_closed() {
+                            let _ = reply.send(StopOutcome::NotRunning);
+                        }
+                    }
+                    _ => {
+                        st.stop_waiters.push(reply);
+                        st.apply(&myself, Event::StopRequested);
                     }
                 }
-                _ => {
-                    st.stop_waiters.push(reply);
-                    st.apply(&myself, Event::StopRequested);
-                }
-            },
+            }
             ServerMsg::RestartRequested => st.apply(&myself, Event::RestartRequested),
             ServerMsg::Snapshot(reply) => {
                 if !reply.is_closed() {
@@ -407,7 +450,10 @@ impl Actor for ServerActor {
                     let _ = reply.send(st.mcp.tools());
                 }
             }
-            ServerMsg::SetConfig(config) => st.config = *config,
+            ServerMsg::SetConfig(config) => {
+                st.config = *config;
+                st.ensure_bridge(&myself).await;
+            }
             ServerMsg::Child { run, event } if run == st.run => match event {
                 ChildEvent::PortHeld(holder) => {
                     tracing::warn!(server = %st.config.name, "{holder}");
@@ -591,9 +637,21 @@ impl ServerActorState {
         self.run += 1;
         let run = self.run;
         self.why = WhyState::default();
+        // A stdio server's port is xy's own: bind it (or name its holder).
+        if self.config.transport == Transport::Stdio
+            && let Err(failure) = self.ensure_listening()
+        {
+            let text = failure.error.clone();
+            tracing::warn!(server = %self.config.name, "{text}");
+            self.why.port_holder = failure.port_holder.clone();
+            self.last_spawn_error = Some(*failure);
+            return Event::SpawnFailed(text);
+        }
         // A foreign listener on the port would make the child die at bind:
         // fail now and name it, instead of entering a crash loop.
-        if let Some(holder) = self.spawner.port_holder(self.config.port, None) {
+        if self.config.transport == Transport::Http
+            && let Some(holder) = self.spawner.port_holder(self.config.port, None)
+        {
             let text = holder.to_string();
             tracing::warn!(server = %self.config.name, "{text}");
             self.last_spawn_error = Some(SpawnFailure {
@@ -622,6 +680,7 @@ impl ServerActorState {
         match self.spawner.spawn(config, &self.sink) {
             Ok(handle) => {
                 tracing::info!(server = %self.config.name, pid = handle.pid(), "spawned");
+                self.attach(run, handle.take_stdio());
                 self.start_probe(myself, run);
                 self.child = ChildSlot {
                     handle: Some(handle.clone()),

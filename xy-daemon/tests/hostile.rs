@@ -708,7 +708,7 @@ fn flood_report(d: &TestDaemon) -> Option<String> {
         })
         .collect();
     // Oldest first: the highest number is the oldest file.
-    rotated.sort_by(|a, b| b.0.cmp(&a.0));
+    rotated.sort_by_key(|b| std::cmp::Reverse(b.0));
     let files = rotated
         .into_iter()
         .map(|(_, p)| p)

@@ -16,3 +16,4 @@ mod peer;
 mod reload;
 mod rpc;
 mod secrets;
+mod stdio;

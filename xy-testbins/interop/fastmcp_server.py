@@ -1,21 +1,31 @@
 """A FastMCP-style server from the official Python SDK (mcp 2.x, where
-FastMCP is named MCPServer), served over streamable HTTP at /mcp for xy's
-interop tests. It is a dual-era server: 2026-07-28 requests are served
-statelessly, 2025 clients get the legacy session transport.
+FastMCP is named MCPServer) for xy's interop tests: over streamable HTTP at
+/mcp (a dual-era server: 2026-07-28 requests are served statelessly, 2025
+clients get the legacy session transport), or over stdio with --stdio (the
+way AI clients launch it, and what xy's stdio bridge serves).
 
-usage: python fastmcp_server.py --port N [--host 127.0.0.1]
+Tools: add, shout, progress (three progress notifications, `ms` apart) and
+touch (sends notifications/tools/list_changed to its client).
+
+usage: python fastmcp_server.py (--port N [--host 127.0.0.1] | --stdio)
 """
 
 import argparse
+import sys
 
-from mcp.server.mcpserver import MCPServer
+import anyio
+
+from mcp.server.mcpserver import Context, MCPServer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--stdio", action="store_true")
     args = parser.parse_args()
+    if not args.stdio and args.port is None:
+        parser.error("--port N or --stdio")
 
     server = MCPServer("xy-interop-python", version="1.0.0")
 
@@ -29,7 +39,26 @@ def main() -> None:
         """Returns the text in capitals."""
         return text.upper()
 
-    server.run("streamable-http", host=args.host, port=args.port)
+    @server.tool()
+    async def progress(ctx: Context, ms: int = 0) -> str:
+        """Reports progress three times, ms milliseconds apart."""
+        for step in (1, 2, 3):
+            if step > 1 and ms:
+                await anyio.sleep(ms / 1000)
+            await ctx.report_progress(step, 3)
+        return "done"
+
+    @server.tool()
+    async def touch(ctx: Context) -> str:
+        """Tells the client that the tool list changed."""
+        await ctx.request_context.session.send_tool_list_changed()
+        return "touched"
+
+    if args.stdio:
+        print("xy-interop-python serving on stdio", file=sys.stderr, flush=True)
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,18 @@ impl PythonSdk {
             ],
         )
     }
+
+    /// `python fastmcp_server.py --stdio`: the same server (plus `progress`
+    /// and `touch`) over stdio, the way AI clients launch it.
+    pub fn fastmcp_stdio_command(&self) -> (PathBuf, Vec<String>) {
+        (
+            self.python.clone(),
+            vec![
+                self.fastmcp_script.display().to_string(),
+                "--stdio".to_owned(),
+            ],
+        )
+    }
 }
 
 /// `@modelcontextprotocol/server-everything` from npm.
@@ -148,6 +160,14 @@ impl ServerEverything {
                 "streamableHttp".to_owned(),
             ],
             vec![("PORT".to_owned(), port.to_string())],
+        )
+    }
+
+    /// `node dist/index.js stdio`: the server on stdin/stdout (2025 era).
+    pub fn stdio_command(&self) -> (PathBuf, Vec<String>) {
+        (
+            self.node.clone(),
+            vec![self.entry.display().to_string(), "stdio".to_owned()],
         )
     }
 }

@@ -14,7 +14,7 @@
 //! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` |
 //! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
 //! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
-//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends progress notifications, `touch` sends `notifications/tools/list_changed`, any other name echoes `text` |
+//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`, any other name echoes `text` |
 //! | `--describe NAME=TEXT` | a tool's description (repeatable), so a test can change a tool between spawns |
 //! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
 //! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
@@ -288,7 +288,10 @@ impl TestServer {
             "description": spec.description,
             "inputSchema": {
                 "type": "object",
-                "properties": {"text": {"type": "string", "description": "Text to echo back"}},
+                "properties": {
+                    "text": {"type": "string", "description": "Text to echo back"},
+                    "ms": {"type": "integer", "description": "Milliseconds between progress notifications (progress)"},
+                },
             },
         }))
         .expect("a valid tool")
@@ -367,10 +370,20 @@ impl ServerHandler for TestServer {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
+        let ms = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("ms"))
+            .and_then(Value::as_u64);
         match name {
             "progress" => {
                 if let Some(token) = context.meta.get_progress_token() {
                     for step in 1..=3 {
+                        if step > 1
+                            && let Some(ms) = ms
+                        {
+                            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                        }
                         let mut p = ProgressNotificationParam::new(token.clone(), f64::from(step));
                         p.total = Some(3.0);
                         // A client that went away cannot be told; the call still returns.

@@ -34,6 +34,8 @@ pub(crate) struct Lifecycle {
     pub(crate) restart_count: u32,
     /// When the current run was spawned.
     pub(crate) run_started: Option<Instant>,
+    /// The stop in progress is an on-demand idle stop: end `idle`.
+    pub(crate) to_idle: bool,
 }
 
 impl Default for Lifecycle {
@@ -47,6 +49,7 @@ impl Default for Lifecycle {
             window: VecDeque::new(),
             restart_count: 0,
             run_started: None,
+            to_idle: false,
         }
     }
 }
@@ -80,6 +83,10 @@ pub(crate) enum Event {
     /// (a person restarting a server is not a crash loop). The stop and
     /// start it consists of arrive as their own events.
     RestartRequested,
+    /// An on-demand server listens without a child (boot, auto-start).
+    IdleRequested,
+    /// An on-demand server's child went unused for `idle-stop`.
+    IdleStopRequested,
 }
 
 /// What the ServerActor must do, in order.
@@ -291,13 +298,47 @@ pub(crate) fn next(
                 go(&mut s, S::Stopped, "stop requested".into(), &mut actions);
             }
         }
-        (S::Stopping, Event::StopRequested) => s.pending_start = false,
+        (S::Stopping, Event::StopRequested) => {
+            s.pending_start = false;
+            s.to_idle = false;
+        }
         (S::Stopped | S::Failed, Event::StopRequested) => s.pending_start = false,
         // An on-demand server with no child: `stop` stops listening too.
         (S::Idle, Event::StopRequested) => {
             s.pending_start = false;
             go(&mut s, S::Stopped, "stop requested".into(), &mut actions);
         }
+
+        (S::Stopped | S::Failed, Event::IdleRequested) => {
+            s.consecutive = 0;
+            s.window.clear();
+            if s.group_alive {
+                s.pending_start = false;
+            }
+            go(&mut s, S::Idle, "listening on demand".into(), &mut actions);
+        }
+        (_, Event::IdleRequested) => {}
+        (S::Running | S::Starting, Event::IdleStopRequested) => {
+            if s.group_alive {
+                s.to_idle = true;
+                go(
+                    &mut s,
+                    S::Stopping,
+                    "idle: no request for idle-stop".into(),
+                    &mut actions,
+                );
+                actions.push(Action::TermGroup);
+                actions.push(Action::ScheduleGrace(grace));
+            } else {
+                go(
+                    &mut s,
+                    S::Idle,
+                    "idle: no request for idle-stop".into(),
+                    &mut actions,
+                );
+            }
+        }
+        (_, Event::IdleStopRequested) => {}
 
         (S::Stopping, Event::GraceExpired) => {
             if s.group_alive {
@@ -309,14 +350,11 @@ pub(crate) fn next(
         (_, Event::GroupGone) => {
             s.group_alive = false;
             if from == S::Stopping {
-                go(
-                    &mut s,
-                    S::Stopped,
-                    "process group gone".into(),
-                    &mut actions,
-                );
+                let to = if s.to_idle { S::Idle } else { S::Stopped };
+                s.to_idle = false;
+                go(&mut s, to, "process group gone".into(), &mut actions);
             }
-            if s.pending_start && matches!(s.phase, S::Stopped | S::Failed) {
+            if s.pending_start && matches!(s.phase, S::Stopped | S::Failed | S::Idle) {
                 s.pending_start = false;
                 s.consecutive = 0;
                 s.window.clear();

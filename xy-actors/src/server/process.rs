@@ -54,6 +54,10 @@ pub(crate) trait ChildHandle: Send + Sync + 'static {
     /// After the leader exited: resolves once no live process of the group
     /// is left (zombies reaped or ignored) and the child record is removed.
     fn wait_group_gone(&self) -> BoxFuture<()>;
+    /// A stdio server's protocol pipes (stdin, stdout), taken once.
+    fn take_stdio(&self) -> Option<crate::bridge::ChildStdio> {
+        None
+    }
 }
 
 /// Starts children.
@@ -126,10 +130,11 @@ impl ChildSpawner for RealSpawner {
                 error: format!("working directory {}: {e}", dir.display()),
             });
         }
+        let stdio = config.transport == xy_core::protocol::Transport::Stdio;
         let mut cmd = tokio::process::Command::new(&program);
         cmd.args(&config.args)
             .envs(&config.env)
-            .stdin(Stdio::null())
+            .stdin(if stdio { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -143,8 +148,17 @@ impl ChildSpawner for RealSpawner {
         })?;
         let pid = child.id().unwrap_or_default();
         let pgid = i32::try_from(pid).unwrap_or_default();
+        // A stdio server's stdout is the protocol: the bridge reads it, and
+        // it is not logged.
+        let mut protocol = None;
+        if stdio && let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) {
+            group::enlarge_pipe(std::os::fd::AsFd::as_fd(&stdout));
+            protocol = Some(crate::bridge::ChildStdio { stdin, stdout });
+        }
         let redactor = Redactor::for_spawn(config);
-        if let Some(out) = child.stdout.take() {
+        if protocol.is_none()
+            && let Some(out) = child.stdout.take()
+        {
             group::enlarge_pipe(std::os::fd::AsFd::as_fd(&out));
             tokio::spawn(pump(out, LogStream::Stdout, sink.clone(), redactor.clone()));
         }
@@ -171,6 +185,7 @@ impl ChildSpawner for RealSpawner {
             pgid,
             child: Mutex::new(Some(child)),
             record_path,
+            stdio: Mutex::new(protocol),
         }))
     }
 }
@@ -181,6 +196,7 @@ struct RealChild {
     /// Taken by the waiter task; `kill_on_drop` fires if that task is dropped.
     child: Mutex<Option<tokio::process::Child>>,
     record_path: Option<PathBuf>,
+    stdio: Mutex<Option<crate::bridge::ChildStdio>>,
 }
 
 impl ChildHandle for RealChild {
@@ -225,6 +241,13 @@ impl ChildHandle for RealChild {
                 }
             }
         })
+    }
+
+    fn take_stdio(&self) -> Option<crate::bridge::ChildStdio> {
+        self.stdio
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     fn wait_group_gone(&self) -> BoxFuture<()> {

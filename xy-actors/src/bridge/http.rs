@@ -1,0 +1,453 @@
+//! The bridge's HTTP side (SPEC §13), on hyper 1: one task accepts on
+//! `127.0.0.1:<port>`, one task per connection serves streamable HTTP.
+//! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap) happen here;
+//! every MCP decision is the BridgeActor's, reached by message.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use ractor::ActorRef;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+use super::route::{META_VERSION, Outbox, V2026};
+use super::{Ack, BridgeMsg, Post};
+
+/// Largest request body accepted (SPEC §13).
+pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
+/// Messages buffered per exchange before the child's output is dropped for it.
+const OUTBOX: usize = 256;
+/// How long open connections get to finish after the listener closes.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+const SESSION: &str = "mcp-session-id";
+const PROTOCOL: &str = "mcp-protocol-version";
+
+/// The response body: one JSON document, or an SSE stream fed by the actor.
+pub(crate) enum OutBody {
+    Full(Option<Bytes>),
+    Sse(mpsc::Receiver<Value>),
+}
+
+impl Body for OutBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            OutBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            OutBody::Sse(rx) => match rx.poll_recv(cx) {
+                Poll::Ready(Some(v)) => {
+                    let mut s = String::from("event: message\ndata: ");
+                    s.push_str(&v.to_string());
+                    s.push_str("\n\n");
+                    Poll::Ready(Some(Ok(Frame::data(Bytes::from(s)))))
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+/// What the HTTP side needs to know about its server.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) path: String,
+    pub(crate) actor: ActorRef<BridgeMsg>,
+}
+
+/// The running listener; dropping it stops accepting and closes every
+/// connection (after [`CLOSE_GRACE`] for responses still being written).
+pub(crate) struct Listening {
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        let task = self.task.abort_handle();
+        // Give the connection tasks their grace, then cut what is left.
+        tokio::spawn(async move {
+            tokio::time::sleep(CLOSE_GRACE).await;
+            task.abort();
+        });
+    }
+}
+
+/// Starts serving `listener` (already bound by the ServerActor).
+pub(crate) fn serve(listener: std::net::TcpListener, ep: Endpoint) -> std::io::Result<Listening> {
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    let (shutdown, mut stop) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, peer)) = accepted else { continue };
+                    // Loopback only, even if the bind were ever widened.
+                    if !peer.ip().is_loopback() {
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    let ep = ep.clone();
+                    let mut stop = stop.clone();
+                    conns.spawn(async move {
+                        let svc = hyper::service::service_fn(move |req| {
+                            let ep = ep.clone();
+                            async move { Ok::<_, Infallible>(handle(req, ep).await) }
+                        });
+                        let conn = hyper::server::conn::http1::Builder::new()
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), svc);
+                        tokio::pin!(conn);
+                        tokio::select! {
+                            _ = conn.as_mut() => {}
+                            _ = stop.changed() => {
+                                conn.as_mut().graceful_shutdown();
+                                let _ = conn.await;
+                            }
+                        }
+                    });
+                }
+                _ = stop.changed() => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        drop(listener);
+        while conns.join_next().await.is_some() {}
+    });
+    Ok(Listening { shutdown, task })
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {
+    let mut r = Response::new(OutBody::Full(Some(Bytes::from(body.to_string()))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response<OutBody> {
+    json_response(
+        status,
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+    )
+}
+
+fn empty(status: StatusCode) -> Response<OutBody> {
+    let mut r = Response::new(OutBody::Full(None));
+    *r.status_mut() = status;
+    r
+}
+
+fn sse(rx: mpsc::Receiver<Value>, session: Option<&str>) -> Response<OutBody> {
+    let mut r = Response::new(OutBody::Sse(rx));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Some(s) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+        h.insert(SESSION, s);
+    }
+    r
+}
+
+/// A host name that names this machine's loopback (DNS rebinding guard).
+fn loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    matches!(name, "127.0.0.1" | "localhost" | "::1")
+}
+
+/// `Host` must name loopback; an `Origin`, when sent, too.
+fn rebinding_check<B>(req: &Request<B>) -> Result<(), &'static str> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !loopback_host(host) {
+        return Err("Host must be 127.0.0.1, localhost or [::1]");
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        let rest = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        if !rest.is_some_and(loopback_host) {
+            return Err("Origin must be a loopback origin");
+        }
+    }
+    Ok(())
+}
+
+fn header_str<'a, B>(req: &'a Request<B>, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn handle(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
+    if let Err(why) = rebinding_check(&req) {
+        return rpc_error(StatusCode::FORBIDDEN, Value::Null, -32600, why);
+    }
+    if req.uri().path() != ep.path {
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            Value::Null,
+            -32600,
+            &format!("not found: the MCP endpoint is {}", ep.path),
+        );
+    }
+    let session = header_str(&req, SESSION).map(str::to_owned);
+    match *req.method() {
+        Method::POST => post(req, ep, session).await,
+        Method::GET => get(ep, session).await,
+        Method::DELETE => delete(ep, session).await,
+        _ => {
+            let mut r = empty(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            r
+        }
+    }
+}
+
+async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> Response<OutBody> {
+    let too_large = || {
+        rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Value::Null,
+            -32600,
+            "request body over 4 MiB",
+        )
+    };
+    if req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|n| n > MAX_BODY as u64)
+    {
+        return too_large();
+    }
+    let header_version = header_str(&req, PROTOCOL).map(str::to_owned);
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
+        Err(_) => return empty(StatusCode::BAD_REQUEST),
+    };
+    let msg: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32700,
+                &format!("parse error: {e}"),
+            );
+        }
+    };
+    if !msg.is_object() || msg.get("jsonrpc") != Some(&json!("2.0")) {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            "one JSON-RPC 2.0 message per POST (batches are not supported)",
+        );
+    }
+    let era2026 = header_version.as_deref().is_some_and(|v| v >= V2026)
+        || msg
+            .pointer(&format!(
+                "/params/_meta/{}",
+                META_VERSION.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .is_some_and(|v| v >= V2026);
+    let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
+    let (ack_tx, ack_rx) = oneshot::channel();
+    let post = Post {
+        msg,
+        session,
+        era2026,
+        outbox: tx,
+        ack: ack_tx,
+    };
+    if ep.actor.cast(BridgeMsg::Post(Box::new(post))).is_err() {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            -32603,
+            "the server's bridge is restarting",
+        );
+    }
+    match ack_rx.await {
+        Ok(Ack::Accepted) => empty(StatusCode::ACCEPTED),
+        Ok(Ack::Refused(status, body)) => json_response(status, &body),
+        Ok(Ack::Exchange { session }) => answer(rx, session).await,
+        Err(_) => rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            -32603,
+            "the server's bridge is restarting",
+        ),
+    }
+}
+
+/// A plain JSON answer when the first message is the response itself,
+/// else an SSE stream that carries what comes before it, then it.
+async fn answer(mut rx: mpsc::Receiver<Value>, session: Option<String>) -> Response<OutBody> {
+    let Some(first) = rx.recv().await else {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            -32603,
+            "the server's bridge closed the request",
+        );
+    };
+    let is_response = first.get("method").is_none();
+    if is_response {
+        let mut r = json_response(StatusCode::OK, &first);
+        if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+            r.headers_mut().insert(SESSION, s);
+        }
+        return r;
+    }
+    // Put the first message back in front of the rest.
+    let (tx, out) = mpsc::channel(OUTBOX);
+    let _ = tx.try_send(first);
+    tokio::spawn(async move {
+        while let Some(v) = rx.recv().await {
+            if tx.send(v).await.is_err() {
+                break;
+            }
+        }
+    });
+    sse(out, session.as_deref())
+}
+
+async fn get(ep: Endpoint, session: Option<String>) -> Response<OutBody> {
+    let Some(session) = session else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            "GET needs an Mcp-Session-Id (2025 era); 2026 clients use subscriptions/listen",
+        );
+    };
+    let (tx, rx) = mpsc::channel(OUTBOX);
+    let (ack_tx, ack_rx) = oneshot::channel();
+    if ep
+        .actor
+        .cast(BridgeMsg::Listen {
+            session: session.clone(),
+            outbox: tx,
+            ack: ack_tx,
+        })
+        .is_err()
+    {
+        return empty(StatusCode::SERVICE_UNAVAILABLE);
+    }
+    match ack_rx.await {
+        Ok(Ack::Exchange { .. }) => sse(rx, Some(&session)),
+        Ok(Ack::Refused(status, body)) => json_response(status, &body),
+        _ => empty(StatusCode::SERVICE_UNAVAILABLE),
+    }
+}
+
+async fn delete(ep: Endpoint, session: Option<String>) -> Response<OutBody> {
+    let Some(session) = session else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            Value::Null,
+            -32600,
+            "DELETE needs an Mcp-Session-Id",
+        );
+    };
+    let (ack_tx, ack_rx) = oneshot::channel();
+    if ep
+        .actor
+        .cast(BridgeMsg::EndSession {
+            session,
+            ack: ack_tx,
+        })
+        .is_err()
+    {
+        return empty(StatusCode::SERVICE_UNAVAILABLE);
+    }
+    match ack_rx.await {
+        Ok(true) => empty(StatusCode::OK),
+        Ok(false) => rpc_error(
+            StatusCode::NOT_FOUND,
+            Value::Null,
+            -32600,
+            "unknown session",
+        ),
+        Err(_) => empty(StatusCode::SERVICE_UNAVAILABLE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for ok in [
+            "127.0.0.1",
+            "127.0.0.1:8430",
+            "localhost:1",
+            "localhost",
+            "[::1]:8430",
+            "[::1]",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.com",
+            "evil.com:8430",
+            "127.0.0.1.evil.com",
+            "",
+            "[::2]:1",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rebinding() {
+        let req = |host: &str, origin: Option<&str>| {
+            let mut b = Request::builder().header(header::HOST, host);
+            if let Some(o) = origin {
+                b = b.header(header::ORIGIN, o);
+            }
+            b.body(()).unwrap()
+        };
+        assert!(rebinding_check(&req("127.0.0.1:8430", None)).is_ok());
+        assert!(rebinding_check(&req("localhost:8430", Some("http://localhost:3000"))).is_ok());
+        assert!(rebinding_check(&req("evil.com:8430", None)).is_err());
+        assert!(rebinding_check(&req("127.0.0.1:8430", Some("https://evil.com"))).is_err());
+        assert!(rebinding_check(&req("127.0.0.1:8430", Some("null"))).is_err());
+    }
+}

@@ -1,0 +1,622 @@
+//! The bridge's routing tables (SPEC §13): request ids and progress tokens
+//! rewritten between many HTTP clients and the one child, server-to-client
+//! messages sent back to the exchange that caused them, list-changed
+//! notifications fanned out to every listener. Pure data, no I/O: the
+//! BridgeActor feeds it messages and carries out what it returns.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+/// The `_meta` key of a 2026-era request's protocol version.
+pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key naming the `subscriptions/listen` request a notification belongs to.
+pub(crate) const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+/// The one 2026-era protocol version.
+pub(crate) const V2026: &str = "2026-07-28";
+
+/// The `_meta` keys every 2026-era request carries.
+const ENVELOPE: [&str; 3] = [
+    META_VERSION,
+    "io.modelcontextprotocol/clientCapabilities",
+    "io.modelcontextprotocol/clientInfo",
+];
+
+/// Removes the 2026 request envelope from `_meta` (and `_meta` itself when
+/// nothing else is left), for a child that speaks the 2025 era.
+pub(crate) fn strip_envelope(msg: &mut Value) {
+    let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
+        for k in ENVELOPE {
+            meta.remove(k);
+        }
+        if meta.is_empty() {
+            params.remove("_meta");
+        }
+    }
+}
+
+/// Where messages for one HTTP exchange (a POST's response, a GET or
+/// `subscriptions/listen` stream) go. Closing it ends the HTTP response.
+pub(crate) type Outbox = mpsc::Sender<Value>;
+
+/// How the child's answer to a forwarded request reaches the client.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answer {
+    /// As the child sent it (only the id restored).
+    AsIs,
+    /// A 2026-era client served by a 2025-era child: a result gains
+    /// `resultType: "complete"` (2026 results carry it).
+    Complete,
+    /// A success is replaced by this result (xy answered for the child,
+    /// after checking the child answers at all); an error passes.
+    Replace(Value),
+}
+
+/// A request forwarded to the child.
+struct Pending {
+    /// What to do with the answer.
+    answer: Answer,
+    /// The id the client used, restored in the answer.
+    client_id: Value,
+    /// The client's progress token and the one the child saw.
+    token: Option<(Value, String)>,
+    /// The 2025 session it came in on, if any.
+    session: Option<String>,
+    /// Where its answer and its request-scoped messages go.
+    outbox: Outbox,
+}
+
+/// A request the child sent to a client.
+struct ServerRequest {
+    /// The id the child used.
+    child_id: Value,
+}
+
+/// A stream that receives broadcast notifications.
+struct Listener {
+    /// `None`: a 2025 session's GET stream, messages as they are.
+    /// `Some(id)`: a 2026 `subscriptions/listen` stream (the client's request id).
+    subscription: Option<Value>,
+    /// The 2026 filter (`toolsListChanged`, …); `None` takes everything.
+    filter: Option<Map<String, Value>>,
+    /// The 2025 session owning a GET stream.
+    session: Option<String>,
+    outbox: Outbox,
+}
+
+/// Something to do with a message from the child.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ChildAction {
+    /// Nothing (dropped: unknown id, closed client).
+    Nothing,
+    /// A message for the child (an error answer to its request).
+    ToChild(Value),
+}
+
+/// The tables.
+#[derive(Default)]
+pub(crate) struct Router {
+    next_id: u64,
+    next_token: u64,
+    next_s2c: u64,
+    next_listener: u64,
+    pending: HashMap<u64, Pending>,
+    /// Child-side progress token → child-side request id.
+    tokens: HashMap<String, u64>,
+    /// xy's id for a server-to-client request → the child's id.
+    s2c: HashMap<String, ServerRequest>,
+    listeners: HashMap<u64, Listener>,
+}
+
+impl Router {
+    /// Number of requests waiting for the child.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Number of open broadcast streams.
+    pub(crate) fn streams(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// A fresh id for a request xy itself sends (the handshake); never
+    /// used by a forwarded request.
+    pub(crate) fn own_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Rewrites a client request for the child: a fresh id and, if it asks
+    /// for progress, a fresh token. Returns the message to write.
+    pub(crate) fn forward(
+        &mut self,
+        mut msg: Value,
+        session: Option<String>,
+        outbox: Outbox,
+        answer: Answer,
+    ) -> Value {
+        let id = self.own_id();
+        let client_id = msg.get("id").cloned().unwrap_or(Value::Null);
+        msg["id"] = json!(id);
+        let mut token = None;
+        if let Some(meta) = msg
+            .get_mut("params")
+            .and_then(|p| p.get_mut("_meta"))
+            .and_then(Value::as_object_mut)
+            && let Some(original) = meta.get("progressToken").cloned()
+        {
+            self.next_token += 1;
+            let ours = format!("xy-{}", self.next_token);
+            meta.insert("progressToken".into(), json!(ours));
+            self.tokens.insert(ours.clone(), id);
+            token = Some((original, ours));
+        }
+        self.pending.insert(
+            id,
+            Pending {
+                answer,
+                client_id,
+                token,
+                session,
+                outbox,
+            },
+        );
+        msg
+    }
+
+    /// A client's `notifications/cancelled`: the child-side id of the
+    /// request it names, if that request is the session's and in flight.
+    pub(crate) fn cancel(&self, session: Option<&str>, request_id: &Value) -> Option<u64> {
+        self.pending
+            .iter()
+            .find(|(_, p)| p.session.as_deref() == session && &p.client_id == request_id)
+            .map(|(id, _)| *id)
+    }
+
+    /// A client's answer to a server-to-client request: the message for the
+    /// child with the child's id restored, or `None` for an unknown id.
+    pub(crate) fn client_response(&mut self, mut msg: Value) -> Option<Value> {
+        let key = msg.get("id")?.as_str()?.to_owned();
+        let req = self.s2c.remove(&key)?;
+        msg["id"] = req.child_id;
+        Some(msg)
+    }
+
+    /// Registers a broadcast stream; returns its key (for [`Router::unlisten`]).
+    pub(crate) fn listen(
+        &mut self,
+        session: Option<String>,
+        subscription: Option<Value>,
+        filter: Option<Map<String, Value>>,
+        outbox: Outbox,
+    ) -> u64 {
+        self.next_listener += 1;
+        self.listeners.insert(
+            self.next_listener,
+            Listener {
+                subscription,
+                filter,
+                session,
+                outbox,
+            },
+        );
+        self.next_listener
+    }
+
+    /// Whether `session` has a GET stream open already.
+    pub(crate) fn has_stream(&self, session: &str) -> bool {
+        self.listeners
+            .values()
+            .any(|l| l.session.as_deref() == Some(session) && !l.outbox.is_closed())
+    }
+
+    /// Ends a session: its GET stream closes, its requests stay in flight
+    /// (their answers still reach the open POSTs).
+    pub(crate) fn end_session(&mut self, session: &str) {
+        self.listeners
+            .retain(|_, l| l.session.as_deref() != Some(session));
+    }
+
+    /// Forgets streams whose client went away.
+    pub(crate) fn prune(&mut self) {
+        self.listeners.retain(|_, l| !l.outbox.is_closed());
+        self.pending.retain(|_, p| !p.outbox.is_closed());
+        let pending = &self.pending;
+        self.tokens.retain(|_, id| pending.contains_key(id));
+    }
+
+    /// Routes one message from the child. `own` is called for answers to
+    /// xy's own requests (ids from [`Router::own_id`] not forwarded).
+    pub(crate) fn on_child(&mut self, mut msg: Value) -> (ChildAction, Option<Value>) {
+        let method = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+        let id = msg.get("id").cloned();
+        match (method, id) {
+            // An answer to a forwarded request (or to xy's own).
+            (None, Some(id)) => {
+                let Some(n) = id.as_u64() else {
+                    return (ChildAction::Nothing, None);
+                };
+                let Some(p) = self.pending.remove(&n) else {
+                    return (ChildAction::Nothing, Some(msg));
+                };
+                if let Some((_, ours)) = &p.token {
+                    self.tokens.remove(ours);
+                }
+                msg["id"] = p.client_id;
+                if msg.get("result").is_some() {
+                    match p.answer {
+                        Answer::AsIs => {}
+                        Answer::Complete => {
+                            if let Some(r) = msg["result"].as_object_mut() {
+                                r.entry("resultType").or_insert(json!("complete"));
+                            }
+                        }
+                        Answer::Replace(result) => msg["result"] = result,
+                    }
+                }
+                let _ = p.outbox.try_send(msg);
+                (ChildAction::Nothing, None)
+            }
+            // A server-to-client request: to the exchange that caused it.
+            (Some(method), Some(child_id)) => {
+                let Some(outbox) = self.cause(&msg) else {
+                    return (
+                        ChildAction::ToChild(json!({
+                            "jsonrpc": "2.0",
+                            "id": child_id,
+                            "error": {
+                                "code": -32603,
+                                "message": format!(
+                                    "xy: no client to send {method} to (no request in flight)"
+                                ),
+                            },
+                        })),
+                        None,
+                    );
+                };
+                self.next_s2c += 1;
+                let ours = format!("xy-s2c-{}", self.next_s2c);
+                msg["id"] = json!(ours);
+                self.s2c.insert(ours, ServerRequest { child_id });
+                let _ = outbox.try_send(msg);
+                (ChildAction::Nothing, None)
+            }
+            (Some(method), None) => {
+                self.notification(&method, msg);
+                (ChildAction::Nothing, None)
+            }
+            (None, None) => (ChildAction::Nothing, None),
+        }
+    }
+
+    fn notification(&mut self, method: &str, mut msg: Value) {
+        // Progress: back to the request that asked for it, its token restored.
+        if method == "notifications/progress" {
+            let token = msg
+                .pointer("/params/progressToken")
+                .and_then(Value::as_str)
+                .and_then(|t| self.tokens.get(t))
+                .copied();
+            if let Some(p) = token.and_then(|id| self.pending.get(&id))
+                && let Some((original, _)) = &p.token
+            {
+                msg["params"]["progressToken"] = original.clone();
+                let _ = p.outbox.try_send(msg);
+            }
+            return;
+        }
+        // A 2026 child's notification on a forwarded `subscriptions/listen`.
+        if let Some(sub) = msg
+            .pointer(&format!(
+                "/params/_meta/{}",
+                META_SUBSCRIPTION.replace('/', "~1")
+            ))
+            .and_then(Value::as_u64)
+        {
+            if let Some(p) = self.pending.get(&sub) {
+                msg["params"]["_meta"][META_SUBSCRIPTION] = p.client_id.clone();
+                let _ = p.outbox.try_send(msg);
+            }
+            return;
+        }
+        // The child cancels one of its requests to a client.
+        if method == "notifications/cancelled"
+            && let Some(child_id) = msg.pointer("/params/requestId").cloned()
+        {
+            if let Some((ours, _)) = self.s2c.iter().find(|(_, r)| r.child_id == child_id) {
+                let ours = ours.clone();
+                self.s2c.remove(&ours);
+                msg["params"]["requestId"] = json!(ours);
+                self.broadcast(method, &msg);
+            }
+            return;
+        }
+        self.broadcast(method, &msg);
+    }
+
+    /// Fans a notification out to every listener that wants it.
+    fn broadcast(&mut self, method: &str, msg: &Value) {
+        let key = match method {
+            "notifications/tools/list_changed" => Some("toolsListChanged"),
+            "notifications/prompts/list_changed" => Some("promptsListChanged"),
+            "notifications/resources/list_changed" => Some("resourcesListChanged"),
+            _ => None,
+        };
+        self.listeners.retain(|_, l| !l.outbox.is_closed());
+        for l in self.listeners.values() {
+            match &l.subscription {
+                None => {
+                    let _ = l.outbox.try_send(msg.clone());
+                }
+                Some(sub) => {
+                    let wanted = match (&l.filter, key) {
+                        (None, _) => true,
+                        (Some(f), Some(k)) => f.get(k).and_then(Value::as_bool) == Some(true),
+                        // resources/updated and the rest: only with a
+                        // resource subscription, which xy does not forward.
+                        (Some(_), None) => false,
+                    };
+                    if wanted {
+                        let mut m = msg.clone();
+                        if !m["params"].is_object() {
+                            m["params"] = json!({});
+                        }
+                        if !m["params"]["_meta"].is_object() {
+                            m["params"]["_meta"] = json!({});
+                        }
+                        m["params"]["_meta"][META_SUBSCRIPTION] = sub.clone();
+                        let _ = l.outbox.try_send(m);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The exchange a server-to-client request belongs to: the only
+    /// request in flight, else the newest one (stdio carries no link
+    /// between the two; see docs/stdio.md).
+    fn cause(&self, _msg: &Value) -> Option<Outbox> {
+        self.pending
+            .iter()
+            .filter(|(_, p)| !p.outbox.is_closed())
+            .max_by_key(|(id, _)| **id)
+            .map(|(_, p)| p.outbox.clone())
+            .or_else(|| {
+                self.listeners
+                    .values()
+                    .find(|l| l.subscription.is_none() && !l.outbox.is_closed())
+                    .map(|l| l.outbox.clone())
+            })
+    }
+
+    /// The child is gone: every request in flight fails with `error`
+    /// (code -32603); streams stay open.
+    pub(crate) fn fail_all(&mut self, message: &str) {
+        for (_, p) in self.pending.drain() {
+            let _ = p.outbox.try_send(json!({
+                "jsonrpc": "2.0",
+                "id": p.client_id,
+                "error": {"code": -32603, "message": message},
+            }));
+        }
+        self.tokens.clear();
+        self.s2c.clear();
+    }
+
+    /// Stop: fails what is in flight and closes every stream; a 2026
+    /// listen stream first gets its final result.
+    pub(crate) fn close_all(&mut self, message: &str) {
+        self.fail_all(message);
+        for (_, l) in self.listeners.drain() {
+            if let Some(sub) = l.subscription {
+                let _ = l.outbox.try_send(json!({
+                    "jsonrpc": "2.0",
+                    "id": sub,
+                    "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: sub}},
+                }));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outbox() -> (Outbox, mpsc::Receiver<Value>) {
+        mpsc::channel(16)
+    }
+
+    #[test]
+    fn ids_are_rewritten_and_restored_per_client() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let ma = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+            None,
+            a,
+            Answer::AsIs,
+        );
+        let mb = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+            None,
+            b,
+            Answer::AsIs,
+        );
+        assert_ne!(ma["id"], mb["id"]);
+        r.on_child(json!({"jsonrpc":"2.0","id":mb["id"],"result":{"who":"b"}}));
+        r.on_child(json!({"jsonrpc":"2.0","id":ma["id"],"result":{"who":"a"}}));
+        assert_eq!(
+            ra.try_recv().unwrap(),
+            json!({"jsonrpc":"2.0","id":1,"result":{"who":"a"}})
+        );
+        assert_eq!(
+            rb.try_recv().unwrap(),
+            json!({"jsonrpc":"2.0","id":1,"result":{"who":"b"}})
+        );
+        assert_eq!(r.in_flight(), 0);
+    }
+
+    #[test]
+    fn progress_reaches_only_its_request_with_the_token_restored() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let req = |id| {
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"progress","_meta":{"progressToken":7}}})
+        };
+        let ma = r.forward(req(1), None, a, Answer::AsIs);
+        let mb = r.forward(req(2), None, b, Answer::AsIs);
+        let (ta, tb) = (
+            ma["params"]["_meta"]["progressToken"].clone(),
+            mb["params"]["_meta"]["progressToken"].clone(),
+        );
+        assert_ne!(ta, tb);
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/progress",
+            "params":{"progressToken":tb,"progress":1}}));
+        assert!(ra.try_recv().is_err());
+        let got = rb.try_recv().unwrap();
+        assert_eq!(got["params"]["progressToken"], json!(7));
+    }
+
+    #[test]
+    fn list_changed_fans_out_to_every_listener_with_2026_meta() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let (c, mut rc) = outbox();
+        r.listen(Some("s1".into()), None, None, a);
+        let mut f = Map::new();
+        f.insert("toolsListChanged".into(), json!(true));
+        r.listen(None, Some(json!("L")), Some(f), b);
+        let mut f = Map::new();
+        f.insert("promptsListChanged".into(), json!(true));
+        r.listen(None, Some(json!(9)), Some(f), c);
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}));
+        assert_eq!(
+            ra.try_recv().unwrap()["method"],
+            "notifications/tools/list_changed"
+        );
+        let got = rb.try_recv().unwrap();
+        assert_eq!(got["params"]["_meta"][META_SUBSCRIPTION], json!("L"));
+        assert!(rc.try_recv().is_err(), "filtered out");
+    }
+
+    #[test]
+    fn server_requests_go_to_the_cause_and_answers_back_to_the_child() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        r.forward(
+            json!({"jsonrpc":"2.0","id":"x","method":"tools/call"}),
+            None,
+            a,
+            Answer::AsIs,
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":0,"method":"sampling/createMessage"}));
+        let got = ra.try_recv().unwrap();
+        let ours = got["id"].clone();
+        assert!(ours.as_str().unwrap().starts_with("xy-s2c-"));
+        let back = r
+            .client_response(json!({"jsonrpc":"2.0","id":ours,"result":{}}))
+            .unwrap();
+        assert_eq!(back["id"], json!(0));
+    }
+
+    #[test]
+    fn server_request_without_a_cause_is_refused_to_the_child() {
+        let mut r = Router::default();
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+        match act {
+            ChildAction::ToChild(m) => {
+                assert_eq!(m["id"], json!(3));
+                assert_eq!(m["error"]["code"], json!(-32603));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn fail_all_answers_every_request_and_keeps_streams() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (l, mut rl) = outbox();
+        r.listen(Some("s".into()), None, None, l);
+        r.forward(
+            json!({"jsonrpc":"2.0","id":5,"method":"tools/list"}),
+            None,
+            a,
+            Answer::AsIs,
+        );
+        r.fail_all("restarting");
+        let got = ra.try_recv().unwrap();
+        assert_eq!(
+            got,
+            json!({"jsonrpc":"2.0","id":5,"error":{"code":-32603,"message":"restarting"}})
+        );
+        assert_eq!(r.streams(), 1);
+        r.close_all("stopped");
+        assert_eq!(r.streams(), 0);
+        assert!(rl.try_recv().is_err());
+    }
+
+    #[test]
+    fn answers_are_completed_or_replaced_for_translated_requests() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+            None,
+            a.clone(),
+            Answer::Complete,
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{"tools":[]}}));
+        assert_eq!(
+            ra.try_recv().unwrap()["result"],
+            json!({"tools":[],"resultType":"complete"})
+        );
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":2,"method":"ping"}),
+            None,
+            a.clone(),
+            Answer::Replace(json!({"supportedVersions":["2026-07-28"]})),
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{}}));
+        assert_eq!(
+            ra.try_recv().unwrap()["result"]["supportedVersions"],
+            json!(["2026-07-28"])
+        );
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":3,"method":"ping"}),
+            None,
+            a,
+            Answer::Replace(json!({})),
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"error":{"code":-1,"message":"no"}}));
+        assert_eq!(ra.try_recv().unwrap()["error"]["code"], json!(-1));
+    }
+
+    #[test]
+    fn the_2026_envelope_is_stripped_and_the_rest_kept() {
+        let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",
+            "_meta":{META_VERSION:V2026,"io.modelcontextprotocol/clientCapabilities":{},"progressToken":"t"}}});
+        strip_envelope(&mut m);
+        assert_eq!(m["params"]["_meta"], json!({"progressToken":"t"}));
+        let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{META_VERSION:V2026}}});
+        strip_envelope(&mut m);
+        assert_eq!(m["params"], json!({}));
+    }
+
+    #[test]
+    fn own_answers_are_handed_back() {
+        let mut r = Router::default();
+        let id = r.own_id();
+        let (_, own) = r.on_child(json!({"jsonrpc":"2.0","id":id,"result":{}}));
+        assert_eq!(own.unwrap()["id"], json!(id));
+    }
+}

@@ -1,0 +1,169 @@
+//! The ServerActor's side of a stdio server (SPEC §13): it keeps a
+//! BridgeActor linked under itself, binds the port before each spawn (so a
+//! held port fails the start with its holder named, as for HTTP servers),
+//! hands every new child's stdin/stdout to the bridge, and closes the
+//! listener when the server is stopped.
+
+use ractor::{Actor, ActorRef};
+use xy_core::protocol::Transport;
+
+use super::failure::SpawnFailure;
+use super::{ServerActorState, ServerMsg};
+use crate::bridge::{BridgeActor, BridgeArgs, BridgeMsg, ChildStdio};
+
+/// The bridge of a stdio server; stops it when dropped (the ServerActor's
+/// state is dropped on a panic too, and the bridge must not outlive it).
+pub(crate) struct BridgeLink {
+    pub(crate) actor: ActorRef<BridgeMsg>,
+    /// Whether the bridge has a listener bound now.
+    pub(crate) listening: bool,
+}
+
+impl Drop for BridgeLink {
+    fn drop(&mut self) {
+        self.actor.stop(None);
+    }
+}
+
+impl ServerActorState {
+    /// Starts the bridge when the config is stdio (and there is none), or
+    /// drops it when the config no longer is.
+    pub(super) async fn ensure_bridge(&mut self, myself: &ActorRef<ServerMsg>) {
+        if self.config.transport != Transport::Stdio {
+            self.bridge = None;
+            return;
+        }
+        if let Some(b) = &self.bridge {
+            let _ = b.actor.cast(BridgeMsg::Configure {
+                port: self.config.port,
+                path: self.config.path.clone(),
+                idle_stop: self.config.on_demand.as_ref().map(|o| o.idle_stop),
+            });
+            return;
+        }
+        let args = BridgeArgs {
+            name: self.config.name.clone(),
+            port: self.config.port,
+            path: self.config.path.clone(),
+            snapshot: self.snapshot.subscribe(),
+            server: myself.clone(),
+            idle_stop: self.config.on_demand.as_ref().map(|o| o.idle_stop),
+        };
+        match Actor::spawn_linked(None, BridgeActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                self.bridge = Some(BridgeLink {
+                    actor,
+                    listening: false,
+                });
+            }
+            Err(e) => {
+                tracing::error!(server = %self.config.name, error = %e, "cannot start the stdio bridge");
+            }
+        }
+    }
+
+    /// Before a spawn: the bridge must listen. A bind failure fails the
+    /// spawn, naming the process that holds the port when there is one.
+    pub(super) fn ensure_listening(&mut self) -> Result<(), Box<SpawnFailure>> {
+        let port = self.config.port;
+        let Some(bridge) = &mut self.bridge else {
+            return Err(Box::new(SpawnFailure {
+                name: self.config.name.clone(),
+                path: self.config.command.clone(),
+                error: "the stdio bridge is not running".to_owned(),
+                port_holder: None,
+                secret: None,
+            }));
+        };
+        if bridge.listening {
+            return Ok(());
+        }
+        match std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)) {
+            Ok(l) => {
+                let _ = bridge.actor.cast(BridgeMsg::Serve(l));
+                bridge.listening = true;
+                Ok(())
+            }
+            Err(e) => {
+                let holder = self.spawner.port_holder(port, None);
+                let error = match &holder {
+                    Some(h) => h.to_string(),
+                    None => format!("cannot listen on 127.0.0.1:{port}: {e}"),
+                };
+                Err(Box::new(SpawnFailure {
+                    name: self.config.name.clone(),
+                    path: self.config.command.clone(),
+                    error,
+                    port_holder: holder,
+                    secret: None,
+                }))
+            }
+        }
+    }
+
+    /// After a spawn: the child's protocol pipes go to the bridge.
+    pub(super) fn attach(&self, run: u64, io: Option<ChildStdio>) {
+        if let (Some(b), Some(io)) = (&self.bridge, io) {
+            let _ = b.actor.cast(BridgeMsg::Attach { run, io });
+        }
+    }
+
+    /// A stop: the listener closes and every stream ends.
+    pub(super) fn close_bridge(&mut self, why: &str) {
+        if let Some(b) = &mut self.bridge
+            && b.listening
+        {
+            let _ = b.actor.cast(BridgeMsg::Close(why.to_owned()));
+            b.listening = false;
+        }
+    }
+}
+
+impl ServerActorState {
+    /// The bridge panicked: start a new one; the child lost its pipes with
+    /// the old one, so it is killed and restarted by its policy.
+    pub(super) async fn bridge_failed(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        id: ractor::ActorId,
+        error: &str,
+    ) {
+        if self.bridge.as_ref().is_none_or(|b| b.actor.get_id() != id) {
+            return;
+        }
+        tracing::error!(server = %self.config.name, %error, "stdio bridge failed; starting a new one");
+        self.bridge = None;
+        self.ensure_bridge(myself).await;
+        self.child.signal(nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+impl ServerActorState {
+    /// An on-demand stdio server (SPEC §13).
+    pub(super) fn on_demand(&self) -> bool {
+        self.config.on_demand.is_some() && self.config.transport == Transport::Stdio
+    }
+
+    /// Listen without a child: `idle`. If the port cannot be bound, the
+    /// normal start path runs and reports it as a spawn failure.
+    pub(super) fn listen_idle(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        reply: Option<ractor::RpcReplyPort<super::StartOutcome>>,
+    ) {
+        match self.ensure_listening() {
+            Ok(()) => {
+                self.apply(myself, super::Event::IdleRequested);
+                if let Some(reply) = reply
+                    && !reply.is_closed()
+                {
+                    let _ = reply.send(super::StartOutcome::Started);
+                }
+            }
+            Err(_) => {
+                self.start_waiters.extend(reply);
+                self.apply(myself, super::Event::StartRequested);
+            }
+        }
+    }
+}
