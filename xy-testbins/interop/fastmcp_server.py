@@ -4,8 +4,9 @@ FastMCP is named MCPServer) for xy's interop tests: over streamable HTTP at
 clients get the legacy session transport), or over stdio with --stdio (the
 way AI clients launch it, and what xy's stdio bridge serves).
 
-Tools: add, shout, progress (three progress notifications, `ms` apart) and
-touch (sends notifications/tools/list_changed to its client).
+Tools: add and shout; with --stdio also progress (three progress
+notifications, `ms` apart) and touch (sends notifications/tools/list_changed
+to its client), for the stdio bridge tests.
 
 usage: python fastmcp_server.py (--port N [--host 127.0.0.1] | --stdio)
 """
@@ -39,22 +40,23 @@ def main() -> None:
         """Returns the text in capitals."""
         return text.upper()
 
-    @server.tool()
-    async def progress(ctx: Context, ms: int = 0) -> str:
-        """Reports progress three times, ms milliseconds apart."""
-        for step in (1, 2, 3):
-            if step > 1 and ms:
-                await anyio.sleep(ms / 1000)
-            await ctx.report_progress(step, 3)
-        return "done"
-
-    @server.tool()
-    async def touch(ctx: Context) -> str:
-        """Tells the client that the tool list changed."""
-        await ctx.request_context.session.send_tool_list_changed()
-        return "touched"
-
     if args.stdio:
+
+        @server.tool()
+        async def progress(ctx: Context, ms: int = 0) -> str:
+            """Reports progress three times, ms milliseconds apart."""
+            for step in (1, 2, 3):
+                if step > 1 and ms:
+                    await anyio.sleep(ms / 1000)
+                await ctx.report_progress(step, 3)
+            return "done"
+
+        @server.tool()
+        async def touch(ctx: Context) -> str:
+            """Tells the client that the tool list changed."""
+            await ctx.request_context.session.send_tool_list_changed()
+            return "touched"
+
         print("xy-interop-python serving on stdio", file=sys.stderr, flush=True)
         server.run("stdio")
     else:
