@@ -25,7 +25,8 @@ use route::{META_SUBSCRIPTION, META_VERSION, Outbox, Router, V2026};
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
-/// Bound on each step of xy's handshake with a new child.
+/// After this long without an answer to a handshake step, xy logs a
+/// warning (and keeps waiting: a child may be slow to start).
 const HANDSHAKE_STEP: Duration = Duration::from_secs(10);
 /// Longest line accepted from a child's stdout.
 const MAX_CHILD_LINE: usize = 64 * 1024 * 1024;
@@ -78,7 +79,7 @@ pub(crate) enum BridgeMsg {
     ChildLine { run: u64, msg: Value },
     /// The child's stdout closed.
     ChildEof { run: u64 },
-    /// A handshake step of spawn `run` took too long.
+    /// A handshake step of spawn `run` has had no answer for a while.
     HandshakeTimeout { run: u64, id: u64 },
     /// A client POST.
     Post(Box<Post>),
@@ -259,10 +260,13 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::HandshakeTimeout { run, id } => {
+                // A slow child (`npx -y` downloading its package first) answers
+                // late, from the pipe: keep waiting; requests meanwhile wait
+                // their own bounded time and fail with -32603.
                 if st.child.as_ref().is_some_and(|c| c.run == run)
                     && matches!(st.hs, Hs::Initializing(i) | Hs::Discovering(i) if i == id)
                 {
-                    st.next_handshake_step(&myself, run, "no answer in time");
+                    tracing::warn!(server = %st.name, "stdio bridge: the child has not answered the handshake after {}s; still waiting", HANDSHAKE_STEP.as_secs());
                 }
             }
             BridgeMsg::Post(post) => st.on_post(post),
