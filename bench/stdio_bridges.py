@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of stdio->streamable-HTTP bridges (issue 14):
+xy's bridge (xyd), supergateway (npm) and mcp-proxy (PyPI), all bridging the
+same stdio server (`xy-test-mcp --stdio --era 2025`), plus the child talked
+to directly over its pipes.
+
+Measures, per bridge: `tools/call echo` round trip p50/p99 from one client
+(sequential, keep-alive), requests/s with 8 concurrent clients (8 processes,
+each its own 2025 session and connection), and the bridge process's RSS
+after the run (the child's not included). The client is Python (stdlib
+http.client), the same for every bridge: absolute figures include its
+overhead; compare them side by side, and read "added latency" as
+bridge p50 minus direct p50.
+
+Installs supergateway and mcp-proxy into target/bench/ (npm and pip).
+
+usage: python3 bench/stdio_bridges.py [--requests 2000] [--seconds 5]
+       (run `cargo build --workspace --bins` first)
+"""
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.path.join(ROOT, "target")
+CACHE = os.path.join(TARGET, "bench")
+CHILD = [os.path.join(TARGET, "debug", "xy-test-mcp"), "--stdio", "--era", "2025"]
+SUPERGATEWAY = "4.0.0"
+MCP_PROXY = "0.13.0"
+
+
+def install():
+    os.makedirs(CACHE, exist_ok=True)
+    sg = os.path.join(CACHE, "supergateway", "node_modules", ".bin", "supergateway")
+    if not os.path.exists(sg):
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel", "error",
+                        "--prefix", os.path.join(CACHE, "supergateway"),
+                        f"supergateway@{SUPERGATEWAY}"], check=True)
+    venv = os.path.join(CACHE, "mcp-proxy-venv")
+    mp = os.path.join(venv, "bin", "mcp-proxy")
+    if not os.path.exists(mp):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q",
+                        f"mcp-proxy=={MCP_PROXY}"], check=True)
+    return sg, mp
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "bench", "version": "1"}}}
+
+
+def call(i):
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "hello"}}}
+
+
+class HttpClient:
+    """One keep-alive connection and one 2025 session."""
+
+    def __init__(self, port, path="/mcp"):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.path = path
+        self.session = None
+        self.post(INIT)
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def post(self, msg):
+        h = {"Content-Type": "application/json",
+             "Accept": "application/json, text/event-stream",
+             "MCP-Protocol-Version": "2025-11-25"}
+        if self.session:
+            h["Mcp-Session-Id"] = self.session
+        self.conn.request("POST", self.path, json.dumps(msg), h)
+        r = self.conn.getresponse()
+        body = r.read()
+        sid = r.getheader("mcp-session-id")
+        if sid:
+            self.session = sid
+        if "id" in msg and msg.get("method") != "notifications/initialized":
+            text = body.decode()
+            if r.getheader("content-type", "").startswith("text/event-stream"):
+                text = [l[5:].strip() for l in text.splitlines() if l.startswith("data:")][-1]
+            out = json.loads(text)
+            assert "result" in out, out
+            return out
+
+    def rpc(self, i):
+        return self.post(call(i))
+
+
+class DirectClient:
+    """The child's own pipes: one line out, one line back."""
+
+    def __init__(self):
+        self.p = subprocess.Popen(CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+        self.send(INIT)
+        self.p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.p.stdin.flush()
+
+    def send(self, msg):
+        self.p.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.p.stdin.flush()
+        out = json.loads(self.p.stdout.readline())
+        assert "result" in out, out
+        return out
+
+    def rpc(self, i):
+        return self.send(call(i))
+
+    def close(self):
+        self.p.kill()
+        self.p.wait()
+
+
+def latency(client, n):
+    for i in range(50):
+        client.rpc(i)
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        client.rpc(i)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6
+
+
+def worker(args):
+    port, path, seconds = args
+    c = HttpClient(port, path)
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        c.rpc(n)
+        n += 1
+    return n
+
+
+def throughput(port, path, seconds, clients=8):
+    with multiprocessing.Pool(clients) as pool:
+        t = time.time()
+        counts = pool.map(worker, [(port, path, seconds)] * clients)
+        return sum(counts) / (time.time() - t)
+
+
+def wait_port(port, proc, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"bridge exited: {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("bridge did not listen")
+
+
+def wait_ready(port, path, timeout=60):
+    end = time.time() + timeout
+    while True:
+        try:
+            HttpClient(port, path).rpc(1)
+            return
+        except Exception:
+            if time.time() > end:
+                raise
+            time.sleep(0.2)
+
+
+def run_bridge(name, start, path, n, seconds):
+    port = free_port()
+    proc, pid_of_bridge, stop = start(port)
+    try:
+        wait_port(port, proc)
+        wait_ready(port, path)
+        p50, p99 = latency(HttpClient(port, path), n)
+        rps = throughput(port, path, seconds)
+        rss = rss_kib(pid_of_bridge())
+        return name, p50, p99, rps, rss
+    finally:
+        stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--seconds", type=float, default=5)
+    args = ap.parse_args()
+    sg, mp = install()
+    rows = []
+
+    d = DirectClient()
+    p50, p99 = latency(d, args.requests)
+    d.close()
+    rows.append(("direct (pipes)", p50, p99, None, None))
+
+    def xy(port):
+        tmp = tempfile.mkdtemp(prefix="xybench")
+        cfg = os.path.join(tmp, "c", "xy", "servers")
+        os.makedirs(cfg)
+        with open(os.path.join(cfg, "echo.kdl"), "w") as f:
+            f.write(f'command "{CHILD[0]}"\nargs "--stdio" "--era" "2025"\n'
+                    f'transport "stdio"\nport {port}\n')
+        env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(tmp, "c"),
+                   XDG_STATE_HOME=os.path.join(tmp, "s"),
+                   XY_SOCKET=os.path.join(tmp, "x.sock"), XY_LOG="warn")
+        env.pop("XDG_RUNTIME_DIR", None)
+        xyd = os.path.join(TARGET, os.environ.get("XY_BENCH_PROFILE", "release"), "xyd")
+        p = subprocess.Popen([xyd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def stop():
+            p.send_signal(signal.SIGTERM)
+            p.wait()
+            shutil.rmtree(tmp, ignore_errors=True)
+        return p, lambda: p.pid, stop
+
+    def supergateway(port):
+        p = subprocess.Popen([sg, "--stdio", " ".join(CHILD), "--outputTransport",
+                              "streamableHttp", "--stateful", "--port", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+
+        def stop():
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        return p, lambda: p.pid, stop
+
+    def mcp_proxy(port):
+        p = subprocess.Popen([mp, "--port", str(port), "--", *CHILD],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+
+        def stop():
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        return p, lambda: p.pid, stop
+
+    for name, start in (("xy (xyd)", xy), ("supergateway", supergateway),
+                        ("mcp-proxy", mcp_proxy)):
+        try:
+            rows.append(run_bridge(name, start, "/mcp", args.requests, args.seconds))
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"{name}: failed: {e}", file=sys.stderr)
+
+    print(f"{'bridge':<16} {'p50 µs':>9} {'p99 µs':>9} {'req/s (8 clients)':>18} {'bridge RSS MiB':>15}")
+    for name, p50, p99, rps, rss in rows:
+        print(f"{name:<16} {p50:9.0f} {p99:9.0f} "
+              f"{'-' if rps is None else f'{rps:18.0f}':>18} "
+              f"{'-' if rss is None else f'{rss / 1024:15.1f}':>15}")
+
+
+if __name__ == "__main__":
+    main()
