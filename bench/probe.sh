@@ -9,6 +9,7 @@
 # ROUNDS times one interval apart: p50 and max per era).
 #
 # Usage: bench/probe.sh [N ...]   env: INTERVAL=2s SETTLE=10 ROUNDS=5 PROBE_NO_BUILD=1
+#   XYD=path (another xyd build, e.g. an older commit's, to compare)
 # Linux only (reads /proc). Targets (issue 13): idle RSS ≤ 8 MiB at N=10,
 # ≤ 16 MiB at N=200.
 set -euo pipefail
@@ -25,6 +26,7 @@ if [[ "$(uname -s)" != Linux ]]; then
 fi
 [[ -n ${PROBE_NO_BUILD:-} ]] || cargo build --release -q -p xy-daemon -p xy-cli -p xy-testbins
 rel=$PWD/target/release
+xyd=${XYD:-$rel/xyd}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 ctl() {
     local dir=$1
@@ -32,7 +34,7 @@ ctl() {
     XDG_CONFIG_HOME=$dir/c XDG_STATE_HOME=$dir/s XY_SOCKET=$dir/x.sock "$rel/xyctl" --no-spawn "$@"
 }
 
-echo "xyd $(stat -c %s "$rel/xyd") bytes ($rel/xyd); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "xyd $(stat -c %s "$xyd") bytes ($xyd); load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-5s %-10s %-26s %-26s\n' N "RSS MiB" "2026 RTT p50/max ms" "2025 RTT p50/max ms"
 for n in "${sizes[@]}"; do
     dir=$(mktemp -d /tmp/xy-probe.XXXXXX)
@@ -45,7 +47,7 @@ for n in "${sizes[@]}"; do
             "$rel/xy-test-mcp" "$port" "$era" "$port" "$INTERVAL" >"$dir/c/xy/servers/m$i.kdl"
     done
     XDG_CONFIG_HOME=$dir/c XDG_STATE_HOME=$dir/s XY_SOCKET=$dir/x.sock XY_LOG=warn \
-        setsid "$rel/xyd" </dev/null >"$dir/xyd.out" 2>&1 &
+        setsid "$xyd" </dev/null >"$dir/xyd.out" 2>&1 &
     pid=$!
     deadline=$((SECONDS + 180))
     until [[ $(ctl "$dir" list --json 2>/dev/null | grep -o '"tool_count": *1' | wc -l) -eq $n ]]; do

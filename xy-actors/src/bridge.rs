@@ -748,7 +748,9 @@ impl BridgeState {
                 msg = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
                 route::Answer::Replace(discover)
             } else {
-                route::Answer::Complete
+                route::Answer::Complete {
+                    cacheable: route::cacheable(&method),
+                }
             }
         } else {
             route::Answer::AsIs
@@ -768,6 +770,8 @@ impl BridgeState {
             "supportedVersions": versions,
             "capabilities": init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
             "resultType": "complete",
+            "ttlMs": 0,
+            "cacheScope": "private",
         });
         if let Some(i) = init.get("instructions") {
             r["instructions"] = i.clone();

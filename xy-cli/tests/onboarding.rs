@@ -531,9 +531,10 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
 }
 
 /// SPEC §14: `xyctl connect` driven by the official Python SDK's stdio
-/// client, against a dual-era HTTP server: the 2025 handshake
-/// (`initialize`, `tools/list`, `tools/call`) and the 2026 way
-/// (`server/discover`, `tools/list`, `tools/call`) both round-trip.
+/// client, against a dual-era HTTP server and a dual-era stdio server (served
+/// by xy's bridge): the 2025 handshake (`initialize`, `tools/list`,
+/// `tools/call`) and the 2026 way (`server/discover`, `tools/list`,
+/// `tools/call`) both round-trip through each.
 #[test]
 fn connect_round_trips_both_eras_for_the_python_sdk_client() {
     use xy_testbins::interop::{self, Interop};
@@ -542,7 +543,7 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         Interop::Skip(skip) => return skip.announce("connect_round_trips_both_eras"),
     };
     let h = Home::new();
-    let p = port(31);
+    let (p, ps) = (port(31), port(32));
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
     std::fs::create_dir_all(h.config_dir()).unwrap();
     std::fs::write(
@@ -553,17 +554,33 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         ),
     )
     .unwrap();
+    std::fs::write(
+        h.config_dir().join("local.kdl"),
+        format!(
+            "command \"{}\"\nargs \"--stdio\" \"--era\" \"both\" \"--tools\" \"echo,progress\"\ntransport \"stdio\"\nport {ps}\nstop {{\n    grace \"2s\"\n}}\n",
+            mcp.display()
+        ),
+    )
+    .unwrap();
     h.run(&["list"]).ok();
-    wait_for(Duration::from_secs(30), "web running", || {
-        h.state_of("web").as_deref() == Some("running")
-    });
-    let log = h.home().join(".local/state/xy/logs/web.log");
-    for (mode, want_version) in [("legacy", "2025-"), ("auto", "2026-07-28")] {
+    for name in ["web", "local"] {
+        wait_for(Duration::from_secs(30), &format!("{name} running"), || {
+            h.state_of(name).as_deref() == Some("running")
+        });
+    }
+    let logs = h.home().join(".local/state/xy/logs");
+    for (name, mode, want_version) in [
+        ("web", "legacy", "2025-"),
+        ("web", "auto", "2026-07-28"),
+        ("local", "legacy", "2025-"),
+        ("local", "auto", "2026-07-28"),
+    ] {
         let (python, args) = sdk.client_command(
             mode,
             "echo",
-            &[XYCTL.to_owned(), "connect".into(), "web".into()],
+            &[XYCTL.to_owned(), "connect".into(), name.into()],
         );
+        let log = logs.join(format!("{name}.log"));
         let before = std::fs::read_to_string(&log).unwrap_or_default().len();
         // The SDK passes its own environment on to `xyctl connect`.
         let out = Command::new(python)
@@ -578,38 +595,42 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         let run = Run(out);
         run.ok();
         let seen: Value = serde_json::from_str(run.stdout().trim())
-            .unwrap_or_else(|e| panic!("{mode}: {e}: {}\n{}", run.stdout(), run.stderr()));
+            .unwrap_or_else(|e| panic!("{name} {mode}: {e}: {}\n{}", run.stdout(), run.stderr()));
         assert!(
             seen["protocol_version"]
                 .as_str()
                 .is_some_and(|v| v.starts_with(want_version)),
-            "{mode}: {seen}"
+            "{name} {mode}: {seen}"
         );
         assert_eq!(
             seen["tools"],
             serde_json::json!(["echo", "progress"]),
-            "{mode}: {seen}"
+            "{name} {mode}: {seen}"
         );
         assert_eq!(
             seen["call_text"],
             serde_json::json!(["hello from the python sdk"]),
-            "{mode}: {seen}"
+            "{name} {mode}: {seen}"
         );
-        // What reached the server, as its own request log shows.
-        let mut text = String::new();
-        wait_for(Duration::from_secs(10), "the server's request log", || {
-            text = std::fs::read_to_string(&log).unwrap_or_default()[before..].to_owned();
-            text.contains("tools/call")
-        });
-        let first = if mode == "legacy" {
-            "POST /mcp initialize 200"
-        } else {
-            "POST /mcp server/discover 200"
-        };
-        assert!(text.contains(first), "{mode}: {text}");
-        assert!(text.contains("POST /mcp tools/list 200"), "{mode}: {text}");
-        if mode == "auto" {
-            assert!(!text.contains("initialize"), "{mode}: {text}");
+        if name == "web" {
+            // What reached the HTTP server, as its own request log shows.
+            let mut text = String::new();
+            wait_for(Duration::from_secs(10), "the server's request log", || {
+                text = std::fs::read_to_string(&log).unwrap_or_default()[before..].to_owned();
+                text.contains("tools/call")
+            });
+            let first = if mode == "legacy" {
+                "POST /mcp initialize 200"
+            } else {
+                "POST /mcp server/discover 200"
+            };
+            assert!(text.contains(first), "{mode}: {text}");
+            assert!(text.contains("POST /mcp tools/list 200"), "{mode}: {text}");
+            if mode == "auto" {
+                assert!(!text.contains("initialize"), "{mode}: {text}");
+            }
         }
     }
+    // One stdio child served every session.
+    assert_eq!(h.state_of("local").as_deref(), Some("running"));
 }

@@ -49,11 +49,31 @@ pub(crate) enum Answer {
     /// As the child sent it (only the id restored).
     AsIs,
     /// A 2026-era client served by a 2025-era child: a result gains
-    /// `resultType: "complete"` (2026 results carry it).
-    Complete,
+    /// `resultType: "complete"` (2026 results carry it) and, for the
+    /// cacheable methods ([`cacheable`]), the `ttlMs: 0` /
+    /// `cacheScope: "private"` freshness hints 2026 requires there (the
+    /// child said nothing about caching: immediately stale, not shared).
+    Complete {
+        /// The request's method is one of the cacheable ones.
+        cacheable: bool,
+    },
     /// A success is replaced by this result (xy answered for the child,
     /// after checking the child answers at all); an error passes.
     Replace(Value),
+}
+
+/// The methods whose 2026-era results carry `ttlMs` and `cacheScope`
+/// (2026-07-28, SEP-2549; the Python SDK's client rejects them without).
+pub(crate) fn cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
 }
 
 /// A request forwarded to the child.
@@ -250,9 +270,13 @@ impl Router {
                 if msg.get("result").is_some() {
                     match p.answer {
                         Answer::AsIs => {}
-                        Answer::Complete => {
+                        Answer::Complete { cacheable } => {
                             if let Some(r) = msg["result"].as_object_mut() {
                                 r.entry("resultType").or_insert(json!("complete"));
+                                if cacheable {
+                                    r.entry("ttlMs").or_insert(json!(0));
+                                    r.entry("cacheScope").or_insert(json!("private"));
+                                }
                             }
                         }
                         Answer::Replace(result) => msg["result"] = result,
@@ -573,13 +597,26 @@ mod tests {
             json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
             None,
             a.clone(),
-            Answer::Complete,
+            Answer::Complete { cacheable: true },
         );
         r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{"tools":[]}}));
         assert_eq!(
             ra.try_recv().unwrap()["result"],
-            json!({"tools":[],"resultType":"complete"})
+            json!({"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"})
         );
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":4,"method":"tools/call"}),
+            None,
+            a.clone(),
+            Answer::Complete { cacheable: false },
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{"content":[]}}));
+        assert_eq!(
+            ra.try_recv().unwrap()["result"],
+            json!({"content":[],"resultType":"complete"})
+        );
+        assert!(cacheable("server/discover") && cacheable("resources/read"));
+        assert!(!cacheable("tools/call") && !cacheable("ping"));
         let m = r.forward(
             json!({"jsonrpc":"2.0","id":2,"method":"ping"}),
             None,
