@@ -184,11 +184,6 @@ pub(crate) enum ServerMsg {
         /// Spawn number.
         run: u64,
     },
-    /// The grace after a health-triggered SIGTERM of spawn `run` ended.
-    HealthKill {
-        /// Spawn number.
-        run: u64,
-    },
     /// The secrets lookup for spawn attempt `attempt` ended (SPEC §16).
     SecretsResolved {
         /// Which lookup; an older one's result is dropped.
@@ -299,8 +294,6 @@ struct WhyState {
     exit_note: Option<String>,
     /// When the scheduled restart is due.
     next_retry: Option<SystemTime>,
-    /// Why xy itself ended the current run (failed health checks).
-    killed_for: Option<String>,
 }
 
 /// See the module docs.
@@ -460,7 +453,7 @@ impl Actor for ServerActor {
                     st.why.exit_note = Some(holder.to_string());
                     st.why.port_holder = Some(holder);
                 }
-                ChildEvent::Exited(mut exit) => {
+                ChildEvent::Exited(exit) => {
                     st.leader_alive = false;
                     st.why.ran_for = st.lc.run_started.map(|t| t.elapsed());
                     st.end_probe();
@@ -470,15 +463,6 @@ impl Actor for ServerActor {
                         ts: xy_core::time::now_rfc3339(),
                     });
                     tracing::info!(server = %st.config.name, "{}", lifecycle::describe_exit(exit.code, exit.signal));
-                    if let Some(why) = &st.why.killed_for {
-                        // xy ended it for failing health checks: a failure
-                        // for the policy even if it exited 0 on SIGTERM.
-                        st.why.exit_note = Some(format!("stopped by xy: {why}"));
-                        if exit.code == Some(0) {
-                            exit.code = None;
-                            exit.signal = Some(Signal::SIGTERM as i32);
-                        }
-                    }
                     st.apply(
                         &myself,
                         Event::ChildExited {
@@ -493,7 +477,8 @@ impl Actor for ServerActor {
                 }
             },
             ServerMsg::GraceExpired { run } if run == st.run => {
-                if st.lc.phase == S::Stopping && st.lc.group_alive {
+                let health_kill = st.lc.phase == S::Running && st.lc.killed_for.is_some();
+                if (st.lc.phase == S::Stopping && st.lc.group_alive) || health_kill {
                     tracing::warn!(server = %st.config.name, grace_ms = xy_core::time::as_millis_u64(st.config.stop.grace), "grace period over; sending SIGKILL to the process group");
                 }
                 st.apply(&myself, Event::GraceExpired);
@@ -507,19 +492,12 @@ impl Actor for ServerActor {
                     st.child.signal(Signal::SIGTERM);
                 }
             }
-            ServerMsg::HealthKill { run } if run == st.run => {
-                if st.leader_alive {
-                    tracing::warn!(server = %st.config.name, "still alive after the health restart's grace; sending SIGKILL");
-                    st.child.signal(Signal::SIGKILL);
-                }
-            }
             // Reports about an earlier spawn.
             ServerMsg::Child { .. }
             | ServerMsg::GraceExpired { .. }
             | ServerMsg::BackoffElapsed { .. }
             | ServerMsg::Health { .. }
-            | ServerMsg::TermAfterProbe { .. }
-            | ServerMsg::HealthKill { .. } => {}
+            | ServerMsg::TermAfterProbe { .. } => {}
             ServerMsg::SecretsResolved { attempt, result }
                 if attempt == st.secrets_attempt && st.lc.phase == S::Starting =>
             {
@@ -577,6 +555,7 @@ impl ServerActorState {
                         }
                         None => self.child.signal(Signal::SIGTERM),
                     },
+                    Action::DropProbe => self.end_probe(),
                     Action::KillGroup => self.child.signal(Signal::SIGKILL),
                     Action::ScheduleGrace(d) => {
                         let run = self.run;
@@ -1016,27 +995,23 @@ impl ServerActorState {
             }
             _ => {}
         }
-        let restart = to == HealthState::Unhealthy
-            && self
-                .config
-                .health
-                .as_ref()
-                .is_some_and(|h| h.restart_on_failure)
-            && self.lc.phase == ServerState::Running
-            && self.leader_alive
-            && self.why.killed_for.is_none();
-        if restart {
+        let restart_on_failure = self
+            .config
+            .health
+            .as_ref()
+            .is_some_and(|h| h.restart_on_failure);
+        if to == HealthState::Unhealthy && restart_on_failure {
             let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
             let s = if failures == 1 { "" } else { "s" };
-            self.why.killed_for = Some(format!("{failures} failed health check{s} ({error})"));
-            tracing::warn!(server = %self.config.name, "restarting after failed health checks");
-            // The exit that follows goes through the restart policy.
-            self.end_probe();
-            self.child.signal(Signal::SIGTERM);
-            let run = self.run;
-            myself.send_after(self.config.stop.grace, move || ServerMsg::HealthKill {
-                run,
-            });
+            let why = format!("{failures} failed health check{s} ({error})");
+            // The lifecycle decides whether this run is ended (only a
+            // running child, once per run); its exit then goes through
+            // the restart policy.
+            let before = self.lc.killed_for.is_some();
+            self.apply(myself, Event::HealthFailed(why));
+            if !before && self.lc.killed_for.is_some() {
+                tracing::warn!(server = %self.config.name, "restarting after failed health checks");
+            }
         }
     }
 
@@ -1057,7 +1032,7 @@ impl ServerActorState {
             ran_for: self.why.ran_for,
             stderr: &stderr,
             port_holder: holder.as_deref(),
-            killed_for: self.why.killed_for.as_deref(),
+            killed_for: self.lc.killed_for.as_deref(),
             next_retry: self
                 .why
                 .next_retry

@@ -36,6 +36,10 @@ pub(crate) struct Lifecycle {
     pub(crate) run_started: Option<Instant>,
     /// The stop in progress is an on-demand idle stop: end `idle`.
     pub(crate) to_idle: bool,
+    /// Why xy itself is ending the current run (failed health checks):
+    /// its exit is a failure for the policy even if the child exits 0 on
+    /// SIGTERM. Kept until the next spawn so `explain` can say it.
+    pub(crate) killed_for: Option<String>,
 }
 
 impl Default for Lifecycle {
@@ -50,6 +54,7 @@ impl Default for Lifecycle {
             restart_count: 0,
             run_started: None,
             to_idle: false,
+            killed_for: None,
         }
     }
 }
@@ -87,6 +92,9 @@ pub(crate) enum Event {
     IdleRequested,
     /// An on-demand server's child went unused for `idle-stop`.
     IdleStopRequested,
+    /// The health verdict turned `unhealthy` and the config asks for a
+    /// restart on failure; the text says why (`2 failed health checks (…)`).
+    HealthFailed(String),
 }
 
 /// What the ServerActor must do, in order.
@@ -103,8 +111,12 @@ pub(crate) enum Action {
     },
     /// Spawn the child now and report `Spawned` / `SpawnFailed`.
     Spawn,
-    /// SIGTERM to the process group.
+    /// SIGTERM to the process group (after the health probe has ended its
+    /// MCP session, if one runs).
     TermGroup,
+    /// End the health probe at once, without waiting for it to close its
+    /// session (the server is not answering it anyway).
+    DropProbe,
     /// SIGKILL to the process group.
     KillGroup,
     /// Send `GraceExpired` after this long.
@@ -219,6 +231,17 @@ pub(crate) fn next(
         (_, Event::Spawned | Event::SpawnFailed(_)) => {}
 
         (S::Running | S::Starting, Event::ChildExited { code, signal }) => {
+            // xy ended this run for failing health checks: a failure for the
+            // policy even when the child exits 0 on SIGTERM.
+            let forced = s
+                .killed_for
+                .as_ref()
+                .map(|why| format!("; stopped by xy: {why}"));
+            let (code, signal) = match (&forced, code) {
+                (Some(_), Some(0)) => (None, Some(nix::sys::signal::Signal::SIGTERM as i32)),
+                _ => (code, signal),
+            };
+            let forced = forced.unwrap_or_default();
             let kind = ExitKind::of(code, signal);
             let what = describe_exit(code, signal);
             // A leftover grandchild must not hold the port for the next run.
@@ -246,7 +269,7 @@ pub(crate) fn next(
                 go(
                     &mut s,
                     to,
-                    format!("{what}; policy {}", restart.policy.as_str()),
+                    format!("{what}; policy {}{forced}", restart.policy.as_str()),
                     &mut actions,
                 );
             } else if s.window.len() >= restart.max_retries_per_minute as usize {
@@ -254,7 +277,7 @@ pub(crate) fn next(
                     &mut s,
                     S::Failed,
                     format!(
-                        "{what}; restart limit reached ({} per minute)",
+                        "{what}; restart limit reached ({} per minute){forced}",
                         restart.max_retries_per_minute
                     ),
                     &mut actions,
@@ -268,7 +291,10 @@ pub(crate) fn next(
                 go(
                     &mut s,
                     S::Restarting,
-                    format!("{what}; restart in {}", humantime::format_duration(delay)),
+                    format!(
+                        "{what}; restart in {}{forced}",
+                        humantime::format_duration(delay)
+                    ),
                     &mut actions,
                 );
                 // The delay counts from the exit: arm it before anything
@@ -345,6 +371,10 @@ pub(crate) fn next(
                 actions.push(Action::KillGroup);
             }
         }
+        // The grace of a health restart: the leader still runs.
+        (S::Running, Event::GraceExpired) if s.killed_for.is_some() => {
+            actions.push(Action::KillGroup);
+        }
         (_, Event::GraceExpired) => {}
 
         (_, Event::GroupGone) => {
@@ -378,6 +408,21 @@ pub(crate) fn next(
         (_, Event::BackoffElapsed) => {}
 
         (_, Event::RestartRequested) => s.restart_count = s.restart_count.saturating_add(1),
+
+        // Only a running child is restarted for its health, and only once
+        // per run: the SIGTERM (SIGKILL after `stop.grace`) ends it, and its
+        // exit goes through the restart policy like any failure.
+        (S::Running, Event::HealthFailed(why)) if s.killed_for.is_none() => {
+            s.killed_for = Some(why);
+            actions.push(Action::DropProbe);
+            actions.push(Action::TermGroup);
+            actions.push(Action::ScheduleGrace(grace));
+        }
+        (_, Event::HealthFailed(_)) => {}
+    }
+    if actions.contains(&Action::Spawn) {
+        // A new run: why xy ended the previous one no longer applies.
+        s.killed_for = None;
     }
     (s, actions)
 }

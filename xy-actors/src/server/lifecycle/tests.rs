@@ -23,6 +23,10 @@ fn at(phase: ServerState) -> Lifecycle {
     }
 }
 
+fn health(why: &str) -> Event {
+    Event::HealthFailed(why.to_owned())
+}
+
 fn exit(code: Option<i32>, signal: Option<i32>) -> Event {
     Event::ChildExited { code, signal }
 }
@@ -120,6 +124,24 @@ fn every_row() {
         ),
         (S::Stopped, Event::BackoffElapsed, S::Stopped, vec![]),
         (S::Running, Event::BackoffElapsed, S::Running, vec![]),
+        // Health-triggered restart: SIGTERM now (the probe is dropped, not
+        // asked to end its session), SIGKILL after the grace; the exit
+        // that follows goes through the policy.
+        (
+            S::Running,
+            health("2 failed health checks (timed out)"),
+            S::Running,
+            vec![
+                Action::DropProbe,
+                Action::TermGroup,
+                Action::ScheduleGrace(GRACE),
+            ],
+        ),
+        (S::Starting, health("x"), S::Starting, vec![]),
+        (S::Restarting, health("x"), S::Restarting, vec![]),
+        (S::Stopping, health("x"), S::Stopping, vec![]),
+        (S::Stopped, health("x"), S::Stopped, vec![]),
+        (S::Failed, health("x"), S::Failed, vec![]),
     ];
     for (from, ev, to, want) in rows {
         let (s, actions) = step(&at(from), ev.clone(), p, now);
@@ -357,4 +379,175 @@ fn a_restart_by_hand_counts_but_leaves_the_retry_window_alone() {
         assert_eq!(after.window.len(), 1, "{phase:?}");
         assert!(actions.is_empty(), "{phase:?}: {actions:?}");
     }
+}
+
+/// The state after a health restart was decided for a running child.
+fn health_killed(policy: RestartPolicy) -> Lifecycle {
+    let (s, _) = step(
+        &at(S::Running),
+        health("2 failed health checks (timed out)"),
+        policy,
+        Instant::now(),
+    );
+    assert_eq!(
+        s.killed_for.as_deref(),
+        Some("2 failed health checks (timed out)")
+    );
+    s
+}
+
+fn only_transition(actions: &[Action]) -> (ServerState, String) {
+    let t: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Transition { to, reason, .. } => Some((*to, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(t.len(), 1, "{actions:?}");
+    t[0].clone()
+}
+
+#[test]
+fn health_restart_happens_once_per_run_and_kills_after_grace() {
+    let s = health_killed(RestartPolicy::OnFailure);
+    // A second unhealthy verdict of the same run sends nothing more.
+    let (s, actions) = step(
+        &s,
+        health("3 failed health checks"),
+        RestartPolicy::OnFailure,
+        Instant::now(),
+    );
+    assert!(actions.is_empty(), "{actions:?}");
+    assert_eq!(
+        s.killed_for.as_deref(),
+        Some("2 failed health checks (timed out)")
+    );
+    // The grace ran out and the leader still runs: SIGKILL.
+    let (s, actions) = step(
+        &s,
+        Event::GraceExpired,
+        RestartPolicy::OnFailure,
+        Instant::now(),
+    );
+    assert_eq!(actions, vec![Action::KillGroup]);
+    assert_eq!(s.phase, S::Running);
+}
+
+/// The forced exit: what the child's exit means once xy has ended the run
+/// for its health. Rows: (policy, exit code, exit signal, state after,
+/// words the reason must hold).
+#[test]
+fn forced_exit_rows() {
+    let rows: Vec<(
+        RestartPolicy,
+        Option<i32>,
+        Option<i32>,
+        ServerState,
+        &[&str],
+    )> = vec![
+        // A clean exit on SIGTERM is still a failure: on-failure restarts.
+        (
+            RestartPolicy::OnFailure,
+            Some(0),
+            None,
+            S::Restarting,
+            &[
+                "killed by SIGTERM",
+                "restart in",
+                "stopped by xy: 2 failed health checks (timed out)",
+            ],
+        ),
+        (
+            RestartPolicy::Always,
+            Some(0),
+            None,
+            S::Restarting,
+            &["killed by SIGTERM", "stopped by xy"],
+        ),
+        // `policy "never"` ends `failed`, not `stopped`.
+        (
+            RestartPolicy::Never,
+            Some(0),
+            None,
+            S::Failed,
+            &["killed by SIGTERM", "policy never", "stopped by xy"],
+        ),
+        // A non-zero code or a signal is kept as it was.
+        (
+            RestartPolicy::OnFailure,
+            Some(3),
+            None,
+            S::Restarting,
+            &["exited with code 3", "stopped by xy"],
+        ),
+        (
+            RestartPolicy::Never,
+            None,
+            Some(9),
+            S::Failed,
+            &["SIGKILL", "stopped by xy"],
+        ),
+    ];
+    for (policy, code, signal, to, words) in rows {
+        let s = health_killed(policy);
+        let (after, actions) = step(&s, exit(code, signal), policy, Instant::now());
+        assert_eq!(after.phase, to, "{policy:?} {code:?} {signal:?}");
+        let (t, reason) = only_transition(&actions);
+        assert_eq!(t, to);
+        for w in words {
+            assert!(
+                reason.contains(w),
+                "{policy:?} {code:?}: {reason:?} lacks {w:?}"
+            );
+        }
+        // Kept for `explain` until the next spawn.
+        assert!(after.killed_for.is_some());
+    }
+    // Without a health restart a clean exit under on-failure just stops.
+    let (after, actions) = step(
+        &at(S::Running),
+        exit(Some(0), None),
+        RestartPolicy::OnFailure,
+        Instant::now(),
+    );
+    assert_eq!(after.phase, S::Stopped);
+    assert!(!only_transition(&actions).1.contains("stopped by xy"));
+}
+
+#[test]
+fn the_next_spawn_forgets_the_health_kill() {
+    let p = RestartPolicy::OnFailure;
+    let now = Instant::now();
+    let s = health_killed(p);
+    let (s, _) = step(&s, exit(Some(0), None), p, now);
+    let (s, _) = step(&s, Event::GroupGone, p, now);
+    let (s, actions) = step(&s, Event::BackoffElapsed, p, now);
+    assert_eq!(effects(&actions), vec![Action::Spawn]);
+    assert_eq!(s.killed_for, None);
+    let (s, _) = step(&s, Event::Spawned, p, now);
+    // The new run's clean exit is a clean exit again, and a grace timer
+    // in `running` does nothing.
+    let (_, actions) = step(&s, Event::GraceExpired, p, now);
+    assert!(actions.is_empty());
+    let (after, _) = step(&s, exit(Some(0), None), p, now);
+    assert_eq!(after.phase, S::Stopped);
+}
+
+#[test]
+fn a_stop_during_a_health_restart_is_an_ordinary_stop() {
+    let p = RestartPolicy::Always;
+    let now = Instant::now();
+    let s = health_killed(p);
+    let (s, actions) = step(&s, Event::StopRequested, p, now);
+    assert_eq!(s.phase, S::Stopping);
+    assert_eq!(
+        effects(&actions),
+        vec![Action::TermGroup, Action::ScheduleGrace(GRACE)]
+    );
+    // The leader exits 0: expected while stopping, no restart.
+    let (s, actions) = step(&s, exit(Some(0), None), p, now);
+    assert!(actions.is_empty());
+    let (s, _) = step(&s, Event::GroupGone, p, now);
+    assert_eq!(s.phase, S::Stopped);
 }
