@@ -8,6 +8,8 @@ mod options;
 mod reload;
 mod resources;
 mod shutdown;
+#[cfg(test)]
+mod stall_tests;
 
 use std::sync::Arc;
 

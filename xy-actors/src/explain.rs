@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use xy_core::protocol::describe_exit;
+use xy_core::protocol::{SpawnErrorKind, describe_exit};
 
 /// A run shorter than this "exited immediately"; an exit this early also
 /// triggers the port check (a busy port is the usual reason).
@@ -21,6 +21,8 @@ pub(crate) enum Cause {
     CommandNotFound,
     /// exec or the program hit EACCES (shell 126, "Permission denied").
     PermissionDenied,
+    /// exec refused the file: not a program this system runs (ENOEXEC).
+    ExecFormat,
     /// The port is taken (`Address already in use`, EADDRINUSE, or a
     /// holder found by the port check).
     PortInUse,
@@ -33,9 +35,9 @@ pub(crate) enum Cause {
 /// What the explainer looks at.
 #[derive(Debug, Default)]
 pub(crate) struct Input<'a> {
-    /// The spawn error text (`No such file or directory (os error 2)`) and
-    /// the path tried, when the last attempt failed to spawn.
-    pub(crate) spawn_error: Option<(&'a str, &'a str)>,
+    /// The spawn error's kind, its text (`No such file or directory (os
+    /// error 2)`) and the path tried, when the last attempt failed to spawn.
+    pub(crate) spawn_error: Option<(SpawnErrorKind, &'a str, &'a str)>,
     /// Exit code of the last run, if it exited normally.
     pub(crate) code: Option<i32>,
     /// Signal name of the last run, if a signal ended it.
@@ -60,18 +62,17 @@ pub(crate) fn classify(input: &Input<'_>) -> Cause {
             needles.iter().any(|n| l.contains(n))
         })
     };
-    if let Some((error, _)) = input.spawn_error {
-        let e = error.to_ascii_lowercase();
-        if input.port_holder.is_some() {
-            return Cause::PortInUse;
-        }
-        if e.contains("no such file") || e.contains("os error 2)") {
-            return Cause::CommandNotFound;
-        }
-        if e.contains("permission denied") || e.contains("os error 13)") {
-            return Cause::PermissionDenied;
-        }
-        return Cause::Other(error.to_owned());
+    if let Some((kind, error, _)) = input.spawn_error {
+        return match kind {
+            _ if input.port_holder.is_some() => Cause::PortInUse,
+            SpawnErrorKind::PortHeld => Cause::PortInUse,
+            SpawnErrorKind::NotFound => Cause::CommandNotFound,
+            SpawnErrorKind::PermissionDenied => Cause::PermissionDenied,
+            SpawnErrorKind::ExecFormat => Cause::ExecFormat,
+            SpawnErrorKind::WorkingDir | SpawnErrorKind::Secret | SpawnErrorKind::Other => {
+                Cause::Other(error.to_owned())
+            }
+        };
     }
     if input.port_holder.is_some()
         || stderr_has(&["address already in use", "eaddrinuse", "address in use"])
@@ -98,12 +99,18 @@ pub(crate) fn explain(input: &Input<'_>, now: SystemTime) -> String {
     let exit = describe_exit(input.code, input.signal);
     let head = match classify(input) {
         Cause::CommandNotFound => match input.spawn_error {
-            Some((_, path)) => format!("command not found: {path}"),
+            Some((_, _, path)) => format!("command not found: {path}"),
             None => format!("command not found ({exit})"),
         },
         Cause::PermissionDenied => match input.spawn_error {
-            Some((_, path)) => format!("permission denied: {path}"),
+            Some((_, _, path)) => format!("permission denied: {path}"),
             None => format!("permission denied ({exit})"),
+        },
+        Cause::ExecFormat => match input.spawn_error {
+            Some((_, error, path)) => {
+                format!("not a program this system can run: {path} ({error})")
+            }
+            None => format!("not a program this system can run ({exit})"),
         },
         Cause::PortInUse => match input.port_holder {
             Some(h) => format!("port in use: {h}"),
@@ -162,7 +169,11 @@ mod tests {
     #[test]
     fn spawn_errors() {
         let i = Input {
-            spawn_error: Some(("No such file or directory (os error 2)", "/opt/nope")),
+            spawn_error: Some((
+                SpawnErrorKind::NotFound,
+                "No such file or directory (os error 2)",
+                "/opt/nope",
+            )),
             ..Input::default()
         };
         assert_eq!(classify(&i), Cause::CommandNotFound);
@@ -171,18 +182,57 @@ mod tests {
             "command not found: /opt/nope"
         );
         let i = Input {
-            spawn_error: Some(("Permission denied (os error 13)", "/opt/x")),
+            spawn_error: Some((
+                SpawnErrorKind::PermissionDenied,
+                "Permission denied (os error 13)",
+                "/opt/x",
+            )),
             ..Input::default()
         };
         assert_eq!(explain(&i, SystemTime::now()), "permission denied: /opt/x");
         let i = Input {
-            spawn_error: Some(("port 8421 is held by pid 7 (node s.js)", "/opt/x")),
+            spawn_error: Some((
+                SpawnErrorKind::PortHeld,
+                "port 8421 is held by pid 7 (node s.js)",
+                "/opt/x",
+            )),
             port_holder: Some("port 8421 is held by pid 7 (node s.js)"),
             ..Input::default()
         };
         assert_eq!(
             explain(&i, SystemTime::now()),
             "port in use: port 8421 is held by pid 7 (node s.js)"
+        );
+    }
+
+    #[test]
+    fn the_kind_decides_not_the_text() {
+        // A missing working directory says "No such file or directory"
+        // too; it is not a missing command.
+        let i = Input {
+            spawn_error: Some((
+                SpawnErrorKind::WorkingDir,
+                "working directory /gone: No such file or directory (os error 2)",
+                "/usr/bin/env",
+            )),
+            ..Input::default()
+        };
+        assert_eq!(
+            explain(&i, SystemTime::now()),
+            "working directory /gone: No such file or directory (os error 2)"
+        );
+        let i = Input {
+            spawn_error: Some((
+                SpawnErrorKind::ExecFormat,
+                "Exec format error (os error 8)",
+                "/opt/script",
+            )),
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::ExecFormat);
+        assert_eq!(
+            explain(&i, SystemTime::now()),
+            "not a program this system can run: /opt/script (Exec format error (os error 8))"
         );
     }
 

@@ -35,7 +35,7 @@ impl std::fmt::Debug for Resolved {
 
 /// Why a lookup failed; never holds the value or the command's output.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretError {
+pub(crate) struct SecretError {
     /// The secret's name.
     pub name: String,
     /// `command`, `keychain` or `file`.

@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use xy_core::config::{HealthConfig, ServerConfig};
 use xy_core::protocol::{
-    Health, HealthState, HealthTransition, LastExit, ListEntry, ServerState, StatusResult,
-    Transition, Transport,
+    Health, HealthState, HealthTransition, LastExit, ListEntry, ServerState, SpawnErrorKind,
+    StatusResult, Transition, Transport,
 };
 
 use self::failure::SpawnFailure;
@@ -184,12 +184,17 @@ pub(crate) enum ServerMsg {
         /// Spawn number.
         run: u64,
     },
-    /// The secrets lookup for spawn attempt `attempt` ended (SPEC §16).
-    SecretsResolved {
-        /// Which lookup; an older one's result is dropped.
+    /// The work before spawn attempt `attempt` ended, off the actor: the
+    /// secrets lookup (SPEC §16), then the port check.
+    Prepared {
+        /// Which attempt; an older one's result is dropped.
         attempt: u64,
-        /// The values, or why one could not be looked up.
-        result: Result<Vec<crate::secrets::Resolved>, crate::secrets::SecretError>,
+        /// The secret values and a foreign holder of the port, or why a
+        /// secret could not be looked up.
+        result: Result<
+            (Vec<crate::secrets::Resolved>, Option<PortHolder>),
+            crate::secrets::SecretError,
+        >,
     },
     /// Fault injection: panic in the handler.
     InjectPanic,
@@ -267,8 +272,8 @@ pub(crate) struct ServerActorState {
     snapshot: watch::Sender<ServerSnapshot>,
     /// The tool ledger and what the `mcp` probe learned this spawn.
     mcp: McpState,
-    /// Counts secrets lookups, so a stale one's result is ignored.
-    secrets_attempt: u64,
+    /// Counts spawn preparations, so a stale one's result is ignored.
+    spawn_attempt: u64,
     /// `hooks { }` / `notify`: when each event last fired.
     hooks: crate::hooks::Hooks,
     /// Entered `failed` and not running since (for `on-recovered`).
@@ -357,7 +362,7 @@ impl Actor for ServerActor {
             health_history: VecDeque::new(),
             mcp,
             snapshot: args.snapshot,
-            secrets_attempt: 0,
+            spawn_attempt: 0,
             hooks: crate::hooks::Hooks::default(),
             down: false,
             events: args.events,
@@ -498,17 +503,17 @@ impl Actor for ServerActor {
             | ServerMsg::BackoffElapsed { .. }
             | ServerMsg::Health { .. }
             | ServerMsg::TermAfterProbe { .. } => {}
-            ServerMsg::SecretsResolved { attempt, result }
-                if attempt == st.secrets_attempt && st.lc.phase == S::Starting =>
+            ServerMsg::Prepared { attempt, result }
+                if attempt == st.spawn_attempt && st.lc.phase == S::Starting =>
             {
                 let event = match result {
-                    Ok(values) => st.spawn(&myself, &values),
+                    Ok((values, holder)) => st.spawn(&myself, &values, holder),
                     Err(e) => st.secret_failed(e),
                 };
                 st.apply(&myself, event);
             }
-            // A lookup overtaken by a stop or a newer start.
-            ServerMsg::SecretsResolved { .. } => {}
+            // A preparation overtaken by a stop or a newer start.
+            ServerMsg::Prepared { .. } => {}
             ServerMsg::InjectPanic => panic!("injected panic in ServerActor {}", st.config.name),
         }
         st.publish();
@@ -573,22 +578,30 @@ impl ServerActorState {
         self.report(myself);
     }
 
-    /// Spawns at once, or, with `secrets { }`, starts their lookup off the
-    /// actor (it may take seconds) and spawns when `SecretsResolved` comes
-    /// back; the state stays `starting` meanwhile.
+    /// Starts the work a spawn waits for off the actor — the secrets
+    /// lookup (it may take seconds), then the port check (it may walk every
+    /// process's fds) on the blocking pool — and spawns when `Prepared`
+    /// comes back; the state stays `starting` meanwhile and a stop
+    /// overtakes it.
     fn begin_spawn(&mut self, myself: &ActorRef<ServerMsg>) -> Option<Event> {
-        if self.config.secrets.is_empty() {
-            return Some(self.spawn(myself, &[]));
-        }
-        self.secrets_attempt += 1;
+        self.spawn_attempt += 1;
         let (attempt, specs, me) = (
-            self.secrets_attempt,
+            self.spawn_attempt,
             self.config.secrets.clone(),
             myself.clone(),
         );
+        let (spawner, port) = (self.spawner.clone(), self.config.port);
         tokio::spawn(async move {
-            let result = crate::secrets::resolve_all(specs, crate::secrets::TIMEOUT).await;
-            let _ = me.cast(ServerMsg::SecretsResolved { attempt, result });
+            let secrets = if specs.is_empty() {
+                Ok(Vec::new())
+            } else {
+                crate::secrets::resolve_all(specs, crate::secrets::TIMEOUT).await
+            };
+            let result = match secrets {
+                Ok(values) => Ok((values, spawner.port_holder_off_thread(port, None).await)),
+                Err(e) => Err(e),
+            };
+            let _ = me.cast(ServerMsg::Prepared { attempt, result });
         });
         None
     }
@@ -602,16 +615,21 @@ impl ServerActorState {
             name: self.config.name.clone(),
             path: self.config.command.clone(),
             error: text.clone(),
+            kind: SpawnErrorKind::Secret,
             port_holder: None,
-            secret: Some(Box::new(e)),
+            secret: Some(Box::new(e.to_failure())),
         });
         Event::SpawnFailed(text)
     }
 
+    /// Spawns the child, unless `holder` (a foreign listener on the port,
+    /// found off the actor) would make it die at bind: then fail now and
+    /// name it, instead of entering a crash loop.
     fn spawn(
         &mut self,
         myself: &ActorRef<ServerMsg>,
         secrets: &[crate::secrets::Resolved],
+        holder: Option<PortHolder>,
     ) -> Event {
         self.run += 1;
         let run = self.run;
@@ -629,7 +647,7 @@ impl ServerActorState {
         // A foreign listener on the port would make the child die at bind:
         // fail now and name it, instead of entering a crash loop.
         if self.config.transport == Transport::Http
-            && let Some(holder) = self.spawner.port_holder(self.config.port, None)
+            && let Some(holder) = holder
         {
             let text = holder.to_string();
             tracing::warn!(server = %self.config.name, "{text}");
@@ -637,6 +655,7 @@ impl ServerActorState {
                 name: self.config.name.clone(),
                 path: self.config.command.clone(),
                 error: text.clone(),
+                kind: SpawnErrorKind::PortHeld,
                 port_holder: Some(holder.clone()),
                 secret: None,
             });
@@ -673,12 +692,8 @@ impl ServerActorState {
                 tokio::spawn(async move {
                     let exit = handle.wait().await;
                     if spawned_at.elapsed() < explain::IMMEDIATE {
-                        // Off the actor: the fd scan may take a few ms.
-                        let held = tokio::task::spawn_blocking(move || {
-                            spawner.port_holder(port, Some(pgid))
-                        })
-                        .await;
-                        if let Ok(Some(holder)) = held {
+                        let held = spawner.port_holder_off_thread(port, Some(pgid)).await;
+                        if let Some(holder) = held {
                             let _ = me.cast(ServerMsg::Child {
                                 run,
                                 event: ChildEvent::PortHeld(holder),
@@ -704,6 +719,7 @@ impl ServerActorState {
                     name: self.config.name.clone(),
                     path: e.path,
                     error: e.error,
+                    kind: e.kind,
                     port_holder: None,
                     secret: None,
                 });
@@ -798,6 +814,7 @@ impl ServerActorState {
                         name: self.config.name.clone(),
                         path: self.config.command.clone(),
                         error: "failed".to_owned(),
+                        kind: SpawnErrorKind::Other,
                         port_holder: None,
                         secret: None,
                     }),
@@ -1026,7 +1043,7 @@ impl ServerActorState {
             spawn_error: self
                 .last_spawn_error
                 .as_ref()
-                .map(|e| (e.error.as_str(), e.path.as_str())),
+                .map(|e| (e.kind, e.error.as_str(), e.path.as_str())),
             code: self.last_exit.as_ref().and_then(|e| e.code),
             signal: self.last_exit.as_ref().and_then(|e| e.signal.as_deref()),
             ran_for: self.why.ran_for,

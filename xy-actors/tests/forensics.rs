@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use support::{TestEngine, server, wait_for};
 use xy_actors::EngineError;
-use xy_core::protocol::{RpcError, ServerState, TargetParams};
+use xy_core::protocol::{ServerState, SpawnErrorKind, TargetParams};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -38,23 +38,21 @@ async fn a_foreign_port_holder_is_named_and_the_start_fails() {
         .start_servers(&TargetParams::one("mcp"))
         .await
         .unwrap_err();
-    assert!(matches!(err, EngineError::SpawnFailed { .. }), "{err:?}");
-    let rpc = RpcError::from(&err);
-    assert_eq!(rpc.code, -32006);
+    let EngineError::SpawnFailed { failures, .. } = &err else {
+        panic!("{err:?}");
+    };
     let me = std::process::id();
     let want = format!("port {port} is held by pid {me} (");
-    assert!(rpc.message.contains(&want), "{}", rpc.message);
-    let data = rpc.data.unwrap();
-    let f = &data["failures"][0];
-    assert!(f["error"].as_str().unwrap().contains(&want), "{f}");
-    assert_eq!(f["port_holder"]["pid"], me);
-    assert_eq!(f["port_holder"]["port"], port);
+    assert!(err.to_string().contains(&want), "{err}");
+    let f = &failures[0];
+    assert!(f.error.contains(&want), "{f:?}");
+    assert_eq!(f.kind, SpawnErrorKind::PortHeld);
+    let holder = f.port_holder.as_ref().expect("the holder, as data");
+    assert_eq!(holder.pid, Some(me));
+    assert_eq!(holder.port, port);
     assert!(
-        f["port_holder"]["command"]
-            .as_str()
-            .unwrap()
-            .contains("forensics"),
-        "the test binary's own command line: {f}"
+        holder.command.as_deref().unwrap().contains("forensics"),
+        "the test binary's own command line: {f:?}"
     );
 
     let st = t.engine.status("mcp").await.unwrap();

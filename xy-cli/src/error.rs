@@ -4,8 +4,9 @@
 
 use std::fmt;
 
+use serde::Deserialize;
 use xy_core::config::ConfigErrors;
-use xy_core::protocol::{ErrorCode, RpcError};
+use xy_core::protocol::{ErrorCode, RpcError, SpawnFailedData};
 
 use xy_core::client::ClientError;
 
@@ -105,8 +106,11 @@ impl From<RpcError> for Failure {
         // `ServerNotFound`'s data only repeats the names the message gives.
         let detail = match (e.kind(), &e.data) {
             (Some(ErrorCode::ServerNotFound), _) => String::new(),
-            (Some(ErrorCode::SpawnFailed), Some(data)) if data.get("failures").is_some() => {
-                render_spawn_failures(data)
+            (Some(ErrorCode::SpawnFailed), Some(data)) => {
+                match SpawnFailedData::deserialize(data) {
+                    Ok(failed) => render_spawn_failures(&failed),
+                    Err(_) => render_data(data),
+                }
             }
             _ => e.data.as_ref().map(render_data).unwrap_or_default(),
         };
@@ -169,28 +173,18 @@ pub(crate) fn render_data(data: &serde_json::Value) -> String {
 }
 
 /// A `-32006` from start/restart: one line per failed server (path and OS
-/// error), then what did start, so a partial `--all` is not misread.
-fn render_spawn_failures(data: &serde_json::Value) -> String {
-    let s =
-        |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+/// error, or the port holder / secret), then what did start, so a partial
+/// `--all` is not misread.
+fn render_spawn_failures(data: &SpawnFailedData) -> String {
     let mut lines: Vec<String> = data
-        .get("failures")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|f| format!("  {}: {}: {}", s(f, "name"), s(f, "path"), s(f, "error")))
+        .failures
+        .iter()
+        .map(|f| format!("  {}", f.describe()))
         .collect();
-    for (key, label) in [
-        ("started", "started"),
-        ("already_running", "already running"),
+    for (names, label) in [
+        (&data.started, "started"),
+        (&data.already_running, "already running"),
     ] {
-        let names: Vec<&str> = data
-            .get(key)
-            .and_then(serde_json::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(serde_json::Value::as_str)
-            .collect();
         if !names.is_empty() {
             lines.push(format!("{label}: {}", names.join(", ")));
         }

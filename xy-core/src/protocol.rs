@@ -12,6 +12,8 @@ mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
 mod secrets;
 pub use secrets::SecretInfo;
+mod failure;
+pub use failure::{PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData, SpawnFailure};
 
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;

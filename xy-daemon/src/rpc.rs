@@ -18,6 +18,7 @@ use crate::transport::Conn;
 
 mod config;
 mod daemon;
+mod error;
 mod events;
 mod logs;
 mod servers;
@@ -83,9 +84,9 @@ pub(crate) fn to_error_object(e: RpcError) -> ErrorObjectOwned {
     ErrorObject::owned(e.code, e.message, e.data)
 }
 
-/// Engine failures, mapped by `xy-actors`' one `From` impl.
+/// Engine failures, mapped in one place ([`error::engine_rpc_error`]).
 pub(crate) fn engine_error(e: &EngineError) -> ErrorObjectOwned {
-    to_error_object(RpcError::from(e))
+    to_error_object(error::engine_rpc_error(e))
 }
 
 pub(crate) fn invalid_params(

@@ -1,10 +1,9 @@
-//! Why an engine operation failed, and its one mapping to a JSON-RPC error.
-
-use xy_core::protocol::{ErrorCode, RpcError};
+//! Why an engine operation failed, as typed data; the daemon's rpc layer
+//! maps it to a JSON-RPC error (`xy-daemon/src/rpc/error.rs`).
 
 use crate::server::failure::SpawnFailure;
 
-/// Why an engine operation failed. Maps to a JSON-RPC error in one place.
+/// Why an engine operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineError {
     /// Names that are not configured.
@@ -23,43 +22,6 @@ pub enum EngineError {
     /// An actor did not answer in time or is gone (a bug).
     #[error("internal error: {0}")]
     Internal(String),
-}
-
-impl From<&EngineError> for RpcError {
-    fn from(e: &EngineError) -> RpcError {
-        match e {
-            EngineError::ServerNotFound(names) => {
-                RpcError::new(ErrorCode::ServerNotFound, e.to_string()).with_data(serde_json::json!({ "names": names }))
-            }
-            EngineError::SpawnFailed {
-                failures,
-                started,
-                already_running,
-            } => RpcError::new(ErrorCode::SpawnFailed, e.to_string()).with_data(serde_json::json!({
-                "failures": failures
-                    .iter()
-                    .map(|f| {
-                        let mut v = serde_json::json!({ "name": f.name, "path": f.path, "error": f.error });
-                        if let Some(s) = &f.secret {
-                            v["secret"] = serde_json::json!({
-                                "name": s.name, "kind": s.kind, "source": s.source,
-                                "reason": s.reason, "exit_code": s.exit_code,
-                            });
-                        }
-                        if let Some(h) = &f.port_holder {
-                            v["port_holder"] = serde_json::json!({
-                                "port": h.port, "pid": h.pid, "command": h.command, "uid": h.uid,
-                            });
-                        }
-                        v
-                    })
-                    .collect::<Vec<_>>(),
-                "started": started,
-                "already_running": already_running,
-            })),
-            EngineError::Internal(_) => RpcError::new(ErrorCode::InternalError, e.to_string()),
-        }
-    }
 }
 
 pub(crate) fn internal(what: &str, err: impl std::fmt::Display) -> EngineError {

@@ -2,38 +2,9 @@
 //! whether xy owns it. Linux reads `/proc/net/tcp{,6}` and maps the socket
 //! inode to a pid through `/proc/*/fd`; macOS asks `lsof`. Parsers are pure.
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A process (or at least a socket) listening on a port xy wants.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortHolder {
-    /// The port.
-    pub port: u16,
-    /// The holder's pid, when visible (another user's fds are not).
-    pub pid: Option<u32>,
-    /// Its command line (shortened), when visible.
-    pub command: Option<String>,
-    /// The socket owner's uid, when known.
-    pub uid: Option<u32>,
-}
-
-impl fmt::Display for PortHolder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.pid, &self.command, self.uid) {
-            (Some(pid), Some(cmd), _) => {
-                write!(f, "port {} is held by pid {pid} ({cmd})", self.port)
-            }
-            (Some(pid), None, _) => write!(f, "port {} is held by pid {pid}", self.port),
-            (None, _, Some(uid)) => write!(
-                f,
-                "port {} is held by another process (uid {uid}; its pid is not visible to xy)",
-                self.port
-            ),
-            (None, _, None) => write!(f, "port {} is held by another process", self.port),
-        }
-    }
-}
+pub use xy_core::protocol::PortHolder;
 
 /// Longest command line shown in a holder description.
 const MAX_COMMAND: usize = 160;

@@ -78,6 +78,7 @@ impl ChildSpawner for MockSpawner {
                 return Err(SpawnError {
                     path: config.command.clone(),
                     error: "No such file or directory (os error 2)".into(),
+                    kind: xy_core::protocol::SpawnErrorKind::NotFound,
                 });
             }
             let child = Arc::new(MockChild {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::Signal;
 use xy_core::config::ServerConfig;
-use xy_core::protocol::LogStream;
+use xy_core::protocol::{LogStream, SpawnErrorKind};
 
 use crate::log_router::pump::pump;
 use crate::log_router::redact::Redactor;
@@ -34,11 +34,12 @@ pub(crate) struct ExitInfo {
     pub(crate) signal: Option<i32>,
 }
 
-/// Why a spawn failed: the path tried and the OS error.
+/// Why a spawn failed: the path tried, the OS error and its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SpawnError {
     pub(crate) path: String,
     pub(crate) error: String,
+    pub(crate) kind: SpawnErrorKind,
 }
 
 /// One spawned child and its process group.
@@ -75,6 +76,22 @@ pub(crate) trait ChildSpawner: Send + Sync + 'static {
         let _ = (port, own_pgid);
         None
     }
+
+    /// [`ChildSpawner::port_holder`] on tokio's blocking pool: it may walk
+    /// every process's open fds (or run `lsof`), which must never hold an
+    /// actor's handler or an async worker.
+    fn port_holder_off_thread(
+        self: Arc<Self>,
+        port: u16,
+        own_pgid: Option<i32>,
+    ) -> BoxFuture<Option<PortHolder>> {
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || self.port_holder(port, own_pgid))
+                .await
+                .ok()
+                .flatten()
+        })
+    }
 }
 
 /// Real processes via `tokio::process`.
@@ -95,17 +112,22 @@ fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
     )
     .map_err(|e| {
         // Reported as the OS error exec would have given, like other spawn errors.
-        let (path, errno) = match &e {
-            xy_core::config::CommandLookupError::NotExecutable(p) => {
-                (p.display().to_string(), libc::EACCES)
-            }
-            xy_core::config::CommandLookupError::NotFound(_) => {
-                (config.command.clone(), libc::ENOENT)
-            }
+        let (path, errno, kind) = match &e {
+            xy_core::config::CommandLookupError::NotExecutable(p) => (
+                p.display().to_string(),
+                libc::EACCES,
+                SpawnErrorKind::PermissionDenied,
+            ),
+            xy_core::config::CommandLookupError::NotFound(_) => (
+                config.command.clone(),
+                libc::ENOENT,
+                SpawnErrorKind::NotFound,
+            ),
         };
         SpawnError {
             path,
             error: std::io::Error::from_raw_os_error(errno).to_string(),
+            kind,
         }
     })
 }
@@ -128,6 +150,7 @@ impl ChildSpawner for RealSpawner {
             return Err(SpawnError {
                 path: shown,
                 error: format!("working directory {}: {e}", dir.display()),
+                kind: SpawnErrorKind::WorkingDir,
             });
         }
         let stdio = config.transport == xy_core::protocol::Transport::Stdio;
@@ -145,6 +168,7 @@ impl ChildSpawner for RealSpawner {
         let mut child = cmd.spawn().map_err(|e| SpawnError {
             path: shown.clone(),
             error: e.to_string(),
+            kind: SpawnErrorKind::of_io(&e),
         })?;
         let pid = child.id().unwrap_or_default();
         let pgid = i32::try_from(pid).unwrap_or_default();

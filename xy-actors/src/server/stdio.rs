@@ -71,6 +71,7 @@ impl ServerActorState {
                 name: self.config.name.clone(),
                 path: self.config.command.clone(),
                 error: "the stdio bridge is not running".to_owned(),
+                kind: xy_core::protocol::SpawnErrorKind::Other,
                 port_holder: None,
                 secret: None,
             }));
@@ -94,6 +95,11 @@ impl ServerActorState {
                     name: self.config.name.clone(),
                     path: self.config.command.clone(),
                     error,
+                    kind: if holder.is_some() {
+                        xy_core::protocol::SpawnErrorKind::PortHeld
+                    } else {
+                        xy_core::protocol::SpawnErrorKind::Other
+                    },
                     port_holder: holder,
                     secret: None,
                 }))

@@ -43,7 +43,7 @@ pub(crate) async fn reload(ctx: &Arc<DaemonCtx>) -> Result<ReloadResult, RpcErro
         .engine
         .reload(configs)
         .await
-        .map_err(|e| RpcError::from(&e))?;
+        .map_err(|e| super::error::engine_rpc_error(&e))?;
     tracing::info!(
         added = ?result.added,
         removed = ?result.removed,
