@@ -434,18 +434,21 @@ fn health_restart_happens_once_per_run_and_kills_after_grace() {
     assert_eq!(s.phase, S::Running);
 }
 
+/// (policy, exit code, exit signal, state after, words the reason holds)
+type ForcedExitRow = (
+    RestartPolicy,
+    Option<i32>,
+    Option<i32>,
+    ServerState,
+    &'static [&'static str],
+);
+
 /// The forced exit: what the child's exit means once xy has ended the run
 /// for its health. Rows: (policy, exit code, exit signal, state after,
 /// words the reason must hold).
 #[test]
 fn forced_exit_rows() {
-    let rows: Vec<(
-        RestartPolicy,
-        Option<i32>,
-        Option<i32>,
-        ServerState,
-        &[&str],
-    )> = vec![
+    let rows: Vec<ForcedExitRow> = vec![
         // A clean exit on SIGTERM is still a failure: on-failure restarts.
         (
             RestartPolicy::OnFailure,
