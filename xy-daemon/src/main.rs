@@ -59,7 +59,8 @@ fn boot(args: Args) -> Result<(), DaemonError> {
         })?;
     let result = runtime.block_on(async move {
         let reloads = signals::hangups();
-        xy_daemon::run(prepared, signals::shutdown_requested(), reloads).await
+        let run_dir = prepared.paths().run_dir.clone();
+        xy_daemon::run(prepared, signals::shutdown_requested(run_dir), reloads).await
     });
     if let Err(e) = &result
         && !matches!(e, DaemonError::Config(_))

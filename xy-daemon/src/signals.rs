@@ -1,14 +1,18 @@
 //! Process signals: SIGTERM/SIGINT request a graceful shutdown (a second
-//! SIGINT or SIGTERM during it exits at once), SIGHUP reloads the config
-//! directory like the `reload` method.
+//! SIGINT or SIGTERM during it kills every child's process group and exits
+//! at once), SIGHUP reloads the config directory like the `reload` method.
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 /// Resolves on the first SIGTERM or SIGINT; from then on, a second one ends
 /// the process immediately (exit 130) for a user who will not wait out a
-/// long grace period.
-pub async fn shutdown_requested() {
+/// long grace period — after SIGKILLing the process group of every child
+/// recorded in `run_dir`, so nothing xy started outlives it.
+pub async fn shutdown_requested(run_dir: PathBuf) {
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -31,7 +35,18 @@ pub async fn shutdown_requested() {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
-        tracing::warn!(signal = name, "second signal during shutdown: exiting now");
+        tracing::warn!(
+            signal = name,
+            "second signal during shutdown: killing every child's process group and exiting now"
+        );
+        // The child records name every live group (with its start time, so
+        // a reused pid is never signalled); no grace: SIGKILL at once.
+        let killed = tokio::task::spawn_blocking(move || {
+            xy_actors::sweep_orphans(&run_dir, Duration::ZERO).len()
+        })
+        .await
+        .unwrap_or(0);
+        tracing::warn!(groups = killed, "exiting");
         std::process::exit(130);
     });
 }

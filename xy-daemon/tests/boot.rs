@@ -157,3 +157,61 @@ fn orphans_of_a_killed_daemon_are_swept_at_boot() {
     assert_ne!(fresh, orphan);
     assert!(d2.env.daemon_log().contains("orphan"), "sweep is logged");
 }
+
+/// A second SIGTERM while the shutdown waits out a long grace kills every
+/// child's process group (a grandchild that ignores SIGTERM too) before xyd
+/// exits 130, and leaves no child record behind.
+#[test]
+fn a_second_sigterm_during_a_slow_stop_leaves_no_child() {
+    let env = Env::new();
+    let grandchild_file = env.root.path().join("grandchild.pid");
+    env.write_config(
+        "forker",
+        &format!(
+            "command \"{}\"\nargs \"--pidfile\" \"{}\"\nport {}\nstop {{\n    grace \"1h\"\n}}\n",
+            testbin("xy-test-fork").display(),
+            grandchild_file.display(),
+            port(2)
+        ),
+    );
+    env.write_config(
+        "stubborn",
+        &format!(
+            "command \"{}\"\nport {}\nstop {{\n    grace \"1h\"\n}}\n",
+            testbin("xy-test-ignore-term").display(),
+            port(3)
+        ),
+    );
+    let mut d = TestDaemon::start_in(env);
+    let mut pids = vec![d.running_pid("forker"), d.running_pid("stubborn")];
+    pids.push(wait_some("grandchild pidfile", DEADLINE, || {
+        std::fs::read_to_string(&grandchild_file)
+            .ok()?
+            .trim()
+            .parse::<i32>()
+            .ok()
+    }));
+    assert!(pids.iter().all(|p| pid_alive(*p)));
+
+    signal(d.pid() as i32, libc::SIGTERM);
+    // The shutdown is under way, and would wait an hour for `stubborn`.
+    wait_for("the shutdown began", DEADLINE, || {
+        d.env.daemon_log().contains("send it again")
+    });
+    // (The fork's leader exits on SIGTERM; its grandchild and `stubborn`
+    // ignore it.)
+    assert!(
+        pids[1..].iter().all(|p| pid_alive(*p)),
+        "stopping takes its grace"
+    );
+    signal(d.pid() as i32, libc::SIGTERM);
+    let status = d.wait_exit();
+    assert_eq!(status.code(), Some(130), "{}", d.stderr());
+    for p in &pids {
+        wait_for(&format!("process {p} gone"), DEADLINE, || !pid_alive(*p));
+    }
+    let left: Vec<_> = std::fs::read_dir(d.env.state_dir().join("run"))
+        .map(|dir| dir.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "child records left: {left:?}");
+}
