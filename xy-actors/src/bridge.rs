@@ -749,7 +749,7 @@ impl BridgeState {
                 route::Answer::Replace(discover)
             } else {
                 route::Answer::Complete {
-                    cacheable: route::cacheable(&method),
+                    cacheable: route::cacheable(method),
                 }
             }
         } else {
