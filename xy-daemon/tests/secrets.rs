@@ -255,3 +255,76 @@ fn notify_calls_notify_send_on_path() {
     assert!(lines[2].contains("restart limit reached"), "{got}");
     drop(d);
 }
+
+/// SPEC §16 `keychain=`: the lookup runs `security find-generic-password -s
+/// SERVICE -a ACCOUNT -w` (a fake `security` on PATH here, as on a Mac
+/// without the item); the child gets the value, the log shows only
+/// `[redacted:NAME]`; a missing item fails the spawn with `-32006` naming the
+/// secret and its source, never the tool's output.
+#[test]
+fn keychain_secrets_use_security_and_a_missing_item_fails_the_spawn() {
+    let env = Env::new();
+    let bin = env.root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("security");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n\
+             if [ \"$*\" = \"find-generic-password -s xy-demo -a me -w\" ]; then echo '{SECRET}'; exit 0; fi\n\
+             echo \"security: SecKeychainSearchCopyNext: leaked-tool-output $*\" >&2\nexit 44\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let child = "printf 'got %s (%s chars)\\n' \"$TOKEN\" \"${#TOKEN}\"; exec sleep 60";
+    env.write_config(
+        "kc",
+        &format!(
+            "command \"/bin/sh\"\nargs \"-c\" {child:?}\nport {}\nsecrets {{\n    TOKEN keychain=\"xy-demo\" account=\"me\"\n}}\nstop {{\n    grace \"2s\"\n}}\n",
+            port(7)
+        ),
+    );
+    env.write_config(
+        "missing",
+        &format!(
+            "command \"{}\"\nport {}\nsecrets {{\n    TOKEN keychain=\"xy-demo\" account=\"nobody\"\n}}\n",
+            testbin("xy-test-sleep").display(),
+            port(8)
+        ),
+    );
+    let mut path = OsString::from(&bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let d = TestDaemon::start_in_with(env, &[("PATH", path), ("XY_TEST_SECURITY", "1".into())]);
+    let line = wait_some("kc's line", DEADLINE, || {
+        log_lines(&d, "kc", json!({"tail": 10}))
+            .into_iter()
+            .find(|l| l.starts_with("got "))
+    });
+    assert_eq!(
+        line,
+        format!("got [redacted:TOKEN] ({} chars)", SECRET.len()),
+        "the child got the keychain value; the log shows only its name"
+    );
+    let status = d.result("status", Some(json!({"name": "kc"})));
+    assert_redacted("status", &status.to_string());
+    assert_eq!(status["secrets"][0]["name"], "TOKEN", "{status}");
+    assert_eq!(status["secrets"][0]["source"], "keychain", "{status}");
+
+    wait_for("missing failed", DEADLINE, || {
+        d.entry("missing")["state"] == "failed"
+    });
+    let err = d
+        .client()
+        .error("start", Some(json!({"name": "missing"})), -32006);
+    let text = err.to_string();
+    assert!(text.contains("TOKEN"), "{text}");
+    assert!(!text.contains("leaked-tool-output"), "{text}");
+    let f = &err["data"]["failures"][0];
+    assert_eq!(f["secret"]["name"], "TOKEN", "{err}");
+    assert_eq!(f["secret"]["kind"], "keychain", "{err}");
+    assert!(!d.env.daemon_log().contains("leaked-tool-output"));
+    assert_redacted("daemon.log", &d.env.daemon_log());
+}
