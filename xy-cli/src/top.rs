@@ -54,7 +54,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Exit, Failure> {
 
     // Signals are blocked before any thread starts, so every thread
     // inherits the mask and only the signal thread receives them.
-    let signals = block_signals()?;
+    let signals = crate::commands::logs::block_signals()?;
     let (tx, rx) = mpsc::channel();
     spawn_signal_thread(signals, tx.clone());
     spawn_event_thread(events, tx.clone());
@@ -330,17 +330,6 @@ fn spawn_input_thread(tx: Sender<Msg>) {
             }
         }
     });
-}
-
-fn block_signals() -> Result<nix::sys::signal::SigSet, Failure> {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGHUP);
-    set.thread_block()
-        .map_err(|e| Failure::new(Exit::Operational, format!("cannot block signals: {e}")))?;
-    Ok(set)
 }
 
 fn spawn_signal_thread(set: nix::sys::signal::SigSet, tx: Sender<Msg>) {

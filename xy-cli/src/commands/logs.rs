@@ -102,18 +102,26 @@ pub(crate) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<Exit, Failure> {
 /// dedicated one, which sends `logs_cancel` on the shared socket. The main
 /// thread then sees `log_end {cancelled}` and returns 0. If the daemon does
 /// not end the stream promptly, the thread exits 0 itself. `cancel` is
-/// `logs_cancel` or `events_cancel`.
-pub(crate) fn cancel_on_signal(
-    mut stream: UnixStream,
-    cancel: &'static str,
-    subscription_id: u64,
-) -> Result<(), Failure> {
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (and the threads it
+/// starts after), so one thread can `wait` for them and end a stream or a
+/// screen cleanly instead of the process dying mid-write.
+pub(crate) fn block_signals() -> Result<SigSet, Failure> {
     let mut set = SigSet::empty();
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGHUP);
     set.thread_block()
         .map_err(|e| Failure::new(Exit::Operational, format!("cannot block signals: {e}")))?;
+    Ok(set)
+}
+
+/// `logs_cancel` or `events_cancel`.
+pub(crate) fn cancel_on_signal(
+    mut stream: UnixStream,
+    cancel: &'static str,
+    subscription_id: u64,
+) -> Result<(), Failure> {
+    let set = block_signals()?;
     std::thread::spawn(move || {
         if set.wait().is_err() {
             return;
