@@ -5,23 +5,24 @@ same stdio server (`xy-test-mcp --stdio --era 2025`), plus the child talked
 to directly over its pipes.
 
 Measures, per bridge: `tools/call echo` round trip p50/p99 from one client
-(sequential, keep-alive), requests/s with 8 concurrent clients (8 processes,
+(sequential, keep-alive), requests/s with 8 concurrent clients (8 threads,
 each its own 2025 session and connection), and the bridge process's RSS
-after the run (the child's not included). The client is Python (stdlib
-http.client), the same for every bridge: absolute figures include its
-overhead; compare them side by side, and read "added latency" as
-bridge p50 minus direct p50.
+after the run (the child's not included). The timed client is
+`xy-mcp-load` (xy-testbins: Rust, hyper's HTTP/1.1 client), the same for
+every bridge and for the direct row over the child's pipes; it reports its
+own CPU time per request, so it is visibly not the bottleneck. Read "added
+latency" as bridge p50 minus direct p50.
 
 Installs supergateway and mcp-proxy into target/bench/ (npm and pip).
 
 usage: python3 bench/stdio_bridges.py [--requests 2000] [--seconds 5]
-       (run `cargo build --workspace --bins` first)
+       (run `cargo build --release -p xy-daemon -p xy-testbins` first;
+       XY_BENCH_PROFILE=debug uses the debug builds)
 """
 
 import argparse
 import http.client
 import json
-import multiprocessing
 import os
 import shutil
 import signal
@@ -34,7 +35,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET = os.path.join(ROOT, "target")
 CACHE = os.path.join(TARGET, "bench")
-CHILD = [os.path.join(TARGET, "debug", "xy-test-mcp"), "--stdio", "--era", "2025"]
+PROFILE = os.environ.get("XY_BENCH_PROFILE", "release")
+CHILD = [os.path.join(TARGET, PROFILE, "xy-test-mcp"), "--stdio", "--era", "2025"]
+LOAD = os.path.join(TARGET, PROFILE, "xy-mcp-load")
 SUPERGATEWAY = "4.0.0"
 MCP_PROXY = "0.13.0"
 
@@ -64,11 +67,15 @@ def free_port():
 
 
 def rss_kib(pid):
+    """VmRSS and RssAnon (the process's own heap and stacks, without the
+    binary's and shared libraries' pages) in KiB."""
+    out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+            key = line.split(":")[0]
+            if key in ("VmRSS", "RssAnon"):
+                out[key] = int(line.split()[1])
+    return out.get("VmRSS", 0), out.get("RssAnon", 0)
 
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -115,59 +122,10 @@ class HttpClient:
         return self.post(call(i))
 
 
-class DirectClient:
-    """The child's own pipes: one line out, one line back."""
-
-    def __init__(self):
-        self.p = subprocess.Popen(CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL)
-        self.send(INIT)
-        self.p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        self.p.stdin.flush()
-
-    def send(self, msg):
-        self.p.stdin.write(json.dumps(msg).encode() + b"\n")
-        self.p.stdin.flush()
-        out = json.loads(self.p.stdout.readline())
-        assert "result" in out, out
-        return out
-
-    def rpc(self, i):
-        return self.send(call(i))
-
-    def close(self):
-        self.p.kill()
-        self.p.wait()
-
-
-def latency(client, n):
-    for i in range(50):
-        client.rpc(i)
-    times = []
-    for i in range(n):
-        t = time.perf_counter()
-        client.rpc(i)
-        times.append(time.perf_counter() - t)
-    times.sort()
-    return times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6
-
-
-def worker(args):
-    port, path, seconds = args
-    c = HttpClient(port, path)
-    end = time.time() + seconds
-    n = 0
-    while time.time() < end:
-        c.rpc(n)
-        n += 1
-    return n
-
-
-def throughput(port, path, seconds, clients=8):
-    with multiprocessing.Pool(clients) as pool:
-        t = time.time()
-        counts = pool.map(worker, [(port, path, seconds)] * clients)
-        return sum(counts) / (time.time() - t)
+def load(*args):
+    """Runs xy-mcp-load and returns its JSON figures."""
+    out = subprocess.run([LOAD, *map(str, args)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
 
 
 def wait_port(port, proc, timeout=60):
@@ -201,10 +159,11 @@ def run_bridge(name, start, path, n, seconds):
     try:
         wait_port(port, proc)
         wait_ready(port, path)
-        p50, p99 = latency(HttpClient(port, path), n)
-        rps = throughput(port, path, seconds)
+        lat = load("http", port, path, "latency", n)
+        thr = load("http", port, path, "throughput", seconds, 8)
         rss = rss_kib(pid_of_bridge())
-        return name, p50, p99, rps, rss
+        cpu = (lat["client_cpu_us_per_request"], thr["client_cpu_us_per_request"])
+        return name, lat["p50_us"], lat["p99_us"], thr["rps"], rss, cpu
     finally:
         stop()
 
@@ -217,10 +176,9 @@ def main():
     sg, mp = install()
     rows = []
 
-    d = DirectClient()
-    p50, p99 = latency(d, args.requests)
-    d.close()
-    rows.append(("direct (pipes)", p50, p99, None, None))
+    lat = load("direct", args.requests, "--", *CHILD)
+    rows.append(("direct (pipes)", lat["p50_us"], lat["p99_us"], None, None,
+                 (lat["client_cpu_us_per_request"], None)))
 
     def xy(port):
         tmp = tempfile.mkdtemp(prefix="xybench")
@@ -233,7 +191,7 @@ def main():
                    XDG_STATE_HOME=os.path.join(tmp, "s"),
                    XY_SOCKET=os.path.join(tmp, "x.sock"), XY_LOG="warn")
         env.pop("XDG_RUNTIME_DIR", None)
-        xyd = os.path.join(TARGET, os.environ.get("XY_BENCH_PROFILE", "release"), "xyd")
+        xyd = os.path.join(TARGET, PROFILE, "xyd")
         p = subprocess.Popen([xyd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def stop():
@@ -270,11 +228,15 @@ def main():
         except Exception as e:  # noqa: BLE001 - report and go on
             print(f"{name}: failed: {e}", file=sys.stderr)
 
-    print(f"{'bridge':<16} {'p50 µs':>9} {'p99 µs':>9} {'req/s (8 clients)':>18} {'bridge RSS MiB':>15}")
-    for name, p50, p99, rps, rss in rows:
+    print(f"load {open('/proc/loadavg').read().split()[:3]}, child {CHILD[0]}")
+    print(f"{'bridge':<16} {'p50 µs':>9} {'p99 µs':>9} {'req/s (8 clients)':>18} "
+          f"{'RSS MiB':>8} {'anon MiB':>9} {'client CPU µs/req (lat, thr)':>29}")
+    for name, p50, p99, rps, rss, cpu in rows:
+        cpus = ", ".join("-" if c is None else f"{c:.0f}" for c in cpu)
         print(f"{name:<16} {p50:9.0f} {p99:9.0f} "
               f"{'-' if rps is None else f'{rps:18.0f}':>18} "
-              f"{'-' if rss is None else f'{rss / 1024:15.1f}':>15}")
+              f"{'-' if rss is None else f'{rss[0] / 1024:8.1f}':>8} "
+              f"{'-' if rss is None else f'{rss[1] / 1024:9.1f}':>9} {cpus:>29}")
 
 
 if __name__ == "__main__":
