@@ -30,5 +30,5 @@ pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;
 pub use os::ports::PortHolder;
-pub use os::records::{SweptOrphan, sweep_orphans};
+pub use os::records::{SweptOrphan, sweep_orphans, sweep_orphans_reporting};
 pub use server::failure::{SecretFailure, SpawnFailure};

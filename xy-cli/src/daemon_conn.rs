@@ -131,8 +131,82 @@ pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
         Probe::Wedged { pid, waited } => return Err(wedged(pid, waited)),
         Probe::Broken(e) => return Err(e.into()),
     };
+    let mut live = live;
+    wait_booted(ctx, &mut live)?;
     warn_skew(ctx, &live.status);
     Ok(live.client)
+}
+
+/// Time allowed past the sweep's grace for the SIGKILL wait and for the
+/// engine to start.
+const BOOT_SETTLE: Duration = Duration::from_secs(15);
+
+/// A daemon that answers but still boots (it is stopping a previous
+/// daemon's orphans before any server starts) is making progress, not
+/// wedged: poll `daemon_status` until the boot is over, allowing the sweep's
+/// grace and [`BOOT_SETTLE`]. Says once on stderr what it waits for when
+/// there are orphans to wait for.
+pub(crate) fn wait_booted(ctx: &Ctx, live: &mut Live) -> Result<(), Failure> {
+    let Some(first) = live.status.boot.clone() else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(first.grace_secs) + BOOT_SETTLE;
+    let mut told = false;
+    let mut progress = first;
+    loop {
+        if !told && progress.orphans > 0 {
+            told = true;
+            output::note(
+                &ctx.err,
+                &format!(
+                    "xyd (pid {}) is stopping {} orphaned server process group(s) of a previous \
+                     daemon before it starts servers; waiting (up to {}s)",
+                    live.status.pid,
+                    progress.orphans,
+                    progress.grace_secs + BOOT_SETTLE.as_secs()
+                ),
+            );
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::new(
+                Exit::Unreachable,
+                format!(
+                    "xyd (pid {}) is still booting after {}s: {} of {} orphaned process groups \
+                     are still alive",
+                    live.status.pid,
+                    started.elapsed().as_secs(),
+                    progress.orphans_left,
+                    progress.orphans
+                ),
+            )
+            .with_detail("see `xyctl daemon status` and the daemon log"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let raw = match live
+            .client
+            .call_raw::<()>(method::DAEMON_STATUS, None, READ_TIMEOUT)
+        {
+            Ok(raw) => raw,
+            Err(ClientError::Timeout { .. }) => {
+                return Err(wedged(Some(live.status.pid), READ_TIMEOUT));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let status: DaemonStatus = serde_json::from_str(raw.get()).map_err(|e| {
+            Failure::from(ClientError::Protocol(format!(
+                "bad `daemon_status` result: {e}"
+            )))
+        })?;
+        match status.boot.clone() {
+            None => {
+                live.status = status;
+                live.raw = raw;
+                return Ok(());
+            }
+            Some(p) => progress = p,
+        }
+    }
 }
 
 /// `xyd is not running (socket …)`, exit 2.

@@ -772,3 +772,106 @@ fn restart_force_kills_a_wedged_xyd() {
             .starts_with("No servers yet. Add one:\n")
     );
 }
+
+/// A daemon booting with 20 orphan groups that ignore SIGTERM (left by a
+/// SIGKILLed daemon) answers `daemon_status` with its boot phase while it
+/// sweeps them, all at once (one grace period, not twenty); a concurrent
+/// `xyctl list` waits on that progress instead of calling the daemon wedged,
+/// and succeeds once the new servers run. Sequentially the sweep alone would
+/// take 20 × 3 s.
+#[test]
+fn booting_daemon_with_stubborn_orphans_is_never_wedged() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let w = World::new();
+    let stubborn = xy_testbins::locate::testbin("xy-test-ignore-term");
+    let names: Vec<String> = (0..20).map(|i| format!("s{i:02}")).collect();
+    for name in &names {
+        let port = w.next_port.fetch_add(1, Ordering::SeqCst);
+        w.write_config(
+            name,
+            &format!(
+                "command \"{}\"\nport {port}\nstop {{\n    grace \"3s\"\n}}\n",
+                stubborn.display()
+            ),
+        );
+    }
+    w.run(&["daemon", "start"]).ok();
+    w.wait_all_running(names.len());
+    let old_children: Vec<i32> = w
+        .raw("list", None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| i32::try_from(e["pid"].as_i64().unwrap()).unwrap())
+        .collect();
+    let [old] = w.daemons()[..] else {
+        panic!("one daemon expected: {:?}", w.daemons())
+    };
+    kill(Pid::from_raw(i32::try_from(old).unwrap()), Signal::SIGKILL).unwrap();
+    wait_for(Duration::from_secs(10), "the old daemon gone", || {
+        w.daemons().is_empty()
+    });
+    // Live and not a zombie (stopped orphans are reparented to init, which
+    // may reap them later than we look).
+    let alive = |p: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        stat.rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|s| s != "Z")
+    };
+    assert!(old_children.iter().all(|p| alive(*p)), "orphans outlive it");
+
+    // `list` spawns the new daemon and must wait out its sweep.
+    let began = Instant::now();
+    let lister = w
+        .cmd(&["list"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Meanwhile the socket answers with the boot phase.
+    let boot = {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(Instant::now() < deadline, "never saw the boot phase");
+            let status = xy_core::client::Client::connect(&w.socket, Duration::from_secs(5))
+                .and_then(|mut c| {
+                    c.call::<(), Value>("daemon_status", None, Duration::from_secs(5))
+                });
+            if let Ok(s) = status
+                && s["boot"]["orphans"] == 20
+            {
+                break s["boot"].clone();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    assert_eq!(boot["phase"], "sweeping_orphans", "{boot}");
+    assert_eq!(boot["grace_secs"], 3, "{boot}");
+
+    let out = Run(lister.wait_with_output().unwrap());
+    let table = out.ok();
+    let took = began.elapsed();
+    for name in &names {
+        assert!(table.contains(&format!("\n{name} ")), "{name} in:\n{table}");
+    }
+    let err = out.stderr();
+    assert!(!err.contains("has not answered"), "{err}");
+    assert!(err.contains("orphaned server process group"), "{err}");
+    assert!(
+        old_children.iter().all(|p| !alive(*p)),
+        "every orphan stopped"
+    );
+    assert!(
+        took < Duration::from_secs(45),
+        "the sweep stops the groups in parallel (took {took:?})"
+    );
+    // No server started before the sweep was over.
+    let status = w.raw("daemon_status", None);
+    assert!(status.get("boot").is_none(), "{status}");
+    let log = std::fs::read_to_string(w.state_home().join("xy/logs/daemon.log")).unwrap();
+    let last_swept = log.rfind("stopped an orphaned server").unwrap();
+    let ready = log.rfind("xyd ready").unwrap();
+    assert!(last_swept < ready, "sweep before the servers start:\n{log}");
+}

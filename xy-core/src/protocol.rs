@@ -23,6 +23,8 @@ pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 
 mod exit;
 pub use exit::describe_exit;
+mod boot;
+pub use boot::{BootPhase, BootProgress};
 
 /// Method and notification names. No other place spells them.
 pub mod method {
@@ -690,6 +692,9 @@ pub struct DaemonStatus {
     pub log_dir: String,
     /// Number of configured servers.
     pub servers: usize,
+    /// Only while booting (the orphan sweep): what the daemon is doing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<BootProgress>,
 }
 
 /// Result of `shutdown`: an empty object.

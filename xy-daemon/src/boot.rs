@@ -4,8 +4,8 @@
 
 use std::fs::DirBuilder;
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 use xy_core::config::ConfigSet;
@@ -75,9 +75,45 @@ pub(crate) async fn load_configs(dir: &Path) -> Result<ConfigSet, DaemonError> {
     loaded.map_err(DaemonError::Config)
 }
 
+/// The socket file we bound. Dropping it removes the file, unless it is no
+/// longer ours (someone replaced it: its device and inode differ).
+#[derive(Debug)]
+pub(crate) struct SocketFile {
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+}
+
+impl SocketFile {
+    fn claim(path: &Path) -> SocketFile {
+        SocketFile {
+            path: path.to_path_buf(),
+            id: identity(path),
+        }
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if self.id.is_some()
+            && identity(&self.path) == self.id
+            && let Err(e) = std::fs::remove_file(&self.path)
+        {
+            tracing::warn!(socket = %self.path.display(), error = %e, "could not remove the socket");
+        }
+    }
+}
+
+/// (device, inode) of a path, not following symlinks.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// Binds the socket: a leftover socket file nobody answers on is replaced,
-/// one that answers belongs to someone else. Mode `0600`.
-pub(crate) fn bind_socket(path: &Path) -> Result<UnixListener, DaemonError> {
+/// one that answers belongs to someone else. Mode `0600`. The guard removes
+/// the file again when dropped.
+pub(crate) fn bind_socket(path: &Path) -> Result<(UnixListener, SocketFile), DaemonError> {
     let io = |action: &'static str| {
         let path = path.to_path_buf();
         move |source| DaemonError::Io {
@@ -102,11 +138,12 @@ pub(crate) fn bind_socket(path: &Path) -> Result<UnixListener, DaemonError> {
         create_private_dir(parent)?;
     }
     let listener = UnixListener::bind(path).map_err(io("bind socket"))?;
+    let file = SocketFile::claim(path);
     // Between bind and chmod the socket has umask permissions; the peer uid
     // check on every connection covers that window.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(io("chmod socket"))?;
-    Ok(listener)
+    Ok((listener, file))
 }
 
 #[cfg(test)]
@@ -123,7 +160,7 @@ mod tests {
         // A socket file whose listener is gone.
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
         assert!(path.exists());
-        let live = bind_socket(&path).unwrap();
+        let (live, guard) = bind_socket(&path).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         match bind_socket(&path) {
@@ -131,6 +168,8 @@ mod tests {
             other => panic!("expected SocketInUse, got {other:?}"),
         }
         drop(live);
+        drop(guard);
+        assert!(!path.exists(), "the guard removes the socket it bound");
         let file = dir.path().join("plain");
         std::fs::write(&file, "x").unwrap();
         assert!(matches!(

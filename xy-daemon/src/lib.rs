@@ -10,7 +10,6 @@
 //! `main` calls [`boot::prepare`], [`logging::init`], then [`run`].
 
 use std::future::Future;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,16 +32,20 @@ pub use error::DaemonError;
 /// How long shutdown waits for open connections to flush their last lines.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Runs a prepared daemon: sweeps orphans, loads the configs, binds the
-/// socket, starts every server, and serves until `shutdown` resolves or a
-/// client calls `shutdown`. Each message on `reload` reloads the config
-/// directory (SIGHUP). Then stops every server, ends open log streams,
-/// removes the socket and the pidfile (if still ours). `Ok` means exit 0.
+/// Runs a prepared daemon: loads the configs, binds the socket, sweeps the
+/// orphans of a previous daemon (the socket answers `daemon_status` with the
+/// boot's progress meanwhile; other methods wait), starts every server, and
+/// serves until `shutdown` resolves or a client calls `shutdown`. Each
+/// message on `reload` reloads the config directory (SIGHUP); a shutdown
+/// during a reload is not held up by it. Then stops every server and ends
+/// open log streams. The socket and the pidfile (if still ours) are removed
+/// by their guards on every way out. `Ok` means exit 0.
 pub async fn run(
     prepared: Prepared,
     shutdown: impl Future<Output = ()> + Send,
     mut reload: mpsc::Receiver<()>,
 ) -> Result<(), DaemonError> {
+    // Dropped last, on every return: removes the pidfile, releases the flock.
     let Prepared { paths, lock } = prepared;
     if let Err(e) = xy_actors::become_subreaper() {
         tracing::warn!(error = %e, "cannot become child subreaper; orphaned grandchildren may linger as zombies");
@@ -52,61 +55,83 @@ pub async fn run(
         Ok(c) if !c.servers.is_empty() => c.max_grace(),
         _ => DEFAULT_GRACE,
     };
-    sweep(&paths.run_dir, grace).await;
     let configs = match loaded {
         Ok(c) => c,
-        Err(DaemonError::Config(errors)) => {
-            tracing::error!(
-                config_dir = %paths.config_dir.display(),
-                "config invalid: {} errors\n{}",
-                errors.diagnostics.len(),
-                errors.render(false)
-            );
-            lock.release();
-            return Err(DaemonError::Config(errors));
-        }
         Err(e) => {
-            lock.release();
+            // A broken config must not leave a crashed daemon's children
+            // running either; nobody is served, so no socket for this one.
+            sweep(&paths.run_dir, grace, |_, _| {}).await;
+            if let DaemonError::Config(errors) = &e {
+                tracing::error!(
+                    config_dir = %paths.config_dir.display(),
+                    "config invalid: {} errors\n{}",
+                    errors.diagnostics.len(),
+                    errors.render(false)
+                );
+            }
             return Err(e);
         }
     };
     log_warnings(&configs);
 
-    let listener = match boot::bind_socket(&paths.socket) {
-        Ok(l) => l,
-        Err(e) => {
-            lock.release();
-            return Err(e);
-        }
+    // Dropped before `lock`: removes the socket file if it is still ours.
+    let (listener, _socket) = boot::bind_socket(&paths.socket)?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (closing_tx, closing_rx) = watch::channel(false);
+    let ctx = Arc::new(rpc::DaemonCtx::booting(
+        paths.clone(),
+        lock.pid(),
+        configs.servers.len(),
+        grace,
+        shutdown_tx.clone(),
+        closing_rx.clone(),
+    ));
+    let methods = rpc::module(Arc::clone(&ctx));
+    let serving = Serving {
+        server: tokio::spawn(transport::serve(
+            listener,
+            methods.into(),
+            shutdown_rx.clone(),
+            closing_rx,
+        )),
+        shutdown_tx,
+        closing_tx,
     };
-    let socket_id = socket_identity(&paths.socket);
+
+    let mut requested = shutdown_rx;
+    tokio::pin!(shutdown);
+    let progress = Arc::clone(&ctx);
+    let swept = sweep(&paths.run_dir, grace, move |found, left| {
+        progress.sweep_progress(found, left);
+    });
+    tokio::pin!(swept);
+    let stop_early = tokio::select! {
+        () = &mut swept => false,
+        () = &mut shutdown => true,
+        () = until_set(&mut requested) => true,
+    };
+    if stop_early {
+        tracing::info!(
+            "shutdown requested during the boot: finishing the orphan sweep; no server starts"
+        );
+        swept.await;
+        ctx.abandon_boot();
+        serving.stop(None).await;
+        tracing::info!("xyd stopped");
+        return Ok(());
+    }
+
     let n_servers = configs.servers.len();
     let opts = EngineOptions::new(&paths.log_dir, &paths.run_dir);
     let engine = match Engine::start(configs, opts).await {
         Ok(e) => e,
         Err(e) => {
-            remove_socket(&paths.socket, socket_id);
-            lock.release();
+            ctx.abandon_boot();
+            serving.stop(None).await;
             return Err(DaemonError::Engine(e));
         }
     };
-
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (closing_tx, closing_rx) = watch::channel(false);
-    let ctx = Arc::new(rpc::DaemonCtx::new(
-        engine.clone(),
-        paths.clone(),
-        lock.pid(),
-        shutdown_tx.clone(),
-        closing_rx.clone(),
-    ));
-    let methods = rpc::module(Arc::clone(&ctx));
-    let server = tokio::spawn(transport::serve(
-        listener,
-        methods.into(),
-        shutdown_rx.clone(),
-        closing_rx,
-    ));
+    ctx.ready(engine.clone());
     tracing::info!(
         version = xy_core::VERSION,
         pid = lock.pid(),
@@ -116,42 +141,61 @@ pub async fn run(
         "xyd ready"
     );
 
-    let mut requested = shutdown_rx;
-    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
             () = until_set(&mut requested) => break,
             Some(()) = reload.recv() => {
                 tracing::info!("SIGHUP: reloading the config directory");
-                // Errors are logged inside; the old config keeps running.
-                let _ = rpc::reload(&ctx).await;
+                // Errors are logged inside; the old config keeps running. A
+                // shutdown meanwhile drops the reload where it stands (its
+                // locks with it); the engine's shutdown then stops whatever
+                // the reload had started.
+                tokio::select! {
+                    _ = rpc::reload(&ctx) => {}
+                    () = &mut shutdown => break,
+                    () = until_set(&mut requested) => break,
+                }
             }
         }
     }
 
-    // 1. Stop accepting; 2. stop every server; 3. end streams and close
-    // connections; 4. remove the socket and the pidfile.
-    shutdown_tx.send_replace(true);
     tracing::info!("shutting down: stopping every server");
-    let slots = server.await.ok();
-    if let Err(e) = engine.shutdown().await {
-        tracing::error!(error = %e, "engine shutdown failed");
-    }
-    closing_tx.send_replace(true);
-    if let Some(slots) = slots {
-        let all = u32::try_from(transport::MAX_CONNECTIONS).unwrap_or(u32::MAX);
-        if tokio::time::timeout(DRAIN_DEADLINE, slots.acquire_many(all))
-            .await
-            .is_err()
-        {
-            tracing::warn!("some connections did not close in time");
-        }
-    }
-    remove_socket(&paths.socket, socket_id);
-    lock.release();
+    serving.stop(Some(&engine)).await;
     tracing::info!("xyd stopped");
     Ok(())
+}
+
+/// The socket being served, and the switches that wind it down.
+struct Serving {
+    server: tokio::task::JoinHandle<Arc<tokio::sync::Semaphore>>,
+    shutdown_tx: watch::Sender<bool>,
+    closing_tx: watch::Sender<bool>,
+}
+
+impl Serving {
+    /// 1. Stop accepting; 2. stop every server; 3. end streams and let the
+    /// connections flush and close (bounded). The socket file and the
+    /// pidfile go with their guards.
+    async fn stop(self, engine: Option<&Engine>) {
+        self.shutdown_tx.send_replace(true);
+        let slots = self.server.await.ok();
+        if let Some(engine) = engine
+            && let Err(e) = engine.shutdown().await
+        {
+            tracing::error!(error = %e, "engine shutdown failed");
+        }
+        self.closing_tx.send_replace(true);
+        if let Some(slots) = slots {
+            let all = u32::try_from(transport::MAX_CONNECTIONS).unwrap_or(u32::MAX);
+            if tokio::time::timeout(DRAIN_DEADLINE, slots.acquire_many(all))
+                .await
+                .is_err()
+            {
+                tracing::warn!("some connections did not close in time");
+            }
+        }
+    }
 }
 
 /// Serves one client over any byte stream (an in-memory
@@ -188,11 +232,19 @@ pub(crate) async fn until_set(flag: &mut watch::Receiver<bool>) {
     let _ = flag.wait_for(|v| *v).await;
 }
 
-async fn sweep(run_dir: &Path, grace: Duration) {
+/// The orphan sweep on the blocking pool; `progress(found, left)` is called
+/// from there as groups go.
+async fn sweep(
+    run_dir: &Path,
+    grace: Duration,
+    progress: impl FnMut(usize, usize) + Send + 'static,
+) {
     let dir = run_dir.to_path_buf();
-    let swept = tokio::task::spawn_blocking(move || xy_actors::sweep_orphans(&dir, grace))
-        .await
-        .unwrap_or_default();
+    let swept = tokio::task::spawn_blocking(move || {
+        xy_actors::sweep_orphans_reporting(&dir, grace, progress)
+    })
+    .await
+    .unwrap_or_default();
     for o in &swept {
         tracing::warn!(
             server = %o.name,
@@ -208,21 +260,5 @@ async fn sweep(run_dir: &Path, grace: Duration) {
 fn log_warnings(configs: &ConfigSet) {
     for w in &configs.warnings {
         tracing::warn!(server = %w.name, file = %w.file.display(), "{}", w.message);
-    }
-}
-
-/// (device, inode) of the socket we bound, so shutdown removes only ours.
-fn socket_identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
-}
-
-fn remove_socket(path: &Path, ours: Option<(u64, u64)>) {
-    if ours.is_some()
-        && socket_identity(path) == ours
-        && let Err(e) = std::fs::remove_file(path)
-    {
-        tracing::warn!(socket = %path.display(), error = %e, "could not remove the socket");
     }
 }

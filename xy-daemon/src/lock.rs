@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::DaemonError;
 
-/// The held lock. Dropping it releases the flock (the file stays).
+/// The held lock. Dropping it removes the pidfile (if it still holds our
+/// pid) and releases the flock.
 #[derive(Debug)]
 pub struct PidLock {
     // Held only for its flock; never read again.
@@ -66,11 +67,13 @@ impl PidLock {
     pub fn pid(&self) -> u32 {
         self.pid
     }
+}
 
-    /// Removes the pidfile if it still holds our pid, then releases the lock.
-    /// The check matters when someone deleted our file and a second daemon
-    /// created its own: we must not delete that one.
-    pub fn release(self) {
+impl Drop for PidLock {
+    /// Removes the pidfile if it still holds our pid; the flock goes with the
+    /// file handle right after. The check matters when someone deleted our
+    /// file and a second daemon created its own: we must not delete that one.
+    fn drop(&mut self) {
         let ours = std::fs::read_to_string(&self.path)
             .ok()
             .and_then(|s| s.trim().parse::<u32>().ok())
@@ -108,7 +111,7 @@ mod tests {
             Err(DaemonError::AlreadyRunning { pid }) => assert_eq!(pid, Some(std::process::id())),
             other => panic!("expected AlreadyRunning, got {other:?}"),
         }
-        held.release();
+        drop(held);
         assert!(!path.exists());
         let again = PidLock::acquire(&path).unwrap();
         drop(again);
@@ -126,7 +129,7 @@ mod tests {
         );
         // Someone replaced the file: release must leave it alone.
         std::fs::write(&path, "12345\n").unwrap();
-        lock.release();
+        drop(lock);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "12345\n");
     }
 }

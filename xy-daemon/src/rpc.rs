@@ -2,9 +2,9 @@
 //! method group, plus the few helpers they share: params parsing that names
 //! the offending field, and the single mapping of errors to error objects.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Params};
 use jsonrpsee::{Extensions, RpcModule};
@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use xy_actors::{Engine, EngineError};
 use xy_core::paths::Paths;
-use xy_core::protocol::{ErrorCode, RpcError};
+use xy_core::protocol::{BootPhase, BootProgress, ErrorCode, RpcError};
 
 use crate::transport::Conn;
 
@@ -28,7 +28,14 @@ pub(crate) use config::reload;
 /// Everything the methods share; the module's context.
 #[derive(Debug)]
 pub(crate) struct DaemonCtx {
-    pub(crate) engine: Engine,
+    /// Set once the boot is over (after the orphan sweep); methods that need
+    /// it wait for it through [`DaemonCtx::engine`].
+    engine: OnceLock<Engine>,
+    /// `Some` while booting; `None` once the engine is set or the boot was
+    /// given up (then waiters get an error).
+    boot: watch::Sender<Option<BootProgress>>,
+    /// Servers in the config directory, for `daemon_status` during the boot.
+    pub(crate) configured: usize,
     pub(crate) paths: Paths,
     pub(crate) pid: u32,
     pub(crate) started_at: SystemTime,
@@ -43,6 +50,7 @@ pub(crate) struct DaemonCtx {
 }
 
 impl DaemonCtx {
+    /// A context whose engine runs already.
     pub(crate) fn new(
         engine: Engine,
         paths: Paths,
@@ -50,8 +58,31 @@ impl DaemonCtx {
         shutdown: watch::Sender<bool>,
         closing: watch::Receiver<bool>,
     ) -> DaemonCtx {
+        let ctx = DaemonCtx::booting(paths, pid, 0, Duration::ZERO, shutdown, closing);
+        ctx.ready(engine);
+        ctx
+    }
+
+    /// A context for a daemon that answers before its engine runs (the
+    /// orphan sweep, with `grace` per orphan, comes first).
+    pub(crate) fn booting(
+        paths: Paths,
+        pid: u32,
+        configured: usize,
+        grace: Duration,
+        shutdown: watch::Sender<bool>,
+        closing: watch::Receiver<bool>,
+    ) -> DaemonCtx {
+        let progress = BootProgress {
+            phase: BootPhase::SweepingOrphans,
+            orphans: 0,
+            orphans_left: 0,
+            grace_secs: grace.as_secs_f64().ceil() as u64,
+        };
         DaemonCtx {
-            engine,
+            engine: OnceLock::new(),
+            boot: watch::Sender::new(Some(progress)),
+            configured,
             paths,
             pid,
             started_at: SystemTime::now(),
@@ -61,6 +92,48 @@ impl DaemonCtx {
             closing,
             reload_lock: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Records the sweep's progress (from the blocking sweep thread).
+    pub(crate) fn sweep_progress(&self, orphans: usize, orphans_left: usize) {
+        self.boot.send_modify(|b| {
+            if let Some(b) = b {
+                b.orphans = orphans;
+                b.orphans_left = orphans_left;
+            }
+        });
+    }
+
+    /// Ends the boot: from now on every method runs against `engine`.
+    pub(crate) fn ready(&self, engine: Engine) {
+        let _ = self.engine.set(engine);
+        self.boot.send_replace(None);
+    }
+
+    /// Ends the boot without an engine (shutdown during the sweep): methods
+    /// waiting for it fail instead of waiting forever.
+    pub(crate) fn abandon_boot(&self) {
+        self.boot.send_replace(None);
+    }
+
+    /// What the boot is doing, or `None` once it is over.
+    pub(crate) fn booting_progress(&self) -> Option<BootProgress> {
+        self.boot.borrow().clone()
+    }
+
+    /// The engine, waiting for the boot to end first.
+    pub(crate) async fn engine(&self) -> Result<&Engine, ErrorObjectOwned> {
+        if let Some(e) = self.engine.get() {
+            return Ok(e);
+        }
+        let mut rx = self.boot.subscribe();
+        let _ = rx.wait_for(Option::is_none).await;
+        self.engine.get().ok_or_else(|| {
+            to_error_object(RpcError::new(
+                ErrorCode::InternalError,
+                "xyd is shutting down before it finished booting",
+            ))
+        })
     }
 
     fn next_subscription_id(&self) -> u64 {

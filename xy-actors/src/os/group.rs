@@ -156,6 +156,7 @@ pub(crate) async fn wait_group_gone(pgid: i32, skip: Option<i32>) {
 }
 
 /// Blocking twin of [`wait_group_gone`] with a deadline; true if gone.
+#[cfg(test)]
 pub(crate) fn wait_group_gone_blocking(pgid: i32, within: Duration) -> bool {
     let deadline = std::time::Instant::now() + within;
     let mut delay = Duration::from_millis(2);

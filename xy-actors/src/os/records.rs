@@ -90,12 +90,25 @@ pub struct SweptOrphan {
 /// exists with the recorded start time, or when the pid is gone but its group
 /// still has members (a pgid cannot be reused while the group exists). Stale
 /// records (pid reused by another process, or nothing left) are just removed.
-/// Blocks for up to `grace` (+ a short SIGKILL wait) per orphan: call it at
-/// boot, before any server starts (from async code via `spawn_blocking`).
+/// Blocks for up to `grace` (+ a short SIGKILL wait) in all: call it at boot,
+/// before any server starts (from async code via `spawn_blocking`).
 pub fn sweep_orphans(run_dir: &Path, grace: Duration) -> Vec<SweptOrphan> {
-    let mut swept = Vec::new();
+    sweep_orphans_reporting(run_dir, grace, |_, _| {})
+}
+
+/// [`sweep_orphans`], calling `progress(found, left)` once the orphans are
+/// known and whenever the number still alive drops. Every group gets its
+/// SIGTERM at once and they share one grace period: twenty groups that
+/// ignore SIGTERM cost one grace, not twenty.
+pub fn sweep_orphans_reporting(
+    run_dir: &Path,
+    grace: Duration,
+    mut progress: impl FnMut(usize, usize),
+) -> Vec<SweptOrphan> {
+    let mut found: Vec<(PathBuf, SweptOrphan)> = Vec::new();
     let Ok(dir) = std::fs::read_dir(run_dir) else {
-        return swept;
+        progress(0, 0);
+        return Vec::new();
     };
     for entry in dir.flatten() {
         let path = entry.path();
@@ -110,22 +123,74 @@ pub fn sweep_orphans(run_dir: &Path, grace: Duration) -> Vec<SweptOrphan> {
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| ChildRecord::from_json(&v));
-        if let Some(rec) = record
-            && is_orphan(&rec)
-        {
-            tracing::warn!(server = %name, pid = rec.pid, pgid = rec.pgid, command = %rec.command, "stopping orphan from a previous daemon");
-            let killed = stop_group_blocking(rec.pgid, grace);
-            swept.push(SweptOrphan {
-                name,
-                pid: rec.pid,
-                pgid: rec.pgid,
-                command: rec.command,
-                killed,
-            });
+        match record {
+            Some(rec) if is_orphan(&rec) => found.push((
+                path,
+                SweptOrphan {
+                    name,
+                    pid: rec.pid,
+                    pgid: rec.pgid,
+                    command: rec.command,
+                    killed: false,
+                },
+            )),
+            _ => {
+                let _ = std::fs::remove_file(&path);
+            }
         }
-        let _ = std::fs::remove_file(&path);
     }
-    swept
+    let total = found.len();
+    progress(total, total);
+    for (_, o) in &found {
+        tracing::warn!(server = %o.name, pid = o.pid, pgid = o.pgid, command = %o.command, "stopping orphan from a previous daemon");
+        let _ = group::signal_group(o.pgid, Signal::SIGTERM);
+    }
+    let mut alive: Vec<usize> = (0..total).collect();
+    wait_groups_gone(&found, &mut alive, grace, &mut progress);
+    if !alive.is_empty() {
+        for &i in &alive {
+            found[i].1.killed = true;
+            let _ = group::signal_group(found[i].1.pgid, Signal::SIGKILL);
+        }
+        wait_groups_gone(&found, &mut alive, Duration::from_secs(5), &mut progress);
+        for &i in &alive {
+            tracing::warn!(
+                pgid = found[i].1.pgid,
+                "orphan group still alive after SIGKILL"
+            );
+        }
+    }
+    found
+        .into_iter()
+        .map(|(path, o)| {
+            let _ = std::fs::remove_file(&path);
+            o
+        })
+        .collect()
+}
+
+/// Polls the groups indexed by `alive` until none is left or `within` has
+/// passed, dropping each from `alive` as it goes (and reporting the count).
+fn wait_groups_gone(
+    found: &[(PathBuf, SweptOrphan)],
+    alive: &mut Vec<usize>,
+    within: Duration,
+    progress: &mut impl FnMut(usize, usize),
+) {
+    let deadline = std::time::Instant::now() + within;
+    let mut delay = Duration::from_millis(2);
+    loop {
+        let before = alive.len();
+        alive.retain(|&i| group::group_alive(found[i].1.pgid, None));
+        if alive.len() != before {
+            progress(found.len(), alive.len());
+        }
+        if alive.is_empty() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(delay);
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
 }
 
 fn is_orphan(rec: &ChildRecord) -> bool {
@@ -138,19 +203,6 @@ fn is_orphan(rec: &ChildRecord) -> bool {
         // Leader gone: only its own (surviving) group can still carry its id.
         None => rec.pid == rec.pgid && group::group_alive(rec.pgid, None),
     }
-}
-
-/// SIGTERM, wait `grace`, SIGKILL; true if SIGKILL was needed.
-fn stop_group_blocking(pgid: i32, grace: Duration) -> bool {
-    let _ = group::signal_group(pgid, Signal::SIGTERM);
-    if group::wait_group_gone_blocking(pgid, grace) {
-        return false;
-    }
-    let _ = group::signal_group(pgid, Signal::SIGKILL);
-    if !group::wait_group_gone_blocking(pgid, Duration::from_secs(5)) {
-        tracing::warn!(pgid, "orphan group still alive after SIGKILL");
-    }
-    true
 }
 
 #[cfg(test)]

@@ -25,7 +25,8 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
     match cmd {
         DaemonCmd::Start => {
             match daemon_conn::detect(&paths) {
-                Probe::Up(live) => {
+                Probe::Up(mut live) => {
+                    daemon_conn::wait_booted(ctx, &mut live)?;
                     daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&format!(
                         "xyd is already running (pid {})\n",
@@ -33,7 +34,8 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                     ));
                 }
                 Probe::Down => {
-                    let live = daemon_conn::start(ctx, &paths)?;
+                    let mut live = daemon_conn::start(ctx, &paths)?;
+                    daemon_conn::wait_booted(ctx, &mut live)?;
                     daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&format!("xyd started (pid {})\n", live.status.pid));
                 }
@@ -64,7 +66,8 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                 }
                 Probe::Broken(e) => return Err(e.into()),
             }
-            let live = daemon_conn::start(ctx, &paths)?;
+            let mut live = daemon_conn::start(ctx, &paths)?;
+            daemon_conn::wait_booted(ctx, &mut live)?;
             output::stdout(&format!("xyd restarted (pid {})\n", live.status.pid));
             Ok(Exit::Success)
         }

@@ -29,6 +29,13 @@ pub(crate) fn render_daemon_status(d: &DaemonStatus, style: &Style) -> String {
     for (k, v) in rows {
         let _ = writeln!(out, "  {k:<10}  {v}");
     }
+    if let Some(b) = &d.boot {
+        let _ = writeln!(
+            out,
+            "  {:<10}  stopping orphans of a previous daemon: {} of {} left (grace {}s); no server started yet",
+            "booting", b.orphans_left, b.orphans, b.grace_secs
+        );
+    }
     out
 }
 
@@ -48,6 +55,7 @@ mod tests {
             config_dir: "/home/u/.config/xy/servers".into(),
             log_dir: "/home/u/.local/state/xy/logs".into(),
             servers: 3,
+            boot: None,
         };
         let want = "\
 xyd 0.1.0 running (pid 4242, up 1h 2m)

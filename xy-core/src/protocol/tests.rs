@@ -378,12 +378,33 @@ fn daemon_status() {
             config_dir: "/h/.config/xy/servers".into(),
             log_dir: "/h/.local/state/xy/logs".into(),
             servers: 2,
+            boot: None,
         },
         json!({"version": "0.1.0", "protocol": 1, "pid": 10,
                "started_at": "2026-11-30T05:04:54.123Z", "uptime_secs": 3,
                "socket": "/run/user/1000/xy.sock", "config_dir": "/h/.config/xy/servers",
                "log_dir": "/h/.local/state/xy/logs", "servers": 2}),
     );
+}
+
+#[test]
+fn daemon_status_while_booting() {
+    let v = json!({"version": "0.1.0", "protocol": 1, "pid": 10,
+           "started_at": "2026-11-30T05:04:54.123Z", "uptime_secs": 3,
+           "socket": "/s", "config_dir": "/c", "log_dir": "/l", "servers": 2,
+           "boot": {"phase": "sweeping_orphans", "orphans": 20, "orphans_left": 7,
+                    "grace_secs": 10}});
+    let d: DaemonStatus = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(
+        d.boot,
+        Some(BootProgress {
+            phase: BootPhase::SweepingOrphans,
+            orphans: 20,
+            orphans_left: 7,
+            grace_secs: 10,
+        })
+    );
+    pin(&d, v);
 }
 
 #[test]

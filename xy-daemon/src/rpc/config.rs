@@ -39,8 +39,11 @@ pub(crate) async fn reload(ctx: &Arc<DaemonCtx>) -> Result<ReloadResult, RpcErro
     for w in &configs.warnings {
         tracing::warn!(server = %w.name, file = %w.file.display(), "{}", w.message);
     }
-    let result = ctx
-        .engine
+    let engine = ctx
+        .engine()
+        .await
+        .map_err(|e| RpcError::new(ErrorCode::InternalError, e.message().to_owned()))?;
+    let result = engine
         .reload(configs)
         .await
         .map_err(|e| super::error::engine_rpc_error(&e))?;

@@ -10,11 +10,16 @@ use super::{DaemonCtx, engine_error, no_params};
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::DAEMON_STATUS, |params, ctx, _| async move {
         no_params(&params)?;
-        let servers = ctx
-            .engine
-            .server_count()
-            .await
-            .map_err(|e| engine_error(&e))?;
+        // Answered during the boot too: that is how a client tells a busy
+        // daemon from a wedged one.
+        let (servers, boot) = match ctx.booting_progress() {
+            Some(progress) => (ctx.configured, Some(progress)),
+            None => {
+                let engine = ctx.engine().await?;
+                let n = engine.server_count().await.map_err(|e| engine_error(&e))?;
+                (n, None)
+            }
+        };
         Ok::<_, jsonrpsee::types::ErrorObjectOwned>(DaemonStatus {
             version: xy_core::VERSION.to_owned(),
             protocol: PROTOCOL_VERSION,
@@ -25,6 +30,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             config_dir: ctx.paths.config_dir.display().to_string(),
             log_dir: ctx.paths.log_dir.display().to_string(),
             servers,
+            boot,
         })
     })
     .expect("method names are unique");

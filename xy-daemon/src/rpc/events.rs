@@ -39,7 +39,11 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(c) => c,
             Err(e) => return ResponsePayload::error(e),
         };
-        let sub = match ctx.engine.subscribe_events(&p.requested_names()).await {
+        let engine = match ctx.engine().await {
+            Ok(e) => e,
+            Err(e) => return ResponsePayload::error(e),
+        };
+        let sub = match engine.subscribe_events(&p.requested_names()).await {
             Ok(s) => s,
             Err(e) => return ResponsePayload::error(engine_error(&e)),
         };

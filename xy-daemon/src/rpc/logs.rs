@@ -30,8 +30,11 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Err(e) => return ResponsePayload::error(e),
         };
         let tail = p.tail.map(|t| usize::try_from(t).unwrap_or(usize::MAX));
-        let sub = match ctx
-            .engine
+        let engine = match ctx.engine().await {
+            Ok(e) => e,
+            Err(e) => return ResponsePayload::error(e),
+        };
+        let sub = match engine
             .subscribe_logs(&p.requested_names(), tail, p.follow)
             .await
         {

@@ -10,13 +10,18 @@ use super::{DaemonCtx, engine_error, invalid_params, no_params, parse};
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::LIST, |params, ctx, _| async move {
         no_params(&params)?;
-        ctx.engine.list().await.map_err(|e| engine_error(&e))
+        ctx.engine()
+            .await?
+            .list()
+            .await
+            .map_err(|e| engine_error(&e))
     })
     .expect("method names are unique");
 
     m.register_async_method(method::STATUS, |params, ctx, _| async move {
         let p: NameParams = parse(&params)?;
-        ctx.engine
+        ctx.engine()
+            .await?
             .status(&p.name)
             .await
             .map_err(|e| engine_error(&e))
@@ -25,7 +30,8 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
 
     m.register_async_method(method::TOOLS, |params, ctx, _| async move {
         let p: xy_core::protocol::mcp::ToolsParams = parse(&params)?;
-        ctx.engine
+        ctx.engine()
+            .await?
             .tools(&p.name)
             .await
             .map_err(|e| engine_error(&e))
@@ -34,7 +40,8 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
 
     m.register_async_method(method::START, |params, ctx, _| async move {
         let target = target(&params)?;
-        ctx.engine
+        ctx.engine()
+            .await?
             .start_servers(&target)
             .await
             .map_err(|e| engine_error(&e))
@@ -43,7 +50,8 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
 
     m.register_async_method(method::STOP, |params, ctx, _| async move {
         let target = target(&params)?;
-        ctx.engine
+        ctx.engine()
+            .await?
             .stop_servers(&target)
             .await
             .map_err(|e| engine_error(&e))
@@ -52,7 +60,8 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
 
     m.register_async_method(method::RESTART, |params, ctx, _| async move {
         let target = target(&params)?;
-        ctx.engine
+        ctx.engine()
+            .await?
             .restart_servers(&target)
             .await
             .map_err(|e| engine_error(&e))
@@ -63,7 +72,8 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(DEBUG_PANIC, |params, ctx, _| async move {
         let p: NameParams = parse(&params)?;
         tracing::warn!(server = %p.name, "fault injection: panicking the server actor");
-        ctx.engine
+        ctx.engine()
+            .await?
             .inject_panic(&p.name)
             .await
             .map(|()| serde_json::json!({}))
