@@ -174,7 +174,7 @@ struct Serving {
 }
 
 impl Serving {
-    /// 1. Stop accepting; 2. stop every server; 3. end streams and let the
+    /// Stops accepting, stops every server, then ends streams and lets the
     /// connections flush and close (bounded). The socket file and the
     /// pidfile go with their guards.
     async fn stop(self, engine: Option<&Engine>) {
