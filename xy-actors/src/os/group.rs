@@ -155,23 +155,6 @@ pub(crate) async fn wait_group_gone(pgid: i32, skip: Option<i32>) {
     }
 }
 
-/// Blocking twin of [`wait_group_gone`] with a deadline; true if gone.
-#[cfg(test)]
-pub(crate) fn wait_group_gone_blocking(pgid: i32, within: Duration) -> bool {
-    let deadline = std::time::Instant::now() + within;
-    let mut delay = Duration::from_millis(2);
-    loop {
-        if !group_alive(pgid, None) {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(delay);
-        delay = (delay * 2).min(Duration::from_millis(50));
-    }
-}
-
 /// When `pid` started, in a platform unit that only needs to compare equal
 /// for the same process (Linux: clock ticks since boot; macOS: µs since the
 /// epoch). `None` if the process does not exist.
@@ -214,6 +197,8 @@ mod macos {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
+    use std::time::Duration;
+
     #[test]
     fn parses_stat_with_parens_in_comm() {
         let line = "4242 (a (weird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
@@ -221,6 +206,22 @@ mod tests {
         assert_eq!(s.state, 'S');
         assert_eq!(s.pgrp, 4242);
         assert_eq!(s.start_ticks, 987654);
+    }
+
+    /// Polls until the group is gone or `within` has passed.
+    fn wait_gone(pgid: i32, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        let mut delay = Duration::from_millis(2);
+        loop {
+            if !super::group_alive(pgid, None) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(delay);
+            delay = (delay * 2).min(Duration::from_millis(50));
+        }
     }
 
     /// The leader is reaped but a member lives on: the probe sees members,
@@ -239,10 +240,7 @@ mod tests {
         let member: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(super::group_alive(pgid, None), "sleep {member} still runs");
         super::signal_group(pgid, nix::sys::signal::Signal::SIGKILL).unwrap();
-        assert!(super::wait_group_gone_blocking(
-            pgid,
-            std::time::Duration::from_secs(10)
-        ));
+        assert!(wait_gone(pgid, std::time::Duration::from_secs(10)));
         assert!(!super::pid_alive(member));
     }
 
