@@ -196,6 +196,8 @@ impl TestDaemon {
         d
     }
 
+    /// Until `daemon_status` answers without `boot`: the orphan sweep is
+    /// over and the servers are starting.
     fn wait_ready(&mut self) {
         let start = Instant::now();
         loop {
@@ -204,7 +206,7 @@ impl TestDaemon {
             }
             if let Ok(mut c) = Client::try_connect(&self.env.socket)
                 && let Ok(v) = c.try_call("daemon_status", None)
-                && v.get("result").is_some()
+                && v.get("result").is_some_and(|r| r.get("boot").is_none())
             {
                 return;
             }
