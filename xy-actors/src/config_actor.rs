@@ -43,8 +43,9 @@ pub(crate) fn diff(old: &ConfigSet, new: &ConfigSet) -> ConfigDiff {
 pub(crate) enum ConfigMsg {
     /// Number of configured servers.
     Count(RpcReplyPort<usize>),
-    /// Diff of the current set against a new one (the set is not replaced).
-    Diff(Box<ConfigSet>, RpcReplyPort<ConfigDiff>),
+    /// The current set and its diff against a new one (the set is not
+    /// replaced).
+    Diff(Box<ConfigSet>, RpcReplyPort<(Box<ConfigSet>, ConfigDiff)>),
     /// Makes `set` current.
     Replace(Box<ConfigSet>, RpcReplyPort<()>),
 }
@@ -79,7 +80,7 @@ impl Actor for ConfigActor {
             }
             ConfigMsg::Diff(new, reply) => {
                 if !reply.is_closed() {
-                    let _ = reply.send(diff(set, &new));
+                    let _ = reply.send((Box::new(set.clone()), diff(set, &new)));
                 }
             }
             ConfigMsg::Replace(new, reply) => {

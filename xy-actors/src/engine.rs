@@ -53,6 +53,9 @@ struct Inner {
     scanning: tokio::sync::Mutex<()>,
     /// The event bus every ServerActor publishes to (SPEC §15).
     events: crate::events::EventBus,
+    /// A server whose reload step fails on purpose (unit tests).
+    #[cfg(test)]
+    reload_fault: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -109,6 +112,8 @@ impl Engine {
                 sampler: std::sync::Mutex::default(),
                 scanning: tokio::sync::Mutex::const_new(()),
                 events,
+                #[cfg(test)]
+                reload_fault: std::sync::Mutex::default(),
             }),
         };
         // Auto-start, waiting for every first spawn: the first `list` after

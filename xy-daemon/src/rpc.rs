@@ -45,8 +45,6 @@ pub(crate) struct DaemonCtx {
     pub(crate) shutdown: watch::Sender<bool>,
     /// Turns true when open streams must end with `log_end {reason: shutdown}`.
     pub(crate) closing: watch::Receiver<bool>,
-    /// One reload at a time: two interleaved diffs would race.
-    pub(crate) reload_lock: tokio::sync::Mutex<()>,
 }
 
 impl DaemonCtx {
@@ -90,7 +88,6 @@ impl DaemonCtx {
             next_subscription: AtomicU64::new(1),
             shutdown,
             closing,
-            reload_lock: tokio::sync::Mutex::new(()),
         }
     }
 

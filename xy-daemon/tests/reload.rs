@@ -105,3 +105,46 @@ fn sighup_reloads() {
     });
     d.running_pid("b");
 }
+
+/// SIGTERM while a SIGHUP reload waits out a stubborn child's grace is
+/// honoured at once: the reload is abandoned where it stands (it never
+/// reports "config reloaded" nor starts the new config), the shutdown stops
+/// every child, and nothing is left running.
+#[test]
+fn sigterm_during_a_slow_sighup_reload_stops_everything() {
+    let stubborn = |grace: &str| {
+        format!(
+            "command \"{}\"\nport {}\nstop {{\n    grace \"{grace}\"\n}}\n",
+            testbin("xy-test-ignore-term").display(),
+            port(2)
+        )
+    };
+    let mut d = TestDaemon::start(&[
+        ("a", sleep_config(port(1), 500)),
+        ("stubborn", stubborn("4s")),
+    ]);
+    let a = d.running_pid("a");
+    let old = d.running_pid("stubborn");
+    // Changed: the reload stops the old child first, which takes its 4 s.
+    d.env.write_config("stubborn", &stubborn("3s"));
+    signal(d.pid() as i32, libc::SIGHUP);
+    wait_for("the reload began", DEADLINE, || {
+        d.env.daemon_log().contains("SIGHUP: reloading")
+    });
+    signal(d.pid() as i32, libc::SIGTERM);
+    let status = d.wait_exit();
+    assert_eq!(status.code(), Some(0), "{}", d.stderr());
+    let log = d.env.daemon_log();
+    assert!(
+        !log.contains("config reloaded"),
+        "the reload ran on:\n{log}"
+    );
+    for p in [a, old] {
+        assert!(!pid_alive(p), "process {p} survived the daemon");
+    }
+    let left: Vec<_> = std::fs::read_dir(d.env.state_dir().join("run"))
+        .map(|dir| dir.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "child records left: {left:?}");
+    assert!(!d.env.socket.exists());
+}

@@ -19,6 +19,18 @@ pub enum EngineError {
         /// What was already running.
         already_running: Vec<String>,
     },
+    /// A reload failed partway. What it applied before the failure is in
+    /// effect (and in the ConfigActor); the rest is not.
+    #[error(
+        "reload stopped partway ({error}); applied: {}",
+        describe_applied(applied)
+    )]
+    ReloadIncomplete {
+        /// The steps that were applied (`unchanged`: checked and left alone).
+        applied: xy_core::protocol::ReloadResult,
+        /// The failure that stopped it.
+        error: Box<EngineError>,
+    },
     /// An actor did not answer in time or is gone (a bug).
     #[error("internal error: {0}")]
     Internal(String),
@@ -26,4 +38,22 @@ pub enum EngineError {
 
 pub(crate) fn internal(what: &str, err: impl std::fmt::Display) -> EngineError {
     EngineError::Internal(format!("{what}: {err}"))
+}
+
+fn describe_applied(r: &xy_core::protocol::ReloadResult) -> String {
+    let mut parts = Vec::new();
+    for (what, names) in [
+        ("added", &r.added),
+        ("removed", &r.removed),
+        ("changed", &r.changed),
+    ] {
+        if !names.is_empty() {
+            parts.push(format!("{what} {}", names.join(", ")));
+        }
+    }
+    if parts.is_empty() {
+        "nothing".to_owned()
+    } else {
+        parts.join("; ")
+    }
 }

@@ -1,15 +1,27 @@
 //! `reload`: apply a freshly loaded config set (stop removed and changed,
-//! then start added and changed, and unchanged ones that had failed).
+//! then start added and changed, and unchanged ones that had failed). A
+//! failure partway leaves the ConfigActor holding exactly what was applied,
+//! so it and the actor tree never disagree, and the error says what that was.
 
-use xy_core::config::{ConfigSet, ServerConfig};
+use xy_core::config::ConfigSet;
 use xy_core::protocol::{ReloadResult, ServerState};
 
 use super::Engine;
 use super::call::{QUERY_TIMEOUT, ask, for_each, start_one, stop_one};
 use super::error::EngineError;
-use crate::config_actor::ConfigMsg;
+use crate::config_actor::{ConfigDiff, ConfigMsg};
 use crate::server::StartOutcome;
-use crate::supervisor::{RootMsg, ServerRef};
+use crate::supervisor::{Refs, RootMsg, ServerRef};
+
+/// What a reload has put in place so far.
+struct Applied {
+    /// The config set in effect: the old one with every applied step.
+    set: ConfigSet,
+    /// The same, as names.
+    result: ReloadResult,
+    /// Servers put in place that must (re)start.
+    to_start: Vec<ServerRef>,
+}
 
 impl Engine {
     /// Applies a freshly loaded config set: start added, stop removed,
@@ -19,15 +31,84 @@ impl Engine {
     /// changed), so a port handed from one server to another is free.
     /// Spawn failures do not fail the reload: those servers show `failed`.
     /// An unchanged server that had `failed` is started again.
+    ///
+    /// When a step fails (an actor that does not answer), what was put in
+    /// place before it is still started and becomes the ConfigActor's set,
+    /// and the error is [`EngineError::ReloadIncomplete`] naming it; a later
+    /// reload applies the rest.
     pub async fn reload(&self, configs: ConfigSet) -> Result<ReloadResult, EngineError> {
         let _ops = self.inner.ops.lock().await;
+        self.reload_locked(configs).await
+    }
+
+    /// [`Engine::reload`] of the set `load` reads, with the loading done
+    /// under the same lock as the apply (the one lock reload and shutdown
+    /// share): two reloads apply in the order they read the directory, and
+    /// a reload waiting for the lock reads the newest files. `load`'s error
+    /// comes back as is; engine errors go through `engine_err`.
+    pub async fn reload_with<E>(
+        &self,
+        load: impl std::future::Future<Output = Result<ConfigSet, E>>,
+        engine_err: impl FnOnce(EngineError) -> E,
+    ) -> Result<ReloadResult, E> {
+        let _ops = self.inner.ops.lock().await;
+        let configs = load.await?;
+        self.reload_locked(configs).await.map_err(engine_err)
+    }
+
+    async fn reload_locked(&self, configs: ConfigSet) -> Result<ReloadResult, EngineError> {
         let refs = self.refs().await?;
-        let diff = ask(&refs.config, "config diff", QUERY_TIMEOUT, |tx| {
+        let (old, diff) = ask(&refs.config, "config diff", QUERY_TIMEOUT, |tx| {
             ConfigMsg::Diff(Box::new(configs.clone()), tx)
         })
         .await?;
         crate::events::publish_reload(&self.inner.events, &diff);
+        let mut applied = Applied {
+            set: ConfigSet {
+                dir: configs.dir.clone(),
+                warnings: configs.warnings.clone(),
+                ..*old
+            },
+            result: ReloadResult::default(),
+            to_start: Vec::new(),
+        };
+        let step = self.apply(&refs, &diff, &configs, &mut applied).await;
+
+        // Whatever happened: start what is in place, and make it the set.
+        let to_start = std::mem::take(&mut applied.to_start);
+        let started = for_each(to_start, |s| async move { start_one(&s).await }).await;
+        for (name, outcome) in started.iter().flatten() {
+            if let StartOutcome::Failed(f) = outcome {
+                tracing::warn!(server = %name, path = %f.path, error = %f.error, "reload: spawn failed");
+            }
+        }
+        let replaced = ask(&refs.config, "config replace", QUERY_TIMEOUT, |tx| {
+            ConfigMsg::Replace(Box::new(applied.set), tx)
+        })
+        .await;
+        match step.and(started.map(|_| ())).and(replaced) {
+            Ok(()) => Ok(applied.result),
+            Err(e) => {
+                tracing::error!(error = %e, applied = ?applied.result, "reload stopped partway");
+                Err(EngineError::ReloadIncomplete {
+                    applied: applied.result,
+                    error: Box::new(e),
+                })
+            }
+        }
+    }
+
+    /// Stops, removes, updates and adds, recording each step in `applied`
+    /// as it succeeds; returns at the first failure.
+    async fn apply(
+        &self,
+        refs: &Refs,
+        diff: &ConfigDiff,
+        configs: &ConfigSet,
+        applied: &mut Applied,
+    ) -> Result<(), EngineError> {
         let by_name = |n: &str| refs.servers.iter().find(|s| s.name == n).cloned();
+        let root = &self.inner.root;
 
         // Phase 1: stop removed and changed servers.
         let to_stop: Vec<ServerRef> = diff
@@ -38,36 +119,46 @@ impl Engine {
             .filter_map(by_name)
             .collect();
         for_each(to_stop, |s| async move { stop_one(&s).await }).await?;
-        let root = &self.inner.root;
         for name in &diff.removed {
+            self.fault(name)?;
             ask(root, "remove server", QUERY_TIMEOUT, |tx| {
                 RootMsg::RemoveServer(name.clone(), tx)
             })
             .await?;
+            applied.set.servers.remove(name);
+            applied.result.removed.push(name.clone());
         }
 
-        // Phase 2: new configs in place, then start added and changed ones.
-        let mut to_start: Vec<ServerRef> = Vec::new();
+        // Phase 2: new configs in place (each started at the end).
         for cfg in &diff.changed {
+            // Stopped in phase 1: started again with whichever config is in
+            // place, even if the update below fails.
+            let old = by_name(&cfg.name);
+            applied.to_start.extend(old.clone());
+            self.fault(&cfg.name)?;
             ask(root, "update config", QUERY_TIMEOUT, |tx| {
                 RootMsg::UpdateConfig(Box::new(cfg.clone()), tx)
             })
             .await?;
-            to_start.extend(by_name(&cfg.name).map(|s| ServerRef {
-                grace: cfg.stop.grace,
-                ..s
-            }));
+            if let Some(s) = applied.to_start.iter_mut().find(|s| s.name == cfg.name) {
+                s.grace = cfg.stop.grace;
+            }
+            applied.set.servers.insert(cfg.name.clone(), cfg.clone());
+            applied.result.changed.push(cfg.name.clone());
         }
         for cfg in &diff.added {
+            self.fault(&cfg.name)?;
             let actor = ask(root, "add server", QUERY_TIMEOUT, |tx| {
                 RootMsg::AddServer(Box::new(cfg.clone()), tx)
             })
             .await?;
-            to_start.push(ServerRef {
+            applied.to_start.push(ServerRef {
                 name: cfg.name.clone(),
                 actor,
                 grace: cfg.stop.grace,
             });
+            applied.set.servers.insert(cfg.name.clone(), cfg.clone());
+            applied.result.added.push(cfg.name.clone());
         }
         let unchanged: Vec<ServerRef> = diff.unchanged.iter().filter_map(|n| by_name(n)).collect();
         for s in &unchanged {
@@ -77,30 +168,43 @@ impl Engine {
                     RootMsg::UpdateConfig(Box::new(cfg.clone()), tx)
                 })
                 .await?;
+                applied.set.servers.insert(s.name.clone(), cfg.clone());
             }
+            applied.result.unchanged.push(s.name.clone());
         }
         for st in self.snapshots(unchanged.clone()).await? {
             if st.entry.state == ServerState::Failed {
-                to_start.extend(unchanged.iter().find(|s| s.name == st.entry.name).cloned());
+                applied
+                    .to_start
+                    .extend(unchanged.iter().find(|s| s.name == st.entry.name).cloned());
             }
         }
-        let started = for_each(to_start, |s| async move { start_one(&s).await }).await?;
-        for (name, outcome) in started {
-            if let StartOutcome::Failed(f) = outcome {
-                tracing::warn!(server = %name, path = %f.path, error = %f.error, "reload: spawn failed");
-            }
-        }
-        ask(&refs.config, "config replace", QUERY_TIMEOUT, |tx| {
-            ConfigMsg::Replace(Box::new(configs), tx)
-        })
-        .await?;
+        Ok(())
+    }
 
-        let names = |v: &[ServerConfig]| v.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
-        Ok(ReloadResult {
-            added: names(&diff.added),
-            removed: diff.removed,
-            changed: names(&diff.changed),
-            unchanged: diff.unchanged,
-        })
+    /// A reload step for `name` that fails on purpose (unit tests only).
+    #[cfg(test)]
+    fn fault(&self, name: &str) -> Result<(), EngineError> {
+        let fail = self
+            .inner
+            .reload_fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match fail.as_deref() {
+            Some(n) if n == name => Err(EngineError::Internal(format!(
+                "injected failure while applying {name}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(not(test))]
+    #[inline]
+    fn fault(&self, _name: &str) -> Result<(), EngineError> {
+        Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "reload_tests.rs"]
+mod tests;

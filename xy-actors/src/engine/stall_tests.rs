@@ -52,7 +52,7 @@ impl ChildSpawner for GatedPortCheck {
     }
 }
 
-fn config(name: &str, port: u16) -> ServerConfig {
+pub(super) fn config(name: &str, port: u16) -> ServerConfig {
     ServerConfig {
         name: name.into(),
         source: format!("{name}.kdl").into(),

@@ -19,34 +19,35 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     .expect("method names are unique");
 }
 
-/// Loads the config directory and hands it to the engine. Shared by the
-/// `reload` method and SIGHUP.
+/// Loads the config directory and hands it to the engine, both under the
+/// engine's one reload lock. Shared by the `reload` method and SIGHUP.
 pub(crate) async fn reload(ctx: &Arc<DaemonCtx>) -> Result<ReloadResult, RpcError> {
-    let _one_at_a_time = ctx.reload_lock.lock().await;
-    let configs = match load_configs(&ctx.paths.config_dir).await {
-        Ok(c) => c,
-        Err(DaemonError::Config(errors)) => {
-            let e = config_error(&errors);
-            tracing::warn!(
-                "reload rejected, the running config is kept: {}\n{}",
-                e.message,
-                errors.render(false)
-            );
-            return Err(e);
-        }
-        Err(other) => return Err(RpcError::new(ErrorCode::InternalError, other.to_string())),
-    };
-    for w in &configs.warnings {
-        tracing::warn!(server = %w.name, file = %w.file.display(), "{}", w.message);
-    }
     let engine = ctx
         .engine()
         .await
         .map_err(|e| RpcError::new(ErrorCode::InternalError, e.message().to_owned()))?;
+    let load = async {
+        let configs = match load_configs(&ctx.paths.config_dir).await {
+            Ok(c) => c,
+            Err(DaemonError::Config(errors)) => {
+                let e = config_error(&errors);
+                tracing::warn!(
+                    "reload rejected, the running config is kept: {}\n{}",
+                    e.message,
+                    errors.render(false)
+                );
+                return Err(e);
+            }
+            Err(other) => return Err(RpcError::new(ErrorCode::InternalError, other.to_string())),
+        };
+        for w in &configs.warnings {
+            tracing::warn!(server = %w.name, file = %w.file.display(), "{}", w.message);
+        }
+        Ok(configs)
+    };
     let result = engine
-        .reload(configs)
-        .await
-        .map_err(|e| super::error::engine_rpc_error(&e))?;
+        .reload_with(load, |e| super::error::engine_rpc_error(&e))
+        .await?;
     tracing::info!(
         added = ?result.added,
         removed = ?result.removed,

@@ -28,6 +28,12 @@ pub(crate) fn engine_rpc_error(e: &EngineError) -> RpcError {
                 Err(_) => rpc,
             }
         }
+        EngineError::ReloadIncomplete { applied, error } => {
+            RpcError::new(ErrorCode::InternalError, e.to_string()).with_data(serde_json::json!({
+                "applied": applied,
+                "error": error.to_string(),
+            }))
+        }
         EngineError::Internal(_) => RpcError::new(ErrorCode::InternalError, e.to_string()),
     }
 }
