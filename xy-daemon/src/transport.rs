@@ -242,8 +242,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
                         continue;
                     }
                 };
-                if !dispatch::may_wait(&text) {
-                    if !answer(&conn, &methods, &ext, &text).await {
+                let parsed = dispatch::parse_line(&text);
+                drop(text);
+                if !parsed.may_wait() {
+                    if !answer(&conn, &methods, &ext, parsed).await {
                         break;
                     }
                     continue;
@@ -255,7 +257,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 let methods = methods.clone();
                 let ext = ext.clone();
                 tokio::spawn(async move {
-                    answer(&conn, &methods, &ext, &text).await;
+                    answer(&conn, &methods, &ext, parsed).await;
                     drop(slot);
                 });
             }
@@ -267,11 +269,16 @@ async fn read_loop<R: AsyncRead + Unpin>(
     }
 }
 
-/// Handles one request line and queues its reply; `false` once the client
-/// is gone.
-async fn answer(conn: &Conn, methods: &Methods, ext: &Extensions, text: &str) -> bool {
+/// Handles one parsed request line and queues its reply; `false` once the
+/// client is gone.
+async fn answer(
+    conn: &Conn,
+    methods: &Methods,
+    ext: &Extensions,
+    parsed: dispatch::Parsed,
+) -> bool {
     let cid = ConnectionId(conn.id);
-    match dispatch::handle_line(methods, cid, ext, text).await {
+    match dispatch::handle(methods, cid, ext, parsed).await {
         Some(reply) => {
             let (json, written) = reply.split();
             let sent = conn.send(json).await;

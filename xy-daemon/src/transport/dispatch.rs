@@ -1,5 +1,7 @@
 //! One line in, at most one line out: JSON-RPC 2.0 envelope checks, batches,
-//! notifications, and the call into the jsonrpsee [`Methods`] table. Knows
+//! notifications, and the call into the jsonrpsee [`Methods`] table. A line
+//! is parsed once ([`parse_line`]); the transport decides from that parse
+//! whether the call may wait, and the method parses only its params. Knows
 //! nothing about sockets.
 
 use std::borrow::Cow;
@@ -75,63 +77,49 @@ pub(crate) fn invalid_utf8(e: &std::str::Utf8Error) -> Reply {
     Reply::single(MethodResponse::error(Id::Null, err))
 }
 
-/// Whether `line` calls a method that waits on a process lifecycle (a spawn,
-/// a grace period, a whole reload). Such requests run beside the reader so
-/// later requests on the connection are not held up (a `status` while a
-/// `stop` waits out its grace period, SPEC §4); every other line is answered
-/// in order before the next is read.
-pub(crate) fn may_wait(line: &str) -> bool {
-    #[derive(Deserialize)]
-    struct Peek<'a> {
-        #[serde(borrow, default)]
-        method: Option<Cow<'a, str>>,
-    }
-    let waits = |m: &Option<Cow<'_, str>>| {
-        matches!(
-            m.as_deref(),
-            Some(
-                method::START | method::STOP | method::RESTART | method::RELOAD | method::SHUTDOWN
-            )
-        )
-    };
-    let text = line.trim_start();
-    if text.starts_with('[') {
-        serde_json::from_str::<Vec<Peek<'_>>>(text)
-            .is_ok_and(|items| items.iter().any(|p| waits(&p.method)))
-    } else {
-        serde_json::from_str::<Peek<'_>>(text).is_ok_and(|p| waits(&p.method))
-    }
+/// One request line, parsed once.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// A blank line: nothing to do, nothing to send.
+    Nothing,
+    /// A line that is no request (a parse error, an empty batch, not a
+    /// request object): the error reply.
+    Invalid(MethodResponse),
+    /// One request or notification.
+    Single(Request),
+    /// A batch: each item a request or its error reply.
+    Batch(Vec<Result<Request, MethodResponse>>),
 }
 
-/// Handles one complete line (without its newline). `None`: nothing to send
-/// (a blank line, a notification, a batch of notifications).
-pub(crate) async fn handle_line(
-    methods: &Methods,
-    conn: ConnectionId,
-    ext: &Extensions,
-    line: &str,
-) -> Option<Reply> {
+/// One parsed request envelope, owning its parts (it may move to a task).
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// `Some(Id::Null)` for `"id": null`, `None` when absent (a notification).
+    id: Option<Id<'static>>,
+    jsonrpc: bool,
+    method: Option<String>,
+    /// The params as they came, for the method to parse into its type.
+    params: Option<Box<RawValue>>,
+}
+
+/// Parses one complete line (without its newline).
+pub(crate) fn parse_line(line: &str) -> Parsed {
     let text = line.trim();
     if text.is_empty() {
-        return None;
+        return Parsed::Nothing;
     }
-    if text.starts_with('[') {
-        return handle_batch(methods, conn, ext, text).await;
+    if !text.starts_with('[') {
+        return match parse_request(text) {
+            Ok(r) => Parsed::Single(r),
+            Err(e) => Parsed::Invalid(e),
+        };
     }
-    handle_single(methods, conn, ext, text)
-        .await
-        .map(Reply::single)
-}
-
-async fn handle_batch(
-    methods: &Methods,
-    conn: ConnectionId,
-    ext: &Extensions,
-    text: &str,
-) -> Option<Reply> {
+    // A batch's items are scanned twice (as raw values, then each as an
+    // envelope): batches are rare, and this keeps one bad item from
+    // failing the others.
     let items: Vec<&RawValue> = match serde_json::from_str(text) {
         Ok(items) => items,
-        Err(e) => return Some(Reply::single(parse_error(&e))),
+        Err(e) => return Parsed::Invalid(parse_error(&e)),
     };
     if items.is_empty() {
         let err = ErrorObject::owned(
@@ -139,12 +127,70 @@ async fn handle_batch(
             "invalid request: empty batch",
             None::<()>,
         );
-        return Some(Reply::single(MethodResponse::error(Id::Null, err)));
+        return Parsed::Invalid(MethodResponse::error(Id::Null, err));
     }
+    Parsed::Batch(items.into_iter().map(|i| parse_request(i.get())).collect())
+}
+
+impl Parsed {
+    /// Whether the line calls a method that waits on a process lifecycle (a
+    /// spawn, a grace period, a whole reload). Such requests run beside the
+    /// reader so later requests on the connection are not held up (a
+    /// `status` while a `stop` waits out its grace period, SPEC §4); every
+    /// other line is answered in order before the next is read.
+    pub(crate) fn may_wait(&self) -> bool {
+        let waits = |r: &Request| {
+            matches!(
+                r.method.as_deref(),
+                Some(
+                    method::START
+                        | method::STOP
+                        | method::RESTART
+                        | method::RELOAD
+                        | method::SHUTDOWN
+                )
+            )
+        };
+        match self {
+            Parsed::Single(r) => waits(r),
+            Parsed::Batch(items) => items.iter().flatten().any(waits),
+            Parsed::Nothing | Parsed::Invalid(_) => false,
+        }
+    }
+}
+
+/// Handles one parsed line. `None`: nothing to send (a blank line, a
+/// notification, a batch of notifications).
+pub(crate) async fn handle(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    parsed: Parsed,
+) -> Option<Reply> {
+    match parsed {
+        Parsed::Nothing => None,
+        Parsed::Invalid(resp) => Some(Reply::single(resp)),
+        Parsed::Single(r) => handle_request(methods, conn, ext, r)
+            .await
+            .map(Reply::single),
+        Parsed::Batch(items) => handle_batch(methods, conn, ext, items).await,
+    }
+}
+
+async fn handle_batch(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    items: Vec<Result<Request, MethodResponse>>,
+) -> Option<Reply> {
     let mut parts = Vec::with_capacity(items.len());
     let mut on_written = Vec::new();
     for item in items {
-        if let Some(resp) = handle_single(methods, conn, ext, item.get()).await {
+        let resp = match item {
+            Ok(r) => handle_request(methods, conn, ext, r).await,
+            Err(e) => Some(e),
+        };
+        if let Some(resp) = resp {
             let success = resp.is_success();
             let (json, notify, _) = resp.into_parts();
             parts.push(json);
@@ -189,39 +235,49 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Id<'de>>, D:
     Id::deserialize(d).map(Some)
 }
 
-async fn handle_single(
-    methods: &Methods,
-    conn: ConnectionId,
-    ext: &Extensions,
-    text: &str,
-) -> Option<MethodResponse> {
-    let env: Envelope<'_> = match serde_json::from_str(text) {
-        Ok(env) => env,
+/// The envelope of one request, owned; or the error reply for a value that
+/// is none.
+fn parse_request(text: &str) -> Result<Request, MethodResponse> {
+    match serde_json::from_str::<Envelope<'_>>(text) {
+        Ok(env) => Ok(Request {
+            id: env.id.map(Id::into_owned),
+            jsonrpc: env.jsonrpc.as_deref() == Some("2.0"),
+            method: env.method.map(Cow::into_owned),
+            params: env.params.map(RawValue::to_owned),
+        }),
         Err(e) => {
             // Valid JSON that is not a request object is -32600, not -32700.
             if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
-                return Some(invalid_request(
+                return Err(invalid_request(
                     Id::Null,
                     &format!("not a JSON-RPC request object: {e}"),
                 ));
             }
-            return Some(parse_error(&e));
+            Err(parse_error(&e))
         }
-    };
-    let id = env.id;
-    if env.jsonrpc.as_deref() != Some("2.0") {
+    }
+}
+
+async fn handle_request(
+    methods: &Methods,
+    conn: ConnectionId,
+    ext: &Extensions,
+    r: Request,
+) -> Option<MethodResponse> {
+    let id = r.id;
+    if !r.jsonrpc {
         return Some(invalid_request(
             id.unwrap_or(Id::Null),
             "\"jsonrpc\" must be \"2.0\"",
         ));
     }
-    let Some(method) = env.method else {
+    let Some(method) = r.method else {
         return Some(invalid_request(
             id.unwrap_or(Id::Null),
             "\"method\" is missing",
         ));
     };
-    let params = Params::new(env.params.map(RawValue::get));
+    let params = Params::new(r.params.as_deref().map(RawValue::get));
     let response = call(
         methods,
         conn,
@@ -288,4 +344,37 @@ fn invalid_request(id: Id<'_>, why: &str) -> MethodResponse {
 
 fn internal(msg: &str) -> ErrorObjectOwned {
     ErrorObject::owned(ErrorCode::InternalError.code(), msg.to_owned(), None::<()>)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_parse_decides_waiting_and_keeps_the_params() {
+        let p = parse_line(r#" {"jsonrpc":"2.0","id":7,"method":"stop","params":{"name":"a"}} "#);
+        assert!(p.may_wait());
+        let Parsed::Single(r) = &p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(r.id, Some(Id::Number(7)));
+        assert_eq!(
+            r.params.as_deref().map(RawValue::get),
+            Some(r#"{"name":"a"}"#)
+        );
+        assert!(!parse_line(r#"{"jsonrpc":"2.0","id":1,"method":"list"}"#).may_wait());
+        assert!(
+            parse_line(
+                r#"[{"jsonrpc":"2.0","id":1,"method":"list"},{"jsonrpc":"2.0","method":"reload"}]"#
+            )
+            .may_wait()
+        );
+        assert!(matches!(parse_line("   "), Parsed::Nothing));
+        assert!(matches!(parse_line("{nope"), Parsed::Invalid(_)));
+        assert!(matches!(parse_line("[]"), Parsed::Invalid(_)));
+        let notification = parse_line(r#"{"jsonrpc":"2.0","method":"list"}"#);
+        assert!(matches!(&notification, Parsed::Single(r) if r.id.is_none()));
+        let null_id = parse_line(r#"{"jsonrpc":"2.0","id":null,"method":"list"}"#);
+        assert!(matches!(&null_id, Parsed::Single(r) if r.id == Some(Id::Null)));
+    }
 }
