@@ -211,8 +211,8 @@ fn main() {
         }
         let after = d.rss_kib();
         let rss_target = match n {
-            ..=10 => "<= 8192 KiB",
-            ..=200 => "<= 16384 KiB",
+            0..=10 => "<= 8192 KiB",
+            11..=200 => "<= 16384 KiB",
             _ => "<= 65536 KiB",
         };
         let p50_target = if n == 200 { "< 200 µs" } else { "" };
