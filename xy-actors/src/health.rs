@@ -100,14 +100,20 @@ async fn run(
     };
     let mut listed = false;
     let mut delay = cfg.interval.min(FIRST_PROBE);
+    let mut phase = Some(phase(port, cfg.interval));
     loop {
         tokio::select! {
             _ = &mut stop => break,
             () = tokio::time::sleep(delay) => {}
         }
-        delay = cfg.interval;
+        delay = cfg.interval + phase.take().unwrap_or_default();
         let started = Instant::now();
-        let probe = tokio::time::timeout(cfg.timeout, probe_once(&cfg.probe, port, mcp.as_mut()));
+        // Boxed: the exchange's state (hyper's connection, buffers) lives
+        // only while a probe runs, not in every idle probe task.
+        let probe = tokio::time::timeout(
+            cfg.timeout,
+            Box::pin(probe_once(&cfg.probe, port, mcp.as_mut())),
+        );
         let outcome = tokio::select! {
             _ = &mut stop => break,
             r = probe => match r {
@@ -133,7 +139,7 @@ async fn run(
                 let bound = cfg.timeout * LIST_TIMEOUTS;
                 tokio::select! {
                     _ = &mut stop => break,
-                    r = tokio::time::timeout(bound, client.list_tools()) => Some(r.unwrap_or_else(|_| Err(format!(
+                    r = tokio::time::timeout(bound, Box::pin(client.list_tools())) => Some(r.unwrap_or_else(|_| Err(format!(
                         "tools/list: no complete answer within {}",
                         humantime::format_duration(bound)
                     )))),
@@ -157,6 +163,16 @@ async fn run(
         tracing::debug!(port, error = %e, "ending the probe's MCP session failed");
     }
     drop(done);
+}
+
+/// Where in its interval a server's probes fall: servers started together
+/// (every server at boot) would otherwise probe in lock-step, 200 probes and
+/// 200 log writes in the same millisecond, every interval. The second probe
+/// comes this much later than the interval, a fraction of it picked by the
+/// port (Knuth's multiplicative hash: neighbouring ports land far apart).
+fn phase(port: u16, interval: Duration) -> Duration {
+    let fraction = f64::from(port.wrapping_mul(40_503)) / 65_536.0;
+    interval.mul_f64(fraction)
 }
 
 async fn probe_once(
@@ -263,6 +279,19 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consecutive_ports_spread_their_probes_over_the_interval() {
+        let interval = Duration::from_secs(2);
+        let mut tenths = [0u32; 10];
+        for port in 24_000..24_200 {
+            let p = phase(port, interval);
+            assert!(p < interval, "{port}: {p:?}");
+            tenths[(p.as_secs_f64() / 0.2) as usize] += 1;
+        }
+        // 200 servers, 10 slices of 200 ms: about 20 each, none crowded.
+        assert!(tenths.iter().all(|&n| (10..=30).contains(&n)), "{tenths:?}");
+    }
 
     fn cfg(failures: u32, start_period: Duration) -> HealthConfig {
         HealthConfig {

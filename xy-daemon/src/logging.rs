@@ -61,7 +61,7 @@ pub fn init(paths: &Paths) -> Result<LogGuard, DaemonError> {
 }
 
 fn open_daemon_log(paths: &Paths) -> io::Result<xy_actors::RotatingWriter> {
-    xy_actors::RotatingWriter::open(
+    xy_actors::RotatingWriter::open_buffered(
         paths.daemon_log(),
         xy_actors::RotatingWriter::DEFAULT_MAX_BYTES,
     )

@@ -12,8 +12,10 @@ use super::sink::{SharedSink, lock};
 /// Longest line kept whole; longer ones are split.
 pub(crate) const MAX_LINE: usize = 64 * 1024;
 /// First buffer size: enough for a quiet server's lines, and what an idle
-/// pump keeps allocated.
-const MIN_BUF: usize = 8 * 1024;
+/// pump keeps allocated (two per server: at N=200, 8 KiB cost 3 MiB of
+/// RSS). A read that fills it grows it 4×, so a flood reaches `MAX_BUF` in
+/// four reads.
+const MIN_BUF: usize = 1024;
 /// Largest buffer, reached while reads keep filling it (a flood): fewer
 /// wakeups per byte (the pipe is enlarged to match on Linux). Always more
 /// than a line, so a read always has room.

@@ -1,13 +1,14 @@
 //! A size-rotating log file: `<name>.log`, rolled to `<name>.log.1` … `.5`
-//! (older generations dropped) once it would pass the threshold. Buffered, so
-//! a flood costs one syscall per batch, not per line. Serves the child logs
-//! and, behind `tracing_appender::non_blocking`, the daemon's `daemon.log`.
+//! (older generations dropped) once it would pass the threshold. Serves the
+//! child logs (whole batches of lines, written as they come: one syscall per
+//! batch) and, buffered behind `tracing_appender::non_blocking` (a write per
+//! line), the daemon's `daemon.log`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// A buffered, size-rotating log file. Each `write` call lands whole in one
+/// A size-rotating log file, buffered or not. Each `write` call lands whole in one
 /// generation, so cuts fall between lines when callers write a line per call
 /// (`write_all` of a whole line, as `tracing_appender::non_blocking` does; not
 /// `writeln!`, which may issue several writes).
@@ -25,10 +26,25 @@ impl RotatingWriter {
     pub const DEFAULT_MAX_BYTES: u64 = 10 * 1024 * 1024;
     /// Generations kept besides the live file.
     pub const KEEP: u32 = 5;
+    /// The buffer of [`RotatingWriter::open_buffered`]: a line per `write`
+    /// costs a syscall per 64 KiB, not per line.
+    const BUFFER: usize = 64 * 1024;
+
+    /// Opens (appends to) `path` for writes of whole batches of lines, each
+    /// written at once (no buffer: 200 servers' idle log files would hold
+    /// 200 mostly empty 64 KiB buffers).
+    pub fn open(path: impl Into<PathBuf>, max_bytes: u64) -> io::Result<RotatingWriter> {
+        Self::open_with(path.into(), max_bytes, 0)
+    }
+
+    /// Opens (appends to) `path` for many small writes, behind a 64 KiB
+    /// buffer (flush to see them in the file).
+    pub fn open_buffered(path: impl Into<PathBuf>, max_bytes: u64) -> io::Result<RotatingWriter> {
+        Self::open_with(path.into(), max_bytes, Self::BUFFER)
+    }
 
     /// Opens (appends to) `path`, creating it and its directory.
-    pub fn open(path: impl Into<PathBuf>, max_bytes: u64) -> io::Result<RotatingWriter> {
-        let path = path.into();
+    fn open_with(path: PathBuf, max_bytes: u64, buffer: usize) -> io::Result<RotatingWriter> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -38,7 +54,8 @@ impl RotatingWriter {
             path,
             max_bytes: max_bytes.max(1),
             keep: Self::KEEP,
-            file: BufWriter::with_capacity(64 * 1024, file),
+            // A zero capacity makes every write go straight to the file.
+            file: BufWriter::with_capacity(buffer, file),
             size,
         })
     }
@@ -62,7 +79,7 @@ impl RotatingWriter {
             path,
             max_bytes: u64::MAX,
             keep: Self::KEEP,
-            file: BufWriter::with_capacity(64 * 1024, file),
+            file: BufWriter::with_capacity(0, file),
             size: 0,
         })
     }
@@ -102,7 +119,7 @@ impl RotatingWriter {
             }
         }
         std::fs::rename(&self.path, self.generation(1))?;
-        self.file = BufWriter::with_capacity(64 * 1024, open_append(&self.path)?);
+        self.file = BufWriter::with_capacity(self.file.capacity(), open_append(&self.path)?);
         self.size = 0;
         Ok(())
     }
