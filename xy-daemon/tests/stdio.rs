@@ -332,6 +332,33 @@ fn the_mcp_probe_works_against_the_bridged_endpoint() {
     assert_eq!(d.running_pid("pr"), pid);
 }
 
+/// A wedged stdio child (stopped with SIGSTOP: alive, its pipes open, never
+/// answering) is found by the `mcp` probe through the bridge and, with
+/// `restart-on-failure`, replaced; clients then reach the new child.
+#[test]
+fn a_wedged_stdio_child_is_found_by_the_probe_and_restarted() {
+    let port = free_port();
+    let health = "health {\n    mcp \"/mcp\"\n    interval \"200ms\"\n    timeout \"500ms\"\n    failures 2\n    start-period \"0s\"\n    restart-on-failure #true\n}\n";
+    let d = TestDaemon::start(&[("w", rmcp_config(port, "both", health))]);
+    wait_some("w healthy", DEADLINE, || {
+        let s = d.result("status", Some(json!({"name": "w"})));
+        (s["health"]["state"] == "healthy").then_some(())
+    });
+    let pid = d.running_pid("w");
+    signal(pid, libc::SIGSTOP);
+    let new = wait_some("a new child after the wedge", DEADLINE, || {
+        let e = d.entry("w");
+        (e["state"] == "running" && e["pid"].as_i64().is_some_and(|p| p != i64::from(pid)))
+            .then(|| e["pid"].as_i64().unwrap())
+    });
+    assert!(!pid_alive(pid), "the wedged child {pid} is still there");
+    let log = std::fs::read_to_string(d.env.state_dir().join("logs/daemon.log")).unwrap();
+    assert!(log.contains("unhealthy"), "{log}");
+    let mut c = Mcp::connected(&url(port), Era::V2025);
+    assert!(c.tool_names().contains(&"echo".to_owned()));
+    assert_eq!(d.entry("w")["pid"].as_i64(), Some(new));
+}
+
 #[test]
 fn a_2026_only_child_refuses_2025_clients_with_the_protocol_error() {
     let port = free_port();
