@@ -72,6 +72,7 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         env_files: Vec::new(),
         secrets: bench_secrets(),
         hooks: Default::default(),
+        agent: Default::default(),
         content_hash: 0,
     }
 }

@@ -116,6 +116,7 @@ mod tests {
             env_files: Vec::new(),
             secrets: Vec::new(),
             hooks: Default::default(),
+            agent: Default::default(),
             content_hash: hash,
         }
     }

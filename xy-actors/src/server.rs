@@ -63,6 +63,7 @@ pub(crate) struct ServerSnapshot {
     pub(crate) last_exit: Option<LastExit>,
     pub(crate) health: Health,
     pub(crate) tool_count: Option<u32>,
+    pub(crate) agent_allow_restart: bool,
 }
 
 impl ServerSnapshot {
@@ -79,6 +80,7 @@ impl ServerSnapshot {
             last_exit: None,
             health: Health::default(),
             tool_count: None,
+            agent_allow_restart: config.agent.allow_restart,
         }
     }
 
@@ -99,6 +101,7 @@ impl ServerSnapshot {
             cpu_percent: None,
             rss_bytes: None,
             tool_count: self.tool_count,
+            agent_allow_restart: self.agent_allow_restart,
         }
     }
 }
@@ -884,7 +887,8 @@ impl ServerActorState {
                 && s.restart_count == self.lc.restart_count
                 && s.last_exit == self.last_exit
                 && s.health == *health
-                && s.tool_count == self.mcp.tool_count();
+                && s.tool_count == self.mcp.tool_count()
+                && s.agent_allow_restart == self.config.agent.allow_restart;
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -897,6 +901,7 @@ impl ServerActorState {
                     last_exit: self.last_exit.clone(),
                     health: health.clone(),
                     tool_count: self.mcp.tool_count(),
+                    agent_allow_restart: self.config.agent.allow_restart,
                 };
             }
             !same

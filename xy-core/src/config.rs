@@ -101,6 +101,14 @@ impl Default for StopConfig {
     }
 }
 
+/// `agent { … }`: what an AI agent may do to this server through
+/// `xyctl mcp` (SPEC §17). Everything is off by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct AgentConfig {
+    /// `allow-restart`: the agent may start and restart this server.
+    pub allow_restart: bool,
+}
+
 /// Default `on-demand.idle-stop`.
 pub const DEFAULT_IDLE_STOP: Duration = Duration::from_secs(600);
 
@@ -243,6 +251,8 @@ pub struct ServerConfig {
     pub stop: StopConfig,
     /// `health { … }`; `None`: no probe runs.
     pub health: Option<HealthConfig>,
+    /// `agent { … }` (SPEC §17).
+    pub agent: AgentConfig,
     /// Hash of the parsed settings (not the file bytes): `reload` restarts a
     /// server only when this differs, so comment or whitespace edits do not.
     pub content_hash: u64,
@@ -268,6 +278,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("restart", &self.restart)
             .field("stop", &self.stop)
             .field("health", &self.health)
+            .field("agent", &self.agent)
             .field("content_hash", &self.content_hash)
             .finish()
     }

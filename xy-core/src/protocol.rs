@@ -304,6 +304,10 @@ pub struct ListEntry {
     /// without an `mcp` probe, before its first success, or if listing failed.
     #[serde(default)]
     pub tool_count: Option<u32>,
+    /// The config's `agent { allow-restart #true }` (SPEC §17): an agent
+    /// may start and restart this server through `xyctl mcp`.
+    #[serde(default)]
+    pub agent_allow_restart: bool,
 }
 
 /// What the health probe last concluded (SPEC §10).

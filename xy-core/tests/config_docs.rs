@@ -102,6 +102,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\nhooks {\n    on-crash \"/bin/page-me\"\n    on-failed\n}\n",
     ),
     (
+        "Agent: a non-boolean, a typo",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\nagent {\n    allow-restart \"yes\"\n    allow_restart #true\n}\n",
+    ),
+    (
         "Bad server name (the file stem)",
         "my demo",
         "command \"/usr/bin/env\"\nport 8421\n",

@@ -77,6 +77,7 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         env_files: Vec::new(),
         secrets: Vec::new(),
         hooks: Default::default(),
+        agent: Default::default(),
         content_hash: 0,
     }
 }

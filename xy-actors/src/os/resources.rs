@@ -274,6 +274,7 @@ mod tests {
             cpu_percent: None,
             rss_bytes: None,
             tool_count: None,
+            agent_allow_restart: false,
         }
     }
 

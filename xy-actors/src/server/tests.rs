@@ -39,6 +39,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         env_files: Vec::new(),
         secrets: Vec::new(),
         hooks: Default::default(),
+        agent: Default::default(),
         content_hash: 0,
     }
 }

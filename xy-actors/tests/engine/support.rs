@@ -44,6 +44,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         env_files: Vec::new(),
         secrets: Vec::new(),
         hooks: Default::default(),
+        agent: Default::default(),
         content_hash: 0,
     };
     rehash(&mut c);

@@ -197,6 +197,7 @@ pub(crate) mod tests {
                 cpu_percent: Some(0.4),
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
+                agent_allow_restart: false,
             },
             ListEntry {
                 name: "search-mcp".into(),
@@ -216,6 +217,7 @@ pub(crate) mod tests {
                 cpu_percent: None,
                 rss_bytes: None,
                 tool_count: None,
+                agent_allow_restart: false,
             },
             ListEntry {
                 name: "notes".into(),
@@ -235,6 +237,7 @@ pub(crate) mod tests {
                 cpu_percent: None,
                 rss_bytes: None,
                 tool_count: None,
+                agent_allow_restart: false,
             },
             ListEntry {
                 name: "idle".into(),
@@ -254,6 +257,7 @@ pub(crate) mod tests {
                 cpu_percent: None,
                 rss_bytes: None,
                 tool_count: None,
+                agent_allow_restart: false,
             },
         ]
     }

@@ -273,6 +273,7 @@ pub(crate) mod tests {
                 cpu_percent: Some(0.4),
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
+                agent_allow_restart: false,
             },
             transitions: vec![
                 Transition {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
+mod agent;
 mod secrets;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
@@ -38,6 +39,8 @@ const TOP_FIELDS: &[&str] = &[
     "secrets",
     "hooks",
     "notify",
+    // SPEC §17 (parsed in `parse/agent.rs`).
+    "agent",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -284,6 +287,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                     b.hooks.notify |= on;
                 }
             }
+            "agent" => b.agent = agent::parse_agent(&mut cx, node),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -358,6 +362,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 restart: b.restart,
                 stop: b.stop,
                 health: b.health,
+                agent: b.agent,
                 content_hash: 0,
             };
             config.content_hash = content_hash(&config);
@@ -394,6 +399,7 @@ struct Builder {
     env_files: Vec<PathBuf>,
     secrets: Vec<super::SecretSpec>,
     hooks: super::HooksConfig,
+    agent: super::AgentConfig,
 }
 
 fn check_name(cx: &mut Cx<'_>, name: &str) {
@@ -1138,6 +1144,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("on-demand")
     } else if HEALTH_FIELDS.contains(&key) {
         Some("health")
+    } else if agent::AGENT_FIELDS.contains(&key) {
+        Some("agent")
     } else {
         None
     }
@@ -1229,6 +1237,10 @@ pub fn content_hash(config: &ServerConfig) -> u64 {
         h.bytes(&[u8::from(health.restart_on_failure)]);
     }
     secrets_hash(&mut h, config);
+    // Absent (all off) adds nothing, so older hashes stay the same.
+    if config.agent.allow_restart {
+        h.str("agent.allow-restart");
+    }
     h.0
 }
 
