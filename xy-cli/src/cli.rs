@@ -112,6 +112,9 @@ pub(crate) enum Command {
         /// The server's name.
         name: String,
     },
+    /// Serve MCP on stdin/stdout so an AI agent can see its tool servers'
+    /// state and logs, and restart those whose config allows it.
+    Mcp,
     /// Print a shell completion script.
     Completions {
         /// The shell.

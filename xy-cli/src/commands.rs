@@ -41,6 +41,7 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Import(args) => clients::import(ctx, &args),
         Command::Clients(args) => clients::run(ctx, &args),
         Command::Connect { name } => connect::run(ctx, &name),
+        Command::Mcp => crate::mcp::run(ctx),
         Command::Completions { shell } => completions::run(shell),
     }
 }

@@ -21,6 +21,7 @@ pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const CONTROL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What every command may need.
+#[derive(Clone)]
 pub(crate) struct Ctx {
     /// Style for stdout.
     pub(crate) out: Style,

@@ -38,6 +38,7 @@ const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything";
 /// A FastMCP server over streamable HTTP, shipped with this crate.
 const FASTMCP_SCRIPT: &str = include_str!("../interop/fastmcp_server.py");
 const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
+const SDK_CALLS_SCRIPT: &str = include_str!("../interop/sdk_calls.py");
 
 /// Either the installed thing, or why the test cannot run here.
 #[derive(Debug)]
@@ -85,6 +86,8 @@ pub struct PythonSdk {
     pub fastmcp_script: PathBuf,
     /// The SDK client script (see `interop/sdk_client.py`).
     pub client_script: PathBuf,
+    /// The SDK multi-call script (see `interop/sdk_calls.py`).
+    pub calls_script: PathBuf,
 }
 
 impl PythonSdk {
@@ -105,6 +108,29 @@ impl PythonSdk {
             mode.to_owned(),
             "--tool".to_owned(),
             tool.to_owned(),
+            "--".to_owned(),
+        ];
+        args.extend(command.iter().cloned());
+        (self.python.clone(), args)
+    }
+
+    /// `python sdk_calls.py --mode MODE --calls JSON -- COMMAND…`: the SDK's
+    /// `Client` launches `command` over stdio, lists the tools, makes each
+    /// `[tool, arguments]` call of `calls` in one session, and prints one
+    /// JSON line: `{protocol_version, tools: [{name, description}], results:
+    /// [{tool, is_error, text, structured}]}`.
+    pub fn calls_command(
+        &self,
+        mode: &str,
+        calls: &serde_json::Value,
+        command: &[String],
+    ) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            self.calls_script.display().to_string(),
+            "--mode".to_owned(),
+            mode.to_owned(),
+            "--calls".to_owned(),
+            calls.to_string(),
             "--".to_owned(),
         ];
         args.extend(command.iter().cloned());
@@ -223,10 +249,13 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     write_if_changed(&script, FASTMCP_SCRIPT);
     let client_script = dir.join("sdk_client.py");
     write_if_changed(&client_script, SDK_CLIENT_SCRIPT);
+    let calls_script = dir.join("sdk_calls.py");
+    write_if_changed(&calls_script, SDK_CALLS_SCRIPT);
     Interop::Ready(PythonSdk {
         python,
         fastmcp_script: script,
         client_script,
+        calls_script,
     })
 }
 

@@ -64,7 +64,6 @@ impl Paint {
 
 impl Style {
     /// Plain text.
-    #[cfg(test)]
     pub(crate) const PLAIN: Style = Style { color: false };
     /// Coloured text.
     #[cfg(test)]

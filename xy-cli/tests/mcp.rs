@@ -1,0 +1,346 @@
+//! SPEC §17 end to end: `xyctl mcp` driven by the official Python SDK's
+//! stdio client in both eras, against a real `xyd` (detect-or-spawn) on a
+//! temporary HOME: the tool list, the status and logs of a crash-looping
+//! server, a refused restart, and a restart that changes the pid.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+
+#[track_caller]
+fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A fresh HOME and a short socket path; the daemon is stopped on drop.
+struct Home {
+    root: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl Home {
+    fn new() -> Home {
+        static N: AtomicU32 = AtomicU32::new(0);
+        xy_testbins::locate::xyd();
+        let root = tempfile::Builder::new().prefix("xymcp-").tempdir().unwrap();
+        let socket = PathBuf::from(format!(
+            "/tmp/xym-{}-{}.sock",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&socket);
+        Home { root, socket }
+    }
+
+    fn home(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn config_dir(&self) -> PathBuf {
+        self.home().join(".config/xy/servers")
+    }
+
+    fn write(&self, name: &str, kdl: &str) {
+        std::fs::create_dir_all(self.config_dir()).unwrap();
+        std::fs::write(self.config_dir().join(format!("{name}.kdl")), kdl).unwrap();
+    }
+
+    fn env(&self, c: &mut Command) {
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home())
+            .env("XY_SOCKET", &self.socket)
+            .stdin(Stdio::null());
+    }
+
+    fn xyctl(&self, args: &[&str]) -> std::process::Output {
+        let mut c = Command::new(XYCTL);
+        c.args(args);
+        self.env(&mut c);
+        c.output().unwrap()
+    }
+
+    fn state_of(&self, name: &str) -> Option<String> {
+        let mut s = UnixStream::connect(&self.socket).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        writeln!(s, r#"{{"jsonrpc":"2.0","id":1,"method":"list"}}"#).unwrap();
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).ok()?;
+        let v: Value = serde_json::from_str(&line).ok()?;
+        v["result"]
+            .as_array()?
+            .iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["state"].as_str())
+            .map(str::to_owned)
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let mut c = Command::new(XYCTL);
+        c.args(["daemon", "stop"]);
+        self.env(&mut c);
+        let _ = c.env("XY_NO_SPAWN", "1").output();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn port(i: u16) -> u16 {
+    let base = 40_000 + u16::try_from(std::process::id() % 500).unwrap() * 20;
+    base + i
+}
+
+#[test]
+fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
+    use xy_testbins::interop::{self, Interop};
+    let sdk = match interop::python_sdk() {
+        Interop::Ready(sdk) => sdk,
+        Interop::Skip(skip) => return skip.announce("xyctl_mcp_both_eras"),
+    };
+    let h = Home::new();
+    // Crash-loops on a missing secret until the restart budget is spent.
+    h.write(
+        "crashy",
+        &format!(
+            "command \"/bin/sh\"\nargs \"-c\" \"echo starting; echo 'Error: missing API_TOKEN' >&2; exit 1\"\n\
+             port {}\nrestart {{\n    backoff-initial \"100ms\"\n    max-retries-per-minute 2\n}}\n",
+            port(1)
+        ),
+    );
+    let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
+    h.write(
+        "web",
+        &format!(
+            "command \"{}\"\nargs \"--interval-ms\" \"1000\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n\
+             agent {{\n    allow-restart #true\n}}\n",
+            sleeper.display(),
+            port(2)
+        ),
+    );
+    // Detect-or-spawn through `xyctl mcp` itself would work too; starting
+    // the daemon first lets the crash loop reach `failed` before we look.
+    assert!(h.xyctl(&["daemon", "start"]).status.success());
+    wait_for(Duration::from_secs(60), "crashy failed", || {
+        h.state_of("crashy").as_deref() == Some("failed")
+    });
+    wait_for(Duration::from_secs(30), "web running", || {
+        h.state_of("web").as_deref() == Some("running")
+    });
+
+    let calls = json!([
+        ["list_servers", {}],
+        ["server_status", {"name": "crashy"}],
+        ["server_logs", {"name": "crashy", "tail": 2, "grep": "api_token"}],
+        ["restart_server", {"name": "crashy"}],
+        ["server_status", {"name": "web"}],
+        ["restart_server", {"name": "web"}],
+        ["server_logs", {"name": "nope"}],
+        ["server_logs", {"name": "web", "tail": 0}],
+    ]);
+    for (mode, want_version) in [("legacy", "2025-"), ("auto", "2026-07-28")] {
+        let (python, args) = sdk.calls_command(mode, &calls, &[XYCTL.to_owned(), "mcp".into()]);
+        let mut c = Command::new(python);
+        c.args(&args);
+        h.env(&mut c);
+        let out = c.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}: {stdout}\n{stderr}");
+        let seen: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{mode}: {e}: {stdout}\n{stderr}"));
+        let ctx = format!("{mode}: {seen:#}");
+        assert!(
+            seen["protocol_version"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(want_version)),
+            "{ctx}"
+        );
+
+        // The control tools are offered, naming only the server that allows them.
+        let tools: Vec<&str> = seen["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                "list_servers",
+                "server_status",
+                "server_logs",
+                "server_tools",
+                "restart_server",
+                "start_server"
+            ],
+            "{ctx}"
+        );
+        let restart_doc = seen["tools"][4]["description"].as_str().unwrap();
+        assert!(
+            restart_doc.contains("Allowed only for: web.") && !restart_doc.contains("crashy"),
+            "{ctx}"
+        );
+
+        let r = &seen["results"];
+        // list_servers: every server, with the RPC's fields.
+        assert_eq!(r[0]["is_error"], false, "{ctx}");
+        let servers = r[0]["structured"]["servers"].as_array().unwrap();
+        assert_eq!(servers.len(), 2, "{ctx}");
+        assert_eq!(servers[0]["name"], "crashy", "{ctx}");
+        assert_eq!(servers[0]["state"], "failed", "{ctx}");
+        assert_eq!(servers[1]["agent_allow_restart"], true, "{ctx}");
+
+        // server_status: the explanation carries the last stderr line.
+        assert_eq!(r[1]["is_error"], false, "{ctx}");
+        let explain = r[1]["structured"]["explain"].as_str().unwrap_or_default();
+        assert!(explain.contains("Error: missing API_TOKEN"), "{ctx}");
+        assert!(
+            r[1]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Error: missing API_TOKEN"),
+            "{ctx}"
+        );
+        assert_eq!(r[1]["structured"]["state"], "failed", "{ctx}");
+        assert_eq!(r[1]["structured"]["agent_allow_restart"], false, "{ctx}");
+
+        // server_logs: filtered (any case), then the last `tail` of those.
+        assert_eq!(r[2]["is_error"], false, "{ctx}");
+        let lines = r[2]["structured"]["lines"].as_array().unwrap();
+        assert_eq!(lines.len(), 2, "{ctx}");
+        for l in lines {
+            assert_eq!(l["line"], "Error: missing API_TOKEN", "{ctx}");
+            assert_eq!(l["stream"], "stderr", "{ctx}");
+        }
+        assert!(
+            r[2]["text"]
+                .as_str()
+                .unwrap()
+                .contains("[err] Error: missing API_TOKEN"),
+            "{ctx}"
+        );
+
+        // restart_server on a server without allow-restart: refused, saying how.
+        assert_eq!(r[3]["is_error"], true, "{ctx}");
+        let why = r[3]["text"].as_str().unwrap();
+        assert!(
+            why.contains("agent { allow-restart #true }") && why.contains("crashy.kdl"),
+            "{ctx}"
+        );
+
+        // restart_server on one that allows it: a new pid.
+        assert_eq!(r[4]["is_error"], false, "{ctx}");
+        let before = r[4]["structured"]["pid"].as_u64().expect("web has a pid");
+        assert_eq!(r[5]["is_error"], false, "{ctx}");
+        assert_eq!(r[5]["structured"]["restarted"], json!(["web"]), "{ctx}");
+        let after = r[5]["structured"]["server"]["pid"]
+            .as_u64()
+            .expect("web has a pid after the restart");
+        assert_ne!(before, after, "{ctx}");
+        assert!(
+            r[5]["text"].as_str().unwrap().contains(&after.to_string()),
+            "{ctx}"
+        );
+
+        // An unknown name lists the known ones; a bad tail says the bounds.
+        assert_eq!(r[6]["is_error"], true, "{ctx}");
+        assert!(
+            r[6]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Known servers: crashy, web."),
+            "{ctx}"
+        );
+        assert_eq!(r[7]["is_error"], true, "{ctx}");
+        assert!(
+            r[7]["text"].as_str().unwrap().contains("at least 1"),
+            "{ctx}"
+        );
+    }
+    // The crash-looping server was never touched.
+    assert_eq!(h.state_of("crashy").as_deref(), Some("failed"));
+}
+
+#[test]
+fn without_allow_restart_no_control_tools_are_listed() {
+    let h = Home::new();
+    let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
+    h.write(
+        "quiet",
+        &format!(
+            "command \"{}\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n",
+            sleeper.display(),
+            port(3)
+        ),
+    );
+    // Raw newline-delimited MCP (2025 handshake), xyd started on demand.
+    let mut c = Command::new(XYCTL);
+    c.arg("mcp");
+    h.env(&mut c);
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""name":"xy""#), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    let names: Vec<&str> = v["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "list_servers",
+            "server_status",
+            "server_logs",
+            "server_tools"
+        ]
+    );
+    // A control tool called anyway is refused for this server, with the fix.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"start_server","arguments":{{"name":"quiet"}}}}}}"#
+    )
+    .unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["result"]["isError"], true, "{line}");
+    assert!(line.contains("allow-restart #true"), "{line}");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "xyctl mcp exits 0 when stdin closes");
+}
