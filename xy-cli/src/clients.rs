@@ -176,6 +176,17 @@ impl ClientId {
                     Value::List(vec!["connect".to_owned(), server.clone()]),
                 ),
             ],
+            Pointer::XyMcp { xyctl } => {
+                let mut fields = vec![
+                    ("command", Value::Str(xyctl.clone())),
+                    ("args", Value::List(vec!["mcp".to_owned()])),
+                ];
+                // These two spell out the transport of every entry.
+                if matches!(self, ClientId::ClaudeCode | ClientId::Vscode) {
+                    fields.insert(0, ("type", Value::Str("stdio".to_owned())));
+                }
+                fields
+            }
             Pointer::Url(url) => match self {
                 ClientId::ClaudeCode | ClientId::Vscode => vec![
                     ("type", Value::Str("http".to_owned())),
@@ -254,6 +265,11 @@ pub(crate) enum Pointer {
         /// The xy server.
         server: String,
     },
+    /// `<xyctl> mcp`: xy itself as an MCP server (SPEC §17, `--with-xy`).
+    XyMcp {
+        /// `xyctl`'s absolute path.
+        xyctl: String,
+    },
 }
 
 impl Pointer {
@@ -263,6 +279,21 @@ impl Pointer {
             (Pointer::Url(u), Spec::Url(v)) => u == v,
             (Pointer::Connect { xyctl, server }, Spec::Stdio { command, args, .. }) => {
                 command == xyctl && args.len() == 2 && args[0] == "connect" && &args[1] == server
+            }
+            (
+                Pointer::XyMcp { xyctl },
+                Spec::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                },
+            ) => {
+                command == xyctl
+                    && args.len() == 1
+                    && args[0] == "mcp"
+                    && env.is_empty()
+                    && cwd.is_none()
             }
             _ => false,
         }

@@ -344,3 +344,108 @@ fn without_allow_restart_no_control_tools_are_listed() {
     let status = child.wait().unwrap();
     assert!(status.success(), "xyctl mcp exits 0 when stdin closes");
 }
+
+/// The sample client files (`tests/data/clients/`).
+fn sample(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/clients")
+        .join(name)
+}
+
+#[test]
+fn clients_apply_with_xy_adds_xyctl_mcp_and_undo_restores() {
+    let h = Home::new();
+    let xyctl = std::fs::canonicalize(XYCTL).unwrap();
+    let xyctl = xyctl.display().to_string();
+    let work = tempfile::tempdir().unwrap();
+    for (client, file, want) in [
+        (
+            "claude-desktop",
+            "claude_desktop_config.json",
+            format!(
+                "\"xy\": {{\n      \"command\": \"{xyctl}\",\n      \"args\": [\"mcp\"]\n    }}"
+            ),
+        ),
+        (
+            "vscode",
+            "vscode-mcp.json",
+            format!(
+                "\"xy\": {{\n\t\t\t\"type\": \"stdio\",\n\t\t\t\"command\": \"{xyctl}\",\n\t\t\t\"args\": [\"mcp\"],\n\t\t}}"
+            ),
+        ),
+        (
+            "codex",
+            "codex-config.toml",
+            format!("[mcp_servers.xy]\ncommand = \"{xyctl}\"\nargs = [\"mcp\"]\n"),
+        ),
+    ] {
+        let path = work.path().join(file);
+        std::fs::copy(sample(file), &path).unwrap();
+        let original = std::fs::read_to_string(&path).unwrap();
+        let p = path.to_str().unwrap();
+        let run = |args: &[&str]| {
+            let out = h.xyctl(args);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "{client} {args:?}: {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            text
+        };
+
+        let diff = run(&[
+            "clients",
+            "apply",
+            client,
+            "--file",
+            p,
+            "--with-xy",
+            "--dry-run",
+        ]);
+        assert!(diff.contains(&format!("\"{xyctl}\"")), "{client}: {diff}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            original,
+            "{client}: dry run wrote"
+        );
+
+        let out = run(&["clients", "apply", client, "--file", p, "--with-xy"]);
+        assert!(out.contains("added"), "{client}: {out}");
+        let applied = std::fs::read_to_string(&path).unwrap();
+        assert!(applied.contains(&want), "{client}:\n{applied}");
+        // Everything that was there is still there (only lines were added).
+        for line in original.lines() {
+            assert!(applied.contains(line), "{client}: lost {line:?}\n{applied}");
+        }
+        // The client's own reader sees the entry; applying again is a no-op.
+        let again = run(&["clients", "apply", client, "--file", p, "--with-xy"]);
+        assert!(again.starts_with("nothing to change"), "{client}: {again}");
+
+        run(&["clients", "undo", client, "--file", p]);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            original,
+            "{client}: undo"
+        );
+    }
+    // A file with no servers object at all gets one.
+    let empty = work.path().join("empty.json");
+    std::fs::write(&empty, "{}\n").unwrap();
+    let out = h.xyctl(&[
+        "clients",
+        "apply",
+        "cursor",
+        "--file",
+        empty.to_str().unwrap(),
+        "--with-xy",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&empty).unwrap()).unwrap();
+    assert_eq!(v["mcpServers"]["xy"]["command"], xyctl.as_str());
+    assert_eq!(v["mcpServers"]["xy"]["args"], json!(["mcp"]));
+}

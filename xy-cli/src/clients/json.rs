@@ -94,14 +94,27 @@ pub(super) fn apply(
     changes: &[(String, Vec<(&'static str, Value)>)],
 ) -> Result<String, ClientError> {
     let root = parse(text)?;
-    let obj = root_object(&root)?.ok_or_else(|| ClientError::Shape("the file is empty".into()))?;
+    let obj = match root_object(&root)? {
+        Some(obj) => obj,
+        None => root.object_value_or_set(),
+    };
+    // A missing servers object (or entry) is created: `--with-xy` adds one.
     let servers = obj
-        .object_value(key)
-        .ok_or_else(|| ClientError::Shape(format!("no `{key}` object")))?;
+        .object_value_or_create(key)
+        .ok_or_else(|| ClientError::Shape(format!("`{key}` is not an object")))?;
     for (name, fields) in changes {
-        let prop = servers
-            .get(name)
-            .ok_or_else(|| ClientError::Shape(format!("no entry `{name}` in `{key}`")))?;
+        let Some(prop) = servers.get(name) else {
+            servers.append(
+                name,
+                CstInputValue::Object(
+                    fields
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), input(v)))
+                        .collect(),
+                ),
+            );
+            continue;
+        };
         let entry = prop
             .object_value()
             .ok_or_else(|| ClientError::Shape(format!("entry `{name}` is not an object")))?;

@@ -67,15 +67,24 @@ pub(super) fn apply(
     changes: &[(String, Vec<(&'static str, Value)>)],
 ) -> Result<String, ClientError> {
     let mut doc = parse(text)?;
+    // A missing `[mcp_servers]` (or entry) is created: `--with-xy` adds one.
+    if doc.get("mcp_servers").is_none() {
+        let mut t = toml_edit::Table::new();
+        t.set_implicit(true);
+        doc.insert("mcp_servers", Item::Table(t));
+    }
     let servers = doc
         .get_mut("mcp_servers")
         .and_then(Item::as_table_like_mut)
-        .ok_or_else(|| ClientError::Shape("no `[mcp_servers]` table".into()))?;
+        .ok_or_else(|| ClientError::Shape("`mcp_servers` is not a table".into()))?;
     for (name, fields) in changes {
+        if servers.get(name).is_none() {
+            servers.insert(name, Item::Table(toml_edit::Table::new()));
+        }
         let entry = servers
             .get_mut(name)
             .and_then(Item::as_table_like_mut)
-            .ok_or_else(|| ClientError::Shape(format!("no table `[mcp_servers.{name}]`")))?;
+            .ok_or_else(|| ClientError::Shape(format!("`[mcp_servers.{name}]` is not a table")))?;
         for k in TRANSPORT_KEYS {
             entry.remove(k);
         }

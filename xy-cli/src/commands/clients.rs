@@ -56,6 +56,10 @@ pub(crate) enum ClientsCmd {
         /// The client's config file (default: its usual place on this OS).
         #[arg(long, value_name = "PATH")]
         file: Option<PathBuf>,
+        /// Also add an `xy` entry running `<xyctl> mcp`, so the client's
+        /// agent can see and restart its servers (SPEC §17).
+        #[arg(long)]
+        with_xy: bool,
     },
     /// Restore the newest backup `clients apply` made of the client's file.
     Undo {
@@ -274,6 +278,17 @@ fn xy_name_for<'a>(
         .or_else(|| xy.get_key_value(&server_file::usable_name(entry)))
 }
 
+/// Whether an entry runs `xyctl mcp` (any xyctl).
+fn is_xy_mcp(spec: &Spec) -> bool {
+    match spec {
+        Spec::Stdio { command, args, .. } => {
+            Path::new(command).file_name().is_some_and(|f| f == "xyctl")
+                && matches!(args.as_slice(), [a] if a == "mcp")
+        }
+        _ => false,
+    }
+}
+
 /// Which xy server an entry already points at, if any.
 fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, String>) -> Option<String> {
     match spec {
@@ -288,6 +303,9 @@ fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, String>) -> Option<String> {
         Spec::Other => None,
     }
 }
+
+/// The entry `clients apply --with-xy` adds for `xyctl mcp`.
+const XY_ENTRY: &str = "xy";
 
 fn xyctl_path() -> Result<String, Failure> {
     let exe = std::env::current_exe()
@@ -308,7 +326,8 @@ pub(crate) fn run(ctx: &Ctx, a: &ClientsArgs) -> Result<Exit, Failure> {
             client,
             dry_run,
             file,
-        }) => apply(ctx, *client, *dry_run, file.as_ref()),
+            with_xy,
+        }) => apply(ctx, *client, *dry_run, file.as_ref(), *with_xy),
         Some(ClientsCmd::Undo { client, file }) => {
             let path = path_of(*client, file.as_ref())?;
             let backup =
@@ -328,6 +347,7 @@ fn apply(
     client: ClientId,
     dry_run: bool,
     file: Option<&PathBuf>,
+    with_xy: bool,
 ) -> Result<Exit, Failure> {
     let path = path_of(client, file)?;
     let (bytes, text, entries) = read(client, &path)?;
@@ -341,6 +361,10 @@ fn apply(
     let mut rewrites = Vec::new();
     let mut rows = Vec::new();
     for e in &entries {
+        // With `--with-xy` the entry `xy` is xy itself, handled below.
+        if with_xy && e.name == XY_ENTRY {
+            continue;
+        }
         let Some((server, url)) = xy_name_for(&e.name, &xy) else {
             continue;
         };
@@ -354,6 +378,7 @@ fn apply(
         let shown = match &to {
             Pointer::Url(u) => u.clone(),
             Pointer::Connect { xyctl, server } => format!("{xyctl} connect {server}"),
+            Pointer::XyMcp { xyctl } => format!("{xyctl} mcp"),
         };
         if to.matches(&e.spec) {
             rows.push(vec![
@@ -377,6 +402,28 @@ fn apply(
             entry: e.name.clone(),
             to,
         });
+    }
+    if with_xy {
+        let xyctl = xyctl_path()?;
+        let to = Pointer::XyMcp {
+            xyctl: xyctl.clone(),
+        };
+        let shown = format!("{xyctl} mcp");
+        let existing = entries.iter().find(|e| e.name == XY_ENTRY);
+        let result = match existing {
+            Some(e) if to.matches(&e.spec) => "already runs xyctl mcp",
+            Some(_) if dry_run => "would run xyctl mcp",
+            Some(_) => "runs xyctl mcp",
+            None if dry_run => "would be added",
+            None => "added",
+        };
+        rows.push(vec![XY_ENTRY.to_owned(), shown, result.to_owned()]);
+        if !existing.is_some_and(|e| to.matches(&e.spec)) {
+            rewrites.push(Rewrite {
+                entry: XY_ENTRY.to_owned(),
+                to,
+            });
+        }
     }
     if rewrites.is_empty() {
         output::stdout(&format!(
@@ -454,6 +501,7 @@ fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
                 for e in es {
                     let (uses, xy_server) = match points_at_xy(&e.spec, &xy) {
                         Some(s) => ("xy", Some(s)),
+                        None if is_xy_mcp(&e.spec) => ("xy", None),
                         None => {
                             let stand = xy_name_for(&e.name, &xy).map(|(n, _)| n.clone());
                             match e.spec {
@@ -502,6 +550,7 @@ fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
         for e in &f.entries {
             let what = match (e.uses, &e.xy_server) {
                 ("xy", Some(s)) => format!("xy ({s})"),
+                ("xy", None) => "xy itself (xyctl mcp)".to_owned(),
                 ("process", Some(s)) => format!(
                     "own process; xy runs `{s}`: `xyctl clients apply {}`",
                     f.client
