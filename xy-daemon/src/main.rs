@@ -29,6 +29,8 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let _ = args.foreground;
     match boot(args) {
+        // A second signal's kill let the graceful path end first.
+        Ok(()) if signals::forced() => ExitCode::from(130),
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             report(&e);

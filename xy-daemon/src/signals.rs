@@ -3,10 +3,21 @@
 //! at once), SIGHUP reloads the config directory like the `reload` method.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
+
+/// Set once a second signal has started killing every group: the graceful
+/// path may then finish first (its children just died) and must still end
+/// with exit 130, not 0.
+static FORCED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a second signal forced the exit (see [`shutdown_requested`]).
+pub fn forced() -> bool {
+    FORCED.load(Ordering::Acquire)
+}
 
 /// Resolves on the first SIGTERM or SIGINT; from then on, a second one ends
 /// the process immediately (exit 130) for a user who will not wait out a
@@ -35,6 +46,7 @@ pub async fn shutdown_requested(run_dir: PathBuf) {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
+        FORCED.store(true, Ordering::Release);
         tracing::warn!(
             signal = name,
             "second signal during shutdown: killing every child's process group and exiting now"
