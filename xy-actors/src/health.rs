@@ -114,16 +114,19 @@ async fn run(
             cfg.timeout,
             Box::pin(probe_once(&cfg.probe, port, mcp.as_mut())),
         );
-        let outcome = tokio::select! {
-            _ = &mut stop => break,
-            r = probe => match r {
-                Ok(outcome) => outcome,
-                Err(_) => Err(format!(
-                    "no answer within {}",
-                    humantime::format_duration(cfg.timeout)
-                )),
-            },
+        // Not cut short by a stop: an `initialize` in flight may already
+        // have opened a session the server will keep unless we learn its id
+        // and end it (the exchange is bounded by the timeout anyway).
+        let outcome = match probe.await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!(
+                "no answer within {}",
+                humantime::format_duration(cfg.timeout)
+            )),
         };
+        if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+            break;
+        }
         let latency = started.elapsed();
         let at = SystemTime::now();
         let mut found = None;
