@@ -200,26 +200,22 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         return p, lambda: p.pid, stop
 
-    def supergateway(port):
-        p = subprocess.Popen([sg, "--stdio", " ".join(CHILD), "--outputTransport",
-                              "streamableHttp", "--stateful", "--port", str(port)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    def peer(argv):
+        """Starts a peer bridge in its own process group (it spawns the child)."""
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
 
         def stop():
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
         return p, lambda: p.pid, stop
+
+    def supergateway(port):
+        return peer([sg, "--stdio", " ".join(CHILD), "--outputTransport",
+                     "streamableHttp", "--stateful", "--port", str(port)])
 
     def mcp_proxy(port):
-        p = subprocess.Popen([mp, "--port", str(port), "--", *CHILD],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-
-        def stop():
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        return p, lambda: p.pid, stop
+        return peer([mp, "--port", str(port), "--", *CHILD])
 
     for name, start in (("xy (xyd)", xy), ("supergateway", supergateway),
                         ("mcp-proxy", mcp_proxy)):
