@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use xy_core::config::{HealthConfig, ServerConfig};
 use xy_core::protocol::{
     Health, HealthState, HealthTransition, LastExit, ListEntry, ServerState, SpawnErrorKind,
-    StatusResult, Transition, Transport,
+    StatusResult, Transition, Transport, describe_exit,
 };
 
 use self::failure::SpawnFailure;
@@ -470,7 +470,7 @@ impl Actor for ServerActor {
                         signal: exit.signal.map(lifecycle::signal_name),
                         ts: xy_core::time::now_rfc3339(),
                     });
-                    tracing::info!(server = %st.config.name, "{}", lifecycle::describe_exit(exit.code, exit.signal));
+                    tracing::info!(server = %st.config.name, "{}", describe_exit(exit.code, exit.signal.map(lifecycle::signal_name).as_deref()));
                     st.apply(
                         &myself,
                         Event::ChildExited {

@@ -4,7 +4,6 @@
 //! server, a refused restart, and a restart that changes the pid.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -72,14 +71,11 @@ impl Home {
     }
 
     fn state_of(&self, name: &str) -> Option<String> {
-        let mut s = UnixStream::connect(&self.socket).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        writeln!(s, r#"{{"jsonrpc":"2.0","id":1,"method":"list"}}"#).unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).ok()?;
-        let v: Value = serde_json::from_str(&line).ok()?;
-        v["result"]
-            .as_array()?
+        let mut c = xy_core::client::Client::connect(&self.socket, Duration::from_secs(10)).ok()?;
+        let v: Value = c
+            .call::<(), _>("list", None, Duration::from_secs(10))
+            .ok()?;
+        v.as_array()?
             .iter()
             .find(|e| e["name"] == name)
             .and_then(|e| e["state"].as_str())

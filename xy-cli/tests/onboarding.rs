@@ -3,9 +3,7 @@
 //! files, and `connect` driven by the official Python SDK. The real `xyctl`
 //! starts the real `xyd` (detect-or-spawn); every wait polls with a deadline.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -72,17 +70,10 @@ impl Home {
 
     /// One JSON-RPC call on the socket; the `result`.
     fn raw(&self, method: &str, params: Option<Value>) -> Value {
-        let mut s = UnixStream::connect(&self.socket).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut req = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method});
-        if let Some(p) = params {
-            req["params"] = p;
-        }
-        writeln!(s, "{req}").unwrap();
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line).unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap();
-        v["result"].clone()
+        let mut c =
+            xy_core::client::Client::connect(&self.socket, Duration::from_secs(10)).unwrap();
+        c.call(method, params.as_ref(), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{method}: {e}"))
     }
 
     fn list(&self) -> Vec<Value> {

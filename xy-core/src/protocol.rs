@@ -756,7 +756,8 @@ pub struct Incoming {
 }
 
 /// `name` then `names`, in request order, without repeats: the one reading
-/// of the `name`/`names` pair that `start`/`stop`/`restart` and `logs` share.
+/// of the `name`/`names` pair that `start`/`stop`/`restart`, `logs` and
+/// `events` (names only) share.
 fn requested_names(name: Option<&String>, names: Option<&[String]>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for n in name.into_iter().chain(names.into_iter().flatten()) {

@@ -321,7 +321,8 @@ fn a_subscriber_that_never_reads_is_dropped_without_slowing_anyone() {
     ]);
     let calm_pid = d.running_pid("calm");
 
-    // Subscribes and never reads a byte.
+    // Subscribes and never reads a byte: a raw socket, since the shared
+    // client always reads its replies.
     let mut stuck = UnixStream::connect(&d.env.socket).unwrap();
     stuck
         .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"events\"}\n")

@@ -6,6 +6,9 @@
 //! (`--nocapture`).
 // The figures and skips are reported on stderr (`--no-capture`).
 #![allow(clippy::print_stderr)]
+// Raw `UnixStream`s on purpose, not the shared `xy_core::client`: these
+// tests write bytes no well-behaved client would (malformed or half-sent
+// lines, pipelined floods, readers that never read).
 
 use std::borrow::Cow;
 use std::collections::HashMap;

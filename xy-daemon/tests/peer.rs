@@ -39,6 +39,8 @@ fn peer_client_helper() {
     let Some(path) = std::env::var_os(HELPER_ENV) else {
         return;
     };
+    // A raw socket, not `xy_core::client`: the daemon is expected to close
+    // without a reply, and we report exactly what (if anything) came back.
     let mut s = match UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) => {

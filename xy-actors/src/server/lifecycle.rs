@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use xy_core::config::{RestartConfig, RestartPolicy};
-use xy_core::protocol::ServerState;
+use xy_core::protocol::{ServerState, describe_exit};
 
 /// The sliding window for `max-retries-per-minute`; a run that stays up
 /// longer than this also resets the backoff exponent.
@@ -162,12 +162,8 @@ pub(crate) fn backoff(initial: Duration, max: Duration, n: u32) -> Duration {
     initial.saturating_mul(1u32 << exp).min(max)
 }
 
-/// Describes an exit for transition reasons and `last_exit`.
-pub(crate) fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
-    xy_core::protocol::describe_exit(code, signal.map(signal_name).as_deref())
-}
-
-/// `SIGKILL` for 9; `SIG<n>` for numbers the platform does not name.
+/// `SIGKILL` for 9, `SIG<n>` for numbers the platform does not name: the
+/// signal's name in `last_exit` and in [`describe_exit`]'s sentence.
 pub(crate) fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_owned())
@@ -243,7 +239,7 @@ pub(crate) fn next(
             };
             let forced = forced.unwrap_or_default();
             let kind = ExitKind::of(code, signal);
-            let what = describe_exit(code, signal);
+            let what = describe_exit(code, signal.map(signal_name).as_deref());
             // A leftover grandchild must not hold the port for the next run.
             actions.push(Action::KillGroup);
             let ran_long = s

@@ -19,13 +19,7 @@ pub struct EventsParams {
 impl EventsParams {
     /// The explicit names asked for, de-duplicated; empty means every server.
     pub fn requested_names(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for n in self.names.iter().flatten() {
-            if !out.contains(n) {
-                out.push(n.clone());
-            }
-        }
-        out
+        super::requested_names(None, self.names.as_deref())
     }
 }
 

@@ -1,5 +1,6 @@
 //! Framing and dispatch over a real socket pair, with a small test method
-//! table (no engine).
+//! table (no engine). Raw async sockets on purpose: the point is what the
+//! framing does with bytes the shared `xy_core::client` would never send.
 
 use std::time::Duration;
 
