@@ -5,64 +5,46 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+mod support;
 
-/// Makes sure a current `xyd` sits next to `xyctl` (detect-or-spawn finds
-/// it there) and returns the test child `xy-test-sleep`.
+use support::{Home, Run, XYCTL, wait_for};
+
+/// The test child `xy-test-sleep`.
 fn sleeper() -> PathBuf {
-    xy_testbins::locate::xyd();
     xy_testbins::locate::testbin("xy-test-sleep")
 }
 
-#[track_caller]
-fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+/// A [`Home`] with its own XDG dirs, a port counter for its servers, and a
+/// drop that signals every process carrying its state dir (the daemon and
+/// each child), not only the daemon it can reach.
+struct World {
+    h: Home,
+    next_port: AtomicU32,
 }
 
-/// A private xy world: XDG dirs in a tempdir, a short socket under /tmp.
-struct World {
-    root: tempfile::TempDir,
-    socket: PathBuf,
-    next_port: AtomicU32,
+impl std::ops::Deref for World {
+    type Target = Home;
+    fn deref(&self) -> &Home {
+        &self.h
+    }
 }
 
 impl World {
     fn new() -> World {
         static N: AtomicU32 = AtomicU32::new(0);
-        sleeper();
-        let root = tempfile::Builder::new().prefix("xyctl-").tempdir().unwrap();
-        std::fs::create_dir_all(root.path().join("config/xy/servers")).unwrap();
-        std::fs::create_dir_all(root.path().join("state")).unwrap();
-        let socket = PathBuf::from(format!(
-            "/tmp/xyc-{}-{}.sock",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_file(&socket);
-        let base = 20_000 + (std::process::id() % 1000) * 20 + N.load(Ordering::SeqCst) * 400;
+        let h = Home::with_xdg("xyc");
+        let base =
+            20_000 + (std::process::id() % 1000) * 20 + N.fetch_add(1, Ordering::SeqCst) * 400;
         World {
-            root,
-            socket,
+            h,
             next_port: AtomicU32::new(base),
         }
-    }
-
-    fn config_dir(&self) -> PathBuf {
-        self.root.path().join("config/xy/servers")
-    }
-
-    fn state_home(&self) -> PathBuf {
-        self.root.path().join("state")
     }
 
     fn pidfile(&self) -> PathBuf {
@@ -81,35 +63,6 @@ impl World {
                 cmd.display()
             ),
         );
-    }
-
-    fn write_config(&self, name: &str, text: &str) {
-        std::fs::write(self.config_dir().join(format!("{name}.kdl")), text).unwrap();
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(XYCTL);
-        c.args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.root.path())
-            .env("XDG_CONFIG_HOME", self.root.path().join("config"))
-            .env("XDG_STATE_HOME", self.state_home())
-            .env("XY_SOCKET", &self.socket)
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        Run(self.cmd(args).output().unwrap())
-    }
-
-    /// Raw JSON-RPC call on the socket; returns the `result`.
-    fn raw(&self, method: &str, params: Option<Value>) -> Value {
-        let mut c =
-            xy_core::client::Client::connect(&self.socket, Duration::from_secs(10)).unwrap();
-        c.call(method, params.as_ref(), Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("{method}: {e}"))
     }
 
     /// Live (non-zombie) processes whose environment names our state dir:
@@ -156,7 +109,7 @@ impl World {
     /// Waits until `list --json` shows every server running.
     fn wait_all_running(&self, n: usize) {
         wait_for(Duration::from_secs(15), "servers running", || {
-            let v = self.raw("list", None);
+            let v = self.call("list", None);
             let arr = v.as_array().cloned().unwrap_or_default();
             arr.len() == n && arr.iter().all(|e| e["state"] == "running")
         });
@@ -178,43 +131,6 @@ impl Drop for World {
         let left: Vec<u32> = self.our_processes().into_iter().map(|(p, _)| p).collect();
         term(&left, "-KILL");
         let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-/// A finished `xyctl` run.
-struct Run(Output);
-
-impl Run {
-    fn code(&self) -> i32 {
-        self.0.status.code().unwrap_or(-1)
-    }
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-    #[track_caller]
-    fn ok(&self) -> String {
-        assert_eq!(
-            self.code(),
-            0,
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self.stdout()
-    }
-    #[track_caller]
-    fn fails(&self, code: i32) -> String {
-        assert_eq!(
-            self.code(),
-            code,
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self.stderr()
     }
 }
 
@@ -284,7 +200,7 @@ fn json_is_the_raw_rpc_result() {
         let out = w.run(&args).ok();
         assert_eq!(out.lines().count(), 1, "one compact line: {out}");
         let mut mine: Value = serde_json::from_str(&out).unwrap();
-        let mut raw = w.raw(method, params);
+        let mut raw = w.call(method, params);
         mask_uptime(&mut mine);
         mask_uptime(&mut raw);
         assert_eq!(mine, raw, "{args:?}");
@@ -359,7 +275,7 @@ fn reload_reports_and_rejects_invalid_config() {
     let err = w.run(&["reload"]).fails(1);
     assert!(err.contains("port"), "{err}");
     // The daemon kept the old set.
-    assert_eq!(w.raw("list", None).as_array().unwrap().len(), 2);
+    assert_eq!(w.call("list", None).as_array().unwrap().len(), 2);
 }
 
 #[test]
@@ -612,7 +528,7 @@ fn config_check_examples_and_typo() {
     assert!(out.contains(" OK ("), "{out}");
 
     // A copy of the examples plus a typo'd field.
-    let dir = w.root.path().join("typo");
+    let dir = w.home().join("typo");
     std::fs::create_dir_all(&dir).unwrap();
     for e in std::fs::read_dir(&examples).unwrap().flatten() {
         std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
@@ -799,7 +715,7 @@ fn booting_daemon_with_stubborn_orphans_is_never_wedged() {
     w.run(&["daemon", "start"]).ok();
     w.wait_all_running(names.len());
     let old_children: Vec<i32> = w
-        .raw("list", None)
+        .call("list", None)
         .as_array()
         .unwrap()
         .iter()
@@ -868,7 +784,7 @@ fn booting_daemon_with_stubborn_orphans_is_never_wedged() {
         "the sweep stops the groups in parallel (took {took:?})"
     );
     // No server started before the sweep was over.
-    let status = w.raw("daemon_status", None);
+    let status = w.call("daemon_status", None);
     assert!(status.get("boot").is_none(), "{status}");
     let log = std::fs::read_to_string(w.state_home().join("xy/logs/daemon.log")).unwrap();
     let last_swept = log.rfind("stopped an orphaned server").unwrap();

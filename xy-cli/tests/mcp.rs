@@ -4,94 +4,15 @@
 //! server, a refused restart, and a restart that changes the pid.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+mod support;
 
-#[track_caller]
-fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// A fresh HOME and a short socket path; the daemon is stopped on drop.
-struct Home {
-    root: tempfile::TempDir,
-    socket: PathBuf,
-}
-
-impl Home {
-    fn new() -> Home {
-        static N: AtomicU32 = AtomicU32::new(0);
-        xy_testbins::locate::xyd();
-        let root = tempfile::Builder::new().prefix("xymcp-").tempdir().unwrap();
-        let socket = PathBuf::from(format!(
-            "/tmp/xym-{}-{}.sock",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_file(&socket);
-        Home { root, socket }
-    }
-
-    fn home(&self) -> &Path {
-        self.root.path()
-    }
-
-    fn config_dir(&self) -> PathBuf {
-        self.home().join(".config/xy/servers")
-    }
-
-    fn write(&self, name: &str, kdl: &str) {
-        std::fs::create_dir_all(self.config_dir()).unwrap();
-        std::fs::write(self.config_dir().join(format!("{name}.kdl")), kdl).unwrap();
-    }
-
-    fn env(&self, c: &mut Command) {
-        c.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home())
-            .env("XY_SOCKET", &self.socket)
-            .stdin(Stdio::null());
-    }
-
-    fn xyctl(&self, args: &[&str]) -> std::process::Output {
-        let mut c = Command::new(XYCTL);
-        c.args(args);
-        self.env(&mut c);
-        c.output().unwrap()
-    }
-
-    fn state_of(&self, name: &str) -> Option<String> {
-        let mut c = xy_core::client::Client::connect(&self.socket, Duration::from_secs(10)).ok()?;
-        let v: Value = c
-            .call::<(), _>("list", None, Duration::from_secs(10))
-            .ok()?;
-        v.as_array()?
-            .iter()
-            .find(|e| e["name"] == name)
-            .and_then(|e| e["state"].as_str())
-            .map(str::to_owned)
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let mut c = Command::new(XYCTL);
-        c.args(["daemon", "stop"]);
-        self.env(&mut c);
-        let _ = c.env("XY_NO_SPAWN", "1").output();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
+use support::{Home, XYCTL, wait_for};
 
 fn port(i: u16) -> u16 {
     let base = 40_000 + u16::try_from(std::process::id() % 500).unwrap() * 20;
@@ -105,9 +26,9 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
         Interop::Ready(sdk) => sdk,
         Interop::Skip(skip) => return skip.announce("xyctl_mcp_both_eras"),
     };
-    let h = Home::new();
+    let h = Home::new("xym");
     // Crash-loops on a missing secret until the restart budget is spent.
-    h.write(
+    h.write_config(
         "crashy",
         &format!(
             "command \"/bin/sh\"\nargs \"-c\" \"echo starting; echo 'Error: missing API_TOKEN' >&2; exit 1\"\n\
@@ -116,7 +37,7 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
         ),
     );
     let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
-    h.write(
+    h.write_config(
         "web",
         &format!(
             "command \"{}\"\nargs \"--interval-ms\" \"1000\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n\
@@ -127,7 +48,13 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
     );
     // Detect-or-spawn through `xyctl mcp` itself would work too; starting
     // the daemon first lets the crash loop reach `failed` before we look.
-    assert!(h.xyctl(&["daemon", "start"]).status.success());
+    assert!(
+        h.cmd(&["daemon", "start"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
     wait_for(Duration::from_secs(60), "crashy failed", || {
         h.state_of("crashy").as_deref() == Some("failed")
     });
@@ -149,7 +76,7 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
         let (python, args) = sdk.calls_command(mode, &calls, &[XYCTL.to_owned(), "mcp".into()]);
         let mut c = Command::new(python);
         c.args(&args);
-        h.env(&mut c);
+        c.env_clear().envs(h.env()).stdin(Stdio::null());
         let out = c.output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -271,9 +198,9 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
 
 #[test]
 fn without_allow_restart_no_control_tools_are_listed() {
-    let h = Home::new();
+    let h = Home::new("xym");
     let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
-    h.write(
+    h.write_config(
         "quiet",
         &format!(
             "command \"{}\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n",
@@ -284,7 +211,7 @@ fn without_allow_restart_no_control_tools_are_listed() {
     // Raw newline-delimited MCP (2025 handshake), xyd started on demand.
     let mut c = Command::new(XYCTL);
     c.arg("mcp");
-    h.env(&mut c);
+    c.env_clear().envs(h.env()).stdin(Stdio::null());
     let mut child = c
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -350,7 +277,7 @@ fn sample(name: &str) -> PathBuf {
 
 #[test]
 fn clients_apply_with_xy_adds_xyctl_mcp_and_undo_restores() {
-    let h = Home::new();
+    let h = Home::new("xym");
     let xyctl = std::fs::canonicalize(XYCTL).unwrap();
     let xyctl = xyctl.display().to_string();
     let work = tempfile::tempdir().unwrap();
@@ -380,7 +307,7 @@ fn clients_apply_with_xy_adds_xyctl_mcp_and_undo_restores() {
         let original = std::fs::read_to_string(&path).unwrap();
         let p = path.to_str().unwrap();
         let run = |args: &[&str]| {
-            let out = h.xyctl(args);
+            let out = h.cmd(args).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
             assert!(
                 out.status.success(),
@@ -428,14 +355,17 @@ fn clients_apply_with_xy_adds_xyctl_mcp_and_undo_restores() {
     // A file with no servers object at all gets one.
     let empty = work.path().join("empty.json");
     std::fs::write(&empty, "{}\n").unwrap();
-    let out = h.xyctl(&[
-        "clients",
-        "apply",
-        "cursor",
-        "--file",
-        empty.to_str().unwrap(),
-        "--with-xy",
-    ]);
+    let out = h
+        .cmd(&[
+            "clients",
+            "apply",
+            "cursor",
+            "--file",
+            empty.to_str().unwrap(),
+            "--with-xy",
+        ])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",

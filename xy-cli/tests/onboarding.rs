@@ -5,139 +5,25 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
-const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+mod support;
 
-#[track_caller]
-fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
+use support::{Home, Run, XYCTL, wait_for};
 
-/// A fresh HOME (no `~/.config/xy` at all) and a short socket path.
-struct Home {
-    root: tempfile::TempDir,
-    socket: PathBuf,
-}
-
-impl Home {
-    fn new() -> Home {
-        static N: AtomicU32 = AtomicU32::new(0);
-        xy_testbins::locate::xyd();
-        let root = tempfile::Builder::new()
-            .prefix("xyhome-")
-            .tempdir()
-            .unwrap();
-        let socket = PathBuf::from(format!(
-            "/tmp/xyo-{}-{}.sock",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_file(&socket);
-        Home { root, socket }
-    }
-
-    fn home(&self) -> &Path {
-        self.root.path()
-    }
-
-    fn config_dir(&self) -> PathBuf {
-        self.home().join(".config/xy/servers")
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(XYCTL);
-        c.args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home())
-            .env("XY_SOCKET", &self.socket)
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        Run(self.cmd(args).output().unwrap())
-    }
-
-    /// One JSON-RPC call on the socket; the `result`.
-    fn raw(&self, method: &str, params: Option<Value>) -> Value {
-        let mut c =
-            xy_core::client::Client::connect(&self.socket, Duration::from_secs(10)).unwrap();
-        c.call(method, params.as_ref(), Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("{method}: {e}"))
-    }
-
-    fn list(&self) -> Vec<Value> {
-        self.raw("list", None)
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn state_of(&self, name: &str) -> Option<String> {
-        self.list()
-            .into_iter()
-            .find(|e| e["name"] == name)
-            .map(|e| e["state"].as_str().unwrap_or_default().to_owned())
-    }
-
-    /// A config the test writes itself: the sleeper on `port`.
-    fn write_sleeper(&self, name: &str, port: u16) {
-        let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
-        std::fs::create_dir_all(self.config_dir()).unwrap();
-        std::fs::write(
-            self.config_dir().join(format!("{name}.kdl")),
-            format!(
-                "command \"{}\"\nargs \"--interval-ms\" \"1000\"\nport {port}\nstop {{\n    grace \"2s\"\n}}\n",
-                sleeper.display()
-            ),
-        )
-        .unwrap();
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = self
-            .cmd(&["daemon", "stop"])
-            .env("XY_NO_SPAWN", "1")
-            .output();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-struct Run(Output);
-
-impl Run {
-    fn code(&self) -> i32 {
-        self.0.status.code().unwrap_or(-1)
-    }
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.0.stdout).into_owned()
-    }
-    fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.0.stderr).into_owned()
-    }
-    #[track_caller]
-    fn ok(&self) -> &Run {
-        assert_eq!(
-            self.code(),
-            0,
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self
-    }
+/// A sleeper server on `port`, written as the user would.
+fn write_sleeper(h: &Home, name: &str, port: u16) {
+    let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
+    h.write_config(
+        name,
+        &format!(
+            "command \"{}\"\nargs \"--interval-ms\" \"1000\"\nport {port}\nstop {{\n    grace \"2s\"\n}}\n",
+            sleeper.display()
+        ),
+    );
 }
 
 /// A port range per test process, so parallel test binaries rarely meet.
@@ -148,7 +34,7 @@ fn port(i: u16) -> u16 {
 
 #[test]
 fn first_run_boots_empty_and_list_says_how_to_add_a_server() {
-    let h = Home::new();
+    let h = Home::new("xyo");
     assert!(!h.home().join(".config").exists());
     let r = h.run(&["list"]);
     r.ok();
@@ -171,7 +57,7 @@ fn first_run_boots_empty_and_list_says_how_to_add_a_server() {
     // A directory named on the command line that does not exist is still
     // a config error.
     let xyd = xy_testbins::locate::xyd();
-    let other = Home::new();
+    let other = Home::new("xyo");
     let out = Command::new(xyd)
         .args(["--config-dir", "/nonexistent/xy-servers"])
         .env_clear()
@@ -190,7 +76,7 @@ fn first_run_boots_empty_and_list_says_how_to_add_a_server() {
 
 #[test]
 fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
-    let h = Home::new();
+    let h = Home::new("xyo");
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
     let p = port(1).to_string();
     let r = h.run(&[
@@ -262,9 +148,9 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
 
 #[test]
 fn remove_keeps_the_file_recoverable() {
-    let h = Home::new();
-    h.write_sleeper("keep", port(2));
-    h.write_sleeper("gone", port(3));
+    let h = Home::new("xyo");
+    write_sleeper(&h, "keep", port(2));
+    write_sleeper(&h, "gone", port(3));
     h.run(&["list"]).ok();
     wait_for(Duration::from_secs(20), "both running", || {
         h.state_of("gone").as_deref() == Some("running")
@@ -305,7 +191,7 @@ fn sample(name: &str) -> PathBuf {
 
 #[test]
 fn clients_apply_dry_run_backup_and_undo_for_every_client() {
-    let h = Home::new();
+    let h = Home::new("xyo");
     // xy servers standing for the samples' stdio entries (import's name for
     // "My Weather" is "My-Weather").
     let names = [
@@ -317,7 +203,7 @@ fn clients_apply_dry_run_backup_and_undo_for_every_client() {
         "perplexity",
     ];
     for (i, n) in names.iter().enumerate() {
-        h.write_sleeper(n, port(10 + u16::try_from(i).unwrap()));
+        write_sleeper(&h, n, port(10 + u16::try_from(i).unwrap()));
     }
     h.run(&["list"]).ok();
     let xy = h.list();
@@ -410,8 +296,8 @@ fn clients_apply_dry_run_backup_and_undo_for_every_client() {
 
 #[test]
 fn clients_lists_what_points_at_xy() {
-    let h = Home::new();
-    h.write_sleeper("context7", port(20));
+    let h = Home::new("xyo");
+    write_sleeper(&h, "context7", port(20));
     h.run(&["list"]).ok();
     let cursor = h.home().join(".cursor/mcp.json");
     std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
@@ -452,7 +338,7 @@ fn clients_lists_what_points_at_xy() {
 
 #[test]
 fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
-    let h = Home::new();
+    let h = Home::new("xyo");
     let child = xy_testbins::locate::testbin("xy-test-sleep");
     let child = child.to_str().unwrap();
     let dir = h.home().join("Library/Application Support/Claude");
@@ -533,7 +419,7 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         Interop::Ready(sdk) => sdk,
         Interop::Skip(skip) => return skip.announce("connect_round_trips_both_eras"),
     };
-    let h = Home::new();
+    let h = Home::new("xyo");
     let (p, ps) = (port(31), port(32));
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
     std::fs::create_dir_all(h.config_dir()).unwrap();

@@ -5,45 +5,41 @@
 #![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
+mod support;
+
+use support::{Home, XYCTL};
+
 /// Generous: the machine running the tests is shared and loaded.
 const DEADLINE: Duration = Duration::from_secs(30);
 
 #[track_caller]
-fn wait_some<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_some<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    support::wait_some(DEADLINE, what, f)
 }
 
-/// XDG dirs in a tempdir, a short socket path, servers from `xy-testbins`;
-/// the daemon is shut down on drop.
-struct World {
-    root: tempfile::TempDir,
-    socket: PathBuf,
+/// A [`Home`] with its own XDG dirs and the daemon already running the
+/// named sleepers (restarted always).
+struct World(Home);
+
+impl std::ops::Deref for World {
+    type Target = Home;
+    fn deref(&self) -> &Home {
+        &self.0
+    }
 }
 
 impl World {
     fn new(servers: &[&str]) -> World {
         static N: AtomicU32 = AtomicU32::new(0);
-        xy_testbins::locate::xyd();
+        let h = Home::with_xdg("xyt");
         let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
         let n = N.fetch_add(1, Ordering::SeqCst);
-        let root = tempfile::Builder::new().prefix("xytop-").tempdir().unwrap();
-        let dir = root.path().join("config/xy/servers");
-        std::fs::create_dir_all(&dir).unwrap();
         let base = 30_000 + (std::process::id() % 500) * 20 + n * 10;
         for (i, name) in servers.iter().enumerate() {
             let text = format!(
@@ -51,43 +47,16 @@ impl World {
                 sleeper.display(),
                 base + u32::try_from(i).unwrap()
             );
-            std::fs::write(dir.join(format!("{name}.kdl")), text).unwrap();
+            h.write_config(name, &text);
         }
-        let socket = PathBuf::from(format!("/tmp/xyt-{}-{n}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&socket);
-        let w = World { root, socket };
-        let out = w.cmd(&["daemon", "start"]).output().unwrap();
-        assert!(out.status.success(), "daemon start: {out:?}");
-        w
+        h.run(&["daemon", "start"]).ok();
+        World(h)
     }
 
-    fn env(&self) -> Vec<(String, String)> {
-        let p = |p: &Path| p.display().to_string();
-        vec![
-            ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
-            ("HOME".into(), p(self.root.path())),
-            (
-                "XDG_CONFIG_HOME".into(),
-                p(&self.root.path().join("config")),
-            ),
-            ("XDG_STATE_HOME".into(), p(&self.root.path().join("state"))),
-            ("XY_SOCKET".into(), p(&self.socket)),
-        ]
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(XYCTL);
-        c.args(args)
-            .env_clear()
-            .envs(self.env())
-            .stdin(Stdio::null());
-        c
-    }
-
+    /// `list --json` through `xyctl` itself.
     fn list(&self) -> Vec<Value> {
-        let out = self.cmd(&["list", "--json"]).output().unwrap();
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice::<Value>(&out.stdout)
+        let out = self.run(&["list", "--json"]).ok();
+        serde_json::from_str::<Value>(&out)
             .unwrap()
             .as_array()
             .unwrap()
@@ -99,13 +68,6 @@ impl World {
             .into_iter()
             .find(|e| e["name"] == name)
             .unwrap_or_else(|| panic!("no server {name}"))
-    }
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["daemon", "stop"]).output();
-        let _ = std::fs::remove_file(&self.socket);
     }
 }
 

@@ -3,25 +3,11 @@
 
 use std::path::Path;
 
-use xy_core::config::{ConfigDiagnostic, DiagnosticKind, ServerConfig, parse_server};
+mod support;
 
-const HEAD: &str = "command \"/usr/bin/env\"\nport 8421\n";
+use xy_core::config::DiagnosticKind;
 
-#[track_caller]
-fn ok(src: &str) -> ServerConfig {
-    match parse_server("demo", Path::new("demo.kdl"), src) {
-        Ok(c) => c,
-        Err(e) => panic!("expected a valid config, got:\n{}", e.render(false)),
-    }
-}
-
-#[track_caller]
-fn errors(src: &str) -> Vec<ConfigDiagnostic> {
-    match parse_server("demo", Path::new("demo.kdl"), src) {
-        Ok(c) => panic!("expected errors, got {c:?}"),
-        Err(e) => e.diagnostics,
-    }
-}
+use support::{HEAD, errors, ok};
 
 #[test]
 fn off_unless_allowed() {
@@ -72,7 +58,9 @@ fn mistakes_name_line_and_column() {
     assert_eq!(got[3].1, 7, "{got:?}");
     // Every diagnostic names the file.
     assert!(
-        diags.iter().all(|d| d.file == Path::new("demo.kdl")),
+        diags
+            .iter()
+            .all(|d| d.file == Path::new(support::DEMO.file)),
         "{diags:#?}"
     );
 }

@@ -6,52 +6,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod support;
+
+use support::{DEMO, HEAD, errors, ok};
 use xy_core::config::{
-    CommandLookupError, ConfigDiagnostic, ConfigErrors, DEFAULT_BACKOFF_INITIAL,
-    DEFAULT_BACKOFF_MAX, DEFAULT_GRACE, DEFAULT_MAX_RETRIES_PER_MINUTE, DiagnosticKind,
-    RestartPolicy, ServerConfig, load_dir, parse_server, resolve_command, resolve_command_in,
+    CommandLookupError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, DEFAULT_GRACE,
+    DEFAULT_MAX_RETRIES_PER_MINUTE, DiagnosticKind, RestartPolicy, load_dir, parse_server,
+    resolve_command, resolve_command_in,
 };
-
-const FILE: &str = "servers/demo.kdl";
-
-fn parse(src: &str) -> Result<ServerConfig, ConfigErrors> {
-    parse_server("demo", Path::new(FILE), src)
-}
-
-#[track_caller]
-fn ok(src: &str) -> ServerConfig {
-    match parse(src) {
-        Ok(c) => c,
-        Err(e) => panic!("expected a valid config, got:\n{}", e.render(false)),
-    }
-}
-
-#[track_caller]
-fn errors(src: &str) -> Vec<ConfigDiagnostic> {
-    match parse(src) {
-        Ok(c) => panic!("expected errors, got {c:?}"),
-        Err(e) => e.diagnostics,
-    }
-}
-
-/// Exactly one diagnostic, checked for kind, position and a message fragment.
-#[track_caller]
-fn one(src: &str, kind: DiagnosticKind, line: usize, column: usize, msg: &str) -> ConfigDiagnostic {
-    let diags = errors(src);
-    assert_eq!(diags.len(), 1, "expected one diagnostic, got {diags:#?}");
-    let d = diags.into_iter().next().unwrap();
-    assert_eq!(d.kind, kind, "{d:?}");
-    assert_eq!(d.file, Path::new(FILE));
-    assert_eq!((d.line, d.column), (line, column), "{d:?}");
-    assert!(
-        d.message.contains(msg),
-        "message {:?} lacks {msg:?}",
-        d.message
-    );
-    d
-}
-
-const HEAD: &str = "command \"/usr/bin/env\"\nport 8421\n";
 
 fn data(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -65,7 +27,7 @@ fn data(rel: &str) -> PathBuf {
 fn minimal_config_gets_defaults() {
     let c = ok(HEAD);
     assert_eq!(c.name, "demo");
-    assert_eq!(c.source, Path::new(FILE));
+    assert_eq!(c.source, Path::new(DEMO.file));
     assert_eq!(c.command, "/usr/bin/env");
     assert!(c.args.is_empty());
     assert_eq!(c.port, 8421);
@@ -235,7 +197,7 @@ fn syntax_error_has_position() {
         diags.iter().all(|d| d.kind == DiagnosticKind::Syntax),
         "{diags:#?}"
     );
-    assert_eq!(diags[0].file, Path::new(FILE));
+    assert_eq!(diags[0].file, Path::new(DEMO.file));
     assert_eq!((diags[0].line, diags[0].column), (3, 5));
     assert!(
         diags[0].message.starts_with("invalid KDL"),
@@ -246,7 +208,7 @@ fn syntax_error_has_position() {
 
 #[test]
 fn unknown_node_suggests_the_field() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}working_dir \"/tmp\"\n"),
         DiagnosticKind::UnknownNode,
         3,
@@ -258,7 +220,7 @@ fn unknown_node_suggests_the_field() {
 
 #[test]
 fn unknown_node_without_close_match_lists_fields() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}colour \"red\"\n"),
         DiagnosticKind::UnknownNode,
         3,
@@ -270,7 +232,7 @@ fn unknown_node_without_close_match_lists_fields() {
 
 #[test]
 fn nested_field_at_top_level_points_to_its_block() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}grace \"1s\"\n"),
         DiagnosticKind::UnknownNode,
         3,
@@ -296,7 +258,7 @@ fn unknown_child_in_restart_and_stop() {
 
 #[test]
 fn duplicate_node() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}port 8422\n"),
         DiagnosticKind::DuplicateNode,
         3,
@@ -308,7 +270,7 @@ fn duplicate_node() {
 
 #[test]
 fn duplicate_env_key() {
-    one(
+    DEMO.one(
         &format!("{HEAD}env {{\n    A \"1\"\n    A \"2\"\n}}\n"),
         DiagnosticKind::DuplicateNode,
         5,
@@ -319,7 +281,7 @@ fn duplicate_env_key() {
 
 #[test]
 fn wrong_type_port_string() {
-    let d = one(
+    let d = DEMO.one(
         "command \"/usr/bin/env\"\nport \"8421\"\n",
         DiagnosticKind::WrongType,
         2,
@@ -331,7 +293,7 @@ fn wrong_type_port_string() {
 
 #[test]
 fn wrong_type_arg_integer() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}args \"--port\" 8421\n"),
         DiagnosticKind::WrongType,
         3,
@@ -343,7 +305,7 @@ fn wrong_type_arg_integer() {
 
 #[test]
 fn wrong_arity_two_ports() {
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\nport 8421 8422\n",
         DiagnosticKind::WrongType,
         2,
@@ -354,7 +316,7 @@ fn wrong_arity_two_ports() {
 
 #[test]
 fn wrong_arity_no_value() {
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\nport\n",
         DiagnosticKind::WrongType,
         2,
@@ -381,7 +343,7 @@ fn block_where_value_belongs_and_value_where_block_belongs() {
 
 #[test]
 fn property_not_allowed() {
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\nport value=8421\n",
         DiagnosticKind::WrongType,
         2,
@@ -392,7 +354,7 @@ fn property_not_allowed() {
 
 #[test]
 fn missing_command() {
-    let d = one(
+    let d = DEMO.one(
         "port 8421\n",
         DiagnosticKind::MissingField,
         1,
@@ -404,7 +366,7 @@ fn missing_command() {
 
 #[test]
 fn missing_port() {
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\n",
         DiagnosticKind::MissingField,
         1,
@@ -434,7 +396,7 @@ fn empty_file_misses_both_fields() {
 
 #[test]
 fn invalid_policy_names_allowed_values() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}restart {{\n    policy \"sometimes\"\n}}\n"),
         DiagnosticKind::InvalidValue,
         4,
@@ -450,7 +412,7 @@ fn invalid_policy_names_allowed_values() {
 
 #[test]
 fn policy_typo_suggests() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}restart {{ policy on_failure; }}\n"),
         DiagnosticKind::InvalidValue,
         3,
@@ -462,21 +424,21 @@ fn policy_typo_suggests() {
 
 #[test]
 fn port_out_of_range() {
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\nport 70000\n",
         DiagnosticKind::InvalidValue,
         2,
         6,
         "port 70000 is out of range",
     );
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\nport 0\n",
         DiagnosticKind::InvalidValue,
         2,
         6,
         "port 0 is out of range",
     );
-    one(
+    DEMO.one(
         "command \"/usr/bin/env\"\nport -1\n",
         DiagnosticKind::InvalidValue,
         2,
@@ -487,7 +449,7 @@ fn port_out_of_range() {
 
 #[test]
 fn negative_retries() {
-    one(
+    DEMO.one(
         &format!("{HEAD}restart {{\n    max-retries-per-minute -1\n}}\n"),
         DiagnosticKind::InvalidValue,
         4,
@@ -498,7 +460,7 @@ fn negative_retries() {
 
 #[test]
 fn relative_working_dir() {
-    one(
+    DEMO.one(
         &format!("{HEAD}working-dir \"project\"\n"),
         DiagnosticKind::InvalidValue,
         3,
@@ -509,7 +471,7 @@ fn relative_working_dir() {
 
 #[test]
 fn bad_duration_carries_humantime_text() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}stop {{\n    grace \"ten seconds\"\n}}\n"),
         DiagnosticKind::BadDuration,
         4,
@@ -524,7 +486,7 @@ fn bad_duration_carries_humantime_text() {
 
 #[test]
 fn duration_without_quotes_is_wrong_type() {
-    let d = one(
+    let d = DEMO.one(
         &format!("{HEAD}stop {{ grace 10; }}\n"),
         DiagnosticKind::WrongType,
         3,
@@ -539,7 +501,7 @@ fn duration_without_quotes_is_wrong_type() {
 
 #[test]
 fn backoff_initial_over_max() {
-    one(
+    DEMO.one(
         &format!("{HEAD}restart {{\n    backoff-initial \"1m\"\n    backoff-max \"10s\"\n}}\n"),
         DiagnosticKind::InvalidValue,
         4,
@@ -547,7 +509,7 @@ fn backoff_initial_over_max() {
         "`backoff-initial` (1m) is greater than `backoff-max` (10s)",
     );
     // Against the default max.
-    one(
+    DEMO.one(
         &format!("{HEAD}restart {{ backoff-initial \"45s\"; }}\n"),
         DiagnosticKind::InvalidValue,
         3,
@@ -869,7 +831,9 @@ fn hash_changes_with_any_value() {
 
 #[test]
 fn render_shows_file_position_source_line_caret_and_help() {
-    let err = parse(&format!("{HEAD}working_dir \"/tmp\"\n")).unwrap_err();
+    let err = DEMO
+        .parse(&format!("{HEAD}working_dir \"/tmp\"\n"))
+        .unwrap_err();
     let out = err.render(false);
     assert!(out.contains("servers/demo.kdl:3:1"), "{out}");
     assert!(out.contains("working_dir \"/tmp\""), "{out}");
@@ -905,7 +869,7 @@ fn render_without_position_names_the_file() {
 
 #[test]
 fn display_is_one_line_per_diagnostic() {
-    let err = parse("port \"1\"\n").unwrap_err();
+    let err = DEMO.parse("port \"1\"\n").unwrap_err();
     assert_eq!(
         err.to_string(),
         "servers/demo.kdl:1:1: missing required field `command` (add a line like: command \"/usr/local/bin/my-mcp\")\n\
@@ -916,7 +880,9 @@ fn display_is_one_line_per_diagnostic() {
 
 #[test]
 fn json_shape() {
-    let err = parse(&format!("{HEAD}working_dir \"/tmp\"\n")).unwrap_err();
+    let err = DEMO
+        .parse(&format!("{HEAD}working_dir \"/tmp\"\n"))
+        .unwrap_err();
     assert_eq!(
         err.to_json(),
         serde_json::json!([{
@@ -932,7 +898,9 @@ fn json_shape() {
 
 #[test]
 fn diagnostic_debug_hides_source_text() {
-    let err = parse("command \"/usr/bin/env\"\nport 1\nenv { TOKEN 1.5; }\n").unwrap_err();
+    let err = DEMO
+        .parse("command \"/usr/bin/env\"\nport 1\nenv { TOKEN 1.5; }\n")
+        .unwrap_err();
     let dbg = format!("{err:?}");
     assert!(!dbg.contains("/usr/bin/env"), "{dbg}");
 }

@@ -1,47 +1,32 @@
 //! SPEC §13 config: `transport`, `path` and `on-demand { idle-stop }`, with
 //! the same file/line/column diagnostics as every other field.
 
-use std::path::Path;
 use std::time::Duration;
 
+mod support;
+
+use support::Fixture;
 use xy_core::config::{
-    ConfigDiagnostic, ConfigErrors, DEFAULT_IDLE_STOP, DiagnosticKind, ServerConfig, content_hash,
-    parse_server,
+    ConfigDiagnostic, DEFAULT_IDLE_STOP, DiagnosticKind, ServerConfig, content_hash,
 };
 use xy_core::protocol::Transport;
 
-const FILE: &str = "servers/fs.kdl";
 const HEAD: &str = "command \"/usr/bin/env\"\nport 8430\n";
 
-fn parse(src: &str) -> Result<ServerConfig, ConfigErrors> {
-    parse_server("fs", Path::new(FILE), src)
-}
+/// `fs` in `servers/fs.kdl`.
+const FS: Fixture = Fixture {
+    name: "fs",
+    file: "servers/fs.kdl",
+};
 
 #[track_caller]
 fn ok(src: &str) -> ServerConfig {
-    match parse(src) {
-        Ok(c) => c,
-        Err(e) => panic!("expected a valid config, got:\n{}", e.render(false)),
-    }
+    FS.ok(src)
 }
 
 #[track_caller]
 fn one(src: &str, kind: DiagnosticKind, line: usize, column: usize, msg: &str) -> ConfigDiagnostic {
-    let diags = match parse(src) {
-        Ok(c) => panic!("expected an error, got {c:?}"),
-        Err(e) => e.diagnostics,
-    };
-    assert_eq!(diags.len(), 1, "expected one diagnostic, got {diags:#?}");
-    let d = diags.into_iter().next().unwrap();
-    assert_eq!(d.kind, kind, "{d:?}");
-    assert_eq!(d.file, Path::new(FILE));
-    assert_eq!((d.line, d.column), (line, column), "{d:?}");
-    assert!(
-        d.message.contains(msg),
-        "message {:?} lacks {msg:?}",
-        d.message
-    );
-    d
+    FS.one(src, kind, line, column, msg)
 }
 
 #[test]

@@ -1,32 +1,15 @@
 //! SPEC §10: the `health { … }` block — both KDL versions, defaults, every
 //! mistake reported with its position, and its place in the content hash.
 
-use std::path::Path;
 use std::time::Duration;
 
+mod support;
+
+use support::{HEAD, errors, ok};
 use xy_core::config::{
-    ConfigDiagnostic, DEFAULT_HEALTH_FAILURES, DEFAULT_HEALTH_INTERVAL,
-    DEFAULT_HEALTH_START_PERIOD, DEFAULT_HEALTH_TIMEOUT, DiagnosticKind, HealthConfig, ProbeKind,
-    ServerConfig, parse_server,
+    DEFAULT_HEALTH_FAILURES, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_START_PERIOD,
+    DEFAULT_HEALTH_TIMEOUT, DiagnosticKind, HealthConfig, ProbeKind,
 };
-
-const HEAD: &str = "command \"/usr/bin/env\"\nport 8421\n";
-
-#[track_caller]
-fn ok(src: &str) -> ServerConfig {
-    match parse_server("demo", Path::new("demo.kdl"), src) {
-        Ok(c) => c,
-        Err(e) => panic!("expected a valid config, got:\n{}", e.render(false)),
-    }
-}
-
-#[track_caller]
-fn errors(src: &str) -> Vec<ConfigDiagnostic> {
-    match parse_server("demo", Path::new("demo.kdl"), src) {
-        Ok(c) => panic!("expected errors, got {c:?}"),
-        Err(e) => e.diagnostics,
-    }
-}
 
 fn health(src: &str) -> HealthConfig {
     ok(&format!("{HEAD}{src}")).health.expect("health parsed")
