@@ -36,7 +36,7 @@ ctl() {
 }
 
 echo "xyd $(stat -c %s "$xyd") bytes ($xyd); load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-5s %-10s %-10s %-26s %-26s\n' N "RSS MiB" "anon MiB" "2026 RTT p50/max ms" "2025 RTT p50/max ms"
+printf '%-5s %-10s %-10s %-8s %-26s %-26s\n' N "RSS MiB" "anon MiB" threads "2026 RTT p50/max ms" "2025 RTT p50/max ms"
 for n in "${sizes[@]}"; do
     dir=$(mktemp -d /tmp/xy-probe.XXXXXX)
     mkdir -p "$dir/c/xy/servers" "$dir/s"
@@ -61,6 +61,7 @@ for n in "${sizes[@]}"; do
     sleep "$SETTLE"
     rss=$(rss_kib "$pid")
     anon=$(anon_kib "$pid")
+    threads=$(ls "/proc/$pid/task" | wc -l)
     : >"$dir/rtt"
     for ((r = 0; r < ROUNDS; r++)); do
         for ((i = 0; i < n; i++)); do
@@ -75,7 +76,7 @@ for n in "${sizes[@]}"; do
         awk -v e="$1" '$1 == e && $2 != "None" {print $2}' "$dir/rtt" | sort -n |
             awk '{a[NR] = $1} END {if (NR) printf "%s / %s", a[int((NR + 1) / 2)], a[NR]; else printf "-"}'
     }
-    printf '%-5s %-10s %-10s %-26s %-26s\n' "$n" "$(awk -v k="$rss" 'BEGIN {printf "%.1f", k / 1024}')" "$(awk -v k="$anon" 'BEGIN {printf "%.1f", k / 1024}')" "$(stats 2026)" "$(stats 2025)"
+    printf '%-5s %-10s %-10s %-8s %-26s %-26s\n' "$n" "$(awk -v k="$rss" 'BEGIN {printf "%.1f", k / 1024}')" "$(awk -v k="$anon" 'BEGIN {printf "%.1f", k / 1024}')" "$threads" "$(stats 2026)" "$(stats 2025)"
     ctl "$dir" daemon stop >/dev/null 2>&1 || kill "$pid"
     rm -rf "$dir"
 done

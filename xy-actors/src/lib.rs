@@ -26,6 +26,7 @@ mod supervisor;
 
 pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};
+pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;

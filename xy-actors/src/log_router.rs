@@ -17,6 +17,7 @@ pub(crate) mod redact;
 pub(crate) mod ring;
 pub(crate) mod rotating;
 pub(crate) mod sink;
+pub(crate) mod writers;
 
 use sink::{LogSink, SharedSink, SinkSettings, lock};
 
@@ -133,4 +134,11 @@ fn subscribe(
     // Stable: lines of one server keep their order when timestamps tie.
     backlog.sort_by_key(|l| l.ts);
     Ok((backlog, receivers))
+}
+
+/// Waits until the log lines queued so far are in their files (a file stuck
+/// on a hung filesystem aside), at most `timeout`: `xyd` calls it last, so
+/// a child's final lines are not lost at exit. Whether everything was written.
+pub fn flush_logs(timeout: std::time::Duration) -> bool {
+    writers::shared().flush(timeout)
 }

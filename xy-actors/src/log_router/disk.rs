@@ -1,8 +1,8 @@
 //! One server's log file writer, off the async threads: the pumps queue
-//! formatted bytes, and a drain on tokio's blocking pool writes them in
-//! order (at most one drain per server, so servers do not wait on each
-//! other's disk). Owns the disk-fault rules of SPEC §5: a failed, removed
-//! or stalled file degrades to ring-only with one warning and recovers.
+//! formatted bytes, and the shared log writers (`writers.rs`) write them in
+//! order (one writer at a time per server, so a stuck file holds only its
+//! own queue). Owns the disk-fault rules of SPEC §5: a failed, removed or
+//! stalled file degrades to ring-only with one warning and recovers.
 
 use std::collections::VecDeque;
 use std::os::unix::fs::MetadataExt;
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::rotating::RotatingWriter;
+use super::writers::Writers;
 
 /// How often a broken disk is retried and a live file checked for removal.
 const DISK_RETRY: Duration = Duration::from_secs(1);
@@ -34,7 +35,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Default)]
 struct Queue {
     jobs: VecDeque<Vec<u8>>,
-    /// A drain is running (or about to).
+    /// The queue is with the writers (waiting for one, or being written).
     draining: bool,
     /// Written buffers, for the next batches.
     spare: Vec<Vec<u8>>,
@@ -53,10 +54,16 @@ pub(crate) struct DiskQueue {
     /// The writer is stalled: batches are dropped until it moves.
     stalled: AtomicBool,
     log: Mutex<DiskLog>,
+    writers: Arc<Writers>,
 }
 
 impl DiskQueue {
     pub(crate) fn new(log: DiskLog) -> Arc<DiskQueue> {
+        DiskQueue::with_writers(log, super::writers::shared().clone())
+    }
+
+    /// A queue written by `writers` (the tests' own, with other limits).
+    pub(crate) fn with_writers(log: DiskLog, writers: Arc<Writers>) -> Arc<DiskQueue> {
         Arc::new(DiskQueue {
             queue: Mutex::default(),
             pending: AtomicUsize::new(0),
@@ -64,6 +71,7 @@ impl DiskQueue {
             room: Notify::new(),
             stalled: AtomicBool::new(false),
             log: Mutex::new(log),
+            writers,
         })
     }
 
@@ -124,19 +132,20 @@ impl DiskQueue {
             !std::mem::replace(&mut q.draining, true)
         };
         if start {
-            match tokio::runtime::Handle::try_current() {
-                Ok(rt) => {
-                    let me = self.clone();
-                    drop(rt.spawn_blocking(move || me.drain()));
-                }
-                Err(_) => self.drain(),
+            if tokio::runtime::Handle::try_current().is_ok() {
+                self.writers.submit(self.clone());
+            } else {
+                while self.drain_turn(usize::MAX) {}
             }
         }
     }
 
-    /// Writes queued batches until none is left.
-    fn drain(&self) {
+    /// Writes queued batches until none is left (then returns `false`: the
+    /// queue leaves the writers) or `budget` bytes are written and more are
+    /// queued (`true`: it stays with them for another turn).
+    pub(crate) fn drain_turn(&self, budget: usize) -> bool {
         let mut log = lock(&self.log);
+        let mut done = 0usize;
         loop {
             let job = {
                 let mut q = lock(&self.queue);
@@ -144,11 +153,12 @@ impl DiskQueue {
                     Some(job) => job,
                     None => {
                         q.draining = false;
-                        return;
+                        return false;
                     }
                 }
             };
             log.write(&job);
+            done = done.saturating_add(job.len());
             self.pending.fetch_sub(job.len(), Ordering::AcqRel);
             self.written.fetch_add(1, Ordering::AcqRel);
             if self.stalled.swap(false, Ordering::AcqRel) {
@@ -160,6 +170,13 @@ impl DiskQueue {
                 let busy = !q.jobs.is_empty();
                 q.spare.push(recycle(job, busy));
             }
+            if done >= budget {
+                if q.jobs.is_empty() {
+                    q.draining = false;
+                    return false;
+                }
+                return true;
+            }
         }
     }
 
@@ -167,6 +184,16 @@ impl DiskQueue {
     #[cfg(test)]
     pub(crate) fn idle(&self) -> bool {
         self.pending.load(Ordering::Acquire) == 0
+    }
+
+    /// Queues `bytes` as if a writer were on its way (for a test to run
+    /// the turns itself).
+    #[cfg(test)]
+    pub(crate) fn enqueue_for_test(&self, bytes: Vec<u8>) {
+        self.pending.fetch_add(bytes.len(), Ordering::AcqRel);
+        let mut q = lock(&self.queue);
+        q.jobs.push_back(bytes);
+        q.draining = true;
     }
 
     #[cfg(test)]
