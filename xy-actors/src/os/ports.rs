@@ -35,17 +35,38 @@ pub(crate) fn foreign_holder(port: u16, own_pgid: Option<i32>) -> Option<PortHol
 }
 
 /// Whether nothing listens on `port`, found by binding it for a moment on
-/// the IPv4 and IPv6 wildcards. Microseconds, where reading `/proc/net/tcp*`
-/// costs milliseconds on a busy machine: this keeps the check off the
-/// restart path when the port is free, the usual case. Any failure (in use,
-/// no IPv6) means "look closer".
+/// each of [`PROBE_ADDRS`], one after the other. Microseconds, where reading
+/// `/proc/net/tcp*` costs milliseconds on a busy machine: this keeps the
+/// check off the restart path when the port is free, the usual case. Any
+/// failure (in use, no IPv6) means "look closer". Each probe socket is
+/// closed before the next binds (they would collide with each other) and
+/// before we return, and a socket that never connected leaves no TIME_WAIT:
+/// the probe cannot itself make the port look taken to the child.
 fn port_is_free(port: u16) -> bool {
-    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
-    // Separate statements: the IPv4 probe must be closed before the
-    // (dual-stack) IPv6 one binds, or they would collide with each other.
-    let v4 = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok();
-    v4 && TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).is_ok()
+    PROBE_ADDRS
+        .iter()
+        .all(|ip| std::net::TcpListener::bind((*ip, port)).is_ok())
 }
+
+/// Where the bind probe looks. std binds with `SO_REUSEADDR`. On Linux a
+/// wildcard bind with it still fails beside any listener on the port, so
+/// the two wildcards suffice. BSD semantics (macOS) let it succeed beside a
+/// listener on a *specific* address, so a `127.0.0.1` or `::1` listener
+/// would pass the wildcard probes: there the loopbacks are probed too (a
+/// specific bind beside a listener on that same address fails everywhere).
+/// See D35.
+#[cfg(not(target_os = "macos"))]
+const PROBE_ADDRS: &[IpAddr] = &[
+    IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+];
+#[cfg(target_os = "macos")]
+const PROBE_ADDRS: &[IpAddr] = &[
+    IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    IpAddr::V4(Ipv4Addr::LOCALHOST),
+    IpAddr::V6(Ipv6Addr::LOCALHOST),
+];
 
 /// Whether `pid` is in `own_pgid` or a strict descendant of `me`.
 fn owned(pid: u32, me: u32, own_pgid: Option<i32>) -> bool {
@@ -373,15 +394,23 @@ mod os {
 mod tests {
     #[test]
     fn a_free_port_is_seen_free_and_a_held_one_is_not() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        assert!(!super::port_is_free(port), "held on loopback");
-        drop(l);
-        assert!(super::port_is_free(port), "free again");
-        assert!(
-            super::port_is_free(port),
-            "the probe itself left nothing bound"
-        );
+        // Every address a child's bind conflicts with, the specific ones
+        // included (on macOS the wildcard probes alone pass those).
+        for addr in ["127.0.0.1:0", "0.0.0.0:0", "[::1]:0", "[::]:0"] {
+            let Ok(l) = std::net::TcpListener::bind(addr) else {
+                // No IPv6 on this machine: nothing to hold.
+                assert!(addr.starts_with('['), "cannot bind {addr}");
+                continue;
+            };
+            let port = l.local_addr().unwrap().port();
+            assert!(!super::port_is_free(port), "held on {addr}");
+            drop(l);
+            assert!(super::port_is_free(port), "free again after {addr}");
+            // The probe left nothing bound: the child's own bind (std's,
+            // like most servers') succeeds right after it.
+            let child = std::net::TcpListener::bind(("127.0.0.1", port));
+            assert!(child.is_ok(), "probe left {port} taken: {child:?}");
+        }
     }
 
     use super::*;
