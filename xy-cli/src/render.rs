@@ -2,6 +2,7 @@
 //! `xyctl` prints, given a [`Style`]. No I/O here, so every output is
 //! snapshot-tested with fixed inputs.
 
+mod columns;
 mod control;
 mod daemon;
 mod events;

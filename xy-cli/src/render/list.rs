@@ -1,10 +1,11 @@
 //! `xyctl list`: one aligned row per server.
 
-use comfy_table::{Attribute, Cell, Color, ContentArrangement, Table, presets};
+use comfy_table::{ContentArrangement, Table, presets};
 use xy_core::protocol::{HealthState, LastExit, ListEntry, ServerState};
 use xy_core::time::human_secs;
 
-use super::{Style, trim_lines};
+use super::columns::{self, Cell};
+use super::{Paint, Style};
 
 /// What `list` says when no server is configured yet (SPEC §14).
 pub(crate) const FIRST_RUN_HINT: &str = "\
@@ -20,7 +21,6 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
     if entries.is_empty() {
         return FIRST_RUN_HINT.to_owned();
     }
-    let mut table = new_table(style);
     // The TOOLS column appears once any server's `mcp` probe listed tools.
     let tools = entries.iter().any(|e| e.tool_count.is_some());
     let mut header = vec![
@@ -38,27 +38,28 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
     if tools {
         header.insert(3, "TOOLS");
     }
-    table.set_header(header.into_iter().map(|h| header_cell(h, style)));
-    for e in entries {
-        let mut row = vec![
-            Cell::new(&e.name),
-            state_cell(e.state, style),
-            health_cell(e.health.state, style),
-            Cell::new(opt(e.pid)),
-            Cell::new(e.port),
-            Cell::new(e.uptime_secs.map_or_else(|| "-".to_owned(), human_secs)),
-            Cell::new(e.cpu_percent.map_or_else(|| "-".to_owned(), format_cpu)),
-            Cell::new(e.rss_bytes.map_or_else(|| "-".to_owned(), format_bytes)),
-            Cell::new(e.restart_count),
-            Cell::new(format_last_exit(e.last_exit.as_ref())),
-        ];
-        if tools {
-            row.insert(3, Cell::new(opt(e.tool_count)));
-        }
-        table.add_row(row);
-    }
-    tighten(&mut table);
-    trim_lines(&table.to_string())
+    let rows: Vec<Vec<Cell>> = entries
+        .iter()
+        .map(|e| {
+            let mut row = vec![
+                Cell::plain(e.name.as_str()),
+                Cell::painted(e.state.as_str(), state_paint(e.state)),
+                health_cell(e.health.state),
+                Cell::plain(opt(e.pid)),
+                Cell::plain(e.port.to_string()),
+                Cell::plain(e.uptime_secs.map_or_else(|| "-".to_owned(), human_secs)),
+                Cell::plain(e.cpu_percent.map_or_else(|| "-".to_owned(), format_cpu)),
+                Cell::plain(e.rss_bytes.map_or_else(|| "-".to_owned(), format_bytes)),
+                Cell::plain(e.restart_count.to_string()),
+                Cell::plain(format_last_exit(e.last_exit.as_ref())),
+            ];
+            if tools {
+                row.insert(3, Cell::plain(opt(e.tool_count)));
+            }
+            row
+        })
+        .collect();
+    columns::render(&header, &rows, style)
 }
 
 /// `0.4%`, `112%` (of one core).
@@ -124,47 +125,23 @@ pub(super) fn tighten(table: &mut Table) {
     }
 }
 
-fn header_cell(text: &str, style: &Style) -> Cell {
-    let cell = Cell::new(text);
-    if style.color {
-        cell.add_attribute(Attribute::Bold)
-    } else {
-        cell
-    }
-}
-
-fn state_cell(state: ServerState, style: &Style) -> Cell {
-    let cell = Cell::new(state.as_str());
-    if !style.color {
-        return cell;
-    }
+/// A state's colour in `list` (as [`Paint::for_state`], and cyan for idle).
+fn state_paint(state: ServerState) -> Option<Paint> {
     match state {
-        ServerState::Running => cell.fg(Color::Green),
-        ServerState::Starting | ServerState::Restarting | ServerState::Stopping => {
-            cell.fg(Color::Yellow)
-        }
-        ServerState::Failed => cell.fg(Color::Red).add_attribute(Attribute::Bold),
-        ServerState::Stopped => cell.add_attribute(Attribute::Dim),
-        ServerState::Idle => cell.fg(Color::Cyan),
+        ServerState::Idle => Some(Paint::Cyan),
+        s => Paint::for_state(s),
     }
 }
 
 /// `unknown` shows as `-`: no probe, or not running.
-fn health_cell(state: HealthState, style: &Style) -> Cell {
-    let text = match state {
-        HealthState::Unknown => "-",
-        s => s.as_str(),
+fn health_cell(state: HealthState) -> Cell {
+    let (text, paint) = match state {
+        HealthState::Unknown => ("-", None),
+        HealthState::Healthy => (state.as_str(), Some(Paint::Green)),
+        HealthState::Starting => (state.as_str(), Some(Paint::Yellow)),
+        HealthState::Unhealthy => (state.as_str(), Some(Paint::Red)),
     };
-    let cell = Cell::new(text);
-    if !style.color {
-        return cell;
-    }
-    match state {
-        HealthState::Healthy => cell.fg(Color::Green),
-        HealthState::Starting => cell.fg(Color::Yellow),
-        HealthState::Unhealthy => cell.fg(Color::Red).add_attribute(Attribute::Bold),
-        HealthState::Unknown => cell,
-    }
+    Cell::painted(text, paint)
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
