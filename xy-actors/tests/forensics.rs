@@ -9,17 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::{TestEngine, server, wait_for};
+use support::{TestEngine, free_port, server, wait_for};
 use xy_actors::EngineError;
 use xy_core::protocol::{ServerState, SpawnErrorKind, TargetParams};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::test]
 async fn a_foreign_port_holder_is_named_and_the_start_fails() {

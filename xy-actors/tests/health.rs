@@ -8,17 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use support::{TestEngine, server, wait_for};
+use support::{TestEngine, free_port, server, wait_for};
 use xy_core::config::{HealthConfig, ProbeKind, ServerConfig};
 use xy_core::protocol::{HealthState, ServerState, StatusResult, TargetParams};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn mcp_server(name: &str, extra: &[&str], probe: ProbeKind) -> ServerConfig {
     let port = free_port();

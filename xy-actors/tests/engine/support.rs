@@ -16,6 +16,15 @@ pub fn bin(name: &str) -> PathBuf {
     xy_testbins::locate::testbin(name)
 }
 
+/// A port nothing listens on right now (the kernel's pick, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A server running testbin `bin_name` with fast test timings.
 pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
     let command = bin(bin_name).display().to_string();
