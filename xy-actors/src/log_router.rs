@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 
 use crate::logs::LogLine;
 
+pub(crate) mod chunk;
 pub(crate) mod disk;
 pub(crate) mod pump;
 pub(crate) mod redact;

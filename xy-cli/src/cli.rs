@@ -5,8 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod add;
+mod clients;
 mod service;
 
+pub(crate) use add::AddArgs;
+pub(crate) use clients::{ClientsArgs, ClientsCmd, ImportArgs};
 #[cfg(test)]
 pub(crate) use service::StatusArgs;
 pub(crate) use service::{InstallArgs, ServiceCmd};
@@ -96,16 +100,16 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Service(ServiceCmd),
     /// Add a server: write its config file, reload, print its state and URL.
-    Add(crate::commands::add::AddArgs),
+    Add(AddArgs),
     /// Stop a server and move its config file to `<config dir>/.removed/`.
     Remove {
         /// The server's name.
         name: String,
     },
     /// Turn an AI client's stdio servers into xy servers of the same name.
-    Import(crate::commands::clients::ImportArgs),
+    Import(ImportArgs),
     /// Show the AI clients found here, and which entries point at xy.
-    Clients(crate::commands::clients::ClientsArgs),
+    Clients(ClientsArgs),
     /// Bridge stdin/stdout to a server's xy endpoint (for clients that only
     /// launch stdio servers).
     Connect {

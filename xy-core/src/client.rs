@@ -16,7 +16,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
-use crate::protocol::{MAX_LINE_BYTES, Request, RpcError};
+use crate::protocol::{
+    LogEndNotification, LogNotification, LogsParams, LogsResult, MAX_LINE_BYTES, Request, RpcError,
+    method,
+};
 
 /// Why a call did not produce a result.
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +204,43 @@ impl Client {
         let raw = self.call_raw(method, params, timeout)?;
         serde_json::from_str(raw.get())
             .map_err(|e| ClientError::Protocol(format!("bad `{method}` result: {e}")))
+    }
+
+    /// The buffered last `n` lines of one server: a non-follow `logs` call,
+    /// its `log` notifications collected until its `log_end`, each read
+    /// bounded by `timeout`.
+    pub fn log_tail(
+        &mut self,
+        name: &str,
+        n: u32,
+        timeout: Duration,
+    ) -> Result<Vec<LogNotification>, ClientError> {
+        let params = LogsParams {
+            name: Some(name.to_owned()),
+            tail: Some(n),
+            ..LogsParams::default()
+        };
+        let sub: LogsResult = self.call(method::LOGS, Some(&params), timeout)?;
+        let deadline = Instant::now() + timeout;
+        let mut lines = Vec::new();
+        loop {
+            let note = self.next_notification(Some(deadline))?;
+            match note.method.as_str() {
+                method::LOG => {
+                    let l: LogNotification = note.decode()?;
+                    if l.subscription_id == sub.subscription_id {
+                        lines.push(l);
+                    }
+                }
+                method::LOG_END => {
+                    let e: LogEndNotification = note.decode()?;
+                    if e.subscription_id == sub.subscription_id {
+                        return Ok(lines);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The next notification; `deadline` `None` waits for ever (follow mode).

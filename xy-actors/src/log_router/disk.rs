@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::rotating::RotatingWriter;
-use super::writers::Writers;
+use super::writers::{Drain, Writers};
 
 /// How often a broken disk is retried and a live file checked for removal.
 const DISK_RETRY: Duration = Duration::from_secs(1);
@@ -366,5 +366,11 @@ fn same_file(w: &RotatingWriter, path: &Path) -> bool {
     match (w.file_id(), std::fs::metadata(path)) {
         (Ok(open), Ok(now)) => open == (now.dev(), now.ino()),
         _ => false,
+    }
+}
+
+impl Drain for DiskQueue {
+    fn drain_turn(&self, budget: usize) -> bool {
+        DiskQueue::drain_turn(self, budget)
     }
 }

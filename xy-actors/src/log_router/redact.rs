@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn a_chunk_split_across_reads_is_redacted_whole() {
-        use super::super::pump::Chunk;
+        use super::super::chunk::Chunk;
         let r = Redactor::new([("TOKEN", "s3cr3t-v4lue")]).unwrap();
         let data = b"first s3cr3t-v4lue\nsecond\n";
         let mut c = Chunk::default();

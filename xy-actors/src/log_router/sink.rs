@@ -16,8 +16,8 @@ use std::time::SystemTime;
 use tokio::sync::broadcast;
 use xy_core::protocol::LogStream;
 
+use super::chunk::Chunk;
 use super::disk::{DiskLog, DiskQueue};
-use super::pump::Chunk;
 use super::ring::{Ring, ms_since_epoch, ms_to_time};
 use crate::logs::LogLine;
 
@@ -180,7 +180,7 @@ impl LogSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log_router::pump::tests::cut_all;
+    use crate::log_router::chunk::tests::cut_all;
 
     fn settings(dir: &std::path::Path) -> SinkSettings {
         SinkSettings {

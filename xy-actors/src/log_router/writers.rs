@@ -14,7 +14,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::disk::DiskQueue;
+/// A queue the writers drain in turns (one server's file). A trait so that
+/// the writers do not depend on `disk.rs`, which feeds them.
+pub(crate) trait Drain: Send + Sync {
+    /// Writes until the queue is empty (`false`: it leaves the writers) or
+    /// `budget` bytes are written with more queued (`true`: another turn).
+    fn drain_turn(&self, budget: usize) -> bool;
+}
 
 /// Writers that take work (a stuck one stops counting).
 const MAX_WRITERS: usize = 2;
@@ -59,7 +65,7 @@ impl std::fmt::Debug for Writers {
 #[derive(Default)]
 struct State {
     /// Queues with batches to write, each at most once (its `draining`).
-    ready: VecDeque<Arc<DiskQueue>>,
+    ready: VecDeque<Arc<dyn Drain>>,
     /// Writers waiting for work and not yet woken.
     idle: usize,
     /// Wakeups sent and not yet taken by an idle writer.
@@ -102,7 +108,7 @@ impl Writers {
     }
 
     /// Queues `queue` (which has batches and was not queued) for a writer.
-    pub(crate) fn submit(self: &Arc<Self>, queue: Arc<DiskQueue>) {
+    pub(crate) fn submit(self: &Arc<Self>, queue: Arc<dyn Drain>) {
         let mut s = lock(&self.state);
         s.ready.push_back(queue);
         self.dispatch(&mut s);
@@ -289,7 +295,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::log_router::disk::DiskLog;
+    use crate::log_router::disk::{DiskLog, DiskQueue};
 
     /// Generous: the machine is shared; a stall is forever, not slow.
     const DEADLINE: Duration = Duration::from_secs(30);

@@ -6,71 +6,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Subcommand};
 use xy_core::protocol::{ReloadResult, method};
 
 use super::add::{daemon_and_dir, server_url, write_failure};
+use crate::cli::{ClientsArgs, ClientsCmd, ImportArgs};
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::server_file::{self, ServerSpec};
 use crate::{daemon_conn, output, render};
 use xy_core::client::Client;
-
-/// `import`.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct ImportArgs {
-    /// The client whose servers to import.
-    #[arg(value_enum)]
-    pub(crate) client: ClientId,
-    /// Show what would be created; write nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
-    /// The client's config file (default: its usual place on this OS).
-    #[arg(long, value_name = "PATH")]
-    pub(crate) file: Option<PathBuf>,
-}
-
-/// `clients`.
-#[derive(Debug, Clone, Args)]
-#[command(args_conflicts_with_subcommands = true)]
-pub(crate) struct ClientsArgs {
-    /// Print the findings as JSON.
-    #[arg(long)]
-    pub(crate) json: bool,
-    #[command(subcommand)]
-    pub(crate) action: Option<ClientsCmd>,
-}
-
-/// `clients apply|undo`.
-#[derive(Debug, Clone, Subcommand)]
-pub(crate) enum ClientsCmd {
-    /// Point the client's entries for servers xy runs at xy (backup first).
-    Apply {
-        /// The client.
-        #[arg(value_enum)]
-        client: ClientId,
-        /// Print the change as a unified diff; write nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// The client's config file (default: its usual place on this OS).
-        #[arg(long, value_name = "PATH")]
-        file: Option<PathBuf>,
-        /// Also add an `xy` entry running `<xyctl> mcp`, so the client's
-        /// agent can see and restart its servers (SPEC §17).
-        #[arg(long)]
-        with_xy: bool,
-    },
-    /// Restore the newest backup `clients apply` made of the client's file.
-    Undo {
-        /// The client.
-        #[arg(value_enum)]
-        client: ClientId,
-        /// The client's config file (default: its usual place on this OS).
-        #[arg(long, value_name = "PATH")]
-        file: Option<PathBuf>,
-    },
-}
 
 fn home() -> Result<Home, Failure> {
     Home::from_env().ok_or_else(|| Failure::new(Exit::Operational, "HOME is not set".to_owned()))

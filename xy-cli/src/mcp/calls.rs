@@ -12,9 +12,9 @@ use xy_core::protocol::{
 
 use super::args::{self, LogsArgs, MAX_TAIL};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::daemon_conn;
 use crate::error::Failure;
 use crate::render::{self, Style};
-use crate::{commands, daemon_conn};
 
 /// Log lines shown under `server_status`'s text (as `xyctl status` does).
 const STATUS_TAIL: u32 = 10;
@@ -100,7 +100,9 @@ pub(crate) fn list_servers(ctx: &Ctx) -> Result<Answer, Refusal> {
 pub(crate) fn server_status(ctx: &Ctx, name: &str) -> Result<Answer, Refusal> {
     let mut c = daemon_conn::connect(ctx)?;
     let (raw, status) = status(&mut c, name)?;
-    let log = commands::status::tail(&mut c, name, STATUS_TAIL).unwrap_or_default();
+    let log = c
+        .log_tail(name, STATUS_TAIL, READ_TIMEOUT)
+        .unwrap_or_default();
     let mut text = render::render_status(&status, &log, &PLAIN);
     text.push_str(&restart_hint(&status));
     Ok(Answer {
@@ -117,7 +119,7 @@ pub(crate) fn server_logs(ctx: &Ctx, a: &LogsArgs) -> Result<Answer, Refusal> {
     status(&mut c, &a.name)?;
     // With a filter, the matches may lie anywhere in the buffer.
     let want = if a.grep.is_some() { u32::MAX } else { a.tail };
-    let lines = commands::status::tail(&mut c, &a.name, want)?;
+    let lines = c.log_tail(&a.name, want, READ_TIMEOUT)?;
     let answer = logs_answer(a, lines);
     Ok(answer)
 }

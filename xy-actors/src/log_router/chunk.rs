@@ -1,0 +1,248 @@
+//! The lines of one read: a read buffer cut in place into spans (one pass
+//! for newlines, UTF-8 checked once per read, lossy per line only where
+//! that fails, at most 64 KiB a line), as the pump hands them to the sink.
+
+/// Longest line kept whole; longer ones are split.
+pub(crate) const MAX_LINE: usize = 64 * 1024;
+
+/// Where a line's text is: in the read buffer, or rewritten in
+/// [`Chunk::fixed`] (lossy UTF-8).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u32,
+    end: u32,
+    fixed: bool,
+}
+
+/// The complete lines of one read, as ranges of the read buffer (the
+/// buffer itself is passed beside it). Reused from read to read.
+#[derive(Debug, Default)]
+pub(crate) struct Chunk {
+    spans: Vec<Span>,
+    /// Text of lines that were not UTF-8, decoded lossily.
+    fixed: Vec<u8>,
+    /// Bytes of line text (sum of the spans).
+    text: usize,
+}
+
+impl Chunk {
+    pub(crate) fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Bytes of line text, without separators.
+    pub(crate) fn text_len(&self) -> usize {
+        self.text
+    }
+
+    /// The lines (valid UTF-8 each), given the read buffer they came from.
+    pub(crate) fn lines<'a>(&'a self, data: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.spans.iter().map(move |s| {
+            let from = if s.fixed { &self.fixed[..] } else { data };
+            &from[s.start as usize..s.end as usize]
+        })
+    }
+
+    /// Rewrites every line that holds a secret into `fixed`, redacted
+    /// (SPEC §16). One scan of the read in the common case of no match.
+    pub(crate) fn redact(&mut self, data: &[u8], r: &super::redact::Redactor) {
+        if !r.is_match(data) && !r.is_match(&self.fixed) {
+            return;
+        }
+        for i in 0..self.spans.len() {
+            let s = self.spans[i];
+            let from = if s.fixed { &self.fixed[..] } else { data };
+            let Some(text) = r.redact_bytes(&from[s.start as usize..s.end as usize]) else {
+                continue;
+            };
+            let start = self.fixed.len();
+            self.fixed.extend_from_slice(&text);
+            self.text = self.text - (s.end - s.start) as usize + text.len();
+            self.spans[i] = Span {
+                start: u32::try_from(start).unwrap_or(u32::MAX),
+                end: u32::try_from(self.fixed.len()).unwrap_or(u32::MAX),
+                fixed: true,
+            };
+        }
+    }
+
+    /// Cuts `data` into lines; returns how many bytes were used. An
+    /// unterminated rest is left for the next read unless `last` (EOF) or it
+    /// has reached [`MAX_LINE`] (then whole 64 KiB pieces are taken).
+    pub(crate) fn cut(&mut self, data: &[u8], last: bool) -> usize {
+        self.spans.clear();
+        self.fixed.clear();
+        self.text = 0;
+        let whole = memchr::memrchr(b'\n', data).map_or(0, |p| p + 1);
+        let block = &data[..whole];
+        // ASCII (the common case) is checked fastest; UTF-8 next; only a
+        // block that is neither is decoded line by line.
+        let valid = block.is_ascii() || std::str::from_utf8(block).is_ok();
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', block) {
+            self.line(data, start, nl, valid);
+            start = nl + 1;
+        }
+        let mut rest = &data[whole..];
+        while rest.len() >= MAX_LINE {
+            let cut = char_boundary(rest, MAX_LINE);
+            let at = data.len() - rest.len();
+            self.piece(data, at, at + cut, false);
+            rest = &rest[cut..];
+        }
+        if last && !rest.is_empty() {
+            let at = data.len() - rest.len();
+            self.line(data, at, data.len(), false);
+            return data.len();
+        }
+        data.len() - rest.len()
+    }
+
+    /// One line `data[start..end]` (without its `\n`): `\r` stripped, split
+    /// into ≤ 64 KiB pieces. `valid`: already known to be UTF-8.
+    fn line(&mut self, data: &[u8], start: usize, mut end: usize, valid: bool) {
+        if end > start && data[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let mut at = start;
+        while end - at > MAX_LINE {
+            let cut = at + char_boundary(&data[at..end], MAX_LINE);
+            self.piece(data, at, cut, valid);
+            at = cut;
+        }
+        self.piece(data, at, end, valid);
+    }
+
+    fn piece(&mut self, data: &[u8], start: usize, end: usize, valid: bool) {
+        let bytes = &data[start..end];
+        if valid || std::str::from_utf8(bytes).is_ok() {
+            self.text += bytes.len();
+            self.spans.push(Span {
+                start: offset(start),
+                end: offset(end),
+                fixed: false,
+            });
+            return;
+        }
+        let from = self.fixed.len();
+        self.fixed
+            .extend_from_slice(String::from_utf8_lossy(bytes).as_bytes());
+        self.text += self.fixed.len() - from;
+        self.spans.push(Span {
+            start: offset(from),
+            end: offset(self.fixed.len()),
+            fixed: true,
+        });
+    }
+}
+
+/// Offsets stay far below 4 GiB (a buffer is at most 256 KiB).
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The largest cut `<= max` that does not split a UTF-8 sequence (falls back
+/// to `max` for bytes that are not UTF-8 anyway).
+fn char_boundary(bytes: &[u8], max: usize) -> usize {
+    let mut cut = max.min(bytes.len());
+    for _ in 0..3 {
+        if cut == 0 || cut >= bytes.len() || (bytes[cut] & 0xC0) != 0x80 {
+            break;
+        }
+        cut -= 1;
+    }
+    if cut == 0 { max.min(bytes.len()) } else { cut }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Feeds `reads` through a chunk as the pump does; returns the lines of
+    /// each read (and of EOF, last).
+    pub(crate) fn cut_all(reads: &[&[u8]]) -> Vec<Vec<String>> {
+        let mut buf = Vec::new();
+        let mut chunk = Chunk::default();
+        let mut out = Vec::new();
+        let text = |chunk: &Chunk, buf: &[u8]| -> Vec<String> {
+            let v: Vec<String> = chunk
+                .lines(buf)
+                .map(|l| String::from_utf8(l.to_vec()).expect("lines are UTF-8"))
+                .collect();
+            assert_eq!(chunk.text_len(), v.iter().map(String::len).sum::<usize>());
+            v
+        };
+        for r in reads {
+            buf.extend_from_slice(r);
+            let used = chunk.cut(&buf, false);
+            out.push(text(&chunk, &buf));
+            buf.drain(..used);
+        }
+        chunk.cut(&buf, true);
+        out.push(text(&chunk, &buf));
+        out
+    }
+
+    fn flat(reads: &[&[u8]]) -> Vec<String> {
+        cut_all(reads).into_iter().flatten().collect()
+    }
+
+    #[test]
+    fn splits_across_reads() {
+        let got = cut_all(&[b"a\nb", b"c\r\nd\n\n", b"tail"]);
+        assert_eq!(got, [vec!["a"], vec!["bc", "d", ""], vec![], vec!["tail"]]);
+        assert_eq!(flat(&[b"x\r"]), ["x"], "a final \\r is not text");
+        assert!(flat(&[]).is_empty());
+    }
+
+    #[test]
+    fn lossy_utf8() {
+        assert_eq!(flat(&[b"ok \xff\xfe!\n"]), ["ok \u{fffd}\u{fffd}!"]);
+        assert_eq!(flat(&[b"end \xc3"]), ["end \u{fffd}"]);
+    }
+
+    #[test]
+    fn a_character_split_across_reads_is_kept() {
+        let e = "é".as_bytes();
+        assert_eq!(flat(&[&[b'a', e[0]], &[e[1], b'\n']]), ["aé"]);
+    }
+
+    #[test]
+    fn long_lines_are_split_at_64k() {
+        let mut input = vec![b'x'; MAX_LINE * 2 + 10];
+        input.push(b'\n');
+        let lens = |v: Vec<String>| v.iter().map(String::len).collect::<Vec<_>>();
+        assert_eq!(
+            lens(flat(&input.chunks(1000).collect::<Vec<_>>())),
+            [MAX_LINE, MAX_LINE, 10]
+        );
+        assert_eq!(lens(flat(&[&input])), [MAX_LINE, MAX_LINE, 10]);
+        // Unterminated at EOF too.
+        assert_eq!(lens(flat(&[&input[..MAX_LINE + 5]])), [MAX_LINE, 5]);
+    }
+
+    #[test]
+    fn split_respects_utf8_boundaries() {
+        let mut line = vec![b'a'; MAX_LINE - 1];
+        line.extend_from_slice("é".as_bytes()); // 2 bytes straddling the cut
+        line.push(b'\n');
+        let got = flat(&[&line]);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].len(), MAX_LINE - 1);
+        assert_eq!(got[1], "é");
+        // The same line arriving in small reads.
+        assert_eq!(flat(&line.chunks(777).collect::<Vec<_>>()), got);
+    }
+
+    #[test]
+    fn a_bad_line_in_a_read_is_lossy_alone() {
+        assert_eq!(
+            flat(&[b"one\r\nt\xffo\nthree\n"]),
+            ["one", "t\u{fffd}o", "three"]
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! `xyctl add` as clap types: the server's name, port, transport, env and
+//! command line as the user types them.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::server_file::Health;
+
+/// `add`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AddArgs {
+    /// The server's name (`[A-Za-z0-9_.-]+`); the file is `<name>.kdl`.
+    pub(crate) name: String,
+    /// The port (for a stdio server: the port xy serves it on). Default:
+    /// the first free port from 8400 that no other config uses. `{port}`
+    /// in the arguments is replaced by it.
+    #[arg(long, value_name = "P")]
+    pub(crate) port: Option<u16>,
+    /// The server speaks MCP over stdin/stdout; xy serves it over HTTP.
+    #[arg(long)]
+    pub(crate) stdio: bool,
+    /// An environment variable for the server (repeatable).
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_env)]
+    pub(crate) env: Vec<(String, String)>,
+    /// The directory the server runs in.
+    #[arg(long, value_name = "D")]
+    pub(crate) working_dir: Option<PathBuf>,
+    /// A health probe: mcp, tcp or http:/path.
+    #[arg(long, value_name = "PROBE")]
+    pub(crate) health: Option<Health>,
+    /// Write the file but do not reload (xyd starts the server at its next
+    /// reload or start).
+    #[arg(long)]
+    pub(crate) no_start: bool,
+    /// Replace an existing config of that name.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<String>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("`{s}` is not K=V")),
+    }
+}

@@ -1,0 +1,63 @@
+//! `xyctl import`, `xyctl clients` and `xyctl clients apply|undo` as clap
+//! types: which AI client, which file, and whether to write.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::clients::ClientId;
+
+/// `import`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ImportArgs {
+    /// The client whose servers to import.
+    #[arg(value_enum)]
+    pub(crate) client: ClientId,
+    /// Show what would be created; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// The client's config file (default: its usual place on this OS).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: Option<PathBuf>,
+}
+
+/// `clients`.
+#[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ClientsArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(subcommand)]
+    pub(crate) action: Option<ClientsCmd>,
+}
+
+/// `clients apply|undo`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum ClientsCmd {
+    /// Point the client's entries for servers xy runs at xy (backup first).
+    Apply {
+        /// The client.
+        #[arg(value_enum)]
+        client: ClientId,
+        /// Print the change as a unified diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The client's config file (default: its usual place on this OS).
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+        /// Also add an `xy` entry running `<xyctl> mcp`, so the client's
+        /// agent can see and restart its servers (SPEC §17).
+        #[arg(long)]
+        with_xy: bool,
+    },
+    /// Restore the newest backup `clients apply` made of the client's file.
+    Undo {
+        /// The client.
+        #[arg(value_enum)]
+        client: ClientId,
+        /// The client's config file (default: its usual place on this OS).
+        #[arg(long, value_name = "PATH")]
+        file: Option<PathBuf>,
+    },
+}
