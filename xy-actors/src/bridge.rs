@@ -12,11 +12,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use xy_core::protocol::ServerState;
-
-use crate::server::{ServerMsg, ServerSnapshot};
 
 pub(crate) mod http;
 pub(crate) mod route;
@@ -138,14 +136,24 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// What a bridge needs of the ServerActor that owns it (implemented in
+/// `server/stdio.rs`, so the bridge does not name the server's messages).
+pub(crate) trait Owner: Send + Sync + 'static {
+    /// The server's state now.
+    fn state(&self) -> ServerState;
+    /// A request arrived for an idle on-demand server: spawn its child.
+    fn demand(&self);
+    /// Nothing used the on-demand server for `idle-stop`: stop its child.
+    fn idle_stop(&self);
+}
+
 /// Arguments of the BridgeActor.
 pub(crate) struct BridgeArgs {
     pub(crate) name: String,
     pub(crate) port: u16,
     pub(crate) path: String,
-    pub(crate) snapshot: watch::Receiver<ServerSnapshot>,
-    /// Its ServerActor, asked to spawn (on demand) and to idle-stop.
-    pub(crate) server: ActorRef<ServerMsg>,
+    /// Its ServerActor: its state, asked to spawn (on demand) and to idle-stop.
+    pub(crate) owner: Box<dyn Owner>,
     /// `on-demand { idle-stop }`, if configured.
     pub(crate) idle_stop: Option<Duration>,
 }
@@ -158,8 +166,7 @@ pub(crate) struct BridgeState {
     name: String,
     port: u16,
     path: String,
-    snapshot: watch::Receiver<ServerSnapshot>,
-    server: ActorRef<ServerMsg>,
+    owner: Box<dyn Owner>,
     idle_stop: Option<Duration>,
     /// The last request that did work, or busy tick (in flight, streams).
     last_activity: Instant,
@@ -196,8 +203,7 @@ impl Actor for BridgeActor {
             name: args.name,
             port: args.port,
             path: args.path,
-            snapshot: args.snapshot,
-            server: args.server,
+            owner: args.owner,
             idle_stop: args.idle_stop,
             last_activity: Instant::now(),
             listening: None,
@@ -588,7 +594,7 @@ impl BridgeState {
     /// Whether a request may wait for a child (one is coming).
     fn child_expected(&self) -> bool {
         matches!(
-            self.snapshot.borrow().state,
+            self.owner.state(),
             ServerState::Starting
                 | ServerState::Running
                 | ServerState::Restarting
@@ -683,12 +689,12 @@ impl BridgeState {
             }
             Hs::Detached | Hs::Discovering(_) | Hs::Initializing(_) => {
                 if self.child.is_some() || self.child_expected() {
-                    if self.snapshot.borrow().state == ServerState::Idle {
-                        let _ = self.server.cast(ServerMsg::Demand);
+                    if self.owner.state() == ServerState::Idle {
+                        self.owner.demand();
                     }
                     self.waiting.push_back((Instant::now() + WAIT_FOR_CHILD, p));
                 } else {
-                    let state = self.snapshot.borrow().state;
+                    let state = self.owner.state();
                     let m = format!("xy: server {} is {state}", self.name);
                     self.reply(p, error(id, -32603, &m, None), None);
                 }
@@ -811,7 +817,7 @@ impl BridgeState {
             }
             if now >= deadline || !expect {
                 let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
-                let state = self.snapshot.borrow().state;
+                let state = self.owner.state();
                 let m = format!(
                     "xy: server {} did not become ready in time (state {state})",
                     self.name
@@ -837,12 +843,12 @@ impl BridgeState {
             return;
         }
         if self.hs == Hs::Ready
-            && self.snapshot.borrow().state == ServerState::Running
+            && self.owner.state() == ServerState::Running
             && now.saturating_duration_since(self.last_activity) >= idle_stop
         {
             tracing::info!(server = %self.name, "on demand: idle for {}, stopping the child", humantime::format_duration(idle_stop));
             self.last_activity = now;
-            let _ = self.server.cast(ServerMsg::IdleStop);
+            self.owner.idle_stop();
         }
     }
 }

@@ -30,7 +30,6 @@ use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::ledger::McpState;
 use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
-use crate::supervisor::RootMsg;
 
 pub(crate) mod failure;
 pub(crate) mod lifecycle;
@@ -203,13 +202,18 @@ pub(crate) enum ServerMsg {
     InjectPanic,
 }
 
+/// Tells the actor's owner (the root) what to restore if the actor dies:
+/// (the reporting actor, wanted running, its live process group). A
+/// function, so that a server does not name its owner's messages.
+pub(crate) type Reporter = Arc<dyn Fn(ractor::ActorId, bool, Option<i32>) + Send + Sync>;
+
 /// Startup arguments.
 pub(crate) struct ServerArgs {
     pub(crate) config: ServerConfig,
     pub(crate) sink: SharedSink,
     pub(crate) spawner: Arc<dyn ChildSpawner>,
     /// Where desired state and pgid are reported (none in unit tests).
-    pub(crate) root: Option<ActorRef<RootMsg>>,
+    pub(crate) report: Option<Reporter>,
     /// Start as soon as the actor is up.
     pub(crate) autostart: bool,
     /// The group of a predecessor that panicked: killed and awaited first.
@@ -250,7 +254,7 @@ pub(crate) struct ServerActorState {
     config: ServerConfig,
     sink: SharedSink,
     spawner: Arc<dyn ChildSpawner>,
-    root: Option<ActorRef<RootMsg>>,
+    report: Option<Reporter>,
     lc: Lifecycle,
     /// Spawn counter; timers and waiter reports carry it.
     run: u64,
@@ -345,7 +349,7 @@ impl Actor for ServerActor {
             config: args.config,
             sink: args.sink,
             spawner: args.spawner,
-            root: args.root,
+            report: args.report,
             lc: Lifecycle::default(),
             run: 0,
             child: ChildSlot {
@@ -849,12 +853,8 @@ impl ServerActorState {
             return;
         }
         self.reported = Some((desired, pgid));
-        if let Some(root) = &self.root {
-            let _ = root.cast(RootMsg::Report {
-                id: myself.get_id(),
-                desired,
-                pgid,
-            });
+        if let Some(report) = &self.report {
+            report(myself.get_id(), desired, pgid);
         }
     }
 

@@ -21,7 +21,7 @@ use crate::events::EventBus;
 use crate::log_router::sink::{SharedSink, SinkSettings};
 use crate::log_router::{LogRouterActor, LogRouterArgs, LogRouterMsg};
 use crate::server::process::ChildSpawner;
-use crate::server::{ServerActor, ServerArgs, ServerMsg, ServerSnapshot};
+use crate::server::{Reporter, ServerActor, ServerArgs, ServerMsg, ServerSnapshot};
 
 /// Bound on the root's own short calls to its children (sink creation).
 const CHILD_CALL_MS: u64 = 5_000;
@@ -335,7 +335,7 @@ impl RootState {
             config: cfg.clone(),
             sink: sink.clone(),
             spawner: self.spawner.clone(),
-            root: Some(myself.clone()),
+            report: Some(reporter(myself)),
             autostart,
             prior_pgid: None,
             snapshot,
@@ -376,7 +376,7 @@ impl RootState {
             config: e.config.clone(),
             sink: e.sink.clone(),
             spawner: self.spawner.clone(),
-            root: Some(myself.clone()),
+            report: Some(reporter(myself)),
             autostart: e.desired,
             prior_pgid: e.pgid,
             snapshot,
@@ -390,4 +390,12 @@ impl RootState {
         }
         Ok(())
     }
+}
+
+/// How a ServerActor's reports reach the root.
+fn reporter(root: &ActorRef<RootMsg>) -> Reporter {
+    let root = root.clone();
+    Arc::new(move |id, desired, pgid| {
+        let _ = root.cast(RootMsg::Report { id, desired, pgid });
+    })
 }

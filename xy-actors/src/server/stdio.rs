@@ -5,11 +5,13 @@
 //! listener when the server is stopped.
 
 use ractor::{Actor, ActorRef};
-use xy_core::protocol::Transport;
+use tokio::sync::watch;
+use xy_core::protocol::{ServerState, Transport};
 
+use super::ServerSnapshot;
 use super::failure::SpawnFailure;
 use super::{ServerActorState, ServerMsg};
-use crate::bridge::{BridgeActor, BridgeArgs, BridgeMsg, ChildStdio};
+use crate::bridge::{self, BridgeActor, BridgeArgs, BridgeMsg, ChildStdio};
 
 /// The bridge of a stdio server; stops it when dropped (the ServerActor's
 /// state is dropped on a panic too, and the bridge must not outlive it).
@@ -17,6 +19,26 @@ pub(crate) struct BridgeLink {
     pub(crate) actor: ActorRef<BridgeMsg>,
     /// Whether the bridge has a listener bound now.
     pub(crate) listening: bool,
+}
+
+/// The bridge's view of its ServerActor: the published state and the actor.
+struct Owner {
+    snapshot: watch::Receiver<ServerSnapshot>,
+    server: ActorRef<ServerMsg>,
+}
+
+impl bridge::Owner for Owner {
+    fn state(&self) -> ServerState {
+        self.snapshot.borrow().state
+    }
+
+    fn demand(&self) {
+        let _ = self.server.cast(ServerMsg::Demand);
+    }
+
+    fn idle_stop(&self) {
+        let _ = self.server.cast(ServerMsg::IdleStop);
+    }
 }
 
 impl Drop for BridgeLink {
@@ -45,8 +67,10 @@ impl ServerActorState {
             name: self.config.name.clone(),
             port: self.config.port,
             path: self.config.path.clone(),
-            snapshot: self.snapshot.subscribe(),
-            server: myself.clone(),
+            owner: Box::new(Owner {
+                snapshot: self.snapshot.subscribe(),
+                server: myself.clone(),
+            }),
             idle_stop: self.config.on_demand.as_ref().map(|o| o.idle_stop),
         };
         match Actor::spawn_linked(None, BridgeActor, args, myself.get_cell()).await {

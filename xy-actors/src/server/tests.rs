@@ -74,7 +74,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         config,
         sink,
         spawner: spawner.clone(),
-        root: None,
+        report: None,
         autostart: false,
         prior_pgid: None,
         snapshot: tx,
