@@ -10,6 +10,7 @@ installs supervisor and pm2 into bench/.cache/ and builds the binaries.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -727,65 +728,71 @@ def flood_baseline(p: Params, r: Results):
     r.put("(6) flood numbered: lines lost", "pipe-to-cat", "0")
 
 
+@contextlib.contextmanager
+def flood_under(cls, args: list[str], r: Results, sup_label: str, keep: bool):
+    """One supervisor running one flood child; yields once the child runs."""
+    sup = cls([Prog("flood", FLOOD, args + ["--then-sleep"], 21000, restart=False)])
+    try:
+        sup.launch()
+        # The child and the pump keep both cores busy; at normal priority
+        # this poller would see the child start (t0) late, by up to tens
+        # of ms. Raised only after launch, so no supervisor inherits it.
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
+        daemon = wait_for(sup.daemon_pid, 30, "daemon pid", 0.001)
+        wait_for(lambda: any(cmdline(c)[:1] == [str(FLOOD)] for c in children(daemon)), 30,
+                 "flood child", 0.0005)
+        yield sup
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+        report_leftovers(r, sup_label, sup.teardown(keep))
+
+
+def wrote_line(sup):
+    """A poll for the child's `wrote N lines in X ms` (its write time, ms).
+
+    The files grow to ~100 MB and the child's stderr line may be ingested
+    before its last stdout lines, so it is not always at the end: each file
+    (by inode, it may be rotated) is read once, from where the previous poll
+    stopped.
+    """
+    seen_upto: dict[int, int] = {}
+
+    def poll():
+        for path in sup.all_logs("flood"):
+            try:
+                with open(path, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    # A rotated-away file's inode may be reused by a new
+                    # one: a file shorter than our offset is new.
+                    start = seen_upto.get(st.st_ino, 0)
+                    f.seek(0 if start > st.st_size else max(0, start - 256))
+                    raw = f.read()
+                    seen_upto[st.st_ino] = f.tell()
+            except FileNotFoundError:
+                continue
+            if m := WROTE_RE.search(raw):
+                return float(m.group(2))
+        return None
+
+    return poll
+
+
 def scenario_flood(cls, p: Params, r: Results, sup_label: str, keep: bool):
     L = p.flood_lines
-    last = f"line {L:07d} ".encode()
+    base = ["--lines", str(L), "--bytes", "100"]
+    # The constant child: its write time measures the supervisor.
     const_writes = []
     for _ in range(max(p.reps_flood, 3)):
-        prog = Prog("flood", FLOOD, ["--lines", str(L), "--bytes", "100", "--constant", "--then-sleep"], 21000,
-                    restart=False)
-        sup = cls([prog])
-        try:
-            sup.launch()
-            os.setpriority(os.PRIO_PROCESS, 0, -10)
-            daemon = wait_for(sup.daemon_pid, 30, "daemon pid", 0.001)
-            wait_for(lambda: any(cmdline(c)[:1] == [str(FLOOD)] for c in children(daemon)), 30,
-                     "flood child", 0.0005)
-
-            # The files grow to ~100 MB and the child's stderr line may be
-            # ingested before the last stdout lines, so it is not always at
-            # the end: each file (by inode, it may be rotated) is scanned
-            # once, from where the previous poll stopped.
-            seen_upto: dict[int, int] = {}
-
-            def wrote_const():
-                for path in sup.all_logs("flood"):
-                    try:
-                        with open(path, "rb") as f:
-                            st = os.fstat(f.fileno())
-                            ino = st.st_ino
-                            # A rotated-away file's inode may be reused by a
-                            # new one: a file shorter than our offset is new.
-                            start = seen_upto.get(ino, 0)
-                            f.seek(0 if start > st.st_size else max(0, start - 256))
-                            raw = f.read()
-                            seen_upto[ino] = f.tell()
-                    except FileNotFoundError:
-                        continue
-                    if m := WROTE_RE.search(raw):
-                        return float(m.group(2))
-                return None
-
-            const_writes.append(wait_for(wrote_const, 120, "child's 'wrote' line", 0.05))
+        with flood_under(cls, base + ["--constant"], r, sup_label, keep) as sup:
+            const_writes.append(wait_for(wrote_line(sup), 120, "child's 'wrote' line", 0.05))
             sup.finish_launch()
-        finally:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-            report_leftovers(r, sup_label, sup.teardown(keep))
     r.put("(6) flood: child write time", sup_label, series(const_writes, "ms"))
 
+    # The numbered child: every line on disk, in order, once.
+    last = f"line {L:07d} ".encode()
     writes, disks, lost, dropped = [], [], [], []
     for _ in range(p.reps_flood):
-        prog = Prog("flood", FLOOD, ["--lines", str(L), "--bytes", "100", "--then-sleep"], 21000, restart=False)
-        sup = cls([prog])
-        try:
-            sup.launch()
-            # The child and the pump keep both cores busy; at normal priority
-            # this poller would see the child start (t0) late, by up to tens
-            # of ms. Raised only after launch, so no supervisor inherits it.
-            os.setpriority(os.PRIO_PROCESS, 0, -10)
-            daemon = wait_for(sup.daemon_pid, 30, "daemon pid", 0.001)
-            wait_for(lambda: any(cmdline(c)[:1] == [str(FLOOD)] for c in children(daemon)), 30,
-                     "flood child", 0.0005)
+        with flood_under(cls, base, r, sup_label, keep) as sup:
             t0 = time.perf_counter()
             logs = sup.stdout_logs("flood")
 
@@ -801,15 +808,7 @@ def scenario_flood(cls, p: Params, r: Results, sup_label: str, keep: bool):
 
             wait_for(done, 300, "last line on disk", 0.002)
             disks.append(time.perf_counter() - t0)
-
-            def wrote():
-                for path in sup.all_logs("flood"):
-                    raw = read(path, "rb")
-                    if raw and (m := WROTE_RE.search(raw)):
-                        return float(m.group(2))
-                return None
-
-            writes.append(wait_for(wrote, 60, "child's 'wrote' line", 0.05))
+            writes.append(wait_for(wrote_line(sup), 60, "child's 'wrote' line", 0.05))
             sup.finish_launch()
             seen: set[int] = set()
             for path in sup.stdout_logs("flood"):
@@ -819,9 +818,6 @@ def scenario_flood(cls, p: Params, r: Results, sup_label: str, keep: bool):
             first = min(seen)
             lost.append((L - first + 1) - len({n for n in seen if first <= n <= L}))
             dropped.append(first - 1)
-        finally:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-            report_leftovers(r, sup_label, sup.teardown(keep))
     r.put("(6) flood numbered: child write time", sup_label, series(writes, "ms"))
     r.put("(6) flood numbered: all lines on disk", sup_label, series(disks, "ms", 1000))
     r.put("(6) flood numbered: lines lost", sup_label, f"{max(lost)} (max over {len(lost)})")

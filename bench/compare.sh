@@ -4,6 +4,7 @@
 # missing, builds the release binaries, then runs bench/compare.py, which
 # prints one Markdown table and writes it to bench/.cache/latest.md.
 # Usage: bench/compare.sh [--quick] [--only xy,supervisord,pm2] [--scenarios ...] [--keep]
+#   env: XYBENCH_NO_BUILD=1 uses the release xyd/xyctl already built (no cargo build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=bench/.cache

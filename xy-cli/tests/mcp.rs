@@ -92,12 +92,7 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
         );
 
         // The control tools are offered, naming only the server that allows them.
-        let tools: Vec<&str> = seen["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let tools = tool_names(&seen["tools"]);
         assert_eq!(
             tools,
             [
@@ -237,12 +232,7 @@ fn without_allow_restart_no_control_tools_are_listed() {
     line.clear();
     stdout.read_line(&mut line).unwrap();
     let v: Value = serde_json::from_str(&line).unwrap();
-    let names: Vec<&str> = v["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&v["result"]["tools"]);
     assert_eq!(
         names,
         [
@@ -374,4 +364,14 @@ fn clients_apply_with_xy_adds_xyctl_mcp_and_undo_restores() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&empty).unwrap()).unwrap();
     assert_eq!(v["mcpServers"]["xy"]["command"], xyctl.as_str());
     assert_eq!(v["mcpServers"]["xy"]["args"], json!(["mcp"]));
+}
+
+/// The names of a `tools/list` result's tools, in order.
+fn tool_names(tools: &Value) -> Vec<&str> {
+    tools
+        .as_array()
+        .expect("tools is an array")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a tool has a name"))
+        .collect()
 }

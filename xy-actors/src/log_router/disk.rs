@@ -140,46 +140,6 @@ impl DiskQueue {
         }
     }
 
-    /// Writes queued batches until none is left (then returns `false`: the
-    /// queue leaves the writers) or `budget` bytes are written and more are
-    /// queued (`true`: it stays with them for another turn).
-    pub(crate) fn drain_turn(&self, budget: usize) -> bool {
-        let mut log = lock(&self.log);
-        let mut done = 0usize;
-        loop {
-            let job = {
-                let mut q = lock(&self.queue);
-                match q.jobs.pop_front() {
-                    Some(job) => job,
-                    None => {
-                        q.draining = false;
-                        return false;
-                    }
-                }
-            };
-            log.write(&job);
-            done = done.saturating_add(job.len());
-            self.pending.fetch_sub(job.len(), Ordering::AcqRel);
-            self.written.fetch_add(1, Ordering::AcqRel);
-            if self.stalled.swap(false, Ordering::AcqRel) {
-                tracing::info!(server = %log.name, path = %log.path.display(), "log file writes moving again");
-            }
-            self.room.notify_waiters();
-            let mut q = lock(&self.queue);
-            if q.spare.len() < 2 {
-                let busy = !q.jobs.is_empty();
-                q.spare.push(recycle(job, busy));
-            }
-            if done >= budget {
-                if q.jobs.is_empty() {
-                    q.draining = false;
-                    return false;
-                }
-                return true;
-            }
-        }
-    }
-
     /// Nothing queued or being written.
     #[cfg(test)]
     pub(crate) fn idle(&self) -> bool {
@@ -369,8 +329,42 @@ fn same_file(w: &RotatingWriter, path: &Path) -> bool {
     }
 }
 
+/// The writers' side of the queue: one turn of writes (see [`Drain`]).
 impl Drain for DiskQueue {
     fn drain_turn(&self, budget: usize) -> bool {
-        DiskQueue::drain_turn(self, budget)
+        let mut log = lock(&self.log);
+        let mut done = 0usize;
+        loop {
+            let job = {
+                let mut q = lock(&self.queue);
+                match q.jobs.pop_front() {
+                    Some(job) => job,
+                    None => {
+                        q.draining = false;
+                        return false;
+                    }
+                }
+            };
+            log.write(&job);
+            done = done.saturating_add(job.len());
+            self.pending.fetch_sub(job.len(), Ordering::AcqRel);
+            self.written.fetch_add(1, Ordering::AcqRel);
+            if self.stalled.swap(false, Ordering::AcqRel) {
+                tracing::info!(server = %log.name, path = %log.path.display(), "log file writes moving again");
+            }
+            self.room.notify_waiters();
+            let mut q = lock(&self.queue);
+            if q.spare.len() < 2 {
+                let busy = !q.jobs.is_empty();
+                q.spare.push(recycle(job, busy));
+            }
+            if done >= budget {
+                if q.jobs.is_empty() {
+                    q.draining = false;
+                    return false;
+                }
+                return true;
+            }
+        }
     }
 }
