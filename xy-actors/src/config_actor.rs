@@ -1,8 +1,9 @@
 //! The ConfigActor: holds the current [`ConfigSet`] and computes `reload`
 //! diffs (added / removed / changed by `content_hash` / unchanged).
 //!
-//! Supervised by the RootSupervisor; on failure the root respawns it with the
-//! configs it keeps per server. It owns no OS resources.
+//! It is the one holder of the applied set: the root forwards each reload
+//! step to it, and on failure rebuilds it from the configs the ServerActors
+//! run with. It owns no OS resources.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use xy_core::config::{ConfigSet, ServerConfig};
@@ -48,6 +49,17 @@ pub(crate) enum ConfigMsg {
     Diff(Box<ConfigSet>, RpcReplyPort<(Box<ConfigSet>, ConfigDiff)>),
     /// Makes `set` current.
     Replace(Box<ConfigSet>, RpcReplyPort<()>),
+    /// One server's config (`None`: not configured).
+    Get(String, RpcReplyPort<Option<ServerConfig>>),
+    /// Sets one server's config (a reload step as it is applied).
+    Put(Box<ServerConfig>),
+    /// Forgets one server (removed by a reload).
+    Remove(String),
+    /// A config that reached a rebuilt ConfigActor late: kept unless the
+    /// name already has one (a reload since then is newer).
+    Adopt(Box<ServerConfig>),
+    /// Fault injection: panic in the handler.
+    InjectPanic,
 }
 
 /// See the module docs.
@@ -89,6 +101,21 @@ impl Actor for ConfigActor {
                     let _ = reply.send(());
                 }
             }
+            ConfigMsg::Get(name, reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(set.servers.get(&name).cloned());
+                }
+            }
+            ConfigMsg::Put(cfg) => {
+                set.servers.insert(cfg.name.clone(), *cfg);
+            }
+            ConfigMsg::Remove(name) => {
+                set.servers.remove(&name);
+            }
+            ConfigMsg::Adopt(cfg) => {
+                set.servers.entry(cfg.name.clone()).or_insert(*cfg);
+            }
+            ConfigMsg::InjectPanic => panic!("injected panic in the ConfigActor"),
         }
         Ok(())
     }

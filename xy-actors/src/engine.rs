@@ -32,7 +32,7 @@ use crate::logs::LogSubscription;
 use crate::os::resources::Sampler;
 use crate::server::process::{ChildSpawner, RealSpawner};
 use crate::server::{ServerMsg, StartOutcome, StopOutcome};
-use crate::supervisor::{Refs, RootArgs, RootMsg, RootSupervisor, ServerRef};
+use crate::supervisor::{Owners, Refs, RootArgs, RootMsg, RootSupervisor, ServerRef};
 
 /// Cloneable handle over the running actor tree.
 #[derive(Clone)]
@@ -142,25 +142,32 @@ impl Engine {
         .await
     }
 
+    /// The ConfigActor and LogRouterActor, current.
+    async fn owners(&self) -> Result<Owners, EngineError> {
+        ask(
+            &self.inner.root,
+            "root supervisor",
+            QUERY_TIMEOUT,
+            RootMsg::Owners,
+        )
+        .await
+    }
+
     /// The servers `target` names, or every server; unknown names fail
-    /// before anything is done.
-    fn select(refs: &Refs, target: &TargetParams) -> Result<Vec<ServerRef>, EngineError> {
+    /// before anything is done. Only the named refs are fetched.
+    async fn select(&self, target: &TargetParams) -> Result<Vec<ServerRef>, EngineError> {
         if target.all {
-            return Ok(refs.servers.clone());
+            return Ok(self.refs().await?.servers);
         }
         let names = target.requested_names();
-        let unknown: Vec<String> = names
-            .iter()
-            .filter(|n| !refs.servers.iter().any(|s| &s.name == *n))
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            return Err(EngineError::ServerNotFound(unknown));
+        if names.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(names
-            .iter()
-            .filter_map(|n| refs.servers.iter().find(|s| &s.name == n).cloned())
-            .collect())
+        ask(&self.inner.root, "server lookup", QUERY_TIMEOUT, |tx| {
+            RootMsg::Lookup(names, tx)
+        })
+        .await?
+        .map_err(EngineError::ServerNotFound)
     }
 
     async fn snapshots(&self, targets: Vec<ServerRef>) -> Result<Vec<StatusResult>, EngineError> {
@@ -190,8 +197,7 @@ impl Engine {
 
     /// One server in detail.
     pub async fn status(&self, name: &str) -> Result<StatusResult, EngineError> {
-        let refs = self.refs().await?;
-        let target = Engine::select(&refs, &TargetParams::one(name))?;
+        let target = self.select(&TargetParams::one(name)).await?;
         let mut status = self
             .snapshots(target)
             .await?
@@ -207,8 +213,7 @@ impl Engine {
         &self,
         name: &str,
     ) -> Result<xy_core::protocol::mcp::ToolsResult, EngineError> {
-        let refs = self.refs().await?;
-        let target = Engine::select(&refs, &TargetParams::one(name))?;
+        let target = self.select(&TargetParams::one(name)).await?;
         let all = for_each(target, |s| async move {
             ask(
                 &s.actor,
@@ -227,8 +232,7 @@ impl Engine {
 
     /// Starts servers; returns once each is spawned or failed to spawn.
     pub async fn start_servers(&self, target: &TargetParams) -> Result<StartResult, EngineError> {
-        let refs = self.refs().await?;
-        let targets = Engine::select(&refs, target)?;
+        let targets = self.select(target).await?;
         let outcomes = for_each(targets, |s| async move { start_one(&s).await }).await?;
         let mut result = StartResult::default();
         let mut failures = Vec::new();
@@ -253,8 +257,7 @@ impl Engine {
 
     /// Stops servers; returns once each process group is gone.
     pub async fn stop_servers(&self, target: &TargetParams) -> Result<StopResult, EngineError> {
-        let refs = self.refs().await?;
-        let targets = Engine::select(&refs, target)?;
+        let targets = self.select(target).await?;
         let outcomes = for_each(targets, |s| async move { stop_one(&s).await }).await?;
         let mut result = StopResult::default();
         for (name, outcome) in outcomes {
@@ -271,8 +274,7 @@ impl Engine {
         &self,
         target: &TargetParams,
     ) -> Result<RestartResult, EngineError> {
-        let refs = self.refs().await?;
-        let targets = Engine::select(&refs, target)?;
+        let targets = self.select(target).await?;
         let outcomes = for_each(targets, |s| async move {
             // Counted first, so the `running` that follows shows it.
             s.actor.cast(ServerMsg::RestartRequested).map_err(|_| {
@@ -304,9 +306,9 @@ impl Engine {
 
     /// Number of configured servers.
     pub async fn server_count(&self) -> Result<usize, EngineError> {
-        let refs = self.refs().await?;
+        let owners = self.owners().await?;
         ask(
-            &refs.config,
+            &owners.config,
             "config count",
             QUERY_TIMEOUT,
             ConfigMsg::Count,
@@ -321,8 +323,9 @@ impl Engine {
         &self,
         names: &[String],
     ) -> Result<crate::events::EventSubscription, EngineError> {
-        let refs = self.refs().await?;
-        let wanted: Vec<String> = Engine::select(&refs, &TargetParams::many(names.to_vec()))?
+        let wanted: Vec<String> = self
+            .select(&TargetParams::many(names.to_vec()))
+            .await?
             .into_iter()
             .map(|s| s.name)
             .collect();
@@ -337,12 +340,14 @@ impl Engine {
         tail: Option<usize>,
         follow: bool,
     ) -> Result<LogSubscription, EngineError> {
-        let refs = self.refs().await?;
-        let wanted: Vec<String> = Engine::select(&refs, &TargetParams::many(names.to_vec()))?
+        let wanted: Vec<String> = self
+            .select(&TargetParams::many(names.to_vec()))
+            .await?
             .into_iter()
             .map(|s| s.name)
             .collect();
-        let (backlog, receivers) = ask(&refs.router, "log subscribe", QUERY_TIMEOUT, |reply| {
+        let owners = self.owners().await?;
+        let (backlog, receivers) = ask(&owners.router, "log subscribe", QUERY_TIMEOUT, |reply| {
             LogRouterMsg::Subscribe {
                 names: wanted,
                 tail,
@@ -359,13 +364,32 @@ impl Engine {
     /// exposes it only in debug builds.
     #[doc(hidden)]
     pub async fn inject_panic(&self, name: &str) -> Result<(), EngineError> {
-        let refs = self.refs().await?;
-        let target = Engine::select(&refs, &TargetParams::one(name))?;
+        let target = self.select(&TargetParams::one(name)).await?;
         for s in target {
             s.actor
                 .cast(ServerMsg::InjectPanic)
                 .map_err(|e| internal("inject panic", e))?;
         }
         Ok(())
+    }
+
+    /// Fault injection for tests: makes the ConfigActor panic.
+    #[doc(hidden)]
+    pub async fn inject_config_panic(&self) -> Result<(), EngineError> {
+        let owners = self.owners().await?;
+        owners
+            .config
+            .cast(ConfigMsg::InjectPanic)
+            .map_err(|e| internal("inject panic", e))
+    }
+
+    /// Fault injection for tests: makes the LogRouterActor panic.
+    #[doc(hidden)]
+    pub async fn inject_log_router_panic(&self) -> Result<(), EngineError> {
+        let owners = self.owners().await?;
+        owners
+            .router
+            .cast(LogRouterMsg::InjectPanic)
+            .map_err(|e| internal("inject panic", e))
     }
 }

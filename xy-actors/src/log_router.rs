@@ -3,7 +3,8 @@
 //! hand to the ServerActor, and serves `logs` subscriptions.
 //!
 //! Supervised by the RootSupervisor. On failure the root respawns it with the
-//! sinks it keeps a copy of, so no buffered line and no follower is lost.
+//! sinks it asks the ServerActors for (each holds the one it writes to), so
+//! no buffered line and no follower is lost.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::collections::BTreeMap;
@@ -31,6 +32,11 @@ pub(crate) enum LogRouterMsg {
     CreateSink(String, RpcReplyPort<SharedSink>),
     /// Closes the sink of a removed server: its followers end.
     RemoveSink(String),
+    /// A sink that reached a restored router late: kept unless the name
+    /// already has one.
+    AdoptSink(String, SharedSink),
+    /// Fault injection: panic in the handler.
+    InjectPanic,
     /// Tail and (if `follow`) live receivers of `names` (empty: all);
     /// `Err(unknown names)` if any name has no sink.
     Subscribe {
@@ -90,6 +96,10 @@ impl Actor for LogRouterActor {
                     lock(&sink).close();
                 }
             }
+            LogRouterMsg::AdoptSink(name, sink) => {
+                state.sinks.entry(name).or_insert(sink);
+            }
+            LogRouterMsg::InjectPanic => panic!("injected panic in the LogRouterActor"),
             LogRouterMsg::Subscribe {
                 names,
                 tail,

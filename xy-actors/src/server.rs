@@ -63,6 +63,8 @@ pub(crate) struct ServerSnapshot {
     pub(crate) health: Health,
     pub(crate) tool_count: Option<u32>,
     pub(crate) agent_allow_restart: bool,
+    /// The stop grace the engine's stop waits are bounded by.
+    pub(crate) grace: Duration,
 }
 
 impl ServerSnapshot {
@@ -80,6 +82,7 @@ impl ServerSnapshot {
             health: Health::default(),
             tool_count: None,
             agent_allow_restart: config.agent.allow_restart,
+            grace: config.stop.grace,
         }
     }
 
@@ -157,6 +160,11 @@ pub(crate) enum ServerMsg {
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// Replace the config (reload); takes effect at the next spawn.
     SetConfig(Box<ServerConfig>),
+    /// The config this server runs with (to rebuild a failed ConfigActor).
+    Config(RpcReplyPort<ServerConfig>),
+    /// The log sink this server writes to (to rebuild a failed
+    /// LogRouterActor).
+    Sink(RpcReplyPort<SharedSink>),
     /// From the waiter task of spawn number `run`.
     Child {
         /// Spawn number, to ignore reports about an earlier child.
@@ -458,6 +466,16 @@ impl Actor for ServerActor {
             ServerMsg::SetConfig(config) => {
                 st.config = *config;
                 st.ensure_bridge(&myself).await;
+            }
+            ServerMsg::Config(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(st.config.clone());
+                }
+            }
+            ServerMsg::Sink(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(st.sink.clone());
+                }
             }
             ServerMsg::Child { run, event } if run == st.run => match event {
                 ChildEvent::PortHeld(holder) => {
@@ -888,7 +906,8 @@ impl ServerActorState {
                 && s.last_exit == self.last_exit
                 && s.health == *health
                 && s.tool_count == self.mcp.tool_count()
-                && s.agent_allow_restart == self.config.agent.allow_restart;
+                && s.agent_allow_restart == self.config.agent.allow_restart
+                && s.grace == self.config.stop.grace;
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -902,6 +921,7 @@ impl ServerActorState {
                     health: health.clone(),
                     tool_count: self.mcp.tool_count(),
                     agent_allow_restart: self.config.agent.allow_restart,
+                    grace: self.config.stop.grace,
                 };
             }
             !same

@@ -1,14 +1,15 @@
 //! The RootSupervisor: spawned unnamed by [`crate::Engine::start`], linked to
 //! the ConfigActor, the LogRouterActor and one ServerActor per server. It is
-//! the registry the engine asks for current actor refs, and it restarts a
-//! failed child: a panicked ServerActor comes back with its desired state
-//! (its old process group SIGKILLed first), other servers undisturbed.
+//! a registry of actor refs (plus what only it can know: each server's
+//! reported desired state and pgid, and its `list` snapshot receiver) and it
+//! restores a failed child by asking the surviving owners (`restore.rs`).
 //!
-//! It never waits on a server inside a handler; the engine does the waiting.
+//! It never waits on a server inside a handler beyond a short bound.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
@@ -23,14 +24,17 @@ use crate::log_router::{LogRouterActor, LogRouterArgs, LogRouterMsg};
 use crate::server::process::ChildSpawner;
 use crate::server::{Reporter, ServerActor, ServerArgs, ServerMsg, ServerSnapshot};
 
-/// Bound on the root's own short calls to its children (sink creation).
-const CHILD_CALL_MS: u64 = 5_000;
+mod restore;
 
-/// One server as the root knows it.
+/// Bound on the root's own short calls to its children (sink creation, the
+/// questions asked when restoring a failed child).
+const CHILD_CALL: Duration = Duration::from_secs(5);
+
+/// One server as the root knows it: its actor and the supervision facts only
+/// the root can keep across that actor's death. Its config is the
+/// ConfigActor's, its sink the LogRouterActor's (and the ServerActor's).
 struct Entry {
     actor: ActorRef<ServerMsg>,
-    config: ServerConfig,
-    sink: SharedSink,
     /// Reported by the ServerActor: restore "running" after a panic.
     desired: bool,
     /// Reported by the ServerActor: the live process group, if any.
@@ -46,31 +50,48 @@ struct Entry {
 pub(crate) struct ServerRef {
     pub(crate) name: String,
     pub(crate) actor: ActorRef<ServerMsg>,
-    pub(crate) grace: std::time::Duration,
+    pub(crate) grace: Duration,
 }
 
-/// The current children, for the engine.
+/// The ConfigActor and every server, for the engine's operations on all
+/// of them (reload, shutdown, `--all`).
 #[derive(Clone)]
 pub(crate) struct Refs {
     pub(crate) config: ActorRef<ConfigMsg>,
-    pub(crate) router: ActorRef<LogRouterMsg>,
     /// Sorted by name.
     pub(crate) servers: Vec<ServerRef>,
 }
 
+/// The ConfigActor and the LogRouterActor, current.
+#[derive(Clone)]
+pub(crate) struct Owners {
+    pub(crate) config: ActorRef<ConfigMsg>,
+    pub(crate) router: ActorRef<LogRouterMsg>,
+}
+
 /// Messages of the RootSupervisor.
 pub(crate) enum RootMsg {
-    /// Current actor refs.
+    /// Current actor refs, every server's.
     Refs(RpcReplyPort<Refs>),
+    /// The ConfigActor and LogRouterActor only.
+    Owners(RpcReplyPort<Owners>),
+    /// The refs of the named servers, in the order asked;
+    /// `Err(unknown names)` if any is not configured.
+    Lookup(
+        Vec<String>,
+        RpcReplyPort<Result<Vec<ServerRef>, Vec<String>>>,
+    ),
     /// Every server's `list` row, sorted by name, read from the snapshots
     /// the ServerActors publish (no message to them).
     List(RpcReplyPort<Vec<ListEntry>>),
-    /// Adds a server (not started); replies with its actor.
+    /// Adds a server (not started); replies with its actor. The ConfigActor
+    /// learns the config in the same step.
     AddServer(Box<ServerConfig>, RpcReplyPort<ActorRef<ServerMsg>>),
-    /// Stops a server's actor, closes its log sink and forgets it. The
-    /// engine stops its process first.
+    /// Stops a server's actor, closes its log sink and forgets it (the
+    /// ConfigActor too). The engine stops its process first.
     RemoveServer(String, RpcReplyPort<()>),
-    /// Replaces a server's config (forwarded to its actor).
+    /// Replaces a server's config: forwarded to its actor and the
+    /// ConfigActor, so a restore in mid-reload finds the config in place.
     UpdateConfig(Box<ServerConfig>, RpcReplyPort<()>),
     /// From a ServerActor: what to restore if it dies.
     Report {
@@ -100,8 +121,10 @@ pub(crate) struct RootState {
     config: ActorRef<ConfigMsg>,
     router: ActorRef<LogRouterMsg>,
     servers: BTreeMap<String, Entry>,
+    /// The config directory, for a rebuilt ConfigActor's set.
     dir: PathBuf,
     tools_dir: Option<PathBuf>,
+    /// The LogRouterActor's spawn arguments (its sinks are asked for).
     sink_settings: SinkSettings,
     spawner: Arc<dyn ChildSpawner>,
     /// Handed to every ServerActor (and its successors after a panic).
@@ -121,13 +144,22 @@ impl Actor for RootSupervisor {
         myself: ActorRef<RootMsg>,
         args: RootArgs,
     ) -> Result<RootState, ActorProcessingErr> {
+        let RootArgs {
+            configs,
+            sinks,
+            spawner,
+            tools_dir,
+            events,
+        } = args;
+        let servers: Vec<ServerConfig> = configs.servers.values().cloned().collect();
+        let dir = configs.dir.clone();
         let (config, _) =
-            Actor::spawn_linked(None, ConfigActor, args.configs.clone(), myself.get_cell()).await?;
+            Actor::spawn_linked(None, ConfigActor, configs, myself.get_cell()).await?;
         let (router, _) = Actor::spawn_linked(
             None,
             LogRouterActor,
             LogRouterArgs {
-                settings: args.sinks.clone(),
+                settings: sinks.clone(),
                 sinks: BTreeMap::new(),
             },
             myself.get_cell(),
@@ -137,16 +169,17 @@ impl Actor for RootSupervisor {
             config,
             router,
             servers: BTreeMap::new(),
-            dir: args.configs.dir.clone(),
-            sink_settings: args.sinks,
-            spawner: args.spawner,
-            tools_dir: args.tools_dir,
-            events: args.events,
+            dir,
+            sink_settings: sinks,
+            spawner,
+            tools_dir,
+            events,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
-        for cfg in args.configs.servers.into_values() {
-            state.add_server(&myself, cfg, false).await?;
+        for cfg in servers {
+            let sink = state.create_sink(&cfg.name).await?;
+            state.spawn_server(&myself, cfg, sink, false, None).await?;
         }
         Ok(state)
     }
@@ -177,6 +210,19 @@ impl Actor for RootSupervisor {
                     let _ = reply.send(state.refs());
                 }
             }
+            RootMsg::Owners(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(Owners {
+                        config: state.config.clone(),
+                        router: state.router.clone(),
+                    });
+                }
+            }
+            RootMsg::Lookup(names, reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(state.lookup(&names));
+                }
+            }
             RootMsg::List(reply) => {
                 if !reply.is_closed() {
                     let _ = reply.send(state.list());
@@ -184,8 +230,17 @@ impl Actor for RootSupervisor {
             }
             RootMsg::AddServer(cfg, reply) => {
                 let name = cfg.name.clone();
-                if !state.servers.contains_key(&name) {
-                    state.add_server(&myself, *cfg, false).await?;
+                let _ = state.config.cast(ConfigMsg::Put(cfg.clone()));
+                match state.servers.get(&name) {
+                    // Known to the tree but not to the ConfigActor (a restore
+                    // that could not ask this server): the new config is it.
+                    Some(e) => {
+                        let _ = e.actor.cast(ServerMsg::SetConfig(cfg));
+                    }
+                    None => {
+                        let sink = state.create_sink(&name).await?;
+                        state.spawn_server(&myself, *cfg, sink, false, None).await?;
+                    }
                 }
                 if let Some(e) = state.servers.get(&name)
                     && !reply.is_closed()
@@ -196,15 +251,16 @@ impl Actor for RootSupervisor {
             RootMsg::RemoveServer(name, reply) => {
                 if let Some(e) = state.servers.remove(&name) {
                     e.actor.stop(Some("removed".into()));
-                    let _ = state.router.cast(LogRouterMsg::RemoveSink(name));
                 }
+                let _ = state.config.cast(ConfigMsg::Remove(name.clone()));
+                let _ = state.router.cast(LogRouterMsg::RemoveSink(name));
                 if !reply.is_closed() {
                     let _ = reply.send(());
                 }
             }
             RootMsg::UpdateConfig(cfg, reply) => {
-                if let Some(e) = state.servers.get_mut(&cfg.name) {
-                    e.config = (*cfg).clone();
+                if let Some(e) = state.servers.get(&cfg.name) {
+                    let _ = state.config.cast(ConfigMsg::Put(cfg.clone()));
                     let _ = e.actor.cast(ServerMsg::SetConfig(cfg));
                 }
                 if !reply.is_closed() {
@@ -243,25 +299,11 @@ impl Actor for RootSupervisor {
             SupervisionEvent::ActorFailed(cell, err) => {
                 let id = cell.get_id();
                 if id == state.config.get_id() {
-                    tracing::error!(error = %err, "ConfigActor failed; restarting it");
-                    let set = state.config_set();
-                    state.config = Actor::spawn_linked(None, ConfigActor, set, myself.get_cell())
-                        .await?
-                        .0;
+                    tracing::error!(error = %err, "ConfigActor failed; restoring it from the servers");
+                    state.restore_config(&myself).await?;
                 } else if id == state.router.get_id() {
-                    tracing::error!(error = %err, "LogRouterActor failed; restarting it");
-                    let args = LogRouterArgs {
-                        settings: state.sink_settings.clone(),
-                        sinks: state
-                            .servers
-                            .iter()
-                            .map(|(n, e)| (n.clone(), e.sink.clone()))
-                            .collect(),
-                    };
-                    state.router =
-                        Actor::spawn_linked(None, LogRouterActor, args, myself.get_cell())
-                            .await?
-                            .0;
+                    tracing::error!(error = %err, "LogRouterActor failed; restoring it from the servers");
+                    state.restore_router(&myself).await?;
                 } else if let Some(name) = state
                     .servers
                     .iter()
@@ -269,7 +311,7 @@ impl Actor for RootSupervisor {
                     .map(|(n, _)| n.clone())
                 {
                     state
-                        .respawn_server(&myself, &name, &err.to_string())
+                        .restore_server(&myself, &name, &err.to_string())
                         .await?;
                 }
             }
@@ -283,20 +325,38 @@ impl Actor for RootSupervisor {
 }
 
 impl RootState {
+    fn server_ref(name: &str, e: &Entry) -> ServerRef {
+        ServerRef {
+            name: name.to_owned(),
+            actor: e.actor.clone(),
+            grace: e.snapshot.borrow().grace,
+        }
+    }
+
     fn refs(&self) -> Refs {
         Refs {
             config: self.config.clone(),
-            router: self.router.clone(),
             servers: self
                 .servers
                 .iter()
-                .map(|(n, e)| ServerRef {
-                    name: n.clone(),
-                    actor: e.actor.clone(),
-                    grace: e.config.stop.grace,
-                })
+                .map(|(n, e)| RootState::server_ref(n, e))
                 .collect(),
         }
+    }
+
+    fn lookup(&self, names: &[String]) -> Result<Vec<ServerRef>, Vec<String>> {
+        let unknown: Vec<String> = names
+            .iter()
+            .filter(|n| !self.servers.contains_key(*n))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            return Err(unknown);
+        }
+        Ok(names
+            .iter()
+            .filter_map(|n| self.servers.get(n).map(|e| RootState::server_ref(n, e)))
+            .collect())
     }
 
     fn list(&self) -> Vec<ListEntry> {
@@ -306,88 +366,48 @@ impl RootState {
             .collect()
     }
 
-    fn config_set(&self) -> ConfigSet {
-        ConfigSet {
-            dir: self.dir.clone(),
-            servers: self
-                .servers
-                .iter()
-                .map(|(n, e)| (n.clone(), e.config.clone()))
-                .collect(),
-            warnings: Vec::new(),
-        }
+    /// The sink of `name` from the LogRouterActor (created if new).
+    async fn create_sink(&self, name: &str) -> Result<SharedSink, ActorProcessingErr> {
+        Ok(ractor::call_t!(
+            self.router,
+            LogRouterMsg::CreateSink,
+            xy_core::time::as_millis_u64(CHILD_CALL),
+            name.to_owned()
+        )?)
     }
 
-    async fn add_server(
+    /// Spawns a ServerActor for `cfg` writing to `sink`, and registers it.
+    async fn spawn_server(
         &mut self,
         myself: &ActorRef<RootMsg>,
         cfg: ServerConfig,
+        sink: SharedSink,
         autostart: bool,
+        prior_pgid: Option<i32>,
     ) -> Result<(), ActorProcessingErr> {
-        let sink = ractor::call_t!(
-            self.router,
-            LogRouterMsg::CreateSink,
-            CHILD_CALL_MS,
-            cfg.name.clone()
-        )?;
+        let name = cfg.name.clone();
         let (snapshot, snapshot_rx) = watch::channel(ServerSnapshot::initial(&cfg));
         let args = ServerArgs {
-            config: cfg.clone(),
-            sink: sink.clone(),
+            config: cfg,
+            sink,
             spawner: self.spawner.clone(),
             report: Some(reporter(myself)),
             autostart,
-            prior_pgid: None,
+            prior_pgid,
             snapshot,
             tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(
-            cfg.name.clone(),
+            name,
             Entry {
                 actor,
-                config: cfg,
-                sink,
                 desired: autostart,
-                pgid: None,
+                pgid: prior_pgid,
                 snapshot: snapshot_rx,
             },
         );
-        Ok(())
-    }
-
-    async fn respawn_server(
-        &mut self,
-        myself: &ActorRef<RootMsg>,
-        name: &str,
-        err: &str,
-    ) -> Result<(), ActorProcessingErr> {
-        let Some(e) = self.servers.get(name) else {
-            return Ok(());
-        };
-        tracing::error!(server = %name, error = %err, desired = e.desired, "ServerActor failed; restarting it");
-        if let Some(pgid) = e.pgid {
-            // Its state's guard already did this on drop; a second SIGKILL is harmless.
-            let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
-        }
-        let (snapshot, snapshot_rx) = watch::channel(ServerSnapshot::initial(&e.config));
-        let args = ServerArgs {
-            config: e.config.clone(),
-            sink: e.sink.clone(),
-            spawner: self.spawner.clone(),
-            report: Some(reporter(myself)),
-            autostart: e.desired,
-            prior_pgid: e.pgid,
-            snapshot,
-            tools_dir: self.tools_dir.clone(),
-            events: self.events.clone(),
-        };
-        let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
-        if let Some(e) = self.servers.get_mut(name) {
-            e.actor = actor;
-            e.snapshot = snapshot_rx;
-        }
         Ok(())
     }
 }

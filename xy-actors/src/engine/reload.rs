@@ -107,7 +107,9 @@ impl Engine {
         configs: &ConfigSet,
         applied: &mut Applied,
     ) -> Result<(), EngineError> {
-        let by_name = |n: &str| refs.servers.iter().find(|s| s.name == n).cloned();
+        let known: std::collections::HashMap<&str, &ServerRef> =
+            refs.servers.iter().map(|s| (s.name.as_str(), s)).collect();
+        let by_name = |n: &str| known.get(n).map(|s| (*s).clone());
         let root = &self.inner.root;
 
         // Phase 1: stop removed and changed servers.
