@@ -115,8 +115,46 @@ fn flood_args(constant: bool) -> Vec<String> {
     a
 }
 
+/// CPU time (ms) of this process's threads so far, summed by thread name
+/// (`/proc/self/task/*/schedstat`, ns on a CPU): where the pump's side of a
+/// run spends its time — the tokio workers (the pumps) and the log writers.
+fn thread_cpu() -> BTreeMap<String, f64> {
+    let mut by_name = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let ns: f64 = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0);
+        *by_name.entry(name.trim().to_owned()).or_insert(0.0) += ns / 1e6;
+    }
+    by_name
+}
+
+/// CPU ms of the pumps (tokio workers) and the log writers between two
+/// [`thread_cpu`] snapshots (a thread that ended in between is not counted).
+fn cpu_since(before: &BTreeMap<String, f64>) -> (f64, f64) {
+    let mut pumps = 0.0;
+    let mut writers = 0.0;
+    for (name, ms) in thread_cpu() {
+        let d = ms - before.get(&name).copied().unwrap_or(0.0);
+        if name.starts_with("tokio") {
+            pumps += d;
+        } else if name.starts_with("xyd-log") {
+            writers += d;
+        }
+    }
+    (pumps, writers)
+}
+
 struct Run {
     child_ms: f64,
+    /// CPU ms of the tokio workers (the pumps) and the log writers.
+    cpu: (f64, f64),
     /// From engine start until every line was in the log file.
     wall: Duration,
     /// The log file (kept for the loss check).
@@ -128,6 +166,7 @@ async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
     let mut opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
     // One file, so every line is easy to check (rotation is a rename per 10 MB).
     opts.rotate_bytes = 1 << 30;
+    let cpu0 = thread_cpu();
     let t0 = Instant::now();
     let engine = Engine::start(
         set(vec![server("flood", flood, &flood_args(constant))]),
@@ -154,6 +193,7 @@ async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let wall = t0.elapsed();
+    let cpu = cpu_since(&cpu0);
     engine.shutdown().await.unwrap();
     let log = std::fs::read_to_string(&path).unwrap();
     let child_ms = log
@@ -164,6 +204,7 @@ async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
     let log = if keep_log { log } else { String::new() };
     Run {
         child_ms,
+        cpu,
         wall,
         log,
     }
@@ -199,9 +240,16 @@ fn into_cat(flood: &Path, constant: bool) -> Run {
     assert_eq!(std::fs::metadata(&out).unwrap().len(), LINES * BYTES as u64);
     Run {
         child_ms,
+        cpu: (0.0, 0.0),
         wall,
         log: String::new(),
     }
+}
+
+/// Before each timed run: `sync`, so neither side pays for the writeback
+/// of the previous run's 100–130 MB file (its temp dir is already gone).
+fn settle() {
+    let _ = Command::new("sync").status();
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -256,17 +304,27 @@ fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant:
     );
     let (mut pump, mut cat, mut lost) = (Vec::new(), Vec::new(), 0);
     let mut wall = Vec::new();
+    let (mut pumps, mut writers) = (Vec::new(), Vec::new());
     for _ in 0..runs {
+        settle();
         let r = rt.block_on(under_pump(flood, constant, !constant));
         if !constant {
             lost = lost.max(lost_lines(&r.log));
         }
         pump.push(r.child_ms);
         wall.push(r.wall.as_secs_f64() * 1000.0);
+        pumps.push(r.cpu.0);
+        writers.push(r.cpu.1);
+        settle();
         cat.push(into_cat(flood, constant).child_ms);
     }
     println!("  (a) under xy's pump : child write time {}", spread(&pump));
     println!("      every line in the log file after {}", spread(&wall));
+    println!("      CPU of the tokio workers (pumps) {}", spread(&pumps));
+    println!(
+        "      CPU of the log writer threads    {}",
+        spread(&writers)
+    );
     println!("  (b) | cat > file    : child write time {}", spread(&cat));
     println!(
         "  ratio (a)/(b) of medians: {:.2}x (target <= 1.3x); load {} at end",
@@ -402,7 +460,10 @@ fn main() {
         .unwrap();
     if flag("--profile") {
         let r = rt.block_on(under_pump(&flood, true, false));
-        println!("profile run: child write time {:.1} ms", r.child_ms);
+        println!(
+            "profile run: child write time {:.1} ms; CPU: pumps {:.1} ms, log writers {:.1} ms",
+            r.child_ms, r.cpu.0, r.cpu.1
+        );
         return;
     }
     if want("throughput") {

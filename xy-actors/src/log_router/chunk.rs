@@ -47,6 +47,27 @@ impl Chunk {
         })
     }
 
+    /// The lines as [`Chunk::lines`], each with its `\n` when the read
+    /// buffer has it right after the text (`true`): the file's copy of a
+    /// line is then one copy of `text\n`, not two.
+    pub(crate) fn lines_nl<'a>(
+        &'a self,
+        data: &'a [u8],
+    ) -> impl Iterator<Item = (&'a [u8], bool)> + 'a {
+        self.spans.iter().map(move |s| {
+            let (start, end) = (s.start as usize, s.end as usize);
+            // Only the last piece of a line ends at its `\n`: a `\r` or a
+            // 64 KiB cut follows the others, and a rewritten line is in
+            // `fixed`.
+            if !s.fixed && data.get(end) == Some(&b'\n') {
+                (&data[start..=end], true)
+            } else {
+                let from = if s.fixed { &self.fixed[..] } else { data };
+                (&from[start..end], false)
+            }
+        })
+    }
+
     /// Rewrites every line that holds a secret into `fixed`, redacted
     /// (SPEC §16). One scan of the read in the common case of no match.
     pub(crate) fn redact(&mut self, data: &[u8], r: &super::redact::Redactor) {
@@ -84,7 +105,18 @@ impl Chunk {
         let valid = block.is_ascii() || std::str::from_utf8(block).is_ok();
         let mut start = 0;
         for nl in memchr::memchr_iter(b'\n', block) {
-            self.line(data, start, nl, valid);
+            // The common line (valid, short, no `\r`) is pushed right here:
+            // this loop runs once per line of a flood.
+            if valid && nl - start <= MAX_LINE && (nl == start || data[nl - 1] != b'\r') {
+                self.text += nl - start;
+                self.spans.push(Span {
+                    start: offset(start),
+                    end: offset(nl),
+                    fixed: false,
+                });
+            } else {
+                self.line(data, start, nl, valid);
+            }
             start = nl + 1;
         }
         let mut rest = &data[whole..];
@@ -236,6 +268,49 @@ pub(crate) mod tests {
         assert_eq!(got[1], "é");
         // The same line arriving in small reads.
         assert_eq!(flat(&line.chunks(777).collect::<Vec<_>>()), got);
+    }
+
+    /// The file's copy: `text\n` straight from the read where the read has
+    /// it, the text alone (the caller adds `\n`) for a `\r\n` line, a
+    /// 64 KiB piece, a lossy line and an unterminated last line.
+    #[test]
+    fn lines_with_their_newline() {
+        let mut data = b"plain\n\ncr\r\nbad \xff\n".to_vec();
+        data.extend_from_slice(&vec![b'x'; MAX_LINE + 3]);
+        data.extend_from_slice(b"\nend");
+        let mut chunk = Chunk::default();
+        assert_eq!(chunk.cut(&data, true), data.len());
+        let got: Vec<(String, bool)> = chunk
+            .lines_nl(&data)
+            .map(|(l, nl)| (String::from_utf8(l.to_vec()).unwrap(), nl))
+            .collect();
+        let x = |n| "x".repeat(n);
+        let want = [
+            ("plain\n".to_owned(), true),
+            ("\n".to_owned(), true),
+            ("cr".to_owned(), false),
+            ("bad \u{fffd}".to_owned(), false),
+            (x(MAX_LINE), false),
+            (x(3) + "\n", true),
+            ("end".to_owned(), false),
+        ];
+        assert_eq!(got, want);
+        // The same text as `lines`, but for the newline.
+        let plain: Vec<&[u8]> = chunk.lines(&data).collect();
+        for ((l, nl), p) in chunk.lines_nl(&data).zip(plain) {
+            assert_eq!(if nl { &l[..l.len() - 1] } else { l }, p);
+        }
+    }
+
+    /// A read that is all valid UTF-8 (not ASCII) takes the fast path; a
+    /// read with one bad line decodes only that line.
+    #[test]
+    fn valid_and_invalid_reads() {
+        assert_eq!(flat(&["é\nü\r\n".as_bytes()]), ["é", "ü"]);
+        assert_eq!(
+            flat(&[b"\xc3\xa9\n\xc3\n\xc3\xa9\n"]),
+            ["é", "\u{fffd}", "é"]
+        );
     }
 
     #[test]

@@ -94,10 +94,72 @@ impl Ring {
             self.grow(self.used + need);
         }
         let end = self.wrap(self.head + self.used);
-        self.write_at(end, &pack(stream, ts_ms, line.len()));
+        let header = pack(stream, ts_ms, line.len());
+        if end + HEADER <= self.buf.len() {
+            // The common case, a fixed-size store: no call per line.
+            self.buf[end..end + HEADER].copy_from_slice(&header);
+        } else {
+            self.write_at(end, &header);
+        }
         self.write_at(self.wrap(end + HEADER), line);
         self.used += need;
         self.lines += 1;
+    }
+
+    /// Appends the lines of one read, as [`Ring::push`] would one by one,
+    /// with one eviction pass and, when the records do not wrap, one
+    /// run of stores: a flood's reads cost a copy per line and little
+    /// else. `count` and `text` are the lines' number and bytes.
+    ///
+    /// A read bigger than the whole budget goes line by line. Only a line
+    /// over [`MAX_LEN`] (a redacted one grown past 256 KiB) is cut short,
+    /// after the eviction counted it whole.
+    pub(crate) fn push_batch<'a>(
+        &mut self,
+        stream: LogStream,
+        ts_ms: u64,
+        count: usize,
+        text: usize,
+        lines: impl Iterator<Item = &'a [u8]>,
+    ) {
+        if count == 0 {
+            return;
+        }
+        let need = count * HEADER + text;
+        if need > self.cap {
+            for line in lines {
+                self.push(stream, ts_ms, line);
+            }
+            return;
+        }
+        while self.lines > 0 && self.used + need > self.cap {
+            self.pop_front();
+        }
+        if self.used + need > self.buf.len() {
+            self.grow(self.used + need);
+        }
+        let mut end = self.wrap(self.head + self.used);
+        let mut written = 0;
+        if end + need <= self.buf.len() {
+            let dst = &mut self.buf[end..end + need];
+            for line in lines {
+                let line = &line[..line.len().min(MAX_LEN)];
+                dst[written..written + HEADER].copy_from_slice(&pack(stream, ts_ms, line.len()));
+                written += HEADER;
+                dst[written..written + line.len()].copy_from_slice(line);
+                written += line.len();
+            }
+        } else {
+            for line in lines {
+                let line = &line[..line.len().min(MAX_LEN)];
+                self.write_at(end, &pack(stream, ts_ms, line.len()));
+                self.write_at(self.wrap(end + HEADER), line);
+                written += HEADER + line.len();
+                end = self.wrap(end + HEADER + line.len());
+            }
+        }
+        self.used += written;
+        self.lines += count;
     }
 
     fn pop_front(&mut self) {
@@ -148,6 +210,9 @@ impl Ring {
     }
 
     fn header_at(&self, at: usize) -> [u8; HEADER] {
+        if let Some(Ok(h)) = self.buf.get(at..at + HEADER).map(<[u8; HEADER]>::try_from) {
+            return h;
+        }
         let mut h = [0u8; HEADER];
         let (a, b) = self.slices(at, HEADER);
         h[..a.len()].copy_from_slice(a);
@@ -316,6 +381,48 @@ mod tests {
         );
         assert!(r.allocated() <= cap && r.used() <= cap);
         assert_eq!(r.tail(Some(1))[0].line.len(), 3 * 64 * 1024);
+    }
+
+    /// A read pushed at once leaves the ring as the same lines pushed one
+    /// by one would: records straddling the physical end, a batch over the
+    /// whole budget, empty lines, a budget too small for one line.
+    #[test]
+    fn a_batch_is_the_same_as_its_lines_one_by_one() {
+        for cap in [1, 40, 97, 300, 4096] {
+            let mut one = Ring::new(Arc::from("a"), cap);
+            let mut batch = Ring::new(Arc::from("a"), cap);
+            for i in 0..400usize {
+                let lines: Vec<String> = (0..i % 9)
+                    .map(|j| "x".repeat((i * 7 + j * 13) % 31))
+                    .collect();
+                let stream = if i % 4 == 0 {
+                    LogStream::Stderr
+                } else {
+                    LogStream::Stdout
+                };
+                let ts = 1_764_480_000_000 + i as u64;
+                for l in &lines {
+                    one.push(stream, ts, l.as_bytes());
+                }
+                let text = lines.iter().map(String::len).sum();
+                batch.push_batch(
+                    stream,
+                    ts,
+                    lines.len(),
+                    text,
+                    lines.iter().map(|l| l.as_bytes()),
+                );
+                assert_eq!(batch.used(), one.used(), "cap {cap}, read {i}");
+                assert!(batch.allocated() <= cap.max(HEADER + 31));
+            }
+            let key = |r: &Ring| -> Vec<_> {
+                r.tail(None)
+                    .into_iter()
+                    .map(|l| (l.stream, l.ts, l.line))
+                    .collect()
+            };
+            assert_eq!(key(&batch), key(&one), "cap {cap}");
+        }
     }
 
     #[test]

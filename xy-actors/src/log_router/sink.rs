@@ -104,9 +104,13 @@ impl LogSink {
             return;
         }
         let ts_ms = ms_since_epoch(SystemTime::now());
-        for line in chunk.lines(data) {
-            self.ring.push(stream, ts_ms, line);
-        }
+        self.ring.push_batch(
+            stream,
+            ts_ms,
+            chunk.len(),
+            chunk.text_len(),
+            chunk.lines(data),
+        );
         self.broadcast(stream, ts_ms, chunk, data);
         if self.prefix.0 != ts_ms || self.prefix.1 != stream {
             let mut p = xy_core::time::rfc3339_ms(ms_to_time(ts_ms));
@@ -118,10 +122,12 @@ impl LogSink {
         let prefix = self.prefix.2.as_bytes();
         let mut buf = self.disk.buffer();
         buf.reserve(chunk.text_len() + chunk.len() * (prefix.len() + 1));
-        for line in chunk.lines(data) {
+        for (line, nl) in chunk.lines_nl(data) {
             buf.extend_from_slice(prefix);
             buf.extend_from_slice(line);
-            buf.push(b'\n');
+            if !nl {
+                buf.push(b'\n');
+            }
         }
         self.disk.write(buf);
     }
