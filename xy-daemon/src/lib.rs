@@ -90,7 +90,7 @@ pub async fn run(
     let serving = Serving {
         server: tokio::spawn(transport::serve(
             listener,
-            methods.into(),
+            methods,
             shutdown_rx.clone(),
             closing_rx,
         )),
@@ -218,7 +218,7 @@ where
         shutdown_tx,
         closing_rx.clone(),
     ));
-    let methods: jsonrpsee::Methods = rpc::module(ctx).into();
+    let methods = rpc::module(ctx);
     let permit = Arc::new(tokio::sync::Semaphore::new(1))
         .try_acquire_owned()
         .expect("a fresh semaphore has a permit");

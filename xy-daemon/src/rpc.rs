@@ -14,7 +14,7 @@ use xy_actors::{Engine, EngineError};
 use xy_core::paths::Paths;
 use xy_core::protocol::{BootPhase, BootProgress, ErrorCode, RpcError};
 
-use crate::transport::Conn;
+use crate::transport::{Conn, Handlers};
 
 mod config;
 mod daemon;
@@ -138,15 +138,18 @@ impl DaemonCtx {
     }
 }
 
-/// Builds the method table.
-pub(crate) fn module(ctx: Arc<DaemonCtx>) -> RpcModule<DaemonCtx> {
-    let mut m = RpcModule::from_arc(ctx);
+/// Builds the method table: jsonrpsee's, and the direct methods
+/// (`transport/direct.rs`; `list`).
+pub(crate) fn module(ctx: Arc<DaemonCtx>) -> Handlers {
+    let mut m = RpcModule::from_arc(Arc::clone(&ctx));
     servers::register(&mut m);
     config::register(&mut m);
     logs::register(&mut m);
     events::register(&mut m);
     daemon::register(&mut m);
-    m
+    let mut handlers = Handlers::from(jsonrpsee::Methods::from(m));
+    servers::register_direct(&mut handlers, &ctx);
+    handlers
 }
 
 /// Every error object the daemon sends goes through here.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jsonrpsee::{ConnectionId, Extensions, Methods};
+use jsonrpsee::{ConnectionId, Extensions};
 use serde_json::value::RawValue;
 use tokio::io::{
     AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
@@ -19,7 +19,10 @@ use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use xy_core::protocol::MAX_LINE_BYTES;
 
+pub(crate) mod direct;
 pub(crate) mod dispatch;
+
+pub(crate) use direct::Handlers;
 
 /// Open connections allowed at once; more are accepted and closed at once.
 pub(crate) const MAX_CONNECTIONS: usize = 256;
@@ -91,7 +94,7 @@ impl Conn {
 /// connections hold, so shutdown can wait for them.
 pub(crate) async fn serve(
     listener: UnixListener,
-    methods: Methods,
+    methods: Handlers,
     mut stop: watch::Receiver<bool>,
     closing: watch::Receiver<bool>,
 ) -> Arc<Semaphore> {
@@ -151,7 +154,7 @@ pub(crate) async fn connection<R, W>(
     id: usize,
     read: R,
     write: W,
-    methods: Methods,
+    methods: Handlers,
     closing: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
 ) where
@@ -197,9 +200,24 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     tracing::debug!(conn = id, "connection closed");
 }
 
+/// Writes `msg` and its newline. One vectored write, so a reply larger than
+/// the buffer (a `list` of 200 servers is ~65 KB) reaches the socket in one
+/// `writev` with its newline rather than as the body and then a 1-byte write,
+/// which would wake the client a second time before it has its line.
 async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &RawValue) -> io::Result<()> {
-    w.write_all(msg.get().as_bytes()).await?;
-    w.write_all(b"\n").await
+    let mut slices = [
+        io::IoSlice::new(msg.get().as_bytes()),
+        io::IoSlice::new(b"\n"),
+    ];
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        let n = w.write_vectored(bufs).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        io::IoSlice::advance_slices(&mut bufs, n);
+    }
+    Ok(())
 }
 
 /// Reads lines until EOF or shutdown; each request runs in its own task.
@@ -209,7 +227,7 @@ async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &RawValue)
 async fn read_loop<R: AsyncRead + Unpin>(
     read: R,
     conn: Arc<Conn>,
-    methods: Methods,
+    methods: Handlers,
     mut closing: watch::Receiver<bool>,
 ) {
     let mut reader = BufReader::with_capacity(16 * 1024, read);
@@ -273,7 +291,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
 /// client is gone.
 async fn answer(
     conn: &Conn,
-    methods: &Methods,
+    methods: &Handlers,
     ext: &Extensions,
     parsed: dispatch::Parsed,
 ) -> bool {

@@ -1,23 +1,33 @@
 //! `list`, `status`, `start`, `stop`, `restart` (and, in debug builds, the
 //! hidden `_debug_panic` fault injection): thin calls into the engine.
 
+use std::sync::Arc;
+
 use jsonrpsee::RpcModule;
 use jsonrpsee::types::{ErrorObjectOwned, Params};
 use xy_core::protocol::{NameParams, TargetParams, method};
 
 use super::{DaemonCtx, engine_error, invalid_params, no_params, parse};
+use crate::transport::Handlers;
+
+/// `list` writes its reply directly (one serialisation of the rows; see
+/// `transport/direct.rs`).
+pub(super) fn register_direct(h: &mut Handlers, ctx: &Arc<DaemonCtx>) {
+    let ctx = Arc::clone(ctx);
+    h.register_direct(method::LIST, move |params| {
+        let ctx = Arc::clone(&ctx);
+        async move {
+            no_params(&params)?;
+            ctx.engine()
+                .await?
+                .list()
+                .await
+                .map_err(|e| engine_error(&e))
+        }
+    });
+}
 
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
-    m.register_async_method(method::LIST, |params, ctx, _| async move {
-        no_params(&params)?;
-        ctx.engine()
-            .await?
-            .list()
-            .await
-            .map_err(|e| engine_error(&e))
-    })
-    .expect("method names are unique");
-
     m.register_async_method(method::STATUS, |params, ctx, _| async move {
         let p: NameParams = parse(&params)?;
         ctx.engine()

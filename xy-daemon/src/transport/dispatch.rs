@@ -1,5 +1,5 @@
 //! One line in, at most one line out: JSON-RPC 2.0 envelope checks, batches,
-//! notifications, and the call into the jsonrpsee [`Methods`] table. A line
+//! notifications, and the call into the [`Handlers`] table. A line
 //! is parsed once ([`parse_line`]); the transport decides from that parse
 //! whether the call may wait, and the method parses only its params. Knows
 //! nothing about sockets.
@@ -7,12 +7,12 @@
 use std::borrow::Cow;
 
 use jsonrpsee::types::{ErrorObject, ErrorObjectOwned, Id, Params};
-use jsonrpsee::{
-    ConnectionId, Extensions, MethodCallback, MethodResponse, MethodResponseNotifyTx, Methods,
-};
+use jsonrpsee::{ConnectionId, Extensions, MethodCallback, MethodResponse, MethodResponseNotifyTx};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use xy_core::protocol::{ErrorCode, MAX_LINE_BYTES, method};
+
+use super::direct::Handlers;
 
 /// What to write back for one line.
 #[derive(Debug)]
@@ -162,7 +162,7 @@ impl Parsed {
 /// Handles one parsed line. `None`: nothing to send (a blank line, a
 /// notification, a batch of notifications).
 pub(crate) async fn handle(
-    methods: &Methods,
+    methods: &Handlers,
     conn: ConnectionId,
     ext: &Extensions,
     parsed: Parsed,
@@ -170,15 +170,13 @@ pub(crate) async fn handle(
     match parsed {
         Parsed::Nothing => None,
         Parsed::Invalid(resp) => Some(Reply::single(resp)),
-        Parsed::Single(r) => handle_request(methods, conn, ext, r)
-            .await
-            .map(Reply::single),
+        Parsed::Single(r) => handle_request(methods, conn, ext, r).await,
         Parsed::Batch(items) => handle_batch(methods, conn, ext, items).await,
     }
 }
 
 async fn handle_batch(
-    methods: &Methods,
+    methods: &Handlers,
     conn: ConnectionId,
     ext: &Extensions,
     items: Vec<Result<Request, MethodResponse>>,
@@ -186,15 +184,13 @@ async fn handle_batch(
     let mut parts = Vec::with_capacity(items.len());
     let mut on_written = Vec::new();
     for item in items {
-        let resp = match item {
+        let reply = match item {
             Ok(r) => handle_request(methods, conn, ext, r).await,
-            Err(e) => Some(e),
+            Err(e) => Some(Reply::single(e)),
         };
-        if let Some(resp) = resp {
-            let success = resp.is_success();
-            let (json, notify, _) = resp.into_parts();
-            parts.push(json);
-            on_written.extend(notify.map(|n| (n, success)));
+        if let Some(reply) = reply {
+            parts.push(reply.json);
+            on_written.extend(reply.on_written);
         }
     }
     if parts.is_empty() {
@@ -259,23 +255,23 @@ fn parse_request(text: &str) -> Result<Request, MethodResponse> {
 }
 
 async fn handle_request(
-    methods: &Methods,
+    methods: &Handlers,
     conn: ConnectionId,
     ext: &Extensions,
     r: Request,
-) -> Option<MethodResponse> {
+) -> Option<Reply> {
     let id = r.id;
     if !r.jsonrpc {
-        return Some(invalid_request(
+        return Some(Reply::single(invalid_request(
             id.unwrap_or(Id::Null),
             "\"jsonrpc\" must be \"2.0\"",
-        ));
+        )));
     }
     let Some(method) = r.method else {
-        return Some(invalid_request(
+        return Some(Reply::single(invalid_request(
             id.unwrap_or(Id::Null),
             "\"method\" is missing",
-        ));
+        )));
     };
     let params = Params::new(r.params.as_deref().map(RawValue::get));
     let response = call(
@@ -292,14 +288,31 @@ async fn handle_request(
 }
 
 async fn call(
-    methods: &Methods,
+    methods: &Handlers,
+    conn: ConnectionId,
+    ext: &Extensions,
+    id: Id<'_>,
+    method: &str,
+    params: Params<'_>,
+) -> Reply {
+    if let Some(direct) = methods.direct(method) {
+        return Reply {
+            json: direct(id.into_owned(), params.into_owned()).await,
+            on_written: Vec::new(),
+        };
+    }
+    Reply::single(call_jsonrpsee(methods, conn, ext, id, method, params).await)
+}
+
+async fn call_jsonrpsee(
+    methods: &Handlers,
     conn: ConnectionId,
     ext: &Extensions,
     id: Id<'_>,
     method: &str,
     params: Params<'_>,
 ) -> MethodResponse {
-    let Some((_, callback)) = methods.method_with_name(method) else {
+    let Some((_, callback)) = methods.methods.method_with_name(method) else {
         let err = ErrorObject::owned(
             ErrorCode::MethodNotFound.code(),
             format!("method not found: {method}"),

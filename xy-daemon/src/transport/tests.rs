@@ -21,7 +21,7 @@ struct Harness {
     server: tokio::task::JoinHandle<Arc<Semaphore>>,
 }
 
-fn methods() -> Methods {
+fn methods() -> Handlers {
     let mut m = RpcModule::new(());
     m.register_method("echo", |p, _, _| {
         let v: Value = p.parse()?;
@@ -50,7 +50,19 @@ fn methods() -> Methods {
         payload
     })
     .unwrap();
-    m.into()
+    let mut h = Handlers::from(jsonrpsee::Methods::from(m));
+    // A direct method (writes its own reply line), like `list`.
+    h.register_direct("direct_echo", |p| async move {
+        match p.parse::<Value>() {
+            Ok(Value::String(_)) | Err(_) => Err(jsonrpsee::types::ErrorObject::owned(
+                -32602,
+                "params must be an array or object",
+                None::<()>,
+            )),
+            Ok(v) => Ok(v),
+        }
+    });
+    h
 }
 
 async fn start() -> Harness {
@@ -250,6 +262,32 @@ async fn batches_and_notifications() {
     assert_eq!(arr[0]["result"], json!([1]));
     assert_eq!(code(&arr[1]), -32601);
     assert_eq!(code(&arr[2]), -32600);
+
+    // Direct methods answer alone, in batches and as notifications alike.
+    c.send(r#"{"jsonrpc":"2.0","method":"direct_echo","params":[0]}"#)
+        .await;
+    let r = c
+        .call(r#"{"jsonrpc":"2.0","id":"d","method":"direct_echo","params":{"x":"\"y"}}"#)
+        .await;
+    assert_eq!(
+        r,
+        json!({"jsonrpc": "2.0", "id": "d", "result": {"x": "\"y"}})
+    );
+    let r = c
+        .call(
+            r#"[{"jsonrpc":"2.0","id":3,"method":"direct_echo","params":[3]},
+                {"jsonrpc":"2.0","method":"direct_echo","params":[4]},
+                {"jsonrpc":"2.0","id":4,"method":"echo","params":[5]},
+                {"jsonrpc":"2.0","id":5,"method":"direct_echo","params":"bad"}]"#
+                .replace('\n', " ")
+                .as_str(),
+        )
+        .await;
+    let arr = r.as_array().unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(arr.len(), 3, "{r}");
+    assert_eq!((&arr[0]["id"], &arr[0]["result"]), (&json!(3), &json!([3])));
+    assert_eq!((&arr[1]["id"], &arr[1]["result"]), (&json!(4), &json!([5])));
+    assert_eq!((&arr[2]["id"], code(&arr[2])), (&json!(5), -32602));
 
     let r = c.call("[]").await;
     assert_eq!(code(&r), -32600);
