@@ -502,11 +502,7 @@ async fn panicking_server_actor_is_restarted_with_its_server() {
     let pa = t.wait_running("a").await;
     let pb = t.wait_running("b").await;
     t.engine.inject_panic("a").await.unwrap();
-    let new_pa = wait_for("a to come back", Duration::from_secs(10), || async {
-        let e = t.engine.status("a").await.ok()?.entry;
-        (e.state == ServerState::Running && e.pid.is_some_and(|p| p != pa)).then(|| e.pid.unwrap())
-    })
-    .await;
+    let new_pa = t.wait_respawned("a", pa).await;
     assert_ne!(new_pa, pa);
     // `list` reads the new actor's published snapshot, not the dead one's.
     let listed = t.engine.list().await.unwrap();

@@ -12,7 +12,6 @@ use std::time::Duration;
 use support::{TestEngine, server, wait_for};
 use xy_actors::LogEvent;
 use xy_core::config::ServerConfig;
-use xy_core::protocol::ServerState;
 
 /// A child that prints `MARK=<mark>` once at start, then ticks.
 fn marked(name: &str, mark: &str) -> ServerConfig {
@@ -24,6 +23,22 @@ fn marked(name: &str, mark: &str) -> ServerConfig {
     c.env.insert("MARK".into(), mark.into());
     support::rehash(&mut c);
     c
+}
+
+/// Whether a live `tick` line reaches `sub` within 10 s.
+async fn next_tick(sub: &mut xy_actors::LogSubscription) -> bool {
+    let tick = async {
+        loop {
+            match sub.recv().await {
+                Some(LogEvent::Line(l)) if l.line.starts_with("tick ") => break true,
+                Some(_) => {}
+                None => break false,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), tick)
+        .await
+        .unwrap_or(false)
 }
 
 /// Buffered lines of `name` (from its ring) equal to `line`.
@@ -63,11 +78,7 @@ async fn a_panicked_server_actor_comes_back_with_its_reloaded_config_and_sink() 
     .await;
 
     t.engine.inject_panic("a").await.unwrap();
-    let new_pa = wait_for("a to come back", Duration::from_secs(10), || async {
-        let e = t.engine.status("a").await.ok()?.entry;
-        (e.state == ServerState::Running && e.pid.is_some_and(|p| p != pa)).then(|| e.pid.unwrap())
-    })
-    .await;
+    let new_pa = t.wait_respawned("a", pa).await;
     assert_ne!(new_pa, pa);
     // The successor runs the reloaded config (from the ConfigActor) and writes to the same sink (from the LogRouterActor): the ring and
     // the file hold the v2 line of both children, and no v1 line of a new one.
@@ -187,33 +198,16 @@ async fn a_panicked_log_router_comes_back_with_every_sink() {
     assert!(all.backlog.iter().any(|l| &*l.name == "a"));
     assert!(all.backlog.iter().any(|l| &*l.name == "b"));
     // A follower from before the panic still gets new lines.
-    let got = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match follower.recv().await {
-                Some(LogEvent::Line(l)) if l.line.starts_with("tick ") => break true,
-                Some(_) => {}
-                None => break false,
-            }
-        }
-    })
-    .await;
-    assert_eq!(got, Ok(true), "the old follower kept streaming");
+    assert!(
+        next_tick(&mut follower).await,
+        "the old follower kept streaming"
+    );
     // A new follower gets lines too (they reach the same sink).
     let mut fresh = t
         .engine
         .subscribe_logs(&["b".to_owned()], Some(0), true)
         .await
         .unwrap();
-    let got = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match fresh.recv().await {
-                Some(LogEvent::Line(l)) if l.line.starts_with("tick ") => break true,
-                Some(_) => {}
-                None => break false,
-            }
-        }
-    })
-    .await;
-    assert_eq!(got, Ok(true), "a new follower streams");
+    assert!(next_tick(&mut fresh).await, "a new follower streams");
     t.finish().await;
 }

@@ -142,6 +142,21 @@ impl TestEngine {
         e.pid.expect("running without pid")
     }
 
+    /// Waits until `name` runs again with a pid other than `old` (its actor
+    /// replaced after a panic); returns the new pid.
+    pub async fn wait_respawned(&self, name: &str, old: u32) -> u32 {
+        wait_for(
+            &format!("{name} to come back"),
+            Duration::from_secs(10),
+            || async {
+                let e = self.engine.status(name).await.ok()?.entry;
+                (e.state == ServerState::Running && e.pid.is_some_and(|p| p != old))
+                    .then(|| e.pid.unwrap())
+            },
+        )
+        .await
+    }
+
     /// Waits until a buffered line of `name` starts with `prefix`.
     pub async fn wait_line(&self, name: &str, prefix: &str) {
         wait_for(

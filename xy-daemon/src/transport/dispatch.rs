@@ -287,6 +287,7 @@ async fn handle_request(
     id.map(|_| response)
 }
 
+/// A direct method's reply line as it comes; otherwise jsonrpsee's method.
 async fn call(
     methods: &Handlers,
     conn: ConnectionId,
@@ -301,27 +302,16 @@ async fn call(
             on_written: Vec::new(),
         };
     }
-    Reply::single(call_jsonrpsee(methods, conn, ext, id, method, params).await)
-}
-
-async fn call_jsonrpsee(
-    methods: &Handlers,
-    conn: ConnectionId,
-    ext: &Extensions,
-    id: Id<'_>,
-    method: &str,
-    params: Params<'_>,
-) -> MethodResponse {
     let Some((_, callback)) = methods.methods.method_with_name(method) else {
         let err = ErrorObject::owned(
             ErrorCode::MethodNotFound.code(),
             format!("method not found: {method}"),
             None::<()>,
         );
-        return MethodResponse::error(id, err);
+        return Reply::single(MethodResponse::error(id, err));
     };
     let ext = ext.clone();
-    match callback {
+    Reply::single(match callback {
         MethodCallback::Sync(cb) => (cb)(id, params, usize::MAX, ext),
         MethodCallback::Async(cb) => {
             (cb)(id.into_owned(), params.into_owned(), conn, usize::MAX, ext).await
@@ -334,7 +324,7 @@ async fn call_jsonrpsee(
                 internal("subscription methods are not served over this transport"),
             )
         }
-    }
+    })
 }
 
 fn parse_error(e: &serde_json::Error) -> MethodResponse {
