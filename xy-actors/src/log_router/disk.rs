@@ -34,7 +34,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Debug, Default)]
 struct Queue {
-    jobs: VecDeque<Vec<u8>>,
+    /// Shared with the ring when it keeps a big read (see `ring::Block`).
+    jobs: VecDeque<Arc<Vec<u8>>>,
     /// The queue is with the writers (waiting for one, or being written).
     draining: bool,
     /// Written buffers, for the next batches.
@@ -125,6 +126,15 @@ impl DiskQueue {
             lock(&self.queue).spare.push(recycle(bytes, true));
             return;
         }
+        self.write_shared(Arc::new(bytes));
+    }
+
+    /// [`DiskQueue::write`] for a buffer the ring keeps too: recycled only
+    /// if the ring has let go of it by the time it is written.
+    pub(crate) fn write_shared(self: &Arc<Self>, bytes: Arc<Vec<u8>>) {
+        if bytes.is_empty() || self.stalled.load(Ordering::Acquire) {
+            return;
+        }
         self.pending.fetch_add(bytes.len(), Ordering::AcqRel);
         let start = {
             let mut q = lock(&self.queue);
@@ -152,7 +162,7 @@ impl DiskQueue {
     pub(crate) fn enqueue_for_test(&self, bytes: Vec<u8>) {
         self.pending.fetch_add(bytes.len(), Ordering::AcqRel);
         let mut q = lock(&self.queue);
-        q.jobs.push_back(bytes);
+        q.jobs.push_back(Arc::new(bytes));
         q.draining = true;
     }
 
@@ -354,7 +364,9 @@ impl Drain for DiskQueue {
             }
             self.room.notify_waiters();
             let mut q = lock(&self.queue);
-            if q.spare.len() < 2 {
+            if q.spare.len() < 2
+                && let Ok(job) = Arc::try_unwrap(job)
+            {
                 let busy = !q.jobs.is_empty();
                 q.spare.push(recycle(job, busy));
             }

@@ -3,7 +3,13 @@
 //! One contiguous circular byte buffer per server holds every line as an
 //! 8-byte header (timestamp in ms, stream, length) followed by its text, and
 //! the budget counts both: what the ring holds is what it costs.
+//!
+//! A flood's big reads are not copied in line by line: the ring keeps the
+//! read's file buffer itself (shared with the disk queue, see [`Block`]) and
+//! copies the lines that are still wanted once the flood ends or someone
+//! asks for the tail.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -54,6 +60,34 @@ fn unpack(h: [u8; HEADER]) -> (LogStream, u64, usize) {
     (stream, word >> (LEN_BITS + 1), len)
 }
 
+/// One big read kept as the file's buffer of it: `<prefix><text>\n` per
+/// line, every prefix `prefix` bytes long (one stream, one millisecond).
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub(crate) bytes: Arc<Vec<u8>>,
+    pub(crate) prefix: usize,
+    pub(crate) stream: LogStream,
+    pub(crate) ts_ms: u64,
+    /// The lines' cost as records: `lines * HEADER + text bytes`.
+    pub(crate) cost: usize,
+}
+
+impl Block {
+    /// The cost of `lines` lines of `text` bytes as records.
+    pub(crate) fn cost_of(lines: usize, text: usize) -> usize {
+        lines * HEADER + text
+    }
+
+    fn texts(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let mut start = 0;
+        memchr::memchr_iter(b'\n', &self.bytes).map(move |nl| {
+            let line = &self.bytes[(start + self.prefix).min(nl)..nl];
+            start = nl + 1;
+            line
+        })
+    }
+}
+
 /// Newest lines, oldest evicted first once their cost passes `cap`.
 #[derive(Debug)]
 pub(crate) struct Ring {
@@ -67,6 +101,10 @@ pub(crate) struct Ring {
     used: usize,
     lines: usize,
     cap: usize,
+    /// Big reads newer than every record, not copied yet ([`Ring::settle`]).
+    blocks: VecDeque<Block>,
+    /// Sum of the blocks' costs.
+    block_cost: usize,
 }
 
 impl Ring {
@@ -78,6 +116,49 @@ impl Ring {
             used: 0,
             lines: 0,
             cap,
+            blocks: VecDeque::new(),
+            block_cost: 0,
+        }
+    }
+
+    /// Whether a read of this cost may be kept as a [`Block`]: not more
+    /// than the whole budget.
+    pub(crate) fn takes_block(&self, cost: usize) -> bool {
+        cost <= self.cap
+    }
+
+    /// Keeps a big read without copying it (see [`Block`]). Blocks that the
+    /// newer ones alone push out of the budget are dropped whole, and the
+    /// records once the blocks fill the budget; what the ring then holds is
+    /// what [`Ring::push`] per line would have left, once settled.
+    pub(crate) fn push_block(&mut self, block: Block) {
+        debug_assert!(self.takes_block(block.cost));
+        self.block_cost += block.cost;
+        self.blocks.push_back(block);
+        while self.blocks.len() > 1 && self.block_cost - self.blocks[0].cost >= self.cap {
+            if let Some(old) = self.blocks.pop_front() {
+                self.block_cost -= old.cost;
+            }
+        }
+        if self.block_cost >= self.cap && self.lines > 0 {
+            // No record can be in the budget any more: free the storage
+            // too, while the blocks hold the lines.
+            self.buf = Vec::new();
+            self.head = 0;
+            self.used = 0;
+            self.lines = 0;
+        }
+    }
+
+    /// Copies the lines of the kept blocks in as records (once per flood,
+    /// at most about the budget), oldest first, evicting as `push` does.
+    pub(crate) fn settle(&mut self) {
+        let blocks = std::mem::take(&mut self.blocks);
+        self.block_cost = 0;
+        for b in &blocks {
+            for text in b.texts() {
+                self.push_one(b.stream, b.ts_ms, text);
+            }
         }
     }
 
@@ -85,6 +166,11 @@ impl Ring {
     /// oldest lines while the budget would be passed. A single line over
     /// the whole budget is still kept (the newest).
     pub(crate) fn push(&mut self, stream: LogStream, ts_ms: u64, line: &[u8]) {
+        self.settle();
+        self.push_one(stream, ts_ms, line);
+    }
+
+    fn push_one(&mut self, stream: LogStream, ts_ms: u64, line: &[u8]) {
         let line = &line[..line.len().min(MAX_LEN)];
         let need = HEADER + line.len();
         while self.lines > 0 && self.used + need > self.cap {
@@ -128,6 +214,7 @@ impl Ring {
         if count == 0 {
             return;
         }
+        self.settle();
         let need = count * HEADER + text;
         if need > self.cap {
             for line in lines {
@@ -223,7 +310,8 @@ impl Ring {
     }
 
     /// The last `n` lines (all with `None`), oldest first.
-    pub(crate) fn tail(&self, n: Option<usize>) -> Vec<LogLine> {
+    pub(crate) fn tail(&mut self, n: Option<usize>) -> Vec<LogLine> {
+        self.settle();
         let want = n.unwrap_or(usize::MAX).min(self.lines);
         let mut out = Vec::with_capacity(want);
         // Headers only lead forward: skip the older lines.
@@ -273,7 +361,7 @@ mod tests {
         }
     }
 
-    fn all(r: &Ring) -> Vec<String> {
+    fn all(r: &mut Ring) -> Vec<String> {
         r.tail(None).into_iter().map(|l| l.line).collect()
     }
 
@@ -287,11 +375,11 @@ mod tests {
         let mut r = Ring::new(Arc::from("a"), room(3, 4));
         push(&mut r, &["aaaa", "bbbb"]);
         push(&mut r, &["cccc", "dddd"]);
-        assert_eq!(all(&r), ["bbbb", "cccc", "dddd"]);
+        assert_eq!(all(&mut r), ["bbbb", "cccc", "dddd"]);
         assert_eq!(r.used(), room(3, 4));
         // Two short lines fit where one long one left.
         push(&mut r, &["e"]);
-        assert_eq!(all(&r), ["cccc", "dddd", "e"]);
+        assert_eq!(all(&mut r), ["cccc", "dddd", "e"]);
         assert_eq!(r.used(), room(2, 4) + HEADER + 1);
         let last: Vec<String> = r.tail(Some(2)).into_iter().map(|l| l.line).collect();
         assert_eq!(last, ["dddd", "e"]);
@@ -300,9 +388,9 @@ mod tests {
         // A single line over budget is still kept (the newest).
         let long = "0123456789abcdefghijklmnopqrstuvwxyz";
         push(&mut r, &[long]);
-        assert_eq!(all(&r), [long]);
+        assert_eq!(all(&mut r), [long]);
         push(&mut r, &["f"]);
-        assert_eq!(all(&r), ["f"]);
+        assert_eq!(all(&mut r), ["f"]);
     }
 
     #[test]
@@ -311,7 +399,7 @@ mod tests {
         assert!(r.tail(None).is_empty());
         assert_eq!(r.allocated(), 0, "a silent server allocates nothing");
         push(&mut r, &["", "", "x"]);
-        assert_eq!(all(&r), ["", "", "x"]);
+        assert_eq!(all(&mut r), ["", "", "x"]);
     }
 
     #[test]
@@ -417,14 +505,106 @@ mod tests {
                 assert_eq!(batch.used(), one.used(), "cap {cap}, read {i}");
                 assert!(batch.allocated() <= cap.max(HEADER + 31));
             }
-            let key = |r: &Ring| -> Vec<_> {
+            let key = |r: &mut Ring| -> Vec<_> {
                 r.tail(None)
                     .into_iter()
                     .map(|l| (l.stream, l.ts, l.line))
                     .collect()
             };
-            assert_eq!(key(&batch), key(&one), "cap {cap}");
+            assert_eq!(key(&mut batch), key(&mut one), "cap {cap}");
         }
+    }
+
+    /// `<prefix><text>\n` lines as the sink's file buffer has them.
+    fn block(stream: LogStream, ts_ms: u64, lines: &[String]) -> Block {
+        let mut bytes = Vec::new();
+        for l in lines {
+            bytes.extend_from_slice(b"2026-12-01T03:04:05.678Z [out] ");
+            bytes.extend_from_slice(l.as_bytes());
+            bytes.push(b'\n');
+        }
+        Block {
+            bytes: Arc::new(bytes),
+            prefix: 31,
+            stream,
+            ts_ms,
+            cost: Block::cost_of(lines.len(), lines.iter().map(String::len).sum()),
+        }
+    }
+
+    /// Reads kept as blocks, mixed with reads copied in, leave the same
+    /// tail as every line pushed one by one: blocks dropped whole, records
+    /// dropped once blocks fill the budget, a tail taken in the middle.
+    #[test]
+    fn blocks_give_the_same_tail_as_lines() {
+        for cap in [200, 301, 1000, 4096] {
+            let mut one = Ring::new(Arc::from("a"), cap);
+            let mut mixed = Ring::new(Arc::from("a"), cap);
+            for i in 0..300usize {
+                let lines: Vec<String> = (0..(i % 7) + 1)
+                    .map(|j| format!("{i}-{j}{}", "é".repeat((i + j) % 11)))
+                    .collect();
+                let stream = if i % 5 == 0 {
+                    LogStream::Stderr
+                } else {
+                    LogStream::Stdout
+                };
+                let ts = 1_764_480_000_000 + i as u64;
+                for l in &lines {
+                    one.push(stream, ts, l.as_bytes());
+                }
+                let b = block(stream, ts, &lines);
+                if i % 4 != 0 && mixed.takes_block(b.cost) {
+                    mixed.push_block(b);
+                } else {
+                    let text = lines.iter().map(String::len).sum();
+                    mixed.push_batch(
+                        stream,
+                        ts,
+                        lines.len(),
+                        text,
+                        lines.iter().map(|l| l.as_bytes()),
+                    );
+                }
+                // Blocks the newer ones push out are dropped: at most the budget
+                // and one block more are kept.
+                assert!(mixed.block_cost <= 2 * cap);
+                if i % 37 == 0 {
+                    let key = |v: Vec<LogLine>| -> Vec<_> {
+                        v.into_iter().map(|l| (l.stream, l.ts, l.line)).collect()
+                    };
+                    assert_eq!(
+                        key(mixed.tail(Some(5))),
+                        key(one.tail(Some(5))),
+                        "cap {cap}, read {i}"
+                    );
+                }
+            }
+            let key = |r: &mut Ring| -> Vec<_> {
+                r.tail(None)
+                    .into_iter()
+                    .map(|l| (l.stream, l.ts, l.line))
+                    .collect()
+            };
+            assert_eq!(key(&mut mixed), key(&mut one), "cap {cap}");
+            assert_eq!(mixed.used(), one.used());
+        }
+    }
+
+    /// While blocks hold the budget the records' storage is given back.
+    #[test]
+    fn blocks_that_fill_the_budget_free_the_records() {
+        let mut r = Ring::new(Arc::from("a"), 1000);
+        push(&mut r, &["old"; 10]);
+        assert!(r.allocated() > 0);
+        let lines: Vec<String> = (0..24).map(|i| format!("{i:040}")).collect();
+        r.push_block(block(LogStream::Stdout, 9, &lines[..12]));
+        assert!(r.allocated() > 0, "not full yet");
+        r.push_block(block(LogStream::Stdout, 9, &lines[12..]));
+        assert_eq!(r.allocated(), 0);
+        let got = all(&mut r);
+        assert_eq!(got, lines[24 - 1000 / 48..]);
+        assert!(r.used() <= 1000);
     }
 
     #[test]

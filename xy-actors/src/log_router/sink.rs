@@ -18,8 +18,12 @@ use xy_core::protocol::LogStream;
 
 use super::chunk::Chunk;
 use super::disk::{DiskLog, DiskQueue};
-use super::ring::{Ring, ms_since_epoch, ms_to_time};
+use super::ring::{Block, Ring, ms_since_epoch, ms_to_time};
 use crate::logs::LogLine;
+
+/// Reads with at least this much text (a flood's) are kept by the ring as
+/// their file buffer instead of being copied into it line by line.
+const BLOCK_TEXT: usize = 64 * 1024;
 
 /// How many lines a live follower may fall behind before it is dropped.
 pub(crate) const DEFAULT_FOLLOW_BUFFER: usize = 8192;
@@ -104,13 +108,19 @@ impl LogSink {
             return;
         }
         let ts_ms = ms_since_epoch(SystemTime::now());
-        self.ring.push_batch(
-            stream,
-            ts_ms,
-            chunk.len(),
-            chunk.text_len(),
-            chunk.lines(data),
-        );
+        let cost = Block::cost_of(chunk.len(), chunk.text_len());
+        // A big read is kept by the ring as its file buffer (below), not
+        // copied in line by line: a flood copies each line once, not twice.
+        let keep_whole = chunk.text_len() >= BLOCK_TEXT && self.ring.takes_block(cost);
+        if !keep_whole {
+            self.ring.push_batch(
+                stream,
+                ts_ms,
+                chunk.len(),
+                chunk.text_len(),
+                chunk.lines(data),
+            );
+        }
         self.broadcast(stream, ts_ms, chunk, data);
         if self.prefix.0 != ts_ms || self.prefix.1 != stream {
             let mut p = xy_core::time::rfc3339_ms(ms_to_time(ts_ms));
@@ -127,7 +137,19 @@ impl LogSink {
             Ok(p) => gather(&mut buf, p, chunk, data),
             Err(_) => gather(&mut buf, prefix, chunk, data),
         }
-        self.disk.write(buf);
+        if keep_whole {
+            let bytes = Arc::new(buf);
+            self.ring.push_block(Block {
+                bytes: bytes.clone(),
+                prefix: prefix.len(),
+                stream,
+                ts_ms,
+                cost,
+            });
+            self.disk.write_shared(bytes);
+        } else {
+            self.disk.write(buf);
+        }
     }
 
     fn broadcast(&mut self, stream: LogStream, ts_ms: u64, chunk: &Chunk, data: &[u8]) {
@@ -411,6 +433,57 @@ mod tests {
             text.contains("[out] two") && !text.contains("one"),
             "{text}"
         );
+    }
+
+    /// A flood's big reads, kept by the ring as their file buffers, give
+    /// the ring, the file and a follower the same lines as small reads do;
+    /// so does a big read over a small ring's whole budget (copied in).
+    #[test]
+    fn big_reads_kept_whole_give_the_same_lines() {
+        for ring_bytes in [1 << 20, 50_000] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut set = settings(dir.path());
+            set.ring_bytes = ring_bytes;
+            set.follow_buffer = 100_000;
+            set.rotate_bytes = 1 << 30;
+            let mut s = LogSink::new("a", &set);
+            let (_, rx) = s.subscribe(None, true);
+            let mut rx = rx.unwrap();
+            let mut want = Vec::new();
+            for read in 0..12 {
+                let n = if read % 3 == 2 { 3 } else { 2000 };
+                let lines: Vec<String> = (0..n)
+                    .map(|i| format!("r{read} l{i} {} {}", "ü".repeat(i % 30), "x".repeat(60)))
+                    .collect();
+                let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+                out(&mut s, &refs);
+                want.extend(lines);
+            }
+            let ring: Vec<String> = s
+                .subscribe(None, false)
+                .0
+                .into_iter()
+                .map(|l| l.line)
+                .collect();
+            assert!(
+                ring.len() > 100 && ring.len() < want.len(),
+                "{}",
+                ring.len()
+            );
+            assert_eq!(ring, want[want.len() - ring.len()..], "ring {ring_bytes}");
+            let cost: usize = ring.iter().map(|l| l.len() + 8).sum();
+            assert!(cost <= ring_bytes, "{cost}");
+            let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
+            let disk: Vec<&str> = text
+                .lines()
+                .map(|l| l.split_once(" [out] ").unwrap().1)
+                .collect();
+            assert_eq!(disk, want);
+            let live: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+                .map(|l| l.line)
+                .collect();
+            assert_eq!(live, want);
+        }
     }
 
     /// The fixed-size prefix and any other give the same bytes.
