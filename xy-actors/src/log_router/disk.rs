@@ -119,6 +119,18 @@ impl DiskQueue {
         lock(&self.queue).spare.pop().unwrap_or_default()
     }
 
+    /// A buffer the ring let go of: kept for the next batch if the file
+    /// has it written already (no other owner) and few are kept, so a
+    /// flood reuses its buffers instead of faulting in new ones.
+    pub(crate) fn give_back(&self, bytes: Arc<Vec<u8>>) {
+        if let Ok(bytes) = Arc::try_unwrap(bytes) {
+            let mut q = lock(&self.queue);
+            if q.spare.len() < 2 {
+                q.spare.push(recycle(bytes, true));
+            }
+        }
+    }
+
     /// Queues `bytes` (whole `\n`-terminated lines) for the file. Without a
     /// tokio runtime (unit tests) they are written at once.
     pub(crate) fn write(self: &Arc<Self>, bytes: Vec<u8>) {

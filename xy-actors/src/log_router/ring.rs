@@ -131,13 +131,15 @@ impl Ring {
     /// newer ones alone push out of the budget are dropped whole, and the
     /// records once the blocks fill the budget; what the ring then holds is
     /// what [`Ring::push`] per line would have left, once settled.
-    pub(crate) fn push_block(&mut self, block: Block) {
+    /// `dropped` gets the buffers of the blocks let go, for reuse.
+    pub(crate) fn push_block(&mut self, block: Block, mut dropped: impl FnMut(Arc<Vec<u8>>)) {
         debug_assert!(self.takes_block(block.cost));
         self.block_cost += block.cost;
         self.blocks.push_back(block);
         while self.blocks.len() > 1 && self.block_cost - self.blocks[0].cost >= self.cap {
             if let Some(old) = self.blocks.pop_front() {
                 self.block_cost -= old.cost;
+                dropped(old.bytes);
             }
         }
         if self.block_cost >= self.cap && self.lines > 0 {
@@ -555,7 +557,7 @@ mod tests {
                 }
                 let b = block(stream, ts, &lines);
                 if i % 4 != 0 && mixed.takes_block(b.cost) {
-                    mixed.push_block(b);
+                    mixed.push_block(b, drop);
                 } else {
                     let text = lines.iter().map(String::len).sum();
                     mixed.push_batch(
@@ -598,9 +600,9 @@ mod tests {
         push(&mut r, &["old"; 10]);
         assert!(r.allocated() > 0);
         let lines: Vec<String> = (0..24).map(|i| format!("{i:040}")).collect();
-        r.push_block(block(LogStream::Stdout, 9, &lines[..12]));
+        r.push_block(block(LogStream::Stdout, 9, &lines[..12]), drop);
         assert!(r.allocated() > 0, "not full yet");
-        r.push_block(block(LogStream::Stdout, 9, &lines[12..]));
+        r.push_block(block(LogStream::Stdout, 9, &lines[12..]), drop);
         assert_eq!(r.allocated(), 0);
         let got = all(&mut r);
         assert_eq!(got, lines[24 - 1000 / 48..]);

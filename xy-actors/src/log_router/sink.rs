@@ -139,13 +139,17 @@ impl LogSink {
         }
         if keep_whole {
             let bytes = Arc::new(buf);
-            self.ring.push_block(Block {
-                bytes: bytes.clone(),
-                prefix: prefix.len(),
-                stream,
-                ts_ms,
-                cost,
-            });
+            let disk = &self.disk;
+            self.ring.push_block(
+                Block {
+                    bytes: bytes.clone(),
+                    prefix: prefix.len(),
+                    stream,
+                    ts_ms,
+                    cost,
+                },
+                |old| disk.give_back(old),
+            );
             self.disk.write_shared(bytes);
         } else {
             self.disk.write(buf);
