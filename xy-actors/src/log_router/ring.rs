@@ -340,6 +340,12 @@ impl Ring {
         out
     }
 
+    /// Big reads kept whole and not yet settled.
+    #[cfg(test)]
+    pub(crate) fn blocks_kept(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// Bytes counted against the budget (headers and text).
     #[cfg(test)]
     pub(crate) fn used(&self) -> usize {

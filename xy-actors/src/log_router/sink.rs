@@ -108,10 +108,23 @@ impl LogSink {
             return;
         }
         let ts_ms = ms_since_epoch(SystemTime::now());
+        if self.prefix.0 != ts_ms || self.prefix.1 != stream {
+            let mut p = xy_core::time::rfc3339_ms(ms_to_time(ts_ms));
+            p.push_str(" [");
+            p.push_str(stream.tag());
+            p.push_str("] ");
+            self.prefix = (ts_ms, stream, p);
+        }
+        let prefix = self.prefix.2.as_bytes();
         let cost = Block::cost_of(chunk.len(), chunk.text_len());
+        let bytes = chunk.text_len() + chunk.len() * (prefix.len() + 1);
         // A big read is kept by the ring as its file buffer (below), not
         // copied in line by line: a flood copies each line once, not twice.
-        let keep_whole = chunk.text_len() >= BLOCK_TEXT && self.ring.takes_block(cost);
+        // Only while that buffer costs at most 1.25× the records it stands
+        // for (lines of ~90 bytes and up): the ring's memory stays within
+        // 1.25× its budget during a flood too.
+        let keep_whole =
+            chunk.text_len() >= BLOCK_TEXT && self.ring.takes_block(cost) && bytes * 4 <= cost * 5;
         if !keep_whole {
             self.ring.push_batch(
                 stream,
@@ -122,16 +135,9 @@ impl LogSink {
             );
         }
         self.broadcast(stream, ts_ms, chunk, data);
-        if self.prefix.0 != ts_ms || self.prefix.1 != stream {
-            let mut p = xy_core::time::rfc3339_ms(ms_to_time(ts_ms));
-            p.push_str(" [");
-            p.push_str(stream.tag());
-            p.push_str("] ");
-            self.prefix = (ts_ms, stream, p);
-        }
         let prefix = self.prefix.2.as_bytes();
         let mut buf = self.disk.buffer();
-        buf.reserve(chunk.text_len() + chunk.len() * (prefix.len() + 1));
+        buf.reserve(bytes);
         // `2026-12-01T02:17:40.123Z [out] ` is 31 bytes until the year 10000.
         match <&[u8; 31]>::try_from(prefix) {
             Ok(p) => gather(&mut buf, p, chunk, data),
@@ -455,13 +461,16 @@ mod tests {
             let mut rx = rx.unwrap();
             let mut want = Vec::new();
             for read in 0..12 {
-                let n = if read % 3 == 2 { 3 } else { 2000 };
+                let n = if read % 3 == 2 { 3 } else { 1000 };
                 let lines: Vec<String> = (0..n)
-                    .map(|i| format!("r{read} l{i} {} {}", "ü".repeat(i % 30), "x".repeat(60)))
+                    .map(|i| format!("r{read} l{i} {} {}", "ü".repeat(i % 30), "x".repeat(120)))
                     .collect();
                 let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
                 out(&mut s, &refs);
                 want.extend(lines);
+                if read == 0 {
+                    assert_eq!(s.ring.blocks_kept(), usize::from(ring_bytes == 1 << 20));
+                }
             }
             let ring: Vec<String> = s
                 .subscribe(None, false)
@@ -488,6 +497,29 @@ mod tests {
                 .collect();
             assert_eq!(live, want);
         }
+    }
+
+    /// A big read of short lines is copied in: kept whole, its prefixes
+    /// would make the ring cost more than 1.25× its budget.
+    #[test]
+    fn big_reads_of_short_lines_are_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogSink::new("a", &settings(dir.path()));
+        let lines: Vec<String> = (0..3000).map(|i| format!("{i:030}")).collect();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        out(&mut s, &refs);
+        assert_eq!(s.ring.blocks_kept(), 0);
+        let long: Vec<String> = (0..1000).map(|i| format!("{i:0150}")).collect();
+        let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+        out(&mut s, &refs);
+        assert_eq!(s.ring.blocks_kept(), 1);
+        let tail: Vec<String> = s
+            .subscribe(Some(2), false)
+            .0
+            .into_iter()
+            .map(|l| l.line)
+            .collect();
+        assert_eq!(tail, long[998..]);
     }
 
     /// The fixed-size prefix and any other give the same bytes.
