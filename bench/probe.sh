@@ -10,6 +10,7 @@
 #
 # Usage: bench/probe.sh [N ...]   env: INTERVAL=2s SETTLE=10 ROUNDS=5 PROBE_NO_BUILD=1
 #   XYD=path (another xyd build, e.g. an older commit's, to compare)
+#   SMAPS=1 also prints where the RSS lives (per mapping, from /proc/PID/smaps)
 # Linux only (reads /proc). Targets (issue 13): idle RSS ≤ 8 MiB at N=10,
 # ≤ 16 MiB at N=200.
 set -euo pipefail
@@ -77,6 +78,15 @@ for n in "${sizes[@]}"; do
             awk '{a[NR] = $1} END {if (NR) printf "%s / %s", a[int((NR + 1) / 2)], a[NR]; else printf "-"}'
     }
     printf '%-5s %-10s %-10s %-8s %-26s %-26s\n' "$n" "$(awk -v k="$rss" 'BEGIN {printf "%.1f", k / 1024}')" "$(awk -v k="$anon" 'BEGIN {printf "%.1f", k / 1024}')" "$threads" "$(stats 2026)" "$(stats 2025)"
+    if [[ -n ${SMAPS:-} ]]; then
+        # Resident KiB per mapping name (anonymous mappings as "[anon]"),
+        # and the private/shared split that RSS does not show.
+        awk '/^[0-9a-f]+-[0-9a-f]+ / {name = (NF >= 6) ? $6 : "[anon]"}
+             /^Rss:/ {rss[name] += $2}
+             /^Private_(Clean|Dirty):/ {priv[name] += $2}
+             END {for (n in rss) if (rss[n]) printf "  %7d KiB rss %7d KiB private  %s\n", rss[n], priv[n], n}' \
+            "/proc/$pid/smaps" | sort -rn | head -12
+    fi
     ctl "$dir" daemon stop >/dev/null 2>&1 || kill "$pid"
     rm -rf "$dir"
 done

@@ -4,30 +4,82 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
 use xy_core::paths::Paths;
 use xy_daemon::{DaemonError, boot, logging, prepare, signals};
 
-/// xyd: keeps your local HTTP MCP servers running.
-///
-/// Reads one KDL file per server from the config directory, starts them all,
-/// and serves newline-delimited JSON-RPC on a Unix socket (see `xyctl`).
-#[derive(Debug, Parser)]
-#[command(name = "xyd", version = xy_core::VERSION)]
+/// What `xyd --help` prints.
+const HELP: &str = "\
+xyd: keeps your local MCP servers running.
+
+Reads one KDL file per server from the config directory, starts them all,
+and serves newline-delimited JSON-RPC on a Unix socket (see `xyctl`).
+
+Usage: xyd [OPTIONS]
+
+Options:
+      --config-dir <DIR>  Directory of `<name>.kdl` server configs
+                          [default: $XDG_CONFIG_HOME/xy/servers]
+      --foreground        Run in the foreground (the default and only mode;
+                          accepted for service managers that pass it)
+  -h, --help              Print help
+  -V, --version           Print version
+";
+
+/// The daemon's flags. Parsed with `lexopt`, not clap: xyd has two flags,
+/// and clap's parser is ~0.2 MB of code every running daemon would keep
+/// resident (D40). `xyctl`, the command people type, keeps clap.
+#[derive(Debug, Default, PartialEq)]
 struct Args {
-    /// Directory of `<name>.kdl` server configs
-    /// [default: $XDG_CONFIG_HOME/xy/servers]
-    #[arg(long, value_name = "DIR")]
     config_dir: Option<PathBuf>,
-    /// Run in the foreground (the default and only mode; accepted for
-    /// service managers that pass it)
-    #[arg(long)]
     foreground: bool,
 }
 
+/// What the command line asks for.
+#[derive(Debug, PartialEq)]
+enum Cli {
+    Run(Args),
+    Help,
+    Version,
+}
+
+/// `args` without the program name.
+fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut out = Args::default();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("config-dir") => out.config_dir = Some(parser.value()?.into()),
+            Long("foreground") => out.foreground = true,
+            Short('h') | Long("help") => return Ok(Cli::Help),
+            Short('V') | Long("version") => return Ok(Cli::Version),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Cli::Run(out))
+}
+
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 fn main() -> ExitCode {
     limit_malloc_arenas();
-    let args = Args::parse();
+    let args = match parse_args(std::env::args_os().skip(1)) {
+        Ok(Cli::Run(args)) => args,
+        Ok(Cli::Help) => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Cli::Version) => {
+            println!("xyd {}", xy_core::VERSION);
+            return ExitCode::SUCCESS;
+        }
+        // Usage errors exit 2, as clap's do for xyctl.
+        Err(e) => {
+            eprintln!(
+                "xyd: {e}\n\nUsage: xyd [--config-dir <DIR>] [--foreground]\nFor more information, try '--help'."
+            );
+            return ExitCode::from(2);
+        }
+    };
     let _ = args.foreground;
     match boot(args) {
         // A second signal's kill let the graceful path end first.
@@ -112,4 +164,39 @@ fn absolute(dir: PathBuf) -> PathBuf {
 #[allow(clippy::print_stderr)]
 fn report(e: &DaemonError) {
     eprintln!("xyd: {e}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Args, Cli, parse_args};
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        parse_args(args.iter().map(|a| a.into())).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn flags_parse_in_both_spellings() {
+        assert_eq!(parse(&[]), Ok(Cli::Run(Args::default())));
+        let want = Cli::Run(Args {
+            config_dir: Some("/tmp/c".into()),
+            foreground: true,
+        });
+        assert_eq!(parse(&["--config-dir", "/tmp/c", "--foreground"]), Ok(want));
+        let Ok(Cli::Run(a)) = parse(&["--config-dir=/tmp/d"]) else {
+            panic!("--config-dir=DIR")
+        };
+        assert_eq!(a.config_dir, Some("/tmp/d".into()));
+        assert_eq!(parse(&["-V"]), Ok(Cli::Version));
+        assert_eq!(parse(&["--help"]), Ok(Cli::Help));
+    }
+
+    #[test]
+    fn usage_mistakes_name_the_flag() {
+        let e = parse(&["--bogus"]).unwrap_err();
+        assert!(e.contains("--bogus"), "{e}");
+        let e = parse(&["--config-dir"]).unwrap_err();
+        assert!(e.contains("--config-dir"), "{e}");
+        let e = parse(&["stray"]).unwrap_err();
+        assert!(e.contains("stray"), "{e}");
+    }
 }
