@@ -173,10 +173,68 @@ pub struct LedgerTool {
     pub description: Option<String>,
     /// `inputSchema` as the server sent it.
     #[serde(default)]
-    pub input_schema: Option<Value>,
+    pub input_schema: Option<CanonicalJson>,
     /// `annotations` as the server sent it.
     #[serde(default)]
-    pub annotations: Option<Value>,
+    pub annotations: Option<CanonicalJson>,
+}
+
+/// A JSON value kept as its canonical text (compact, object keys sorted)
+/// rather than as a [`Value`] tree. A daemon keeps every server's last
+/// ten listings: as trees, each schema object costs a B-tree node of
+/// ~0.6 KB however few keys it has (2.6 KB for a one-tool server, several
+/// MB for a server with fifty tools); as text it costs its length. Two
+/// values are equal exactly when their canonical texts are, so `changed`
+/// compares strings. Serialised as the JSON it holds.
+#[derive(Debug, Clone)]
+pub struct CanonicalJson(Box<serde_json::value::RawValue>);
+
+impl CanonicalJson {
+    /// The canonical text of `v`.
+    pub fn new(v: &Value) -> CanonicalJson {
+        // A `Value`'s maps are sorted (no `preserve_order`), and its
+        // compact form has no whitespace: the text is canonical.
+        // (Serialising a `Value` cannot fail; the default is `null`.)
+        CanonicalJson(serde_json::value::to_raw_value(v).unwrap_or_default())
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The value again.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for CanonicalJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for CanonicalJson {}
+
+impl From<Value> for CanonicalJson {
+    fn from(v: Value) -> Self {
+        CanonicalJson::new(&v)
+    }
+}
+
+impl Serialize for CanonicalJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CanonicalJson {
+    /// Through a [`Value`]: a ledger file written pretty (or by an older
+    /// xy) compares equal to the same value listed again.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(|v| CanonicalJson::new(&v))
+    }
 }
 
 impl LedgerTool {
@@ -191,8 +249,8 @@ impl LedgerTool {
                     .map(str::to_owned)
             }),
             description: text("description"),
-            input_schema: tool.get("inputSchema").cloned(),
-            annotations: tool.get("annotations").cloned(),
+            input_schema: tool.get("inputSchema").map(CanonicalJson::new),
+            annotations: tool.get("annotations").map(CanonicalJson::new),
         })
     }
 }
@@ -299,7 +357,7 @@ mod tests {
             name: name.into(),
             title: None,
             description: Some(description.into()),
-            input_schema: Some(json!({"type": "object"})),
+            input_schema: Some(json!({"type": "object"}).into()),
             annotations: None,
         }
     }
@@ -394,13 +452,13 @@ mod tests {
     fn schema_and_annotation_changes_count_and_a_first_listing_reports_nothing() {
         let a = tool("t", "d");
         let mut b = a.clone();
-        b.input_schema = Some(json!({"type": "object", "properties": {"x": {}}}));
+        b.input_schema = Some(json!({"type": "object", "properties": {"x": {}}}).into());
         assert_eq!(
             diff_tools(Some(std::slice::from_ref(&a)), &[b]).changed,
             ["t"]
         );
         let mut c = a.clone();
-        c.annotations = Some(json!({"readOnlyHint": true}));
+        c.annotations = Some(json!({"readOnlyHint": true}).into());
         assert_eq!(
             diff_tools(Some(std::slice::from_ref(&a)), &[c]).changed,
             ["t"]
@@ -412,6 +470,33 @@ mod tests {
             ToolDiff::default()
         );
         assert_eq!(diff_tools(None, &[a]), ToolDiff::default());
+    }
+
+    #[test]
+    fn canonical_json_round_trips_and_ignores_key_order_and_layout() {
+        let wire = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+        let c = CanonicalJson::new(&wire);
+        assert_eq!(
+            c.as_str(),
+            r#"{"properties":{"q":{"type":"string"}},"type":"object"}"#
+        );
+        assert_eq!(c.to_value(), wire);
+        // A ledger file written pretty, keys in another order, reads back
+        // equal to the same schema listed again: no spurious `changed`.
+        let pretty = "{\n  \"type\": \"object\",\n  \"properties\": {\"q\": {\"type\": \"string\"}}\n}";
+        let back: CanonicalJson = serde_json::from_str(pretty).unwrap();
+        assert_eq!(back, c);
+        let t = LedgerTool {
+            input_schema: Some(c.clone()),
+            ..tool("search", "Search")
+        };
+        let text = serde_json::to_string_pretty(&t).unwrap();
+        assert_eq!(serde_json::from_str::<LedgerTool>(&text).unwrap(), t);
+        assert_eq!(
+            serde_json::to_value(&t).unwrap()["input_schema"],
+            wire,
+            "written as the JSON it holds, not as a string"
+        );
     }
 
     #[test]
