@@ -483,7 +483,8 @@ mod tests {
         assert_eq!(c.to_value(), wire);
         // A ledger file written pretty, keys in another order, reads back
         // equal to the same schema listed again: no spurious `changed`.
-        let pretty = "{\n  \"type\": \"object\",\n  \"properties\": {\"q\": {\"type\": \"string\"}}\n}";
+        let pretty =
+            "{\n  \"type\": \"object\",\n  \"properties\": {\"q\": {\"type\": \"string\"}}\n}";
         let back: CanonicalJson = serde_json::from_str(pretty).unwrap();
         assert_eq!(back, c);
         let t = LedgerTool {
