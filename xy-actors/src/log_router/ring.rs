@@ -481,6 +481,11 @@ mod tests {
         assert_eq!(r.tail(Some(1))[0].line.len(), 3 * 64 * 1024);
     }
 
+    /// What two rings are compared by: every line with its stream and time.
+    fn key(tail: Vec<LogLine>) -> Vec<(LogStream, std::time::SystemTime, String)> {
+        tail.into_iter().map(|l| (l.stream, l.ts, l.line)).collect()
+    }
+
     /// A read pushed at once leaves the ring as the same lines pushed one
     /// by one would: records straddling the physical end, a batch over the
     /// whole budget, empty lines, a budget too small for one line.
@@ -513,13 +518,7 @@ mod tests {
                 assert_eq!(batch.used(), one.used(), "cap {cap}, read {i}");
                 assert!(batch.allocated() <= cap.max(HEADER + 31));
             }
-            let key = |r: &mut Ring| -> Vec<_> {
-                r.tail(None)
-                    .into_iter()
-                    .map(|l| (l.stream, l.ts, l.line))
-                    .collect()
-            };
-            assert_eq!(key(&mut batch), key(&mut one), "cap {cap}");
+            assert_eq!(key(batch.tail(None)), key(one.tail(None)), "cap {cap}");
         }
     }
 
@@ -578,9 +577,6 @@ mod tests {
                 // and one block more are kept.
                 assert!(mixed.block_cost <= 2 * cap);
                 if i % 37 == 0 {
-                    let key = |v: Vec<LogLine>| -> Vec<_> {
-                        v.into_iter().map(|l| (l.stream, l.ts, l.line)).collect()
-                    };
                     assert_eq!(
                         key(mixed.tail(Some(5))),
                         key(one.tail(Some(5))),
@@ -588,13 +584,7 @@ mod tests {
                     );
                 }
             }
-            let key = |r: &mut Ring| -> Vec<_> {
-                r.tail(None)
-                    .into_iter()
-                    .map(|l| (l.stream, l.ts, l.line))
-                    .collect()
-            };
-            assert_eq!(key(&mut mixed), key(&mut one), "cap {cap}");
+            assert_eq!(key(mixed.tail(None)), key(one.tail(None)), "cap {cap}");
             assert_eq!(mixed.used(), one.used());
         }
     }

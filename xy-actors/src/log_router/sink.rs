@@ -262,6 +262,14 @@ mod tests {
         s.disk.with_log(DiskLog::force_check);
     }
 
+    /// The stdout lines of a log file, without their prefixes.
+    fn disk_texts(path: &std::path::Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines()
+            .map(|l| l.split_once(" [out] ").unwrap().1.to_owned())
+            .collect()
+    }
+
     fn disk_ok(s: &LogSink) -> bool {
         s.disk.with_log(|l| l.is_ok())
     }
@@ -339,12 +347,7 @@ mod tests {
             .map(|l| l.line)
             .collect();
         assert_eq!(live, want);
-        let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
-        let disk: Vec<&str> = text
-            .lines()
-            .map(|l| l.split_once(" [out] ").unwrap().1)
-            .collect();
-        assert_eq!(disk, want);
+        assert_eq!(disk_texts(&dir.path().join("a.log")), want);
     }
 
     #[test]
@@ -486,12 +489,7 @@ mod tests {
             assert_eq!(ring, want[want.len() - ring.len()..], "ring {ring_bytes}");
             let cost: usize = ring.iter().map(|l| l.len() + 8).sum();
             assert!(cost <= ring_bytes, "{cost}");
-            let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
-            let disk: Vec<&str> = text
-                .lines()
-                .map(|l| l.split_once(" [out] ").unwrap().1)
-                .collect();
-            assert_eq!(disk, want);
+            assert_eq!(disk_texts(&dir.path().join("a.log")), want);
             let live: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
                 .map(|l| l.line)
                 .collect();

@@ -79,8 +79,8 @@ impl RootState {
     }
 
     /// A failed ConfigActor: its successor holds the configs the ServerActors
-    /// run with, i.e. what was applied (not what is on disk now; see D-"one
-    /// owner" in `docs/decisions.md`).
+    /// run with, i.e. what was applied (not what is on disk now; D37 in
+    /// `docs/decisions.md`).
     pub(super) async fn restore_config(
         &mut self,
         myself: &ActorRef<RootMsg>,
