@@ -4,6 +4,7 @@
 
 mod call;
 mod error;
+mod listing;
 mod options;
 mod reload;
 mod resources;

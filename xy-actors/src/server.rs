@@ -10,7 +10,7 @@
 //! child's process group; the root respawns it with its desired state.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
@@ -19,8 +19,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use xy_core::config::{HealthConfig, ServerConfig};
 use xy_core::protocol::{
-    Health, HealthState, HealthTransition, LastExit, ListEntry, ServerState, SpawnErrorKind,
-    StatusResult, Transition, Transport, describe_exit,
+    Health, HealthState, HealthTransition, LastExit, ListEntry, ListRow, ServerState,
+    SpawnErrorKind, StatusResult, Transition, Transport, describe_exit,
 };
 
 use self::failure::SpawnFailure;
@@ -65,6 +65,20 @@ pub(crate) struct ServerSnapshot {
     pub(crate) agent_allow_restart: bool,
     /// The stop grace the engine's stop waits are bounded by.
     pub(crate) grace: Duration,
+    /// This snapshot's `list` row, serialised once (D41): every new
+    /// snapshot starts with an empty cache, so it cannot go stale.
+    pub(crate) row: RowCache,
+}
+
+/// A [`ListRow`] built at most once per snapshot. Not part of a snapshot's
+/// equality: it follows from the other fields.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowCache(OnceLock<Arc<ListRow>>);
+
+impl PartialEq for RowCache {
+    fn eq(&self, _: &RowCache) -> bool {
+        true
+    }
 }
 
 impl ServerSnapshot {
@@ -83,7 +97,16 @@ impl ServerSnapshot {
             tool_count: None,
             agent_allow_restart: config.agent.allow_restart,
             grace: config.stop.grace,
+            row: RowCache::default(),
         }
+    }
+
+    /// The `list` row of this snapshot without its per-call fields, built
+    /// on first use.
+    pub(crate) fn row(&self, name: &str) -> &Arc<ListRow> {
+        self.row
+            .0
+            .get_or_init(|| Arc::new(ListRow::new(&self.entry(name))))
     }
 
     /// The `list` row, uptime as of now (resource figures are added by the
@@ -922,7 +945,10 @@ impl ServerActorState {
                     tool_count: self.mcp.tool_count(),
                     agent_allow_restart: self.config.agent.allow_restart,
                     grace: self.config.stop.grace,
+                    row: RowCache::default(),
                 };
+                // Built here, once, rather than by the next `list`.
+                s.row(&self.config.name);
             }
             !same
         });

@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::watch;
 use xy_core::config::{ConfigSet, ServerConfig};
-use xy_core::protocol::ListEntry;
+use xy_core::protocol::{ListEntry, ListRow};
 
 use crate::config_actor::{ConfigActor, ConfigMsg};
 use crate::events::EventBus;
@@ -43,6 +43,15 @@ struct Entry {
     /// channel (its counters start afresh); a removed server takes its
     /// receiver with it.
     snapshot: watch::Receiver<ServerSnapshot>,
+}
+
+/// One server's `list` row as its snapshot caches it, and what the row's
+/// per-call fields are computed from.
+pub(crate) struct Listed {
+    pub(crate) row: Arc<ListRow>,
+    pub(crate) pid: Option<u32>,
+    /// Spawn time of the running child (for `uptime_secs`).
+    pub(crate) started: Option<tokio::time::Instant>,
 }
 
 /// A server's actor and the settings the engine's waits depend on.
@@ -84,6 +93,8 @@ pub(crate) enum RootMsg {
     /// Every server's `list` row, sorted by name, read from the snapshots
     /// the ServerActors publish (no message to them).
     List(RpcReplyPort<Vec<ListEntry>>),
+    /// The same rows, as each snapshot's cached JSON (D41).
+    Rows(RpcReplyPort<Vec<Listed>>),
     /// Adds a server (not started); replies with its actor. The ConfigActor
     /// learns the config in the same step.
     AddServer(Box<ServerConfig>, RpcReplyPort<ActorRef<ServerMsg>>),
@@ -228,6 +239,11 @@ impl Actor for RootSupervisor {
                     let _ = reply.send(state.list());
                 }
             }
+            RootMsg::Rows(reply) => {
+                if !reply.is_closed() {
+                    let _ = reply.send(state.rows());
+                }
+            }
             RootMsg::AddServer(cfg, reply) => {
                 let name = cfg.name.clone();
                 let _ = state.config.cast(ConfigMsg::Put(cfg.clone()));
@@ -363,6 +379,20 @@ impl RootState {
         self.servers
             .iter()
             .map(|(n, e)| e.snapshot.borrow().entry(n))
+            .collect()
+    }
+
+    fn rows(&self) -> Vec<Listed> {
+        self.servers
+            .iter()
+            .map(|(n, e)| {
+                let snap = e.snapshot.borrow();
+                Listed {
+                    row: Arc::clone(snap.row(n)),
+                    pid: snap.pid,
+                    started: snap.started,
+                }
+            })
             .collect()
     }
 

@@ -766,3 +766,45 @@ async fn sweep_orphans_stops_recorded_groups_only() {
     assert!(!alive(pid));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// `list_rows` (the cached JSON `list` replies with, D41) reads back as
+/// `list`'s entries after every kind of change: a spawn, an exit with its
+/// `last_exit`, a stop. Only the per-call fields may differ between the two
+/// calls (a second may tick, a resource scan may land in between).
+#[tokio::test]
+async fn cached_list_rows_follow_every_change() {
+    let mut dirty = server("dirty \"quoted\" ☃", "xy-test-exit", &["--code", "3"]);
+    dirty.restart.policy = RestartPolicy::Never;
+    let t = TestEngine::start(vec![sleep_server("a"), dirty]).await;
+    let same = |t: &TestEngine| {
+        let engine = t.engine.clone();
+        async move {
+            let rows = engine.list_rows().await.unwrap();
+            let mut out = Vec::new();
+            rows.write(&mut out);
+            let mut cached: Vec<xy_core::protocol::ListEntry> =
+                serde_json::from_slice(&out).unwrap();
+            let mut typed = engine.list().await.unwrap();
+            for e in cached.iter_mut().chain(typed.iter_mut()) {
+                assert_eq!(e.uptime_secs.is_some(), e.state == ServerState::Running);
+                e.uptime_secs = None;
+                e.cpu_percent = None;
+                e.rss_bytes = None;
+            }
+            assert_eq!(cached, typed);
+            typed
+        }
+    };
+    t.wait_running("a").await;
+    t.wait_state("dirty \"quoted\" ☃", ServerState::Failed).await;
+    let list = same(&t).await;
+    assert_eq!(list[1].last_exit.as_ref().and_then(|x| x.code), Some(3));
+    t.engine
+        .stop_servers(&TargetParams::one("a"))
+        .await
+        .unwrap();
+    let list = same(&t).await;
+    assert_eq!(list[0].state, ServerState::Stopped);
+    assert_eq!(list[0].pid, None);
+    t.finish().await;
+}

@@ -25,6 +25,8 @@ mod exit;
 pub use exit::describe_exit;
 mod boot;
 pub use boot::{BootPhase, BootProgress};
+mod list_row;
+pub use list_row::{ListRow, ListRows, PER_CALL_MAX, PerCall};
 
 /// Method and notification names. No other place spells them.
 pub mod method {

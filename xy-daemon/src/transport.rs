@@ -32,25 +32,50 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Outbound messages queued per connection before senders wait.
 const OUTBOUND_QUEUE: usize = 1024;
 
+/// One outbound line, without its newline: one complete JSON value, as the
+/// bytes the writer sends (a reply written straight into a `Vec` reaches
+/// the socket without another copy).
+#[derive(Debug)]
+pub(crate) struct OutLine(Vec<u8>);
+
+impl OutLine {
+    /// `json` must be one complete JSON value (the direct methods' replies).
+    pub(crate) fn from_json_bytes(json: Vec<u8>) -> OutLine {
+        debug_assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&json).is_ok());
+        OutLine(json)
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Box<RawValue>> for OutLine {
+    fn from(json: Box<RawValue>) -> OutLine {
+        // `Box<RawValue>` → `Box<str>` → `Vec<u8>`: no copy.
+        OutLine(Box::<str>::from(json).into_boxed_bytes().into_vec())
+    }
+}
+
 /// One client connection, as RPC methods see it (`Extensions` entry).
 #[derive(Debug)]
 pub(crate) struct Conn {
     id: usize,
-    out: mpsc::Sender<Box<RawValue>>,
+    out: mpsc::Sender<OutLine>,
     /// Live `logs` streams of this connection: cancelling one fires its sender.
     subs: Mutex<HashMap<u64, oneshot::Sender<()>>>,
 }
 
 impl Conn {
     /// Queues one outbound line; `false` once the client is gone.
-    pub(crate) async fn send(&self, msg: Box<RawValue>) -> bool {
-        self.out.send(msg).await.is_ok()
+    pub(crate) async fn send(&self, msg: impl Into<OutLine>) -> bool {
+        self.out.send(msg.into()).await.is_ok()
     }
 
     /// Waits for room for one outbound line; `None` once the client is gone.
     /// Unlike [`Conn::send`] it is cancel-safe: a stream can wait for room
     /// and for new input at once without losing the line it holds.
-    pub(crate) async fn reserve(&self) -> Option<mpsc::Permit<'_, Box<RawValue>>> {
+    pub(crate) async fn reserve(&self) -> Option<mpsc::Permit<'_, OutLine>> {
         self.out.reserve().await.ok()
     }
 
@@ -177,7 +202,7 @@ pub(crate) async fn connection<R, W>(
 /// receiver drops, which wakes every `Conn::closed` waiter.
 async fn write_loop<W: AsyncWrite + Unpin>(
     id: usize,
-    mut rx: mpsc::Receiver<Box<RawValue>>,
+    mut rx: mpsc::Receiver<OutLine>,
     write: W,
     _slot: OwnedSemaphorePermit,
 ) {
@@ -204,9 +229,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 /// the buffer (a `list` of 200 servers is ~65 KB) reaches the socket in one
 /// `writev` with its newline rather than as the body and then a 1-byte write,
 /// which would wake the client a second time before it has its line.
-async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &RawValue) -> io::Result<()> {
+async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &OutLine) -> io::Result<()> {
     let mut slices = [
-        io::IoSlice::new(msg.get().as_bytes()),
+        io::IoSlice::new(msg.as_bytes()),
         io::IoSlice::new(b"\n"),
     ];
     let mut bufs = &mut slices[..];

@@ -3,19 +3,17 @@
 
 use std::sync::{MutexGuard, PoisonError};
 
-use xy_core::protocol::ListEntry;
-
 use super::Engine;
-use crate::os::resources::Sampler;
+use crate::os::resources::{Measured, Sampler};
 
 impl Engine {
     /// Fills CPU % and RSS of the running entries. Figures younger than
     /// [`crate::os::resources::MAX_AGE`] are reused; otherwise one process-table
     /// scan for all of them runs off the async threads (never in an actor).
-    pub(super) async fn add_resources(&self, entries: &mut [ListEntry]) {
+    pub(super) async fn add_resources<T: Measured + Send>(&self, entries: &mut [T]) {
         let pgids: Vec<i32> = entries
             .iter()
-            .filter_map(|e| e.pid.and_then(|p| i32::try_from(p).ok()))
+            .filter_map(|e| e.pid().and_then(|p| i32::try_from(p).ok()))
             .collect();
         if self.fill_if_fresh(entries, &pgids) {
             return;
@@ -28,8 +26,8 @@ impl Engine {
         let uptimes: std::collections::HashMap<i32, std::time::Duration> = entries
             .iter()
             .filter_map(|e| {
-                let pgid = i32::try_from(e.pid?).ok()?;
-                Some((pgid, std::time::Duration::from_secs(e.uptime_secs?)))
+                let pgid = i32::try_from(e.pid()?).ok()?;
+                Some((pgid, std::time::Duration::from_secs(e.uptime_secs()?)))
             })
             .collect();
         let scan = pgids.clone();
@@ -43,7 +41,7 @@ impl Engine {
         sampler.fill(entries);
     }
 
-    fn fill_if_fresh(&self, entries: &mut [ListEntry], pgids: &[i32]) -> bool {
+    fn fill_if_fresh<T: Measured>(&self, entries: &mut [T], pgids: &[i32]) -> bool {
         let sampler = self.sampler();
         let fresh = sampler.is_fresh(pgids, std::time::Instant::now());
         if fresh {

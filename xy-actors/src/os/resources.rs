@@ -112,16 +112,41 @@ impl Sampler {
 
     /// Fills `cpu_percent` and `rss_bytes` of the running entries from the
     /// latest scans; others (and groups with no live member) get `null`.
-    pub(crate) fn fill(&self, entries: &mut [ListEntry]) {
+    pub(crate) fn fill<T: Measured>(&self, entries: &mut [T]) {
         for e in entries.iter_mut() {
             let figures = e
-                .pid
+                .pid()
                 .and_then(|p| i32::try_from(p).ok())
                 .and_then(|g| self.groups.get(&g))
                 .and_then(|s| s.figures);
-            e.cpu_percent = figures.map(|(c, _)| c);
-            e.rss_bytes = figures.map(|(_, r)| r);
+            e.set_figures(figures.map(|(c, _)| c), figures.map(|(_, r)| r));
         }
+    }
+}
+
+/// A row showing one process group's figures: a [`ListEntry`], or a cached
+/// `list` row with its per-call fields (`engine/listing.rs`).
+pub(crate) trait Measured {
+    /// The group leader (its pid is the pgid), when running.
+    fn pid(&self) -> Option<u32>;
+    /// How long it has run, for a first CPU average.
+    fn uptime_secs(&self) -> Option<u64>;
+    /// Sets `cpu_percent` and `rss_bytes`.
+    fn set_figures(&mut self, cpu_percent: Option<f64>, rss_bytes: Option<u64>);
+}
+
+impl Measured for ListEntry {
+    fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    fn uptime_secs(&self) -> Option<u64> {
+        self.uptime_secs
+    }
+
+    fn set_figures(&mut self, cpu_percent: Option<f64>, rss_bytes: Option<u64>) {
+        self.cpu_percent = cpu_percent;
+        self.rss_bytes = rss_bytes;
     }
 }
 

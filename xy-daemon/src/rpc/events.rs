@@ -140,7 +140,7 @@ impl Stream {
                 permit = self.conn.reserve(), if !queue.is_empty() => match permit {
                     Some(p) => {
                         if let Some(line) = queue.pop_front() {
-                            p.send(line);
+                            p.send(line.into());
                         }
                     }
                     None => return None,

@@ -10,8 +10,8 @@ use xy_core::protocol::{NameParams, TargetParams, method};
 use super::{DaemonCtx, engine_error, invalid_params, no_params, parse};
 use crate::transport::Handlers;
 
-/// `list` writes its reply directly (one serialisation of the rows; see
-/// `transport/direct.rs`).
+/// `list` writes its reply directly: the rows each snapshot serialised
+/// once, with their per-call fields (`transport/direct.rs`, D41).
 pub(super) fn register_direct(h: &mut Handlers, ctx: &Arc<DaemonCtx>) {
     let ctx = Arc::clone(ctx);
     h.register_direct(method::LIST, move |params| {
@@ -20,7 +20,7 @@ pub(super) fn register_direct(h: &mut Handlers, ctx: &Arc<DaemonCtx>) {
             no_params(&params)?;
             ctx.engine()
                 .await?
-                .list()
+                .list_rows()
                 .await
                 .map_err(|e| engine_error(&e))
         }

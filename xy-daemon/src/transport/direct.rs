@@ -1,8 +1,9 @@
 //! The method table the transport calls: jsonrpsee's [`Methods`] plus
-//! *direct* methods, which serialise their result once, straight into the
-//! reply line. jsonrpsee's `MethodResponse::response` serialises a result and
-//! then parses the whole reply again to check it is JSON (D38); for `list` at
+//! *direct* methods, which write their result once, straight into the reply
+//! line. jsonrpsee's `MethodResponse::response` serialises a result and then
+//! parses the whole reply again to check it is JSON (D38); for `list` at
 //! N=200 (a ~65 KB reply) that second pass was a fifth of the daemon's work.
+//! A direct result may be JSON written ahead (`list`'s cached rows, D41).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,13 +12,14 @@ use std::sync::Arc;
 
 use jsonrpsee::types::{ErrorObjectOwned, Id, Params};
 use jsonrpsee::{MethodResponse, Methods};
-use serde::Serialize;
-use serde_json::value::RawValue;
+use xy_core::protocol::ListRows;
+
+use super::OutLine;
 
 /// A direct method: the request's id and params in, the whole reply line
 /// (a result or an error object) out.
 pub(crate) type DirectMethod = Arc<
-    dyn Fn(Id<'static>, Params<'static>) -> Pin<Box<dyn Future<Output = Box<RawValue>> + Send>>
+    dyn Fn(Id<'static>, Params<'static>) -> Pin<Box<dyn Future<Output = OutLine> + Send>>
         + Send
         + Sync,
 >;
@@ -55,7 +57,7 @@ impl Handlers {
     /// `AlreadyRegistered`).
     pub(crate) fn register_direct<T, F, Fut>(&mut self, name: &'static str, f: F)
     where
-        T: Serialize,
+        T: WriteJson,
         F: Fn(Params<'static>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, ErrorObjectOwned>> + Send + 'static,
     {
@@ -69,7 +71,7 @@ impl Handlers {
             Box::pin(async move {
                 match fut.await {
                     Ok(result) => success(id, &result),
-                    Err(e) => MethodResponse::error(id, e).into_json(),
+                    Err(e) => MethodResponse::error(id, e).into_json().into(),
                 }
             })
         });
@@ -88,34 +90,50 @@ impl Handlers {
     }
 }
 
-/// `{"jsonrpc":"2.0","id":…,"result":…}`, fields in jsonrpsee's order.
-#[derive(Serialize)]
-struct Success<'a, T> {
-    jsonrpc: &'static str,
-    id: &'a Id<'a>,
-    result: &'a T,
+/// A result that writes its own JSON.
+pub(crate) trait WriteJson {
+    /// Bytes [`WriteJson::write_json`] writes at most (the reply buffer is
+    /// sized from it, so it never grows while being written).
+    fn max_len(&self) -> usize;
+    /// Appends exactly one JSON value.
+    fn write_json(&self, out: &mut Vec<u8>);
 }
 
-/// The success reply, serialised once (`to_raw_value` does not re-parse
-/// what it wrote). A result that cannot be serialised becomes `-32603`.
-fn success<T: Serialize>(id: Id<'static>, result: &T) -> Box<RawValue> {
-    let reply = Success {
-        jsonrpc: "2.0",
-        id: &id,
-        result,
-    };
-    match serde_json::value::to_raw_value(&reply) {
-        Ok(json) => json,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot serialise a result");
-            let err = jsonrpsee::types::ErrorObject::owned(
-                xy_core::protocol::ErrorCode::InternalError.code(),
-                format!("cannot serialise the result: {e}"),
-                None::<()>,
-            );
-            MethodResponse::error(id, err).into_json()
-        }
+impl WriteJson for ListRows {
+    fn max_len(&self) -> usize {
+        ListRows::max_len(self)
     }
+
+    fn write_json(&self, out: &mut Vec<u8>) {
+        self.write(out);
+    }
+}
+
+/// Test methods answer with any value (max_len 0: the buffer grows).
+#[cfg(test)]
+impl WriteJson for serde_json::Value {
+    fn max_len(&self) -> usize {
+        0
+    }
+
+    fn write_json(&self, out: &mut Vec<u8>) {
+        serde_json::to_writer(out, self).expect("a Value serialises");
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":…,"result":…}`, fields in jsonrpsee's order,
+/// written once into a buffer of the right size.
+fn success<T: WriteJson>(id: Id<'static>, result: &T) -> OutLine {
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+    const MID: &[u8] = br#","result":"#;
+    // An id is a number or a string; a long string grows the buffer once.
+    let mut out = Vec::with_capacity(HEAD.len() + 24 + MID.len() + result.max_len() + 1);
+    out.extend_from_slice(HEAD);
+    serde_json::to_writer(&mut out, &id).expect("an id serialises");
+    out.extend_from_slice(MID);
+    result.write_json(&mut out);
+    out.push(b'}');
+    OutLine::from_json_bytes(out)
 }
 
 #[cfg(test)]
@@ -128,7 +146,7 @@ mod tests {
         h.register_direct("rows", |p: Params<'static>| async move {
             let n: Option<u32> = p.parse().ok();
             match n {
-                Some(n) => Ok(vec![serde_json::json!({"n": n, "s": "a\"b\\c\u{1}é"})]),
+                Some(n) => Ok(serde_json::json!([{"n": n, "s": "a\"b\\c\u{1}é"}])),
                 None => Err(jsonrpsee::types::ErrorObject::owned(
                     -32602,
                     "need a number",
@@ -147,9 +165,9 @@ mod tests {
                 ]),
                 usize::MAX,
             );
-            assert_eq!(ok.get(), expected.as_json().get());
+            assert_eq!(ok.as_bytes(), expected.as_json().get().as_bytes());
             let err = call(id.clone(), Params::new(Some("\"no\""))).await;
-            let v: serde_json::Value = serde_json::from_str(err.get()).unwrap();
+            let v: serde_json::Value = serde_json::from_slice(err.as_bytes()).unwrap();
             assert_eq!(v["error"]["code"], -32602);
             assert_eq!(v["error"]["data"]["field"], "n");
             assert_eq!(v["id"], serde_json::to_value(&id).unwrap());
@@ -160,7 +178,7 @@ mod tests {
     #[should_panic(expected = "registered twice")]
     fn a_name_is_registered_once() {
         let mut h = Handlers::default();
-        h.register_direct("x", |_| async { Ok::<_, ErrorObjectOwned>(1) });
-        h.register_direct("x", |_| async { Ok::<_, ErrorObjectOwned>(2) });
+        h.register_direct("x", |_| async { Ok::<_, ErrorObjectOwned>(serde_json::json!(1)) });
+        h.register_direct("x", |_| async { Ok::<_, ErrorObjectOwned>(serde_json::json!(2)) });
     }
 }

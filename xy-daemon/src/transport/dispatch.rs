@@ -12,13 +12,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use xy_core::protocol::{ErrorCode, MAX_LINE_BYTES, method};
 
+use super::OutLine;
 use super::direct::Handlers;
 
 /// What to write back for one line.
 #[derive(Debug)]
 pub(crate) struct Reply {
     /// One JSON value (an object, or an array for a batch).
-    pub(crate) json: Box<RawValue>,
+    pub(crate) json: OutLine,
     /// Completion hooks of the responses inside (`logs` waits on these so its
     /// reply is written before its first notification).
     pub(crate) on_written: Vec<(MethodResponseNotifyTx, bool)>,
@@ -29,13 +30,13 @@ impl Reply {
         let success = resp.is_success();
         let (json, notify, _) = resp.into_parts();
         Reply {
-            json,
+            json: json.into(),
             on_written: notify.map(|n| (n, success)).into_iter().collect(),
         }
     }
 
     /// The line to send, and the hooks to fire once it is queued.
-    pub(crate) fn split(self) -> (Box<RawValue>, Written) {
+    pub(crate) fn split(self) -> (OutLine, Written) {
         (self.json, Written(self.on_written))
     }
 }
@@ -200,16 +201,23 @@ async fn handle_batch(
         }
         return None;
     }
-    let mut out = String::with_capacity(parts.iter().map(|p| p.get().len() + 1).sum::<usize>() + 2);
-    out.push('[');
+    let mut out = Vec::with_capacity(
+        parts
+            .iter()
+            .map(|p| p.as_bytes().len() + 1)
+            .sum::<usize>()
+            + 2,
+    );
+    out.push(b'[');
     for (i, p) in parts.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(p.get());
+        out.extend_from_slice(p.as_bytes());
     }
-    out.push(']');
-    let json = RawValue::from_string(out).expect("a JSON array of JSON values is JSON");
+    out.push(b']');
+    // An array of JSON values is JSON.
+    let json = OutLine::from_json_bytes(out);
     Some(Reply { json, on_written })
 }
 
