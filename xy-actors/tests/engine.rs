@@ -796,7 +796,8 @@ async fn cached_list_rows_follow_every_change() {
         }
     };
     t.wait_running("a").await;
-    t.wait_state("dirty \"quoted\" ☃", ServerState::Failed).await;
+    t.wait_state("dirty \"quoted\" ☃", ServerState::Failed)
+        .await;
     let list = same(&t).await;
     assert_eq!(list[1].last_exit.as_ref().and_then(|x| x.code), Some(3));
     t.engine

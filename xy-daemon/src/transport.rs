@@ -230,10 +230,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 /// `writev` with its newline rather than as the body and then a 1-byte write,
 /// which would wake the client a second time before it has its line.
 async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &OutLine) -> io::Result<()> {
-    let mut slices = [
-        io::IoSlice::new(msg.as_bytes()),
-        io::IoSlice::new(b"\n"),
-    ];
+    let mut slices = [io::IoSlice::new(msg.as_bytes()), io::IoSlice::new(b"\n")];
     let mut bufs = &mut slices[..];
     while !bufs.is_empty() {
         let n = w.write_vectored(bufs).await?;

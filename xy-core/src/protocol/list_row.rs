@@ -164,7 +164,12 @@ mod tests {
                 rss_bytes: e.rss_bytes,
             },
         );
-        assert!(out.len() <= row.max_len(), "{} > {}", out.len(), row.max_len());
+        assert!(
+            out.len() <= row.max_len(),
+            "{} > {}",
+            out.len(),
+            row.max_len()
+        );
         out
     }
 

@@ -178,7 +178,11 @@ mod tests {
     #[should_panic(expected = "registered twice")]
     fn a_name_is_registered_once() {
         let mut h = Handlers::default();
-        h.register_direct("x", |_| async { Ok::<_, ErrorObjectOwned>(serde_json::json!(1)) });
-        h.register_direct("x", |_| async { Ok::<_, ErrorObjectOwned>(serde_json::json!(2)) });
+        h.register_direct("x", |_| async {
+            Ok::<_, ErrorObjectOwned>(serde_json::json!(1))
+        });
+        h.register_direct("x", |_| async {
+            Ok::<_, ErrorObjectOwned>(serde_json::json!(2))
+        });
     }
 }

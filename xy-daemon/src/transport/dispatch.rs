@@ -201,13 +201,8 @@ async fn handle_batch(
         }
         return None;
     }
-    let mut out = Vec::with_capacity(
-        parts
-            .iter()
-            .map(|p| p.as_bytes().len() + 1)
-            .sum::<usize>()
-            + 2,
-    );
+    let mut out =
+        Vec::with_capacity(parts.iter().map(|p| p.as_bytes().len() + 1).sum::<usize>() + 2);
     out.push(b'[');
     for (i, p) in parts.iter().enumerate() {
         if i > 0 {
