@@ -12,7 +12,9 @@
 //!    arrives, and `Engine::list` latency, against the same with no flood.
 //!
 //! Run: `cargo bench -p xy-actors --bench pump` (release). Options after
-//! `--`: `--runs N` (default 5), `--only throughput|loss|fairness`,
+//! `--`: `--runs N` (default 7), `--only throughput|loss|fairness`,
+//! `--drop-caches` (root: drop the clean page cache before the throughput
+//! series), `XY_BENCH_DIR` (where both sides write; default the temp dir),
 //! `--profile` (one pump run of the constant child and nothing else, for
 //! `valgrind --tool=callgrind`).
 #![allow(clippy::print_stdout)]
@@ -161,8 +163,17 @@ struct Run {
     log: String,
 }
 
+/// Where both sides write: one directory (one filesystem) for the pump's
+/// log dir and `cat`'s file; `XY_BENCH_DIR`, or the system temp dir.
+fn bench_dir() -> tempfile::TempDir {
+    match std::env::var_os("XY_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    }
+}
+
 async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = bench_dir();
     let mut opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
     // One file, so every line is easy to check (rotation is a rename per 10 MB).
     opts.rotate_bytes = 1 << 30;
@@ -174,18 +185,13 @@ async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
     )
     .await
     .unwrap();
+    // Done when the file holds every line and the stderr report (which need
+    // not come last: stderr is read while stdout's pipe still holds up to
+    // 1 MiB). Watched by the file's size, a `stat` every 2 ms: asking the
+    // engine (`status` reads /proc on the blocking pool) that often took
+    // CPU from the child and the pump during the timed run, which `cat`'s
+    // side never pays.
     let deadline = Instant::now() + Duration::from_secs(300);
-    while engine.status("flood").await.unwrap().entry.state != ServerState::Stopped {
-        assert!(
-            Instant::now() < deadline,
-            "flood under the pump did not finish"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    // The child has exited; its last lines may still be in the pipe, the
-    // pump or the writer's queue. Done when the file holds every line (and
-    // the stderr report, which need not come last: stderr is read while
-    // stdout's pipe still holds up to 1 MiB).
     let path = dir.path().join("logs/flood.log");
     let want = LINES * (BYTES as u64 + 31) + 40;
     while std::fs::metadata(&path).map_or(0, |m| m.len()) < want {
@@ -194,6 +200,13 @@ async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
     }
     let wall = t0.elapsed();
     let cpu = cpu_since(&cpu0);
+    while engine.status("flood").await.unwrap().entry.state != ServerState::Stopped {
+        assert!(
+            Instant::now() < deadline,
+            "flood under the pump did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     engine.shutdown().await.unwrap();
     let log = std::fs::read_to_string(&path).unwrap();
     let child_ms = log
@@ -211,7 +224,7 @@ async fn under_pump(flood: &Path, constant: bool, keep_log: bool) -> Run {
 }
 
 fn into_cat(flood: &Path, constant: bool) -> Run {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = bench_dir();
     let out = dir.path().join("out.log");
     let t0 = Instant::now();
     let mut child = Command::new(flood)
@@ -246,10 +259,39 @@ fn into_cat(flood: &Path, constant: bool) -> Run {
     }
 }
 
-/// Before each timed run: `sync`, so neither side pays for the writeback
-/// of the previous run's 100–130 MB file (its temp dir is already gone).
+/// Before each timed run: the previous run's file is already deleted (its
+/// temp dir is gone), then `sync` and a wait until the kernel reports no
+/// page under writeback, so neither side pays for another run's (or another
+/// process's) writeback.
 fn settle() {
     let _ = Command::new("sync").status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while meminfo_kb("Writeback:").unwrap_or(0) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A `/proc/meminfo` figure in KiB.
+fn meminfo_kb(key: &str) -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `--drop-caches`: the clean page cache dropped before a series (root
+/// only), so page allocations for both sides' files come from free memory
+/// instead of reclaim; says whether it was done.
+fn drop_caches() -> String {
+    let _ = Command::new("sync").status();
+    match std::fs::write("/proc/sys/vm/drop_caches", "1") {
+        Ok(()) => "page cache dropped before the series".into(),
+        Err(e) => format!("page cache NOT dropped ({e})"),
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -292,22 +334,45 @@ fn lost_lines(log: &str) -> u64 {
     lost + (LINES + 1 - next)
 }
 
-fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant: bool) {
+fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant: bool, drop: bool) {
     let what = if constant {
         "constant line (--constant)"
     } else {
         "numbered lines"
     };
+    let dropped = if drop {
+        drop_caches()
+    } else {
+        "page cache not dropped (--drop-caches to)".into()
+    };
     println!(
-        "== throughput: xy-test-flood --lines {LINES} --bytes {BYTES}, {what}; load {} at start",
-        load()
+        "== throughput: xy-test-flood --lines {LINES} --bytes {BYTES}, {what}; load {} at start; {dropped}; MemFree {} MiB; files in {}",
+        load(),
+        meminfo_kb("MemFree:").unwrap_or(0) / 1024,
+        bench_dir().path().parent().unwrap().display()
     );
     let (mut pump, mut cat, mut lost) = (Vec::new(), Vec::new(), 0);
     let mut wall = Vec::new();
     let (mut pumps, mut writers) = (Vec::new(), Vec::new());
-    for _ in 0..runs {
-        settle();
-        let r = rt.block_on(under_pump(flood, constant, !constant));
+    let mut pairs = Vec::new();
+    for i in 0..runs {
+        // Interleaved, and which side goes first alternates: a drift in
+        // the machine's state (page cache, another process) hits both.
+        let pump_run = || {
+            settle();
+            rt.block_on(under_pump(flood, constant, !constant))
+        };
+        let cat_run = || {
+            settle();
+            into_cat(flood, constant).child_ms
+        };
+        let (r, c) = if i % 2 == 0 {
+            let r = pump_run();
+            (r, cat_run())
+        } else {
+            let c = cat_run();
+            (pump_run(), c)
+        };
         if !constant {
             lost = lost.max(lost_lines(&r.log));
         }
@@ -315,8 +380,8 @@ fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant:
         wall.push(r.wall.as_secs_f64() * 1000.0);
         pumps.push(r.cpu.0);
         writers.push(r.cpu.1);
-        settle();
-        cat.push(into_cat(flood, constant).child_ms);
+        cat.push(c);
+        pairs.push(r.child_ms / c);
     }
     println!("  (a) under xy's pump : child write time {}", spread(&pump));
     println!("      every line in the log file after {}", spread(&wall));
@@ -326,9 +391,14 @@ fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant:
         spread(&writers)
     );
     println!("  (b) | cat > file    : child write time {}", spread(&cat));
+    let mut sorted = pairs.clone();
+    sorted.sort_by(f64::total_cmp);
     println!(
-        "  ratio (a)/(b) of medians: {:.2}x (target <= 1.3x); load {} at end",
+        "  ratio (a)/(b) of medians: {:.2}x (target <= 1.3x); per-pair ratios median {:.2}x (min {:.2}, max {:.2}); load {} at end",
         median(pump) / median(cat),
+        median(pairs),
+        sorted[0],
+        sorted[sorted.len() - 1],
         load()
     );
     if !constant {
@@ -449,7 +519,8 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
-    let runs: usize = value("--runs").and_then(|v| v.parse().ok()).unwrap_or(5);
+    let runs: usize = value("--runs").and_then(|v| v.parse().ok()).unwrap_or(7);
+    let drop = flag("--drop-caches");
     let only = value("--only");
     let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
     let flood = bin("xy-test-flood");
@@ -467,10 +538,10 @@ fn main() {
         return;
     }
     if want("throughput") {
-        throughput(&rt, &flood, runs, true);
+        throughput(&rt, &flood, runs, true, drop);
     }
     if want("loss") {
-        throughput(&rt, &flood, runs.min(3), false);
+        throughput(&rt, &flood, runs.min(3), false, false);
     }
     if want("fairness") {
         fairness(&rt);
