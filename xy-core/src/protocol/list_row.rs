@@ -14,7 +14,7 @@ use super::ListEntry;
 /// One `list` row's JSON, built once from a [`ListEntry`] (its per-call
 /// fields ignored); [`ListRow::write`] fills those in. The text is
 /// `{…"uptime_secs":` + `…"cpu_percent":` + `…"agent_allow_restart":…}`,
-/// cut at [`ListRow::cuts`].
+/// cut at two offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListRow {
     text: Box<str>,
