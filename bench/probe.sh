@@ -11,6 +11,7 @@
 # Usage: bench/probe.sh [N ...]   env: INTERVAL=2s SETTLE=10 ROUNDS=5 PROBE_NO_BUILD=1
 #   XYD=path (another xyd build, e.g. an older commit's, to compare)
 #   SMAPS=1 also prints where the RSS lives (per mapping, from /proc/PID/smaps)
+#   XY_LOG=… the daemon's log filter (default warn)
 # Linux only (reads /proc). Targets (issue 13): idle RSS ≤ 8 MiB at N=10,
 # ≤ 16 MiB at N=200.
 set -euo pipefail
@@ -48,7 +49,7 @@ for n in "${sizes[@]}"; do
         printf 'command "%s"\nargs "--port" "%d" "--era" "%s"\nport %d\nhealth {\n    mcp "/mcp"\n    interval "%s"\n    start-period "0s"\n}\n' \
             "$rel/xy-test-mcp" "$port" "$era" "$port" "$INTERVAL" >"$dir/c/xy/servers/m$i.kdl"
     done
-    XDG_CONFIG_HOME=$dir/c XDG_STATE_HOME=$dir/s XY_SOCKET=$dir/x.sock XY_LOG=warn \
+    XDG_CONFIG_HOME=$dir/c XDG_STATE_HOME=$dir/s XY_SOCKET=$dir/x.sock XY_LOG=${XY_LOG:-warn} \
         setsid "$xyd" </dev/null >"$dir/xyd.out" 2>&1 &
     pid=$!
     deadline=$((SECONDS + 180))
