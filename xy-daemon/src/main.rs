@@ -154,7 +154,7 @@ fn limit_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
 
-/// How often the idle daemon gives freed heap pages back (D41).
+/// How often the idle daemon gives freed heap pages back (D43).
 const HEAP_TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// glibc returns freed memory to the system only from the top of a heap:
@@ -162,7 +162,7 @@ const HEAP_TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1
 /// checks and tool lists; a flood's buffers) stay resident for good. A
 /// thread of its own calls `malloc_trim(0)` every `period` (0.4–0.8 ms at
 /// N=200, kept off the async workers): at N=200 probed servers idle RSS
-/// 16.8 → 14.5 MiB (D41, docs/performance.md). macOS's allocator returns
+/// 16.8 → 14.5 MiB (D43, docs/performance.md). macOS's allocator returns
 /// free pages by itself.
 fn start_heap_trimmer(period: std::time::Duration) {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
