@@ -102,7 +102,7 @@ fn boot(args: Args) -> Result<(), DaemonError> {
     }
     let prepared = prepare(paths)?;
     let _log = logging::init(prepared.paths())?;
-    start_heap_trimmer(HEAP_TRIM_INTERVAL);
+    start_heap_trimmer();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -154,25 +154,30 @@ fn limit_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
 
-/// How often the idle daemon gives freed heap pages back (D43).
-const HEAP_TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+/// When the daemon gives freed heap pages back (D43): 1 s after it
+/// starts, then at doubling intervals up to once every 64 s. The boot's burst
+/// is handed back within seconds, and an idle daemon wakes for it once a
+/// minute.
+fn trim_delays() -> impl Iterator<Item = std::time::Duration> {
+    (0..).map(|i: u32| std::time::Duration::from_secs(1 << i.min(6)))
+}
 
 /// glibc returns freed memory to the system only from the top of a heap:
 /// pages freed between live allocations (the boot's burst of spawns, port
 /// checks and tool lists; a flood's buffers) stay resident for good. A
-/// thread of its own calls `malloc_trim(0)` every `period` (0.4–0.8 ms at
-/// N=200, kept off the async workers): at N=200 probed servers idle RSS
-/// 16.8 → 14.5 MiB (D43, docs/performance.md). macOS's allocator returns
-/// free pages by itself.
-fn start_heap_trimmer(period: std::time::Duration) {
+/// thread of its own calls `malloc_trim(0)` on the schedule of
+/// [`trim_delays`] (0.4–0.8 ms at N=200, kept off the async workers): at
+/// N=200 probed servers idle RSS 16.8 → 14.5 MiB (D43, docs/performance.md).
+/// macOS's allocator returns free pages by itself.
+fn start_heap_trimmer() {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
         return;
     }
     let spawned = std::thread::Builder::new()
         .name("xyd-heap".into())
         .spawn(move || {
-            loop {
-                std::thread::sleep(period);
+            for delay in trim_delays() {
+                std::thread::sleep(delay);
                 let started = std::time::Instant::now();
                 let released = trim_heap();
                 let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -216,6 +221,12 @@ fn report(e: &DaemonError) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn trims_come_at_doubling_delays_up_to_a_minute() {
+        let secs: Vec<u64> = super::trim_delays().take(9).map(|d| d.as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
+    }
+
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn trimming_gives_freed_pages_between_live_blocks_back() {
