@@ -154,12 +154,15 @@ fn limit_malloc_arenas() {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn limit_malloc_arenas() {}
 
-/// When the daemon gives freed heap pages back (D43): 1 s after it
-/// starts, then at doubling intervals up to once every 64 s. The boot's burst
-/// is handed back within seconds, and an idle daemon wakes for it once a
-/// minute.
+/// When the daemon gives freed heap pages back (D43): 10 and 20 s after it
+/// starts (the boot's burst), then 40 and 80 s, then every 64 s. Never two
+/// trims within 10 s: an idle daemon wakes at most once per 10 s (issue 8's
+/// target), and once a minute for good.
 fn trim_delays() -> impl Iterator<Item = std::time::Duration> {
-    (0..).map(|i: u32| std::time::Duration::from_secs(1 << i.min(6)))
+    [10, 10, 20, 40]
+        .into_iter()
+        .chain(std::iter::repeat(64))
+        .map(std::time::Duration::from_secs)
 }
 
 /// glibc returns freed memory to the system only from the top of a heap:
@@ -222,9 +225,10 @@ fn report(e: &DaemonError) {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn trims_come_at_doubling_delays_up_to_a_minute() {
-        let secs: Vec<u64> = super::trim_delays().take(9).map(|d| d.as_secs()).collect();
-        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
+    fn trims_never_come_twice_within_ten_seconds() {
+        let secs: Vec<u64> = super::trim_delays().take(7).map(|d| d.as_secs()).collect();
+        assert_eq!(secs, [10, 10, 20, 40, 64, 64, 64]);
+        assert!(super::trim_delays().take(100).all(|d| d.as_secs() >= 10));
     }
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
