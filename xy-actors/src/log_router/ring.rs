@@ -517,6 +517,34 @@ mod tests {
         tail.into_iter().map(|l| (l.stream, l.ts, l.line)).collect()
     }
 
+    /// The stream and millisecond of the `i`th read: stderr every
+    /// `err_every`th read, one millisecond apart.
+    fn read_at(i: usize, err_every: usize) -> (LogStream, u64) {
+        let stream = if i.is_multiple_of(err_every) {
+            LogStream::Stderr
+        } else {
+            LogStream::Stdout
+        };
+        (stream, 1_764_480_000_000 + i as u64)
+    }
+
+    fn push_each(r: &mut Ring, stream: LogStream, ts: u64, lines: &[String]) {
+        for l in lines {
+            r.push(stream, ts, l.as_bytes());
+        }
+    }
+
+    fn push_as_batch(r: &mut Ring, stream: LogStream, ts: u64, lines: &[String]) {
+        let text = lines.iter().map(String::len).sum();
+        r.push_batch(
+            stream,
+            ts,
+            lines.len(),
+            text,
+            lines.iter().map(|l| l.as_bytes()),
+        );
+    }
+
     /// A read pushed at once leaves the ring as the same lines pushed one
     /// by one would: records straddling the physical end, a batch over the
     /// whole budget, empty lines, a budget too small for one line.
@@ -529,23 +557,9 @@ mod tests {
                 let lines: Vec<String> = (0..i % 9)
                     .map(|j| "x".repeat((i * 7 + j * 13) % 31))
                     .collect();
-                let stream = if i % 4 == 0 {
-                    LogStream::Stderr
-                } else {
-                    LogStream::Stdout
-                };
-                let ts = 1_764_480_000_000 + i as u64;
-                for l in &lines {
-                    one.push(stream, ts, l.as_bytes());
-                }
-                let text = lines.iter().map(String::len).sum();
-                batch.push_batch(
-                    stream,
-                    ts,
-                    lines.len(),
-                    text,
-                    lines.iter().map(|l| l.as_bytes()),
-                );
+                let (stream, ts) = read_at(i, 4);
+                push_each(&mut one, stream, ts, &lines);
+                push_as_batch(&mut batch, stream, ts, &lines);
                 assert_eq!(batch.used(), one.used(), "cap {cap}, read {i}");
                 assert!(batch.allocated() <= cap.max(HEADER + 31));
             }
@@ -582,27 +596,13 @@ mod tests {
                 let lines: Vec<String> = (0..(i % 7) + 1)
                     .map(|j| format!("{i}-{j}{}", "é".repeat((i + j) % 11)))
                     .collect();
-                let stream = if i % 5 == 0 {
-                    LogStream::Stderr
-                } else {
-                    LogStream::Stdout
-                };
-                let ts = 1_764_480_000_000 + i as u64;
-                for l in &lines {
-                    one.push(stream, ts, l.as_bytes());
-                }
+                let (stream, ts) = read_at(i, 5);
+                push_each(&mut one, stream, ts, &lines);
                 let b = block(stream, ts, &lines);
                 if i % 4 != 0 && mixed.takes_block(b.cost) {
                     mixed.push_block(b, drop);
                 } else {
-                    let text = lines.iter().map(String::len).sum();
-                    mixed.push_batch(
-                        stream,
-                        ts,
-                        lines.len(),
-                        text,
-                        lines.iter().map(|l| l.as_bytes()),
-                    );
+                    push_as_batch(&mut mixed, stream, ts, &lines);
                 }
                 // Blocks the newer ones push out are dropped: at most the budget
                 // and one block more are kept.
