@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use xy_core::paths::Paths;
 use xy_daemon::{DaemonError, boot, logging, prepare, signals};
 
+mod heap;
+
 /// What `xyd --help` prints.
 const HELP: &str = "\
 xyd: keeps your local MCP servers running.
@@ -61,7 +63,7 @@ fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli,
 
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 fn main() -> ExitCode {
-    limit_malloc_arenas();
+    heap::limit_malloc_arenas();
     let args = match parse_args(std::env::args_os().skip(1)) {
         Ok(Cli::Run(args)) => args,
         Ok(Cli::Help) => {
@@ -102,7 +104,7 @@ fn boot(args: Args) -> Result<(), DaemonError> {
     }
     let prepared = prepare(paths)?;
     let _log = logging::init(prepared.paths())?;
-    start_heap_trimmer();
+    heap::start_trimmer();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -134,81 +136,6 @@ fn boot(args: Args) -> Result<(), DaemonError> {
     result
 }
 
-/// glibc gives every thread that allocates an arena of its own (up to 8 per
-/// core), each keeping the pages it freed. The daemon's allocations are
-/// small and its threads few and mostly idle: two arenas are enough, and an
-/// idle daemon keeps ~1 MiB less at N=200 (docs/performance.md, issue 13).
-/// `MALLOC_ARENA_MAX` in the environment still decides if set.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn limit_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: called first in `main`, before any other thread exists;
-        // `mallopt` only sets an allocator parameter.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {}
-
-/// When the daemon gives freed heap pages back (D43): 10 and 20 s after it
-/// starts (the boot's burst), then 40 and 80 s, then every 64 s. Never two
-/// trims within 10 s: an idle daemon wakes at most once per 10 s (issue 8's
-/// target), and once a minute for good.
-fn trim_delays() -> impl Iterator<Item = std::time::Duration> {
-    [10, 10, 20, 40]
-        .into_iter()
-        .chain(std::iter::repeat(64))
-        .map(std::time::Duration::from_secs)
-}
-
-/// glibc returns freed memory to the system only from the top of a heap:
-/// pages freed between live allocations (the boot's burst of spawns, port
-/// checks and tool lists; a flood's buffers) stay resident for good. A
-/// thread of its own calls `malloc_trim(0)` on the schedule of
-/// [`trim_delays`] (0.4–0.8 ms at N=200, kept off the async workers): at
-/// N=200 probed servers idle RSS 16.8 → 14.5 MiB (D43, docs/performance.md).
-/// macOS's allocator returns free pages by itself.
-fn start_heap_trimmer() {
-    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("xyd-heap".into())
-        .spawn(move || {
-            for delay in trim_delays() {
-                std::thread::sleep(delay);
-                let started = std::time::Instant::now();
-                let released = trim_heap();
-                let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                tracing::debug!(released, took_us, "heap trimmed");
-            }
-        });
-    if let Err(e) = spawned {
-        // Only memory is at stake: run without.
-        tracing::warn!("could not start the heap trimmer: {e}");
-    }
-}
-
-/// Gives every page that lies wholly in freed heap memory back to the
-/// system; true if any was.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_heap() -> bool {
-    // SAFETY: `malloc_trim` takes each arena's lock itself and only
-    // releases pages that no allocation uses; it is safe from any thread.
-    #[allow(unsafe_code)]
-    let released = unsafe { libc::malloc_trim(0) };
-    released == 1
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_heap() -> bool {
-    false
-}
-
 /// A relative `--config-dir` is taken from the cwd at start, which a service
 /// manager may change later.
 fn absolute(dir: PathBuf) -> PathBuf {
@@ -224,42 +151,6 @@ fn report(e: &DaemonError) {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn trims_never_come_twice_within_ten_seconds() {
-        let secs: Vec<u64> = super::trim_delays().take(7).map(|d| d.as_secs()).collect();
-        assert_eq!(secs, [10, 10, 20, 40, 64, 64, 64]);
-        assert!(super::trim_delays().take(100).all(|d| d.as_secs() >= 10));
-    }
-
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[test]
-    fn trimming_gives_freed_pages_between_live_blocks_back() {
-        fn resident_kib() -> u64 {
-            let status = std::fs::read_to_string("/proc/self/status").unwrap();
-            let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-            line.split_whitespace().nth(1).unwrap().parse().unwrap()
-        }
-        // 16 MiB in 64 KiB blocks below the mmap threshold's reach of a
-        // single block, each page written; then every other block freed,
-        // so the freed pages sit between live ones, not at the heap's top.
-        let mut blocks: Vec<Vec<u8>> = (0..256).map(|i| vec![i as u8; 60 * 1024]).collect();
-        let mut kept = Vec::new();
-        for (i, b) in blocks.drain(..).enumerate() {
-            if i % 2 == 0 {
-                kept.push(b);
-            }
-        }
-        let before = resident_kib();
-        assert!(super::trim_heap(), "malloc_trim released nothing");
-        let after = resident_kib();
-        assert!(
-            after + 4 * 1024 <= before,
-            "expected ≥ 4 MiB back, RSS {before} → {after} KiB"
-        );
-        assert_eq!(kept.len(), 128);
-        assert!(kept.iter().enumerate().all(|(i, b)| b[0] == (2 * i) as u8));
-    }
-
     use super::{Args, Cli, parse_args};
 
     fn parse(args: &[&str]) -> Result<Cli, String> {

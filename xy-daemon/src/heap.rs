@@ -1,0 +1,115 @@
+//! xyd's memory policy towards glibc's allocator (Linux only): two arenas
+//! instead of one per thread (D34), and a thread that gives freed heap pages
+//! back after boot and then once a minute (D43). macOS's allocator needs
+//! neither.
+
+/// glibc gives every thread that allocates an arena of its own (up to 8 per
+/// core), each keeping the pages it freed. The daemon's allocations are
+/// small and its threads few and mostly idle: two arenas are enough, and an
+/// idle daemon keeps ~1 MiB less at N=200 (docs/performance.md, issue 13).
+/// `MALLOC_ARENA_MAX` in the environment still decides if set.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn limit_malloc_arenas() {
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: called first in `main`, before any other thread exists;
+        // `mallopt` only sets an allocator parameter.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn limit_malloc_arenas() {}
+
+/// When the daemon gives freed heap pages back (D43): 10 and 20 s after it
+/// starts (the boot's burst), then 40 and 80 s, then every 64 s. Never two
+/// trims within 10 s: an idle daemon wakes at most once per 10 s (issue 8's
+/// target), and once a minute for good.
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
+fn trim_delays() -> impl Iterator<Item = std::time::Duration> {
+    [10, 10, 20, 40]
+        .into_iter()
+        .chain(std::iter::repeat(64))
+        .map(std::time::Duration::from_secs)
+}
+
+/// glibc returns freed memory to the system only from the top of a heap:
+/// pages freed between live allocations (the boot's burst of spawns, port
+/// checks and tool lists; a flood's buffers) stay resident for good. A
+/// thread of its own calls `malloc_trim(0)` on the schedule of
+/// [`trim_delays`] (0.4–0.8 ms at N=200, kept off the async workers): at
+/// N=200 probed servers idle RSS 16.8 → 14.5 MiB (D43, docs/performance.md).
+/// macOS's allocator returns free pages by itself.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn start_trimmer() {
+    let spawned = std::thread::Builder::new()
+        .name("xyd-heap".into())
+        .spawn(move || {
+            for delay in trim_delays() {
+                std::thread::sleep(delay);
+                let started = std::time::Instant::now();
+                let released = trim();
+                let took_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tracing::debug!(released, took_us, "heap trimmed");
+            }
+        });
+    if let Err(e) = spawned {
+        // Only memory is at stake: run without.
+        tracing::warn!("could not start the heap trimmer: {e}");
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn start_trimmer() {}
+
+/// Gives every page that lies wholly in freed heap memory back to the
+/// system; true if any was.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() -> bool {
+    // SAFETY: `malloc_trim` takes each arena's lock itself and only
+    // releases pages that no allocation uses; it is safe from any thread.
+    #[allow(unsafe_code)]
+    let released = unsafe { libc::malloc_trim(0) };
+    released == 1
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn trims_never_come_twice_within_ten_seconds() {
+        let secs: Vec<u64> = super::trim_delays().take(7).map(|d| d.as_secs()).collect();
+        assert_eq!(secs, [10, 10, 20, 40, 64, 64, 64]);
+        assert!(super::trim_delays().take(100).all(|d| d.as_secs() >= 10));
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn trimming_gives_freed_pages_between_live_blocks_back() {
+        fn resident_kib() -> u64 {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+            line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        }
+        // 16 MiB in 64 KiB blocks below the mmap threshold's reach of a
+        // single block, each page written; then every other block freed,
+        // so the freed pages sit between live ones, not at the heap's top.
+        let mut blocks: Vec<Vec<u8>> = (0..256).map(|i| vec![i as u8; 60 * 1024]).collect();
+        let mut kept = Vec::new();
+        for (i, b) in blocks.drain(..).enumerate() {
+            if i % 2 == 0 {
+                kept.push(b);
+            }
+        }
+        let before = resident_kib();
+        assert!(super::trim(), "malloc_trim released nothing");
+        let after = resident_kib();
+        assert!(
+            after + 4 * 1024 <= before,
+            "expected ≥ 4 MiB back, RSS {before} → {after} KiB"
+        );
+        assert_eq!(kept.len(), 128);
+        assert!(kept.iter().enumerate().all(|(i, b)| b[0] == (2 * i) as u8));
+    }
+}
