@@ -153,16 +153,33 @@ def wait_ready(port, path, timeout=60):
             time.sleep(0.2)
 
 
+def cpu_ns(pid):
+    """CPU time of every thread of the process so far, in ns (schedstat: exact,
+    not the 10 ms ticks of /proc/<pid>/stat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # the thread ended meanwhile
+    return total
+
+
 def run_bridge(name, start, path, n, seconds):
     port = free_port()
     proc, pid_of_bridge, stop = start(port)
     try:
         wait_port(port, proc)
         wait_ready(port, path)
+        before = cpu_ns(pid_of_bridge())
         lat = load("http", port, path, "latency", n)
+        # The bridge's own CPU per sequential request (its children not
+        # included): what each request costs the bridge, apart from waits.
+        bridge_cpu = (cpu_ns(pid_of_bridge()) - before) / 1000 / (n + 50)  # xy-mcp-load's 50 warm-up calls
         thr = load("http", port, path, "throughput", seconds, 8)
         rss = rss_kib(pid_of_bridge())
-        cpu = (lat["client_cpu_us_per_request"], thr["client_cpu_us_per_request"])
+        cpu = (lat["client_cpu_us_per_request"], thr["client_cpu_us_per_request"], bridge_cpu)
         return name, lat["p50_us"], lat["p99_us"], thr["rps"], rss, cpu
     finally:
         stop()
@@ -172,13 +189,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--only", default="direct,xy,supergateway,mcp-proxy",
+                    help="comma-separated rows to run (default: all)")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     sg, mp = install()
     rows = []
 
-    lat = load("direct", args.requests, "--", *CHILD)
-    rows.append(("direct (pipes)", lat["p50_us"], lat["p99_us"], None, None,
-                 (lat["client_cpu_us_per_request"], None)))
+    if "direct" in only:
+        lat = load("direct", args.requests, "--", *CHILD)
+        rows.append(("direct (pipes)", lat["p50_us"], lat["p99_us"], None, None,
+                     (lat["client_cpu_us_per_request"], None, None)))
 
     def xy(port):
         tmp = tempfile.mkdtemp(prefix="xybench")
@@ -217,8 +238,11 @@ def main():
     def mcp_proxy(port):
         return peer([mp, "--port", str(port), "--", *CHILD])
 
-    for name, start in (("xy (xyd)", xy), ("supergateway", supergateway),
-                        ("mcp-proxy", mcp_proxy)):
+    for key, name, start in (("xy", "xy (xyd)", xy),
+                             ("supergateway", "supergateway", supergateway),
+                             ("mcp-proxy", "mcp-proxy", mcp_proxy)):
+        if key not in only:
+            continue
         try:
             rows.append(run_bridge(name, start, "/mcp", args.requests, args.seconds))
         except Exception as e:  # noqa: BLE001 - report and go on
@@ -226,13 +250,15 @@ def main():
 
     print(f"load {open('/proc/loadavg').read().split()[:3]}, child {CHILD[0]}")
     print(f"{'bridge':<16} {'p50 µs':>9} {'p99 µs':>9} {'req/s (8 clients)':>18} "
-          f"{'RSS MiB':>8} {'anon MiB':>9} {'client CPU µs/req (lat, thr)':>29}")
+          f"{'RSS MiB':>8} {'anon MiB':>9} {'client CPU µs/req (lat, thr)':>29} "
+          f"{'bridge CPU µs/req':>18}")
     for name, p50, p99, rps, rss, cpu in rows:
-        cpus = ", ".join("-" if c is None else f"{c:.0f}" for c in cpu)
+        cpus = ", ".join("-" if c is None else f"{c:.0f}" for c in cpu[:2])
+        bridge = "-" if cpu[2] is None else f"{cpu[2]:.0f}"
         print(f"{name:<16} {p50:9.0f} {p99:9.0f} "
               f"{'-' if rps is None else f'{rps:18.0f}':>18} "
               f"{'-' if rss is None else f'{rss[0] / 1024:8.1f}':>8} "
-              f"{'-' if rss is None else f'{rss[1] / 1024:9.1f}':>9} {cpus:>29}")
+              f"{'-' if rss is None else f'{rss[1] / 1024:9.1f}':>9} {cpus:>29} {bridge:>18}")
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ fn flood_args(constant: bool) -> Vec<String> {
 
 /// CPU time (ms) of this process's threads so far, summed by thread name
 /// (`/proc/self/task/*/schedstat`, ns on a CPU): where the pump's side of a
-/// run spends its time — the tokio workers (the pumps) and the log writers.
+/// run spends its time — the runtime's thread (the pumps) and the log writers.
 fn thread_cpu() -> BTreeMap<String, f64> {
     let mut by_name = BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -127,7 +127,13 @@ fn thread_cpu() -> BTreeMap<String, f64> {
     };
     for task in tasks.flatten() {
         let path = task.path();
-        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        // The main thread runs the current-thread runtime (the pumps).
+        let main = task.file_name().to_str() == Some(&std::process::id().to_string());
+        let name = if main {
+            "tokio (main thread)".to_owned()
+        } else {
+            std::fs::read_to_string(path.join("comm")).unwrap_or_default()
+        };
         let ns: f64 = std::fs::read_to_string(path.join("schedstat"))
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse().ok())
@@ -137,7 +143,7 @@ fn thread_cpu() -> BTreeMap<String, f64> {
     by_name
 }
 
-/// CPU ms of the pumps (tokio workers) and the log writers between two
+/// CPU ms of the pumps (the runtime thread and any tokio workers) and the log writers between two
 /// [`thread_cpu`] snapshots (a thread that ended in between is not counted).
 fn cpu_since(before: &BTreeMap<String, f64>) -> (f64, f64) {
     let mut pumps = 0.0;
@@ -155,7 +161,7 @@ fn cpu_since(before: &BTreeMap<String, f64>) -> (f64, f64) {
 
 struct Run {
     child_ms: f64,
-    /// CPU ms of the tokio workers (the pumps) and the log writers.
+    /// CPU ms of the runtime thread (the pumps) and the log writers.
     cpu: (f64, f64),
     /// From engine start until every line was in the log file.
     wall: Duration,
@@ -385,7 +391,7 @@ fn throughput(rt: &tokio::runtime::Runtime, flood: &Path, runs: usize, constant:
     }
     println!("  (a) under xy's pump : child write time {}", spread(&pump));
     println!("      every line in the log file after {}", spread(&wall));
-    println!("      CPU of the tokio workers (pumps) {}", spread(&pumps));
+    println!("      CPU of the runtime thread (pumps) {}", spread(&pumps));
     println!(
         "      CPU of the log writer threads    {}",
         spread(&writers)
@@ -524,8 +530,8 @@ fn main() {
     let only = value("--only");
     let want = |part: &str| only.as_deref().is_none_or(|o| o == part);
     let flood = bin("xy-test-flood");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // The runtime xyd itself runs on (D45): one async thread.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
