@@ -33,6 +33,8 @@ const HANDSHAKE_STEP: Duration = Duration::from_secs(10);
 const MAX_CHILD_LINE: usize = 64 * 1024 * 1024;
 /// The 2025-era version xy offers a child in `initialize`.
 const V2025: &str = "2025-11-25";
+/// Every MCP version the endpoint takes in `MCP-Protocol-Version`.
+const VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", V2025, V2026];
 
 /// A child's protocol pipes.
 pub(crate) struct ChildStdio {
@@ -44,6 +46,8 @@ pub(crate) struct ChildStdio {
 pub(crate) struct Post {
     pub(crate) msg: Value,
     pub(crate) session: Option<String>,
+    /// Its `MCP-Protocol-Version` header, if any.
+    pub(crate) version: Option<String>,
     /// Carries 2026-era metadata (header or `_meta`).
     pub(crate) era2026: bool,
     pub(crate) outbox: Outbox,
@@ -715,6 +719,19 @@ impl BridgeState {
                 StatusCode::BAD_REQUEST,
                 refusal("invalid request: an id must be a string or a number"),
             ));
+            return;
+        }
+        // The transport spec: an invalid or unsupported MCP-Protocol-Version
+        // is a 400.
+        if let Some(v) = p.version.as_deref()
+            && !VERSIONS.contains(&v)
+        {
+            let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
+            let mut e = self.unsupported(&id, Some(json!(v)));
+            if self.era.versions.is_empty() || self.era.init.is_some() {
+                e["error"]["data"]["supported"] = json!(VERSIONS);
+            }
+            let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, e));
             return;
         }
         // A terminated or unknown session gets 404 for every message, not

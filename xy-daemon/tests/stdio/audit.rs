@@ -174,3 +174,45 @@ fn a_request_the_killed_child_never_read_goes_to_the_next_child() {
     let new: Value = d.entry("kr")["pid"].clone();
     assert!(new.as_i64().is_some_and(|p| p != i64::from(pid)), "{new}");
 }
+
+/// The MCP transport spec: a request with an invalid or unsupported
+/// `MCP-Protocol-Version` header gets 400 (with -32022 and the versions the
+/// endpoint takes); every released version is taken.
+#[test]
+fn an_unknown_protocol_version_header_is_refused_with_400() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("pv", rmcp_config(port, "2025", ""))]);
+    d.running_pid("pv");
+    let c = Mcp::connected(&url(port), Era::V2025);
+    let session = c.session.clone().unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
+    for bad in ["1999-01-01", "banana"] {
+        let r = c.post(
+            &ping,
+            &[
+                ("MCP-Protocol-Version", bad.to_owned()),
+                ("Mcp-Session-Id", session.clone()),
+            ],
+        );
+        assert_eq!(r.status, 400, "{bad}: {r:?}");
+        let e = &r.response()["error"];
+        assert_eq!(e["code"], -32022, "{bad}: {r:?}");
+        assert!(
+            e["data"]["supported"]
+                .as_array()
+                .is_some_and(|v| v.contains(&json!(V2025))),
+            "{r:?}"
+        );
+    }
+    for good in ["2024-11-05", "2025-03-26", "2025-06-18", V2025] {
+        let r = c.post(
+            &ping,
+            &[
+                ("MCP-Protocol-Version", good.to_owned()),
+                ("Mcp-Session-Id", session.clone()),
+            ],
+        );
+        assert_eq!(r.status, 200, "{good}: {r:?}");
+        assert!(r.response().get("result").is_some(), "{good}: {r:?}");
+    }
+}
