@@ -617,6 +617,25 @@ mod tests {
     }
 
     #[test]
+    fn fail_all_but_keeps_the_requests_that_never_reached_the_child() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let req = |id| json!({"jsonrpc":"2.0","id":id,"method":"tools/call"});
+        r.forward(req(1), None, a, Answer::AsIs);
+        let mb = r.forward(req(2), None, b, Answer::AsIs);
+        let kept = mb["id"].as_u64().unwrap();
+        r.fail_all_but("restarting", &[kept]);
+        assert_eq!(ra.try_recv().unwrap()["error"]["code"], json!(-32603));
+        assert!(rb.try_recv().is_err(), "kept for the next child");
+        assert!(r.is_pending(kept));
+        // The next child answers it with the same child-side id.
+        r.on_child(json!({"jsonrpc":"2.0","id":kept,"result":{"ok":true}}));
+        assert_eq!(rb.try_recv().unwrap()["id"], json!(2));
+        assert_eq!(r.in_flight(), 0);
+    }
+
+    #[test]
     fn answers_are_completed_or_replaced_for_translated_requests() {
         let mut r = Router::default();
         let (a, mut ra) = outbox();
