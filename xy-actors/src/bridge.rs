@@ -840,6 +840,22 @@ impl BridgeState {
                 self.reply(p, e, None);
                 return;
             };
+            let mut init = init;
+            // MCP version negotiation: a server that supports the version
+            // the client asks for answers with that same version (an older
+            // SDK client refuses a newer one). xy relays any 2025-era
+            // version up to the child's own, which is what it speaks.
+            let child = init.get("protocolVersion").and_then(Value::as_str);
+            if let Some(asked) = p
+                .msg
+                .pointer("/params/protocolVersion")
+                .and_then(Value::as_str)
+                && VERSIONS.contains(&asked)
+                && asked < V2026
+                && child.is_some_and(|c| asked <= c)
+            {
+                init["protocolVersion"] = json!(asked);
+            }
             let session = new_session_id();
             self.sessions.insert(session.clone(), ());
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});

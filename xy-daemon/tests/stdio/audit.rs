@@ -216,3 +216,32 @@ fn an_unknown_protocol_version_header_is_refused_with_400() {
         assert!(r.response().get("result").is_some(), "{good}: {r:?}");
     }
 }
+
+/// MCP version negotiation: a client that asks for an older 2025-era
+/// version the endpoint takes gets that same version back (an older SDK
+/// client refuses a newer one), with the child's handshake otherwise;
+/// a client asking for the child's version or an unknown one gets the
+/// child's.
+#[test]
+fn initialize_answers_with_the_clients_version_when_the_endpoint_takes_it() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("nv", rmcp_config(port, "2025", ""))]);
+    d.running_pid("nv");
+    let c = Mcp::new(&url(port), Era::V2025);
+    for (asked, answered) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        (V2025, V2025),
+        ("2099-01-01", V2025),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": asked, "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"}}});
+        let r = c.post(&body, &[]);
+        let result = &r.response()["result"];
+        assert_eq!(result["protocolVersion"], answered, "{asked}: {r:?}");
+        assert_eq!(result["serverInfo"]["name"], "xy-test-mcp", "{r:?}");
+        assert!(r.session.is_some(), "{r:?}");
+    }
+}
