@@ -4,13 +4,16 @@
 //! the 2025 sessions xy mints and the routing tables; the ServerActor that
 //! spawned it owns the process and tells it about each new child.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hyper::StatusCode;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -30,6 +33,8 @@ const HANDSHAKE_STEP: Duration = Duration::from_secs(10);
 const MAX_CHILD_LINE: usize = 64 * 1024 * 1024;
 /// The 2025-era version xy offers a child in `initialize`.
 const V2025: &str = "2025-11-25";
+/// Every MCP version the endpoint takes in `MCP-Protocol-Version`.
+const VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", V2025, V2026];
 
 /// A child's protocol pipes.
 pub(crate) struct ChildStdio {
@@ -41,6 +46,8 @@ pub(crate) struct ChildStdio {
 pub(crate) struct Post {
     pub(crate) msg: Value,
     pub(crate) session: Option<String>,
+    /// Its `MCP-Protocol-Version` header, if any.
+    pub(crate) version: Option<String>,
     /// Carries 2026-era metadata (header or `_meta`).
     pub(crate) era2026: bool,
     pub(crate) outbox: Outbox,
@@ -124,7 +131,12 @@ struct ChildEra {
 
 struct ChildLink {
     run: u64,
+    /// Lines for the child, in order.
     stdin: mpsc::UnboundedSender<Vec<u8>>,
+    /// Bytes the kernel took into the child's stdin pipe so far.
+    in_pipe: Arc<AtomicU64>,
+    /// That pipe (held open by the writer task as long as this link lives).
+    stdin_fd: RawFd,
     _tasks: Vec<AbortOnDrop>,
 }
 
@@ -179,6 +191,16 @@ pub(crate) struct BridgeState {
     waiting: VecDeque<(Instant, Box<Post>)>,
     /// Why the last child went away (named in the errors of its requests).
     gone: Option<String>,
+    /// Bytes sent to the current child's writer so far (the offset of the
+    /// next line in its stdin stream).
+    sent: u64,
+    /// Forwarded requests in flight to the current child, by child-side
+    /// id: the offset of their line in its stdin stream, and the line.
+    outgoing: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// Requests that never reached a child that died (sent after it was
+    /// killed, before xy saw its stdout close): written again to the next
+    /// child once its handshake is done, or failed at the deadline.
+    resend: Vec<(u64, Instant, Vec<u8>)>,
     /// A child of this server refused `initialize` (2026 only): later
     /// children get `server/discover` first (an SDK server may exit after
     /// refusing the handshake it does not speak).
@@ -214,6 +236,9 @@ impl Actor for BridgeActor {
             sessions: HashMap::new(),
             waiting: VecDeque::new(),
             gone: None,
+            sent: 0,
+            outgoing: BTreeMap::new(),
+            resend: Vec::new(),
             discover_first: false,
             tried_initialize: false,
             tried_discover: false,
@@ -335,6 +360,23 @@ fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": e})
 }
 
+/// Bytes written into a pipe that its reader has not read (`FIONREAD`,
+/// asked on the write end; Linux answers for the pipe's one buffer). 0 when
+/// the system does not say (macOS answers for the write end's own, empty
+/// buffer): then every written request counts as read.
+#[allow(unsafe_code)]
+fn unread_bytes(fd: RawFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD stores one c_int at the pointer; `fd` is the child's
+    // stdin pipe, held open by the writer task while its ChildLink lives.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r == 0 {
+        u64::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// 128 random bits, hex: a session id nobody can guess.
 fn new_session_id() -> String {
     use std::io::Read;
@@ -354,12 +396,24 @@ fn new_session_id() -> String {
 }
 
 impl BridgeState {
-    fn write(&self, msg: &Value) {
+    fn write(&mut self, msg: &Value) {
         if let Some(c) = &self.child {
             let mut line = msg.to_string().into_bytes();
             line.push(b'\n');
+            self.sent += line.len() as u64;
             let _ = c.stdin.send(line);
         }
+    }
+
+    /// Writes a forwarded request (child-side `id`), remembering where its
+    /// line starts in the child's stdin until it is answered.
+    fn write_request(&mut self, id: u64, line: Vec<u8>) {
+        let Some(c) = &self.child else { return };
+        let router = &self.router;
+        self.outgoing.retain(|k, _| router.is_pending(*k));
+        self.outgoing.insert(id, (self.sent, line.clone()));
+        self.sent += line.len() as u64;
+        let _ = c.stdin.send(line);
     }
 
     fn attach(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, io: ChildStdio) {
@@ -367,22 +421,34 @@ impl BridgeState {
             self.detach("it was replaced");
         }
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-        let mut stdin = BufWriter::new(io.stdin);
+        let in_pipe = Arc::new(AtomicU64::new(0));
+        let stdin_fd = io.stdin.as_raw_fd();
+        let mut stdin = io.stdin;
+        let took = Arc::clone(&in_pipe);
         let writer = tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                if stdin.write_all(&line).await.is_err() {
-                    return;
-                }
-                // Batch what is queued already, then flush once.
+            let mut batch = Vec::new();
+            'lines: while let Some(line) = rx.recv().await {
+                // Batch what is queued already: one write for all of it.
+                batch.clear();
+                batch.extend_from_slice(&line);
                 while let Ok(line) = rx.try_recv() {
-                    if stdin.write_all(&line).await.is_err() {
-                        return;
+                    batch.extend_from_slice(&line);
+                }
+                let mut off = 0;
+                while off < batch.len() {
+                    match stdin.write(&batch[off..]).await {
+                        Ok(0) | Err(_) => break 'lines,
+                        Ok(n) => {
+                            off += n;
+                            took.fetch_add(n as u64, Ordering::AcqRel);
+                        }
                     }
                 }
-                if stdin.flush().await.is_err() {
-                    return;
-                }
             }
+            // The child is gone (EPIPE): keep the pipe open until the link
+            // drops, `detach` asks it how much the child never read.
+            while rx.recv().await.is_some() {}
+            drop(stdin);
         });
         let me = myself.clone();
         let name = self.name.clone();
@@ -423,12 +489,19 @@ impl BridgeState {
             }
             let _ = me.cast(BridgeMsg::ChildEof { run });
         });
+        self.outgoing.clear();
+        self.sent = 0;
         self.child = Some(ChildLink {
             run,
             stdin: tx,
+            in_pipe,
+            stdin_fd,
             _tasks: vec![AbortOnDrop(writer), AbortOnDrop(reader)],
         });
         self.era = ChildEra::default();
+        // A child spawned by `start` (not by a request) gets its full
+        // `idle-stop` too, however long the server sat idle before.
+        self.last_activity = Instant::now();
         // `initialize` first: SDK servers of both eras pick one era per
         // stdio connection from its first message, and the 2025 era is the
         // one xy can serve to clients of both eras (2026 requests are
@@ -498,6 +571,11 @@ impl BridgeState {
                 tracing::info!(server = %self.name, versions = ?self.era.versions, "stdio bridge: child handshake done");
                 self.hs = Hs::Ready;
                 self.gone = None;
+                for (id, _, line) in std::mem::take(&mut self.resend) {
+                    if self.router.is_pending(id) {
+                        self.write_request(id, line);
+                    }
+                }
                 let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
                 for p in waiting {
                     self.on_post(p);
@@ -505,6 +583,10 @@ impl BridgeState {
             }
             Err(e) => {
                 tracing::warn!(server = %self.name, error = %e, "stdio bridge: child handshake failed");
+                let m = format!("xy: server {} cannot be reached: {e}", self.name);
+                for (id, _, _) in std::mem::take(&mut self.resend) {
+                    self.router.fail(id, &m);
+                }
                 self.hs = Hs::Broken(e);
                 let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
                 for p in waiting {
@@ -514,15 +596,30 @@ impl BridgeState {
         }
     }
 
-    /// The child went away: what was in flight fails; sessions and streams stay.
+    /// The child went away: what was in flight fails; sessions and streams
+    /// stay. A request of which the child read not one byte (it came after
+    /// a `kill -9`, before the child was gone or before xy saw its stdout
+    /// close) never reached it: it goes to the next child instead of failing.
     fn detach(&mut self, why: &str) {
-        self.child = None;
+        // Bytes the child read = bytes the pipe took - bytes still in it.
+        let read = self.child.take().map_or(u64::MAX, |c| {
+            c.in_pipe
+                .load(Ordering::Acquire)
+                .saturating_sub(unread_bytes(c.stdin_fd))
+        });
         self.hs = Hs::Detached;
+        let deadline = Instant::now() + WAIT_FOR_CHILD;
+        for (id, (start, line)) in std::mem::take(&mut self.outgoing) {
+            if start >= read && self.router.is_pending(id) {
+                self.resend.push((id, deadline, line));
+            }
+        }
+        let keep: Vec<u64> = self.resend.iter().map(|(id, _, _)| *id).collect();
         let message = format!(
             "xy: server {} is restarting ({why}); the request was lost, send it again",
             self.name
         );
-        self.router.fail_all(&message);
+        self.router.fail_all_but(&message, &keep);
         self.gone = Some(why.to_owned());
     }
 
@@ -537,6 +634,8 @@ impl BridgeState {
         self.sessions.clear();
         self.listening = None;
         self.child = None;
+        self.outgoing.clear();
+        self.resend.clear();
         self.hs = Hs::Detached;
     }
 
@@ -609,6 +708,46 @@ impl BridgeState {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let id = p.msg.get("id").cloned();
+        // MCP ids are strings or numbers, never null (JSON-RPC 2.0 allows
+        // nothing else either): anything else is an invalid request.
+        if method.is_some()
+            && id
+                .as_ref()
+                .is_some_and(|i| !(i.is_string() || i.is_number()))
+        {
+            let _ = p.ack.send(Ack::Refused(
+                StatusCode::BAD_REQUEST,
+                refusal("invalid request: an id must be a string or a number"),
+            ));
+            return;
+        }
+        // The transport spec: an invalid or unsupported MCP-Protocol-Version
+        // is a 400.
+        if let Some(v) = p.version.as_deref()
+            && !VERSIONS.contains(&v)
+        {
+            let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
+            let mut e = self.unsupported(&id, Some(json!(v)));
+            if self.era.versions.is_empty() || self.era.init.is_some() {
+                e["error"]["data"]["supported"] = json!(VERSIONS);
+            }
+            let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, e));
+            return;
+        }
+        // A terminated or unknown session gets 404 for every message, not
+        // only requests (MCP transport spec: the client initialises again).
+        if !p.era2026
+            && p.session
+                .as_ref()
+                .is_some_and(|s| !self.sessions.contains_key(s))
+            && method.as_deref() != Some("initialize")
+        {
+            let _ = p.ack.send(Ack::Refused(
+                StatusCode::NOT_FOUND,
+                refusal("session not found: initialize again"),
+            ));
+            return;
+        }
         match (method, id) {
             // A client's answer to a server-to-client request.
             (None, Some(_)) => {
@@ -658,27 +797,16 @@ impl BridgeState {
             self.last_activity = Instant::now();
         }
         // Sessions are xy's, so they are checked before anything waits.
-        if !p.era2026 && method != "initialize" {
-            match &p.session {
-                None => {
-                    let _ = p.ack.send(Ack::Refused(
-                        StatusCode::BAD_REQUEST,
-                        refusal(
-                            "missing Mcp-Session-Id: send initialize first (2025 era), \
-                             or 2026-era _meta",
-                        ),
-                    ));
-                    return;
-                }
-                Some(s) if !self.sessions.contains_key(s) => {
-                    let _ = p.ack.send(Ack::Refused(
-                        StatusCode::NOT_FOUND,
-                        refusal("session not found: initialize again"),
-                    ));
-                    return;
-                }
-                Some(_) => {}
-            }
+        // (An unknown session was refused in `on_post`.)
+        if !p.era2026 && method != "initialize" && p.session.is_none() {
+            let _ = p.ack.send(Ack::Refused(
+                StatusCode::BAD_REQUEST,
+                refusal(
+                    "missing Mcp-Session-Id: send initialize first (2025 era), \
+                     or 2026-era _meta",
+                ),
+            ));
+            return;
         }
         match &self.hs {
             Hs::Ready => {}
@@ -703,13 +831,31 @@ impl BridgeState {
         }
         let child_2025 = self.era.init.is_some();
         let child_2026 = self.era.discover.is_some();
-        if method == "initialize" && !p.era2026 {
+        // xy did the handshake with the child: a client's `initialize` (even
+        // one carrying 2026 metadata) is answered here, never forwarded.
+        if method == "initialize" {
             let Some(init) = self.era.init.clone() else {
                 let requested = p.msg.pointer("/params/protocolVersion").cloned();
                 let e = self.unsupported(id, requested);
                 self.reply(p, e, None);
                 return;
             };
+            let mut init = init;
+            // MCP version negotiation: a server that supports the version
+            // the client asks for answers with that same version (an older
+            // SDK client refuses a newer one). xy relays any 2025-era
+            // version up to the child's own, which is what it speaks.
+            let child = init.get("protocolVersion").and_then(Value::as_str);
+            if let Some(asked) = p
+                .msg
+                .pointer("/params/protocolVersion")
+                .and_then(Value::as_str)
+                && VERSIONS.contains(&asked)
+                && asked < V2026
+                && child.is_some_and(|c| asked <= c)
+            {
+                init["protocolVersion"] = json!(asked);
+            }
             let session = new_session_id();
             self.sessions.insert(session.clone(), ());
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
@@ -763,7 +909,10 @@ impl BridgeState {
         };
         let _ = p.ack.send(Ack::Exchange { session: None });
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
-        self.write(&msg);
+        let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
+        let mut line = msg.to_string().into_bytes();
+        line.push(b'\n');
+        self.write_request(child_id, line);
     }
 
     /// A `server/discover` result for 2026-era clients of a 2025-era child,
@@ -829,6 +978,20 @@ impl BridgeState {
             }
         }
         self.waiting = keep;
+        let (late, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.resend)
+            .into_iter()
+            .partition(|(_, deadline, _)| now >= *deadline || !expect);
+        self.resend = keep;
+        if !late.is_empty() {
+            let m = format!(
+                "xy: server {} did not come back in time (state {})",
+                self.name,
+                self.owner.state()
+            );
+            for (id, _, _) in late {
+                self.router.fail(id, &m);
+            }
+        }
         self.idle_check(now);
     }
 

@@ -4,6 +4,7 @@
 //! and `@modelcontextprotocol/server-everything` in stdio mode (installed
 //! by `xy_testbins::interop`; skipped loudly only without a registry).
 
+mod audit;
 mod client;
 
 use std::io::{Read, Write};

@@ -290,6 +290,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     let post = Post {
         msg,
         session,
+        version: header_version,
         era2026,
         outbox: tx,
         ack: ack_tx,

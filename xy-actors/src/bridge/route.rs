@@ -417,17 +417,44 @@ impl Router {
             })
     }
 
-    /// The child is gone: every request in flight fails with `error`
-    /// (code -32603); streams stay open.
-    pub(crate) fn fail_all(&mut self, message: &str) {
-        for (_, p) in self.pending.drain() {
+    /// Whether the forwarded request `id` still waits for its answer.
+    pub(crate) fn is_pending(&self, id: u64) -> bool {
+        self.pending.contains_key(&id)
+    }
+
+    /// Fails one forwarded request with `message` (code -32603).
+    pub(crate) fn fail(&mut self, id: u64, message: &str) {
+        if let Some(p) = self.pending.remove(&id) {
+            if let Some((_, ours)) = &p.token {
+                self.tokens.remove(ours);
+            }
             let _ = p.outbox.try_send(json!({
                 "jsonrpc": "2.0",
                 "id": p.client_id,
                 "error": {"code": -32603, "message": message},
             }));
         }
-        self.tokens.clear();
+    }
+
+    /// The child is gone: every request in flight fails with `error`
+    /// (code -32603); streams stay open.
+    pub(crate) fn fail_all(&mut self, message: &str) {
+        self.fail_all_but(message, &[]);
+    }
+
+    /// As [`Router::fail_all`], except the requests in `keep` (they never
+    /// reached the child and go to the next one).
+    pub(crate) fn fail_all_but(&mut self, message: &str, keep: &[u64]) {
+        let ids: Vec<u64> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|id| !keep.contains(id))
+            .collect();
+        for id in ids {
+            self.fail(id, message);
+        }
+        // The child's own requests to clients died with it.
         self.s2c.clear();
     }
 
@@ -587,6 +614,25 @@ mod tests {
         r.close_all("stopped");
         assert_eq!(r.streams(), 0);
         assert!(rl.try_recv().is_err());
+    }
+
+    #[test]
+    fn fail_all_but_keeps_the_requests_that_never_reached_the_child() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let req = |id| json!({"jsonrpc":"2.0","id":id,"method":"tools/call"});
+        r.forward(req(1), None, a, Answer::AsIs);
+        let mb = r.forward(req(2), None, b, Answer::AsIs);
+        let kept = mb["id"].as_u64().unwrap();
+        r.fail_all_but("restarting", &[kept]);
+        assert_eq!(ra.try_recv().unwrap()["error"]["code"], json!(-32603));
+        assert!(rb.try_recv().is_err(), "kept for the next child");
+        assert!(r.is_pending(kept));
+        // The next child answers it with the same child-side id.
+        r.on_child(json!({"jsonrpc":"2.0","id":kept,"result":{"ok":true}}));
+        assert_eq!(rb.try_recv().unwrap()["id"], json!(2));
+        assert_eq!(r.in_flight(), 0);
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! Regressions found by the black-box audit of SPEC §13 against the real
+//! `xyd`: sessions and ids checked for every kind of message, `initialize`
+//! never reaching the child, `start` of an on-demand server, and a request
+//! that a killed child never read.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::client::{Era, Mcp, V2025};
+use super::{rmcp_config, url};
+use crate::helper::{DEADLINE, TestDaemon, free_port, signal, wait_for, wait_some};
+
+fn session_headers(c: &Mcp) -> Vec<(&'static str, String)> {
+    vec![
+        ("MCP-Protocol-Version", V2025.to_owned()),
+        ("Mcp-Session-Id", c.session.clone().expect("a session")),
+    ]
+}
+
+/// After `DELETE`, every message on that session gets 404 (the MCP
+/// transport spec: the client must initialise again), notifications and
+/// responses too, not only requests.
+#[test]
+fn an_ended_session_gets_404_for_every_kind_of_message() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("es", rmcp_config(port, "2025", ""))]);
+    d.running_pid("es");
+    let c = Mcp::connected(&url(port), Era::V2025);
+    let headers = session_headers(&c);
+    assert_eq!(c.delete(), 200);
+    let request = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    let answer = json!({"jsonrpc": "2.0", "id": "xy-s2c-1", "result": {}});
+    for body in [request, note, answer] {
+        let r = c.post(&body, &headers);
+        assert_eq!(r.status, 404, "{body} on an ended session: {r:?}");
+    }
+}
+
+/// MCP request ids are strings or integers (JSON-RPC 2.0: string, number);
+/// `null`, objects, arrays and booleans are invalid requests (400, -32600),
+/// never forwarded. Two clients' colliding ids each get their own answer.
+#[test]
+fn invalid_request_ids_are_refused_and_colliding_ids_answered_apart() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("ids", rmcp_config(port, "2025", ""))]);
+    d.running_pid("ids");
+    let a = Mcp::connected(&url(port), Era::V2025);
+    let b = Mcp::connected(&url(port), Era::V2025);
+    for id in [json!(null), json!({"a": 1}), json!([1]), json!(true)] {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+        let r = a.post(&body, &session_headers(&a));
+        assert_eq!(r.status, 400, "id {id}: {r:?}");
+        assert_eq!(r.response()["error"]["code"], -32600, "id {id}: {r:?}");
+    }
+    for id in [json!(1), json!("same")] {
+        let echo = |c: &Mcp, text: &str| {
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": text}}});
+            c.post(&body, &session_headers(c)).response().clone()
+        };
+        let (ra, rb) = std::thread::scope(|s| {
+            let ha = s.spawn(|| echo(&a, "from a"));
+            let hb = s.spawn(|| echo(&b, "from b"));
+            (ha.join().unwrap(), hb.join().unwrap())
+        });
+        assert_eq!(ra["id"], id);
+        assert_eq!(rb["id"], id);
+        assert_eq!(ra["result"]["content"][0]["text"], "from a", "{ra}");
+        assert_eq!(rb["result"]["content"][0]["text"], "from b", "{rb}");
+    }
+}
+
+/// An `initialize` that carries 2026-era metadata (header and `_meta`) is
+/// still answered by xy from its own handshake with the child (a session
+/// minted), never forwarded to the child as a second handshake.
+#[test]
+fn initialize_with_2026_metadata_is_answered_by_xy_not_the_child() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("in", rmcp_config(port, "2025", ""))]);
+    d.running_pid("in");
+    let mut c = Mcp::new(&url(port), Era::V2026);
+    let r = c.request(
+        "initialize",
+        json!({"protocolVersion": V2025, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let result = &r.response()["result"];
+    assert_eq!(result["serverInfo"]["name"], "xy-test-mcp", "{r:?}");
+    assert!(r.session.is_some(), "xy mints a session: {r:?}");
+    assert!(
+        result.get("resultType").is_none(),
+        "forwarded to the child and translated: {r:?}"
+    );
+}
+
+/// `start` of an idle on-demand server spawns the child, which then gets
+/// its whole `idle-stop`, however long the server sat idle before.
+#[test]
+fn start_of_an_idle_on_demand_server_keeps_the_child_for_idle_stop() {
+    let port = free_port();
+    let idle_stop = Duration::from_secs(2);
+    let booted = Instant::now();
+    let d = TestDaemon::start(&[(
+        "od",
+        rmcp_config(port, "2025", "on-demand {\n    idle-stop \"2s\"\n}\n"),
+    )]);
+    wait_some("od idle", DEADLINE, || {
+        (d.entry("od")["state"] == "idle").then_some(())
+    });
+    // Idle for longer than idle-stop (nothing to poll but the clock).
+    wait_for("idle-stop to pass while idle", DEADLINE, || {
+        booted.elapsed() > idle_stop + Duration::from_millis(500)
+    });
+    d.result("start", Some(json!({"name": "od"})));
+    let started = Instant::now();
+    assert_eq!(d.entry("od")["state"], "running");
+    wait_some("od idle again", DEADLINE, || {
+        (d.entry("od")["state"] == "idle").then_some(())
+    });
+    let lived = started.elapsed();
+    assert!(
+        lived >= idle_stop - Duration::from_millis(500),
+        "the child started by `start` was idle-stopped after {lived:?} (idle-stop {idle_stop:?})"
+    );
+}
+
+/// Bytes in the child's stdin pipe it has not read (`FIONREAD` on the pipe,
+/// opened through /proc), or `None` if it cannot be asked.
+#[cfg(target_os = "linux")]
+fn unread_stdin(pid: i32) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/0"))
+        .ok()?;
+    let mut n: libc::c_int = 0;
+    #[allow(unsafe_code)]
+    // SAFETY: FIONREAD stores one c_int; the fd is open for the call.
+    let r = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &mut n) };
+    (r == 0).then_some(n)
+}
+
+/// A request written to a child that never read it (stopped, then killed
+/// with SIGKILL: as when a client's request arrives just after `kill -9`,
+/// before xy sees the child gone) did not reach the child: it goes to the
+/// restarted child and succeeds, instead of failing as if it were in flight.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_request_the_killed_child_never_read_goes_to_the_next_child() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("kr", rmcp_config(port, "2025", ""))]);
+    let pid = d.running_pid("kr");
+    let mut c = Mcp::connected(&url(port), Era::V2025);
+    assert!(c.tool_names().contains(&"echo".to_owned()));
+    signal(pid, libc::SIGSTOP);
+    let pending = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "after the kill"}}});
+        c.post(&body, &session_headers(&c)).response().clone()
+    });
+    wait_for("the request in the stopped child's stdin", DEADLINE, || {
+        unread_stdin(pid).is_some_and(|n| n > 0)
+    });
+    signal(pid, libc::SIGKILL);
+    let r = pending.join().unwrap();
+    assert_eq!(
+        r["result"]["content"][0]["text"], "after the kill",
+        "the unread request failed: {r}"
+    );
+    let new: Value = d.entry("kr")["pid"].clone();
+    assert!(new.as_i64().is_some_and(|p| p != i64::from(pid)), "{new}");
+}
+
+/// The MCP transport spec: a request with an invalid or unsupported
+/// `MCP-Protocol-Version` header gets 400 (with -32022 and the versions the
+/// endpoint takes); every released version is taken.
+#[test]
+fn an_unknown_protocol_version_header_is_refused_with_400() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("pv", rmcp_config(port, "2025", ""))]);
+    d.running_pid("pv");
+    let c = Mcp::connected(&url(port), Era::V2025);
+    let session = c.session.clone().unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
+    for bad in ["1999-01-01", "banana"] {
+        let r = c.post(
+            &ping,
+            &[
+                ("MCP-Protocol-Version", bad.to_owned()),
+                ("Mcp-Session-Id", session.clone()),
+            ],
+        );
+        assert_eq!(r.status, 400, "{bad}: {r:?}");
+        let e = &r.response()["error"];
+        assert_eq!(e["code"], -32022, "{bad}: {r:?}");
+        assert!(
+            e["data"]["supported"]
+                .as_array()
+                .is_some_and(|v| v.contains(&json!(V2025))),
+            "{r:?}"
+        );
+    }
+    for good in ["2024-11-05", "2025-03-26", "2025-06-18", V2025] {
+        let r = c.post(
+            &ping,
+            &[
+                ("MCP-Protocol-Version", good.to_owned()),
+                ("Mcp-Session-Id", session.clone()),
+            ],
+        );
+        assert_eq!(r.status, 200, "{good}: {r:?}");
+        assert!(r.response().get("result").is_some(), "{good}: {r:?}");
+    }
+}
+
+/// MCP version negotiation: a client that asks for an older 2025-era
+/// version the endpoint takes gets that same version back (an older SDK
+/// client refuses a newer one), with the child's handshake otherwise;
+/// a client asking for the child's version or an unknown one gets the
+/// child's.
+#[test]
+fn initialize_answers_with_the_clients_version_when_the_endpoint_takes_it() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("nv", rmcp_config(port, "2025", ""))]);
+    d.running_pid("nv");
+    let c = Mcp::new(&url(port), Era::V2025);
+    for (asked, answered) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        (V2025, V2025),
+        ("2099-01-01", V2025),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": asked, "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"}}});
+        let r = c.post(&body, &[]);
+        let result = &r.response()["result"];
+        assert_eq!(result["protocolVersion"], answered, "{asked}: {r:?}");
+        assert_eq!(result["serverInfo"]["name"], "xy-test-mcp", "{r:?}");
+        assert!(r.session.is_some(), "{r:?}");
+    }
+}
