@@ -178,7 +178,7 @@ pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, Error
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         let field = if path == "." {
-            backticked(&inner)
+            field_named_in(&inner)
         } else {
             Some(path)
         };
@@ -195,7 +195,19 @@ pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, Error
     })
 }
 
-/// First `` `name` `` in a serde message ("missing field `name`").
+/// The field a top-level serde message is about ("missing field `name`",
+/// "unknown field `nmae`, expected `name`"). Other top-level messages
+/// ("invalid type: integer `5`, expected …": params that are no object)
+/// quote a value, not a field.
+fn field_named_in(msg: &str) -> Option<String> {
+    ["missing field ", "unknown field ", "duplicate field "]
+        .iter()
+        .any(|p| msg.starts_with(p))
+        .then(|| backticked(msg))
+        .flatten()
+}
+
+/// First `` `name` `` in a serde message.
 fn backticked(msg: &str) -> Option<String> {
     let start = msg.find('`')? + 1;
     let len = msg[start..].find('`')?;
@@ -260,6 +272,13 @@ mod tests {
 
         let e = parse::<TargetParams>(&params(r#"{"names":["a", 3]}"#)).unwrap_err();
         assert_eq!(data(&e)["field"], "names[1]");
+
+        // Params that are no object name no field (not the value `5`).
+        let e = parse::<NameParams>(&params("5")).unwrap_err();
+        assert_eq!(e.code(), -32602);
+        assert_eq!(data(&e)["field"], serde_json::Value::Null, "{e:?}");
+        let e = parse::<NameParams>(&params(r#""a""#)).unwrap_err();
+        assert_eq!(data(&e)["field"], serde_json::Value::Null, "{e:?}");
 
         assert_eq!(
             parse::<NameParams>(&params(r#"{"name":"a"}"#))

@@ -175,6 +175,79 @@ fn error_codes_and_bad_input_keep_the_connection_usable() {
 }
 
 #[test]
+fn every_json_rpc_id_comes_back_and_bad_members_keep_a_readable_id() {
+    let d = TestDaemon::start(&[("a", sleep_config(port(1), 500))]);
+    let mut c = d.client();
+    // JSON-RPC 2.0 ids are any string or number: negative and fractional
+    // numbers too, echoed as sent, on results and on errors.
+    for id in ["-5", "1.5", "-18446744073709551616"] {
+        c.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"status","params":{{"name":"a"}}}}"#
+        ));
+        let r = c.recv();
+        assert_eq!(r["id"], serde_json::from_str::<Value>(id).unwrap(), "{r}");
+        assert_eq!(r["result"]["name"], "a", "{r}");
+        c.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"nope"}}"#));
+        let r = c.recv();
+        assert_eq!(r["id"], serde_json::from_str::<Value>(id).unwrap(), "{r}");
+        assert_eq!(r["error"]["code"], -32601, "{r}");
+    }
+    // In a batch as well.
+    c.send(r#"[{"jsonrpc":"2.0","id":-1,"method":"daemon_status"},{"jsonrpc":"2.0","id":-2,"method":"nope"}]"#);
+    let r = c.recv();
+    assert_eq!(r[0]["id"], -1, "{r}");
+    assert_eq!(r[0]["result"]["servers"], 1, "{r}");
+    assert_eq!(r[1]["id"], -2, "{r}");
+    assert_eq!(r[1]["error"]["code"], -32601, "{r}");
+
+    // A member of the wrong type is -32600, still answered to its id.
+    c.send(r#"{"jsonrpc":"2.0","id":7,"method":5}"#);
+    let r = c.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(7), json!(-32600)),
+        "{r}"
+    );
+    c.send(r#"{"jsonrpc":2,"id":8,"method":"list"}"#);
+    let r = c.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(8), json!(-32600)),
+        "{r}"
+    );
+    // An id that is no string, number or null cannot be echoed: null.
+    c.send(r#"{"jsonrpc":"2.0","id":true,"method":"list"}"#);
+    let r = c.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (Value::Null, json!(-32600)),
+        "{r}"
+    );
+
+    // Params that are no object: -32602 naming no field (not the value).
+    let e = c.error("status", Some(json!(5)), -32602);
+    assert_eq!(e["data"]["field"], Value::Null, "{e}");
+
+    // A reload rejected for one error says "1 error".
+    d.env.write_config("bad", "port 1\nbogus 1\n");
+    let e = c.error("reload", None, -32003);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("config invalid: 2 errors"),
+        "{e}"
+    );
+    d.env.write_config(
+        "bad",
+        &format!("command \"/bin/true\"\nport {}\nbogus 1\n", port(2)),
+    );
+    let e = c.error("reload", None, -32003);
+    assert_eq!(e["message"], "config invalid: 1 error", "{e}");
+    assert_eq!(d.result("daemon_status", None)["servers"], 1);
+}
+
+#[test]
 fn batches_and_notifications() {
     let d = two_servers();
     let a = d.running_pid("a");
