@@ -248,6 +248,49 @@ fn every_json_rpc_id_comes_back_and_bad_members_keep_a_readable_id() {
 }
 
 #[test]
+fn each_cancel_method_ends_only_streams_of_its_own_kind() {
+    let d = TestDaemon::start(&[("a", sleep_config(port(1), 100))]);
+    let mut c = d.client();
+    let logs = c.result(
+        "logs",
+        Some(json!({"name": "a", "tail": 0, "follow": true})),
+    )["subscription_id"]
+        .clone();
+    let events = c.result("events", None)["subscription_id"].clone();
+    // Subscription ids come from one counter: the kind must still match.
+    assert_eq!(
+        c.result("events_cancel", Some(json!({"subscription_id": logs}))),
+        json!({"cancelled": false})
+    );
+    assert_eq!(
+        c.result("logs_cancel", Some(json!({"subscription_id": events}))),
+        json!({"cancelled": false})
+    );
+    // Both streams are still live; each ends through its own method.
+    for (cancel, sub, end) in [
+        ("logs_cancel", &logs, "log_end"),
+        ("events_cancel", &events, "event_end"),
+    ] {
+        let id = c.request(cancel, Some(json!({"subscription_id": sub})));
+        let (mut reply, mut ended) = (None, None);
+        wait_for(end, DEADLINE, || {
+            let v = c.recv();
+            if v["id"] == id {
+                reply = Some(v["result"].clone());
+            } else if v["method"] == end {
+                ended = Some(v["params"].clone());
+            }
+            reply.is_some() && ended.is_some()
+        });
+        assert_eq!(reply.unwrap(), json!({"cancelled": true}), "{cancel}");
+        assert_eq!(
+            ended.unwrap(),
+            json!({"subscription_id": sub, "reason": "cancelled"})
+        );
+    }
+}
+
+#[test]
 fn batches_and_notifications() {
     let d = two_servers();
     let a = d.running_pid("a");

@@ -22,7 +22,7 @@ use xy_core::protocol::{
 
 use super::logs::notification;
 use super::{DaemonCtx, conn, engine_error, parse};
-use crate::transport::Conn;
+use crate::transport::{Conn, StreamKind};
 
 /// Events held for one subscriber while its connection has no room. Events
 /// are rare (a few per server per restart), so a subscriber this far behind
@@ -48,7 +48,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Err(e) => return ResponsePayload::error(engine_error(&e)),
         };
         let id = ctx.next_subscription_id();
-        let cancel = conn.add_stream(id);
+        let cancel = conn.add_stream(id, StreamKind::Events);
         let (payload, written) = ResponsePayload::success(EventsResult {
             subscription_id: id,
         })
@@ -68,7 +68,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         let conn = conn(&ext)?;
         // Only this connection's streams: another client's ids are unknown here.
         Ok::<_, jsonrpsee::types::ErrorObjectOwned>(EventsCancelResult {
-            cancelled: conn.cancel_stream(p.subscription_id),
+            cancelled: conn.cancel_stream(p.subscription_id, StreamKind::Events),
         })
     })
     .expect("method names are unique");
