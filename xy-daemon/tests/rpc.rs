@@ -224,6 +224,17 @@ fn every_json_rpc_id_comes_back_and_bad_members_keep_a_readable_id() {
         "{r}"
     );
 
+    // `all` beside names is ambiguous, not "all wins": -32602, nothing done.
+    let a = d.running_pid("a");
+    for p in [
+        json!({"name": "a", "all": true}),
+        json!({"names": ["a"], "all": true}),
+    ] {
+        let e = c.error("stop", Some(p), -32602);
+        assert_eq!(e["data"]["field"], "all", "{e}");
+    }
+    assert_eq!(d.running_pid("a"), a);
+
     // Params that are no object: -32602 naming no field (not the value).
     let e = c.error("status", Some(json!(5)), -32602);
     assert_eq!(e["data"]["field"], Value::Null, "{e}");
