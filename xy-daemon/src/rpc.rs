@@ -214,6 +214,19 @@ fn backticked(msg: &str) -> Option<String> {
     Some(msg[start..start + len].to_owned())
 }
 
+/// `names: []` for a stream (`logs`, `events`): a `-32602`, not "every
+/// server", which is what leaving `names` out means; a script whose filter
+/// matched nothing must not get everything.
+pub(crate) fn no_empty_names(names: Option<&[String]>) -> Result<(), ErrorObjectOwned> {
+    match names {
+        Some([]) => Err(invalid_params(
+            "invalid params: names is empty; leave it out for every server",
+            serde_json::json!({ "field": "names", "error": "empty list" }),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// For methods without params: absent, `null`, `{}` and `[]` are accepted.
 pub(crate) fn no_params(params: &Params<'_>) -> Result<(), ErrorObjectOwned> {
     match params.as_str().map(str::trim) {

@@ -235,6 +235,12 @@ fn every_json_rpc_id_comes_back_and_bad_members_keep_a_readable_id() {
     }
     assert_eq!(d.running_pid("a"), a);
 
+    // An empty `names` is not "every server" (that is leaving it out).
+    for m in ["logs", "events"] {
+        let e = c.error(m, Some(json!({"names": []})), -32602);
+        assert_eq!(e["data"]["field"], "names", "{m}: {e}");
+    }
+
     // Params that are no object: -32602 naming no field (not the value).
     let e = c.error("status", Some(json!(5)), -32602);
     assert_eq!(e["data"]["field"], Value::Null, "{e}");

@@ -21,7 +21,7 @@ use xy_core::protocol::{
 };
 
 use super::logs::notification;
-use super::{DaemonCtx, conn, engine_error, parse};
+use super::{DaemonCtx, conn, engine_error, no_empty_names, parse};
 use crate::transport::{Conn, StreamKind};
 
 /// Events held for one subscriber while its connection has no room. Events
@@ -35,6 +35,9 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(p) => p,
             Err(e) => return ResponsePayload::error(e),
         };
+        if let Err(e) = no_empty_names(p.names.as_deref()) {
+            return ResponsePayload::error(e);
+        }
         let conn = match conn(&ext) {
             Ok(c) => c,
             Err(e) => return ResponsePayload::error(e),

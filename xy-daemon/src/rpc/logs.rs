@@ -16,7 +16,7 @@ use xy_core::protocol::{
     LogsParams, LogsResult, method,
 };
 
-use super::{DaemonCtx, conn, engine_error, parse};
+use super::{DaemonCtx, conn, engine_error, no_empty_names, parse};
 use crate::transport::{Conn, StreamKind};
 
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
@@ -25,6 +25,9 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(p) => p,
             Err(e) => return ResponsePayload::error(e),
         };
+        if let Err(e) = no_empty_names(p.names.as_deref()) {
+            return ResponsePayload::error(e);
+        }
         let conn = match conn(&ext) {
             Ok(c) => c,
             Err(e) => return ResponsePayload::error(e),
