@@ -173,6 +173,18 @@ pub(crate) fn invalid_params(
 /// the field: its path for a wrong type, the name for a missing or unknown one.
 pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
     let raw = params.as_str().unwrap_or("{}");
+    // JSON-RPC 2.0 §4.2: params are structured. A scalar would otherwise be
+    // reported with the Rust type it failed to fit ("expected struct …").
+    if !matches!(
+        raw.trim_start().as_bytes().first(),
+        Some(b'{' | b'[') | None
+    ) && raw.trim() != "null"
+    {
+        return Err(invalid_params(
+            "invalid params: params must be an object (by name) or an array (by position)",
+            serde_json::json!({ "field": null, "error": "params is not an object or array" }),
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_str(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -290,6 +302,7 @@ mod tests {
         let e = parse::<NameParams>(&params("5")).unwrap_err();
         assert_eq!(e.code(), -32602);
         assert_eq!(data(&e)["field"], serde_json::Value::Null, "{e:?}");
+        assert!(!e.message().contains("struct"), "{}", e.message());
         let e = parse::<NameParams>(&params(r#""a""#)).unwrap_err();
         assert_eq!(data(&e)["field"], serde_json::Value::Null, "{e:?}");
 
