@@ -199,6 +199,11 @@ fn every_json_rpc_id_comes_back_and_bad_members_keep_a_readable_id() {
     assert_eq!(r[0]["result"]["servers"], 1, "{r}");
     assert_eq!(r[1]["id"], -2, "{r}");
     assert_eq!(r[1]["error"]["code"], -32601, "{r}");
+    // `list` writes its reply itself (transport/direct.rs): same id rule.
+    c.send(r#"{"jsonrpc":"2.0","id":-3,"method":"list"}"#);
+    let r = c.recv();
+    assert_eq!(r["id"], -3, "{r}");
+    assert_eq!(r["result"][0]["name"], "a", "{r}");
 
     // A member of the wrong type is -32600, still answered to its id.
     c.send(r#"{"jsonrpc":"2.0","id":7,"method":5}"#);
