@@ -44,6 +44,15 @@ pub(crate) enum Probe {
         /// How long we waited.
         waited: Duration,
     },
+    /// The daemon of this state directory (it holds the lock) answers, but
+    /// on another socket: it was started with another `XY_SOCKET` or
+    /// `XDG_RUNTIME_DIR`. It is not wedged and must not be killed as such.
+    Elsewhere {
+        /// The lock holder.
+        pid: u32,
+        /// Where it answered.
+        socket: PathBuf,
+    },
     /// Something else went wrong (permission denied, a protocol error).
     Broken(ClientError),
 }
@@ -93,8 +102,14 @@ pub(crate) fn detect(paths: &Paths) -> Probe {
         Probe::Down => {}
         other => return other,
     }
-    if process::lock_holder(&paths.pidfile).is_none() {
+    let Some(holder) = process::lock_holder(&paths.pidfile) else {
         return Probe::Down;
+    };
+    if let Some(socket) = serving_elsewhere(paths, holder) {
+        return Probe::Elsewhere {
+            pid: holder,
+            socket,
+        };
     }
     let deadline = Instant::now() + BOOT_TIMEOUT;
     loop {
@@ -107,6 +122,12 @@ pub(crate) fn detect(paths: &Paths) -> Probe {
             return Probe::Down;
         }
         if Instant::now() >= deadline {
+            // It may have bound another socket while we waited.
+            if let Some(pid) = holder
+                && let Some(socket) = serving_elsewhere(paths, pid)
+            {
+                return Probe::Elsewhere { pid, socket };
+            }
             return Probe::Wedged {
                 pid: holder,
                 waited: BOOT_TIMEOUT,
@@ -114,6 +135,52 @@ pub(crate) fn detect(paths: &Paths) -> Probe {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Where the lock holder answers when that is not `paths.socket`: the socket
+/// its own environment resolves to (Linux: `/proc/<pid>/environ`), else the
+/// default one (ours without `XY_SOCKET`). `None` when it answers on neither.
+fn serving_elsewhere(paths: &Paths, holder: u32) -> Option<PathBuf> {
+    let home = std::env::home_dir();
+    let mut candidates = Vec::new();
+    if let Some(env) = process::environ(holder) {
+        let lookup = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let its_home = lookup("HOME").map(PathBuf::from).or_else(|| home.clone());
+        if let Ok(p) = Paths::resolve(lookup, its_home) {
+            candidates.push(p.socket);
+        }
+    }
+    let ours_by_default = |k: &str| (k != "XY_SOCKET").then(|| std::env::var_os(k)).flatten();
+    if let Ok(p) = Paths::resolve(ours_by_default, home) {
+        candidates.push(p.socket);
+    }
+    candidates
+        .into_iter()
+        .filter(|s| *s != paths.socket)
+        .find(|s| {
+            let there = Paths {
+                socket: s.clone(),
+                ..paths.clone()
+            };
+            matches!(probe(&there, Duration::from_secs(1)), Probe::Up(live) if live.status.pid == holder)
+        })
+}
+
+/// The failure for [`Probe::Elsewhere`]: exit 2, and how to reach it.
+pub(crate) fn elsewhere(paths: &Paths, pid: u32, socket: &Path) -> Failure {
+    Failure::new(
+        Exit::Unreachable,
+        format!(
+            "xyd (pid {pid}) runs for this state directory ({}) but listens on {}, not on {}",
+            paths.state_dir.display(),
+            socket.display(),
+            paths.socket.display()
+        ),
+    )
+    .with_detail(format!(
+        "use `--socket {}` (or the XY_SOCKET it was started with); a second daemon needs its own XDG_STATE_HOME",
+        socket.display()
+    ))
 }
 
 /// A connected client for a command: detect, else spawn (unless forbidden),
@@ -129,6 +196,7 @@ pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
             live
         }
         Probe::Wedged { pid, waited } => return Err(wedged(pid, waited)),
+        Probe::Elsewhere { pid, socket } => return Err(elsewhere(&paths, pid, &socket)),
         Probe::Broken(e) => return Err(e.into()),
     };
     let mut live = live;
@@ -300,7 +368,7 @@ fn wait_ready(
         match probe(paths, Duration::from_secs(1)) {
             Probe::Up(live) => return Ok(live),
             Probe::Broken(e) => return Err(e.into()),
-            Probe::Down | Probe::Wedged { .. } => {}
+            Probe::Down | Probe::Wedged { .. } | Probe::Elsewhere { .. } => {}
         }
         if let Some(s) = spawned.as_mut()
             && let Some(status) = s.child.try_wait()?

@@ -631,6 +631,44 @@ fn wedged_daemon_is_reported_and_not_killed_unless_xyd() {
     assert!(err.contains("is not an xyd; refusing to kill it"), "{err}");
 }
 
+/// A daemon of this state directory that listens on another socket (started
+/// with another `XY_SOCKET`) is healthy: it is named with its socket at once,
+/// not waited on for 5 s and called wedged, and `--force` never kills it.
+#[test]
+fn a_daemon_on_another_socket_is_named_not_called_wedged() {
+    let w = World::new();
+    w.run(&["daemon", "start"]).ok();
+    let [pid] = w.daemons()[..] else {
+        panic!("one daemon expected: {:?}", w.daemons())
+    };
+    let other = PathBuf::from(format!("{}.other", w.socket.display()));
+    for args in [
+        &["list"][..],
+        &["daemon", "status"],
+        &["daemon", "start"],
+        &["daemon", "restart", "--force"],
+    ] {
+        let r = Run(w.cmd(args).env("XY_SOCKET", &other).output().unwrap());
+        let err = r.fails(2);
+        assert!(
+            err.starts_with(&format!(
+                "error: xyd (pid {pid}) runs for this state directory ({}) but listens on {}, not on {}\n",
+                w.state_home().join("xy").display(),
+                w.socket.display(),
+                other.display()
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("--socket {}", w.socket.display())),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(w.daemons(), [pid], "still the one daemon, untouched");
+    assert!(!other.exists());
+    w.run(&["list"]).ok();
+}
+
 #[test]
 fn completions_print_a_script() {
     let w = World::new();

@@ -40,6 +40,9 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                     output::stdout(&format!("xyd started (pid {})\n", live.status.pid));
                 }
                 Probe::Wedged { pid, waited } => return Err(daemon_conn::wedged(pid, waited)),
+                Probe::Elsewhere { pid, socket } => {
+                    return Err(daemon_conn::elsewhere(&paths, pid, &socket));
+                }
                 Probe::Broken(e) => return Err(e.into()),
             }
             Ok(Exit::Success)
@@ -64,6 +67,10 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                     }
                     kill_wedged(pid)?;
                 }
+                // Healthy, on another socket: never killed, even with --force.
+                Probe::Elsewhere { pid, socket } => {
+                    return Err(daemon_conn::elsewhere(&paths, pid, &socket));
+                }
                 Probe::Broken(e) => return Err(e.into()),
             }
             let mut live = daemon_conn::start(ctx, &paths)?;
@@ -83,6 +90,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
             }
             Probe::Down => Err(daemon_conn::not_running(&paths)),
             Probe::Wedged { pid, waited } => Err(daemon_conn::wedged(pid, waited)),
+            Probe::Elsewhere { pid, socket } => Err(daemon_conn::elsewhere(&paths, pid, &socket)),
             Probe::Broken(e) => Err(e.into()),
         },
     }
@@ -100,6 +108,9 @@ fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
         Probe::Up(live) => live,
         Probe::Down => return Ok(None),
         Probe::Wedged { pid, waited } => return Err(daemon_conn::wedged(pid, waited)),
+        Probe::Elsewhere { pid, socket } => {
+            return Err(daemon_conn::elsewhere(paths, pid, &socket));
+        }
         Probe::Broken(e) => return Err(e.into()),
     };
     let pid = live.status.pid;
