@@ -669,6 +669,26 @@ fn a_daemon_on_another_socket_is_named_not_called_wedged() {
     w.run(&["list"]).ok();
 }
 
+/// `config check` loads the directory as xyd would: a default directory that
+/// does not exist yet is a first run (xyd creates it and boots with no
+/// servers), so it is valid; a directory named explicitly must exist.
+#[test]
+fn config_check_of_a_first_run_is_valid_and_of_a_named_missing_dir_is_not() {
+    let h = support::Home::new("xyc");
+    assert!(!h.config_dir().exists());
+    let out = h.run(&["config", "check"]).ok();
+    assert!(out.starts_with("0 servers OK ("), "{out}");
+    let v: Value = serde_json::from_str(&h.run(&["config", "check", "--json"]).ok()).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["servers"], serde_json::json!([]), "{v}");
+    assert!(!h.config_dir().exists(), "a check creates nothing");
+    let missing = h.home().join("nope");
+    let err = h
+        .run(&["config", "check", missing.to_str().unwrap()])
+        .fails(3);
+    assert!(err.contains("cannot read config directory"), "{err}");
+}
+
 #[test]
 fn completions_print_a_script() {
     let w = World::new();
