@@ -191,9 +191,14 @@ pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
         Probe::Up(live) => live,
         Probe::Down if ctx.no_spawn => return Err(not_running(&paths)),
         Probe::Down => {
-            let live = start(ctx, &paths)?;
-            output::note(&ctx.err, &format!("started xyd (pid {})", live.status.pid));
-            live
+            let started = start(ctx, &paths)?;
+            // Of several clients starting a daemon at once, only the one whose
+            // xyd won the lock says it started it.
+            if started.by_us {
+                let pid = started.live.status.pid;
+                output::note(&ctx.err, &format!("started xyd (pid {pid})"));
+            }
+            started.live
         }
         Probe::Wedged { pid, waited } => return Err(wedged(pid, waited)),
         Probe::Elsewhere { pid, socket } => return Err(elsewhere(&paths, pid, &socket)),
@@ -317,7 +322,15 @@ pub(crate) fn warn_skew(ctx: &Ctx, status: &DaemonStatus) {
 
 /// Starts a daemon (service manager, else a detached `xyd`) and waits until
 /// it answers.
-pub(crate) fn start(ctx: &Ctx, paths: &Paths) -> Result<Box<Live>, Failure> {
+/// A daemon [`start`] brought up, or found brought up by a concurrent client.
+pub(crate) struct Started {
+    pub(crate) live: Box<Live>,
+    /// Whether it is the xyd this client spawned (or asked the service for),
+    /// not the winner of a concurrent start.
+    pub(crate) by_us: bool,
+}
+
+pub(crate) fn start(ctx: &Ctx, paths: &Paths) -> Result<Started, Failure> {
     let log_from = log_len(&paths.daemon_log());
     // A service-managed daemon listens on the default socket; with an
     // explicit `--socket`/`XY_SOCKET` we spawn our own instead.
@@ -361,12 +374,20 @@ fn wait_ready(
     paths: &Paths,
     mut spawned: Option<Spawned>,
     log_from: u64,
-) -> Result<Box<Live>, Failure> {
+) -> Result<Started, Failure> {
     let deadline = Instant::now() + BOOT_TIMEOUT;
     let mut respawns = 0;
+    // Through the service manager there is no child of ours to compare.
+    let mut ours_lost = false;
     loop {
         match probe(paths, Duration::from_secs(1)) {
-            Probe::Up(live) => return Ok(live),
+            Probe::Up(live) => {
+                let by_us = match &spawned {
+                    Some(s) => live.status.pid == s.child.id(),
+                    None => !ours_lost,
+                };
+                return Ok(Started { live, by_us });
+            }
             Probe::Broken(e) => return Err(e.into()),
             Probe::Down | Probe::Wedged { .. } | Probe::Elsewhere { .. } => {}
         }
@@ -380,7 +401,7 @@ fn wait_ready(
                     || log_since(&paths.daemon_log(), log_from).contains("already running")
             };
             match after_exit(status.code(), lost_race, respawns) {
-                AfterExit::KeepPolling => {}
+                AfterExit::KeepPolling => ours_lost = true,
                 AfterExit::Respawn => {
                     respawns += 1;
                     spawned = Some(Spawned {

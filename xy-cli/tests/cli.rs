@@ -472,11 +472,15 @@ fn concurrent_clients_end_with_one_daemon() {
             std::thread::spawn(move || c.output().unwrap())
         })
         .collect();
+    let mut notes = 0;
     for h in handles {
         let r = Run(h.join().unwrap());
         let out = r.ok();
         assert!(out.contains("alpha"), "{out}");
+        notes += r.stderr().matches("xyctl: started xyd (pid ").count();
     }
+    // Only the client whose xyd won the lock says it started one.
+    assert_eq!(notes, 1);
     wait_for(Duration::from_secs(10), "losers to exit", || {
         w.daemons().len() == 1
     });

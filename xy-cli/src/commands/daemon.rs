@@ -34,7 +34,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                     ));
                 }
                 Probe::Down => {
-                    let mut live = daemon_conn::start(ctx, &paths)?;
+                    let mut live = daemon_conn::start(ctx, &paths)?.live;
                     daemon_conn::wait_booted(ctx, &mut live)?;
                     daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&format!("xyd started (pid {})\n", live.status.pid));
@@ -73,7 +73,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                 }
                 Probe::Broken(e) => return Err(e.into()),
             }
-            let mut live = daemon_conn::start(ctx, &paths)?;
+            let mut live = daemon_conn::start(ctx, &paths)?.live;
             daemon_conn::wait_booted(ctx, &mut live)?;
             output::stdout(&format!("xyd restarted (pid {})\n", live.status.pid));
             Ok(Exit::Success)
