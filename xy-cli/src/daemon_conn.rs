@@ -402,6 +402,13 @@ fn wait_ready(
             };
             match after_exit(status.code(), lost_race, respawns) {
                 AfterExit::KeepPolling => ours_lost = true,
+                // Exit 1 with an error of its own in daemon.log (not the
+                // lock): spawning again would only log it again.
+                AfterExit::Respawn
+                    if logged_boot_error(&log_since(&paths.daemon_log(), log_from)) =>
+                {
+                    return Err(boot_failure(ctx, paths, &xyd, status, log_from));
+                }
                 AfterExit::Respawn => {
                     respawns += 1;
                     spawned = Some(Spawned {
@@ -435,6 +442,12 @@ fn wait_ready(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether xyd logged an error at boot other than losing the lock.
+fn logged_boot_error(log: &str) -> bool {
+    log.lines()
+        .any(|l| l.contains(" ERROR ") && !l.contains("already running"))
 }
 
 /// Respawns allowed when a spawned xyd lost a lock race to nobody.
@@ -619,6 +632,13 @@ mod tests {
         );
         assert_eq!(after_exit(Some(1), || false, 0), AfterExit::Respawn);
         assert_eq!(after_exit(Some(1), || false, MAX_RESPAWNS), AfterExit::Fail);
+        assert!(logged_boot_error(
+            "2026-12-01T08:14:30.745717Z ERROR xyd: /run/xy.sock exists and is not a socket\n"
+        ));
+        assert!(!logged_boot_error(
+            "2026-12-01T08:14:30.745717Z ERROR xyd: xyd already running (pid 7)\n\
+             2026-12-01T08:14:30.745717Z  INFO xyd ready\n"
+        ));
     }
 
     #[test]

@@ -508,6 +508,23 @@ fn spawn_with_invalid_config_exits_3_with_diagnostics() {
     });
 }
 
+/// A spawned xyd that fails at boot for a reason of its own (here: the
+/// socket path is a regular file) is reported once, not spawned again.
+#[test]
+fn a_boot_failure_is_reported_once_without_respawning() {
+    let w = World::new();
+    std::fs::write(&w.socket, "not a socket").unwrap();
+    let err = w.run(&["list"]).fails(2);
+    assert!(err.contains("exited during boot"), "{err}");
+    assert_eq!(
+        err.matches("exists and is not a socket").count(),
+        1,
+        "one attempt, one log line: {err}"
+    );
+    assert!(w.daemons().is_empty());
+    std::fs::remove_file(&w.socket).unwrap();
+}
+
 #[test]
 fn no_spawn_exits_2() {
     let w = World::new();
