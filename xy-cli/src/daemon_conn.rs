@@ -44,6 +44,15 @@ pub(crate) enum Probe {
         /// How long we waited.
         waited: Duration,
     },
+    /// The daemon of this state directory (it holds the lock) answers, but
+    /// on another socket: it was started with another `XY_SOCKET` or
+    /// `XDG_RUNTIME_DIR`. It is not wedged and must not be killed as such.
+    Elsewhere {
+        /// The lock holder.
+        pid: u32,
+        /// Where it answered.
+        socket: PathBuf,
+    },
     /// Something else went wrong (permission denied, a protocol error).
     Broken(ClientError),
 }
@@ -93,8 +102,14 @@ pub(crate) fn detect(paths: &Paths) -> Probe {
         Probe::Down => {}
         other => return other,
     }
-    if process::lock_holder(&paths.pidfile).is_none() {
+    let Some(holder) = process::lock_holder(&paths.pidfile) else {
         return Probe::Down;
+    };
+    if let Some(socket) = serving_elsewhere(paths, holder) {
+        return Probe::Elsewhere {
+            pid: holder,
+            socket,
+        };
     }
     let deadline = Instant::now() + BOOT_TIMEOUT;
     loop {
@@ -107,6 +122,12 @@ pub(crate) fn detect(paths: &Paths) -> Probe {
             return Probe::Down;
         }
         if Instant::now() >= deadline {
+            // It may have bound another socket while we waited.
+            if let Some(pid) = holder
+                && let Some(socket) = serving_elsewhere(paths, pid)
+            {
+                return Probe::Elsewhere { pid, socket };
+            }
             return Probe::Wedged {
                 pid: holder,
                 waited: BOOT_TIMEOUT,
@@ -114,6 +135,52 @@ pub(crate) fn detect(paths: &Paths) -> Probe {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Where the lock holder answers when that is not `paths.socket`: the socket
+/// its own environment resolves to (Linux: `/proc/<pid>/environ`), else the
+/// default one (ours without `XY_SOCKET`). `None` when it answers on neither.
+fn serving_elsewhere(paths: &Paths, holder: u32) -> Option<PathBuf> {
+    let home = std::env::home_dir();
+    let mut candidates = Vec::new();
+    if let Some(env) = process::environ(holder) {
+        let lookup = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let its_home = lookup("HOME").map(PathBuf::from).or_else(|| home.clone());
+        if let Ok(p) = Paths::resolve(lookup, its_home) {
+            candidates.push(p.socket);
+        }
+    }
+    let ours_by_default = |k: &str| (k != "XY_SOCKET").then(|| std::env::var_os(k)).flatten();
+    if let Ok(p) = Paths::resolve(ours_by_default, home) {
+        candidates.push(p.socket);
+    }
+    candidates
+        .into_iter()
+        .filter(|s| *s != paths.socket)
+        .find(|s| {
+            let there = Paths {
+                socket: s.clone(),
+                ..paths.clone()
+            };
+            matches!(probe(&there, Duration::from_secs(1)), Probe::Up(live) if live.status.pid == holder)
+        })
+}
+
+/// The failure for [`Probe::Elsewhere`]: exit 2, and how to reach it.
+pub(crate) fn elsewhere(paths: &Paths, pid: u32, socket: &Path) -> Failure {
+    Failure::new(
+        Exit::Unreachable,
+        format!(
+            "xyd (pid {pid}) runs for this state directory ({}) but listens on {}, not on {}",
+            paths.state_dir.display(),
+            socket.display(),
+            paths.socket.display()
+        ),
+    )
+    .with_detail(format!(
+        "use `--socket {}` (or the XY_SOCKET it was started with); a second daemon needs its own XDG_STATE_HOME",
+        socket.display()
+    ))
 }
 
 /// A connected client for a command: detect, else spawn (unless forbidden),
@@ -124,11 +191,17 @@ pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
         Probe::Up(live) => live,
         Probe::Down if ctx.no_spawn => return Err(not_running(&paths)),
         Probe::Down => {
-            let live = start(ctx, &paths)?;
-            output::note(&ctx.err, &format!("started xyd (pid {})", live.status.pid));
-            live
+            let started = start(ctx, &paths)?;
+            // Of several clients starting a daemon at once, only the one whose
+            // xyd won the lock says it started it.
+            if started.by_us {
+                let pid = started.live.status.pid;
+                output::note(&ctx.err, &format!("started xyd (pid {pid})"));
+            }
+            started.live
         }
         Probe::Wedged { pid, waited } => return Err(wedged(pid, waited)),
+        Probe::Elsewhere { pid, socket } => return Err(elsewhere(&paths, pid, &socket)),
         Probe::Broken(e) => return Err(e.into()),
     };
     let mut live = live;
@@ -249,7 +322,15 @@ pub(crate) fn warn_skew(ctx: &Ctx, status: &DaemonStatus) {
 
 /// Starts a daemon (service manager, else a detached `xyd`) and waits until
 /// it answers.
-pub(crate) fn start(ctx: &Ctx, paths: &Paths) -> Result<Box<Live>, Failure> {
+/// A daemon [`start`] brought up, or found brought up by a concurrent client.
+pub(crate) struct Started {
+    pub(crate) live: Box<Live>,
+    /// Whether it is the xyd this client spawned (or asked the service for),
+    /// not the winner of a concurrent start.
+    pub(crate) by_us: bool,
+}
+
+pub(crate) fn start(ctx: &Ctx, paths: &Paths) -> Result<Started, Failure> {
     let log_from = log_len(&paths.daemon_log());
     // A service-managed daemon listens on the default socket; with an
     // explicit `--socket`/`XY_SOCKET` we spawn our own instead.
@@ -293,14 +374,22 @@ fn wait_ready(
     paths: &Paths,
     mut spawned: Option<Spawned>,
     log_from: u64,
-) -> Result<Box<Live>, Failure> {
+) -> Result<Started, Failure> {
     let deadline = Instant::now() + BOOT_TIMEOUT;
     let mut respawns = 0;
+    // Through the service manager there is no child of ours to compare.
+    let mut ours_lost = false;
     loop {
         match probe(paths, Duration::from_secs(1)) {
-            Probe::Up(live) => return Ok(live),
+            Probe::Up(live) => {
+                let by_us = match &spawned {
+                    Some(s) => live.status.pid == s.child.id(),
+                    None => !ours_lost,
+                };
+                return Ok(Started { live, by_us });
+            }
             Probe::Broken(e) => return Err(e.into()),
-            Probe::Down | Probe::Wedged { .. } => {}
+            Probe::Down | Probe::Wedged { .. } | Probe::Elsewhere { .. } => {}
         }
         if let Some(s) = spawned.as_mut()
             && let Some(status) = s.child.try_wait()?
@@ -312,7 +401,14 @@ fn wait_ready(
                     || log_since(&paths.daemon_log(), log_from).contains("already running")
             };
             match after_exit(status.code(), lost_race, respawns) {
-                AfterExit::KeepPolling => {}
+                AfterExit::KeepPolling => ours_lost = true,
+                // Exit 1 with an error of its own in daemon.log (not the
+                // lock): spawning again would only log it again.
+                AfterExit::Respawn
+                    if logged_boot_error(&log_since(&paths.daemon_log(), log_from)) =>
+                {
+                    return Err(boot_failure(ctx, paths, &xyd, status, log_from));
+                }
                 AfterExit::Respawn => {
                     respawns += 1;
                     spawned = Some(Spawned {
@@ -346,6 +442,12 @@ fn wait_ready(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether xyd logged an error at boot other than losing the lock.
+fn logged_boot_error(log: &str) -> bool {
+    log.lines()
+        .any(|l| l.contains(" ERROR ") && !l.contains("already running"))
 }
 
 /// Respawns allowed when a spawned xyd lost a lock race to nobody.
@@ -530,6 +632,13 @@ mod tests {
         );
         assert_eq!(after_exit(Some(1), || false, 0), AfterExit::Respawn);
         assert_eq!(after_exit(Some(1), || false, MAX_RESPAWNS), AfterExit::Fail);
+        assert!(logged_boot_error(
+            "2026-12-01T08:14:30.745717Z ERROR xyd: /run/xy.sock exists and is not a socket\n"
+        ));
+        assert!(!logged_boot_error(
+            "2026-12-01T08:14:30.745717Z ERROR xyd: xyd already running (pid 7)\n\
+             2026-12-01T08:14:30.745717Z  INFO xyd ready\n"
+        ));
     }
 
     #[test]

@@ -81,6 +81,31 @@ fn ps_field(pid: u32, field: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// The environment `pid` was started with (`/proc/<pid>/environ`); `None`
+/// where that cannot be read (another user's process, not Linux).
+#[cfg(target_os = "linux")]
+pub(crate) fn environ(pid: u32) -> Option<Vec<(String, std::ffi::OsString)>> {
+    use std::os::unix::ffi::OsStrExt;
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter_map(|kv| {
+                let eq = kv.iter().position(|b| *b == b'=')?;
+                let key = std::str::from_utf8(&kv[..eq]).ok()?;
+                Some((
+                    key.to_owned(),
+                    std::ffi::OsStr::from_bytes(&kv[eq + 1..]).to_owned(),
+                ))
+            })
+            .collect(),
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn environ(_pid: u32) -> Option<Vec<(String, std::ffi::OsString)>> {
+    None
+}
+
 /// The pid of a live `xyd` that holds the pidfile lock, if there is one.
 ///
 /// The lock is only probed when the pidfile names a live `xyd`: probing takes

@@ -472,11 +472,15 @@ fn concurrent_clients_end_with_one_daemon() {
             std::thread::spawn(move || c.output().unwrap())
         })
         .collect();
+    let mut notes = 0;
     for h in handles {
         let r = Run(h.join().unwrap());
         let out = r.ok();
         assert!(out.contains("alpha"), "{out}");
+        notes += r.stderr().matches("xyctl: started xyd (pid ").count();
     }
+    // Only the client whose xyd won the lock says it started one.
+    assert_eq!(notes, 1);
     wait_for(Duration::from_secs(10), "losers to exit", || {
         w.daemons().len() == 1
     });
@@ -502,6 +506,23 @@ fn spawn_with_invalid_config_exits_3_with_diagnostics() {
     wait_for(Duration::from_secs(5), "no daemon", || {
         w.daemons().is_empty()
     });
+}
+
+/// A spawned xyd that fails at boot for a reason of its own (here: the
+/// socket path is a regular file) is reported once, not spawned again.
+#[test]
+fn a_boot_failure_is_reported_once_without_respawning() {
+    let w = World::new();
+    std::fs::write(&w.socket, "not a socket").unwrap();
+    let err = w.run(&["list"]).fails(2);
+    assert!(err.contains("exited during boot"), "{err}");
+    assert_eq!(
+        err.matches("exists and is not a socket").count(),
+        1,
+        "one attempt, one log line: {err}"
+    );
+    assert!(w.daemons().is_empty());
+    std::fs::remove_file(&w.socket).unwrap();
 }
 
 #[test]
@@ -629,6 +650,64 @@ fn wedged_daemon_is_reported_and_not_killed_unless_xyd() {
     // The pid is this test process, not an xyd: --force must refuse.
     let err = w.run(&["daemon", "restart", "--force"]).fails(1);
     assert!(err.contains("is not an xyd; refusing to kill it"), "{err}");
+}
+
+/// A daemon of this state directory that listens on another socket (started
+/// with another `XY_SOCKET`) is healthy: it is named with its socket at once,
+/// not waited on for 5 s and called wedged, and `--force` never kills it.
+#[test]
+fn a_daemon_on_another_socket_is_named_not_called_wedged() {
+    let w = World::new();
+    w.run(&["daemon", "start"]).ok();
+    let [pid] = w.daemons()[..] else {
+        panic!("one daemon expected: {:?}", w.daemons())
+    };
+    let other = PathBuf::from(format!("{}.other", w.socket.display()));
+    for args in [
+        &["list"][..],
+        &["daemon", "status"],
+        &["daemon", "start"],
+        &["daemon", "restart", "--force"],
+    ] {
+        let r = Run(w.cmd(args).env("XY_SOCKET", &other).output().unwrap());
+        let err = r.fails(2);
+        assert!(
+            err.starts_with(&format!(
+                "error: xyd (pid {pid}) runs for this state directory ({}) but listens on {}, not on {}\n",
+                w.state_home().join("xy").display(),
+                w.socket.display(),
+                other.display()
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("--socket {}", w.socket.display())),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(w.daemons(), [pid], "still the one daemon, untouched");
+    assert!(!other.exists());
+    w.run(&["list"]).ok();
+}
+
+/// `config check` loads the directory as xyd would: a default directory that
+/// does not exist yet is a first run (xyd creates it and boots with no
+/// servers), so it is valid; a directory named explicitly must exist.
+#[test]
+fn config_check_of_a_first_run_is_valid_and_of_a_named_missing_dir_is_not() {
+    let h = support::Home::new("xyc");
+    assert!(!h.config_dir().exists());
+    let out = h.run(&["config", "check"]).ok();
+    assert!(out.starts_with("0 servers OK ("), "{out}");
+    let v: Value = serde_json::from_str(&h.run(&["config", "check", "--json"]).ok()).unwrap();
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["servers"], serde_json::json!([]), "{v}");
+    assert!(!h.config_dir().exists(), "a check creates nothing");
+    let missing = h.home().join("nope");
+    let err = h
+        .run(&["config", "check", missing.to_str().unwrap()])
+        .fails(3);
+    assert!(err.contains("cannot read config directory"), "{err}");
 }
 
 #[test]

@@ -363,6 +363,8 @@ fn launchctl_failure_is_exit_1_with_its_message() {
         err.contains("Bootstrap failed: 5: Input/output error"),
         "{err}"
     );
+    // The plist launchctl would not load is not left behind as "installed".
+    assert!(!sb.plist().exists());
 }
 
 #[test]

@@ -576,7 +576,8 @@ pub struct LogsParams {
     /// One server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// Several servers; with neither `name` nor `names`, every server.
+    /// Several servers; with neither `name` nor `names`, every server. An
+    /// empty list is refused (`-32602`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
     /// How many buffered lines to send first (per server); absent: all buffered.

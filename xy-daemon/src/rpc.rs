@@ -173,12 +173,24 @@ pub(crate) fn invalid_params(
 /// the field: its path for a wrong type, the name for a missing or unknown one.
 pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
     let raw = params.as_str().unwrap_or("{}");
+    // JSON-RPC 2.0 §4.2: params are structured. A scalar would otherwise be
+    // reported with the Rust type it failed to fit ("expected struct …").
+    if !matches!(
+        raw.trim_start().as_bytes().first(),
+        Some(b'{' | b'[') | None
+    ) && raw.trim() != "null"
+    {
+        return Err(invalid_params(
+            "invalid params: params must be an object (by name) or an array (by position)",
+            serde_json::json!({ "field": null, "error": "params is not an object or array" }),
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_str(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         let field = if path == "." {
-            backticked(&inner)
+            field_named_in(&inner)
         } else {
             Some(path)
         };
@@ -195,11 +207,36 @@ pub(crate) fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, Error
     })
 }
 
-/// First `` `name` `` in a serde message ("missing field `name`").
+/// The field a top-level serde message is about ("missing field `name`",
+/// "unknown field `nmae`, expected `name`"). Other top-level messages
+/// ("invalid type: integer `5`, expected …": params that are no object)
+/// quote a value, not a field.
+fn field_named_in(msg: &str) -> Option<String> {
+    ["missing field ", "unknown field ", "duplicate field "]
+        .iter()
+        .any(|p| msg.starts_with(p))
+        .then(|| backticked(msg))
+        .flatten()
+}
+
+/// First `` `name` `` in a serde message.
 fn backticked(msg: &str) -> Option<String> {
     let start = msg.find('`')? + 1;
     let len = msg[start..].find('`')?;
     Some(msg[start..start + len].to_owned())
+}
+
+/// `names: []` for a stream (`logs`, `events`): a `-32602`, not "every
+/// server", which is what leaving `names` out means; a script whose filter
+/// matched nothing must not get everything.
+pub(crate) fn no_empty_names(names: Option<&[String]>) -> Result<(), ErrorObjectOwned> {
+    match names {
+        Some([]) => Err(invalid_params(
+            "invalid params: names is empty; leave it out for every server",
+            serde_json::json!({ "field": "names", "error": "empty list" }),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// For methods without params: absent, `null`, `{}` and `[]` are accepted.
@@ -260,6 +297,14 @@ mod tests {
 
         let e = parse::<TargetParams>(&params(r#"{"names":["a", 3]}"#)).unwrap_err();
         assert_eq!(data(&e)["field"], "names[1]");
+
+        // Params that are no object name no field (not the value `5`).
+        let e = parse::<NameParams>(&params("5")).unwrap_err();
+        assert_eq!(e.code(), -32602);
+        assert_eq!(data(&e)["field"], serde_json::Value::Null, "{e:?}");
+        assert!(!e.message().contains("struct"), "{}", e.message());
+        let e = parse::<NameParams>(&params(r#""a""#)).unwrap_err();
+        assert_eq!(data(&e)["field"], serde_json::Value::Null, "{e:?}");
 
         assert_eq!(
             parse::<NameParams>(&params(r#"{"name":"a"}"#))

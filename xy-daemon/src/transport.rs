@@ -57,13 +57,23 @@ impl From<Box<RawValue>> for OutLine {
     }
 }
 
+/// Which notification stream a subscription id names. Ids come from one
+/// counter, so the kind is what keeps `events_cancel` off a `logs` stream
+/// and `logs_cancel` off an `events` stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamKind {
+    Logs,
+    Events,
+}
+
 /// One client connection, as RPC methods see it (`Extensions` entry).
 #[derive(Debug)]
 pub(crate) struct Conn {
     id: usize,
     out: mpsc::Sender<OutLine>,
-    /// Live `logs` streams of this connection: cancelling one fires its sender.
-    subs: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    /// Live `logs` and `events` streams of this connection: cancelling one
+    /// fires its sender.
+    subs: Mutex<HashMap<u64, (StreamKind, oneshot::Sender<()>)>>,
 }
 
 impl Conn {
@@ -85,16 +95,21 @@ impl Conn {
     }
 
     /// Registers a stream; the receiver fires on [`Conn::cancel_stream`].
-    pub(crate) fn add_stream(&self, id: u64) -> oneshot::Receiver<()> {
+    pub(crate) fn add_stream(&self, id: u64, kind: StreamKind) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        self.subs_guard().insert(id, tx);
+        self.subs_guard().insert(id, (kind, tx));
         rx
     }
 
-    /// Cancels one of this connection's streams; `false` if unknown or ended.
-    pub(crate) fn cancel_stream(&self, id: u64) -> bool {
-        match self.subs_guard().remove(&id) {
-            Some(tx) => tx.send(()).is_ok(),
+    /// Cancels one of this connection's streams of `kind`; `false` if
+    /// unknown, ended, or a stream of the other kind.
+    pub(crate) fn cancel_stream(&self, id: u64, kind: StreamKind) -> bool {
+        let mut subs = self.subs_guard();
+        if subs.get(&id).is_none_or(|(k, _)| *k != kind) {
+            return false;
+        }
+        match subs.remove(&id) {
+            Some((_, tx)) => tx.send(()).is_ok(),
             None => false,
         }
     }
@@ -104,7 +119,9 @@ impl Conn {
         self.subs_guard().remove(&id);
     }
 
-    fn subs_guard(&self) -> std::sync::MutexGuard<'_, HashMap<u64, oneshot::Sender<()>>> {
+    fn subs_guard(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<u64, (StreamKind, oneshot::Sender<()>)>> {
         // Held for a map operation only, never across an await; a poisoned
         // map is still a valid map.
         self.subs

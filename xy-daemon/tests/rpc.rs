@@ -175,6 +175,144 @@ fn error_codes_and_bad_input_keep_the_connection_usable() {
 }
 
 #[test]
+fn every_json_rpc_id_comes_back_and_bad_members_keep_a_readable_id() {
+    let d = TestDaemon::start(&[("a", sleep_config(port(1), 500))]);
+    let mut c = d.client();
+    // JSON-RPC 2.0 ids are any string or number: negative and fractional
+    // numbers too, echoed as sent, on results and on errors.
+    for id in ["-5", "1.5", "-18446744073709551616"] {
+        c.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"status","params":{{"name":"a"}}}}"#
+        ));
+        let r = c.recv();
+        assert_eq!(r["id"], serde_json::from_str::<Value>(id).unwrap(), "{r}");
+        assert_eq!(r["result"]["name"], "a", "{r}");
+        c.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"nope"}}"#));
+        let r = c.recv();
+        assert_eq!(r["id"], serde_json::from_str::<Value>(id).unwrap(), "{r}");
+        assert_eq!(r["error"]["code"], -32601, "{r}");
+    }
+    // In a batch as well.
+    c.send(r#"[{"jsonrpc":"2.0","id":-1,"method":"daemon_status"},{"jsonrpc":"2.0","id":-2,"method":"nope"}]"#);
+    let r = c.recv();
+    assert_eq!(r[0]["id"], -1, "{r}");
+    assert_eq!(r[0]["result"]["servers"], 1, "{r}");
+    assert_eq!(r[1]["id"], -2, "{r}");
+    assert_eq!(r[1]["error"]["code"], -32601, "{r}");
+    // `list` writes its reply itself (transport/direct.rs): same id rule.
+    c.send(r#"{"jsonrpc":"2.0","id":-3,"method":"list"}"#);
+    let r = c.recv();
+    assert_eq!(r["id"], -3, "{r}");
+    assert_eq!(r["result"][0]["name"], "a", "{r}");
+
+    // A member of the wrong type is -32600, still answered to its id.
+    c.send(r#"{"jsonrpc":"2.0","id":7,"method":5}"#);
+    let r = c.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(7), json!(-32600)),
+        "{r}"
+    );
+    c.send(r#"{"jsonrpc":2,"id":8,"method":"list"}"#);
+    let r = c.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(8), json!(-32600)),
+        "{r}"
+    );
+    // An id that is no string, number or null cannot be echoed: null.
+    c.send(r#"{"jsonrpc":"2.0","id":true,"method":"list"}"#);
+    let r = c.recv();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (Value::Null, json!(-32600)),
+        "{r}"
+    );
+
+    // `all` beside names is ambiguous, not "all wins": -32602, nothing done.
+    let a = d.running_pid("a");
+    for p in [
+        json!({"name": "a", "all": true}),
+        json!({"names": ["a"], "all": true}),
+    ] {
+        let e = c.error("stop", Some(p), -32602);
+        assert_eq!(e["data"]["field"], "all", "{e}");
+    }
+    assert_eq!(d.running_pid("a"), a);
+
+    // An empty `names` is not "every server" (that is leaving it out).
+    for m in ["logs", "events"] {
+        let e = c.error(m, Some(json!({"names": []})), -32602);
+        assert_eq!(e["data"]["field"], "names", "{m}: {e}");
+    }
+
+    // Params that are no object: -32602 naming no field (not the value).
+    let e = c.error("status", Some(json!(5)), -32602);
+    assert_eq!(e["data"]["field"], Value::Null, "{e}");
+
+    // A reload rejected for one error says "1 error".
+    d.env.write_config("bad", "port 1\nbogus 1\n");
+    let e = c.error("reload", None, -32003);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("config invalid: 2 errors"),
+        "{e}"
+    );
+    d.env.write_config(
+        "bad",
+        &format!("command \"/bin/true\"\nport {}\nbogus 1\n", port(2)),
+    );
+    let e = c.error("reload", None, -32003);
+    assert_eq!(e["message"], "config invalid: 1 error", "{e}");
+    assert_eq!(d.result("daemon_status", None)["servers"], 1);
+}
+
+#[test]
+fn each_cancel_method_ends_only_streams_of_its_own_kind() {
+    let d = TestDaemon::start(&[("a", sleep_config(port(1), 100))]);
+    let mut c = d.client();
+    let logs = c.result(
+        "logs",
+        Some(json!({"name": "a", "tail": 0, "follow": true})),
+    )["subscription_id"]
+        .clone();
+    let events = c.result("events", None)["subscription_id"].clone();
+    // Subscription ids come from one counter: the kind must still match.
+    assert_eq!(
+        c.result("events_cancel", Some(json!({"subscription_id": logs}))),
+        json!({"cancelled": false})
+    );
+    assert_eq!(
+        c.result("logs_cancel", Some(json!({"subscription_id": events}))),
+        json!({"cancelled": false})
+    );
+    // Both streams are still live; each ends through its own method.
+    for (cancel, sub, end) in [
+        ("logs_cancel", &logs, "log_end"),
+        ("events_cancel", &events, "event_end"),
+    ] {
+        let id = c.request(cancel, Some(json!({"subscription_id": sub})));
+        let (mut reply, mut ended) = (None, None);
+        wait_for(end, DEADLINE, || {
+            let v = c.recv();
+            if v["id"] == id {
+                reply = Some(v["result"].clone());
+            } else if v["method"] == end {
+                ended = Some(v["params"].clone());
+            }
+            reply.is_some() && ended.is_some()
+        });
+        assert_eq!(reply.unwrap(), json!({"cancelled": true}), "{cancel}");
+        assert_eq!(
+            ended.unwrap(),
+            json!({"subscription_id": sub, "reason": "cancelled"})
+        );
+    }
+}
+
+#[test]
 fn batches_and_notifications() {
     let d = two_servers();
     let a = d.running_pid("a");

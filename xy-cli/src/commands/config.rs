@@ -13,6 +13,7 @@ use crate::output;
 
 pub(crate) fn run(ctx: &Ctx, cmd: ConfigCmd) -> Result<Exit, Failure> {
     let ConfigCmd::Check { dir, json } = cmd;
+    let named = dir.is_some();
     let dir = match dir {
         Some(d) => d,
         None => {
@@ -21,6 +22,31 @@ pub(crate) fn run(ctx: &Ctx, cmd: ConfigCmd) -> Result<Exit, Failure> {
                 .config_dir
         }
     };
+    // A missing default directory is a first run, which xyd boots with no
+    // servers (creating it, SPEC §14): valid, as xyd would load it. A
+    // directory named explicitly must exist, as for `xyd --config-dir`.
+    if !named
+        && matches!(std::fs::metadata(&dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    {
+        if json {
+            output::json_line(
+                &serde_json::json!({
+                    "valid": true,
+                    "dir": dir.display().to_string(),
+                    "servers": [],
+                    "warnings": [],
+                    "errors": [],
+                })
+                .to_string(),
+            );
+        } else {
+            output::stdout(&format!(
+                "0 servers OK ({} does not exist yet; xyd creates it when it starts)\n",
+                dir.display()
+            ));
+        }
+        return Ok(Exit::Success);
+    }
     let loaded = load_dir(&dir);
     if json {
         output::json_line(&check_json(&dir, &loaded).to_string());

@@ -34,12 +34,15 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                     ));
                 }
                 Probe::Down => {
-                    let mut live = daemon_conn::start(ctx, &paths)?;
+                    let mut live = daemon_conn::start(ctx, &paths)?.live;
                     daemon_conn::wait_booted(ctx, &mut live)?;
                     daemon_conn::warn_skew(ctx, &live.status);
                     output::stdout(&format!("xyd started (pid {})\n", live.status.pid));
                 }
                 Probe::Wedged { pid, waited } => return Err(daemon_conn::wedged(pid, waited)),
+                Probe::Elsewhere { pid, socket } => {
+                    return Err(daemon_conn::elsewhere(&paths, pid, &socket));
+                }
                 Probe::Broken(e) => return Err(e.into()),
             }
             Ok(Exit::Success)
@@ -64,9 +67,13 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
                     }
                     kill_wedged(pid)?;
                 }
+                // Healthy, on another socket: never killed, even with --force.
+                Probe::Elsewhere { pid, socket } => {
+                    return Err(daemon_conn::elsewhere(&paths, pid, &socket));
+                }
                 Probe::Broken(e) => return Err(e.into()),
             }
-            let mut live = daemon_conn::start(ctx, &paths)?;
+            let mut live = daemon_conn::start(ctx, &paths)?.live;
             daemon_conn::wait_booted(ctx, &mut live)?;
             output::stdout(&format!("xyd restarted (pid {})\n", live.status.pid));
             Ok(Exit::Success)
@@ -83,6 +90,7 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
             }
             Probe::Down => Err(daemon_conn::not_running(&paths)),
             Probe::Wedged { pid, waited } => Err(daemon_conn::wedged(pid, waited)),
+            Probe::Elsewhere { pid, socket } => Err(daemon_conn::elsewhere(&paths, pid, &socket)),
             Probe::Broken(e) => Err(e.into()),
         },
     }
@@ -100,6 +108,9 @@ fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
         Probe::Up(live) => live,
         Probe::Down => return Ok(None),
         Probe::Wedged { pid, waited } => return Err(daemon_conn::wedged(pid, waited)),
+        Probe::Elsewhere { pid, socket } => {
+            return Err(daemon_conn::elsewhere(paths, pid, &socket));
+        }
         Probe::Broken(e) => return Err(e.into()),
     };
     let pid = live.status.pid;

@@ -112,9 +112,20 @@ impl<R: CommandRunner> ServiceManager<R> {
         if existed && !force {
             return Err(ServiceError::AlreadyInstalled { file });
         }
-        self.backend
+        let installed = self
+            .backend
             .ops()
-            .install(&self.session(), spec, &file, existed)?;
+            .install(&self.session(), spec, &file, existed);
+        if let Err(e) = installed {
+            // A new file the service manager would not take is removed: left
+            // behind, it would count as installed, so detect-or-spawn would
+            // go through a service that cannot start and `install` would ask
+            // for --force. A replaced file stays (the old one is gone anyway).
+            if !existed {
+                let _ = fs::remove_file(&file);
+            }
+            return Err(e);
+        }
         Ok(InstallReport {
             file,
             replaced: existed,

@@ -292,6 +292,29 @@ fn launchd_bootstrap_failure_is_reported() {
     assert!(err.contains("launchctl bootstrap gui/501"), "{err}");
     assert!(err.contains("exit status 5"), "{err}");
     assert!(err.contains("Input/output error"), "{err}");
+    // Nothing half-installed is left behind.
+    assert!(!m.file().exists());
+    assert!(!m.is_installed());
+}
+
+#[test]
+fn a_failed_systemd_install_leaves_no_unit_behind() {
+    for verb in ["daemon-reload", "enable"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let fake = Fake {
+            fail_verb: Some(verb),
+            ..Fake::default()
+        };
+        let m = manager(Backend::Systemd, tmp.path(), fake);
+        let spec = m.spec("/opt/xyd".into(), None).unwrap();
+        let err = m.install(&spec, false).unwrap_err().to_string();
+        assert!(err.contains(&format!("systemctl --user {verb}")), "{err}");
+        assert!(!m.file().exists(), "{verb}: unit left behind");
+        // So a retry is a plain install, not "already installed".
+        let ok = manager(Backend::Systemd, tmp.path(), Fake::default());
+        ok.install(&spec, false).unwrap();
+        assert!(ok.file().exists());
+    }
 }
 
 #[test]

@@ -11,7 +11,7 @@ use super::{LogEndReason, LogsCancelParams, LogsCancelResult, LogsResult};
 #[serde(deny_unknown_fields)]
 pub struct EventsParams {
     /// Only these servers; absent (or `null`) means every server, including
-    /// ones a later `reload` adds.
+    /// ones a later `reload` adds. An empty list is refused (`-32602`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<String>>,
 }

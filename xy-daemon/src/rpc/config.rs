@@ -65,16 +65,20 @@ fn config_error(errors: &ConfigErrors) -> RpcError {
     let (code, message) = if errors.only_port_conflicts() {
         (
             ErrorCode::PortConflict,
-            format!("port conflict: {n} errors"),
+            format!("port conflict: {n} {}", errors_word(n)),
         )
     } else {
         (
             ErrorCode::ConfigInvalid,
-            format!("config invalid: {n} errors"),
+            format!("config invalid: {n} {}", errors_word(n)),
         )
     };
     RpcError::new(code, message).with_data(serde_json::json!({
         "diagnostics": errors.to_json(),
         "rendered": errors.render(false),
     }))
+}
+
+fn errors_word(n: usize) -> &'static str {
+    if n == 1 { "error" } else { "errors" }
 }

@@ -21,8 +21,8 @@ use xy_core::protocol::{
 };
 
 use super::logs::notification;
-use super::{DaemonCtx, conn, engine_error, parse};
-use crate::transport::Conn;
+use super::{DaemonCtx, conn, engine_error, no_empty_names, parse};
+use crate::transport::{Conn, StreamKind};
 
 /// Events held for one subscriber while its connection has no room. Events
 /// are rare (a few per server per restart), so a subscriber this far behind
@@ -35,6 +35,9 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(p) => p,
             Err(e) => return ResponsePayload::error(e),
         };
+        if let Err(e) = no_empty_names(p.names.as_deref()) {
+            return ResponsePayload::error(e);
+        }
         let conn = match conn(&ext) {
             Ok(c) => c,
             Err(e) => return ResponsePayload::error(e),
@@ -48,7 +51,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Err(e) => return ResponsePayload::error(engine_error(&e)),
         };
         let id = ctx.next_subscription_id();
-        let cancel = conn.add_stream(id);
+        let cancel = conn.add_stream(id, StreamKind::Events);
         let (payload, written) = ResponsePayload::success(EventsResult {
             subscription_id: id,
         })
@@ -68,7 +71,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         let conn = conn(&ext)?;
         // Only this connection's streams: another client's ids are unknown here.
         Ok::<_, jsonrpsee::types::ErrorObjectOwned>(EventsCancelResult {
-            cancelled: conn.cancel_stream(p.subscription_id),
+            cancelled: conn.cancel_stream(p.subscription_id, StreamKind::Events),
         })
     })
     .expect("method names are unique");

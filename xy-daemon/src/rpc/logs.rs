@@ -16,8 +16,8 @@ use xy_core::protocol::{
     LogsParams, LogsResult, method,
 };
 
-use super::{DaemonCtx, conn, engine_error, parse};
-use crate::transport::Conn;
+use super::{DaemonCtx, conn, engine_error, no_empty_names, parse};
+use crate::transport::{Conn, StreamKind};
 
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::LOGS, |params, ctx, ext| async move {
@@ -25,6 +25,9 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(p) => p,
             Err(e) => return ResponsePayload::error(e),
         };
+        if let Err(e) = no_empty_names(p.names.as_deref()) {
+            return ResponsePayload::error(e);
+        }
         let conn = match conn(&ext) {
             Ok(c) => c,
             Err(e) => return ResponsePayload::error(e),
@@ -42,7 +45,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Err(e) => return ResponsePayload::error(engine_error(&e)),
         };
         let id = ctx.next_subscription_id();
-        let cancel = conn.add_stream(id);
+        let cancel = conn.add_stream(id, StreamKind::Logs);
         let (payload, written) = ResponsePayload::success(LogsResult {
             subscription_id: id,
         })
@@ -64,7 +67,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         let conn = conn(&ext)?;
         // Only this connection's streams: another client's ids are unknown here.
         Ok::<_, jsonrpsee::types::ErrorObjectOwned>(LogsCancelResult {
-            cancelled: conn.cancel_stream(p.subscription_id),
+            cancelled: conn.cancel_stream(p.subscription_id, StreamKind::Logs),
         })
     })
     .expect("method names are unique");

@@ -96,13 +96,20 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
 #[cfg(debug_assertions)]
 pub(crate) const DEBUG_PANIC: &str = "_debug_panic";
 
-/// `{name}`, `{names}` or `{all: true}`; naming nothing is a `-32602`.
+/// `{name}`, `{names}` or `{all: true}`; naming nothing, or names beside
+/// `all: true` (which would win silently), is a `-32602`.
 fn target(params: &Params<'_>) -> Result<TargetParams, ErrorObjectOwned> {
     let t: TargetParams = parse(params)?;
     if t.is_empty() {
         return Err(invalid_params(
             "invalid params: name one server (name), several (names), or all (all: true)",
             serde_json::json!({ "field": "name", "error": "no target given" }),
+        ));
+    }
+    if t.all && (t.name.is_some() || t.names.is_some()) {
+        return Err(invalid_params(
+            "invalid params: all: true targets every server; do not also give name or names",
+            serde_json::json!({ "field": "all", "error": "all combined with name or names" }),
         ));
     }
     Ok(t)

@@ -96,12 +96,37 @@ pub(crate) enum Parsed {
 #[derive(Debug)]
 pub(crate) struct Request {
     /// `Some(Id::Null)` for `"id": null`, `None` when absent (a notification).
+    /// [`VERBATIM_ID`] when the id is in `verbatim_id`.
     id: Option<Id<'static>>,
+    /// An id jsonrpsee's [`Id`] cannot hold (a negative or fractional
+    /// number: JSON-RPC 2.0 allows any number), echoed as it came.
+    verbatim_id: Option<Box<RawValue>>,
     jsonrpc: bool,
-    method: Option<String>,
+    method: Method,
     /// The params as they came, for the method to parse into its type.
     params: Option<Box<RawValue>>,
 }
+
+/// The `method` member of a request.
+#[derive(Debug)]
+enum Method {
+    Missing,
+    NotAString,
+    Name(String),
+}
+
+impl Method {
+    fn name(&self) -> Option<&str> {
+        match self {
+            Method::Name(n) => Some(n),
+            Method::Missing | Method::NotAString => None,
+        }
+    }
+}
+
+/// Stands in for a [`Request::verbatim_id`] while the method runs; the
+/// reply's id is swapped back before it is sent ([`restore_id`]).
+const VERBATIM_ID: &str = "\u{0}xy-verbatim-id\u{0}";
 
 /// Parses one complete line (without its newline).
 pub(crate) fn parse_line(line: &str) -> Parsed {
@@ -142,7 +167,7 @@ impl Parsed {
     pub(crate) fn may_wait(&self) -> bool {
         let waits = |r: &Request| {
             matches!(
-                r.method.as_deref(),
+                r.method.name(),
                 Some(
                     method::START
                         | method::STOP
@@ -216,34 +241,31 @@ async fn handle_batch(
     Some(Reply { json, on_written })
 }
 
-/// The request envelope. `id` is `Some(Id::Null)` for `"id": null` and
-/// `None` when absent (a notification).
+/// The request envelope, each member as raw JSON so that a member of the
+/// wrong type is an invalid request that still echoes a readable `id`
+/// (JSON-RPC 2.0 §5: the id is null only when it cannot be detected).
+/// A member present as `null` is `Some`; an absent one is `None`.
 #[derive(Deserialize)]
 struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<Cow<'a, str>>,
     #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<Id<'a>>,
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
     #[serde(borrow, default)]
     params: Option<&'a RawValue>,
 }
 
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Id<'de>>, D::Error> {
-    Id::deserialize(d).map(Some)
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
 }
 
 /// The envelope of one request, owned; or the error reply for a value that
 /// is none.
 fn parse_request(text: &str) -> Result<Request, MethodResponse> {
-    match serde_json::from_str::<Envelope<'_>>(text) {
-        Ok(env) => Ok(Request {
-            id: env.id.map(Id::into_owned),
-            jsonrpc: env.jsonrpc.as_deref() == Some("2.0"),
-            method: env.method.map(Cow::into_owned),
-            params: env.params.map(RawValue::to_owned),
-        }),
+    let env = match serde_json::from_str::<Envelope<'_>>(text) {
+        Ok(env) => env,
         Err(e) => {
             // Valid JSON that is not a request object is -32600, not -32700.
             if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() {
@@ -252,31 +274,94 @@ fn parse_request(text: &str) -> Result<Request, MethodResponse> {
                     &format!("not a JSON-RPC request object: {e}"),
                 ));
             }
-            Err(parse_error(&e))
+            return Err(parse_error(&e));
         }
-    }
+    };
+    let (id, verbatim_id) = match env.id {
+        None => (None, None),
+        Some(raw) => match serde_json::from_str::<Id<'_>>(raw.get()) {
+            Ok(id) => (Some(id.into_owned()), None),
+            Err(_) if serde_json::from_str::<serde_json::Number>(raw.get()).is_ok() => (
+                Some(Id::Str(Cow::Borrowed(VERBATIM_ID))),
+                Some(raw.to_owned()),
+            ),
+            Err(_) => {
+                return Err(invalid_request(
+                    Id::Null,
+                    "\"id\" must be a string, a number or null",
+                ));
+            }
+        },
+    };
+    let jsonrpc = env
+        .jsonrpc
+        .and_then(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).ok())
+        .is_some_and(|v| v == "2.0");
+    let method = match env.method {
+        None => Method::Missing,
+        Some(raw) => match serde_json::from_str::<String>(raw.get()) {
+            Ok(name) => Method::Name(name),
+            Err(_) => Method::NotAString,
+        },
+    };
+    Ok(Request {
+        id,
+        verbatim_id,
+        jsonrpc,
+        method,
+        params: env.params.map(RawValue::to_owned),
+    })
 }
 
 async fn handle_request(
     methods: &Handlers,
     conn: ConnectionId,
     ext: &Extensions,
+    mut r: Request,
+) -> Option<Reply> {
+    let verbatim_id = r.verbatim_id.take();
+    let reply = answer(methods, conn, ext, r).await?;
+    Some(match verbatim_id {
+        Some(raw) => restore_id(reply, &raw),
+        None => reply,
+    })
+}
+
+async fn answer(
+    methods: &Handlers,
+    conn: ConnectionId,
+    ext: &Extensions,
     r: Request,
 ) -> Option<Reply> {
-    let id = r.id;
-    if !r.jsonrpc {
+    let Request {
+        id,
+        jsonrpc,
+        method,
+        params,
+        ..
+    } = r;
+    if !jsonrpc {
         return Some(Reply::single(invalid_request(
             id.unwrap_or(Id::Null),
             "\"jsonrpc\" must be \"2.0\"",
         )));
     }
-    let Some(method) = r.method else {
-        return Some(Reply::single(invalid_request(
-            id.unwrap_or(Id::Null),
-            "\"method\" is missing",
-        )));
+    let method = match method {
+        Method::Name(name) => name,
+        Method::Missing => {
+            return Some(Reply::single(invalid_request(
+                id.unwrap_or(Id::Null),
+                "\"method\" is missing",
+            )));
+        }
+        Method::NotAString => {
+            return Some(Reply::single(invalid_request(
+                id.unwrap_or(Id::Null),
+                "\"method\" must be a string",
+            )));
+        }
     };
-    let params = Params::new(r.params.as_deref().map(RawValue::get));
+    let params = Params::new(params.as_deref().map(RawValue::get));
     let response = call(
         methods,
         conn,
@@ -288,6 +373,30 @@ async fn handle_request(
     .await;
     // A notification runs but is never answered, errors included.
     id.map(|_| response)
+}
+
+/// Puts a verbatim id back in place of [`VERBATIM_ID`]. Every reply object
+/// starts `{"jsonrpc":"2.0","id":` (jsonrpsee's field order, which the
+/// direct methods keep), so the placeholder sits right there.
+fn restore_id(reply: Reply, raw: &RawValue) -> Reply {
+    const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+    let placeholder = serde_json::to_vec(VERBATIM_ID).expect("a string serialises");
+    let bytes = reply.json.as_bytes();
+    let Some(rest) = bytes
+        .strip_prefix(HEAD)
+        .and_then(|b| b.strip_prefix(placeholder.as_slice()))
+    else {
+        debug_assert!(false, "reply without the placeholder id");
+        return reply;
+    };
+    let mut out = Vec::with_capacity(bytes.len() + raw.get().len());
+    out.extend_from_slice(HEAD);
+    out.extend_from_slice(raw.get().as_bytes());
+    out.extend_from_slice(rest);
+    Reply {
+        json: OutLine::from_json_bytes(out),
+        on_written: reply.on_written,
+    }
 }
 
 /// A direct method's reply line as it comes; otherwise jsonrpsee's method.
@@ -382,5 +491,48 @@ mod tests {
         assert!(matches!(&notification, Parsed::Single(r) if r.id.is_none()));
         let null_id = parse_line(r#"{"jsonrpc":"2.0","id":null,"method":"list"}"#);
         assert!(matches!(&null_id, Parsed::Single(r) if r.id == Some(Id::Null)));
+    }
+
+    #[test]
+    fn any_json_number_is_an_id_and_comes_back_as_it_came() {
+        for raw in ["-5", "1.5", "-0", "1e3", "-18446744073709551616"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"list"}}"#);
+            let Parsed::Single(r) = parse_line(&line) else {
+                panic!("{raw}: not a request")
+            };
+            assert_eq!(r.verbatim_id.as_deref().map(RawValue::get), Some(raw));
+            let reply = Reply::single(MethodResponse::error(r.id.clone().unwrap(), internal("x")));
+            let back = restore_id(reply, r.verbatim_id.as_deref().unwrap());
+            let text = std::str::from_utf8(back.json.as_bytes()).unwrap();
+            assert!(
+                text.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{raw},"error""#)),
+                "{text}"
+            );
+        }
+        // Ids jsonrpsee holds need no swap.
+        let Parsed::Single(r) = parse_line(r#"{"jsonrpc":"2.0","id":"a","method":"list"}"#) else {
+            panic!()
+        };
+        assert!(r.verbatim_id.is_none());
+    }
+
+    #[test]
+    fn a_readable_id_is_echoed_when_another_member_is_wrong() {
+        let Parsed::Single(r) = parse_line(r#"{"jsonrpc":"2.0","id":4,"method":5}"#) else {
+            panic!()
+        };
+        assert_eq!(r.id, Some(Id::Number(4)));
+        assert!(matches!(r.method, Method::NotAString));
+        let Parsed::Single(r) = parse_line(r#"{"jsonrpc":2,"id":"x","method":"list"}"#) else {
+            panic!()
+        };
+        assert!(!r.jsonrpc && r.id == Some(Id::Str("x".into())));
+        // An id that is no string, number or null cannot be echoed.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":true,"method":"list"}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"list"}"#,
+        ] {
+            assert!(matches!(parse_line(line), Parsed::Invalid(_)), "{line}");
+        }
     }
 }
