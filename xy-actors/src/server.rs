@@ -736,10 +736,13 @@ impl ServerActorState {
                 self.last_spawn_error = None;
                 let me = myself.clone();
                 let (spawner, port, pgid) = (self.spawner.clone(), self.config.port, handle.pgid());
+                // A stdio server's port is its bridge's, held by xyd itself:
+                // naming xyd as the holder would explain nothing.
+                let child_port = self.config.transport != Transport::Stdio;
                 let spawned_at = Instant::now();
                 tokio::spawn(async move {
                     let exit = handle.wait().await;
-                    if spawned_at.elapsed() < explain::IMMEDIATE {
+                    if child_port && spawned_at.elapsed() < explain::IMMEDIATE {
                         let held = spawner.port_holder_off_thread(port, Some(pgid)).await;
                         if let Some(holder) = held {
                             let _ = me.cast(ServerMsg::Child {

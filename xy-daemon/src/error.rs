@@ -36,7 +36,7 @@ pub enum DaemonError {
     #[error("{} exists and is not a socket; remove it or set XY_SOCKET", .0.display())]
     NotASocket(PathBuf),
     /// The config directory is invalid.
-    #[error("config invalid: {} errors", .0.diagnostics.len())]
+    #[error("config invalid: {}", errors_count(.0.diagnostics.len()))]
     Config(ConfigErrors),
     /// The engine failed to start or shut down.
     #[error("engine: {0}")]
@@ -51,4 +51,9 @@ impl DaemonError {
             _ => 1,
         }
     }
+}
+
+/// "1 error", "2 errors": the count for the config-invalid messages.
+pub(crate) fn errors_count(n: usize) -> String {
+    format!("{n} error{}", if n == 1 { "" } else { "s" })
 }

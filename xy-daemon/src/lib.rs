@@ -64,8 +64,8 @@ pub async fn run(
             if let DaemonError::Config(errors) = &e {
                 tracing::error!(
                     config_dir = %paths.config_dir.display(),
-                    "config invalid: {} errors\n{}",
-                    errors.diagnostics.len(),
+                    "config invalid: {}\n{}",
+                    crate::error::errors_count(errors.diagnostics.len()),
                     errors.render(false)
                 );
             }

@@ -245,3 +245,24 @@ fn initialize_answers_with_the_clients_version_when_the_endpoint_takes_it() {
         assert!(r.session.is_some(), "{r:?}");
     }
 }
+
+/// A stdio child that exits at once is not explained by "port … is held by
+/// xyd": the port is the bridge's own, so the immediate-exit port check
+/// (meant for an HTTP child that could not bind) does not run for it.
+#[test]
+fn a_stdio_child_that_exits_at_once_is_not_blamed_on_xyds_own_port() {
+    let port = free_port();
+    let config = format!(
+        "command {:?}\nargs \"--code\" \"3\"\ntransport \"stdio\"\nport {port}\n\
+         restart {{\n    policy \"never\"\n}}\n",
+        crate::helper::testbin("xy-test-exit").display().to_string()
+    );
+    let d = TestDaemon::start(&[("quick", config)]);
+    let status = wait_some("quick to fail", DEADLINE, || {
+        let s = d.result("status", Some(json!({"name": "quick"})));
+        (s["state"] == "failed").then_some(s)
+    });
+    let text = status.to_string();
+    assert!(text.contains("exited with code 3"), "{text}");
+    assert!(!text.contains("held by"), "{text}");
+}
