@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::client::{Era, Mcp, V2025};
 use super::{rmcp_config, url};
-use crate::helper::{DEADLINE, TestDaemon, free_port, signal, wait_for, wait_some};
+use crate::helper::{DEADLINE, TestDaemon, free_port, wait_for, wait_some};
 
 fn session_headers(c: &Mcp) -> Vec<(&'static str, String)> {
     vec![
@@ -156,7 +156,7 @@ fn a_request_the_killed_child_never_read_goes_to_the_next_child() {
     let pid = d.running_pid("kr");
     let mut c = Mcp::connected(&url(port), Era::V2025);
     assert!(c.tool_names().contains(&"echo".to_owned()));
-    signal(pid, libc::SIGSTOP);
+    crate::helper::signal(pid, libc::SIGSTOP);
     let pending = std::thread::spawn(move || {
         let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
             "params": {"name": "echo", "arguments": {"text": "after the kill"}}});
@@ -165,13 +165,13 @@ fn a_request_the_killed_child_never_read_goes_to_the_next_child() {
     wait_for("the request in the stopped child's stdin", DEADLINE, || {
         unread_stdin(pid).is_some_and(|n| n > 0)
     });
-    signal(pid, libc::SIGKILL);
+    crate::helper::signal(pid, libc::SIGKILL);
     let r = pending.join().unwrap();
     assert_eq!(
         r["result"]["content"][0]["text"], "after the kill",
         "the unread request failed: {r}"
     );
-    let new: Value = d.entry("kr")["pid"].clone();
+    let new: serde_json::Value = d.entry("kr")["pid"].clone();
     assert!(new.as_i64().is_some_and(|p| p != i64::from(pid)), "{new}");
 }
 
