@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -59,6 +59,19 @@ impl Body for OutBody {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
+        }
+    }
+
+    // A JSON answer's length is known: hyper then sends `Content-Length`
+    // instead of chunked framing (fewer bytes, and what clients expect).
+    fn is_end_stream(&self) -> bool {
+        matches!(self, OutBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            OutBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            OutBody::Sse(_) => SizeHint::default(),
         }
     }
 }

@@ -266,3 +266,37 @@ fn a_stdio_child_that_exits_at_once_is_not_blamed_on_xyds_own_port() {
     assert!(text.contains("exited with code 3"), "{text}");
     assert!(!text.contains("held by"), "{text}");
 }
+
+/// A plain JSON answer carries `Content-Length`, not chunked framing (its
+/// length is known; SSE answers stay streamed).
+#[test]
+fn a_json_answer_has_a_content_length() {
+    use std::io::{Read, Write};
+    let port = free_port();
+    let d = TestDaemon::start(&[("cl", rmcp_config(port, "2025", ""))]);
+    d.running_pid("cl");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": V2025, "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}})
+    .to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read");
+    let (head, rest) = answer.split_once("\r\n\r\n").expect("a header block");
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{answer}");
+    assert!(!head.contains("transfer-encoding"), "{answer}");
+    assert!(
+        head.contains(&format!("content-length: {}", rest.len())),
+        "{answer}"
+    );
+}
