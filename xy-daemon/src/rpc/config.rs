@@ -9,7 +9,7 @@ use xy_core::protocol::{ErrorCode, ReloadResult, RpcError, method};
 
 use super::{DaemonCtx, no_params, to_error_object};
 use crate::boot::load_configs;
-use crate::error::DaemonError;
+use crate::error::{DaemonError, errors_count};
 
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::RELOAD, |params, ctx, _| async move {
@@ -65,20 +65,16 @@ fn config_error(errors: &ConfigErrors) -> RpcError {
     let (code, message) = if errors.only_port_conflicts() {
         (
             ErrorCode::PortConflict,
-            format!("port conflict: {n} {}", errors_word(n)),
+            format!("port conflict: {}", errors_count(n)),
         )
     } else {
         (
             ErrorCode::ConfigInvalid,
-            format!("config invalid: {n} {}", errors_word(n)),
+            format!("config invalid: {}", errors_count(n)),
         )
     };
     RpcError::new(code, message).with_data(serde_json::json!({
         "diagnostics": errors.to_json(),
         "rendered": errors.render(false),
     }))
-}
-
-fn errors_word(n: usize) -> &'static str {
-    if n == 1 { "error" } else { "errors" }
 }

@@ -11,13 +11,6 @@ use super::client::{Era, Mcp, V2025};
 use super::{rmcp_config, url};
 use crate::helper::{DEADLINE, TestDaemon, free_port, wait_for, wait_some};
 
-fn session_headers(c: &Mcp) -> Vec<(&'static str, String)> {
-    vec![
-        ("MCP-Protocol-Version", V2025.to_owned()),
-        ("Mcp-Session-Id", c.session.clone().expect("a session")),
-    ]
-}
-
 /// After `DELETE`, every message on that session gets 404 (the MCP
 /// transport spec: the client must initialise again), notifications and
 /// responses too, not only requests.
@@ -27,7 +20,7 @@ fn an_ended_session_gets_404_for_every_kind_of_message() {
     let d = TestDaemon::start(&[("es", rmcp_config(port, "2025", ""))]);
     d.running_pid("es");
     let c = Mcp::connected(&url(port), Era::V2025);
-    let headers = session_headers(&c);
+    let headers = c.session_headers();
     assert_eq!(c.delete(), 200);
     let request = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
     let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
@@ -50,7 +43,7 @@ fn invalid_request_ids_are_refused_and_colliding_ids_answered_apart() {
     let b = Mcp::connected(&url(port), Era::V2025);
     for id in [json!(null), json!({"a": 1}), json!([1]), json!(true)] {
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
-        let r = a.post(&body, &session_headers(&a));
+        let r = a.post(&body, &a.session_headers());
         assert_eq!(r.status, 400, "id {id}: {r:?}");
         assert_eq!(r.response()["error"]["code"], -32600, "id {id}: {r:?}");
     }
@@ -58,7 +51,7 @@ fn invalid_request_ids_are_refused_and_colliding_ids_answered_apart() {
         let echo = |c: &Mcp, text: &str| {
             let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                 "params": {"name": "echo", "arguments": {"text": text}}});
-            c.post(&body, &session_headers(c)).response().clone()
+            c.post(&body, &c.session_headers()).response().clone()
         };
         let (ra, rb) = std::thread::scope(|s| {
             let ha = s.spawn(|| echo(&a, "from a"));
@@ -160,7 +153,7 @@ fn a_request_the_killed_child_never_read_goes_to_the_next_child() {
     let pending = std::thread::spawn(move || {
         let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
             "params": {"name": "echo", "arguments": {"text": "after the kill"}}});
-        c.post(&body, &session_headers(&c)).response().clone()
+        c.post(&body, &c.session_headers()).response().clone()
     });
     wait_for("the request in the stopped child's stdin", DEADLINE, || {
         unread_stdin(pid).is_some_and(|n| n > 0)

@@ -98,7 +98,8 @@ impl Mcp {
         reply
     }
 
-    fn session_headers(&self) -> Vec<(&'static str, String)> {
+    /// The 2025 headers: the version, and the session once there is one.
+    pub(crate) fn session_headers(&self) -> Vec<(&'static str, String)> {
         let mut h = vec![("MCP-Protocol-Version", V2025.to_owned())];
         if let Some(s) = &self.session {
             h.push(("Mcp-Session-Id", s.clone()));
