@@ -191,11 +191,40 @@ def main():
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--only", default="direct,xy,supergateway,mcp-proxy",
                     help="comma-separated rows to run (default: all)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every row this many times, interleaved, and print the "
+                         "median of each figure too (p50s on a VM move by tens of µs "
+                         "from run to run)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     sg, mp = install()
-    rows = []
+    rounds = []
+    for r in range(args.rounds):
+        rows = one_round(args, only, sg, mp)
+        print_rows(f"round {r + 1}", rows)
+        rounds.append(rows)
+    if args.rounds > 1:
+        print_rows(f"median of {args.rounds} rounds", medians(rounds))
 
+
+def medians(rounds):
+    """Per row name, the median of each figure over the rounds."""
+    def med(xs):
+        xs = sorted(x for x in xs if x is not None)
+        return xs[len(xs) // 2] if xs else None
+    out = []
+    for name in [row[0] for row in rounds[0]]:
+        rows = [row for rs in rounds for row in rs if row[0] == name]
+        rss = [row[4] for row in rows if row[4] is not None]
+        out.append((name, med([r[1] for r in rows]), med([r[2] for r in rows]),
+                    med([r[3] for r in rows]),
+                    (med([x[0] for x in rss]), med([x[1] for x in rss])) if rss else None,
+                    tuple(med([r[5][i] for r in rows]) for i in range(3))))
+    return out
+
+
+def one_round(args, only, sg, mp):
+    rows = []
     if "direct" in only:
         lat = load("direct", args.requests, "--", *CHILD)
         rows.append(("direct (pipes)", lat["p50_us"], lat["p99_us"], None, None,
@@ -247,8 +276,11 @@ def main():
             rows.append(run_bridge(name, start, "/mcp", args.requests, args.seconds))
         except Exception as e:  # noqa: BLE001 - report and go on
             print(f"{name}: failed: {e}", file=sys.stderr)
+    return rows
 
-    print(f"load {open('/proc/loadavg').read().split()[:3]}, child {CHILD[0]}")
+
+def print_rows(title, rows):
+    print(f"{title}: load {open('/proc/loadavg').read().split()[:3]}, child {CHILD[0]}")
     print(f"{'bridge':<16} {'p50 µs':>9} {'p99 µs':>9} {'req/s (8 clients)':>18} "
           f"{'RSS MiB':>8} {'anon MiB':>9} {'client CPU µs/req (lat, thr)':>29} "
           f"{'bridge CPU µs/req':>18}")
@@ -259,6 +291,10 @@ def main():
               f"{'-' if rps is None else f'{rps:18.0f}':>18} "
               f"{'-' if rss is None else f'{rss[0] / 1024:8.1f}':>8} "
               f"{'-' if rss is None else f'{rss[1] / 1024:9.1f}':>9} {cpus:>29} {bridge:>18}")
+    direct = next((r[1] for r in rows if r[0].startswith("direct")), None)
+    if direct is not None:
+        added = [f"{r[0].split(' ')[0]} {r[1] - direct:.0f}" for r in rows if r[0] != rows[0][0]]
+        print("added p50 over direct (µs): " + ", ".join(added))
 
 
 if __name__ == "__main__":

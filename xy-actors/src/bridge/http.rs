@@ -20,7 +20,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::route::{META_VERSION, Outbox, V2026};
+use super::raw::RawRequest;
+use super::route::{META_VERSION, Out, Outbox, V2026};
 use super::{Ack, BridgeMsg, Post};
 
 /// Largest request body accepted (SPEC §13).
@@ -36,7 +37,7 @@ const PROTOCOL: &str = "mcp-protocol-version";
 /// The response body: one JSON document, or an SSE stream fed by the actor.
 pub(crate) enum OutBody {
     Full(Option<Bytes>),
-    Sse(mpsc::Receiver<Value>),
+    Sse(mpsc::Receiver<Out>),
 }
 
 impl Body for OutBody {
@@ -50,10 +51,12 @@ impl Body for OutBody {
         match self.get_mut() {
             OutBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             OutBody::Sse(rx) => match rx.poll_recv(cx) {
-                Poll::Ready(Some(v)) => {
-                    let mut s = String::from("event: message\ndata: ");
-                    s.push_str(&v.to_string());
-                    s.push_str("\n\n");
+                Poll::Ready(Some(m)) => {
+                    let json = m.into_bytes();
+                    let mut s = Vec::with_capacity(json.len() + 24);
+                    s.extend_from_slice(b"event: message\ndata: ");
+                    s.extend_from_slice(&json);
+                    s.extend_from_slice(b"\n\n");
                     Poll::Ready(Some(Ok(Frame::data(Bytes::from(s)))))
                 }
                 Poll::Ready(None) => Poll::Ready(None),
@@ -149,7 +152,13 @@ pub(crate) fn serve(listener: std::net::TcpListener, ep: Endpoint) -> std::io::R
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {
-    let mut r = Response::new(OutBody::Full(Some(Bytes::from(body.to_string()))));
+    // `to_vec`, not `to_string`: straight into the buffer (D49).
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    json_bytes(status, Bytes::from(bytes))
+}
+
+fn json_bytes(status: StatusCode, bytes: Bytes) -> Response<OutBody> {
+    let mut r = Response::new(OutBody::Full(Some(bytes)));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -171,7 +180,7 @@ fn empty(status: StatusCode) -> Response<OutBody> {
     r
 }
 
-fn sse(rx: mpsc::Receiver<Value>, session: Option<&str>) -> Response<OutBody> {
+fn sse(rx: mpsc::Receiver<Out>, session: Option<&str>) -> Response<OutBody> {
     let mut r = Response::new(OutBody::Sse(rx));
     let h = r.headers_mut();
     h.insert(
@@ -271,18 +280,28 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Err(_) => return empty(StatusCode::BAD_REQUEST),
     };
-    let msg: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                Value::Null,
-                -32700,
-                &format!("parse error: {e}"),
-            );
-        }
+    // An ordinary request goes to the actor unparsed (D49).
+    let era2026_header = header_version.as_deref().is_some_and(|v| v >= V2026);
+    let raw = if era2026_header {
+        None
+    } else {
+        RawRequest::parse(&body)
     };
-    if !msg.is_object() || msg.get("jsonrpc") != Some(&json!("2.0")) {
+    let msg: Value = match raw {
+        Some(_) => Value::Null,
+        None => match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32700,
+                    &format!("parse error: {e}"),
+                );
+            }
+        },
+    };
+    if raw.is_none() && (!msg.is_object() || msg.get("jsonrpc") != Some(&json!("2.0"))) {
         return rpc_error(
             StatusCode::BAD_REQUEST,
             Value::Null,
@@ -290,18 +309,18 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
             "one JSON-RPC 2.0 message per POST (batches are not supported)",
         );
     }
-    let era2026 = header_version.as_deref().is_some_and(|v| v >= V2026)
+    let era2026 = era2026_header
         || msg
-            .pointer(&format!(
-                "/params/_meta/{}",
-                META_VERSION.replace('/', "~1")
-            ))
+            .get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(META_VERSION))
             .and_then(Value::as_str)
             .is_some_and(|v| v >= V2026);
     let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
     let (ack_tx, ack_rx) = oneshot::channel();
     let post = Post {
         msg,
+        raw,
         session,
         version: header_version,
         era2026,
@@ -331,7 +350,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
 
 /// A plain JSON answer when the first message is the response itself,
 /// else an SSE stream that carries what comes before it, then it.
-async fn answer(mut rx: mpsc::Receiver<Value>, session: Option<String>) -> Response<OutBody> {
+async fn answer(mut rx: mpsc::Receiver<Out>, session: Option<String>) -> Response<OutBody> {
     let Some(first) = rx.recv().await else {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -340,9 +359,8 @@ async fn answer(mut rx: mpsc::Receiver<Value>, session: Option<String>) -> Respo
             "the server's bridge closed the request",
         );
     };
-    let is_response = first.get("method").is_none();
-    if is_response {
-        let mut r = json_response(StatusCode::OK, &first);
+    if first.is_response() {
+        let mut r = json_bytes(StatusCode::OK, first.into_bytes());
         if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
             r.headers_mut().insert(SESSION, s);
         }

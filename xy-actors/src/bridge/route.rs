@@ -5,9 +5,13 @@
 //! BridgeActor feeds it messages and carries out what it returns.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
+
+use super::raw;
 
 /// The `_meta` key of a 2026-era request's protocol version.
 pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -41,7 +45,41 @@ pub(crate) fn strip_envelope(msg: &mut Value) {
 
 /// Where messages for one HTTP exchange (a POST's response, a GET or
 /// `subscriptions/listen` stream) go. Closing it ends the HTTP response.
-pub(crate) type Outbox = mpsc::Sender<Value>;
+pub(crate) type Outbox = mpsc::Sender<Out>;
+
+/// One message for an HTTP exchange.
+#[derive(Debug)]
+pub(crate) enum Out {
+    Msg(Value),
+    /// The child's answer to a request as the bytes it wrote, the client's
+    /// id in place (the fast path, D49).
+    Answer(Bytes),
+}
+
+impl From<Value> for Out {
+    fn from(v: Value) -> Out {
+        Out::Msg(v)
+    }
+}
+
+impl Out {
+    /// An answer (ends a POST's exchange), not a request or notification.
+    pub(crate) fn is_response(&self) -> bool {
+        match self {
+            Out::Msg(v) => v.get("method").is_none(),
+            Out::Answer(_) => true,
+        }
+    }
+
+    /// The message as JSON text.
+    pub(crate) fn into_bytes(self) -> Bytes {
+        match self {
+            // A `Value` always serialises (and not through `Display`: D49).
+            Out::Msg(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+            Out::Answer(b) => b,
+        }
+    }
+}
 
 /// How the child's answer to a forwarded request reaches the client.
 #[derive(Debug, Clone, PartialEq)]
@@ -160,8 +198,7 @@ impl Router {
         answer: Answer,
     ) -> Value {
         let id = self.own_id();
-        let client_id = msg.get("id").cloned().unwrap_or(Value::Null);
-        msg["id"] = json!(id);
+        let client_id = std::mem::replace(&mut msg["id"], json!(id));
         let mut token = None;
         if let Some(meta) = msg
             .get_mut("params")
@@ -186,6 +223,52 @@ impl Router {
             },
         );
         msg
+    }
+
+    /// Registers a request forwarded as its own bytes ([`raw::RawRequest`]:
+    /// no progress token, its answer as is); returns the child-side id.
+    pub(crate) fn forward_raw(
+        &mut self,
+        client_id: Value,
+        session: Option<String>,
+        outbox: Outbox,
+    ) -> u64 {
+        let id = self.own_id();
+        self.pending.insert(
+            id,
+            Pending {
+                answer: Answer::AsIs,
+                client_id,
+                token: None,
+                session,
+                outbox,
+            },
+        );
+        id
+    }
+
+    /// The fast path for the child's answer `line` to forwarded request
+    /// `id` (its id at `at`): sent on as bytes with the client's id, when
+    /// the answer goes as is. `false`: the `Value` path must route it
+    /// (xy's own request, a translated answer, an unknown id).
+    pub(crate) fn answer_raw(&mut self, id: u64, line: &[u8], at: &Range<usize>) -> bool {
+        if self
+            .pending
+            .get(&id)
+            .is_none_or(|p| p.answer != Answer::AsIs)
+        {
+            return false;
+        }
+        let Some(p) = self.pending.remove(&id) else {
+            return false;
+        };
+        if let Some((_, ours)) = &p.token {
+            self.tokens.remove(ours);
+        }
+        let client_id = serde_json::to_vec(&p.client_id).unwrap_or_default();
+        let bytes = raw::with_id(line, at, &client_id);
+        let _ = p.outbox.try_send(Out::Answer(Bytes::from(bytes)));
+        true
     }
 
     /// A client's `notifications/cancelled`: the child-side id of the
@@ -282,7 +365,7 @@ impl Router {
                         Answer::Replace(result) => msg["result"] = result,
                     }
                 }
-                let _ = p.outbox.try_send(msg);
+                let _ = p.outbox.try_send(msg.into());
                 (ChildAction::Nothing, None)
             }
             // A server-to-client request: to the exchange that caused it.
@@ -306,7 +389,7 @@ impl Router {
                 let ours = format!("xy-s2c-{}", self.next_s2c);
                 msg["id"] = json!(ours);
                 self.s2c.insert(ours, ServerRequest { child_id });
-                let _ = outbox.try_send(msg);
+                let _ = outbox.try_send(msg.into());
                 (ChildAction::Nothing, None)
             }
             (Some(method), None) => {
@@ -329,7 +412,7 @@ impl Router {
                 && let Some((original, _)) = &p.token
             {
                 msg["params"]["progressToken"] = original.clone();
-                let _ = p.outbox.try_send(msg);
+                let _ = p.outbox.try_send(msg.into());
             }
             return;
         }
@@ -343,7 +426,7 @@ impl Router {
         {
             if let Some(p) = self.pending.get(&sub) {
                 msg["params"]["_meta"][META_SUBSCRIPTION] = p.client_id.clone();
-                let _ = p.outbox.try_send(msg);
+                let _ = p.outbox.try_send(msg.into());
             }
             return;
         }
@@ -374,7 +457,7 @@ impl Router {
         for l in self.listeners.values() {
             match &l.subscription {
                 None => {
-                    let _ = l.outbox.try_send(msg.clone());
+                    let _ = l.outbox.try_send(msg.clone().into());
                 }
                 Some(sub) => {
                     let wanted = match (&l.filter, key) {
@@ -393,7 +476,7 @@ impl Router {
                             m["params"]["_meta"] = json!({});
                         }
                         m["params"]["_meta"][META_SUBSCRIPTION] = sub.clone();
-                        let _ = l.outbox.try_send(m);
+                        let _ = l.outbox.try_send(m.into());
                     }
                 }
             }
@@ -428,11 +511,14 @@ impl Router {
             if let Some((_, ours)) = &p.token {
                 self.tokens.remove(ours);
             }
-            let _ = p.outbox.try_send(json!({
-                "jsonrpc": "2.0",
-                "id": p.client_id,
-                "error": {"code": -32603, "message": message},
-            }));
+            let _ = p.outbox.try_send(
+                json!({
+                    "jsonrpc": "2.0",
+                    "id": p.client_id,
+                    "error": {"code": -32603, "message": message},
+                })
+                .into(),
+            );
         }
     }
 
@@ -464,11 +550,14 @@ impl Router {
         self.fail_all(message);
         for (_, l) in self.listeners.drain() {
             if let Some(sub) = l.subscription {
-                let _ = l.outbox.try_send(json!({
-                    "jsonrpc": "2.0",
-                    "id": sub,
-                    "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: sub}},
-                }));
+                let _ = l.outbox.try_send(
+                    json!({
+                        "jsonrpc": "2.0",
+                        "id": sub,
+                        "result": {"resultType": "complete", "_meta": {META_SUBSCRIPTION: sub}},
+                    })
+                    .into(),
+                );
             }
         }
     }
@@ -478,8 +567,20 @@ impl Router {
 mod tests {
     use super::*;
 
-    fn outbox() -> (Outbox, mpsc::Receiver<Value>) {
-        mpsc::channel(16)
+    /// What an exchange receives, as JSON values.
+    struct Rx(mpsc::Receiver<Out>);
+
+    impl Rx {
+        fn try_recv(&mut self) -> Result<Value, mpsc::error::TryRecvError> {
+            self.0
+                .try_recv()
+                .map(|o| serde_json::from_slice(&o.into_bytes()).unwrap())
+        }
+    }
+
+    fn outbox() -> (Outbox, Rx) {
+        let (tx, rx) = mpsc::channel(16);
+        (tx, Rx(rx))
     }
 
     #[test]
@@ -633,6 +734,43 @@ mod tests {
         r.on_child(json!({"jsonrpc":"2.0","id":kept,"result":{"ok":true}}));
         assert_eq!(rb.try_recv().unwrap()["id"], json!(2));
         assert_eq!(r.in_flight(), 0);
+    }
+
+    #[test]
+    fn an_answer_as_is_goes_on_as_its_bytes_and_a_translated_one_does_not() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let fast = r.forward_raw(json!("req-1"), Some("s".into()), a);
+        let line = format!(r#"{{"jsonrpc":"2.0", "result":{{"id":9}}, "id":{fast}}}"#);
+        let (id, at) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(r.answer_raw(id, line.as_bytes(), &at));
+        match ra.0.try_recv().unwrap() {
+            Out::Answer(bytes) => assert_eq!(
+                &bytes[..],
+                br#"{"jsonrpc":"2.0", "result":{"id":9}, "id":"req-1"}"#
+            ),
+            other => panic!("not forwarded as bytes: {other:?}"),
+        }
+        assert_eq!(r.in_flight(), 0);
+        // Answered already, or an id xy never sent: the Value path decides.
+        assert!(!r.answer_raw(id, line.as_bytes(), &at));
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+            None,
+            b,
+            Answer::Complete { cacheable: true },
+        );
+        let child = m["id"].as_u64().unwrap();
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{child},"result":{{"tools":[]}}}}"#);
+        let (id, at) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(!r.answer_raw(id, line.as_bytes(), &at));
+        assert!(r.is_pending(child));
+        r.on_child(serde_json::from_str(&line).unwrap());
+        assert_eq!(
+            rb.try_recv().unwrap()["result"]["resultType"],
+            json!("complete")
+        );
     }
 
     #[test]

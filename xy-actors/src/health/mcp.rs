@@ -347,7 +347,7 @@ impl McpClient {
         id: Option<u64>,
         mcp_method: Option<&str>,
     ) -> Result<Response, Failure> {
-        let body = msg.to_string();
+        let body = serde_json::to_vec(msg).unwrap_or_default();
         let mut headers: Vec<(&str, &str)> =
             vec![("Content-Type", "application/json"), ("Accept", ACCEPT)];
         match mcp_method {
@@ -372,7 +372,7 @@ impl McpClient {
             "POST",
             &self.path,
             &headers,
-            Some(body.as_bytes()),
+            Some(body.as_slice()),
             &done,
         )
         .await

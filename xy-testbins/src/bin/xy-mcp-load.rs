@@ -1,7 +1,7 @@
 //! `xy-mcp-load`: the load generator of `bench/stdio_bridges.py`. It times
 //! `tools/call echo` round trips through a streamable-HTTP bridge (one
-//! keep-alive connection and one 2025 session per client, hyper's HTTP/1.1
-//! client on a current-thread runtime per client thread) or over a stdio
+//! keep-alive connection and one 2025 session per client, a blocking socket
+//! per client thread with `httparse` for the answer's head) or over a stdio
 //! child's own pipes, and prints one JSON line of figures. Written in Rust
 //! so that the client is not the bottleneck: it also reports its own CPU
 //! time per request.
@@ -12,14 +12,11 @@
 //! xy-mcp-load direct N -- CMD [ARGS...]
 //! ```
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use xy_testbins::out::{err, out};
 
@@ -93,72 +90,68 @@ fn percentiles(mut times: Vec<Duration>) -> (f64, f64, usize) {
     (us(at(0.5)), us(at(0.99)), times.len())
 }
 
-/// One keep-alive connection with one 2025 session.
+/// One keep-alive connection with one 2025 session, on a blocking socket
+/// like the direct row's pipes: the request goes out in one `write`, the
+/// answer is read with `read` and its head parsed by `httparse`, so the
+/// client adds as little as it can to what is timed (hyper's client on a
+/// tokio runtime cost 33 µs of CPU a request more than the pipes did).
 struct HttpClient {
-    send: SendRequest<Full<Bytes>>,
-    port: u16,
-    path: String,
+    stream: TcpStream,
+    /// The request line and the headers every POST carries.
+    head: String,
     session: Option<String>,
+    /// Bytes read and not yet used (an answer's tail, a chunk's start).
+    buf: Vec<u8>,
+    req: Vec<u8>,
 }
 
 impl HttpClient {
-    async fn connect(port: u16, path: &str) -> HttpClient {
-        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
+    fn connect(port: u16, path: &str) -> HttpClient {
+        let stream = TcpStream::connect(("127.0.0.1", port))
             .unwrap_or_else(|e| fail(&format!("connect to 127.0.0.1:{port}: {e}")));
         let _ = stream.set_nodelay(true);
-        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap_or_else(|e| fail(&format!("handshake: {e}")));
-        tokio::spawn(conn);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\n"
+        );
         let mut c = HttpClient {
-            send,
-            port,
-            path: path.to_owned(),
+            stream,
+            head,
             session: None,
+            buf: Vec::with_capacity(16 * 1024),
+            req: Vec::with_capacity(1024),
         };
         let init = serde_json::to_vec(&init()).unwrap_or_default();
-        c.post(init, true).await;
+        c.post(&init, true);
         c.post(
-            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             false,
-        )
-        .await;
+        );
         c
     }
 
     /// POSTs one message; with `answer`, checks that a result came back
     /// (as JSON or as the last SSE `data:` line).
-    async fn post(&mut self, body: Vec<u8>, answer: bool) {
-        let mut req = hyper::Request::post(self.path.as_str())
-            .header("host", format!("127.0.0.1:{}", self.port))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25");
+    fn post(&mut self, body: &[u8], answer: bool) {
+        self.req.clear();
+        self.req.extend_from_slice(self.head.as_bytes());
         if let Some(s) = &self.session {
-            req = req.header("mcp-session-id", s.as_str());
+            self.req.extend_from_slice(b"mcp-session-id: ");
+            self.req.extend_from_slice(s.as_bytes());
+            self.req.extend_from_slice(b"\r\n");
         }
-        let req = req
-            .body(Full::new(Bytes::from(body)))
-            .unwrap_or_else(|e| fail(&format!("request: {e}")));
-        let resp = self
-            .send
-            .send_request(req)
-            .await
+        self.req
+            .extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        self.req.extend_from_slice(body);
+        self.stream
+            .write_all(&self.req)
             .unwrap_or_else(|e| fail(&format!("POST: {e}")));
-        if let Some(s) = resp.headers().get("mcp-session-id")
-            && let Ok(s) = s.to_str()
-        {
-            self.session = Some(s.to_owned());
-        }
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .unwrap_or_else(|e| fail(&format!("reading the answer: {e}")))
-            .to_bytes();
-        if !status.is_success() {
+        let (status, framing) = self.read_head();
+        let body = match framing {
+            Framing::Length(n) => self.take(n),
+            Framing::Chunked => self.read_chunked(),
+        };
+        if !(200..300).contains(&status) {
             fail(&format!(
                 "HTTP {status}: {}",
                 String::from_utf8_lossy(&body)
@@ -168,6 +161,99 @@ impl HttpClient {
             fail(&format!("no result in {}", String::from_utf8_lossy(&body)));
         }
     }
+
+    /// Reads more bytes into `buf`; an early close is fatal.
+    fn fill(&mut self) {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = self
+            .stream
+            .read(&mut chunk)
+            .unwrap_or_else(|e| fail(&format!("reading the answer: {e}")));
+        if n == 0 {
+            fail("the bridge closed the connection mid-answer");
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+    }
+
+    /// Parses the status line and headers; keeps the session id.
+    fn read_head(&mut self) -> (u16, Framing) {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut resp = httparse::Response::new(&mut headers);
+            match resp.parse(&self.buf) {
+                Ok(httparse::Status::Complete(used)) => {
+                    let status = resp.code.unwrap_or(0);
+                    let mut framing = None;
+                    for h in resp.headers.iter() {
+                        if h.name.eq_ignore_ascii_case("content-length") {
+                            let n = std::str::from_utf8(h.value)
+                                .ok()
+                                .and_then(|v| v.trim().parse().ok());
+                            framing = Some(Framing::Length(
+                                n.unwrap_or_else(|| fail("a bad content-length")),
+                            ));
+                        } else if h.name.eq_ignore_ascii_case("transfer-encoding")
+                            && h.value.eq_ignore_ascii_case(b"chunked")
+                        {
+                            framing = Some(Framing::Chunked);
+                        } else if h.name.eq_ignore_ascii_case("mcp-session-id") {
+                            self.session = Some(String::from_utf8_lossy(h.value).into_owned());
+                        }
+                    }
+                    self.buf.drain(..used);
+                    // A 202 or 204 with neither header has no body.
+                    return (status, framing.unwrap_or(Framing::Length(0)));
+                }
+                Ok(httparse::Status::Partial) => self.fill(),
+                Err(e) => fail(&format!("a bad answer head: {e}")),
+            }
+        }
+    }
+
+    /// The next `n` bytes of the stream.
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        while self.buf.len() < n {
+            self.fill();
+        }
+        self.buf.drain(..n).collect()
+    }
+
+    /// The next line (without its CRLF).
+    fn line(&mut self) -> Vec<u8> {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = self.buf[..at].to_vec();
+                self.buf.drain(..at + 2);
+                return line;
+            }
+            self.fill();
+        }
+    }
+
+    /// A chunked body, whole (an SSE answer to one POST ends with its stream).
+    fn read_chunked(&mut self) -> Vec<u8> {
+        let mut body = Vec::new();
+        loop {
+            let size_line = self.line();
+            let size = std::str::from_utf8(&size_line)
+                .ok()
+                .and_then(|l| {
+                    usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok()
+                })
+                .unwrap_or_else(|| fail("a bad chunk size"));
+            if size == 0 {
+                while !self.line().is_empty() {}
+                return body;
+            }
+            body.extend(self.take(size));
+            self.line();
+        }
+    }
+}
+
+enum Framing {
+    Length(usize),
+    Chunked,
 }
 
 /// Whether a JSON body or the last SSE `data:` line carries a `result`.
@@ -181,28 +267,19 @@ fn has_result(body: &[u8]) -> bool {
     serde_json::from_str::<Value>(json.trim()).is_ok_and(|v| v.get("result").is_some())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| fail(&format!("tokio: {e}")))
-}
-
 fn http_latency(port: u16, path: &str, n: usize) -> (f64, f64, usize) {
-    runtime().block_on(async {
-        let mut c = HttpClient::connect(port, path).await;
-        for i in 0..WARMUP {
-            c.post(call(i), true).await;
-        }
-        let mut times = Vec::with_capacity(n);
-        for i in 0..n {
-            let body = call(i);
-            let t = Instant::now();
-            c.post(body, true).await;
-            times.push(t.elapsed());
-        }
-        percentiles(times)
-    })
+    let mut c = HttpClient::connect(port, path);
+    for i in 0..WARMUP {
+        c.post(&call(i), true);
+    }
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let body = call(i);
+        let t = Instant::now();
+        c.post(&body, true);
+        times.push(t.elapsed());
+    }
+    percentiles(times)
 }
 
 /// Requests per second over `secs` with `clients` threads, each with its
@@ -214,15 +291,13 @@ fn http_throughput(port: u16, path: &str, secs: f64, clients: usize) -> (f64, us
         .map(|_| {
             let path = path.to_owned();
             std::thread::spawn(move || {
-                runtime().block_on(async {
-                    let mut c = HttpClient::connect(port, &path).await;
-                    let mut n = 0;
-                    while Instant::now() < end {
-                        c.post(call(n), true).await;
-                        n += 1;
-                    }
-                    n
-                })
+                let mut c = HttpClient::connect(port, &path);
+                let mut n = 0;
+                while Instant::now() < end {
+                    c.post(&call(n), true);
+                    n += 1;
+                }
+                n
             })
         })
         .collect();
