@@ -8,14 +8,16 @@ Measures, per bridge: `tools/call echo` round trip p50/p99 from one client
 (sequential, keep-alive), requests/s with 8 concurrent clients (8 threads,
 each its own 2025 session and connection), and the bridge process's RSS
 after the run (the child's not included). The timed client is
-`xy-mcp-load` (xy-testbins: Rust, hyper's HTTP/1.1 client), the same for
+`xy-mcp-load` (xy-testbins: Rust, a blocking socket per client with
+`httparse` for the answer's head), the same for
 every bridge and for the direct row over the child's pipes; it reports its
 own CPU time per request, so it is visibly not the bottleneck. Read "added
 latency" as bridge p50 minus direct p50.
 
 Installs supergateway and mcp-proxy into target/bench/ (npm and pip).
 
-usage: python3 bench/stdio_bridges.py [--requests 2000] [--seconds 5]
+usage: python3 bench/stdio_bridges.py [--requests 2000] [--seconds 5] [--rounds 1]
+       [--only direct,xy,supergateway,mcp-proxy]
        (run `cargo build --release -p xy-daemon -p xy-testbins` first;
        XY_BENCH_PROFILE=debug uses the debug builds)
 """
