@@ -2,7 +2,8 @@
 """Side-by-side benchmark of stdio->streamable-HTTP bridges (issue 14):
 xy's bridge (xyd), supergateway (npm) and mcp-proxy (PyPI), all bridging the
 same stdio server (`xy-test-mcp --stdio --era 2025`), plus the child talked
-to directly over its pipes.
+to directly over its pipes and through `xy-relay-floor`, a relay that only
+copies bytes (latency only: the least one more process adds here).
 
 Measures, per bridge: `tools/call echo` round trip p50/p99 from one client
 (sequential, keep-alive), requests/s with 8 concurrent clients (8 threads,
@@ -17,7 +18,7 @@ latency" as bridge p50 minus direct p50.
 Installs supergateway and mcp-proxy into target/bench/ (npm and pip).
 
 usage: python3 bench/stdio_bridges.py [--requests 2000] [--seconds 5] [--rounds 1]
-       [--only direct,xy,supergateway,mcp-proxy]
+       [--only direct,floor,xy,supergateway,mcp-proxy]
        (run `cargo build --release -p xy-daemon -p xy-testbins` first;
        XY_BENCH_PROFILE=debug uses the debug builds)
 """
@@ -40,6 +41,7 @@ CACHE = os.path.join(TARGET, "bench")
 PROFILE = os.environ.get("XY_BENCH_PROFILE", "release")
 CHILD = [os.path.join(TARGET, PROFILE, "xy-test-mcp"), "--stdio", "--era", "2025"]
 LOAD = os.path.join(TARGET, PROFILE, "xy-mcp-load")
+FLOOR = os.path.join(TARGET, PROFILE, "xy-relay-floor")
 SUPERGATEWAY = "4.0.0"
 MCP_PROXY = "0.13.0"
 
@@ -191,7 +193,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--seconds", type=float, default=5)
-    ap.add_argument("--only", default="direct,xy,supergateway,mcp-proxy",
+    ap.add_argument("--only", default="direct,floor,xy,supergateway,mcp-proxy",
                     help="comma-separated rows to run (default: all)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every row this many times, interleaved, and print the "
@@ -231,6 +233,22 @@ def one_round(args, only, sg, mp):
         lat = load("direct", args.requests, "--", *CHILD)
         rows.append(("direct (pipes)", lat["p50_us"], lat["p99_us"], None, None,
                      (lat["client_cpu_us_per_request"], None, None)))
+
+    if "floor" in only:
+        # The yardstick: a relay that only copies bytes (one client, blocking
+        # I/O, no sessions or JSON). What it adds over the pipes is what
+        # one more process and loopback TCP cost on this machine.
+        port = free_port()
+        p = subprocess.Popen([FLOOR, str(port), "--", *CHILD],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_port(port, p)
+            lat = load("http", port, "/mcp", "latency", args.requests)
+            rows.append(("floor relay", lat["p50_us"], lat["p99_us"], None, None,
+                         (lat["client_cpu_us_per_request"], None, None)))
+        finally:
+            p.kill()
+            p.wait()
 
     def xy(port):
         tmp = tempfile.mkdtemp(prefix="xybench")
@@ -297,6 +315,10 @@ def print_rows(title, rows):
     if direct is not None:
         added = [f"{r[0].split(' ')[0]} {r[1] - direct:.0f}" for r in rows if r[0] != rows[0][0]]
         print("added p50 over direct (µs): " + ", ".join(added))
+    floor = next((r[1] for r in rows if r[0].startswith("floor")), None)
+    xy = next((r[1] for r in rows if r[0].startswith("xy")), None)
+    if floor is not None and xy is not None:
+        print(f"xy's p50 over the floor relay's (µs): {xy - floor:.0f}")
 
 
 if __name__ == "__main__":
