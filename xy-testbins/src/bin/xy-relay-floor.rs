@@ -80,6 +80,8 @@ fn main() {
             }
         }
     }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The next request's body; `None` when the client is gone.
