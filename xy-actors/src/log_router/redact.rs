@@ -6,16 +6,19 @@
 
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use memchr::memmem::Finder;
 use xy_core::config::ServerConfig;
 
 /// Shorter values are not redacted: they would match ordinary words.
 pub(crate) const MIN_SECRET: usize = 6;
 
-/// The secrets of one child, compiled into one automaton.
+/// The secrets of one child. A child has a handful, so one SIMD substring
+/// search per value (`memchr::memmem`, already linked) replaces a
+/// multi-pattern automaton and its ~110 KB of code in xyd (D49).
 pub(crate) struct Redactor {
-    ac: AhoCorasick,
-    /// `[redacted:NAME]` per pattern.
+    /// One searcher per value.
+    finders: Vec<Finder<'static>>,
+    /// `[redacted:NAME]` per value.
     labels: Vec<String>,
 }
 
@@ -34,23 +37,18 @@ impl Redactor {
     pub(crate) fn new<'a>(
         secrets: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Option<Arc<Redactor>> {
-        let mut values = Vec::new();
+        let mut finders = Vec::new();
         let mut labels = Vec::new();
         for (name, value) in secrets {
             if value.len() >= MIN_SECRET {
-                values.push(value.to_owned());
+                finders.push(Finder::new(value.as_bytes()).into_owned());
                 labels.push(format!("[redacted:{name}]"));
             }
         }
-        if values.is_empty() {
+        if finders.is_empty() {
             return None;
         }
-        // The longest match wins where one secret contains another.
-        let ac = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&values)
-            .ok()?;
-        Some(Arc::new(Redactor { ac, labels }))
+        Some(Arc::new(Redactor { finders, labels }))
     }
 
     /// The redactor for a child spawned with `config`, whose `env` holds
@@ -66,15 +64,39 @@ impl Redactor {
 
     /// True when a secret occurs anywhere in `bytes`.
     pub(crate) fn is_match(&self, bytes: &[u8]) -> bool {
-        self.ac.is_match(bytes)
+        self.finders.iter().any(|f| f.find(bytes).is_some())
     }
 
     /// `line` with every secret replaced, or `None` when it holds none.
+    /// Leftmost first; where two values match at the same place (one
+    /// contains the other), the longer one wins.
     pub(crate) fn redact_bytes(&self, line: &[u8]) -> Option<Vec<u8>> {
-        if !self.ac.is_match(line) {
+        // Each value's next match at or after `at`.
+        let mut next: Vec<Option<usize>> = self.finders.iter().map(|f| f.find(line)).collect();
+        if next.iter().all(Option::is_none) {
             return None;
         }
-        Some(self.ac.replace_all_bytes(line, &self.labels))
+        let mut out = Vec::with_capacity(line.len());
+        let mut at = 0;
+        loop {
+            let best = next
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.map(|p| (p, i)))
+                .min_by_key(|&(p, i)| (p, std::cmp::Reverse(self.finders[i].needle().len())));
+            let Some((start, i)) = best else { break };
+            out.extend_from_slice(&line[at..start]);
+            out.extend_from_slice(self.labels[i].as_bytes());
+            at = start + self.finders[i].needle().len();
+            // Matches that began inside the replaced value are gone.
+            for (j, p) in next.iter_mut().enumerate() {
+                if p.is_some_and(|p| p < at) {
+                    *p = self.finders[j].find(&line[at..]).map(|p| p + at);
+                }
+            }
+        }
+        out.extend_from_slice(&line[at..]);
+        Some(out)
     }
 }
 
@@ -107,6 +129,20 @@ mod tests {
         let r = Redactor::new([("A", "abcdef"), ("B", "abcdefgh")]).unwrap();
         assert_eq!(red(&r, "x abcdefgh abcdef"), "x [redacted:B] [redacted:A]");
         assert!(!format!("{r:?}").contains("abcdef"));
+    }
+
+    #[test]
+    fn overlapping_and_repeated_values() {
+        let r = Redactor::new([("A", "aaaaaa"), ("B", "bbbbbbb"), ("C", "aaabbbb")]).unwrap();
+        // "aaaaaa" starts first and wins; "aaabbbb" began inside it.
+        assert_eq!(red(&r, "aaaaaabbbb"), "[redacted:A]bbbb");
+        assert_eq!(red(&r, "aaabbbbbbbbbbb!"), "[redacted:C][redacted:B]!");
+        assert_eq!(
+            red(&r, "aaaaaaaaaaaa bbbbbbb"),
+            "[redacted:A][redacted:A] [redacted:B]"
+        );
+        assert!(r.is_match(b"..bbbbbbb.."));
+        assert!(!r.is_match(b"aaaaa bbbbbb"));
     }
 
     #[test]
