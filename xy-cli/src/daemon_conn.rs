@@ -339,9 +339,12 @@ pub(crate) fn start(ctx: &Ctx, paths: &Paths) -> Result<Started, Failure> {
     } else {
         None
     };
-    if let Some(started) = service {
-        started?;
-        return wait_ready(ctx, paths, None, log_from);
+    match service {
+        Some(Ok(())) => return wait_ready(ctx, paths, None, log_from),
+        // The service manager cannot be used (no user bus in an ssh
+        // session, launchd refusing): the daemon is still wanted.
+        Some(Err(e)) => output::warn(&ctx.err, &format!("{}; starting xyd directly", e.message)),
+        None => {}
     }
     let xyd = find_xyd()?;
     let child = spawn_detached(&xyd, ctx.socket_override())?;

@@ -42,6 +42,10 @@ esac
 
 const FAKE_SYSTEMCTL: &str = r#"#!/bin/sh
 printf 'systemctl %s\n' "$*" >> "@DIR@/calls"
+if [ -e "@DIR@/no-bus" ]; then
+    echo "Failed to connect to bus: No medium found" >&2
+    exit 1
+fi
 active="@DIR@/systemd-active"
 [ "$1" = --user ] || exit 64
 shift
@@ -466,6 +470,62 @@ fn systemd_install_needs_force_and_force_resnapshots() {
         out.contains(&format!("  path:    {new_path} (snapshotted ")),
         "{out}"
     );
+}
+
+/// An installed service whose manager cannot be used (no user bus, as in
+/// an ssh session): detect-or-spawn warns and starts `xyd` itself, and
+/// `daemon stop` warns and still stops it.
+#[test]
+fn an_unusable_service_manager_falls_back_to_running_xyd_directly() {
+    let sb = Sandbox::new("systemd");
+    let xyd = xy_testbins::locate::xyd();
+    ok(&sb.xyctl(&["install", "--xyd", xyd.to_str().unwrap()]));
+    sb.calls();
+    fs::write(sb.root.join("no-bus"), "").unwrap();
+    let xyctl = |args: &[&str]| {
+        Command::new(XYCTL)
+            .args(args)
+            .env("HOME", sb.home())
+            .env("PATH", sb.path("/usr/local/bin"))
+            .env("XY_SERVICE_BACKEND", "systemd")
+            .env_remove("XY_SOCKET")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .unwrap()
+    };
+    // Whatever happens below, no daemon outlives the test.
+    struct Stop<F: Fn(&[&str]) -> Output>(F);
+    impl<F: Fn(&[&str]) -> Output> Drop for Stop<F> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&["daemon", "stop"]);
+        }
+    }
+    let guard = Stop(xyctl);
+
+    let out = (guard.0)(&["list", "--json"]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot start xyd through the login service")
+            && err.contains("No medium found")
+            && err.contains("starting xyd directly"),
+        "{err}"
+    );
+    assert_eq!(sb.calls(), ["systemctl --user start xyd.service"]);
+    let status = ok(&(guard.0)(&["daemon", "status"]));
+    assert!(status.contains("running"), "{status}");
+
+    let out = (guard.0)(&["daemon", "stop"]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot stop the login service") && err.contains("stopping xyd directly"),
+        "{err}"
+    );
+    let out = (guard.0)(&["--no-spawn", "daemon", "status"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
 #[test]

@@ -102,7 +102,8 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
 /// With a login service installed, the service manager is told first:
 /// systemd's `Restart=always` would otherwise start a daemon that merely
 /// exited again at once. The `shutdown` call follows in every case, for a
-/// daemon that the service manager did not start.
+/// daemon that the service manager did not start (also when the manager
+/// cannot be reached: a warning, then the shutdown).
 fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
     let mut live = match daemon_conn::detect(paths) {
         Probe::Up(live) => live,
@@ -116,13 +117,17 @@ fn stop(ctx: &Ctx, paths: &Paths) -> Result<Option<u32>, Failure> {
     let pid = live.status.pid;
     if ctx.socket_override().is_none()
         && let Some(svc) = crate::service::installed_service()
+        && let Err(e) = svc.stop()
     {
-        svc.stop().map_err(|e| {
-            Failure::new(
-                Exit::Operational,
-                format!("cannot stop the login service {}: {e}", svc.name()),
-            )
-        })?;
+        // An unusable service manager (no user bus in an ssh session) did
+        // not start this daemon either: the shutdown below stops it.
+        output::warn(
+            &ctx.err,
+            &format!(
+                "cannot stop the login service {}: {e}; stopping xyd directly",
+                svc.name()
+            ),
+        );
     }
     match live
         .client
