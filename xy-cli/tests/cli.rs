@@ -460,6 +460,16 @@ fn daemon_status_stop_leave_nothing_behind() {
     assert_eq!(w.our_processes(), vec![], "daemon stop leaves no process");
     assert_eq!(w.run(&["daemon", "stop"]).ok(), "xyd is not running\n");
     w.run(&["daemon", "status"]).fails(2);
+
+    // Restart with nothing running starts one, and says so.
+    let out = w.run(&["daemon", "restart"]).ok();
+    assert!(
+        out.starts_with("xyd was not running; started it (pid "),
+        "{out}"
+    );
+    w.wait_all_running(2);
+    w.run(&["daemon", "stop"]).ok();
+    assert_eq!(w.our_processes(), vec![], "daemon stop leaves no process");
 }
 
 #[test]

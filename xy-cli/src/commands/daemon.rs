@@ -55,12 +55,13 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
             Ok(Exit::Success)
         }
         DaemonCmd::Restart { force } => {
+            let mut was_running = true;
             match daemon_conn::detect(&paths) {
                 Probe::Up(live) => {
                     drop(live);
                     stop(ctx, &paths)?;
                 }
-                Probe::Down => {}
+                Probe::Down => was_running = false,
                 Probe::Wedged { pid, waited } => {
                     if !force {
                         return Err(daemon_conn::wedged(pid, waited));
@@ -75,7 +76,12 @@ pub(crate) fn run(ctx: &Ctx, cmd: &DaemonCmd) -> Result<Exit, Failure> {
             }
             let mut live = daemon_conn::start(ctx, &paths)?.live;
             daemon_conn::wait_booted(ctx, &mut live)?;
-            output::stdout(&format!("xyd restarted (pid {})\n", live.status.pid));
+            let pid = live.status.pid;
+            output::stdout(&if was_running {
+                format!("xyd restarted (pid {pid})\n")
+            } else {
+                format!("xyd was not running; started it (pid {pid})\n")
+            });
             Ok(Exit::Success)
         }
         DaemonCmd::Status(json) => match daemon_conn::detect(&paths) {
