@@ -528,6 +528,22 @@ fn an_unusable_service_manager_falls_back_to_running_xyd_directly() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
+/// A warning found before a failure is still printed with it.
+#[test]
+fn a_failed_install_still_prints_its_warnings() {
+    let sb = Sandbox::new("systemd");
+    let dev = sb.root.join("src/xy/target/debug/xyd");
+    write_exe(&dev, "#!/bin/sh\n");
+    fs::write(sb.root.join("no-bus"), "").unwrap();
+    let err = fails(&sb.xyctl(&["install", "--xyd", dev.to_str().unwrap()]));
+    assert!(
+        err.contains("warning: ") && err.contains("cargo clean"),
+        "{err}"
+    );
+    assert!(err.contains("No medium found"), "{err}");
+    assert!(!sb.unit().exists(), "a failed install leaves no unit");
+}
+
 #[test]
 fn start_and_stop_need_an_installed_service() {
     for backend in ["launchd", "systemd"] {

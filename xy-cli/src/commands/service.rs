@@ -24,11 +24,14 @@ pub(crate) fn run(ctx: &Ctx, cmd: ServiceCmd) -> Result<Exit, Failure> {
         path: std::env::var_os("PATH"),
         home: std::env::home_dir(),
     };
-    let report = execute(cmd, &mgr, &env).map_err(failure)?;
-    for w in &report.warnings {
+    let mut warnings = Vec::new();
+    let done = execute(cmd, &mgr, &env, &mut warnings);
+    // Warnings found before a failure still matter (an install from a
+    // build tree that then failed to load, say).
+    for w in &warnings {
         output::warn(&ctx.err, w);
     }
-    output::stdout(&report.stdout);
+    output::stdout(&done.map_err(failure)?);
     Ok(Exit::Success)
 }
 
@@ -40,25 +43,18 @@ pub(crate) struct Invocation {
     pub(crate) home: Option<PathBuf>,
 }
 
-/// What a verb has to say: data for stdout, warnings for stderr.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Report {
-    /// The text for stdout.
-    pub(crate) stdout: String,
-    /// One sentence each, for `warning: …` lines.
-    pub(crate) warnings: Vec<String>,
-}
-
-/// Runs `cmd` on `mgr` and returns what to print.
+/// Runs `cmd` on `mgr` and returns the text for stdout; what it warns
+/// about goes to `warnings` (one sentence each, for `warning: …` lines),
+/// also when it then fails.
 pub(crate) fn execute<R: CommandRunner>(
     cmd: ServiceCmd,
     mgr: &ServiceManager<R>,
     env: &Invocation,
-) -> Result<Report, ServiceError> {
+    warnings: &mut Vec<String>,
+) -> Result<String, ServiceError> {
     let home = env.home.as_deref();
-    let mut report = Report::default();
-    report.stdout = match cmd {
-        ServiceCmd::Install(args) => install(&args, mgr, env, &mut report.warnings)?,
+    Ok(match cmd {
+        ServiceCmd::Install(args) => install(&args, mgr, env, warnings)?,
         ServiceCmd::Uninstall(_) => match mgr.uninstall()? {
             UninstallOutcome::Removed(file) => {
                 format!(
@@ -88,8 +84,7 @@ pub(crate) fn execute<R: CommandRunner>(
                 render_status(&st, home)
             }
         }
-    };
-    Ok(report)
+    })
 }
 
 fn install<R: CommandRunner>(
