@@ -209,6 +209,18 @@ def main():
         rounds.append(rows)
     if args.rounds > 1:
         print_rows(f"median of {args.rounds} rounds", medians(rounds))
+        # The added latency per round (each round's bridge minus that same
+        # round's direct row), and its median: the figure to quote.
+        for name in [row[0] for row in rounds[0] if not row[0].startswith("direct")]:
+            added = []
+            for rows in rounds:
+                direct = next((r[1] for r in rows if r[0].startswith("direct")), None)
+                mine = next((r[1] for r in rows if r[0] == name), None)
+                if direct is not None and mine is not None:
+                    added.append(mine - direct)
+            if added:
+                per = ", ".join(f"{a:.0f}" for a in added)
+                print(f"{name}: added p50 per round {per} µs; median {sorted(added)[len(added) // 2]:.0f} µs")
 
 
 def medians(rounds):
