@@ -417,9 +417,8 @@ fn new_session_id() -> String {
 }
 
 /// One message as a line for the child's stdin. `serde_json::to_writer`
-/// writes straight into the buffer: `Value::to_string` goes through
-/// `fmt::Display` a piece at a time, which was 60 % of the instructions a
-/// bridged request cost xyd (callgrind, D49).
+/// writes straight into the buffer; `Value::to_string` goes through
+/// `fmt::Display` a piece at a time (D49).
 fn line_of(msg: &Value) -> Vec<u8> {
     let mut line = Vec::with_capacity(256);
     // A `Value` always serialises (its keys are strings).

@@ -39,7 +39,10 @@ fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
     if bytes.trim_ascii_start().first() != Some(&b'{') {
         return None;
     }
-    serde_json::from_slice(bytes).ok()
+    // The whole text must be UTF-8, as the `Value` path demands: serde
+    // skips the fields it ignores without checking them.
+    let text = std::str::from_utf8(bytes).ok()?;
+    serde_json::from_str(text).ok()
 }
 
 /// Where `raw` sits in `bytes` (it was borrowed from them).
@@ -179,6 +182,14 @@ mod tests {
         ] {
             assert!(request(body).is_none(), "{body}");
         }
+        // Not UTF-8, in a field the fast path does not otherwise read.
+        let mut bad = br#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"#.to_vec();
+        bad.extend_from_slice(b"\"\xff\"}");
+        assert!(RawRequest::parse(&Bytes::from(bad.clone())).is_none());
+        assert!(
+            serde_json::from_slice::<Value>(&bad).is_err(),
+            "the Value path refuses it too"
+        );
     }
 
     #[test]
