@@ -1,6 +1,7 @@
 //! The signal and process calls the child programs need: waiting for SIGTERM
 //! synchronously (blocked + `sigwait`, no handler), ignoring it, dying by a
-//! chosen signal, and `fork`. The only `unsafe` of the crate lives here.
+//! chosen signal, `fork`, and a stdio child on pipes for the bench tools.
+//! The only `unsafe` of the crate lives here.
 
 use std::time::Duration;
 
@@ -101,6 +102,36 @@ fn set_disposition(signal: Signal, disposition: Disposition) {
     // SAFETY: only SIG_DFL and SIG_IGN are installed, never a handler
     // function, so no code runs in signal context.
     let _ = unsafe { nix::sys::signal::signal(signal, handler) };
+}
+
+/// A child spawned with its stdin and stdout on pipes (stderr discarded):
+/// the MCP stdio server the bench tools talk to.
+pub struct StdioChild {
+    pub child: std::process::Child,
+    pub stdin: std::process::ChildStdin,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+/// Spawns `cmd[0]` with the rest as arguments (see [`StdioChild`]).
+pub fn spawn_stdio_child<S: AsRef<std::ffi::OsStr>>(cmd: &[S]) -> std::io::Result<StdioChild> {
+    use std::process::{Command, Stdio};
+    let (program, args) = cmd
+        .split_first()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command"))?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(std::io::Error::other("the child's pipes are missing"));
+    };
+    Ok(StdioChild {
+        child,
+        stdin,
+        stdout: std::io::BufReader::new(stdout),
+    })
 }
 
 #[cfg(test)]

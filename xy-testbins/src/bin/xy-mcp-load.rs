@@ -12,13 +12,13 @@
 //! xy-mcp-load direct N -- CMD [ARGS...]
 //! ```
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use xy_testbins::out::{err, out};
+use xy_testbins::sys::{StdioChild, spawn_stdio_child};
 
 const USAGE: &str = "xy-mcp-load http PORT PATH latency N | http PORT PATH throughput SECONDS CLIENTS | direct N -- CMD [ARGS...]";
 const WARMUP: usize = 50;
@@ -312,15 +312,11 @@ fn http_throughput(port: u16, path: &str, secs: f64, clients: usize) -> (f64, us
 }
 
 fn direct_latency(cmd: &[&str], n: usize) -> (f64, f64, usize) {
-    let mut child = Command::new(cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| fail(&format!("spawn {}: {e}", cmd[0])));
-    let mut stdin = child.stdin.take().unwrap_or_else(|| fail("no stdin"));
-    let mut stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
+    let StdioChild {
+        mut child,
+        mut stdin,
+        mut stdout,
+    } = spawn_stdio_child(cmd).unwrap_or_else(|e| fail(&format!("spawn {}: {e}", cmd[0])));
     let mut line = String::new();
     let mut rpc = |body: &[u8], answer: bool| {
         let mut msg = body.to_vec();

@@ -12,9 +12,9 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
 
 use xy_testbins::out::err;
+use xy_testbins::sys::{StdioChild, spawn_stdio_child};
 
 const USAGE: &str = "xy-relay-floor PORT -- CMD [ARGS...]";
 
@@ -35,15 +35,11 @@ fn main() {
     };
     let listener = TcpListener::bind(("127.0.0.1", port))
         .unwrap_or_else(|e| fail(&format!("bind 127.0.0.1:{port}: {e}")));
-    let mut child = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| fail(&format!("spawn {}: {e}", cmd[0])));
-    let mut to_child = child.stdin.take().unwrap_or_else(|| fail("no stdin"));
-    let mut from_child = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
+    let StdioChild {
+        mut child,
+        stdin: mut to_child,
+        stdout: mut from_child,
+    } = spawn_stdio_child(cmd).unwrap_or_else(|e| fail(&format!("spawn {}: {e}", cmd[0])));
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let _ = conn.set_nodelay(true);
