@@ -443,12 +443,10 @@ impl Client {
     }
 }
 
-/// A TCP port nobody listens on right now (the kernel's pick).
+/// A TCP port nobody listens on right now (the kernel's pick), never one
+/// handed out before in this test process.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
+    xy_testbins::locate::free_port()
 }
 
 /// A KDL config running `xy-test-mcp`, which binds and holds `port`.

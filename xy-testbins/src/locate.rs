@@ -2,6 +2,7 @@
 //! `xyd`): next to the running test executable, in `target/<profile>/`.
 //! Cargo builds only the bins of the package under test, so a missing binary
 //! is built once per process with `cargo build -p …` for that profile.
+//! Also [`free_port`], the ports those tests give the servers they run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -61,4 +62,22 @@ pub fn xyd() -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| build("xy-daemon"));
     bin_of("xy-daemon", "xyd")
+}
+
+/// A port nothing listens on right now, never handed out before in this
+/// process: the kernel may give a released ephemeral port out again at
+/// once, and two servers of one test config must not share a port.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind an ephemeral port")
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }

@@ -16,13 +16,10 @@ pub fn bin(name: &str) -> PathBuf {
     xy_testbins::locate::testbin(name)
 }
 
-/// A port nothing listens on right now (the kernel's pick, released).
+/// A port nothing listens on right now (the kernel's pick, released), never
+/// one handed out before in this test process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    xy_testbins::locate::free_port()
 }
 
 /// A server running testbin `bin_name` with fast test timings.
