@@ -8,23 +8,30 @@
 //! later from state, so `list`/`status` answer at once while `stopping`. If it
 //! panics, its state is dropped, and the [`ChildSlot`] guard SIGKILLs the
 //! child's process group; the root respawns it with its desired state.
+//!
+//! This file is the actor and its decisions (messages, spawn, carrying out
+//! the lifecycle's actions, answering waiters). Beside it: [`lifecycle`]
+//! (the pure state machine), `process` (spawning), `snapshot` (the `list`
+//! view it publishes), `status` (`status` and `explain` assembly), `health`
+//! (probe glue), `transitions` (history, events and hooks of each state
+//! change), `stdio` (the bridge of a stdio server) and `failure`.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use xy_core::config::{HealthConfig, ServerConfig};
+use xy_core::config::ServerConfig;
 use xy_core::protocol::{
-    Health, HealthState, HealthTransition, LastExit, ListEntry, ListRow, ServerState,
-    SpawnErrorKind, StatusResult, Transition, Transport, describe_exit,
+    HealthTransition, LastExit, ServerState, SpawnErrorKind, StatusResult, Transition, Transport,
+    describe_exit,
 };
 
 use self::failure::SpawnFailure;
-use crate::events::{EngineEvent, EventBus};
+use crate::events::EventBus;
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::ledger::McpState;
@@ -32,104 +39,23 @@ use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
 
 pub(crate) mod failure;
+mod health;
 pub(crate) mod lifecycle;
 #[cfg(test)]
 pub(crate) mod mock;
 pub(crate) mod process;
+mod snapshot;
+mod status;
 mod stdio;
+mod transitions;
+
+pub(crate) use snapshot::ServerSnapshot;
 
 use lifecycle::{Action, Event, Lifecycle};
 use process::{ChildHandle, ChildSpawner, ExitInfo};
 
 /// Transitions kept per server (SPEC §4).
 const MAX_TRANSITIONS: usize = 20;
-
-/// What `list` shows of one server. The ServerActor is its only writer: it
-/// publishes a new value into a `watch` channel whenever one of these
-/// changes, and the root reads every server's latest value for `list`
-/// without a message per server.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ServerSnapshot {
-    pub(crate) state: ServerState,
-    pub(crate) pid: Option<u32>,
-    pub(crate) port: u16,
-    pub(crate) transport: Transport,
-    /// `http://127.0.0.1:<port><path>`.
-    pub(crate) url: String,
-    /// Spawn time of the running child; uptime is computed when read.
-    pub(crate) started: Option<Instant>,
-    pub(crate) restart_count: u32,
-    pub(crate) last_exit: Option<LastExit>,
-    pub(crate) health: Health,
-    pub(crate) tool_count: Option<u32>,
-    pub(crate) agent_allow_restart: bool,
-    /// The stop grace the engine's stop waits are bounded by.
-    pub(crate) grace: Duration,
-    /// This snapshot's `list` row, serialised once (D41): every new
-    /// snapshot starts with an empty cache, so it cannot go stale.
-    pub(crate) row: RowCache,
-}
-
-/// A [`ListRow`] built at most once per snapshot. Not part of a snapshot's
-/// equality: it follows from the other fields.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RowCache(OnceLock<Arc<ListRow>>);
-
-impl PartialEq for RowCache {
-    fn eq(&self, _: &RowCache) -> bool {
-        true
-    }
-}
-
-impl ServerSnapshot {
-    /// A server not started yet.
-    pub(crate) fn initial(config: &ServerConfig) -> ServerSnapshot {
-        ServerSnapshot {
-            state: ServerState::Stopped,
-            pid: None,
-            port: config.port,
-            transport: config.transport,
-            url: config.url(),
-            started: None,
-            restart_count: 0,
-            last_exit: None,
-            health: Health::default(),
-            tool_count: None,
-            agent_allow_restart: config.agent.allow_restart,
-            grace: config.stop.grace,
-            row: RowCache::default(),
-        }
-    }
-
-    /// The `list` row of this snapshot without its per-call fields, built
-    /// on first use.
-    pub(crate) fn row(&self, name: &str) -> &Arc<ListRow> {
-        self.row
-            .0
-            .get_or_init(|| Arc::new(ListRow::new(&self.entry(name))))
-    }
-
-    /// The `list` row, uptime as of now (resource figures are added by the
-    /// engine).
-    pub(crate) fn entry(&self, name: &str) -> ListEntry {
-        ListEntry {
-            name: name.to_owned(),
-            state: self.state,
-            pid: self.pid,
-            port: self.port,
-            transport: self.transport,
-            url: self.url.clone(),
-            uptime_secs: self.started.map(|t| t.elapsed().as_secs()),
-            restart_count: self.restart_count,
-            last_exit: self.last_exit.clone(),
-            health: self.health.clone(),
-            cpu_percent: None,
-            rss_bytes: None,
-            tool_count: self.tool_count,
-            agent_allow_restart: self.agent_allow_restart,
-        }
-    }
-}
 
 /// How a `start` ended for one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -779,72 +705,6 @@ impl ServerActorState {
         }
     }
 
-    fn record(&mut self, from: ServerState, to: ServerState, reason: String) {
-        tracing::debug!(server = %self.config.name, %from, %to, %reason, "transition");
-        if self.transitions.len() == MAX_TRANSITIONS {
-            self.transitions.pop_front();
-        }
-        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
-        self.events.publish(EngineEvent {
-            name: self.config.name.as_str().into(),
-            kind: xy_core::protocol::EventKind::State,
-            ts: ts.clone(),
-            from: Some(from.as_str().to_owned()),
-            to: Some(to.as_str().to_owned()),
-            reason: reason.clone(),
-        });
-        self.transitions.push_back(Transition {
-            from,
-            to,
-            ts,
-            reason: reason.clone(),
-        });
-        self.hook_on_transition(from, to, reason);
-    }
-
-    /// Fires `on-failed`, `on-restart` and `on-recovered` (running again
-    /// after `failed`). Detached: it never delays the lifecycle.
-    fn hook_on_transition(&mut self, from: ServerState, to: ServerState, reason: String) {
-        use xy_core::config::HookEvent;
-        let event = match (from, to) {
-            (_, ServerState::Failed) => {
-                self.down = true;
-                HookEvent::Failed
-            }
-            (_, ServerState::Restarting) => HookEvent::Restart,
-            (_, ServerState::Running) if self.down => {
-                self.down = false;
-                HookEvent::Recovered
-            }
-            (_, ServerState::Stopped) => {
-                self.down = false;
-                return;
-            }
-            _ => return,
-        };
-        // From `starting` nothing exited: the spawn itself failed.
-        let exited = from != ServerState::Starting;
-        self.fire_hook(event, reason, exited);
-    }
-
-    fn fire_hook(&mut self, event: xy_core::config::HookEvent, reason: String, exited: bool) {
-        if self.config.hooks.is_empty() {
-            return;
-        }
-        let ctx = crate::hooks::HookContext {
-            server: self.config.name.clone(),
-            event,
-            reason,
-            exit_code: self
-                .last_exit
-                .as_ref()
-                .filter(|_| exited)
-                .and_then(|e| e.code),
-            url: xy_core::protocol::endpoint_url(self.config.port, &self.config.path),
-        };
-        self.hooks.fire(&self.config.hooks, ctx);
-    }
-
     /// Answers the stop and start callers whose wait is over.
     fn settle(&mut self) {
         use ServerState as S;
@@ -900,230 +760,6 @@ impl ServerActorState {
         if let Some(report) = &self.report {
             report(myself.get_id(), desired, pgid);
         }
-    }
-
-    /// Publishes the `list` view if any part of it changed (receivers are
-    /// woken only then).
-    fn publish(&self) {
-        let pid = self
-            .child
-            .handle
-            .as_ref()
-            .filter(|_| self.leader_alive)
-            .map(|h| h.pid());
-        let started = self
-            .lc
-            .run_started
-            .filter(|_| self.lc.phase == ServerState::Running);
-        let default_health = Health::default();
-        let health = self
-            .tracker
-            .as_ref()
-            .map_or(&default_health, |t| t.health());
-        let url = self.config.url();
-        self.snapshot.send_if_modified(|s| {
-            let same = s.state == self.lc.phase
-                && s.pid == pid
-                && s.port == self.config.port
-                && s.transport == self.config.transport
-                && s.url == url
-                && s.started == started
-                && s.restart_count == self.lc.restart_count
-                && s.last_exit == self.last_exit
-                && s.health == *health
-                && s.tool_count == self.mcp.tool_count()
-                && s.agent_allow_restart == self.config.agent.allow_restart
-                && s.grace == self.config.stop.grace;
-            if !same {
-                *s = ServerSnapshot {
-                    state: self.lc.phase,
-                    pid,
-                    port: self.config.port,
-                    transport: self.config.transport,
-                    url,
-                    started,
-                    restart_count: self.lc.restart_count,
-                    last_exit: self.last_exit.clone(),
-                    health: health.clone(),
-                    tool_count: self.mcp.tool_count(),
-                    agent_allow_restart: self.config.agent.allow_restart,
-                    grace: self.config.stop.grace,
-                    row: RowCache::default(),
-                };
-                // Built here, once, rather than by the next `list`.
-                s.row(&self.config.name);
-            }
-            !same
-        });
-    }
-
-    fn status(&self) -> StatusResult {
-        let c = &self.config;
-        StatusResult {
-            entry: self.snapshot.borrow().entry(&c.name),
-            transitions: self.transitions.iter().cloned().collect(),
-            command: c.command.clone(),
-            args: c.args.clone(),
-            working_dir: c.working_dir.as_ref().map(|d| d.display().to_string()),
-            env_keys: c.env.keys().cloned().collect(),
-            restart: c.restart_settings(),
-            stop: c.stop_settings(),
-            config_file: c.source.display().to_string(),
-            explain: self.explain(),
-            next_retry_at: self
-                .why
-                .next_retry
-                .filter(|_| self.lc.phase == ServerState::Restarting)
-                .map(xy_core::time::rfc3339_ms),
-            health_config: c.health.as_ref().map(HealthConfig::settings),
-            health_history: self.health_history.iter().cloned().collect(),
-            mcp: self.mcp.status(),
-            secrets: c
-                .secrets
-                .iter()
-                .map(|s| xy_core::protocol::SecretInfo {
-                    name: s.name.clone(),
-                    source: s.source.kind().to_owned(),
-                })
-                .collect(),
-        }
-    }
-
-    /// Starts the probe for spawn `run`, if the config has a `health` block.
-    fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
-        self.end_probe();
-        // The era and the tools are learned again for every spawn.
-        self.mcp.on_spawn();
-        let Some(cfg) = self.config.health.clone() else {
-            return;
-        };
-        self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
-        let me = myself.clone();
-        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, move |report| {
-            me.cast(ServerMsg::Health { run, report }).is_ok()
-        }));
-    }
-
-    /// Stops the probe (it ends its session in the background); the
-    /// verdict goes back to `unknown`.
-    fn end_probe(&mut self) {
-        if let Some(probe) = self.probe.take() {
-            tokio::spawn(probe.stop());
-        }
-        self.tracker = None;
-    }
-
-    fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
-        if let Some(found) = &report.mcp
-            && let Some(change) = self.mcp.observe(found, report.at)
-        {
-            self.events.publish(EngineEvent {
-                name: self.config.name.as_str().into(),
-                kind: xy_core::protocol::EventKind::Tools,
-                ts: xy_core::time::rfc3339_ms(report.at),
-                from: change.from.map(|n| n.to_string()),
-                to: Some(change.to.to_string()),
-                reason: change.reason,
-            });
-        }
-        let Some(tracker) = self.tracker.as_mut() else {
-            return;
-        };
-        let Some((from, to, reason)) = tracker.observe(report, std::time::Instant::now()) else {
-            return;
-        };
-        let failures = tracker.consecutive();
-        match to {
-            HealthState::Unhealthy => {
-                tracing::warn!(server = %self.config.name, %from, %to, %reason, "health changed")
-            }
-            _ => tracing::info!(server = %self.config.name, %from, %to, %reason, "health changed"),
-        }
-        if self.health_history.len() == MAX_TRANSITIONS {
-            self.health_history.pop_front();
-        }
-        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
-        self.events.publish(EngineEvent {
-            name: self.config.name.as_str().into(),
-            kind: xy_core::protocol::EventKind::Health,
-            ts: ts.clone(),
-            from: Some(from.as_str().to_owned()),
-            to: Some(to.as_str().to_owned()),
-            reason: reason.clone(),
-        });
-        self.health_history.push_back(HealthTransition {
-            from,
-            to,
-            ts,
-            reason: reason.clone(),
-        });
-        match (from, to) {
-            (_, HealthState::Unhealthy) => {
-                self.fire_hook(xy_core::config::HookEvent::Unhealthy, reason.clone(), false);
-            }
-            (HealthState::Unhealthy, HealthState::Healthy) => {
-                self.fire_hook(xy_core::config::HookEvent::Recovered, reason.clone(), false);
-            }
-            _ => {}
-        }
-        let restart_on_failure = self
-            .config
-            .health
-            .as_ref()
-            .is_some_and(|h| h.restart_on_failure);
-        if to == HealthState::Unhealthy && restart_on_failure {
-            let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
-            let s = if failures == 1 { "" } else { "s" };
-            let why = format!("{failures} failed health check{s} ({error})");
-            // The lifecycle decides whether this run is ended (only a
-            // running child, once per run); its exit then goes through
-            // the restart policy.
-            let before = self.lc.killed_for.is_some();
-            self.apply(myself, Event::HealthFailed(why));
-            if !before && self.lc.killed_for.is_some() {
-                tracing::warn!(server = %self.config.name, "restarting after failed health checks");
-            }
-        }
-    }
-
-    /// One line on why the server is `failed` or backing off.
-    fn explain(&self) -> Option<String> {
-        if !matches!(self.lc.phase, ServerState::Failed | ServerState::Restarting) {
-            return None;
-        }
-        let stderr = self.stderr_tail();
-        let holder = self.why.port_holder.as_ref().map(ToString::to_string);
-        let input = explain::Input {
-            spawn_error: self
-                .last_spawn_error
-                .as_ref()
-                .map(|e| (e.kind, e.error.as_str(), e.path.as_str())),
-            code: self.last_exit.as_ref().and_then(|e| e.code),
-            signal: self.last_exit.as_ref().and_then(|e| e.signal.as_deref()),
-            ran_for: self.why.ran_for,
-            stderr: &stderr,
-            port_holder: holder.as_deref(),
-            killed_for: self.lc.killed_for.as_deref(),
-            next_retry: self
-                .why
-                .next_retry
-                .filter(|_| self.lc.phase == ServerState::Restarting),
-        };
-        Some(explain::explain(&input, SystemTime::now()))
-    }
-
-    /// The most recent stderr lines from the ring buffer.
-    fn stderr_tail(&self) -> Vec<String> {
-        let (recent, _) = crate::log_router::sink::lock(&self.sink).subscribe(Some(200), false);
-        let mut lines: Vec<String> = recent
-            .into_iter()
-            .rev()
-            .filter(|l| l.stream == xy_core::protocol::LogStream::Stderr)
-            .take(4)
-            .map(|l| l.line)
-            .collect();
-        lines.reverse();
-        lines
     }
 }
 

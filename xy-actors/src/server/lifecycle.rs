@@ -1,7 +1,8 @@
 //! The server lifecycle as a pure function: `(state, event) -> (state,
 //! actions)` over SPEC §4's states, with the restart policy, exponential
-//! backoff and the sliding 60-second retry window. No I/O, no clock reads:
-//! the caller passes `now`, so every row is table-testable.
+//! backoff and the sliding 60-second retry window. No I/O (an ignored event is
+//! only logged at debug level), no clock reads: the caller passes `now`, so
+//! every row is table-testable.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -170,6 +171,13 @@ pub(crate) fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
+/// An event this state does not act on (a late timer, a report about a
+/// run that ended, a request the state makes moot): said at debug level, so
+/// a trace shows why nothing happened.
+fn ignored(state: ServerState, event: &Event) {
+    tracing::debug!(%state, ?event, "lifecycle: event ignored in this state");
+}
+
 /// One step of the state machine.
 pub(crate) fn next(
     state: &Lifecycle,
@@ -208,7 +216,9 @@ pub(crate) fn next(
             }
         }
         (S::Stopping, Event::StartRequested) => s.pending_start = true,
-        (S::Running | S::Starting | S::Restarting, Event::StartRequested) => {}
+        (S::Running | S::Starting | S::Restarting, ev @ Event::StartRequested) => {
+            ignored(from, &ev)
+        }
 
         (S::Starting, Event::Spawned) => {
             s.group_alive = true;
@@ -224,7 +234,7 @@ pub(crate) fn next(
                 &mut actions,
             );
         }
-        (_, Event::Spawned | Event::SpawnFailed(_)) => {}
+        (_, ev @ (Event::Spawned | Event::SpawnFailed(_))) => ignored(from, &ev),
 
         (S::Running | S::Starting, Event::ChildExited { code, signal }) => {
             // xy ended this run for failing health checks: a failure for the
@@ -339,7 +349,7 @@ pub(crate) fn next(
             }
             go(&mut s, S::Idle, "listening on demand".into(), &mut actions);
         }
-        (_, Event::IdleRequested) => {}
+        (_, ev @ Event::IdleRequested) => ignored(from, &ev),
         (S::Running | S::Starting, Event::IdleStopRequested) => {
             if s.group_alive {
                 s.to_idle = true;
@@ -360,7 +370,7 @@ pub(crate) fn next(
                 );
             }
         }
-        (_, Event::IdleStopRequested) => {}
+        (_, ev @ Event::IdleStopRequested) => ignored(from, &ev),
 
         (S::Stopping, Event::GraceExpired) => {
             if s.group_alive {
@@ -371,7 +381,7 @@ pub(crate) fn next(
         (S::Running, Event::GraceExpired) if s.killed_for.is_some() => {
             actions.push(Action::KillGroup);
         }
-        (_, Event::GraceExpired) => {}
+        (_, ev @ Event::GraceExpired) => ignored(from, &ev),
 
         (_, Event::GroupGone) => {
             s.group_alive = false;
@@ -401,7 +411,7 @@ pub(crate) fn next(
                 actions.push(Action::Spawn);
             }
         }
-        (_, Event::BackoffElapsed) => {}
+        (_, ev @ Event::BackoffElapsed) => ignored(from, &ev),
 
         (_, Event::RestartRequested) => s.restart_count = s.restart_count.saturating_add(1),
 
@@ -414,7 +424,7 @@ pub(crate) fn next(
             actions.push(Action::TermGroup);
             actions.push(Action::ScheduleGrace(grace));
         }
-        (_, Event::HealthFailed(_)) => {}
+        (_, ev @ Event::HealthFailed(_)) => ignored(from, &ev),
     }
     if actions.contains(&Action::Spawn) {
         // A new run: why xy ended the previous one no longer applies.

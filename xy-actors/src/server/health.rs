@@ -1,0 +1,112 @@
+//! The ServerActor's side of health checks (SPEC §12): one probe task per
+//! spawn, its verdicts recorded and announced, the tool ledger fed from
+//! `mcp` probes, and the lifecycle told when a verdict asks for a restart.
+
+use std::time::SystemTime;
+
+use ractor::ActorRef;
+use xy_core::protocol::{HealthState, HealthTransition};
+
+use super::lifecycle::Event;
+use super::{MAX_TRANSITIONS, ServerActorState, ServerMsg};
+use crate::events::EngineEvent;
+use crate::health::{ProbeReport, ProbeTask, Tracker};
+
+impl ServerActorState {
+    /// Starts the probe for spawn `run`, if the config has a `health` block.
+    pub(super) fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
+        self.end_probe();
+        // The era and the tools are learned again for every spawn.
+        self.mcp.on_spawn();
+        let Some(cfg) = self.config.health.clone() else {
+            return;
+        };
+        self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
+        let me = myself.clone();
+        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, move |report| {
+            me.cast(ServerMsg::Health { run, report }).is_ok()
+        }));
+    }
+
+    /// Stops the probe (it ends its session in the background); the
+    /// verdict goes back to `unknown`.
+    pub(super) fn end_probe(&mut self) {
+        if let Some(probe) = self.probe.take() {
+            tokio::spawn(probe.stop());
+        }
+        self.tracker = None;
+    }
+
+    pub(super) fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
+        if let Some(found) = &report.mcp
+            && let Some(change) = self.mcp.observe(found, report.at)
+        {
+            self.events.publish(EngineEvent {
+                name: self.config.name.as_str().into(),
+                kind: xy_core::protocol::EventKind::Tools,
+                ts: xy_core::time::rfc3339_ms(report.at),
+                from: change.from.map(|n| n.to_string()),
+                to: Some(change.to.to_string()),
+                reason: change.reason,
+            });
+        }
+        let Some(tracker) = self.tracker.as_mut() else {
+            return;
+        };
+        let Some((from, to, reason)) = tracker.observe(report, std::time::Instant::now()) else {
+            return;
+        };
+        let failures = tracker.consecutive();
+        match to {
+            HealthState::Unhealthy => {
+                tracing::warn!(server = %self.config.name, %from, %to, %reason, "health changed")
+            }
+            _ => tracing::info!(server = %self.config.name, %from, %to, %reason, "health changed"),
+        }
+        if self.health_history.len() == MAX_TRANSITIONS {
+            self.health_history.pop_front();
+        }
+        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
+        self.events.publish(EngineEvent {
+            name: self.config.name.as_str().into(),
+            kind: xy_core::protocol::EventKind::Health,
+            ts: ts.clone(),
+            from: Some(from.as_str().to_owned()),
+            to: Some(to.as_str().to_owned()),
+            reason: reason.clone(),
+        });
+        self.health_history.push_back(HealthTransition {
+            from,
+            to,
+            ts,
+            reason: reason.clone(),
+        });
+        match (from, to) {
+            (_, HealthState::Unhealthy) => {
+                self.fire_hook(xy_core::config::HookEvent::Unhealthy, reason.clone(), false);
+            }
+            (HealthState::Unhealthy, HealthState::Healthy) => {
+                self.fire_hook(xy_core::config::HookEvent::Recovered, reason.clone(), false);
+            }
+            _ => {}
+        }
+        let restart_on_failure = self
+            .config
+            .health
+            .as_ref()
+            .is_some_and(|h| h.restart_on_failure);
+        if to == HealthState::Unhealthy && restart_on_failure {
+            let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
+            let s = if failures == 1 { "" } else { "s" };
+            let why = format!("{failures} failed health check{s} ({error})");
+            // The lifecycle decides whether this run is ended (only a
+            // running child, once per run); its exit then goes through
+            // the restart policy.
+            let before = self.lc.killed_for.is_some();
+            self.apply(myself, Event::HealthFailed(why));
+            if !before && self.lc.killed_for.is_some() {
+                tracing::warn!(server = %self.config.name, "restarting after failed health checks");
+            }
+        }
+    }
+}

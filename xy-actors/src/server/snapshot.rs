@@ -1,0 +1,156 @@
+//! The `list` view of one server: the [`ServerSnapshot`] a ServerActor
+//! publishes into a `watch` channel, its serialised row cache, and the
+//! publishing itself (only when a field `list` shows changed).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use xy_core::config::ServerConfig;
+use xy_core::protocol::{Health, LastExit, ListEntry, ListRow, ServerState, Transport};
+
+use super::ServerActorState;
+
+/// What `list` shows of one server. The ServerActor is its only writer: it
+/// publishes a new value into a `watch` channel whenever one of these
+/// changes, and the root reads every server's latest value for `list`
+/// without a message per server.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ServerSnapshot {
+    pub(crate) state: ServerState,
+    pub(crate) pid: Option<u32>,
+    pub(crate) port: u16,
+    pub(crate) transport: Transport,
+    /// `http://127.0.0.1:<port><path>`.
+    pub(crate) url: String,
+    /// Spawn time of the running child; uptime is computed when read.
+    pub(crate) started: Option<Instant>,
+    pub(crate) restart_count: u32,
+    pub(crate) last_exit: Option<LastExit>,
+    pub(crate) health: Health,
+    pub(crate) tool_count: Option<u32>,
+    pub(crate) agent_allow_restart: bool,
+    /// The stop grace the engine's stop waits are bounded by.
+    pub(crate) grace: Duration,
+    /// This snapshot's `list` row, serialised once (D41): every new
+    /// snapshot starts with an empty cache, so it cannot go stale.
+    pub(crate) row: RowCache,
+}
+
+/// A [`ListRow`] built at most once per snapshot. Not part of a snapshot's
+/// equality: it follows from the other fields.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RowCache(OnceLock<Arc<ListRow>>);
+
+impl PartialEq for RowCache {
+    fn eq(&self, _: &RowCache) -> bool {
+        true
+    }
+}
+
+impl ServerSnapshot {
+    /// A server not started yet.
+    pub(crate) fn initial(config: &ServerConfig) -> ServerSnapshot {
+        ServerSnapshot {
+            state: ServerState::Stopped,
+            pid: None,
+            port: config.port,
+            transport: config.transport,
+            url: config.url(),
+            started: None,
+            restart_count: 0,
+            last_exit: None,
+            health: Health::default(),
+            tool_count: None,
+            agent_allow_restart: config.agent.allow_restart,
+            grace: config.stop.grace,
+            row: RowCache::default(),
+        }
+    }
+
+    /// The `list` row of this snapshot without its per-call fields, built
+    /// on first use.
+    pub(crate) fn row(&self, name: &str) -> &Arc<ListRow> {
+        self.row
+            .0
+            .get_or_init(|| Arc::new(ListRow::new(&self.entry(name))))
+    }
+
+    /// The `list` row, uptime as of now (resource figures are added by the
+    /// engine).
+    pub(crate) fn entry(&self, name: &str) -> ListEntry {
+        ListEntry {
+            name: name.to_owned(),
+            state: self.state,
+            pid: self.pid,
+            port: self.port,
+            transport: self.transport,
+            url: self.url.clone(),
+            uptime_secs: self.started.map(|t| t.elapsed().as_secs()),
+            restart_count: self.restart_count,
+            last_exit: self.last_exit.clone(),
+            health: self.health.clone(),
+            cpu_percent: None,
+            rss_bytes: None,
+            tool_count: self.tool_count,
+            agent_allow_restart: self.agent_allow_restart,
+        }
+    }
+}
+
+impl ServerActorState {
+    /// Publishes the `list` view if any part of it changed (receivers are
+    /// woken only then).
+    pub(super) fn publish(&self) {
+        let pid = self
+            .child
+            .handle
+            .as_ref()
+            .filter(|_| self.leader_alive)
+            .map(|h| h.pid());
+        let started = self
+            .lc
+            .run_started
+            .filter(|_| self.lc.phase == ServerState::Running);
+        let default_health = Health::default();
+        let health = self
+            .tracker
+            .as_ref()
+            .map_or(&default_health, |t| t.health());
+        let url = self.config.url();
+        self.snapshot.send_if_modified(|s| {
+            let same = s.state == self.lc.phase
+                && s.pid == pid
+                && s.port == self.config.port
+                && s.transport == self.config.transport
+                && s.url == url
+                && s.started == started
+                && s.restart_count == self.lc.restart_count
+                && s.last_exit == self.last_exit
+                && s.health == *health
+                && s.tool_count == self.mcp.tool_count()
+                && s.agent_allow_restart == self.config.agent.allow_restart
+                && s.grace == self.config.stop.grace;
+            if !same {
+                *s = ServerSnapshot {
+                    state: self.lc.phase,
+                    pid,
+                    port: self.config.port,
+                    transport: self.config.transport,
+                    url,
+                    started,
+                    restart_count: self.lc.restart_count,
+                    last_exit: self.last_exit.clone(),
+                    health: health.clone(),
+                    tool_count: self.mcp.tool_count(),
+                    agent_allow_restart: self.config.agent.allow_restart,
+                    grace: self.config.stop.grace,
+                    row: RowCache::default(),
+                };
+                // Built here, once, rather than by the next `list`.
+                s.row(&self.config.name);
+            }
+            !same
+        });
+    }
+}

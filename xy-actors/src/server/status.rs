@@ -1,0 +1,85 @@
+//! `status` of one server: the full [`StatusResult`] and the one-line
+//! explanation of why it is `failed` or backing off, assembled from the
+//! ServerActor's state, its config and the stderr ring.
+
+use std::time::SystemTime;
+
+use xy_core::config::HealthConfig;
+use xy_core::protocol::{ServerState, StatusResult};
+
+use super::ServerActorState;
+use crate::explain;
+
+impl ServerActorState {
+    pub(super) fn status(&self) -> StatusResult {
+        let c = &self.config;
+        StatusResult {
+            entry: self.snapshot.borrow().entry(&c.name),
+            transitions: self.transitions.iter().cloned().collect(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            working_dir: c.working_dir.as_ref().map(|d| d.display().to_string()),
+            env_keys: c.env.keys().cloned().collect(),
+            restart: c.restart_settings(),
+            stop: c.stop_settings(),
+            config_file: c.source.display().to_string(),
+            explain: self.explain(),
+            next_retry_at: self
+                .why
+                .next_retry
+                .filter(|_| self.lc.phase == ServerState::Restarting)
+                .map(xy_core::time::rfc3339_ms),
+            health_config: c.health.as_ref().map(HealthConfig::settings),
+            health_history: self.health_history.iter().cloned().collect(),
+            mcp: self.mcp.status(),
+            secrets: c
+                .secrets
+                .iter()
+                .map(|s| xy_core::protocol::SecretInfo {
+                    name: s.name.clone(),
+                    source: s.source.kind().to_owned(),
+                })
+                .collect(),
+        }
+    }
+
+    /// One line on why the server is `failed` or backing off.
+    pub(super) fn explain(&self) -> Option<String> {
+        if !matches!(self.lc.phase, ServerState::Failed | ServerState::Restarting) {
+            return None;
+        }
+        let stderr = self.stderr_tail();
+        let holder = self.why.port_holder.as_ref().map(ToString::to_string);
+        let input = explain::Input {
+            spawn_error: self
+                .last_spawn_error
+                .as_ref()
+                .map(|e| (e.kind, e.error.as_str(), e.path.as_str())),
+            code: self.last_exit.as_ref().and_then(|e| e.code),
+            signal: self.last_exit.as_ref().and_then(|e| e.signal.as_deref()),
+            ran_for: self.why.ran_for,
+            stderr: &stderr,
+            port_holder: holder.as_deref(),
+            killed_for: self.lc.killed_for.as_deref(),
+            next_retry: self
+                .why
+                .next_retry
+                .filter(|_| self.lc.phase == ServerState::Restarting),
+        };
+        Some(explain::explain(&input, SystemTime::now()))
+    }
+
+    /// The most recent stderr lines from the ring buffer.
+    pub(super) fn stderr_tail(&self) -> Vec<String> {
+        let (recent, _) = crate::log_router::sink::lock(&self.sink).subscribe(Some(200), false);
+        let mut lines: Vec<String> = recent
+            .into_iter()
+            .rev()
+            .filter(|l| l.stream == xy_core::protocol::LogStream::Stderr)
+            .take(4)
+            .map(|l| l.line)
+            .collect();
+        lines.reverse();
+        lines
+    }
+}
