@@ -1,48 +1,38 @@
 //! The BridgeActor (SPEC §13): serves one stdio server's child over
 //! streamable HTTP to any number of clients of either MCP era. It owns the
-//! listener, the child's stdin/stdout, xy's own handshake with the child,
-//! the 2025 sessions xy mints and the routing tables; the ServerActor that
-//! spawned it owns the process and tells it about each new child.
+//! listener, the current child's pipes (`child`), xy's own handshake with
+//! the child (`handshake`), the 2025 sessions xy mints, the routing tables
+//! (`route`) and requests waiting for a child, and decides what each
+//! message does; `era` holds the 2025↔2026 translation it applies. The
+//! ServerActor that spawned it owns the process and tells it about each
+//! new child.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::os::fd::{AsRawFd, RawFd};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hyper::StatusCode;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use xy_core::protocol::ServerState;
 
+mod child;
+mod era;
+mod handshake;
 pub(crate) mod http;
 pub(crate) mod raw;
 pub(crate) mod route;
 
+pub(crate) use child::ChildStdio;
+use child::{ChildLink, FromChild, line_of};
+use era::VERSIONS;
+use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
-use route::{META_SUBSCRIPTION, META_VERSION, Outbox, Router, V2026};
+use route::{META_SUBSCRIPTION, Outbox, Router, error};
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
-/// After this long without an answer to a handshake step, xy logs a
-/// warning (and keeps waiting: a child may be slow to start).
-const HANDSHAKE_STEP: Duration = Duration::from_secs(10);
-/// Longest line accepted from a child's stdout.
-const MAX_CHILD_LINE: usize = 64 * 1024 * 1024;
-/// The 2025-era version xy offers a child in `initialize`.
-const V2025: &str = "2025-11-25";
-/// Every MCP version the endpoint takes in `MCP-Protocol-Version`.
-const VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", V2025, V2026];
-
-/// A child's protocol pipes.
-pub(crate) struct ChildStdio {
-    pub(crate) stdin: ChildStdin,
-    pub(crate) stdout: ChildStdout,
-}
 
 /// One POST from a client.
 pub(crate) struct Post {
@@ -116,51 +106,6 @@ pub(crate) enum BridgeMsg {
     Tick,
 }
 
-/// Where xy's handshake with the current child stands.
-#[derive(Debug, Clone, PartialEq)]
-enum Hs {
-    /// No child attached.
-    Detached,
-    /// `server/discover` sent (own id).
-    Discovering(u64),
-    /// `initialize` sent (own id).
-    Initializing(u64),
-    /// Requests flow.
-    Ready,
-    /// The child answered neither era; requests fail with this.
-    Broken(String),
-}
-
-/// What the current child speaks, from xy's handshake.
-#[derive(Debug, Clone, Default)]
-struct ChildEra {
-    /// The child's `initialize` result (2025 era).
-    init: Option<Value>,
-    /// The child's `server/discover` result, when it lists 2026.
-    discover: Option<Value>,
-    /// Every version the child said it supports.
-    versions: Vec<String>,
-}
-
-struct ChildLink {
-    run: u64,
-    /// Lines for the child, in order.
-    stdin: mpsc::UnboundedSender<Vec<u8>>,
-    /// Bytes the kernel took into the child's stdin pipe so far.
-    in_pipe: Arc<AtomicU64>,
-    /// That pipe (held open by the writer task as long as this link lives).
-    stdin_fd: RawFd,
-    _tasks: Vec<AbortOnDrop>,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// What a bridge needs of the ServerActor that owns it (implemented in
 /// `server/stdio.rs`, so the bridge does not name the server's messages).
 pub(crate) trait Owner: Send + Sync + 'static {
@@ -197,8 +142,7 @@ pub(crate) struct BridgeState {
     last_activity: Instant,
     listening: Option<http::Listening>,
     child: Option<ChildLink>,
-    hs: Hs,
-    era: ChildEra,
+    hs: Handshake,
     router: Router,
     sessions: HashMap<String, ()>,
     waiting: VecDeque<(Instant, Box<Post>)>,
@@ -214,13 +158,6 @@ pub(crate) struct BridgeState {
     /// killed, before xy saw its stdout close): written again to the next
     /// child once its handshake is done, or failed at the deadline.
     resend: Vec<(u64, Instant, Vec<u8>)>,
-    /// A child of this server refused `initialize` (2026 only): later
-    /// children get `server/discover` first (an SDK server may exit after
-    /// refusing the handshake it does not speak).
-    discover_first: bool,
-    /// The handshake steps tried with the current child.
-    tried_initialize: bool,
-    tried_discover: bool,
 }
 
 impl Actor for BridgeActor {
@@ -243,8 +180,7 @@ impl Actor for BridgeActor {
             last_activity: Instant::now(),
             listening: None,
             child: None,
-            hs: Hs::Detached,
-            era: ChildEra::default(),
+            hs: Handshake::default(),
             router: Router::default(),
             sessions: HashMap::new(),
             waiting: VecDeque::new(),
@@ -252,9 +188,6 @@ impl Actor for BridgeActor {
             sent: 0,
             outgoing: BTreeMap::new(),
             resend: Vec::new(),
-            discover_first: false,
-            tried_initialize: false,
-            tried_discover: false,
         })
     }
 
@@ -289,8 +222,7 @@ impl Actor for BridgeActor {
                 st.port = port;
                 st.path = path;
                 st.idle_stop = idle_stop;
-                // The command may have changed: learn its era again.
-                st.discover_first = false;
+                st.hs.relearn();
             }
             BridgeMsg::Attach { run, io } => st.attach(&myself, run, io),
             BridgeMsg::ChildLine { run, msg } => {
@@ -315,9 +247,7 @@ impl Actor for BridgeActor {
                 // A slow child (`npx -y` downloading its package first) answers
                 // late, from the pipe: keep waiting; requests meanwhile wait
                 // their own bounded time and fail with -32603.
-                if st.child.as_ref().is_some_and(|c| c.run == run)
-                    && matches!(st.hs, Hs::Initializing(i) | Hs::Discovering(i) if i == id)
-                {
+                if st.child.as_ref().is_some_and(|c| c.run == run) && st.hs.waits_for(id) {
                     tracing::warn!(server = %st.name, "stdio bridge: the child has not answered the handshake after {}s; still waiting", HANDSHAKE_STEP.as_secs());
                 }
             }
@@ -360,42 +290,8 @@ impl Actor for BridgeActor {
     }
 }
 
-/// The message of a JSON-RPC error answer, for logs.
-fn error_text(answer: &Value) -> String {
-    answer
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .unwrap_or("no usable result")
-        .to_owned()
-}
-
 fn refusal(message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}})
-}
-
-fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
-    let mut e = json!({"code": code, "message": message});
-    if let Some(d) = data {
-        e["data"] = d;
-    }
-    json!({"jsonrpc": "2.0", "id": id, "error": e})
-}
-
-/// Bytes written into a pipe that its reader has not read (`FIONREAD`,
-/// asked on the write end; Linux answers for the pipe's one buffer). 0 when
-/// the system does not say (macOS answers for the write end's own, empty
-/// buffer): then every written request counts as read.
-#[allow(unsafe_code)]
-fn unread_bytes(fd: RawFd) -> u64 {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD stores one c_int at the pointer; `fd` is the child's
-    // stdin pipe, held open by the writer task while its ChildLink lives.
-    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
-    if r == 0 {
-        u64::try_from(n).unwrap_or(0)
-    } else {
-        0
-    }
 }
 
 /// 128 random bits, hex: a session id nobody can guess.
@@ -416,23 +312,12 @@ fn new_session_id() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// One message as a line for the child's stdin. `serde_json::to_writer`
-/// writes straight into the buffer; `Value::to_string` goes through
-/// `fmt::Display` a piece at a time (D49).
-fn line_of(msg: &Value) -> Vec<u8> {
-    let mut line = Vec::with_capacity(256);
-    // A `Value` always serialises (its keys are strings).
-    let _ = serde_json::to_writer(&mut line, msg);
-    line.push(b'\n');
-    line
-}
-
 impl BridgeState {
     fn write(&mut self, msg: &Value) {
         if let Some(c) = &self.child {
             let line = line_of(msg);
             self.sent += line.len() as u64;
-            let _ = c.stdin.send(line);
+            c.send(line);
         }
     }
 
@@ -444,185 +329,63 @@ impl BridgeState {
         self.outgoing.retain(|k, _| router.is_pending(*k));
         self.outgoing.insert(id, (self.sent, line.clone()));
         self.sent += line.len() as u64;
-        let _ = c.stdin.send(line);
+        c.send(line);
     }
 
     fn attach(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, io: ChildStdio) {
         if self.child.is_some() {
             self.detach("it was replaced");
         }
-        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-        let in_pipe = Arc::new(AtomicU64::new(0));
-        let stdin_fd = io.stdin.as_raw_fd();
-        let mut stdin = io.stdin;
-        let took = Arc::clone(&in_pipe);
-        let writer = tokio::spawn(async move {
-            let mut batch = Vec::new();
-            'lines: while let Some(line) = rx.recv().await {
-                // Batch what is queued already: one write for all of it.
-                batch.clear();
-                batch.extend_from_slice(&line);
-                while let Ok(line) = rx.try_recv() {
-                    batch.extend_from_slice(&line);
-                }
-                let mut off = 0;
-                while off < batch.len() {
-                    match stdin.write(&batch[off..]).await {
-                        Ok(0) | Err(_) => break 'lines,
-                        Ok(n) => {
-                            off += n;
-                            took.fetch_add(n as u64, Ordering::AcqRel);
-                        }
-                    }
-                }
-            }
-            // The child is gone (EPIPE): keep the pipe open until the link
-            // drops, `detach` asks it how much the child never read.
-            while rx.recv().await.is_some() {}
-            drop(stdin);
-        });
         let me = myself.clone();
-        let name = self.name.clone();
-        let reader = tokio::spawn(async move {
-            let mut out = BufReader::with_capacity(64 * 1024, io.stdout);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                let n = (&mut out)
-                    .take(MAX_CHILD_LINE as u64 + 1)
-                    .read_until(b'\n', &mut buf)
-                    .await
-                    .unwrap_or_default();
-                if n == 0 {
-                    break;
-                }
-                if buf.len() > MAX_CHILD_LINE {
-                    tracing::warn!(server = %name, "child wrote a line over 64 MiB; dropped");
-                    // Skip the rest of that line.
-                    let mut rest = Vec::new();
-                    let _ = out.read_until(b'\n', &mut rest).await;
-                    continue;
-                }
-                let len = buf.trim_ascii_end().len();
-                buf.truncate(len);
-                // An answer goes on unparsed; the actor decides (D49).
-                if let Some((id, at)) = raw::answer_id(&buf) {
-                    let line = std::mem::replace(&mut buf, Vec::with_capacity(256));
-                    if me
-                        .cast(BridgeMsg::ChildAnswer { run, id, line, at })
-                        .is_err()
-                    {
-                        return;
-                    }
-                    continue;
-                }
-                match serde_json::from_slice::<Value>(&buf) {
-                    Ok(msg) if msg.is_object() => {
-                        if me.cast(BridgeMsg::ChildLine { run, msg }).is_err() {
-                            return;
-                        }
-                    }
-                    _ => {
-                        let text = String::from_utf8_lossy(&buf);
-                        let text = text.trim();
-                        if !text.is_empty() {
-                            tracing::debug!(server = %name, line = %text, "child wrote a non-JSON-RPC line on stdout");
-                        }
-                    }
-                }
-            }
-            let _ = me.cast(BridgeMsg::ChildEof { run });
-        });
+        let deliver = move |from: FromChild| {
+            let msg = match from {
+                FromChild::Line(msg) => BridgeMsg::ChildLine { run, msg },
+                FromChild::Answer { id, line, at } => BridgeMsg::ChildAnswer { run, id, line, at },
+                FromChild::Eof => BridgeMsg::ChildEof { run },
+            };
+            me.cast(msg).is_ok()
+        };
         self.outgoing.clear();
         self.sent = 0;
-        self.child = Some(ChildLink {
-            run,
-            stdin: tx,
-            in_pipe,
-            stdin_fd,
-            _tasks: vec![AbortOnDrop(writer), AbortOnDrop(reader)],
-        });
-        self.era = ChildEra::default();
+        self.child = Some(ChildLink::spawn(run, io, self.name.clone(), deliver));
         // A child spawned by `start` (not by a request) gets its full
         // `idle-stop` too, however long the server sat idle before.
         self.last_activity = Instant::now();
-        // `initialize` first: SDK servers of both eras pick one era per
-        // stdio connection from its first message, and the 2025 era is the
-        // one xy can serve to clients of both eras (2026 requests are
-        // translated, see `request`). A 2026-only child refuses it and then
-        // gets `server/discover` (first, for its successors).
-        self.tried_initialize = false;
-        self.tried_discover = false;
-        if self.discover_first {
-            self.send_discover(myself, run);
-        } else {
-            self.send_initialize(myself, run);
+        // `initialize` first; a 2026-only child refuses it and then gets
+        // `server/discover` (first, for its successors; see `handshake`).
+        // 2026 requests to a 2025 child are translated (see `request`).
+        let step = self.hs.begin(self.router.own_id());
+        self.handshake_step(myself, run, step);
+    }
+
+    /// Carries out a handshake step.
+    fn handshake_step(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, step: Step) {
+        match step {
+            Step::Ask { id, msg } => {
+                self.write(&msg);
+                myself.send_after(HANDSHAKE_STEP, move || BridgeMsg::HandshakeTimeout {
+                    run,
+                    id,
+                });
+            }
+            Step::Done { notify, outcome } => {
+                if let Some(n) = notify {
+                    self.write(&n);
+                }
+                self.handshake_done(outcome);
+            }
         }
-    }
-
-    /// The current handshake step failed: try the other era, or give up.
-    fn next_handshake_step(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, why: &str) {
-        if !self.tried_discover {
-            self.send_discover(myself, run);
-        } else if !self.tried_initialize {
-            self.send_initialize(myself, run);
-        } else {
-            self.handshake_done(Err(format!(
-                "the child accepted neither initialize nor server/discover ({why})"
-            )));
-        }
-    }
-
-    fn send_discover(&mut self, myself: &ActorRef<BridgeMsg>, run: u64) {
-        self.tried_discover = true;
-        let id = self.router.own_id();
-        self.hs = Hs::Discovering(id);
-        self.write(&json!({
-            "jsonrpc": "2.0", "id": id, "method": "server/discover",
-            "params": {"_meta": {
-                META_VERSION: V2026,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "xy", "version": xy_core::VERSION},
-            }},
-        }));
-        myself.send_after(HANDSHAKE_STEP, move || BridgeMsg::HandshakeTimeout {
-            run,
-            id,
-        });
-    }
-
-    fn send_initialize(&mut self, myself: &ActorRef<BridgeMsg>, run: u64) {
-        self.tried_initialize = true;
-        let id = self.router.own_id();
-        self.hs = Hs::Initializing(id);
-        self.write(&json!({
-            "jsonrpc": "2.0", "id": id, "method": "initialize",
-            "params": {
-                "protocolVersion": V2025,
-                "capabilities": {"sampling": {}, "elicitation": {}},
-                "clientInfo": {"name": "xy", "version": xy_core::VERSION},
-            },
-        }));
-        myself.send_after(HANDSHAKE_STEP, move || BridgeMsg::HandshakeTimeout {
-            run,
-            id,
-        });
     }
 
     fn handshake_done(&mut self, outcome: Result<(), String>) {
         match outcome {
             Ok(()) => {
-                tracing::info!(server = %self.name, versions = ?self.era.versions, "stdio bridge: child handshake done");
-                self.hs = Hs::Ready;
+                tracing::info!(server = %self.name, versions = ?self.hs.era.versions, "stdio bridge: child handshake done");
                 self.gone = None;
                 for (id, _, line) in std::mem::take(&mut self.resend) {
                     if self.router.is_pending(id) {
                         self.write_request(id, line);
                     }
-                }
-                let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
-                for p in waiting {
-                    self.on_post(p);
                 }
             }
             Err(e) => {
@@ -631,12 +394,11 @@ impl BridgeState {
                 for (id, _, _) in std::mem::take(&mut self.resend) {
                     self.router.fail(id, &m);
                 }
-                self.hs = Hs::Broken(e);
-                let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
-                for p in waiting {
-                    self.on_post(p);
-                }
             }
+        }
+        let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
+        for p in waiting {
+            self.on_post(p);
         }
     }
 
@@ -646,12 +408,8 @@ impl BridgeState {
     /// close) never reached it: it goes to the next child instead of failing.
     fn detach(&mut self, why: &str) {
         // Bytes the child read = bytes the pipe took - bytes still in it.
-        let read = self.child.take().map_or(u64::MAX, |c| {
-            c.in_pipe
-                .load(Ordering::Acquire)
-                .saturating_sub(unread_bytes(c.stdin_fd))
-        });
-        self.hs = Hs::Detached;
+        let read = self.child.take().map_or(u64::MAX, |c| c.read_by_child());
+        self.hs.state = Hs::Detached;
         let deadline = Instant::now() + WAIT_FOR_CHILD;
         for (id, (start, line)) in std::mem::take(&mut self.outgoing) {
             if start >= read && self.router.is_pending(id) {
@@ -680,7 +438,7 @@ impl BridgeState {
         self.child = None;
         self.outgoing.clear();
         self.resend.clear();
-        self.hs = Hs::Detached;
+        self.hs.state = Hs::Detached;
     }
 
     fn on_child(&mut self, myself: &ActorRef<BridgeMsg>, msg: Value) {
@@ -689,48 +447,10 @@ impl BridgeState {
             self.write(&m);
         }
         let Some(own) = own else { return };
-        let id = own.get("id").and_then(Value::as_u64);
         let run = self.child.as_ref().map_or(0, |c| c.run);
-        match self.hs.clone() {
-            Hs::Initializing(i) if id == Some(i) => {
-                if let Some(result) = own.get("result") {
-                    let v = result
-                        .get("protocolVersion")
-                        .and_then(Value::as_str)
-                        .unwrap_or(V2025)
-                        .to_owned();
-                    self.era.versions = vec![v];
-                    self.era.init = Some(result.clone());
-                    self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-                    self.handshake_done(Ok(()));
-                } else {
-                    // A 2026-only child refuses the handshake.
-                    self.discover_first = true;
-                    let why = error_text(&own);
-                    self.next_handshake_step(myself, run, &why);
-                }
-            }
-            Hs::Discovering(d) if id == Some(d) => {
-                let versions: Vec<String> = own
-                    .pointer("/result/supportedVersions")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if own.get("result").is_some() && versions.iter().any(|v| v.as_str() >= V2026) {
-                    self.era.discover = own.get("result").cloned();
-                    self.era.versions = versions;
-                    self.handshake_done(Ok(()));
-                } else {
-                    self.discover_first = false;
-                    let why = error_text(&own);
-                    self.next_handshake_step(myself, run, &why);
-                }
-            }
-            _ => {}
+        let router = &mut self.router;
+        if let Some(step) = self.hs.on_answer(&own, || router.own_id()) {
+            self.handshake_step(myself, run, step);
         }
     }
 
@@ -779,8 +499,8 @@ impl BridgeState {
             && !VERSIONS.contains(&v)
         {
             let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
-            let mut e = self.unsupported(&id, Some(json!(v)));
-            if self.era.versions.is_empty() || self.era.init.is_some() {
+            let mut e = self.hs.era.unsupported(&id, Some(json!(v)));
+            if self.hs.era.versions.is_empty() || self.hs.era.init.is_some() {
                 e["error"]["data"]["supported"] = json!(VERSIONS);
             }
             let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, e));
@@ -822,10 +542,10 @@ impl BridgeState {
                             self.write(&m);
                         }
                     }
-                    _ if self.hs == Hs::Ready => {
+                    _ if self.hs.ready() => {
                         let mut m = p.msg;
-                        if self.era.init.is_some() {
-                            route::strip_envelope(&mut m);
+                        if self.hs.era.init.is_some() {
+                            era::strip_envelope(&mut m);
                         }
                         self.write(&m);
                     }
@@ -847,8 +567,8 @@ impl BridgeState {
     /// is ready and speaks the 2025 era, the request comes in a known
     /// session and is one xy does not answer or translate itself.
     fn can_forward_raw(&self, p: &Post, raw: &RawRequest) -> bool {
-        self.hs == Hs::Ready
-            && self.era.init.is_some()
+        self.hs.ready()
+            && self.hs.era.init.is_some()
             && !p.era2026
             && p.version.as_deref().is_none_or(|v| VERSIONS.contains(&v))
             && p.session
@@ -892,7 +612,7 @@ impl BridgeState {
             ));
             return;
         }
-        match &self.hs {
+        match &self.hs.state {
             Hs::Ready => {}
             Hs::Broken(why) => {
                 let m = format!("xy: server {} cannot be reached: {why}", self.name);
@@ -913,33 +633,16 @@ impl BridgeState {
                 return;
             }
         }
-        let child_2025 = self.era.init.is_some();
-        let child_2026 = self.era.discover.is_some();
+        let child_2025 = self.hs.era.init.is_some();
         // xy did the handshake with the child: a client's `initialize` (even
         // one carrying 2026 metadata) is answered here, never forwarded.
         if method == "initialize" {
-            let Some(init) = self.era.init.clone() else {
-                let requested = p.msg.pointer("/params/protocolVersion").cloned();
-                let e = self.unsupported(id, requested);
+            let asked = p.msg.pointer("/params/protocolVersion");
+            let Some(init) = self.hs.era.initialize_result(asked.and_then(Value::as_str)) else {
+                let e = self.hs.era.unsupported(id, asked.cloned());
                 self.reply(p, e, None);
                 return;
             };
-            let mut init = init;
-            // MCP version negotiation: a server that supports the version
-            // the client asks for answers with that same version (an older
-            // SDK client refuses a newer one). xy relays any 2025-era
-            // version up to the child's own, which is what it speaks.
-            let child = init.get("protocolVersion").and_then(Value::as_str);
-            if let Some(asked) = p
-                .msg
-                .pointer("/params/protocolVersion")
-                .and_then(Value::as_str)
-                && VERSIONS.contains(&asked)
-                && asked < V2026
-                && child.is_some_and(|c| asked <= c)
-            {
-                init["protocolVersion"] = json!(asked);
-            }
             let session = new_session_id();
             self.sessions.insert(session.clone(), ());
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
@@ -948,7 +651,7 @@ impl BridgeState {
         }
         if !p.era2026 && !child_2025 {
             let requested = p.msg.pointer("/params/protocolVersion").cloned();
-            let e = self.unsupported(id, requested);
+            let e = self.hs.era.unsupported(id, requested);
             self.reply(p, e, None);
             return;
         }
@@ -974,64 +677,11 @@ impl BridgeState {
             let _ = p.ack.send(Ack::Exchange { session: None });
             return;
         }
-        let mut msg = p.msg;
-        let answer = if p.era2026 && !child_2026 {
-            // A 2026-era client, a child in the 2025 era: the request loses
-            // the 2026 envelope (such a child refuses it), its answer gains
-            // `resultType`. `server/discover` is answered from the child's
-            // handshake once a `ping` shows the child answers (so the `mcp`
-            // probe still finds a wedged child).
-            route::strip_envelope(&mut msg);
-            if method == "server/discover" {
-                let discover = self.discover_from_init();
-                msg = json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
-                route::Answer::Replace(discover)
-            } else {
-                route::Answer::Complete {
-                    cacheable: route::cacheable(method),
-                }
-            }
-        } else {
-            route::Answer::AsIs
-        };
+        let (msg, answer) = self.hs.era.translate(p.era2026, method, id, p.msg);
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
         let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
         self.write_request(child_id, line_of(&msg));
         let _ = p.ack.send(Ack::Exchange { session: None });
-    }
-
-    /// A `server/discover` result for 2026-era clients of a 2025-era child,
-    /// from the child's `initialize` result.
-    fn discover_from_init(&self) -> Value {
-        let init = self.era.init.clone().unwrap_or_default();
-        let mut versions = self.era.versions.clone();
-        versions.push(V2026.to_owned());
-        let mut r = json!({
-            "supportedVersions": versions,
-            "capabilities": init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-            "resultType": "complete",
-            "ttlMs": 0,
-            "cacheScope": "private",
-        });
-        if let Some(i) = init.get("instructions") {
-            r["instructions"] = i.clone();
-        }
-        if let Some(info) = init.get("serverInfo") {
-            r["_meta"] = json!({"io.modelcontextprotocol/serverInfo": info});
-        }
-        r
-    }
-
-    fn unsupported(&self, id: &Value, requested: Option<Value>) -> Value {
-        error(
-            id,
-            -32022,
-            "Unsupported protocol version",
-            Some(json!({
-                "requested": requested.unwrap_or(Value::Null),
-                "supported": self.era.versions,
-            })),
-        )
     }
 
     #[allow(clippy::boxed_local)] // callers hold the Post boxed
@@ -1090,7 +740,7 @@ impl BridgeState {
             self.last_activity = now;
             return;
         }
-        if self.hs == Hs::Ready
+        if self.hs.ready()
             && self.owner.state() == ServerState::Running
             && now.saturating_duration_since(self.last_activity) >= idle_stop
         {

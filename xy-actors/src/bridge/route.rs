@@ -20,27 +20,13 @@ pub(crate) const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscription
 /// The one 2026-era protocol version.
 pub(crate) const V2026: &str = "2026-07-28";
 
-/// The `_meta` keys every 2026-era request carries.
-const ENVELOPE: [&str; 3] = [
-    META_VERSION,
-    "io.modelcontextprotocol/clientCapabilities",
-    "io.modelcontextprotocol/clientInfo",
-];
-
-/// Removes the 2026 request envelope from `_meta` (and `_meta` itself when
-/// nothing else is left), for a child that speaks the 2025 era.
-pub(crate) fn strip_envelope(msg: &mut Value) {
-    let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) else {
-        return;
-    };
-    if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut) {
-        for k in ENVELOPE {
-            meta.remove(k);
-        }
-        if meta.is_empty() {
-            params.remove("_meta");
-        }
+/// A JSON-RPC error answer to `id`.
+pub(crate) fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
     }
+    json!({"jsonrpc": "2.0", "id": id, "error": e})
 }
 
 /// Where messages for one HTTP exchange (a POST's response, a GET or
@@ -88,7 +74,7 @@ pub(crate) enum Answer {
     AsIs,
     /// A 2026-era client served by a 2025-era child: a result gains
     /// `resultType: "complete"` (2026 results carry it) and, for the
-    /// cacheable methods ([`cacheable`]), the `ttlMs: 0` /
+    /// cacheable methods ([`super::era::cacheable`]), the `ttlMs: 0` /
     /// `cacheScope: "private"` freshness hints 2026 requires there (the
     /// child said nothing about caching: immediately stale, not shared).
     Complete {
@@ -98,20 +84,6 @@ pub(crate) enum Answer {
     /// A success is replaced by this result (xy answered for the child,
     /// after checking the child answers at all); an error passes.
     Replace(Value),
-}
-
-/// The methods whose 2026-era results carry `ttlMs` and `cacheScope`
-/// (2026-07-28, SEP-2549; the Python SDK's client rejects them without).
-pub(crate) fn cacheable(method: &str) -> bool {
-    matches!(
-        method,
-        "server/discover"
-            | "tools/list"
-            | "prompts/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-    )
 }
 
 /// A request forwarded to the child.
@@ -799,8 +771,6 @@ mod tests {
             ra.try_recv().unwrap()["result"],
             json!({"content":[],"resultType":"complete"})
         );
-        assert!(cacheable("server/discover") && cacheable("resources/read"));
-        assert!(!cacheable("tools/call") && !cacheable("ping"));
         let m = r.forward(
             json!({"jsonrpc":"2.0","id":2,"method":"ping"}),
             None,
@@ -820,17 +790,6 @@ mod tests {
         );
         r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"error":{"code":-1,"message":"no"}}));
         assert_eq!(ra.try_recv().unwrap()["error"]["code"], json!(-1));
-    }
-
-    #[test]
-    fn the_2026_envelope_is_stripped_and_the_rest_kept() {
-        let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",
-            "_meta":{META_VERSION:V2026,"io.modelcontextprotocol/clientCapabilities":{},"progressToken":"t"}}});
-        strip_envelope(&mut m);
-        assert_eq!(m["params"]["_meta"], json!({"progressToken":"t"}));
-        let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{META_VERSION:V2026}}});
-        strip_envelope(&mut m);
-        assert_eq!(m["params"], json!({}));
     }
 
     #[test]

@@ -1,0 +1,207 @@
+//! One child's protocol pipes: the task that writes lines into its stdin
+//! and the task that splits its stdout into messages. Neither decides
+//! anything: lines come from the BridgeActor, messages go to whatever the
+//! actor handed in as the delivery function.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+
+use super::raw;
+
+/// Longest line accepted from a child's stdout.
+const MAX_CHILD_LINE: usize = 64 * 1024 * 1024;
+
+/// A child's protocol pipes.
+pub(crate) struct ChildStdio {
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: ChildStdout,
+}
+
+/// What the stdout reader found.
+pub(crate) enum FromChild {
+    /// A JSON-RPC message other than an answer with a numeric id.
+    Line(Value),
+    /// An answer to request `id` (its id at `at` in `line`), unparsed (D49).
+    Answer {
+        id: u64,
+        line: Vec<u8>,
+        at: std::ops::Range<usize>,
+    },
+    /// Stdout closed.
+    Eof,
+}
+
+/// The running pipe tasks of one child; dropping it stops them.
+pub(crate) struct ChildLink {
+    /// The spawn number the link belongs to.
+    pub(crate) run: u64,
+    /// Lines for the child, in order.
+    stdin: mpsc::UnboundedSender<Vec<u8>>,
+    /// Bytes the kernel took into the child's stdin pipe so far.
+    in_pipe: Arc<AtomicU64>,
+    /// That pipe (held open by the writer task as long as this link lives).
+    stdin_fd: RawFd,
+    _tasks: Vec<AbortOnDrop>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl ChildLink {
+    /// Starts the writer and the reader of spawn `run`. `deliver` gets
+    /// every message read, in order; once it returns `false` (its actor is
+    /// gone) the reader stops.
+    pub(crate) fn spawn(
+        run: u64,
+        io: ChildStdio,
+        name: String,
+        deliver: impl Fn(FromChild) -> bool + Send + 'static,
+    ) -> ChildLink {
+        let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let in_pipe = Arc::new(AtomicU64::new(0));
+        let stdin_fd = io.stdin.as_raw_fd();
+        let writer = tokio::spawn(write_lines(io.stdin, rx, Arc::clone(&in_pipe)));
+        let reader = tokio::spawn(read_lines(io.stdout, name, deliver));
+        ChildLink {
+            run,
+            stdin: tx,
+            in_pipe,
+            stdin_fd,
+            _tasks: vec![AbortOnDrop(writer), AbortOnDrop(reader)],
+        }
+    }
+
+    /// Queues one line for the child's stdin.
+    pub(crate) fn send(&self, line: Vec<u8>) {
+        let _ = self.stdin.send(line);
+    }
+
+    /// Bytes of its stdin stream the child has read: what the pipe took
+    /// minus what is still in it.
+    pub(crate) fn read_by_child(&self) -> u64 {
+        self.in_pipe
+            .load(Ordering::Acquire)
+            .saturating_sub(unread_bytes(self.stdin_fd))
+    }
+}
+
+async fn write_lines(
+    mut stdin: ChildStdin,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    took: Arc<AtomicU64>,
+) {
+    let mut batch = Vec::new();
+    'lines: while let Some(line) = rx.recv().await {
+        // Batch what is queued already: one write for all of it.
+        batch.clear();
+        batch.extend_from_slice(&line);
+        while let Ok(line) = rx.try_recv() {
+            batch.extend_from_slice(&line);
+        }
+        let mut off = 0;
+        while off < batch.len() {
+            match stdin.write(&batch[off..]).await {
+                Ok(0) | Err(_) => break 'lines,
+                Ok(n) => {
+                    off += n;
+                    took.fetch_add(n as u64, Ordering::AcqRel);
+                }
+            }
+        }
+    }
+    // The child is gone (EPIPE): keep the pipe open until the link drops,
+    // the actor asks it how much the child never read.
+    while rx.recv().await.is_some() {}
+    drop(stdin);
+}
+
+async fn read_lines(
+    stdout: ChildStdout,
+    name: String,
+    deliver: impl Fn(FromChild) -> bool + Send + 'static,
+) {
+    let mut out = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut out)
+            .take(MAX_CHILD_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await
+            .unwrap_or_default();
+        if n == 0 {
+            break;
+        }
+        if buf.len() > MAX_CHILD_LINE {
+            tracing::warn!(server = %name, "child wrote a line over 64 MiB; dropped");
+            // Skip the rest of that line.
+            let mut rest = Vec::new();
+            let _ = out.read_until(b'\n', &mut rest).await;
+            continue;
+        }
+        let len = buf.trim_ascii_end().len();
+        buf.truncate(len);
+        // An answer goes on unparsed; the actor decides (D49).
+        if let Some((id, at)) = raw::answer_id(&buf) {
+            let line = std::mem::replace(&mut buf, Vec::with_capacity(256));
+            if !deliver(FromChild::Answer { id, line, at }) {
+                return;
+            }
+            continue;
+        }
+        match serde_json::from_slice::<Value>(&buf) {
+            Ok(msg) if msg.is_object() => {
+                if !deliver(FromChild::Line(msg)) {
+                    return;
+                }
+            }
+            _ => {
+                let text = String::from_utf8_lossy(&buf);
+                let text = text.trim();
+                if !text.is_empty() {
+                    tracing::debug!(server = %name, line = %text, "child wrote a non-JSON-RPC line on stdout");
+                }
+            }
+        }
+    }
+    let _ = deliver(FromChild::Eof);
+}
+
+/// Bytes written into a pipe that its reader has not read (`FIONREAD`,
+/// asked on the write end; Linux answers for the pipe's one buffer). 0 when
+/// the system does not say (macOS answers for the write end's own, empty
+/// buffer): then every written request counts as read.
+#[allow(unsafe_code)]
+fn unread_bytes(fd: RawFd) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD stores one c_int at the pointer; `fd` is the child's
+    // stdin pipe, held open by the writer task while its ChildLink lives.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r == 0 {
+        u64::try_from(n).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// One message as a line for the child's stdin. `serde_json::to_writer`
+/// writes straight into the buffer; `Value::to_string` goes through
+/// `fmt::Display` a piece at a time (D49).
+pub(crate) fn line_of(msg: &Value) -> Vec<u8> {
+    let mut line = Vec::with_capacity(256);
+    // A `Value` always serialises (its keys are strings).
+    let _ = serde_json::to_writer(&mut line, msg);
+    line.push(b'\n');
+    line
+}
