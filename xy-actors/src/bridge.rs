@@ -68,6 +68,10 @@ pub(crate) enum BridgeMsg {
     Serve(std::net::TcpListener),
     /// Stop listening: requests in flight fail, every stream closes.
     Close(String),
+    /// xy is restarting the child: let go of it now (requests in flight
+    /// fail naming the restart); sessions, streams and the listener stay,
+    /// and new requests wait for the next child.
+    Hold(String),
     /// The config changed (reload): used from the next `Serve` on.
     Configure {
         port: u16,
@@ -111,6 +115,9 @@ pub(crate) enum BridgeMsg {
 pub(crate) trait Owner: Send + Sync + 'static {
     /// The server's state now.
     fn state(&self) -> ServerState;
+    /// Whether a child runs or is on its way (the lifecycle's view, which
+    /// counts a restart's stop): requests wait for it rather than fail.
+    fn child_coming(&self) -> bool;
     /// A request arrived for an idle on-demand server: spawn its child.
     fn demand(&self);
     /// Nothing used the on-demand server for `idle-stop`: stop its child.
@@ -214,6 +221,11 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Close(why) => st.close(&why),
+            BridgeMsg::Hold(why) => {
+                if st.child.is_some() {
+                    st.detach(&why);
+                }
+            }
             BridgeMsg::Configure {
                 port,
                 path,
@@ -456,13 +468,7 @@ impl BridgeState {
 
     /// Whether a request may wait for a child (one is coming).
     fn child_expected(&self) -> bool {
-        matches!(
-            self.owner.state(),
-            ServerState::Starting
-                | ServerState::Running
-                | ServerState::Restarting
-                | ServerState::Idle
-        )
+        self.owner.child_coming()
     }
 
     fn on_post(&mut self, mut p: Box<Post>) {

@@ -144,6 +144,7 @@ mod tests {
             secrets: Vec::new(),
             hooks: Default::default(),
             agent: Default::default(),
+            autostart: true,
             content_hash: hash,
         }
     }

@@ -24,7 +24,7 @@ use xy_core::protocol::{
 pub use error::EngineError;
 pub use options::EngineOptions;
 
-use self::call::{QUERY_TIMEOUT, ask, for_each, start_one, stop_one};
+use self::call::{QUERY_TIMEOUT, ask, for_each, restart_one, start_one, stop_one};
 use self::error::internal;
 use crate::config_actor::ConfigMsg;
 use crate::log_router::LogRouterMsg;
@@ -32,7 +32,7 @@ use crate::log_router::sink::SinkSettings;
 use crate::logs::LogSubscription;
 use crate::os::resources::Sampler;
 use crate::server::process::{ChildSpawner, RealSpawner};
-use crate::server::{ServerMsg, StartOutcome, StopOutcome};
+use crate::server::{RestartCause, ServerMsg, StartOutcome, StopOutcome};
 use crate::supervisor::{Owners, Refs, RootArgs, RootMsg, RootSupervisor, ServerRef};
 
 /// Cloneable handle over the running actor tree.
@@ -89,6 +89,13 @@ impl Engine {
             }
         }
         let events = crate::events::EventBus::new(opts.event_buffer);
+        // `autostart #false` servers stay `stopped` until started by hand.
+        let boot: Vec<String> = configs
+            .servers
+            .values()
+            .filter(|c| c.autostart)
+            .map(|c| c.name.clone())
+            .collect();
         let args = RootArgs {
             events: events.clone(),
             configs,
@@ -121,7 +128,7 @@ impl Engine {
         // boot (often from the `xyctl list` that spawned the daemon) then shows
         // the servers running rather than not yet started. A spawn failure is
         // the server's state (`failed`), not the engine's.
-        match engine.start_servers(&TargetParams::all()).await {
+        match engine.start_servers(&TargetParams::many(boot)).await {
             Ok(_) => {}
             Err(EngineError::SpawnFailed { failures, .. }) => {
                 for f in failures {
@@ -242,7 +249,8 @@ impl Engine {
                 StartOutcome::Started => result.started.push(name),
                 StartOutcome::AlreadyRunning => result.already_running.push(name),
                 StartOutcome::Failed(f) => failures.push(f),
-                StartOutcome::Cancelled => {}
+                // Said, not dropped: the caller asked for it to run.
+                StartOutcome::Cancelled => result.cancelled.push(name),
             }
         }
         if failures.is_empty() {
@@ -270,19 +278,16 @@ impl Engine {
         Ok(result)
     }
 
-    /// Stop then start; starts stopped or failed servers too.
+    /// Stop then start, as one lifecycle operation per server (a stdio
+    /// server keeps its endpoint and sessions); starts stopped or failed
+    /// servers too.
     pub async fn restart_servers(
         &self,
         target: &TargetParams,
     ) -> Result<RestartResult, EngineError> {
         let targets = self.select(target).await?;
         let outcomes = for_each(targets, |s| async move {
-            // Counted first, so the `running` that follows shows it.
-            s.actor.cast(ServerMsg::RestartRequested).map_err(|_| {
-                internal(&format!("restart {}", s.name), "the actor is not running")
-            })?;
-            stop_one(&s).await?;
-            start_one(&s).await
+            restart_one(&s, RestartCause::ByHand).await
         })
         .await?;
         let mut result = RestartResult::default();

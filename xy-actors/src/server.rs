@@ -51,6 +51,7 @@ mod transitions;
 
 pub(crate) use snapshot::ServerSnapshot;
 
+pub(crate) use lifecycle::RestartCause;
 use lifecycle::{Action, Event, Lifecycle};
 use process::{ChildHandle, ChildSpawner, ExitInfo};
 
@@ -97,8 +98,15 @@ pub(crate) enum ServerMsg {
     Start(Option<RpcReplyPort<StartOutcome>>),
     /// Stop; the reply comes once the process group is gone.
     Stop(RpcReplyPort<StopOutcome>),
-    /// A `restart` by hand is about to stop and start this server: count it.
-    RestartRequested,
+    /// Stop then start as one lifecycle operation (SPEC §4, §18): a stdio
+    /// server's endpoint and sessions stay. Replied like `Start`, once the
+    /// new child is spawned or failed to spawn.
+    Restart {
+        /// By hand (counted) or by a reload.
+        cause: RestartCause,
+        /// Where the outcome goes.
+        reply: RpcReplyPort<StartOutcome>,
+    },
     /// From the bridge: a request reached an `idle` on-demand server.
     Demand,
     /// From the bridge: the on-demand child went unused for `idle-stop`.
@@ -348,6 +356,7 @@ impl Actor for ServerActor {
         if let ractor::SupervisionEvent::ActorFailed(cell, err) = evt {
             st.bridge_failed(&myself, cell.get_id(), &err.to_string())
                 .await;
+            st.publish();
         }
         Ok(())
     }
@@ -386,22 +395,23 @@ impl Actor for ServerActor {
                     st.apply(&myself, Event::StartRequested);
                 }
             },
-            ServerMsg::Stop(reply) => {
-                st.close_bridge("stop requested");
-                match st.lc.phase {
-                    S::Stopped | S::Failed => {
-                        st.apply(&myself, Event::StopRequested);
-                        if !reply.is_closed() {
-                            let _ = reply.send(StopOutcome::NotRunning);
-                        }
-                    }
-                    _ => {
-                        st.stop_waiters.push(reply);
-                        st.apply(&myself, Event::StopRequested);
+            ServerMsg::Stop(reply) => match st.lc.phase {
+                S::Stopped | S::Failed => {
+                    st.apply(&myself, Event::StopRequested);
+                    if !reply.is_closed() {
+                        let _ = reply.send(StopOutcome::NotRunning);
                     }
                 }
+                _ => {
+                    st.stop_waiters.push(reply);
+                    st.apply(&myself, Event::StopRequested);
+                }
+            },
+            ServerMsg::Restart { cause, reply } => {
+                st.started_once = true;
+                st.start_waiters.push(reply);
+                st.apply(&myself, Event::RestartRequested(cause));
             }
-            ServerMsg::RestartRequested => st.apply(&myself, Event::RestartRequested),
             ServerMsg::Snapshot(reply) => {
                 if !reply.is_closed() {
                     let _ = reply.send(st.status());
@@ -544,6 +554,13 @@ impl ServerActorState {
                         self.why.next_retry = Some(SystemTime::now() + d);
                         let run = self.run;
                         myself.send_after(d, move || ServerMsg::BackoffElapsed { run });
+                    }
+                    Action::CloseEndpoint => self.close_bridge("stop requested"),
+                    Action::HoldEndpoint => self.hold_bridge(),
+                    Action::OpenEndpoint => {
+                        if let Err(failure) = self.ensure_listening() {
+                            tracing::warn!(server = %self.config.name, "{}", failure.error);
+                        }
                     }
                 }
             }

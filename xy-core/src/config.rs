@@ -253,6 +253,13 @@ pub struct ServerConfig {
     pub health: Option<HealthConfig>,
     /// `agent { … }` (SPEC §17).
     pub agent: AgentConfig,
+    /// `autostart` (default `#true`): whether boot and reload start the
+    /// server. `#false` (what `xyctl add --no-start` writes) leaves it
+    /// `stopped` until `xyctl start`. Not part of [`content_hash`]: it says
+    /// nothing about how the child runs.
+    ///
+    /// [`content_hash`]: ServerConfig::content_hash
+    pub autostart: bool,
     /// Hash of the parsed settings (not the file bytes): `reload` restarts a
     /// server only when this differs, so comment or whitespace edits do not.
     pub content_hash: u64,

@@ -538,6 +538,10 @@ pub struct StartResult {
     pub started: Vec<String>,
     /// Servers that were already running (or starting).
     pub already_running: Vec<String>,
+    /// Servers whose start a stop overtook before it could spawn (they are
+    /// `stopped`). Absent when empty, as before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cancelled: Vec<String>,
 }
 
 /// Result of `stop`.

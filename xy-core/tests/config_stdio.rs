@@ -217,3 +217,24 @@ fn unknown_transport_with_on_demand_is_one_error() {
         "unknown transport",
     );
 }
+
+/// SPEC §18: `autostart #false` (what `xyctl add --no-start` writes).
+#[test]
+fn autostart_defaults_to_true_and_takes_a_boolean() {
+    assert!(ok(HEAD).autostart);
+    assert!(!ok(&format!("{HEAD}autostart #false\n")).autostart);
+    assert!(ok(&format!("{HEAD}autostart #true\n")).autostart);
+    // Not a setting of the child: changing it alone restarts nothing.
+    assert_eq!(
+        content_hash(&ok(HEAD)),
+        content_hash(&ok(&format!("{HEAD}autostart #false\n")))
+    );
+    let d = one(
+        &format!("{HEAD}autostart \"no\"\n"),
+        DiagnosticKind::WrongType,
+        3,
+        11,
+        "autostart",
+    );
+    assert!(d.to_string().contains("boolean"), "{d}");
+}

@@ -51,6 +51,22 @@ pub(super) async fn start_one(s: &ServerRef) -> Result<StartOutcome, EngineError
     .await
 }
 
+/// A restart as one lifecycle operation (stop then start; a stdio
+/// server's endpoint and sessions stay): bounded like a start, which may
+/// wait for a stop.
+pub(super) async fn restart_one(
+    s: &ServerRef,
+    cause: crate::server::RestartCause,
+) -> Result<StartOutcome, EngineError> {
+    ask(
+        &s.actor,
+        &format!("restart {}", s.name),
+        s.grace + STOP_MARGIN * 2 + crate::secrets::TIMEOUT,
+        |reply| ServerMsg::Restart { cause, reply },
+    )
+    .await
+}
+
 pub(super) async fn stop_one(s: &ServerRef) -> Result<StopOutcome, EngineError> {
     ask(
         &s.actor,

@@ -3,14 +3,16 @@
 //! failure partway leaves the ConfigActor holding exactly what was applied,
 //! so it and the actor tree never disagree, and the error says what that was.
 
-use xy_core::config::ConfigSet;
-use xy_core::protocol::{ReloadResult, ServerState};
+use std::collections::HashMap;
+
+use xy_core::config::{ConfigSet, ServerConfig};
+use xy_core::protocol::{ReloadResult, ServerState, Transport};
 
 use super::Engine;
-use super::call::{QUERY_TIMEOUT, ask, for_each, start_one, stop_one};
+use super::call::{QUERY_TIMEOUT, ask, for_each, restart_one, start_one, stop_one};
 use super::error::EngineError;
 use crate::config_actor::{ConfigDiff, ConfigMsg};
-use crate::server::StartOutcome;
+use crate::server::{RestartCause, StartOutcome};
 use crate::supervisor::{Refs, RootMsg, ServerRef};
 
 /// What a reload has put in place so far.
@@ -19,8 +21,22 @@ struct Applied {
     set: ConfigSet,
     /// The same, as names.
     result: ReloadResult,
-    /// Servers put in place that must (re)start.
+    /// Servers put in place that must start.
     to_start: Vec<ServerRef>,
+    /// Changed stdio servers on the same port and path: restarted in place,
+    /// so their endpoint and sessions stay (SPEC §18).
+    to_restart: Vec<ServerRef>,
+}
+
+/// Whether a changed server can be restarted in place: a stdio server
+/// that keeps its port and path (its endpoint is xy's own, so nothing is
+/// handed from one server to another). Anything else is stopped, then
+/// started, which ends its sessions.
+fn restart_in_place(old: &ServerConfig, new: &ServerConfig) -> bool {
+    old.transport == Transport::Stdio
+        && new.transport == Transport::Stdio
+        && old.port == new.port
+        && old.path == new.path
 }
 
 impl Engine {
@@ -28,9 +44,14 @@ impl Engine {
     /// restart changed (by content hash), leave unchanged alone.
     ///
     /// Every stop (removed, changed) completes before any start (added,
-    /// changed), so a port handed from one server to another is free.
-    /// Spawn failures do not fail the reload: those servers show `failed`.
-    /// An unchanged server that had `failed` is started again.
+    /// changed), so a port handed from one server to another is free. A
+    /// changed stdio server on the same port and path is not stopped: it
+    /// is restarted in place after its new config is set, and its clients'
+    /// sessions stay valid. Spawn failures do not fail the reload: those
+    /// servers show `failed`. An unchanged server that had `failed` is
+    /// started again. A server with `autostart #false` is never started by
+    /// a reload: added, it stays `stopped`; changed, it is restarted only
+    /// if it was running.
     ///
     /// When a step fails (an actor that does not answer), what was put in
     /// place before it is still started and becomes the ConfigActor's set,
@@ -63,6 +84,7 @@ impl Engine {
         })
         .await?;
         crate::events::publish_reload(&self.inner.events, &diff);
+        let old_servers = old.servers.clone();
         let mut applied = Applied {
             set: ConfigSet {
                 dir: configs.dir.clone(),
@@ -71,12 +93,25 @@ impl Engine {
             },
             result: ReloadResult::default(),
             to_start: Vec::new(),
+            to_restart: Vec::new(),
         };
-        let step = self.apply(&refs, &diff, &configs, &mut applied).await;
+        let step = self
+            .apply(&refs, &diff, &configs, &old_servers, &mut applied)
+            .await;
 
         // Whatever happened: start what is in place, and make it the set.
         let to_start = std::mem::take(&mut applied.to_start);
-        let started = for_each(to_start, |s| async move { start_one(&s).await }).await;
+        let to_restart = std::mem::take(&mut applied.to_restart);
+        let (started, restarted) = tokio::join!(
+            for_each(to_start, |s| async move { start_one(&s).await }),
+            for_each(to_restart, |s| async move {
+                restart_one(&s, RestartCause::Reload).await
+            }),
+        );
+        let started = started.and_then(|mut a| {
+            a.extend(restarted?);
+            Ok(a)
+        });
         for (name, outcome) in started.iter().flatten() {
             if let StartOutcome::Failed(f) = outcome {
                 tracing::warn!(server = %name, path = %f.path, error = %f.error, "reload: spawn failed");
@@ -105,19 +140,38 @@ impl Engine {
         refs: &Refs,
         diff: &ConfigDiff,
         configs: &ConfigSet,
+        old: &std::collections::BTreeMap<String, ServerConfig>,
         applied: &mut Applied,
     ) -> Result<(), EngineError> {
-        let known: std::collections::HashMap<&str, &ServerRef> =
+        let known: HashMap<&str, &ServerRef> =
             refs.servers.iter().map(|s| (s.name.as_str(), s)).collect();
         let by_name = |n: &str| known.get(n).map(|s| (*s).clone());
         let root = &self.inner.root;
+        let in_place =
+            |cfg: &ServerConfig| old.get(&cfg.name).is_some_and(|o| restart_in_place(o, cfg));
+        // Before anything stops: an `autostart #false` server that changed
+        // is brought back only if it was running.
+        let listed = ask(root, "list", QUERY_TIMEOUT, RootMsg::List).await?;
+        let was_running: HashMap<&str, bool> = listed
+            .iter()
+            .map(|e| {
+                let down = matches!(e.state, ServerState::Stopped | ServerState::Failed);
+                (e.name.as_str(), !down)
+            })
+            .collect();
 
-        // Phase 1: stop removed and changed servers.
+        // Phase 1: stop removed and changed servers (not those restarted
+        // in place).
         let to_stop: Vec<ServerRef> = diff
             .removed
             .iter()
             .map(String::as_str)
-            .chain(diff.changed.iter().map(|c| c.name.as_str()))
+            .chain(
+                diff.changed
+                    .iter()
+                    .filter(|c| !in_place(c))
+                    .map(|c| c.name.as_str()),
+            )
             .filter_map(by_name)
             .collect();
         for_each(to_stop, |s| async move { stop_one(&s).await }).await?;
@@ -133,16 +187,29 @@ impl Engine {
 
         // Phase 2: new configs in place (each started at the end).
         for cfg in &diff.changed {
-            // Stopped in phase 1: started again with whichever config is in
-            // place, even if the update below fails.
-            let old = by_name(&cfg.name);
-            applied.to_start.extend(old.clone());
+            // Stopped in phase 1 (or restarted in place): started again
+            // with whichever config is in place, even if the update below
+            // fails.
+            let wanted = cfg.autostart || was_running.get(cfg.name.as_str()) == Some(&true);
+            let list = if in_place(cfg) {
+                &mut applied.to_restart
+            } else {
+                &mut applied.to_start
+            };
+            if wanted {
+                list.extend(by_name(&cfg.name));
+            }
             self.fault(&cfg.name)?;
             ask(root, "update config", QUERY_TIMEOUT, |tx| {
                 RootMsg::UpdateConfig(Box::new(cfg.clone()), tx)
             })
             .await?;
-            if let Some(s) = applied.to_start.iter_mut().find(|s| s.name == cfg.name) {
+            for s in applied
+                .to_start
+                .iter_mut()
+                .chain(applied.to_restart.iter_mut())
+                .filter(|s| s.name == cfg.name)
+            {
                 s.grace = cfg.stop.grace;
             }
             applied.set.servers.insert(cfg.name.clone(), cfg.clone());
@@ -154,11 +221,13 @@ impl Engine {
                 RootMsg::AddServer(Box::new(cfg.clone()), tx)
             })
             .await?;
-            applied.to_start.push(ServerRef {
-                name: cfg.name.clone(),
-                actor,
-                grace: cfg.stop.grace,
-            });
+            if cfg.autostart {
+                applied.to_start.push(ServerRef {
+                    name: cfg.name.clone(),
+                    actor,
+                    grace: cfg.stop.grace,
+                });
+            }
             applied.set.servers.insert(cfg.name.clone(), cfg.clone());
             applied.result.added.push(cfg.name.clone());
         }
@@ -175,7 +244,11 @@ impl Engine {
             applied.result.unchanged.push(s.name.clone());
         }
         for st in self.snapshots(unchanged.clone()).await? {
-            if st.entry.state == ServerState::Failed {
+            let autostart = configs
+                .servers
+                .get(&st.entry.name)
+                .is_none_or(|c| c.autostart);
+            if st.entry.state == ServerState::Failed && autostart {
                 applied
                     .to_start
                     .extend(unchanged.iter().find(|s| s.name == st.entry.name).cloned());

@@ -60,6 +60,20 @@ impl Default for Lifecycle {
     }
 }
 
+impl Lifecycle {
+    /// Whether a child is running or on its way: a stdio server's requests
+    /// then wait for it instead of failing (a stop in progress that a start
+    /// or restart will follow counts).
+    pub(crate) fn child_coming(&self) -> bool {
+        use ServerState as S;
+        match self.phase {
+            S::Starting | S::Running | S::Restarting | S::Idle => true,
+            S::Stopping => self.pending_start || self.to_idle,
+            S::Stopped | S::Failed => false,
+        }
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Event {
@@ -84,11 +98,16 @@ pub(crate) enum Event {
     GroupGone,
     /// The restart backoff ran out.
     BackoffElapsed,
-    /// `restart` by hand (RPC, `xyctl restart`, `top`'s `r`): counted in
-    /// `restart_count` like a policy restart, but not in the retry window
-    /// (a person restarting a server is not a crash loop). The stop and
-    /// start it consists of arrive as their own events.
-    RestartRequested,
+    /// Stop then start as one operation: the endpoint of a stdio server
+    /// stays open and its sessions valid throughout (SPEC §18); requests
+    /// arriving meanwhile wait for the next child. A restart by hand is
+    /// counted in `restart_count` like a policy restart, but not in the
+    /// retry window (a person restarting a server is not a crash loop).
+    RestartRequested(RestartCause),
+    /// The stdio bridge panicked; its successor listens again, and the
+    /// child, which lost its pipes with the old bridge, is killed (its exit
+    /// then goes through the restart policy).
+    BridgeFailed,
     /// An on-demand server listens without a child (boot, auto-start).
     IdleRequested,
     /// An on-demand server's child went unused for `idle-stop`.
@@ -96,6 +115,16 @@ pub(crate) enum Event {
     /// The health verdict turned `unhealthy` and the config asks for a
     /// restart on failure; the text says why (`2 failed health checks (…)`).
     HealthFailed(String),
+}
+
+/// Who asked for a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RestartCause {
+    /// `xyctl restart`, the RPC, `top`'s `r`: counted in `restart_count`.
+    ByHand,
+    /// A reload changed the server's command, args or environment (not its
+    /// port or path): not counted.
+    Reload,
 }
 
 /// What the ServerActor must do, in order.
@@ -124,6 +153,17 @@ pub(crate) enum Action {
     ScheduleGrace(Duration),
     /// Send `BackoffElapsed` after this long.
     ScheduleBackoff(Duration),
+    /// A stdio server's endpoint stops listening and its sessions end
+    /// (`404` from then on): only a real stop asks for it, never a restart,
+    /// a crash or an idle stop.
+    CloseEndpoint,
+    /// The child is being restarted by xy: a stdio server's requests in
+    /// flight fail now with `-32603` naming the restart, and new ones wait
+    /// for the next child; sessions and the listener stay.
+    HoldEndpoint,
+    /// A stdio server's endpoint must listen now (a new bridge after a
+    /// panic), not only before the next spawn.
+    OpenEndpoint,
 }
 
 /// How a child ended, as the policy sees it.
@@ -178,6 +218,64 @@ fn ignored(state: ServerState, event: &Event) {
     tracing::debug!(%state, ?event, "lifecycle: event ignored in this state");
 }
 
+/// A restart, as a stop and a start in one (SPEC §4: `restart` is stop
+/// then start; a stopped or failed server just starts). Like a start by
+/// hand it forgets earlier failures. The endpoint is held, never closed.
+fn begin_restart(
+    s: &mut Lifecycle,
+    cause: RestartCause,
+    grace: Duration,
+    actions: &mut Vec<Action>,
+) {
+    use ServerState as S;
+    let why = match cause {
+        RestartCause::ByHand => "restart requested",
+        RestartCause::Reload => "config changed; restarting",
+    };
+    s.consecutive = 0;
+    s.window.clear();
+    s.backoff_due = false;
+    match s.phase {
+        S::Running | S::Starting if s.group_alive => {
+            s.pending_start = true;
+            go(s, S::Stopping, why.into(), actions);
+            actions.push(Action::HoldEndpoint);
+            actions.push(Action::TermGroup);
+            actions.push(Action::ScheduleGrace(grace));
+        }
+        // The spawn being prepared reads the config in place when it runs.
+        S::Running | S::Starting => {}
+        // Backing off: the old group is being killed already.
+        S::Restarting if s.group_alive => {
+            s.pending_start = true;
+            go(s, S::Stopping, why.into(), actions);
+            actions.push(Action::KillGroup);
+        }
+        // A stop in progress (by hand, idle, or an earlier restart) is
+        // followed by a start.
+        S::Stopping => {
+            s.pending_start = true;
+            s.to_idle = false;
+        }
+        S::Restarting | S::Stopped | S::Failed | S::Idle => {
+            s.pending_start = false;
+            go(s, S::Starting, why.into(), actions);
+            actions.push(Action::Spawn);
+        }
+    }
+}
+
+fn go(s: &mut Lifecycle, to: ServerState, reason: String, actions: &mut Vec<Action>) {
+    if s.phase != to {
+        actions.push(Action::Transition {
+            from: s.phase,
+            to,
+            reason,
+        });
+        s.phase = to;
+    }
+}
+
 /// One step of the state machine.
 pub(crate) fn next(
     state: &Lifecycle,
@@ -189,16 +287,6 @@ pub(crate) fn next(
     let mut s = state.clone();
     let mut actions = Vec::new();
     let from = state.phase;
-    fn go(s: &mut Lifecycle, to: ServerState, reason: String, actions: &mut Vec<Action>) {
-        if s.phase != to {
-            actions.push(Action::Transition {
-                from: s.phase,
-                to,
-                reason,
-            });
-            s.phase = to;
-        }
-    }
 
     use ServerState as S;
     match (from, event) {
@@ -313,6 +401,7 @@ pub(crate) fn next(
         (_, Event::ChildExited { .. }) => s.run_started = None,
 
         (S::Running | S::Starting, Event::StopRequested) => {
+            actions.push(Action::CloseEndpoint);
             if s.group_alive {
                 go(&mut s, S::Stopping, "stop requested".into(), &mut actions);
                 actions.push(Action::TermGroup);
@@ -322,6 +411,7 @@ pub(crate) fn next(
             }
         }
         (S::Restarting, Event::StopRequested) => {
+            actions.push(Action::CloseEndpoint);
             s.backoff_due = false;
             if s.group_alive {
                 go(&mut s, S::Stopping, "stop requested".into(), &mut actions);
@@ -330,13 +420,21 @@ pub(crate) fn next(
                 go(&mut s, S::Stopped, "stop requested".into(), &mut actions);
             }
         }
+        // A stop overtaking a restart or an idle stop ends the sessions too.
         (S::Stopping, Event::StopRequested) => {
+            actions.push(Action::CloseEndpoint);
             s.pending_start = false;
             s.to_idle = false;
         }
-        (S::Stopped | S::Failed, Event::StopRequested) => s.pending_start = false,
+        // A failed stdio server may still listen (its sessions wait for a
+        // start): `stop` ends that.
+        (S::Stopped | S::Failed, Event::StopRequested) => {
+            actions.push(Action::CloseEndpoint);
+            s.pending_start = false;
+        }
         // An on-demand server with no child: `stop` stops listening too.
         (S::Idle, Event::StopRequested) => {
+            actions.push(Action::CloseEndpoint);
             s.pending_start = false;
             go(&mut s, S::Stopped, "stop requested".into(), &mut actions);
         }
@@ -413,13 +511,32 @@ pub(crate) fn next(
         }
         (_, ev @ Event::BackoffElapsed) => ignored(from, &ev),
 
-        (_, Event::RestartRequested) => s.restart_count = s.restart_count.saturating_add(1),
+        (_, Event::RestartRequested(cause)) => {
+            if cause == RestartCause::ByHand {
+                s.restart_count = s.restart_count.saturating_add(1);
+            }
+            begin_restart(&mut s, cause, grace, &mut actions);
+        }
+
+        (S::Running | S::Starting | S::Stopping, Event::BridgeFailed) if s.group_alive => {
+            if s.killed_for.is_none() && s.phase != S::Stopping {
+                s.killed_for = Some("its stdio bridge failed".to_owned());
+            }
+            actions.push(Action::OpenEndpoint);
+            actions.push(Action::KillGroup);
+        }
+        (_, Event::BridgeFailed) => {
+            if s.child_coming() {
+                actions.push(Action::OpenEndpoint);
+            }
+        }
 
         // Only a running child is restarted for its health, and only once
         // per run: the SIGTERM (SIGKILL after `stop.grace`) ends it, and its
         // exit goes through the restart policy like any failure.
         (S::Running, Event::HealthFailed(why)) if s.killed_for.is_none() => {
             s.killed_for = Some(why);
+            actions.push(Action::HoldEndpoint);
             actions.push(Action::DropProbe);
             actions.push(Action::TermGroup);
             actions.push(Action::ScheduleGrace(grace));

@@ -32,6 +32,11 @@ pub(crate) struct ServerSnapshot {
     pub(crate) agent_allow_restart: bool,
     /// The stop grace the engine's stop waits are bounded by.
     pub(crate) grace: Duration,
+    /// A child runs or is on its way ([`Lifecycle::child_coming`]): a stdio
+    /// server's requests wait for it. Not shown by `list`.
+    ///
+    /// [`Lifecycle::child_coming`]: super::lifecycle::Lifecycle::child_coming
+    pub(crate) child_coming: bool,
     /// This snapshot's `list` row, serialised once (D41): every new
     /// snapshot starts with an empty cache, so it cannot go stale.
     pub(crate) row: RowCache,
@@ -64,6 +69,7 @@ impl ServerSnapshot {
             tool_count: None,
             agent_allow_restart: config.agent.allow_restart,
             grace: config.stop.grace,
+            child_coming: false,
             row: RowCache::default(),
         }
     }
@@ -130,7 +136,8 @@ impl ServerActorState {
                 && s.health == *health
                 && s.tool_count == self.mcp.tool_count()
                 && s.agent_allow_restart == self.config.agent.allow_restart
-                && s.grace == self.config.stop.grace;
+                && s.grace == self.config.stop.grace
+                && s.child_coming == self.lc.child_coming();
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -145,6 +152,7 @@ impl ServerActorState {
                     tool_count: self.mcp.tool_count(),
                     agent_allow_restart: self.config.agent.allow_restart,
                     grace: self.config.stop.grace,
+                    child_coming: self.lc.child_coming(),
                     row: RowCache::default(),
                 };
                 // Built here, once, rather than by the next `list`.

@@ -32,6 +32,10 @@ impl bridge::Owner for Owner {
         self.snapshot.borrow().state
     }
 
+    fn child_coming(&self) -> bool {
+        self.snapshot.borrow().child_coming
+    }
+
     fn demand(&self) {
         let _ = self.server.cast(ServerMsg::Demand);
     }
@@ -138,6 +142,16 @@ impl ServerActorState {
         }
     }
 
+    /// The child is being restarted by xy: what is in flight fails naming
+    /// the restart; new requests wait for the next child.
+    pub(super) fn hold_bridge(&self) {
+        if let Some(b) = &self.bridge {
+            let _ = b
+                .actor
+                .cast(BridgeMsg::Hold("restart requested".to_owned()));
+        }
+    }
+
     /// A stop: the listener closes and every stream ends.
     pub(super) fn close_bridge(&mut self, why: &str) {
         if let Some(b) = &mut self.bridge
@@ -150,8 +164,10 @@ impl ServerActorState {
 }
 
 impl ServerActorState {
-    /// The bridge panicked: start a new one; the child lost its pipes with
-    /// the old one, so it is killed and restarted by its policy.
+    /// The bridge panicked: start a new one, and let the lifecycle decide
+    /// the rest (the child lost its pipes with the old bridge: it is killed
+    /// and restarted by its policy; the new bridge listens at once if the
+    /// endpoint was open, an idle on-demand server's included).
     pub(super) async fn bridge_failed(
         &mut self,
         myself: &ActorRef<ServerMsg>,
@@ -164,7 +180,7 @@ impl ServerActorState {
         tracing::error!(server = %self.config.name, %error, "stdio bridge failed; starting a new one");
         self.bridge = None;
         self.ensure_bridge(myself).await;
-        self.child.signal(nix::sys::signal::Signal::SIGKILL);
+        self.apply(myself, super::Event::BridgeFailed);
     }
 }
 

@@ -29,9 +29,14 @@ pub(crate) fn params(t: &Targets) -> TargetParams {
 pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failure> {
     let mut client = daemon_conn::connect(ctx)?;
     let p = params(t);
+    let mut exit = Exit::Success;
     let text = match action {
         Action::Start => {
             let r: StartResult = client.call(method::START, Some(&p), CONTROL_TIMEOUT)?;
+            // A start a stop overtook did not do what was asked.
+            if !r.cancelled.is_empty() {
+                exit = Exit::Operational;
+            }
             render::render_start(&r, &ctx.out)
         }
         Action::Stop => {
@@ -48,7 +53,7 @@ pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failur
     } else {
         output::stdout(&text);
     }
-    Ok(Exit::Success)
+    Ok(exit)
 }
 
 #[cfg(test)]

@@ -24,6 +24,13 @@ pub(crate) fn render_start(r: &StartResult, style: &Style) -> String {
         Paint::Dim,
         style,
     );
+    lines(
+        &mut out,
+        &r.cancelled,
+        "not started (a stop came first)",
+        Paint::Red,
+        style,
+    );
     out
 }
 
@@ -78,10 +85,11 @@ mod tests {
         let s = StartResult {
             started: v(&["a", "b"]),
             already_running: v(&["c"]),
+            cancelled: v(&["d"]),
         };
         assert_eq!(
             render_start(&s, &Style::PLAIN),
-            "a: started\nb: started\nc: already running\n"
+            "a: started\nb: started\nc: already running\nd: not started (a stop came first)\n"
         );
         let s = StopResult {
             stopped: v(&["a"]),

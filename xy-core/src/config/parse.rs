@@ -31,6 +31,7 @@ const TOP_FIELDS: &[&str] = &[
     "on-demand",
     "env",
     "working-dir",
+    "autostart",
     "restart",
     "stop",
     "health",
@@ -199,6 +200,20 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                     }
                 }
             }
+            "autostart" => {
+                let example = "autostart #false";
+                if let Some(e) = cx.single(node, example) {
+                    match e.value() {
+                        KdlValue::Bool(v) => b.autostart = Some(*v),
+                        _ => cx.wrong_type(
+                            node,
+                            e,
+                            "a boolean",
+                            "write #true or #false (KDL v1 files: true or false)".to_owned(),
+                        ),
+                    }
+                }
+            }
             "transport" => {
                 let example = "transport \"stdio\"";
                 if let Some(e) = cx.single(node, example)
@@ -363,6 +378,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 stop: b.stop,
                 health: b.health,
                 agent: b.agent,
+                autostart: b.autostart.unwrap_or(true),
                 content_hash: 0,
             };
             config.content_hash = content_hash(&config);
@@ -400,6 +416,8 @@ struct Builder {
     secrets: Vec<super::SecretSpec>,
     hooks: super::HooksConfig,
     agent: super::AgentConfig,
+    /// `autostart`; `None`: not written (`#true`).
+    autostart: Option<bool>,
 }
 
 fn check_name(cx: &mut Cx<'_>, name: &str) {

@@ -280,8 +280,17 @@ fn control_results() {
         &StartResult {
             started: vec!["a".into()],
             already_running: vec![],
+            cancelled: vec![],
         },
         json!({"started": ["a"], "already_running": []}),
+    );
+    pin(
+        &StartResult {
+            started: vec![],
+            already_running: vec![],
+            cancelled: vec!["a".into()],
+        },
+        json!({"started": [], "already_running": [], "cancelled": ["a"]}),
     );
     pin(
         &StopResult {

@@ -100,12 +100,36 @@ fn every_row() {
             S::Running,
             Event::StopRequested,
             S::Stopping,
-            vec![Action::TermGroup, Action::ScheduleGrace(GRACE)],
+            vec![
+                Action::CloseEndpoint,
+                Action::TermGroup,
+                Action::ScheduleGrace(GRACE),
+            ],
         ),
-        (S::Restarting, Event::StopRequested, S::Stopped, vec![]),
-        (S::Stopping, Event::StopRequested, S::Stopping, vec![]),
-        (S::Stopped, Event::StopRequested, S::Stopped, vec![]),
-        (S::Failed, Event::StopRequested, S::Failed, vec![]),
+        (
+            S::Restarting,
+            Event::StopRequested,
+            S::Stopped,
+            vec![Action::CloseEndpoint],
+        ),
+        (
+            S::Stopping,
+            Event::StopRequested,
+            S::Stopping,
+            vec![Action::CloseEndpoint],
+        ),
+        (
+            S::Stopped,
+            Event::StopRequested,
+            S::Stopped,
+            vec![Action::CloseEndpoint],
+        ),
+        (
+            S::Failed,
+            Event::StopRequested,
+            S::Failed,
+            vec![Action::CloseEndpoint],
+        ),
         (
             S::Stopping,
             Event::GraceExpired,
@@ -132,6 +156,7 @@ fn every_row() {
             health("2 failed health checks (timed out)"),
             S::Running,
             vec![
+                Action::HoldEndpoint,
                 Action::DropProbe,
                 Action::TermGroup,
                 Action::ScheduleGrace(GRACE),
@@ -293,7 +318,10 @@ fn stop_while_restarting_with_group_alive_kills() {
     let (s, _) = next(&at(S::Running), exit(Some(1), None), &c, GRACE, now);
     let (s, actions) = next(&s, Event::StopRequested, &c, GRACE, now);
     assert_eq!(s.phase, S::Stopping);
-    assert_eq!(effects(&actions), vec![Action::KillGroup]);
+    assert_eq!(
+        effects(&actions),
+        vec![Action::CloseEndpoint, Action::KillGroup]
+    );
     let (s, _) = next(&s, Event::BackoffElapsed, &c, GRACE, now);
     assert_eq!(s.phase, S::Stopping);
     let (s, _) = next(&s, Event::GroupGone, &c, GRACE, now);
@@ -360,23 +388,177 @@ fn reasons_name_the_exit() {
 }
 
 #[test]
-fn a_restart_by_hand_counts_but_leaves_the_retry_window_alone() {
+fn a_restart_by_hand_counts_a_reload_restart_does_not_and_neither_fills_the_window() {
     let now = Instant::now();
-    for phase in [S::Running, S::Stopped, S::Failed, S::Restarting] {
-        let mut before = at(phase);
-        before.window.push_back(now);
-        let (after, actions) = step(
-            &before,
-            Event::RestartRequested,
-            RestartPolicy::OnFailure,
+    for (cause, counted) in [(RestartCause::ByHand, 1), (RestartCause::Reload, 0)] {
+        for phase in [S::Running, S::Stopped, S::Failed, S::Restarting, S::Idle] {
+            let mut before = at(phase);
+            before.window.push_back(now);
+            let (after, _) = step(
+                &before,
+                Event::RestartRequested(cause),
+                RestartPolicy::OnFailure,
+                now,
+            );
+            assert_eq!(after.restart_count, counted, "{cause:?} {phase:?}");
+            // Like a start by hand: a fresh beginning, not a crash.
+            assert!(after.window.is_empty(), "{cause:?} {phase:?}");
+        }
+    }
+}
+
+/// SPEC §18: a restart holds the endpoint (never closes it) and ends in a
+/// spawn, through a stop when a child runs.
+#[test]
+fn a_restart_is_a_stop_then_a_start_that_holds_the_endpoint() {
+    let now = Instant::now();
+    let p = RestartPolicy::OnFailure;
+    let (s, actions) = step(
+        &at(S::Running),
+        Event::RestartRequested(RestartCause::ByHand),
+        p,
+        now,
+    );
+    assert_eq!(s.phase, S::Stopping);
+    assert!(s.pending_start && s.child_coming(), "{s:?}");
+    assert_eq!(
+        effects(&actions),
+        vec![
+            Action::HoldEndpoint,
+            Action::TermGroup,
+            Action::ScheduleGrace(GRACE)
+        ]
+    );
+    let (s, actions) = step(&s, exit(Some(0), None), p, now);
+    assert_eq!(s.phase, S::Stopping);
+    assert!(s.child_coming(), "the leader's exit is expected");
+    assert!(!actions.contains(&Action::CloseEndpoint), "{actions:?}");
+    let (s, actions) = step(&s, Event::GroupGone, p, now);
+    assert_eq!(s.phase, S::Starting);
+    assert_eq!(effects(&actions), vec![Action::Spawn]);
+    let (s, _) = step(&s, Event::Spawned, p, now);
+    assert_eq!(s.phase, S::Running);
+
+    // From stopped, failed, idle or a backoff wait: straight to a spawn.
+    for phase in [S::Stopped, S::Failed, S::Idle] {
+        let (s, actions) = step(
+            &at(phase),
+            Event::RestartRequested(RestartCause::Reload),
+            p,
             now,
         );
-        assert_eq!(after.restart_count, 1, "{phase:?}");
-        assert_eq!(
-            after.phase, phase,
-            "the stop and start come as their own events"
+        assert_eq!(s.phase, S::Starting, "{phase:?}");
+        assert_eq!(effects(&actions), vec![Action::Spawn], "{phase:?}");
+    }
+    let mut backing_off = at(S::Restarting);
+    backing_off.group_alive = true;
+    let (s, actions) = step(
+        &backing_off,
+        Event::RestartRequested(RestartCause::ByHand),
+        p,
+        now,
+    );
+    assert_eq!(s.phase, S::Stopping);
+    assert!(s.pending_start);
+    assert_eq!(effects(&actions), vec![Action::KillGroup]);
+}
+
+/// Only a real stop ends a stdio server's sessions; a crash, a health
+/// restart and an idle stop never do.
+#[test]
+fn only_a_stop_closes_the_endpoint() {
+    let now = Instant::now();
+    let p = RestartPolicy::OnFailure;
+    for phase in [
+        S::Running,
+        S::Starting,
+        S::Restarting,
+        S::Stopping,
+        S::Stopped,
+        S::Failed,
+        S::Idle,
+    ] {
+        let (s, actions) = step(&at(phase), Event::StopRequested, p, now);
+        assert!(
+            actions.contains(&Action::CloseEndpoint),
+            "{phase:?}: {actions:?}"
         );
-        assert_eq!(after.window.len(), 1, "{phase:?}");
+        assert!(!s.pending_start && !s.to_idle, "{phase:?}");
+    }
+    // A stop overtaking a restart cancels its start and ends the sessions.
+    let (restarting, _) = step(
+        &at(S::Running),
+        Event::RestartRequested(RestartCause::ByHand),
+        p,
+        now,
+    );
+    let (s, actions) = step(&restarting, Event::StopRequested, p, now);
+    assert!(actions.contains(&Action::CloseEndpoint));
+    assert!(!s.pending_start && !s.child_coming());
+
+    let quiet = [
+        exit(Some(1), None),
+        exit(None, Some(9)),
+        health("2 failed health checks (timed out)"),
+        Event::IdleStopRequested,
+        Event::GraceExpired,
+        Event::GroupGone,
+        Event::BackoffElapsed,
+    ];
+    for ev in quiet {
+        for phase in [S::Running, S::Restarting, S::Idle] {
+            let (_, actions) = step(&at(phase), ev.clone(), p, now);
+            assert!(
+                !actions.contains(&Action::CloseEndpoint),
+                "{phase:?} {ev:?}: {actions:?}"
+            );
+        }
+    }
+    // An idle stop keeps listening: a request wakes the server.
+    let (s, _) = step(&at(S::Running), Event::IdleStopRequested, p, now);
+    assert!(s.child_coming());
+    let (s, _) = step(&s, Event::GroupGone, p, now);
+    assert_eq!(s.phase, S::Idle);
+}
+
+/// A health restart lets go of the wedged child at once: its requests
+/// fail naming the restart, new ones wait for the next child.
+#[test]
+fn a_health_restart_holds_the_endpoint() {
+    let (_, actions) = step(
+        &at(S::Running),
+        health("2 failed health checks (timed out)"),
+        RestartPolicy::OnFailure,
+        Instant::now(),
+    );
+    assert_eq!(actions.first(), Some(&Action::HoldEndpoint), "{actions:?}");
+}
+
+/// A panicked bridge: the child is killed by the lifecycle (its exit goes
+/// through the policy) and the new bridge listens wherever the endpoint
+/// was open, an idle on-demand server's included.
+#[test]
+fn a_failed_bridge_kills_the_child_and_listens_again() {
+    let now = Instant::now();
+    let p = RestartPolicy::OnFailure;
+    let (s, actions) = step(&at(S::Running), Event::BridgeFailed, p, now);
+    assert_eq!(
+        effects(&actions),
+        vec![Action::OpenEndpoint, Action::KillGroup]
+    );
+    assert!(
+        s.killed_for
+            .as_deref()
+            .is_some_and(|w| w.contains("bridge"))
+    );
+    let (s, _) = step(&s, exit(None, Some(9)), p, now);
+    assert_eq!(s.phase, S::Restarting);
+
+    let (s, actions) = step(&at(S::Idle), Event::BridgeFailed, p, now);
+    assert_eq!(s.phase, S::Idle);
+    assert_eq!(effects(&actions), vec![Action::OpenEndpoint]);
+    for phase in [S::Stopped, S::Failed] {
+        let (_, actions) = step(&at(phase), Event::BridgeFailed, p, now);
         assert!(actions.is_empty(), "{phase:?}: {actions:?}");
     }
 }
@@ -546,7 +728,11 @@ fn a_stop_during_a_health_restart_is_an_ordinary_stop() {
     assert_eq!(s.phase, S::Stopping);
     assert_eq!(
         effects(&actions),
-        vec![Action::TermGroup, Action::ScheduleGrace(GRACE)]
+        vec![
+            Action::CloseEndpoint,
+            Action::TermGroup,
+            Action::ScheduleGrace(GRACE)
+        ]
     );
     // The leader exits 0: expected while stopping, no restart.
     let (s, actions) = step(&s, exit(Some(0), None), p, now);
