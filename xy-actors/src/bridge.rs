@@ -108,6 +108,9 @@ pub(crate) enum BridgeMsg {
     },
     /// Once a second: expire waiting requests, prune closed exchanges.
     Tick,
+    /// Fault injection (unit tests): panic in the handler.
+    #[cfg(test)]
+    InjectPanic,
 }
 
 /// What a bridge needs of the ServerActor that owns it (implemented in
@@ -288,6 +291,8 @@ impl Actor for BridgeActor {
                 let _ = ack.send(known);
             }
             BridgeMsg::Tick => st.tick(),
+            #[cfg(test)]
+            BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),
         }
         Ok(())
     }

@@ -165,6 +165,15 @@ pub(crate) enum ServerMsg {
     },
     /// Fault injection: panic in the handler.
     InjectPanic,
+    /// Fault injection (unit tests): make the stdio bridge panic.
+    #[cfg(test)]
+    InjectBridgePanic,
+    /// Try again to listen (an `OpenEndpoint` whose bind failed: the
+    /// panicked bridge's listener may not be closed yet).
+    Relisten {
+        /// Tries so far.
+        attempt: u32,
+    },
 }
 
 /// Tells the actor's owner (the root) what to restore if the actor dies:
@@ -499,6 +508,17 @@ impl Actor for ServerActor {
             // A preparation overtaken by a stop or a newer start.
             ServerMsg::Prepared { .. } => {}
             ServerMsg::InjectPanic => panic!("injected panic in ServerActor {}", st.config.name),
+            #[cfg(test)]
+            ServerMsg::InjectBridgePanic => {
+                if let Some(b) = &st.bridge {
+                    let _ = b.actor.cast(crate::bridge::BridgeMsg::InjectPanic);
+                }
+            }
+            ServerMsg::Relisten { attempt } => {
+                if st.lc.child_coming() {
+                    st.open_endpoint(&myself, attempt);
+                }
+            }
         }
         st.publish();
         Ok(())
@@ -557,11 +577,7 @@ impl ServerActorState {
                     }
                     Action::CloseEndpoint => self.close_bridge("stop requested"),
                     Action::HoldEndpoint => self.hold_bridge(),
-                    Action::OpenEndpoint => {
-                        if let Err(failure) = self.ensure_listening() {
-                            tracing::warn!(server = %self.config.name, "{}", failure.error);
-                        }
-                    }
+                    Action::OpenEndpoint => self.open_endpoint(myself, 0),
                 }
             }
         }

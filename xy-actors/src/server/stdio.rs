@@ -135,6 +135,25 @@ impl ServerActorState {
         }
     }
 
+    /// Listen now (the lifecycle's `OpenEndpoint`). The bind can fail for a
+    /// moment after a bridge panic, until the dead bridge's listener task
+    /// has closed its socket: then it is tried again shortly, a bounded
+    /// number of times.
+    pub(super) fn open_endpoint(&mut self, myself: &ActorRef<ServerMsg>, attempt: u32) {
+        const TRIES: u32 = 50;
+        const PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+        match self.ensure_listening() {
+            Ok(()) => {}
+            Err(_) if attempt + 1 < TRIES => {
+                let attempt = attempt + 1;
+                myself.send_after(PAUSE, move || ServerMsg::Relisten { attempt });
+            }
+            Err(failure) => {
+                tracing::warn!(server = %self.config.name, "{}", failure.error);
+            }
+        }
+    }
+
     /// After a spawn: the child's protocol pipes go to the bridge.
     pub(super) fn attach(&self, run: u64, io: Option<ChildStdio>) {
         if let (Some(b), Some(io)) = (&self.bridge, io) {

@@ -392,3 +392,96 @@ async fn transitions_are_published_as_events() {
         ["starting", "running", "restarting", "starting", "running"]
     );
 }
+
+async fn restart(a: &ActorRef<ServerMsg>) -> StartOutcome {
+    a.call(
+        |reply| ServerMsg::Restart {
+            cause: RestartCause::ByHand,
+            reply,
+        },
+        Some(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap()
+    .success_or(ractor::RactorErr::<()>::Timeout)
+    .unwrap_or_else(|_| panic!("no restart reply"))
+}
+
+/// A restart is one operation: it answers once the new child runs, and is
+/// counted once.
+#[tokio::test(start_paused = true)]
+async fn a_restart_answers_once_the_new_child_runs() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let first = f.spawner.last();
+    assert_eq!(restart(&f.actor).await, StartOutcome::Started);
+    assert_eq!(first.signals(), [Signal::SIGTERM]);
+    assert_eq!(f.spawner.spawns(), 2);
+    let s = status(&f.actor).await;
+    assert_eq!(s.entry.state, ServerState::Running);
+    assert_eq!(s.entry.restart_count, 1);
+    f.actor.stop(None);
+}
+
+/// Issue 26: a start that a stop overtakes says so (`Cancelled`, which
+/// the engine reports in `StartResult.cancelled`) rather than nothing.
+#[tokio::test(start_paused = true)]
+async fn a_start_overtaken_by_a_stop_is_cancelled() {
+    let f = fixture(cfg(RestartPolicy::Always, 5)).await;
+    f.spawner.ignore_term(true);
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let a = f.actor.clone();
+    let stopping = tokio::spawn(async move { stop(&a).await });
+    wait_state(&f.actor, ServerState::Stopping).await;
+    // Waits for the stop in progress…
+    let a = f.actor.clone();
+    let starting = tokio::spawn(async move { start(&a).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // …and a second stop cancels it.
+    let a = f.actor.clone();
+    let second = tokio::spawn(async move { stop(&a).await });
+    assert_eq!(starting.await.unwrap(), StartOutcome::Cancelled);
+    assert_eq!(stopping.await.unwrap(), StopOutcome::Stopped);
+    assert_eq!(second.await.unwrap(), StopOutcome::Stopped);
+    assert_eq!(status(&f.actor).await.entry.state, ServerState::Stopped);
+    f.actor.stop(None);
+}
+
+/// Issue 26: after its bridge panicked, an idle on-demand server listens
+/// again (it stayed `idle` and deaf), and a request still wakes it.
+#[tokio::test]
+async fn an_idle_on_demand_server_listens_again_after_its_bridge_panicked() {
+    let port = xy_testbins::locate::free_port();
+    let mut config = cfg(RestartPolicy::Always, 5);
+    config.transport = xy_core::protocol::Transport::Stdio;
+    config.port = port;
+    config.on_demand = Some(xy_core::config::OnDemandConfig::default());
+    let f = fixture(config).await;
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    assert_eq!(f.snapshot.borrow().state, ServerState::Idle);
+    let connects = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+    assert!(connects(), "idle: listening");
+
+    f.actor.cast(ServerMsg::InjectBridgePanic).unwrap();
+    // A request reaches the new bridge and wakes the server (the old
+    // listener may answer, or refuse, for a moment: try until it spawns).
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.spawner.spawns() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "deaf after the bridge panic (state {:?})",
+            status(&f.actor).await.entry.state
+        );
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = std::io::Write::write_all(&mut s, req.as_bytes());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(connects());
+    f.actor.stop(None);
+}
