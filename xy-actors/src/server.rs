@@ -28,6 +28,7 @@ use crate::events::{EngineEvent, EventBus};
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::ledger::McpState;
+use crate::log_router::redact::Redactor;
 use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
 
@@ -727,7 +728,7 @@ impl ServerActorState {
             Ok(handle) => {
                 tracing::info!(server = %self.config.name, pid = handle.pid(), "spawned");
                 self.attach(run, handle.take_stdio());
-                self.start_probe(myself, run);
+                self.start_probe(myself, run, Redactor::for_spawn(config));
                 self.child = ChildSlot {
                     handle: Some(handle.clone()),
                     armed: true,
@@ -990,7 +991,7 @@ impl ServerActorState {
     }
 
     /// Starts the probe for spawn `run`, if the config has a `health` block.
-    fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
+    fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64, r: Option<Arc<Redactor>>) {
         self.end_probe();
         // The era and the tools are learned again for every spawn.
         self.mcp.on_spawn();
@@ -999,7 +1000,7 @@ impl ServerActorState {
         };
         self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
         let me = myself.clone();
-        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, move |report| {
+        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, r, move |report| {
             me.cast(ServerMsg::Health { run, report }).is_ok()
         }));
     }
