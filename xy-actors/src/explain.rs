@@ -14,6 +14,10 @@ pub(crate) const IMMEDIATE: Duration = Duration::from_secs(3);
 const STDERR_LINES: usize = 2;
 const STDERR_LINE_CHARS: usize = 200;
 
+/// Stderr lines the ServerActor hands in: the last burst, long enough to
+/// hold a whole Node or Python stack trace, whose telling line is at its top.
+pub(crate) const STDERR_TAIL: usize = 40;
+
 /// The recognised cause.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Cause {
@@ -125,15 +129,10 @@ pub(crate) fn explain(input: &Input<'_>, now: SystemTime) -> String {
     }
     // A spawn failure has no output of its own; older lines would mislead.
     if input.spawn_error.is_none() {
-        let mut lines: Vec<String> = input
-            .stderr
+        let lines: Vec<String> = telling(input.stderr)
             .iter()
-            .rev()
-            .filter(|l| !l.trim().is_empty())
-            .take(STDERR_LINES)
             .map(|l| quote(l.trim()))
             .collect();
-        lines.reverse();
         if !lines.is_empty() {
             parts.push(format!("last stderr: {}", lines.join(" / ")));
         }
@@ -147,6 +146,60 @@ pub(crate) fn explain(input: &Input<'_>, now: SystemTime) -> String {
         ));
     }
     parts.join("; ")
+}
+
+/// The lines worth quoting from the last stderr burst, oldest first: the
+/// line that names the failure when there is one (a stack trace's last
+/// physical line is a frame or the `}` of an error's properties), else the
+/// last [`STDERR_LINES`] non-blank lines. In order of preference:
+/// - Python: the last unindented line after the last `Traceback` header
+///   (`ValueError: …`);
+/// - Rust: the last `panicked at` line, with the message line after it;
+/// - the newest line, not a stack frame, with `Error`, `Exception` or
+///   `fatal` (Node's `Error: …`, Java's, Go's `fatal error: …`).
+fn telling(stderr: &[String]) -> Vec<&str> {
+    let frame = |l: &str| {
+        let t = l.trim_start();
+        t.starts_with("at ") || t.starts_with("File \"") || t.starts_with("...")
+    };
+    let blank = |l: &str| l.trim().is_empty();
+    if let Some(tb) = stderr.iter().rposition(|l| {
+        l.trim_start()
+            .starts_with("Traceback (most recent call last)")
+    }) && let Some(last) = stderr[tb + 1..]
+        .iter()
+        .rev()
+        .find(|l| !blank(l) && !l.starts_with(char::is_whitespace))
+    {
+        return vec![last.as_str()];
+    }
+    if let Some(p) = stderr.iter().rposition(|l| l.contains("panicked at")) {
+        let mut out = vec![stderr[p].as_str()];
+        // Since Rust 1.73 the message is on the line after `panicked at …:`.
+        if stderr[p].trim_end().ends_with(':')
+            && let Some(msg) = stderr.get(p + 1).filter(|l| !blank(l))
+        {
+            out.push(msg.as_str());
+        }
+        return out;
+    }
+    if let Some(l) = stderr.iter().rev().find(|l| {
+        !frame(l)
+            && (l.contains("Error")
+                || l.contains("Exception")
+                || l.to_ascii_lowercase().contains("fatal"))
+    }) {
+        return vec![l.as_str()];
+    }
+    let mut last: Vec<&str> = stderr
+        .iter()
+        .rev()
+        .filter(|l| !blank(l))
+        .take(STDERR_LINES)
+        .map(String::as_str)
+        .collect();
+    last.reverse();
+    last
 }
 
 fn quote(line: &str) -> String {
@@ -313,5 +366,108 @@ mod tests {
         let text = explain(&i, SystemTime::now());
         assert!(text.chars().count() < 260, "{text}");
         assert!(text.ends_with('…'));
+    }
+
+    fn last_stderr(stderr: &[&str]) -> String {
+        let stderr = lines(stderr);
+        let i = Input {
+            code: Some(1),
+            ran_for: Some(Duration::from_millis(300)),
+            stderr: &stderr,
+            ..Input::default()
+        };
+        let text = explain(&i, SystemTime::now());
+        text.split_once("last stderr: ")
+            .map(|(_, s)| s.to_owned())
+            .unwrap_or(text)
+    }
+
+    // Issue 26: the explainer quoted `}` (the end of the error's
+    // properties) as the last stderr line of this Node crash.
+    #[test]
+    fn a_node_stack_trace_is_quoted_by_its_error_line() {
+        let node = [
+            "node:events:497",
+            "      throw er; // Unhandled 'error' event",
+            "      ^",
+            "",
+            "Error: listen EADDRINUSE: address already in use :::8421",
+            "    at Server.setupListenHandle [as _listen2] (node:net:1872:16)",
+            "    at listenInCluster (node:net:1920:12)",
+            "    at Server.listen (node:net:2008:7)",
+            "    at Object.<anonymous> (/srv/weather/server.js:14:8)",
+            "    at Module._compile (node:internal/modules/cjs/loader:1469:14)",
+            "Emitted 'error' event on Server instance at:",
+            "    at emitErrorNT (node:net:1899:8)",
+            "    at process.processTicksAndRejections (node:internal/process/task_queues:82:21) {",
+            "  code: 'EADDRINUSE',",
+            "  errno: -98,",
+            "  syscall: 'listen',",
+            "  address: '::',",
+            "  port: 8421",
+            "}",
+            "",
+            "Node.js v20.17.0",
+        ];
+        assert_eq!(
+            last_stderr(&node),
+            "Error: listen EADDRINUSE: address already in use :::8421"
+        );
+        let thrown = [
+            "/srv/weather/server.js:3",
+            "  throw new Error(\"missing API_TOKEN\");",
+            "  ^",
+            "",
+            "Error: missing API_TOKEN",
+            "    at Object.<anonymous> (/srv/weather/server.js:3:9)",
+            "    at new NodeError (node:internal/errors:405:5)",
+            "",
+            "Node.js v20.17.0",
+        ];
+        assert_eq!(last_stderr(&thrown), "Error: missing API_TOKEN");
+    }
+
+    #[test]
+    fn a_python_traceback_is_quoted_by_its_last_line() {
+        let py = [
+            "Traceback (most recent call last):",
+            "  File \"/srv/weather/weather.py\", line 4, in <module>",
+            "    token = os.environ[\"API_TOKEN\"]",
+            "  File \"<frozen os>\", line 714, in __getitem__",
+            "KeyError: 'API_TOKEN'",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            "  File \"/srv/weather/weather.py\", line 6, in <module>",
+            "    raise SystemExit(\"set API_TOKEN\")",
+            "SystemExit: set API_TOKEN",
+        ];
+        assert_eq!(last_stderr(&py), "SystemExit: set API_TOKEN");
+    }
+
+    #[test]
+    fn a_rust_panic_is_quoted_with_its_message() {
+        let rust = [
+            "thread 'main' panicked at src/main.rs:12:41:",
+            "missing API_TOKEN: NotPresent",
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+        ];
+        assert_eq!(
+            last_stderr(&rust),
+            "thread 'main' panicked at src/main.rs:12:41: / missing API_TOKEN: NotPresent"
+        );
+        let go = [
+            "fatal error: all goroutines are asleep - deadlock!",
+            "",
+            "goroutine 1 [chan receive]:",
+            "main.main()",
+            "\t/srv/x/main.go:5 +0x1d",
+            "exit status 2",
+        ];
+        assert_eq!(
+            last_stderr(&go),
+            "fatal error: all goroutines are asleep - deadlock!"
+        );
     }
 }

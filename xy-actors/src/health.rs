@@ -6,8 +6,15 @@
 //! The ServerActor starts the task when its child is spawned and stops it
 //! when the child exits or is being stopped; nothing runs without a
 //! `health` block. Stopping lets an MCP probe end its session (`DELETE`).
+//!
+//! Every text a report carries comes from the server (a JSON-RPC error's
+//! message, its self-description) and goes on to `daemon.log`, `status`,
+//! events and hooks, so it leaves the task through [`scrub`]: the child's
+//! secret values redacted (SPEC §16), then cut to [`MAX_TEXT`].
 
 use std::time::{Duration, Instant, SystemTime};
+
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use xy_core::config::{HealthConfig, ProbeKind};
@@ -25,6 +32,51 @@ const FIRST_PROBE: Duration = Duration::from_secs(1);
 const LIST_TIMEOUTS: u32 = 4;
 
 pub(crate) use mcp::McpInfo;
+
+use crate::log_router::redact::Redactor;
+
+/// A report's text is cut to this many characters: a server's error message
+/// has no length limit, and it is kept in `status` and every event.
+pub(crate) const MAX_TEXT: usize = 300;
+
+/// `text` with the child's secrets replaced by `[redacted:NAME]`, then cut
+/// to [`MAX_TEXT`] characters (after redaction, so a cut never leaves half a
+/// value behind).
+pub(crate) fn scrub(text: String, redactor: Option<&Redactor>) -> String {
+    let text = match redactor.and_then(|r| r.redact_bytes(text.as_bytes())) {
+        Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        None => text,
+    };
+    if text.chars().count() <= MAX_TEXT {
+        return text;
+    }
+    let mut cut: String = text.chars().take(MAX_TEXT - 1).collect();
+    cut.push('…');
+    cut
+}
+
+impl ProbeReport {
+    /// Every text of the report through [`scrub`].
+    fn scrubbed(self, r: Option<&Redactor>) -> ProbeReport {
+        let opt = |s: Option<String>| s.map(|s| scrub(s, r));
+        ProbeReport {
+            outcome: match self.outcome {
+                Ok(note) => Ok(scrub(note, r)),
+                Err(why) => Err(scrub(why, r)),
+            },
+            mcp: self.mcp.map(|m| McpReport {
+                info: McpInfo {
+                    protocol_version: scrub(m.info.protocol_version, r),
+                    server_name: opt(m.info.server_name),
+                    server_version: opt(m.info.server_version),
+                    era: m.info.era,
+                },
+                tools: m.tools.map(|t| t.map_err(|e| scrub(e, r))),
+            }),
+            ..self
+        }
+    }
+}
 
 /// What a successful `mcp` probe learned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,15 +110,19 @@ pub(crate) struct ProbeTask {
 }
 
 impl ProbeTask {
-    /// Starts probing; `report` gets every result and returns false once
-    /// nobody listens (the actor is gone), which ends the task.
+    /// Starts probing; `report` gets every result, its texts through
+    /// [`scrub`] with `redactor` (the child's, [`Redactor::for_spawn`]), and
+    /// returns false once nobody listens (the actor is gone), which ends
+    /// the task.
     pub(crate) fn spawn(
         cfg: HealthConfig,
         port: u16,
+        redactor: Option<Arc<Redactor>>,
         report: impl Fn(ProbeReport) -> bool + Send + 'static,
     ) -> ProbeTask {
         let (stop_tx, stop_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
+        let report = move |r: ProbeReport| report(r.scrubbed(redactor.as_deref()));
         tokio::spawn(run(cfg, port, report, stop_rx, done_tx));
         ProbeTask {
             stop: Some(stop_tx),
@@ -163,6 +219,7 @@ async fn run(
     if let Some(client) = mcp.as_mut()
         && let Ok(Err(e)) = tokio::time::timeout(cfg.timeout, client.close()).await
     {
+        // Only the HTTP status or a transport error: no server text.
         tracing::debug!(port, error = %e, "ending the probe's MCP session failed");
     }
     drop(done);
@@ -283,6 +340,34 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    // Issue 26: a probe's error text reached daemon.log, status and events
+    // with the child's secret in it, and without a length bound.
+    #[test]
+    fn every_report_text_is_redacted_then_bounded() {
+        let r = Redactor::new([("TOKEN", "tok-7Hq2-Zr9v")]).unwrap();
+        let report = ProbeReport {
+            outcome: Err(format!(
+                "ping failed: bad token tok-7Hq2-Zr9v {}",
+                "x".repeat(400)
+            )),
+            latency: Duration::ZERO,
+            at: SystemTime::UNIX_EPOCH,
+            mcp: None,
+        }
+        .scrubbed(Some(&r));
+        let why = report.outcome.unwrap_err();
+        assert!(
+            why.starts_with("ping failed: bad token [redacted:TOKEN] xxx"),
+            "{why}"
+        );
+        assert_eq!(why.chars().count(), MAX_TEXT);
+        assert!(why.ends_with('…'));
+        // A cut never leaves the start of a value: redaction comes first.
+        let near_end = format!("{}tok-7Hq2-Zr9v", "y".repeat(MAX_TEXT - 5));
+        assert!(!scrub(near_end, Some(&r)).contains("tok-"));
+        assert_eq!(scrub("short".into(), None), "short");
+    }
+
     #[test]
     fn consecutive_ports_spread_their_probes_over_the_interval() {
         let interval = Duration::from_secs(2);
@@ -371,14 +456,14 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut c = HealthConfig::new(ProbeKind::Tcp);
         c.interval = Duration::from_millis(20);
-        let task = ProbeTask::spawn(c.clone(), port, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(c.clone(), port, None, move |r| tx.send(r).is_ok());
         let r = rx.recv().await.unwrap();
         assert_eq!(r.outcome, Ok("connected".into()));
         task.stop().await;
         drop(l);
         // A closed port fails.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = ProbeTask::spawn(c, port, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(c, port, None, move |r| tx.send(r).is_ok());
         let r = rx.recv().await.unwrap();
         assert!(r.outcome.unwrap_err().contains("connect to 127.0.0.1"));
         drop(task);

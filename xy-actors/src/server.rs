@@ -35,6 +35,7 @@ use crate::events::EventBus;
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::ledger::McpState;
+use crate::log_router::redact::Redactor;
 use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
 
@@ -686,7 +687,7 @@ impl ServerActorState {
             Ok(handle) => {
                 tracing::info!(server = %self.config.name, pid = handle.pid(), "spawned");
                 self.attach(run, handle.take_stdio());
-                self.start_probe(myself, run);
+                self.start_probe(myself, run, Redactor::for_spawn(config));
                 self.child = ChildSlot {
                     handle: Some(handle.clone()),
                     armed: true,

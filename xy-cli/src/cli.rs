@@ -18,7 +18,7 @@ pub(crate) use service::{InstallArgs, ServiceCmd};
 /// Default `logs --tail`: about a screenful per server.
 pub(crate) const DEFAULT_TAIL: u32 = 50;
 
-/// Control xyd, the per-user supervisor of local HTTP MCP servers.
+/// Control xyd, the per-user supervisor of local MCP servers (stdio and HTTP).
 ///
 /// xyctl talks to xyd over its Unix socket and starts xyd when it is not
 /// running (see --no-spawn).

@@ -2,6 +2,7 @@
 //! command, prints through `output`, and exits with the code SPEC §8 fixes
 //! (0 ok, 1 operational error, 2 daemon unreachable, 3 config invalid).
 
+mod atomic_file;
 mod bridge;
 mod cli;
 mod clients;

@@ -6,7 +6,7 @@ mod columns;
 mod control;
 mod daemon;
 mod events;
-mod list;
+pub(crate) mod list;
 mod logs;
 mod rows;
 mod status;

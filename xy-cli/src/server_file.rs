@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use xy_core::config::{ConfigErrors, ServerConfig, load_dir, parse_server};
+
+use crate::atomic_file::{self, Mode};
 
 /// The first port `add` tries when none is given (SPEC §14).
 pub(crate) const FIRST_PORT: u16 = 8400;
@@ -241,21 +241,9 @@ pub(crate) fn write(
         .recursive(true)
         .create(dir)
         .map_err(io("create", dir))?;
-    let tmp = dir.join(format!(".{name}.kdl.xy-tmp-{}", std::process::id()));
-    let written = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        });
-    if let Err(e) = written.and_then(|()| fs::rename(&tmp, &path)) {
-        let _ = fs::remove_file(&tmp);
-        return Err(io("write", &path)(e));
-    }
+    // A server file may hold tokens: a new one is private.
+    atomic_file::write(&path, text.as_bytes(), Mode::KeepOr(0o600), None)
+        .map_err(|e| io("write", &path)(e.into_io()))?;
     Ok(config)
 }
 

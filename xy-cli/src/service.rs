@@ -29,7 +29,7 @@ pub(crate) use self::manager::ServiceManager;
 use self::files::tail_lines;
 #[cfg(test)]
 use launch_agent::read_plist;
-pub(crate) use program::{locate_xyd, program_warning};
+pub(crate) use program::{locate_xyd, program_warning, stable_xyctl};
 pub(crate) use runner::CommandRunner;
 #[cfg(test)]
 use runner::Output;

@@ -119,6 +119,22 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
         assert_eq!(servers[0]["name"], "crashy", "{ctx}");
         assert_eq!(servers[0]["state"], "failed", "{ctx}");
         assert_eq!(servers[1]["agent_allow_restart"], true, "{ctx}");
+        // Issue 26: and why the crash-looping one is down.
+        let down = &r[0]["structured"]["down"];
+        assert_eq!(down[0]["name"], "crashy", "{ctx}");
+        assert!(
+            down[0]["why"]
+                .as_str()
+                .is_some_and(|w| w.contains("Error: missing API_TOKEN")),
+            "{ctx}"
+        );
+        assert!(
+            r[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("crashy: exited immediately with code 1"),
+            "{ctx}"
+        );
 
         // server_status: the explanation carries the last stderr line.
         assert_eq!(r[1]["is_error"], false, "{ctx}");

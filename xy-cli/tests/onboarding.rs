@@ -294,6 +294,79 @@ fn clients_apply_dry_run_backup_and_undo_for_every_client() {
     }
 }
 
+// Issue 26: a symlinked config (stow, chezmoi, home-manager) became a
+// regular file; `apply` wrote the canonical build-tree path instead of the
+// `xyctl` on PATH; `undo` overwrote edits made after `apply`.
+#[test]
+fn apply_keeps_a_symlinked_config_writes_the_xyctl_on_path_and_undo_keeps_a_hand_edit() {
+    let h = Home::new("xyo");
+    write_sleeper(&h, "github", port(30));
+    h.run(&["list"]).ok();
+
+    let work = tempfile::tempdir().unwrap();
+    let dotfiles = work.path().join("dotfiles");
+    std::fs::create_dir(&dotfiles).unwrap();
+    let real = dotfiles.join("claude_desktop_config.json");
+    std::fs::copy(sample("claude_desktop_config.json"), &real).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let original = std::fs::read(&real).unwrap();
+    let link = work.path().join("claude_desktop_config.json");
+    std::os::unix::fs::symlink("dotfiles/claude_desktop_config.json", &link).unwrap();
+    // The user's PATH has xyctl through a link, as Homebrew's bin/ does.
+    let bin = work.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(XYCTL, bin.join("xyctl")).unwrap();
+    let path_var = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let p = link.to_str().unwrap();
+    let out = h
+        .cmd(&["clients", "apply", "claude-desktop", "--file", p])
+        .env("PATH", &path_var)
+        .output()
+        .unwrap();
+    let r = support::Run(out);
+    r.ok();
+    assert_eq!(r.stderr(), "", "no warning for the xyctl on PATH");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let applied = std::fs::read_to_string(&real).unwrap();
+    assert!(
+        applied.contains(&format!("\"command\": \"{}\"", bin.join("xyctl").display())),
+        "{applied}"
+    );
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+
+    // A hand edit after apply, then undo: the edit is kept and named.
+    let edited = applied.replace("Alt+Space", "Ctrl+Space");
+    std::fs::write(&real, &edited).unwrap();
+    let out = h
+        .run(&["clients", "undo", "claude-desktop", "--file", p])
+        .ok();
+    let kept = out
+        .lines()
+        .find_map(|l| l.strip_prefix("kept the file as it was (edited since the backup) in "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), edited);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read(&real).unwrap(), original);
+}
+
 #[test]
 fn clients_lists_what_points_at_xy() {
     let h = Home::new("xyo");

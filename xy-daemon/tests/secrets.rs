@@ -328,3 +328,50 @@ fn keychain_secrets_use_security_and_a_missing_item_fails_the_spawn() {
     assert!(!d.env.daemon_log().contains("leaked-tool-output"));
     assert_redacted("daemon.log", &d.env.daemon_log());
 }
+
+// Issue 26: a probe's JSON-RPC error text went unredacted into daemon.log,
+// `status` (health history, the explanation) and `health` events.
+#[test]
+fn a_probe_error_echoing_a_secret_is_redacted_everywhere() {
+    let env = Env::new();
+    let secret_file = env.root.path().join("token.txt");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let port = free_port();
+    env.write_config(
+        "echoer",
+        &format!(
+            "command \"{}\"\nargs \"--port\" \"{port}\" \"--fault\" \"rpc-error\" \"--echo-env\" \"TOKEN\"\n\
+             port {port}\nsecrets {{\n    TOKEN file=\"{}\"\n}}\nstop {{\n    grace \"2s\"\n}}\n\
+             health {{\n    mcp \"/mcp\"\n    interval \"100ms\"\n    timeout \"1s\"\n    failures 2\n    start-period \"0s\"\n}}\n",
+            testbin("xy-test-mcp").display(),
+            secret_file.display()
+        ),
+    );
+    let d = TestDaemon::start_in(env);
+    let mut events = d.client();
+    events.request("events", Some(json!({"names": ["echoer"]})));
+    assert!(events.recv()["result"]["subscription_id"].is_u64());
+    d.result("restart", Some(json!({"name": "echoer"})));
+    let unhealthy = loop {
+        let v = events.recv();
+        if v["params"]["kind"] == "health" && v["params"]["to"] == "unhealthy" {
+            break v["params"].clone();
+        }
+    };
+    let reason = unhealthy["reason"].as_str().unwrap_or_default().to_owned();
+    assert_redacted("the health event", &unhealthy.to_string());
+    assert!(
+        reason.contains("upstream refused the token [redacted:TOKEN]"),
+        "{reason}"
+    );
+    let status = d.result("status", Some(json!({"name": "echoer"})));
+    assert!(
+        status.to_string().contains("[redacted:TOKEN]"),
+        "the probe error is in status: {status}"
+    );
+    assert_redacted("status", &status.to_string());
+    let log = d.env.daemon_log();
+    assert!(log.contains("[redacted:TOKEN]"), "{log}");
+    assert_redacted("daemon.log", &log);
+    assert_redacted("xyd's stderr", &d.stderr());
+}

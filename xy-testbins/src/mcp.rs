@@ -19,7 +19,8 @@
 //! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
 //! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
 //! | `--name NAME`, `--version V` | the server name and version it reports |
-//! | `--fault hang\|garbage\|http500` | misbehave: never answer, answer `200` with a body that is not JSON, or answer `500` |
+//! | `--fault hang\|garbage\|http500\|rpc-error` | misbehave: never answer, answer `200` with a body that is not JSON, answer `500`, or answer a JSON-RPC error (`-32000`, its message naming `--echo-env`'s value) |
+//! | `--echo-env NAME` | the environment variable whose value `--fault rpc-error`'s message echoes, as a server that quotes its token in an error would |
 //! | `--fault-on m1,m2` | only for POSTs carrying these JSON-RPC methods (default: every request) |
 //! | `--fault-after N` | answer the first N matching requests normally |
 //! | `--hang` | same as `--fault hang` (kept for older tests) |
@@ -50,7 +51,7 @@ use crate::args::Args;
 pub const USAGE: &str = "xy-test-mcp (--port N | --stdio) [--host ADDR] [--path /mcp] \
 [--era 2025|2026|both] [--stateless] [--sse] [--tools a,b] [--describe NAME=TEXT] \
 [--tools-file PATH] [--page-size N] [--name NAME] [--version V] \
-[--fault hang|garbage|http500] [--fault-on m1,m2] [--fault-after N] [--hang] \
+[--fault hang|garbage|http500|rpc-error] [--echo-env NAME] [--fault-on m1,m2] [--fault-after N] [--hang] \
 [--sessions-file PATH] [--bind-delay-ms N]";
 
 /// Which protocol era(s) the server speaks.
@@ -73,6 +74,8 @@ pub enum Fault {
     Garbage,
     /// `500 Internal Server Error`.
     Http500,
+    /// `200` with a JSON-RPC error echoing `--echo-env`'s value.
+    RpcError,
 }
 
 /// One tool the server offers.
@@ -133,6 +136,8 @@ pub struct Options {
     pub sessions_file: Option<PathBuf>,
     /// Delay before binding, in milliseconds.
     pub bind_delay_ms: u64,
+    /// The variable `Fault::RpcError`'s message echoes.
+    pub echo_env: Option<String>,
 }
 
 impl Default for Options {
@@ -154,6 +159,7 @@ impl Default for Options {
             fault_after: 0,
             sessions_file: None,
             bind_delay_ms: 0,
+            echo_env: None,
         }
     }
 }
@@ -209,7 +215,10 @@ impl Options {
                         "hang" => Fault::Hang,
                         "garbage" => Fault::Garbage,
                         "http500" => Fault::Http500,
-                        _ => args.fail(&format!("bad --fault {v:?}: hang, garbage or http500")),
+                        "rpc-error" => Fault::RpcError,
+                        _ => args.fail(&format!(
+                            "bad --fault {v:?}: hang, garbage, http500 or rpc-error"
+                        )),
                     });
                 }
                 "--fault-on" => o.fault_on = Some(split_list(&args.value::<String>(&flag))),
@@ -217,6 +226,7 @@ impl Options {
                 "--hang" => o.fault = Some(Fault::Hang),
                 "--sessions-file" => o.sessions_file = Some(args.value::<String>(&flag).into()),
                 "--bind-delay-ms" => o.bind_delay_ms = args.value(&flag),
+                "--echo-env" => o.echo_env = Some(args.value(&flag)),
                 // Exiting 1 on a taken port is the default; the flag documents intent.
                 "--fail-bind-exit" => {}
                 _ => args.unknown(&flag),

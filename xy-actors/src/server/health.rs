@@ -14,7 +14,12 @@ use crate::health::{ProbeReport, ProbeTask, Tracker};
 
 impl ServerActorState {
     /// Starts the probe for spawn `run`, if the config has a `health` block.
-    pub(super) fn start_probe(&mut self, myself: &ActorRef<ServerMsg>, run: u64) {
+    pub(super) fn start_probe(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        run: u64,
+        r: Option<std::sync::Arc<crate::log_router::redact::Redactor>>,
+    ) {
         self.end_probe();
         // The era and the tools are learned again for every spawn.
         self.mcp.on_spawn();
@@ -23,7 +28,7 @@ impl ServerActorState {
         };
         self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
         let me = myself.clone();
-        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, move |report| {
+        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, r, move |report| {
             me.cast(ServerMsg::Health { run, report }).is_ok()
         }));
     }

@@ -76,7 +76,7 @@ impl ServerActorState {
             .into_iter()
             .rev()
             .filter(|l| l.stream == xy_core::protocol::LogStream::Stderr)
-            .take(4)
+            .take(explain::STDERR_TAIL)
             .map(|l| l.line)
             .collect();
         lines.reverse();

@@ -252,16 +252,19 @@ fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, String>) -> Option<String> {
 /// The entry `clients apply --with-xy` adds for `xyctl mcp`.
 const XY_ENTRY: &str = "xy";
 
-fn xyctl_path() -> Result<String, Failure> {
-    let exe = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .map_err(|e| {
-            Failure::new(
-                Exit::Operational,
-                format!("cannot find xyctl's own path: {e}"),
-            )
-        })?;
-    Ok(exe.display().to_string())
+/// The `xyctl` a client config runs ([`crate::service::stable_xyctl`]);
+/// its warning goes to stderr.
+fn xyctl_path(ctx: &Ctx) -> Result<String, Failure> {
+    let (path, warning) = crate::service::stable_xyctl().map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot find xyctl's own path: {e}"),
+        )
+    })?;
+    if let Some(w) = warning {
+        output::warn(&ctx.err, &w);
+    }
+    Ok(path.display().to_string())
 }
 
 pub(crate) fn run(ctx: &Ctx, a: &ClientsArgs) -> Result<Exit, Failure> {
@@ -275,12 +278,19 @@ pub(crate) fn run(ctx: &Ctx, a: &ClientsArgs) -> Result<Exit, Failure> {
         }) => apply(ctx, *client, *dry_run, file.as_ref(), *with_xy),
         Some(ClientsCmd::Undo { client, file }) => {
             let path = path_of(*client, file.as_ref())?;
-            let backup =
-                file::undo(&path).map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
+            let stamp = server_file::stamp(std::time::SystemTime::now());
+            let done = file::undo(&path, &stamp)
+                .map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
+            if let Some(saved) = &done.saved {
+                output::stdout(&format!(
+                    "kept the file as it was (edited since the backup) in {}\n",
+                    saved.display()
+                ));
+            }
             output::stdout(&format!(
                 "restored {} from {}\n",
                 path.display(),
-                backup.display()
+                done.restored.display()
             ));
             Ok(Exit::Success)
         }
@@ -298,8 +308,9 @@ fn apply(
     let (bytes, text, entries) = read(client, &path)?;
     let mut c = daemon_conn::connect(ctx)?;
     let xy = xy_servers(&mut c)?;
-    let xyctl = if client.stdio_only() {
-        Some(xyctl_path()?)
+    // Found once, so its warning shows once.
+    let xyctl = if client.stdio_only() || with_xy {
+        Some(xyctl_path(ctx)?)
     } else {
         None
     };
@@ -313,7 +324,7 @@ fn apply(
         let Some((server, url)) = xy_name_for(&e.name, &xy) else {
             continue;
         };
-        let to = match &xyctl {
+        let to = match xyctl.as_ref().filter(|_| client.stdio_only()) {
             Some(x) => Pointer::Connect {
                 xyctl: x.clone(),
                 server: server.clone(),
@@ -348,8 +359,7 @@ fn apply(
             to,
         });
     }
-    if with_xy {
-        let xyctl = xyctl_path()?;
+    if let Some(xyctl) = xyctl.filter(|_| with_xy) {
         let to = Pointer::XyMcp {
             xyctl: xyctl.clone(),
         };

@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 use xy_core::client::{Client, ClientError};
 use xy_core::protocol::{
-    ErrorCode, ListEntry, LogNotification, NameParams, StartResult, StatusResult, TargetParams,
-    mcp::ToolsResult, method,
+    ErrorCode, ListEntry, LogNotification, NameParams, ServerState, StartResult, StatusResult,
+    TargetParams, describe_exit, mcp::ToolsResult, method,
 };
 
 use super::args::{self, LogsArgs, MAX_TAIL};
@@ -89,10 +89,58 @@ pub(crate) fn list_servers(ctx: &Ctx) -> Result<Answer, Refusal> {
             names.join(", ")
         ),
     });
+    let down = why_down(&entries, |name| {
+        status(&mut c, name).ok().and_then(|(_, s)| s.explain)
+    });
+    text.push_str(&render_down(&down));
     Ok(Answer {
         text,
-        structured: json!({ "servers": servers }),
+        structured: json!({ "servers": servers, "down": down }),
     })
+}
+
+/// A server that is not running because it failed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct Down {
+    /// The server.
+    name: String,
+    /// Its `status.explain` (cause, last stderr, next retry), else how its
+    /// last run ended.
+    why: String,
+}
+
+/// The `failed` and `restarting` servers of `entries` and why: an agent
+/// asked "what is wrong" should not need a second call per server.
+/// `explain` fetches a server's explanation (its `status`).
+fn why_down(entries: &[ListEntry], mut explain: impl FnMut(&str) -> Option<String>) -> Vec<Down> {
+    entries
+        .iter()
+        .filter(|e| matches!(e.state, ServerState::Failed | ServerState::Restarting))
+        .map(|e| {
+            let exit = e
+                .last_exit
+                .as_ref()
+                .map(|x| format!("{} at {}", describe_exit(x.code, x.signal.as_deref()), x.ts));
+            let why = explain(&e.name)
+                .or(exit)
+                .unwrap_or_else(|| format!("{} (no exit recorded)", e.state));
+            Down {
+                name: e.name.clone(),
+                why,
+            }
+        })
+        .collect()
+}
+
+fn render_down(down: &[Down]) -> String {
+    if down.is_empty() {
+        return String::new();
+    }
+    let mut text = "\nWhy servers are down (server_status and server_logs say more):\n".to_owned();
+    for d in down {
+        text.push_str(&format!("  {}: {}\n", d.name, d.why));
+    }
+    text
 }
 
 /// `server_status {name}`: the `status` result, with the last log lines
@@ -339,6 +387,33 @@ fn parse(raw: &str, method: &str) -> Result<Value, Refusal> {
 mod tests {
     use super::*;
     use xy_core::protocol::LogStream;
+
+    // Issue 26: `list_servers` showed a crash-looping server as `failed`
+    // without saying why.
+    #[test]
+    fn list_servers_says_why_a_failed_or_restarting_server_is_down() {
+        let entries = crate::render::list::tests::sample();
+        let mut asked = Vec::new();
+        let down = why_down(&entries, |name| {
+            asked.push(name.to_owned());
+            (name == "search-mcp").then(|| {
+                "exited immediately with code 1; last stderr: Error: missing API_TOKEN".to_owned()
+            })
+        });
+        assert_eq!(
+            asked,
+            ["search-mcp", "notes"],
+            "only the servers that are down"
+        );
+        assert_eq!(down[0].name, "search-mcp");
+        assert!(down[0].why.contains("Error: missing API_TOKEN"));
+        // No explanation: the last exit says at least how it ended.
+        assert_eq!(down[1].name, "notes");
+        assert_eq!(down[1].why, "killed by SIGKILL at 2026-11-30T05:04:54.123Z");
+        let text = render_down(&down);
+        assert!(text.contains("  search-mcp: exited immediately with code 1; last stderr: Error: missing API_TOKEN\n"), "{text}");
+        assert_eq!(render_down(&[]), "");
+    }
 
     fn line(n: usize, stream: LogStream, text: &str) -> LogNotification {
         LogNotification {

@@ -8,6 +8,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use super::error::{ServiceError, io_err};
+use crate::atomic_file::{self, Mode};
 
 pub(super) fn create_private_dir(dir: &Path) -> Result<(), ServiceError> {
     fs::DirBuilder::new()
@@ -17,19 +18,17 @@ pub(super) fn create_private_dir(dir: &Path) -> Result<(), ServiceError> {
         .map_err(io_err(dir))
 }
 
-/// Writes through a temporary sibling and a rename, so the service manager
-/// never reads a half-written file.
+/// Writes through [`atomic_file`] (a temporary sibling and a rename), so the
+/// service manager never reads a half-written file.
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ServiceError> {
     let dir = path.parent().ok_or_else(|| ServiceError::Io {
         path: path.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"),
     })?;
     fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".xy-tmp");
-    let tmp = dir.join(tmp_name);
-    fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
+    atomic_file::write(path, bytes, Mode::KeepOr(0o644), None)
+        .map(drop)
+        .map_err(|e| io_err(path)(e.into_io()))
 }
 
 pub(super) fn remove_if_exists(path: &Path) -> Result<(), ServiceError> {

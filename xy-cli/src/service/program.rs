@@ -1,6 +1,8 @@
-//! Which `xyd` a service runs: the one next to the running `xyctl`, else the
-//! first on `PATH`, canonicalized; and the cargo-build-tree predicate behind
-//! the "this agent breaks on `cargo clean`" warning.
+//! Which program a file that outlives this run points at: the `xyd` a
+//! service runs (the one next to the running `xyctl`, else the first on
+//! `PATH`, canonicalized), the `xyctl` a client config runs (the one on
+//! `PATH` when it is this binary), and the one predicate behind both
+//! warnings that such a path goes away (`cargo clean`, `brew upgrade`).
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -17,15 +19,56 @@ pub(crate) fn locate_xyd_from(exe: Option<&Path>, path_var: Option<&OsStr>) -> O
         .and_then(Path::parent)
         .map(|dir| dir.join(XYD))
         .filter(|p| is_executable(p));
-    let on_path = || {
-        path_var.and_then(|p| {
-            std::env::split_paths(p)
-                .filter(|dir| dir.is_absolute())
-                .map(|dir| dir.join(XYD))
-                .find(|p| is_executable(p))
-        })
-    };
+    let on_path = || path_var.and_then(|p| find_on_path(XYD, p));
     beside.or_else(on_path).and_then(|p| p.canonicalize().ok())
+}
+
+/// The first executable `name` in the absolute directories of `path_var`,
+/// as found (links not resolved).
+fn find_on_path(name: &str, path_var: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path_var)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+/// The client-facing executable's name.
+pub(crate) const XYCTL: &str = "xyctl";
+
+/// The `xyctl` path to write into a client's config, given the running
+/// binary `exe` and `PATH`: the `PATH` entry as found (`/opt/homebrew/bin/xyctl`,
+/// `~/.cargo/bin/xyctl`, which survive upgrades) when it is the same file as
+/// `exe`; else `exe` itself, canonicalized, with a warning when that path
+/// goes away or another `xyctl` comes first on `PATH`.
+pub(crate) fn stable_xyctl_from(exe: &Path, path_var: Option<&OsStr>) -> (PathBuf, Option<String>) {
+    let real = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    let on_path = path_var.and_then(|p| find_on_path(XYCTL, p));
+    match on_path {
+        Some(p) if p.canonicalize().is_ok_and(|c| c == real) => (p, None),
+        other => {
+            let warning = unstable_program_warning(
+                &real,
+                "the client config will break then",
+                "install xyctl on PATH (e.g. `cargo install --path xy-cli`) and apply again",
+            )
+            .or_else(|| {
+                other.map(|p| {
+                    format!(
+                        "the xyctl on PATH ({}) is another binary than this one; the client config runs {}",
+                        p.display(),
+                        real.display()
+                    )
+                })
+            });
+            (real, warning)
+        }
+    }
+}
+
+/// [`stable_xyctl_from`] with this process's executable and `PATH`.
+pub(crate) fn stable_xyctl() -> std::io::Result<(PathBuf, Option<String>)> {
+    let exe = std::env::current_exe()?;
+    Ok(stable_xyctl_from(&exe, std::env::var_os("PATH").as_deref()))
 }
 
 /// [`locate_xyd_from`] with this process's executable and `PATH`.
@@ -59,15 +102,44 @@ pub(crate) fn is_build_tree(path: &Path) -> bool {
     })
 }
 
-/// The warning to show for a build-tree program, if any.
+/// Whether `path` is a versioned package-manager path that an upgrade
+/// removes: Homebrew's `Cellar/<formula>/<version>/…` or the Nix store.
+pub(crate) fn is_versioned_install(path: &Path) -> bool {
+    let parts: Vec<&OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    parts.windows(2).any(|w| w[0] == "nix" && w[1] == "store")
+        || parts
+            .iter()
+            .position(|p| *p == "Cellar")
+            .is_some_and(|i| parts.len() > i + 3)
+}
+
+/// Why `program`'s path will go away, if it will: the one predicate behind
+/// the warnings of `service install` and `clients apply`. `then` says what
+/// breaks, `fix` what to do.
+pub(crate) fn unstable_program_warning(program: &Path, then: &str, fix: &str) -> Option<String> {
+    let why = if is_build_tree(program) {
+        "inside a cargo build tree, which `cargo clean` deletes"
+    } else if is_versioned_install(program) {
+        "a versioned package path, which the next upgrade removes"
+    } else {
+        return None;
+    };
+    Some(format!("{} is {why}: {then}; {fix}", program.display()))
+}
+
+/// The warning to show for a service's program, if any.
 pub(crate) fn program_warning(program: &Path) -> Option<String> {
-    is_build_tree(program).then(|| {
-        format!(
-            "{} is inside a cargo build tree: the service will break on `cargo clean`; \
-             install xyd (e.g. `cargo install --path xy-daemon`) and re-run with --force",
-            program.display()
-        )
-    })
+    unstable_program_warning(
+        program,
+        "the service will break then",
+        "install xyd (e.g. `cargo install --path xy-daemon`) and re-run with --force",
+    )
 }
 
 #[cfg(test)]
@@ -94,6 +166,46 @@ mod tests {
         }
         assert!(program_warning(Path::new("/x/target/debug/xyd")).is_some());
         assert!(program_warning(Path::new("/usr/local/bin/xyd")).is_none());
+        assert!(program_warning(Path::new("/opt/homebrew/Cellar/xy/0.3.0/bin/xyd")).is_some());
+        assert!(program_warning(Path::new("/nix/store/abc-xy-0.3/bin/xyd")).is_some());
+        assert!(program_warning(Path::new("/opt/homebrew/bin/xyd")).is_none());
+        assert!(program_warning(Path::new("/home/u/Cellar/xyd")).is_none());
+    }
+
+    fn xyctl(dir: &Path) -> PathBuf {
+        fs::create_dir_all(dir).unwrap();
+        let p = dir.join(XYCTL);
+        fs::write(&p, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    // Issue 26: `clients apply` wrote the canonical path, which a cargo
+    // build tree or a versioned Homebrew Cellar path loses on upgrade.
+    #[test]
+    fn a_client_config_gets_the_xyctl_on_path_when_it_is_this_binary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = xyctl(&tmp.path().join("Cellar/xy/0.3.0/bin"));
+        let bin = tmp.path().join("bin");
+        fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(&real, bin.join(XYCTL)).unwrap();
+        let path_var = std::env::join_paths([&bin]).unwrap();
+        let (p, warning) = stable_xyctl_from(&real, Some(&path_var));
+        assert_eq!(p, bin.join(XYCTL));
+        assert_eq!(warning, None);
+
+        // Not on PATH: the real path, and the upgrade warning.
+        let (p, warning) = stable_xyctl_from(&real, None);
+        assert_eq!(p, real.canonicalize().unwrap());
+        assert!(warning.unwrap().contains("next upgrade"));
+
+        // Another xyctl on PATH: this one, and a warning naming the other.
+        let other = xyctl(&tmp.path().join("other"));
+        let mine = xyctl(&tmp.path().join("mine"));
+        let path_var = std::env::join_paths([other.parent().unwrap()]).unwrap();
+        let (p, warning) = stable_xyctl_from(&mine, Some(&path_var));
+        assert_eq!(p, mine.canonicalize().unwrap());
+        assert!(warning.unwrap().contains("another binary"));
     }
 
     fn exe(dir: &Path) -> PathBuf {

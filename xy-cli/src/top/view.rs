@@ -125,6 +125,26 @@ fn draw_title(f: &mut Frame<'_>, area: Rect, m: &Model) {
     f.render_widget(Paragraph::new(Line::from(text)).style(style), area);
 }
 
+/// NAME is cut beyond this many characters.
+const NAME_MAX: u16 = 32;
+
+/// The NAME column fits the longest name of every row (not only the
+/// filtered ones, so columns stay put while typing a filter), within
+/// [`NAME_MAX`]. Every column has its own width; spare width stays at the
+/// right, instead of pushing the numbers away from the names on a wide
+/// terminal.
+fn name_width(m: &Model) -> u16 {
+    let longest = m
+        .rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    u16::try_from(longest)
+        .unwrap_or(u16::MAX)
+        .clamp(4, NAME_MAX)
+}
+
 fn draw_table(f: &mut Frame<'_>, area: Rect, m: &Model, theme: Theme) {
     let header = TableRow::new([
         "NAME", "STATE", "HEALTH", "PID", "PORT", "CPU%", "RSS", "RST", "UPTIME", "TOOLS",
@@ -133,7 +153,7 @@ fn draw_table(f: &mut Frame<'_>, area: Rect, m: &Model, theme: Theme) {
     let visible = m.visible();
     let rows: Vec<TableRow<'_>> = visible.iter().map(|r| table_row(r, theme)).collect();
     let widths = [
-        Constraint::Min(6),
+        Constraint::Length(name_width(m)),
         Constraint::Length(10),
         Constraint::Length(9),
         Constraint::Length(7),
@@ -360,14 +380,10 @@ mod tests {
         let rule = "─".repeat(69);
         let mut want = vec![
             " xy top · 3 servers · 2 running · 1 failed".to_owned(),
-            "NAME           STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS"
-                .to_owned(),
-            "api            running    unknown   4100    8400  12    800K   0   2h 3m   -"
-                .to_owned(),
-            "db             failed     unknown   -       8421  -     -      0   -       -"
-                .to_owned(),
-            "web            running    healthy   4242    8421  0.5   12.0M  2   2m 5s   4"
-                .to_owned(),
+            "NAME STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS".to_owned(),
+            "api  running    unknown   4100    8400  12    800K   0   2h 3m   -".to_owned(),
+            "db   failed     unknown   -       8421  -     -      0   -       -".to_owned(),
+            "web  running    healthy   4242    8421  0.5   12.0M  2   2m 5s   4".to_owned(),
             format!(" logs: api {rule}"),
             "05:04:50 listening on 127.0.0.1:8400".to_owned(),
             "05:04:51 [err] GET /mcp 200".to_owned(),
@@ -378,6 +394,27 @@ mod tests {
         );
         let want = want.join("\n") + "\n";
         assert_eq!(got, want, "\n{got}");
+    }
+
+    // Issue 26: NAME took every spare column, so on a wide terminal the
+    // numbers sat far from the names.
+    #[test]
+    fn spare_width_goes_to_no_column() {
+        let wide = render(&model(), 200, 24);
+        let header = wide.lines().nth(1).unwrap();
+        assert_eq!(
+            header,
+            "NAME STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS"
+        );
+        let mut m = model();
+        m.rows[0].name = "a-server-with-a-very-long-name-indeed-yes".into();
+        let got = render(&m, 200, 24);
+        let header = got.lines().nth(1).unwrap();
+        assert_eq!(
+            header.find("STATE"),
+            Some(usize::from(NAME_MAX) + 1),
+            "{got}"
+        );
     }
 
     #[test]

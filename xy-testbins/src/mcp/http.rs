@@ -125,7 +125,11 @@ impl Front {
         let method = parts.method.clone();
         let path = parts.uri.path().to_owned();
         if let Some(fault) = self.fault_for(&path, methods) {
-            return (method, path, fault_response(fault).await);
+            return (
+                method,
+                path,
+                fault_response(fault, &bytes, &self.opts).await,
+            );
         }
         if path == "/health" {
             return (method, path, plain(StatusCode::OK, "ok"));
@@ -212,7 +216,7 @@ fn append_line(path: &PathBuf, line: &str) {
     }
 }
 
-async fn fault_response(fault: Fault) -> Response<Body> {
+async fn fault_response(fault: Fault, request: &[u8], opts: &Options) -> Response<Body> {
     match fault {
         Fault::Hang => std::future::pending().await,
         Fault::Garbage => {
@@ -224,6 +228,28 @@ async fn fault_response(fault: Fault) -> Response<Body> {
             r
         }
         Fault::Http500 => plain(StatusCode::INTERNAL_SERVER_ERROR, "internal server error"),
+        Fault::RpcError => {
+            let id = serde_json::from_slice::<Value>(request)
+                .ok()
+                .and_then(|v| v.get("id").cloned())
+                .unwrap_or(Value::Null);
+            let echoed = opts
+                .echo_env
+                .as_deref()
+                .and_then(|k| std::env::var(k).ok())
+                .unwrap_or_default();
+            let body = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": {"code": -32000, "message": format!("upstream refused the token {echoed}")},
+            });
+            let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
     }
 }
 
