@@ -11,6 +11,7 @@
 
 mod bridge;
 mod config_actor;
+mod edge;
 mod engine;
 mod events;
 mod explain;
@@ -24,12 +25,14 @@ mod secrets;
 mod server;
 mod supervisor;
 
+pub use edge::AcceptBackoff;
 pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};
 pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};
 pub use os::group::become_subreaper;
+pub use os::limits::{NofileLimit, raise_nofile_limit};
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans, sweep_orphans_reporting};
 pub use server::failure::{SecretFailure, SpawnFailure};

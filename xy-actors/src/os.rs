@@ -1,9 +1,13 @@
 //! Everything that asks the operating system about processes: process
 //! groups and the subreaper (`group`), `/proc` (`procfs`), who listens on a
-//! port (`ports`), CPU and RSS figures (`resources`) and child records with
-//! the boot-time orphan sweep (`records`). Each returns data; callers decide.
+//! port (`ports`), who owns the peer of a loopback TCP connection (`peer`),
+//! the descriptor limit (`limits`), CPU and RSS figures (`resources`) and
+//! child records with the boot-time orphan sweep (`records`). Each returns
+//! data; callers decide.
 
 pub(crate) mod group;
+pub(crate) mod limits;
+pub(crate) mod peer;
 pub(crate) mod ports;
 pub(crate) mod procfs;
 pub(crate) mod records;

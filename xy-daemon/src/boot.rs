@@ -1,6 +1,6 @@
 //! Boot steps before serving: path checks, state directories (`0700`), the
-//! lock, loading the config directory, and binding the socket (`0600`,
-//! replacing a stale socket file).
+//! lock, the descriptor limit, loading the config directory, and binding the
+//! socket (`0600`, replacing a stale socket file).
 
 use std::fs::DirBuilder;
 use std::io::ErrorKind;
@@ -13,6 +13,28 @@ use xy_core::paths::Paths;
 
 use crate::error::DaemonError;
 use crate::lock::PidLock;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (SPEC §18) and logs
+/// what it did: a flood of connections then meets the listeners' caps
+/// before it meets `EMFILE`.
+pub(crate) fn raise_fd_limit() {
+    match xy_actors::raise_nofile_limit() {
+        Ok(l) if l.after > l.before => {
+            tracing::info!(
+                from = l.before,
+                to = l.after,
+                hard = l.hard,
+                "raised the descriptor limit"
+            );
+        }
+        Ok(l) => tracing::debug!(
+            soft = l.after,
+            hard = l.hard,
+            "descriptor limit already at its ceiling"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+    }
+}
 
 /// A daemon that holds its lock and has its directories, ready for
 /// [`crate::run`].

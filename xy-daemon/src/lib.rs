@@ -47,6 +47,7 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     // Dropped last, on every return: removes the pidfile, releases the flock.
     let Prepared { paths, lock } = prepared;
+    boot::raise_fd_limit();
     if let Err(e) = xy_actors::become_subreaper() {
         tracing::warn!(error = %e, "cannot become child subreaper; orphaned grandchildren may linger as zombies");
     }

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use jsonrpsee::{ConnectionId, Extensions};
 use serde_json::value::RawValue;
@@ -24,7 +23,8 @@ pub(crate) mod dispatch;
 
 pub(crate) use direct::Handlers;
 
-/// Open connections allowed at once; more are accepted and closed at once.
+/// Open connections allowed at once; more wait in the kernel's backlog
+/// until one closes (SPEC §18).
 pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// Requests of one connection being handled at once; the reader waits for a
 /// slot before reading on (backpressure instead of unbounded tasks).
@@ -143,7 +143,16 @@ pub(crate) async fn serve(
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let uid = nix::unistd::getuid().as_raw();
     let next_id = AtomicUsize::new(1);
+    let mut backoff = xy_actors::AcceptBackoff::new();
     loop {
+        // The slot is taken before `accept`: with every slot in use, a new
+        // client waits in the kernel's backlog until one frees. Closing it
+        // instead turned away the client arriving right after a flood,
+        // whose connections still held their slots until their EOFs were read.
+        let permit = tokio::select! {
+            p = Arc::clone(&slots).acquire_owned() => p.expect("the semaphore is never closed"),
+            () = crate::until_set(&mut stop) => break,
+        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             () = crate::until_set(&mut stop) => break,
@@ -151,12 +160,23 @@ pub(crate) async fn serve(
         let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+                // EMFILE and friends leave the client in the backlog: back
+                // off instead of spinning, and log once per burst.
+                let (wait, first) = backoff.failed();
+                if first {
+                    tracing::warn!(error = %e, "accept failed; backing off until it succeeds");
+                }
+                drop(permit);
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => continue,
+                    () = crate::until_set(&mut stop) => break,
+                }
             }
         };
+        let failures = backoff.succeeded();
+        if failures > 0 {
+            tracing::info!(failures, "accepting again");
+        }
         match stream.peer_cred() {
             Ok(cred) if cred.uid() == uid => {}
             Ok(cred) => {
@@ -168,13 +188,6 @@ pub(crate) async fn serve(
                 continue;
             }
         }
-        let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
-            tracing::warn!(
-                limit = MAX_CONNECTIONS,
-                "too many connections; closing a new one"
-            );
-            continue;
-        };
         let id = next_id.fetch_add(1, Ordering::Relaxed);
         let (read, write) = stream.into_split();
         tokio::spawn(connection(

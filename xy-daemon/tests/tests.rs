@@ -6,6 +6,7 @@ mod helper;
 mod boot;
 mod crash;
 mod docs;
+mod edge;
 mod events;
 mod fault;
 mod fuzz_corpus;

@@ -1,5 +1,6 @@
-//! The bridge's HTTP side (SPEC §13), on hyper 1: one task accepts on
-//! `127.0.0.1:<port>`, one task per connection serves streamable HTTP.
+//! The bridge's HTTP side (SPEC §13), on hyper 1: the admission edge
+//! (`crate::edge`) accepts on `127.0.0.1:<port>` and runs one task per
+//! connection, which serves streamable HTTP with [`handle`].
 //! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap) happen here;
 //! every MCP decision is the BridgeActor's, reached by message.
 
@@ -13,12 +14,10 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use ractor::ActorRef;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinSet;
 
 use super::raw::RawRequest;
 use super::route::{META_VERSION, Out, Outbox, V2026};
@@ -105,49 +104,20 @@ impl Drop for Listening {
     }
 }
 
-/// Starts serving `listener` (already bound by the ServerActor).
+/// Starts serving `listener` (already bound by the ServerActor) behind the
+/// admission edge (`crate::edge`: who, how many, how long).
 pub(crate) fn serve(listener: std::net::TcpListener, ep: Endpoint) -> std::io::Result<Listening> {
     listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(listener)?;
-    let (shutdown, mut stop) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let mut conns = JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((stream, peer)) = accepted else { continue };
-                    // Loopback only, even if the bind were ever widened.
-                    if !peer.ip().is_loopback() {
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    let ep = ep.clone();
-                    let mut stop = stop.clone();
-                    conns.spawn(async move {
-                        let svc = hyper::service::service_fn(move |req| {
-                            let ep = ep.clone();
-                            async move { Ok::<_, Infallible>(handle(req, ep).await) }
-                        });
-                        let conn = hyper::server::conn::http1::Builder::new()
-                            .keep_alive(true)
-                            .serve_connection(TokioIo::new(stream), svc);
-                        tokio::pin!(conn);
-                        tokio::select! {
-                            _ = conn.as_mut() => {}
-                            _ = stop.changed() => {
-                                conn.as_mut().graceful_shutdown();
-                                let _ = conn.await;
-                            }
-                        }
-                    });
-                }
-                _ = stop.changed() => break,
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
-        }
-        drop(listener);
-        while conns.join_next().await.is_some() {}
-    });
+    let (shutdown, stop) = watch::channel(false);
+    let service = move || {
+        let ep = ep.clone();
+        hyper::service::service_fn(move |req| {
+            let ep = ep.clone();
+            async move { Ok::<_, Infallible>(handle(req, ep).await) }
+        })
+    };
+    let task = tokio::spawn(crate::edge::serve(listener, service, stop));
     Ok(Listening { shutdown, task })
 }
 

@@ -154,7 +154,7 @@ pub(crate) fn parse_proc_net_tcp(text: &str) -> Vec<ListenSocket> {
 
 // Used on Linux; tested everywhere.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn parse_hex_addr(hex: &str) -> Option<IpAddr> {
+pub(crate) fn parse_hex_addr(hex: &str) -> Option<IpAddr> {
     let word = |s: &str| u32::from_str_radix(s, 16).ok().map(u32::to_ne_bytes);
     match hex.len() {
         8 => Some(IpAddr::V4(Ipv4Addr::from(word(hex)?))),

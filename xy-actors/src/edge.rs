@@ -1,0 +1,212 @@
+//! The admission edge of every HTTP listener xyd runs (SPEC §18): the stdio
+//! bridge's per-server ports today, the gateway tomorrow. It owns the accept
+//! loop and each connection up to the request handler:
+//!
+//! 1. **How many**: at most [`MAX_CONNECTIONS`] connections are served at
+//!    once per listener; up to [`MAX_QUEUED`] more wait [`QUEUE_WAIT`] for a
+//!    slot and then get `503` with a JSON body. Past both, the loop stops
+//!    accepting and new connections wait in the kernel's backlog. Accept
+//!    errors back off ([`AcceptBackoff`]) instead of spinning.
+//! 2. **Who**: only the daemon's own uid. The peer's socket is looked up in
+//!    the kernel's socket list (`os::peer`, on the blocking pool); another
+//!    uid, or a peer that cannot be identified, gets `403` and is closed.
+//! 3. **How long**: hyper's `header_read_timeout` ([`HEAD_TIMEOUT`]) closes
+//!    a connection that has not sent a complete request head in time, and
+//!    the same timer bounds an idle keep-alive connection.
+//!
+//! What a request means is the caller's: it hands [`serve`] a factory of
+//! hyper services. `docs/decisions.md` (D-EDGE) gives the reasons.
+
+pub(crate) mod backoff;
+mod refuse;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Body, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+
+pub use backoff::AcceptBackoff;
+use refuse::{Refusal, refuse};
+
+/// Connections served at once per listener. An MCP client holds one or two
+/// (a POST in flight, a GET stream per 2025 session), so this covers many
+/// dozens of agents at once, while a flood costs at most this many
+/// descriptors and hyper buffers per listener.
+pub(crate) const MAX_CONNECTIONS: usize = 256;
+/// Connections past [`MAX_CONNECTIONS`] held while they wait for a slot.
+pub(crate) const MAX_QUEUED: usize = 64;
+/// How long a queued connection waits for a slot before its `503`.
+pub(crate) const QUEUE_WAIT: Duration = Duration::from_secs(1);
+/// A request head must be complete this long after the connection is
+/// admitted, or after the previous response on a keep-alive connection
+/// (SPEC §18). Above the idle expiry of common HTTP clients' pools (a few
+/// seconds), so clients drop idle connections before xyd does.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Peer lookups running at once, across listeners: each reads the whole
+/// socket list, and a flood must not fill the blocking pool with them.
+const LOOKUPS: usize = 2;
+
+static LOOKUP_SLOTS: Semaphore = Semaphore::const_new(LOOKUPS);
+
+/// Serves `listener` until `stop` turns true (or its sender is dropped),
+/// then lets open connections finish their responses (graceful shutdown)
+/// and returns once they have. `service` makes one hyper service per
+/// admitted connection.
+pub(crate) async fn serve<M, S, B>(
+    listener: TcpListener,
+    service: M,
+    mut stop: watch::Receiver<bool>,
+) where
+    M: Fn() -> S,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let held = Arc::new(Semaphore::new(MAX_CONNECTIONS + MAX_QUEUED));
+    let uid = nix::unistd::getuid().as_raw();
+    let mut backoff = AcceptBackoff::new();
+    let mut conns = JoinSet::new();
+    loop {
+        while conns.try_join_next().is_some() {}
+        // Room to hold one more connection; until then new ones wait in the
+        // kernel's backlog rather than being accepted and dropped.
+        let hold = tokio::select! {
+            p = Arc::clone(&held).acquire_owned() => p.expect("the semaphore is never closed"),
+            _ = stop.changed() => break,
+        };
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.changed() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                let (wait, first) = backoff.failed();
+                if first {
+                    tracing::warn!(error = %e, "accept failed; backing off until it succeeds");
+                }
+                drop(hold);
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => continue,
+                    _ = stop.changed() => break,
+                }
+            }
+        };
+        let failures = backoff.succeeded();
+        if failures > 0 {
+            tracing::info!(failures, "accepting again");
+        }
+        conns.spawn(connection(
+            stream,
+            peer,
+            uid,
+            hold,
+            Arc::clone(&slots),
+            service(),
+            stop.clone(),
+        ));
+    }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
+}
+
+/// One accepted connection: who, a slot, then HTTP until it closes.
+async fn connection<S, B>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    uid: u32,
+    _hold: OwnedSemaphorePermit,
+    slots: Arc<Semaphore>,
+    service: S,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // Loopback only, even if a bind were ever widened.
+    if !peer.ip().is_loopback() {
+        return;
+    }
+    match peer_uid(&stream, peer).await {
+        Ok(owner) if owner == uid => {}
+        Ok(owner) => {
+            tracing::info!(%peer, peer_uid = owner, "connection from another user refused");
+            return refuse(stream, Refusal::Forbidden).await;
+        }
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "connection refused: its user cannot be identified");
+            return refuse(stream, Refusal::Forbidden).await;
+        }
+    }
+    let slot = match Arc::clone(&slots).try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                tracing::debug!(%peer, limit = MAX_CONNECTIONS, "connection refused: listener busy");
+                return refuse(
+                    stream,
+                    Refusal::Busy {
+                        limit: MAX_CONNECTIONS,
+                    },
+                )
+                .await;
+            }
+        },
+    };
+    let _ = stream.set_nodelay(true);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+    drop(slot);
+}
+
+/// The uid owning the peer's socket, looked up off the async thread.
+async fn peer_uid(stream: &TcpStream, peer: SocketAddr) -> Result<u32, LookupError> {
+    let local = stream.local_addr().map_err(LookupError::Local)?;
+    let _turn = LOOKUP_SLOTS
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
+    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_uid(peer, local))
+        .await
+        .map_err(|_| LookupError::Panicked)?
+        .map_err(LookupError::Peer)
+}
+
+#[derive(Debug, thiserror::Error)]
+enum LookupError {
+    #[error("cannot read the connection's local address: {0}")]
+    Local(std::io::Error),
+    #[error(transparent)]
+    Peer(crate::os::peer::PeerError),
+    #[error("the lookup panicked")]
+    Panicked,
+}
