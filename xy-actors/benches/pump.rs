@@ -75,7 +75,6 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         secrets: bench_secrets(),
         hooks: Default::default(),
         agent: Default::default(),
-        content_hash: 0,
     }
 }
 

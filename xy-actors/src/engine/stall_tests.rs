@@ -78,7 +78,6 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         secrets: Vec::new(),
         hooks: Default::default(),
         agent: Default::default(),
-        content_hash: 0,
     }
 }
 

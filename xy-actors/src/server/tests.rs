@@ -40,7 +40,6 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         secrets: Vec::new(),
         hooks: Default::default(),
         agent: Default::default(),
-        content_hash: 0,
     }
 }
 
