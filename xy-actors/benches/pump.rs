@@ -76,7 +76,6 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         autostart: true,
-        content_hash: 0,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The ConfigActor: holds the current [`ConfigSet`] and computes `reload`
-//! diffs (added / removed / changed by `content_hash` / unchanged).
+//! diffs (added / removed / changed settings / unchanged).
 //!
 //! It is the one holder of the applied set: the root forwards each reload
 //! step to it, and on failure rebuilds it from the configs the ServerActors
@@ -15,9 +15,9 @@ pub(crate) struct ConfigDiff {
     pub(crate) added: Vec<ServerConfig>,
     /// Servers no longer configured.
     pub(crate) removed: Vec<String>,
-    /// Servers whose `content_hash` differs (the new config).
+    /// Servers whose [`ServerConfig::settings`] differ (the new config).
     pub(crate) changed: Vec<ServerConfig>,
-    /// Servers with the same `content_hash`.
+    /// Servers with the same settings.
     pub(crate) unchanged: Vec<String>,
 }
 
@@ -27,7 +27,7 @@ pub(crate) fn diff(old: &ConfigSet, new: &ConfigSet) -> ConfigDiff {
     for (name, cfg) in &new.servers {
         match old.servers.get(name) {
             None => d.added.push(cfg.clone()),
-            Some(o) if o.content_hash != cfg.content_hash => d.changed.push(cfg.clone()),
+            Some(o) if o.settings() != cfg.settings() => d.changed.push(cfg.clone()),
             Some(_) => d.unchanged.push(name.clone()),
         }
     }
@@ -125,13 +125,14 @@ impl Actor for ConfigActor {
 mod tests {
     use super::*;
 
-    fn cfg(name: &str, hash: u64) -> ServerConfig {
+    /// Server `name` whose settings differ by `v` (its port).
+    fn cfg(name: &str, v: u16) -> ServerConfig {
         ServerConfig {
             name: name.into(),
             source: format!("{name}.kdl").into(),
             command: "/bin/true".into(),
             args: vec![],
-            port: 1,
+            port: v,
             transport: Default::default(),
             path: "/mcp".into(),
             on_demand: None,
@@ -145,11 +146,10 @@ mod tests {
             hooks: Default::default(),
             agent: Default::default(),
             autostart: true,
-            content_hash: hash,
         }
     }
 
-    fn set(items: &[(&str, u64)]) -> ConfigSet {
+    fn set(items: &[(&str, u16)]) -> ConfigSet {
         ConfigSet {
             servers: items
                 .iter()
@@ -177,7 +177,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["c"]
         );
-        assert_eq!(d.changed[0].content_hash, 4);
+        assert_eq!(d.changed[0].port, 4, "the new config");
         assert_eq!(d.unchanged, ["b"]);
     }
 }

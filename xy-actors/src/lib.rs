@@ -9,6 +9,7 @@
 //! `docs/architecture.md` describes the tree, message flows and shutdown.
 #![warn(missing_docs)]
 
+mod atomic_file;
 mod bridge;
 mod config_actor;
 mod edge;
@@ -20,6 +21,7 @@ mod hooks;
 mod ledger;
 mod log_router;
 mod logs;
+mod mcp_state;
 mod os;
 mod secrets;
 mod server;

@@ -34,9 +34,9 @@ use self::failure::SpawnFailure;
 use crate::events::EventBus;
 use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
-use crate::ledger::McpState;
 use crate::log_router::redact::Redactor;
 use crate::log_router::sink::SharedSink;
+use crate::mcp_state::McpState;
 use crate::os::ports::PortHolder;
 
 pub(crate) mod failure;

@@ -552,7 +552,6 @@ async fn reload_applies_the_diff_with_real_pids() {
 
     let mut changed = server("changed", "xy-test-sleep", &["--interval-ms", "70"]);
     changed.stop.grace = Duration::from_millis(200);
-    support::rehash(&mut changed);
     let new = support::set(vec![sleep_server("same"), changed, sleep_server("added")]);
     let r = t.engine.reload(new).await.unwrap();
     assert_eq!(r.added, ["added"]);

@@ -21,7 +21,6 @@ fn marked(name: &str, mark: &str) -> ServerConfig {
         &["--interval-ms", "50", "--print-env", "MARK"],
     );
     c.env.insert("MARK".into(), mark.into());
-    support::rehash(&mut c);
     c
 }
 

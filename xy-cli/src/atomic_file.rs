@@ -33,7 +33,7 @@ pub(crate) enum WriteError {
     /// The target no longer held the bytes the caller read: someone saved it
     /// meanwhile. Nothing was written.
     Changed,
-    /// The OS said no (the target's path is in [`write`]'s result context).
+    /// The OS said no.
     Io(io::Error),
 }
 

@@ -1,7 +1,7 @@
 //! AI clients' MCP config files (SPEC §14): where each client keeps its file
 //! on macOS and Linux, reading its server entries, and rewriting entries to
 //! point at xy while every other byte stays as it was. Pure: text in, text
-//! out; the file handling is in [`file`], the printing in `commands::clients`.
+//! out; the file handling is in [`mod@file`], the printing in `commands::clients`.
 //! Sources for every location and shape: `docs/clients.md`.
 
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Deserialize;
 use xy_core::config::ConfigErrors;
-use xy_core::protocol::{ErrorCode, RpcError, SpawnFailedData};
+use xy_core::protocol::{ConfigInvalidData, ErrorCode, RpcError, SpawnFailedData};
 
 use xy_core::client::ClientError;
 
@@ -109,6 +109,12 @@ impl From<RpcError> for Failure {
             (Some(ErrorCode::SpawnFailed), Some(data)) => {
                 match SpawnFailedData::deserialize(data) {
                     Ok(failed) => render_spawn_failures(&failed),
+                    Err(_) => render_data(data),
+                }
+            }
+            (Some(ErrorCode::ConfigInvalid | ErrorCode::PortConflict), Some(data)) => {
+                match ConfigInvalidData::deserialize(data) {
+                    Ok(invalid) => invalid.rendered,
                     Err(_) => render_data(data),
                 }
             }

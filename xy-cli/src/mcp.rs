@@ -139,7 +139,8 @@ fn tools(restartable: &[String]) -> Vec<Value> {
             "title": "List xy's servers",
             "description": "Every MCP server xy supervises on this machine: state (running, \
                 restarting, failed, …), pid, port, URL, health, restart count, last exit, tool \
-                count, and whether agents may restart it.",
+                count, whether agents may restart it, and why each failed or restarting server \
+                is down.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": read,
         }),

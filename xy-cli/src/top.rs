@@ -21,7 +21,7 @@ use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::{Terminal, backend::CrosstermBackend};
 use xy_core::protocol::{
     EventNotification, EventsParams, EventsResult, ListEntry, LogNotification, LogsParams,
-    LogsResult, TargetParams, method,
+    LogsResult, StartResult, StopResult, TargetParams, method,
 };
 
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
@@ -157,16 +157,8 @@ fn restore() {
 }
 
 fn sample(c: &mut Client) -> Result<Vec<Row>, ClientError> {
-    // Raw values: `tool_count` is read when the daemon sends it.
-    let raw: Vec<serde_json::Value> = c.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
-    let mut rows = Vec::with_capacity(raw.len());
-    for v in raw {
-        let tools = v.get("tool_count").and_then(serde_json::Value::as_u64);
-        let e: ListEntry = serde_json::from_value(v)
-            .map_err(|e| ClientError::Protocol(format!("bad `list` entry: {e}")))?;
-        rows.push(Row::from_entry(&e, tools));
-    }
-    Ok(rows)
+    let entries: Vec<ListEntry> = c.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
+    Ok(entries.iter().map(Row::from_entry).collect())
 }
 
 fn subscribe_events(mut c: Client) -> Result<(Client, u64), ClientError> {
@@ -288,13 +280,16 @@ fn spawn_control(socket: &Path, verb: Verb, name: String, tx: Sender<Msg>) {
 
 /// `restarted web`, `web was not running`, …
 fn summarize(verb: Verb, name: &str, raw: &str) -> String {
-    let v: serde_json::Value = serde_json::from_str(raw).unwrap_or_default();
-    let listed = |k: &str| v[k].as_array().is_some_and(|a| a.iter().any(|n| n == name));
+    let has = |names: &[String]| names.iter().any(|n| n == name);
     match verb {
-        Verb::Start if listed("already_running") => format!("{name} is already running"),
-        Verb::Start => format!("started {name}"),
-        Verb::Stop if listed("not_running") => format!("{name} was not running"),
-        Verb::Stop => format!("stopped {name}"),
+        Verb::Start => match serde_json::from_str::<StartResult>(raw) {
+            Ok(r) if has(&r.already_running) => format!("{name} is already running"),
+            _ => format!("started {name}"),
+        },
+        Verb::Stop => match serde_json::from_str::<StopResult>(raw) {
+            Ok(r) if has(&r.not_running) => format!("{name} was not running"),
+            _ => format!("stopped {name}"),
+        },
         Verb::Restart => format!("restarted {name}"),
     }
 }

@@ -17,7 +17,7 @@ mod secrets;
 
 pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning, DiagnosticKind};
 pub use load::{CommandLookupError, load_dir, resolve_command, resolve_command_in};
-pub use parse::{content_hash, is_valid_name, parse_server};
+pub use parse::{is_valid_name, parse_server};
 pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
 
 /// Default `restart.backoff-initial`.
@@ -255,14 +255,10 @@ pub struct ServerConfig {
     pub agent: AgentConfig,
     /// `autostart` (default `#true`): whether boot and reload start the
     /// server. `#false` (what `xyctl add --no-start` writes) leaves it
-    /// `stopped` until `xyctl start`. Not part of [`content_hash`]: it says
-    /// nothing about how the child runs.
-    ///
-    /// [`content_hash`]: ServerConfig::content_hash
+    /// `stopped` until `xyctl start`. Not part of
+    /// [`settings`](ServerConfig::settings): it says nothing about how the
+    /// child runs.
     pub autostart: bool,
-    /// Hash of the parsed settings (not the file bytes): `reload` restarts a
-    /// server only when this differs, so comment or whitespace edits do not.
-    pub content_hash: u64,
 }
 
 /// Env values often hold secrets: `Debug` shows only the keys.
@@ -286,12 +282,78 @@ impl std::fmt::Debug for ServerConfig {
             .field("stop", &self.stop)
             .field("health", &self.health)
             .field("agent", &self.agent)
-            .field("content_hash", &self.content_hash)
             .finish()
     }
 }
 
+/// What a running server depends on: every setting of a [`ServerConfig`]
+/// but its name and its file. `reload` restarts a server exactly when these
+/// differ (`==`): they are the parsed and defaulted values, so comments,
+/// whitespace, node order, the KDL version or a default written out change
+/// nothing. Borrowed, compared, never stored.
+#[derive(PartialEq, Eq)]
+pub struct Settings<'a> {
+    command: &'a str,
+    args: &'a [String],
+    port: u16,
+    transport: Transport,
+    path: &'a str,
+    on_demand: Option<&'a OnDemandConfig>,
+    env: &'a BTreeMap<String, String>,
+    env_files: &'a [PathBuf],
+    secrets: &'a [SecretSpec],
+    hooks: &'a HooksConfig,
+    working_dir: Option<&'a PathBuf>,
+    restart: &'a RestartConfig,
+    stop: &'a StopConfig,
+    health: Option<&'a HealthConfig>,
+    agent: &'a AgentConfig,
+}
+
 impl ServerConfig {
+    /// Its [`Settings`].
+    pub fn settings(&self) -> Settings<'_> {
+        // Destructured, so a new field cannot be left out by accident.
+        let ServerConfig {
+            name: _,
+            source: _,
+            command,
+            args,
+            port,
+            transport,
+            path,
+            on_demand,
+            env,
+            env_files,
+            secrets,
+            hooks,
+            working_dir,
+            restart,
+            stop,
+            health,
+            agent,
+            // Whether boot and reload start it, not how it runs.
+            autostart: _,
+        } = self;
+        Settings {
+            command,
+            args,
+            port: *port,
+            transport: *transport,
+            path,
+            on_demand: on_demand.as_ref(),
+            env,
+            env_files,
+            secrets,
+            hooks,
+            working_dir: working_dir.as_ref(),
+            restart,
+            stop,
+            health: health.as_ref(),
+            agent,
+        }
+    }
+
     /// The MCP endpoint, `http://127.0.0.1:<port><path>`.
     pub fn url(&self) -> String {
         crate::protocol::endpoint_url(self.port, &self.path)

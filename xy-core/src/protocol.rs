@@ -13,7 +13,10 @@ pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
 mod secrets;
 pub use secrets::SecretInfo;
 mod failure;
-pub use failure::{PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData, SpawnFailure};
+pub use failure::{
+    ConfigInvalidData, DiagnosticData, PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData,
+    SpawnFailure,
+};
 
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -6,9 +6,7 @@ use std::time::Duration;
 mod support;
 
 use support::Fixture;
-use xy_core::config::{
-    ConfigDiagnostic, DEFAULT_IDLE_STOP, DiagnosticKind, ServerConfig, content_hash,
-};
+use xy_core::config::{ConfigDiagnostic, DEFAULT_IDLE_STOP, DiagnosticKind, ServerConfig};
 use xy_core::protocol::Transport;
 
 const HEAD: &str = "command \"/usr/bin/env\"\nport 8430\n";
@@ -187,22 +185,22 @@ fn typo_of_a_new_top_level_field_suggests_it() {
 }
 
 #[test]
-fn defaults_leave_the_content_hash_unchanged_and_changes_move_it() {
+fn defaults_leave_the_settings_unchanged_and_changes_move_them() {
     let plain = ok(HEAD);
     let explicit = ok(&format!("{HEAD}transport \"http\"\npath \"/mcp\"\n"));
-    assert_eq!(content_hash(&plain), content_hash(&explicit));
+    assert!(plain.settings() == explicit.settings());
     let stdio = ok(&format!("{HEAD}transport \"stdio\"\n"));
     let path = ok(&format!("{HEAD}path \"/x\"\n"));
     let od = ok(&format!("{HEAD}transport \"stdio\"\non-demand {{ }}\n"));
-    let hashes = [
-        plain.content_hash,
-        stdio.content_hash,
-        path.content_hash,
-        od.content_hash,
-    ];
-    for (i, a) in hashes.iter().enumerate() {
-        for b in &hashes[i + 1..] {
-            assert_ne!(a, b);
+    let all = [&plain, &stdio, &path, &od];
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
+            assert!(
+                a.settings() != b.settings(),
+                "{} vs {}",
+                a.source.display(),
+                b.source.display()
+            );
         }
     }
 }
@@ -225,10 +223,7 @@ fn autostart_defaults_to_true_and_takes_a_boolean() {
     assert!(!ok(&format!("{HEAD}autostart #false\n")).autostart);
     assert!(ok(&format!("{HEAD}autostart #true\n")).autostart);
     // Not a setting of the child: changing it alone restarts nothing.
-    assert_eq!(
-        content_hash(&ok(HEAD)),
-        content_hash(&ok(&format!("{HEAD}autostart #false\n")))
-    );
+    assert!(ok(HEAD).settings() == ok(&format!("{HEAD}autostart #false\n")).settings());
     let d = one(
         &format!("{HEAD}autostart \"no\"\n"),
         DiagnosticKind::WrongType,

@@ -1,5 +1,5 @@
 //! SPEC §10: the `health { … }` block — both KDL versions, defaults, every
-//! mistake reported with its position, and its place in the content hash.
+//! mistake reported with its position, and its place in the settings reload compares.
 
 use std::time::Duration;
 
@@ -114,15 +114,15 @@ fn missing_probe_and_bad_paths() {
 }
 
 #[test]
-fn health_is_part_of_the_content_hash() {
-    let none = ok(HEAD).content_hash;
-    let tcp = ok(&format!("{HEAD}health {{\n  tcp\n}}\n")).content_hash;
-    let tcp_fast = ok(&format!("{HEAD}health {{\n  tcp\n  interval \"1s\"\n}}\n")).content_hash;
-    let mcp = ok(&format!("{HEAD}health {{\n  mcp\n}}\n")).content_hash;
-    assert_ne!(none, tcp);
-    assert_ne!(tcp, tcp_fast);
-    assert_ne!(tcp, mcp);
+fn health_is_part_of_the_settings() {
+    let none = ok(HEAD);
+    let tcp = ok(&format!("{HEAD}health {{\n  tcp\n}}\n"));
+    let tcp_fast = ok(&format!("{HEAD}health {{\n  tcp\n  interval \"1s\"\n}}\n"));
+    let mcp = ok(&format!("{HEAD}health {{\n  mcp\n}}\n"));
+    assert!(none.settings() != tcp.settings());
+    assert!(tcp.settings() != tcp_fast.settings());
+    assert!(tcp.settings() != mcp.settings());
     // Formatting alone changes nothing.
-    let tcp2 = ok(&format!("{HEAD}\nhealth {{ tcp; }}\n")).content_hash;
-    assert_eq!(tcp, tcp2);
+    let tcp2 = ok(&format!("{HEAD}\nhealth {{ tcp; }}\n"));
+    assert!(tcp.settings() == tcp2.settings());
 }

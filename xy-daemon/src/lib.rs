@@ -4,7 +4,8 @@
 //! Layout: [`boot`] (paths, state dirs, lock, configs, socket), [`lock`]
 //! (the pidfile flock), `transport` (line framing, connections, dispatch
 //! into jsonrpsee), `rpc` (the methods), [`logging`] (tracing to stderr and
-//! `daemon.log`), [`signals`]. Below it: `xy-actors` (the engine) and
+//! `daemon.log`), [`signals`], `flag` (the one-way shutdown and closing
+//! flags every long-lived task selects on). Below it: `xy-actors` (the engine) and
 //! `xy-core` (paths, config, protocol types).
 //!
 //! `main` calls [`boot::prepare`], [`logging::init`], then [`run`].
@@ -20,6 +21,7 @@ use xy_core::config::{ConfigSet, DEFAULT_GRACE};
 
 pub mod boot;
 mod error;
+mod flag;
 pub mod lock;
 pub mod logging;
 mod rpc;
@@ -27,7 +29,10 @@ pub mod signals;
 mod transport;
 
 pub use boot::{Prepared, prepare};
+// `transport` still names it `crate::until_set`; its owner's split moves
+// that call over to `flag::until_set`, and this line goes.
 pub use error::DaemonError;
+pub(crate) use flag::until_set;
 
 /// How long shutdown waits for open connections to flush their last lines.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(2);
@@ -225,12 +230,6 @@ where
         .expect("a fresh semaphore has a permit");
     let (read, write) = tokio::io::split(stream);
     transport::connection(0, read, write, methods, closing_rx, permit).await;
-}
-
-/// Resolves once the flag is true (or its sender is gone). Drops the watch
-/// guard before returning, so callers stay `Send` across later awaits.
-pub(crate) async fn until_set(flag: &mut watch::Receiver<bool>) {
-    let _ = flag.wait_for(|v| *v).await;
 }
 
 /// The orphan sweep on the blocking pool; `progress(found, left)` is called

@@ -41,7 +41,7 @@ fn restart_in_place(old: &ServerConfig, new: &ServerConfig) -> bool {
 
 impl Engine {
     /// Applies a freshly loaded config set: start added, stop removed,
-    /// restart changed (by content hash), leave unchanged alone.
+    /// restart changed (their settings differ), leave unchanged alone.
     ///
     /// Every stop (removed, changed) completes before any start (added,
     /// changed), so a port handed from one server to another is free. A

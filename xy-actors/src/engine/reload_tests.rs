@@ -46,7 +46,6 @@ async fn a_reload_failing_on_its_third_server_leaves_a_consistent_state() {
 
     let mut a2 = config("a", 9101);
     a2.args = vec!["--v2".into()];
-    a2.content_hash = 2;
     let new = set(
         dir.path(),
         vec![

@@ -79,7 +79,6 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         autostart: true,
-        content_hash: 0,
     }
 }
 

@@ -9,33 +9,26 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::group;
+use crate::atomic_file;
 
-/// What the daemon knows about one spawned child.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the daemon knows about one spawned child: the record's JSON
+/// (`{pid, pgid, start_time, command}`; unknown fields are ignored, so an
+/// older or newer xyd's records still sweep).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ChildRecord {
     pub(crate) pid: i32,
     pub(crate) pgid: i32,
+    /// The leader's start time (clock ticks since boot), which tells a
+    /// reused pid from the child; `null` where it cannot be read.
     pub(crate) start_time: Option<u64>,
     pub(crate) command: String,
 }
 
 impl ChildRecord {
-    fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "pid": self.pid,
-            "pgid": self.pgid,
-            "start_time": self.start_time,
-            "command": self.command,
-        })
-    }
-
-    fn from_json(v: &serde_json::Value) -> Option<ChildRecord> {
-        Some(ChildRecord {
-            pid: i32::try_from(v.get("pid")?.as_i64()?).ok()?,
-            pgid: i32::try_from(v.get("pgid")?.as_i64()?).ok()?,
-            start_time: v.get("start_time").and_then(serde_json::Value::as_u64),
-            command: v.get("command")?.as_str()?.to_owned(),
-        })
+    /// The record in file `path`, if it reads and parses.
+    fn read(path: &Path) -> Option<ChildRecord> {
+        let text = std::fs::read(path).ok()?;
+        serde_json::from_slice(&text).ok()
     }
 }
 
@@ -44,24 +37,23 @@ pub(crate) fn record_path(run_dir: &Path, name: &str) -> PathBuf {
     run_dir.join(format!("{name}.json"))
 }
 
-/// Writes the record atomically (tmp + rename), so a crash never leaves half a
-/// record for the next boot to misread.
+/// Writes the record through [`atomic_file::write`], so a crash never leaves
+/// half a record for the next boot to misread. Not synced: a record matters
+/// after a crash of xyd, which leaves it in the page cache; a crash of the
+/// machine ends its children too, so a lost record loses nothing, and the
+/// spawn path does not wait on the disk.
 pub(crate) fn write(path: &Path, rec: &ChildRecord) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, rec.to_json().to_string())?;
-    std::fs::rename(&tmp, path)
+    let json = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    atomic_file::write(path, &json, atomic_file::Sync::Atomic)
 }
 
 /// Removes the record at `path` if it still describes group `pgid` (a newer
 /// child of the same server may already have replaced it).
 pub(crate) fn remove_if_pid(path: &Path, pgid: i32) {
-    let current = std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| ChildRecord::from_json(&v));
+    let current = ChildRecord::read(path);
     if current.is_some_and(|r| r.pgid == pgid)
         && let Err(e) = std::fs::remove_file(path)
         && e.kind() != std::io::ErrorKind::NotFound
@@ -119,10 +111,7 @@ pub fn sweep_orphans_reporting(
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let record = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| ChildRecord::from_json(&v));
+        let record = ChildRecord::read(&path);
         match record {
             Some(rec) if is_orphan(&rec) => found.push((
                 path,
@@ -217,7 +206,25 @@ mod tests {
             start_time: Some(99),
             command: "/bin/x".into(),
         };
-        assert_eq!(ChildRecord::from_json(&rec.to_json()), Some(rec));
+        let dir = tempfile::tempdir().unwrap();
+        let path = record_path(dir.path(), "x");
+        write(&path, &rec).unwrap();
+        assert_eq!(ChildRecord::read(&path), Some(rec));
+        // The format of every xyd so far, with a field it does not know.
+        std::fs::write(
+            &path,
+            r#"{"pid":7,"pgid":7,"start_time":null,"command":"c","later":1}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            ChildRecord::read(&path),
+            Some(ChildRecord {
+                pid: 7,
+                pgid: 7,
+                start_time: None,
+                command: "c".into()
+            })
+        );
     }
 
     #[test]

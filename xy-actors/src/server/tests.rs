@@ -41,7 +41,6 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         autostart: true,
-        content_hash: 0,
     }
 }
 

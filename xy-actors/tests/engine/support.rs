@@ -26,7 +26,7 @@ pub fn free_port() -> u16 {
 pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
     let command = bin(bin_name).display().to_string();
     let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-    let mut c = ServerConfig {
+    ServerConfig {
         name: name.to_owned(),
         source: PathBuf::from(format!("/configs/{name}.kdl")),
         command,
@@ -52,27 +52,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         autostart: true,
-        content_hash: 0,
-    };
-    rehash(&mut c);
-    c
-}
-
-/// A stand-in for the parser's settings hash: what `reload` compares.
-pub fn rehash(c: &mut ServerConfig) {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (
-        &c.command,
-        &c.args,
-        &c.env,
-        &c.working_dir,
-        &c.restart,
-        &c.stop,
-        c.port,
-    )
-        .hash(&mut h);
-    c.content_hash = h.finish();
+    }
 }
 
 pub fn set(servers: Vec<ServerConfig>) -> ConfigSet {

@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 use xy_core::paths::Paths;
-use xy_core::protocol::{DaemonStatus, ReloadResult, StopResult, TargetParams, method};
+use xy_core::protocol::{
+    DaemonStatus, ListEntry, ReloadResult, StatusResult, StopResult, TargetParams, method,
+};
 
 use crate::cli::AddArgs;
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
@@ -123,17 +125,20 @@ fn state_line(c: &mut Client, name: &str, port: u16) -> Result<String, Failure> 
         }),
         READ_TIMEOUT,
     )?;
-    let v: serde_json::Value = serde_json::from_str(raw.get()).unwrap_or_default();
-    let state = v["state"].as_str().unwrap_or("unknown");
-    Ok(format!("{name}  {state}  {}\n", server_url(&v, port)))
+    Ok(match serde_json::from_str::<StatusResult>(raw.get()) {
+        Ok(st) => format!("{name}  {}  {}\n", st.entry.state, server_url(&st.entry)),
+        Err(_) => format!("{name}  unknown  {}\n", fallback_url(port)),
+    })
 }
 
 /// The server's xy URL from a `list`/`status` entry: its `url` field, else
-/// (a daemon from before §13) `http://127.0.0.1:<port>/mcp`.
-pub(crate) fn server_url(entry: &serde_json::Value, port: u16) -> String {
-    entry["url"]
-        .as_str()
-        .map_or_else(|| fallback_url(port), str::to_owned)
+/// (a daemon from before §13, which sends none) `http://127.0.0.1:<port>/mcp`.
+pub(crate) fn server_url(entry: &ListEntry) -> String {
+    if entry.url.is_empty() {
+        fallback_url(entry.port)
+    } else {
+        entry.url.clone()
+    }
 }
 
 fn fallback_url(port: u16) -> String {

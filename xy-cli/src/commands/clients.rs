@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use xy_core::protocol::{ReloadResult, method};
+use xy_core::protocol::{ListEntry, ReloadResult, method};
 
 use super::add::{daemon_and_dir, server_url, write_failure};
 use crate::cli::{ClientsArgs, ClientsCmd, ImportArgs};
@@ -200,16 +200,10 @@ fn row(a: &str, b: &str, c: &str, d: &str) -> Vec<String> {
 
 /// The servers xy runs: name → URL.
 fn xy_servers(c: &mut Client) -> Result<BTreeMap<String, String>, Failure> {
-    let raw = c.call_raw::<()>(method::LIST, None, READ_TIMEOUT)?;
-    let list: Vec<serde_json::Value> = serde_json::from_str(raw.get())
-        .map_err(|e| Failure::new(Exit::Operational, format!("bad `list` result: {e}")))?;
+    let list: Vec<ListEntry> = c.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
     Ok(list
         .iter()
-        .filter_map(|v| {
-            let name = v["name"].as_str()?.to_owned();
-            let port = u16::try_from(v["port"].as_u64()?).ok()?;
-            Some((name, server_url(v, port)))
-        })
+        .map(|e| (e.name.clone(), server_url(e)))
         .collect())
 }
 

@@ -48,8 +48,11 @@ pub(crate) fn stable_xyctl_from(exe: &Path, path_var: Option<&OsStr>) -> (PathBu
         other => {
             let warning = unstable_program_warning(
                 &real,
-                "the client config will break then",
-                "install xyctl on PATH (e.g. `cargo install --path xy-cli`) and apply again",
+                &Unstable {
+                    then: "the client config will break then",
+                    fix_build: "install xyctl on PATH (e.g. `cargo install --path xy-cli`) and apply again",
+                    fix_upgrade: "run it as the package's link on PATH (e.g. /opt/homebrew/bin/xyctl) and apply again",
+                },
             )
             .or_else(|| {
                 other.map(|p| {
@@ -119,26 +122,48 @@ pub(crate) fn is_versioned_install(path: &Path) -> bool {
             .is_some_and(|i| parts.len() > i + 3)
 }
 
+/// What a warning about an unstable path says.
+pub(crate) struct Unstable<'a> {
+    /// What breaks (`the service will break then`).
+    pub(crate) then: &'a str,
+    /// What to do about a cargo build tree.
+    pub(crate) fix_build: &'a str,
+    /// What to do about a versioned package path.
+    pub(crate) fix_upgrade: &'a str,
+}
+
 /// Why `program`'s path will go away, if it will: the one predicate behind
-/// the warnings of `service install` and `clients apply`. `then` says what
-/// breaks, `fix` what to do.
-pub(crate) fn unstable_program_warning(program: &Path, then: &str, fix: &str) -> Option<String> {
-    let why = if is_build_tree(program) {
-        "inside a cargo build tree, which `cargo clean` deletes"
+/// the warnings of `service install` and `clients apply`.
+pub(crate) fn unstable_program_warning(program: &Path, say: &Unstable<'_>) -> Option<String> {
+    let (why, fix) = if is_build_tree(program) {
+        (
+            "inside a cargo build tree, which `cargo clean` deletes",
+            say.fix_build,
+        )
     } else if is_versioned_install(program) {
-        "a versioned package path, which the next upgrade removes"
+        (
+            "a versioned package path, which the next upgrade removes",
+            say.fix_upgrade,
+        )
     } else {
         return None;
     };
-    Some(format!("{} is {why}: {then}; {fix}", program.display()))
+    Some(format!(
+        "{} is {why}: {}; {fix}",
+        program.display(),
+        say.then
+    ))
 }
 
 /// The warning to show for a service's program, if any.
 pub(crate) fn program_warning(program: &Path) -> Option<String> {
     unstable_program_warning(
         program,
-        "the service will break then",
-        "install xyd (e.g. `cargo install --path xy-daemon`) and re-run with --force",
+        &Unstable {
+            then: "the service will break then",
+            fix_build: "install xyd (e.g. `cargo install --path xy-daemon`) and re-run with --force",
+            fix_upgrade: "run `xyctl service install --force` again after each upgrade",
+        },
     )
 }
 

@@ -31,7 +31,7 @@ pub(crate) struct Row {
 
 impl Row {
     /// From a `list` entry; `tools` is its `tool_count` when present.
-    pub(crate) fn from_entry(e: &ListEntry, tools: Option<u64>) -> Row {
+    pub(crate) fn from_entry(e: &ListEntry) -> Row {
         Row {
             name: e.name.clone(),
             state: e.state,
@@ -42,7 +42,7 @@ impl Row {
             rss_bytes: e.rss_bytes,
             restarts: e.restart_count,
             uptime_secs: e.uptime_secs,
-            tools,
+            tools: e.tool_count.map(u64::from),
         }
     }
 

@@ -12,7 +12,7 @@ use miette::{
 };
 
 /// The class of a config mistake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DiagnosticKind {
     /// Not valid KDL (v2 nor v1).
@@ -243,21 +243,22 @@ impl ConfigErrors {
     /// `[{kind, file, line, column, message, help}]`, the `data` of a
     /// `-32003` error and `xyctl config check --json`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Array(
-            self.diagnostics
-                .iter()
-                .map(|d| {
-                    serde_json::json!({
-                        "kind": d.kind,
-                        "file": d.file.display().to_string(),
-                        "line": d.line,
-                        "column": d.column,
-                        "message": d.message,
-                        "help": d.help,
-                    })
-                })
-                .collect(),
-        )
+        serde_json::to_value(self.data()).unwrap_or_default()
+    }
+
+    /// The diagnostics as their wire type.
+    pub fn data(&self) -> Vec<crate::protocol::DiagnosticData> {
+        self.diagnostics
+            .iter()
+            .map(|d| crate::protocol::DiagnosticData {
+                kind: d.kind,
+                file: d.file.display().to_string(),
+                line: d.line,
+                column: d.column,
+                message: d.message.clone(),
+                help: d.help.clone(),
+            })
+            .collect()
     }
 }
 

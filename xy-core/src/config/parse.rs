@@ -360,7 +360,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
     let port = b.port.clone();
     let config = match (cx.diags.is_empty(), b.command, b.port) {
         (true, Some(command), Some((port, _))) => {
-            let mut config = ServerConfig {
+            let config = ServerConfig {
                 name: name.to_owned(),
                 source: file.to_path_buf(),
                 command,
@@ -379,9 +379,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 health: b.health,
                 agent: b.agent,
                 autostart: b.autostart.unwrap_or(true),
-                content_hash: 0,
             };
-            config.content_hash = content_hash(&config);
             Some(config)
         }
         _ => None,
@@ -1166,135 +1164,5 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("agent")
     } else {
         None
-    }
-}
-
-/// FNV-1a (64-bit): tiny, and unlike `DefaultHasher` its output is fixed
-/// forever, so a hash computed by one build compares with another's.
-struct Fnv(u64);
-
-impl Fnv {
-    fn bytes(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    /// Length-prefixed, so `["ab", "c"]` and `["a", "bc"]` differ.
-    fn str(&mut self, s: &str) {
-        self.bytes(&(s.len() as u64).to_le_bytes());
-        self.bytes(s.as_bytes());
-    }
-
-    fn duration(&mut self, d: Duration) {
-        self.bytes(&d.as_nanos().to_le_bytes());
-    }
-}
-
-/// The stable hash of a config's settings (command, args, port, env,
-/// working-dir, restart, stop, health): not of the file bytes, so comments,
-/// whitespace, node order and KDL version do not change it. The name and the
-/// source path are not part of it either.
-pub fn content_hash(config: &ServerConfig) -> u64 {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
-    h.str("command");
-    h.str(&config.command);
-    h.str("args");
-    h.bytes(&(config.args.len() as u64).to_le_bytes());
-    for a in &config.args {
-        h.str(a);
-    }
-    h.str("port");
-    h.bytes(&config.port.to_le_bytes());
-    h.str("env");
-    h.bytes(&(config.env.len() as u64).to_le_bytes());
-    for (k, v) in &config.env {
-        h.str(k);
-        h.str(v);
-    }
-    h.str("working-dir");
-    match &config.working_dir {
-        Some(dir) => {
-            h.bytes(&[1]);
-            h.str(&dir.to_string_lossy());
-        }
-        None => h.bytes(&[0]),
-    }
-    h.str("restart");
-    h.str(config.restart.policy.as_str());
-    h.duration(config.restart.backoff_initial);
-    h.duration(config.restart.backoff_max);
-    h.bytes(&config.restart.max_retries_per_minute.to_le_bytes());
-    h.str("stop");
-    h.duration(config.stop.grace);
-    // Defaults add nothing, so hashes of configs written before these
-    // fields existed do not change (no spurious restart at reload).
-    if config.transport != Transport::Http {
-        h.str("transport");
-        h.str(config.transport.as_str());
-    }
-    if config.path != DEFAULT_MCP_PATH {
-        h.str("path");
-        h.str(&config.path);
-    }
-    if let Some(o) = &config.on_demand {
-        h.str("on-demand");
-        h.duration(o.idle_stop);
-    }
-    // Absent health adds nothing, so hashes of configs without a `health`
-    // block are the same as before it existed.
-    if let Some(health) = &config.health {
-        h.str("health");
-        h.str(health.probe.as_str());
-        h.str(health.probe.path().unwrap_or(""));
-        h.duration(health.interval);
-        h.duration(health.timeout);
-        h.bytes(&health.failures.to_le_bytes());
-        h.duration(health.start_period);
-        h.bytes(&[u8::from(health.restart_on_failure)]);
-    }
-    secrets_hash(&mut h, config);
-    // Absent (all off) adds nothing, so older hashes stay the same.
-    if config.agent.allow_restart {
-        h.str("agent.allow-restart");
-    }
-    h.0
-}
-
-/// SPEC §16 settings; nothing when absent, so older hashes stay the same.
-/// (The env files' variables are already in `env`.)
-fn secrets_hash(h: &mut Fnv, config: &ServerConfig) {
-    use super::SecretSource;
-    for f in &config.env_files {
-        h.str("env-file");
-        h.str(&f.to_string_lossy());
-    }
-    for s in &config.secrets {
-        h.str("secret");
-        h.str(&s.name);
-        h.str(s.source.kind());
-        match &s.source {
-            SecretSource::Command { program, args } => {
-                h.str(program);
-                for a in args {
-                    h.str(a);
-                }
-            }
-            SecretSource::Keychain { service, account } => {
-                h.str(service);
-                h.str(account.as_deref().unwrap_or(""));
-            }
-            SecretSource::File(p) => h.str(&p.to_string_lossy()),
-        }
-    }
-    for (event, argv) in &config.hooks.commands {
-        h.str(event.node());
-        for a in argv {
-            h.str(a);
-        }
-    }
-    if config.hooks.notify {
-        h.str("notify");
     }
 }

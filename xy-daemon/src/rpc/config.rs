@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use jsonrpsee::RpcModule;
 use xy_core::config::ConfigErrors;
-use xy_core::protocol::{ErrorCode, ReloadResult, RpcError, method};
+use xy_core::protocol::{ConfigInvalidData, ErrorCode, ReloadResult, RpcError, method};
 
 use super::{DaemonCtx, no_params, to_error_object};
 use crate::boot::load_configs;
@@ -73,8 +73,6 @@ fn config_error(errors: &ConfigErrors) -> RpcError {
             format!("config invalid: {}", errors_count(n)),
         )
     };
-    RpcError::new(code, message).with_data(serde_json::json!({
-        "diagnostics": errors.to_json(),
-        "rendered": errors.render(false),
-    }))
+    let data = serde_json::to_value(ConfigInvalidData::new(errors)).unwrap_or_default();
+    RpcError::new(code, message).with_data(data)
 }

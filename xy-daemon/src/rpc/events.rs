@@ -127,7 +127,7 @@ impl Stream {
                 biased;
                 _ = &mut *cancel => return Some(EventEndReason::Cancelled),
                 () = self.conn.closed() => return None,
-                () = crate::until_set(&mut closing) => {
+                () = crate::flag::until_set(&mut closing) => {
                     // The servers' last transitions (stopping → stopped) were
                     // published before `closing`: deliver them first.
                     while let Some(EventItem::Event(ev)) = sub.try_recv() {

@@ -125,7 +125,7 @@ impl Stream {
         loop {
             tokio::select! {
                 _ = &mut *cancel => return Some(LogEndReason::Cancelled),
-                () = crate::until_set(&mut closing) => return Some(LogEndReason::Shutdown),
+                () = crate::flag::until_set(&mut closing) => return Some(LogEndReason::Shutdown),
                 () = self.conn.closed() => return None,
                 ev = sub.recv() => match ev {
                     Some(LogEvent::Line(line)) => {
