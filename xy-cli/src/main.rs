@@ -2,7 +2,6 @@
 //! command, prints through `output`, and exits with the code SPEC §8 fixes
 //! (0 ok, 1 operational error, 2 daemon unreachable, 3 config invalid).
 
-mod bridge;
 mod cli;
 mod clients;
 mod commands;
@@ -12,6 +11,7 @@ mod error;
 mod mcp;
 mod output;
 mod process;
+mod relay;
 mod render;
 mod server_file;
 mod service;
