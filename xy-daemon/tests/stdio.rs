@@ -6,6 +6,7 @@
 
 mod audit;
 mod client;
+mod restart;
 
 use std::io::{Read, Write};
 use std::path::Path;

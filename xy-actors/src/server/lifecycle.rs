@@ -157,9 +157,10 @@ pub(crate) enum Action {
     /// (`404` from then on): only a real stop asks for it, never a restart,
     /// a crash or an idle stop.
     CloseEndpoint,
-    /// The child is being restarted by xy: a stdio server's requests in
-    /// flight fail now with `-32603` naming the restart, and new ones wait
-    /// for the next child; sessions and the listener stay.
+    /// The child is being restarted by xy: a stdio server's new requests
+    /// wait for the next child (those in flight fail with `-32603` naming
+    /// the restart unless the child answers them before it exits); sessions
+    /// and the listener stay.
     HoldEndpoint,
     /// A stdio server's endpoint must listen now (a new bridge after a
     /// panic), not only before the next spawn.

@@ -161,13 +161,12 @@ impl ServerActorState {
         }
     }
 
-    /// The child is being restarted by xy: what is in flight fails naming
-    /// the restart; new requests wait for the next child.
+    /// The child is being restarted by xy: new requests wait for the next
+    /// child; what is in flight fails naming the restart unless the child
+    /// answers it before it exits.
     pub(super) fn hold_bridge(&self) {
         if let Some(b) = &self.bridge {
-            let _ = b
-                .actor
-                .cast(BridgeMsg::Hold("restart requested".to_owned()));
+            let _ = b.actor.cast(BridgeMsg::Hold);
         }
     }
 
