@@ -560,6 +560,34 @@ mod tests {
         assert_eq!((o.id, o.method), (None, None));
     }
 
+    /// Issue 26: on a 404, requests and notifications of a 2025 session
+    /// are sent again in a new session; `initialize`, 2026 requests (no
+    /// session) and answers to server requests are not.
+    #[test]
+    fn what_a_new_session_retries() {
+        let s = Session {
+            id: Some("gone".into()),
+            version: Some("2025-06-18".into()),
+        };
+        let retried = |line: &str| retry_in_new_session(&outgoing(line, &s).unwrap());
+        assert!(retried(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#
+        ));
+        assert!(retried(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#
+        ));
+        assert!(!retried(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(!retried(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#));
+        assert!(!retried(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#
+        ));
+        let none = Session::default();
+        let o = outgoing(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#, &none).unwrap();
+        assert!(!retry_in_new_session(&o), "no session, nothing to reopen");
+    }
+
     #[test]
     fn bad_json_is_answered_with_a_parse_error() {
         let e = outgoing("{nope", &Session::default()).unwrap_err();

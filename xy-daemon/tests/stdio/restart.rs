@@ -154,6 +154,19 @@ fn a_2025_session_carries_on_across_restart_kill_9_and_a_reload() {
     a.result("tools/call", call("touch", json!({}), None));
     listen.expect("notifications/tools/list_changed");
     assert!(!pid_alive(pid));
+
+    // Only a change of port or path ends the sessions: the old endpoint
+    // is gone, and the new one does not know the session (404).
+    let moved = free_port();
+    d.env.write_config(
+        "rs",
+        &args_changed.replace(&format!("port {port}"), &format!("port {moved}")),
+    );
+    xyctl(&d, &["reload"]);
+    listen.until_end();
+    a.url = url(moved);
+    let r = a.request("tools/list", json!({}));
+    assert_eq!(r.status, 404, "{r:?}");
 }
 
 /// `xyctl connect` under the official Python SDK's stdio client.
