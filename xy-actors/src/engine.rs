@@ -11,6 +11,8 @@ mod resources;
 mod shutdown;
 #[cfg(test)]
 mod stall_tests;
+#[cfg(test)]
+mod start_tests;
 
 use std::sync::Arc;
 
