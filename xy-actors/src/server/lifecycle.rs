@@ -519,16 +519,18 @@ pub(crate) fn next(
             begin_restart(&mut s, cause, grace, &mut actions);
         }
 
-        (S::Running | S::Starting | S::Stopping, Event::BridgeFailed) if s.group_alive => {
-            if s.killed_for.is_none() && s.phase != S::Stopping {
-                s.killed_for = Some("its stdio bridge failed".to_owned());
-            }
-            actions.push(Action::OpenEndpoint);
-            actions.push(Action::KillGroup);
-        }
         (_, Event::BridgeFailed) => {
+            // Listen again wherever the endpoint was open (never after a
+            // stop, which closed it).
             if s.child_coming() {
                 actions.push(Action::OpenEndpoint);
+            }
+            if s.group_alive && matches!(from, S::Running | S::Starting | S::Stopping) {
+                // A stop in progress stays an ordinary stop.
+                if s.killed_for.is_none() && from != S::Stopping {
+                    s.killed_for = Some("its stdio bridge failed".to_owned());
+                }
+                actions.push(Action::KillGroup);
             }
         }
 
