@@ -177,12 +177,12 @@ struct SdkClient {
 }
 
 impl SdkClient {
-    fn start(sdk: &interop::PythonSdk, d: &TestDaemon, name: &str) -> SdkClient {
+    fn start(sdk: &interop::PythonSdk, d: &TestDaemon, name: &str, mode: &str) -> SdkClient {
         let xyctl = xy_testbins::locate::bin_of("xy-cli", "xyctl")
             .display()
             .to_string();
         let (python, args) = sdk.steps_command(
-            "legacy",
+            mode,
             &[xyctl, "--no-spawn".into(), "connect".into(), name.into()],
         );
         let mut child = Command::new(python)
@@ -265,10 +265,18 @@ fn xyctl_connect_under_the_python_sdk_carries_on_across_restarts_and_a_stop() {
             );
         }
     };
+    // `legacy`: the 2025 handshake and a session (what a stop ends);
+    // `auto`: the SDK probes the 2026 era first.
+    for mode in ["legacy", "auto"] {
+        sdk_client_across_restarts(&sdk, mode);
+    }
+}
+
+fn sdk_client_across_restarts(sdk: &interop::PythonSdk, mode: &str) {
     let port = free_port();
     let d = TestDaemon::start(&[("rs", slow_start_config(port, ""))]);
     let pid = d.running_pid("rs");
-    let mut c = SdkClient::start(&sdk, &d, "rs");
+    let mut c = SdkClient::start(sdk, &d, "rs", mode);
     c.echo("first");
 
     xyctl(&d, &["restart", "rs"]);
