@@ -298,7 +298,7 @@ impl Engine {
             match outcome {
                 StartOutcome::Started | StartOutcome::AlreadyRunning => result.restarted.push(name),
                 StartOutcome::Failed(f) => failures.push(f),
-                StartOutcome::Cancelled => {}
+                StartOutcome::Cancelled => result.cancelled.push(name),
             }
         }
         if failures.is_empty() {
