@@ -68,10 +68,10 @@ pub(crate) enum BridgeMsg {
     Serve(std::net::TcpListener),
     /// Stop listening: requests in flight fail, every stream closes.
     Close(String),
-    /// xy is restarting the child: let go of it now (requests in flight
-    /// fail naming the restart); sessions, streams and the listener stay,
-    /// and new requests wait for the next child.
-    Hold(String),
+    /// xy is restarting the child: new requests wait for the next child
+    /// instead of going to this one; sessions, streams and the listener
+    /// stay.
+    Hold,
     /// The config changed (reload): used from the next `Serve` on.
     Configure {
         port: u16,
@@ -224,9 +224,13 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Close(why) => st.close(&why),
-            BridgeMsg::Hold(why) => {
+            // Nothing new goes to the child being restarted: requests wait
+            // for the next one. What it has in flight it may still answer
+            // before it exits; what it has not answered then fails naming
+            // the restart (`detach` at its EOF).
+            BridgeMsg::Hold => {
                 if st.child.is_some() {
-                    st.detach(&why);
+                    st.hs.state = Hs::Detached;
                 }
             }
             BridgeMsg::Configure {

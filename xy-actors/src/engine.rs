@@ -11,6 +11,8 @@ mod resources;
 mod shutdown;
 #[cfg(test)]
 mod stall_tests;
+#[cfg(test)]
+mod start_tests;
 
 use std::sync::Arc;
 
@@ -296,7 +298,7 @@ impl Engine {
             match outcome {
                 StartOutcome::Started | StartOutcome::AlreadyRunning => result.restarted.push(name),
                 StartOutcome::Failed(f) => failures.push(f),
-                StartOutcome::Cancelled => {}
+                StartOutcome::Cancelled => result.cancelled.push(name),
             }
         }
         if failures.is_empty() {

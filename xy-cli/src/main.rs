@@ -3,7 +3,6 @@
 //! (0 ok, 1 operational error, 2 daemon unreachable, 3 config invalid).
 
 mod atomic_file;
-mod bridge;
 mod cli;
 mod clients;
 mod commands;
@@ -13,6 +12,7 @@ mod error;
 mod mcp;
 mod output;
 mod process;
+mod relay;
 mod render;
 mod server_file;
 mod service;

@@ -100,6 +100,15 @@ pub(crate) fn render(spec: &ServerSpec, comment: &str) -> String {
     s
 }
 
+/// Marks a rendered server file `autostart #false` (`xyctl add
+/// --no-start`, SPEC §18): the daemon knows the server but leaves it
+/// `stopped` at boot and reload until `xyctl start`.
+pub(crate) fn no_autostart(text: &mut String) {
+    text.push_str(
+        "\n// Not started at boot or reload: `xyctl start` starts it.\nautostart #false\n",
+    );
+}
+
 /// A KDL v2 quoted string.
 fn quote(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);

@@ -132,9 +132,10 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     assert!(!h.config_dir().join("twin.kdl").exists());
 
     // Without --port: the first port from 8400 no config uses (and nothing
-    // listens on); --no-start writes without reloading.
-    let r = h.run(&["add", "later", "--no-start", "--", "/bin/true"]);
+    // listens on). --no-start (SPEC §18): the daemon knows it, `stopped`.
+    let r = h.run(&["add", "later", "--no-start", "--", "/bin/sleep", "300"]);
     r.ok();
+    assert!(r.stdout().contains("later  stopped"), "{}", r.stdout());
     let later = std::fs::read_to_string(h.config_dir().join("later.kdl")).unwrap();
     let chosen: u16 = later
         .lines()
@@ -143,7 +144,23 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
         .parse()
         .unwrap();
     assert!(chosen >= 8400, "{later}");
-    assert_eq!(h.state_of("later"), None, "not loaded yet");
+    assert!(later.contains("autostart #false"), "{later}");
+    assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
+    // A reload leaves it stopped; `start` starts it (it used to say "no
+    // such server", issue 26).
+    h.run(&["reload"]).ok();
+    assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
+    let r = h.run(&["start", "later"]);
+    r.ok();
+    assert!(r.stdout().contains("later: started"), "{}", r.stdout());
+    assert_eq!(h.state_of("later").as_deref(), Some("running"));
+    // A daemon restart leaves it stopped again.
+    h.run(&["daemon", "stop"]).ok();
+    h.run(&["list"]).ok();
+    wait_for(Duration::from_secs(20), "demo back", || {
+        h.state_of("demo").as_deref() == Some("running")
+    });
+    assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
 }
 
 #[test]

@@ -561,6 +561,10 @@ pub struct StopResult {
 pub struct RestartResult {
     /// Servers stopped (if running) and started again.
     pub restarted: Vec<String>,
+    /// Servers whose restart a stop overtook before the new child could
+    /// spawn (they are `stopped`). Absent when empty, as before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cancelled: Vec<String>,
 }
 
 /// Result of `reload`.

@@ -107,6 +107,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\nagent {\n    allow-restart \"yes\"\n    allow_restart #true\n}\n",
     ),
     (
+        "Autostart: not a boolean",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\nautostart \"no\"\n",
+    ),
+    (
         "Bad server name (the file stem)",
         "my demo",
         "command \"/usr/bin/env\"\nport 8421\n",

@@ -6,6 +6,7 @@
 
 mod audit;
 mod client;
+mod restart;
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -346,7 +347,15 @@ fn a_wedged_stdio_child_is_found_by_the_probe_and_restarted() {
         (s["health"]["state"] == "healthy").then_some(())
     });
     let pid = d.running_pid("w");
+    // A session opened before the wedge outlives the health restart (SPEC
+    // §18), and a request sent to the wedged child (it never reads it)
+    // goes to the new child and succeeds.
+    let mut before = Mcp::connected(&url(port), Era::V2025);
     signal(pid, libc::SIGSTOP);
+    let waiting = std::thread::spawn(move || {
+        let names = before.tool_names();
+        (before, names)
+    });
     let new = wait_some("a new child after the wedge", DEADLINE, || {
         let e = d.entry("w");
         (e["state"] == "running" && e["pid"].as_i64().is_some_and(|p| p != i64::from(pid)))
@@ -357,6 +366,9 @@ fn a_wedged_stdio_child_is_found_by_the_probe_and_restarted() {
     assert!(log.contains("unhealthy"), "{log}");
     let mut c = Mcp::connected(&url(port), Era::V2025);
     assert!(c.tool_names().contains(&"echo".to_owned()));
+    let (mut before, names) = waiting.join().unwrap();
+    assert!(names.contains(&"echo".to_owned()), "{names:?}");
+    assert!(before.tool_names().contains(&"echo".to_owned()));
     assert_eq!(d.entry("w")["pid"].as_i64(), Some(new));
 }
 

@@ -39,6 +39,7 @@ const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything";
 const FASTMCP_SCRIPT: &str = include_str!("../interop/fastmcp_server.py");
 const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
 const SDK_CALLS_SCRIPT: &str = include_str!("../interop/sdk_calls.py");
+const SDK_STEPS_SCRIPT: &str = include_str!("../interop/sdk_steps.py");
 
 /// Either the installed thing, or why the test cannot run here.
 #[derive(Debug)]
@@ -88,6 +89,8 @@ pub struct PythonSdk {
     pub client_script: PathBuf,
     /// The SDK multi-call script (see `interop/sdk_calls.py`).
     pub calls_script: PathBuf,
+    /// The SDK step-by-step script (see `interop/sdk_steps.py`).
+    pub steps_script: PathBuf,
 }
 
 impl PythonSdk {
@@ -131,6 +134,22 @@ impl PythonSdk {
             mode.to_owned(),
             "--calls".to_owned(),
             calls.to_string(),
+            "--".to_owned(),
+        ];
+        args.extend(command.iter().cloned());
+        (self.python.clone(), args)
+    }
+
+    /// `python sdk_steps.py --mode MODE -- COMMAND…`: the SDK's `Client`
+    /// launches `command` over stdio and prints `{tools}`; then each JSON
+    /// `[tool, arguments]` line written to its stdin is one call in the same
+    /// session, answered by one JSON line `{tool, is_error, text}`. Any
+    /// error the SDK sees ends it (non-zero exit).
+    pub fn steps_command(&self, mode: &str, command: &[String]) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            self.steps_script.display().to_string(),
+            "--mode".to_owned(),
+            mode.to_owned(),
             "--".to_owned(),
         ];
         args.extend(command.iter().cloned());
@@ -251,11 +270,14 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     write_if_changed(&client_script, SDK_CLIENT_SCRIPT);
     let calls_script = dir.join("sdk_calls.py");
     write_if_changed(&calls_script, SDK_CALLS_SCRIPT);
+    let steps_script = dir.join("sdk_steps.py");
+    write_if_changed(&steps_script, SDK_STEPS_SCRIPT);
     Interop::Ready(PythonSdk {
         python,
         fastmcp_script: script,
         client_script,
         calls_script,
+        steps_script,
     })
 }
 

@@ -93,3 +93,65 @@ async fn a_reload_failing_on_its_third_server_leaves_a_consistent_state() {
     assert_eq!(engine.server_count().await.unwrap(), 5);
     engine.shutdown().await.unwrap();
 }
+
+async fn state_of(engine: &Engine, name: &str) -> ServerState {
+    engine.status(name).await.unwrap().entry.state
+}
+
+/// SPEC §18: `autostart #false` servers stay `stopped` at boot and at every
+/// reload (added or changed while stopped); a changed one that runs is
+/// restarted; `start` starts them.
+#[tokio::test]
+async fn autostart_false_servers_are_left_stopped_by_boot_and_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
+    let mut quiet = config("quiet", 9201);
+    quiet.autostart = false;
+    let engine = Engine::start_with(
+        set(dir.path(), vec![config("a", 9200), quiet.clone()]),
+        opts,
+        MockSpawner::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(state_of(&engine, "a").await, ServerState::Running);
+    assert_eq!(state_of(&engine, "quiet").await, ServerState::Stopped);
+
+    // Added stopped; changed while stopped: still stopped.
+    let mut later = config("later", 9202);
+    later.autostart = false;
+    let mut quiet2 = quiet.clone();
+    quiet2.args = vec!["--v2".into()];
+    let r = engine
+        .reload(set(
+            dir.path(),
+            vec![config("a", 9200), quiet2.clone(), later.clone()],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.added, r.changed),
+        (vec!["later".into()], vec!["quiet".into()])
+    );
+    assert_eq!(state_of(&engine, "quiet").await, ServerState::Stopped);
+    assert_eq!(state_of(&engine, "later").await, ServerState::Stopped);
+
+    // `start` starts it; a change while it runs restarts it.
+    let started = engine
+        .start_servers(&xy_core::protocol::TargetParams::one("quiet"))
+        .await
+        .unwrap();
+    assert_eq!(started.started, ["quiet"]);
+    let pid = engine.status("quiet").await.unwrap().entry.pid;
+    let mut quiet3 = quiet2.clone();
+    quiet3.args = vec!["--v3".into()];
+    engine
+        .reload(set(dir.path(), vec![config("a", 9200), quiet3, later]))
+        .await
+        .unwrap();
+    let st = engine.status("quiet").await.unwrap();
+    assert_eq!(st.entry.state, ServerState::Running);
+    assert_ne!(st.entry.pid, pid);
+    assert_eq!(st.args, ["--v3"]);
+    engine.shutdown().await.unwrap();
+}

@@ -157,9 +157,10 @@ pub(crate) enum Action {
     /// (`404` from then on): only a real stop asks for it, never a restart,
     /// a crash or an idle stop.
     CloseEndpoint,
-    /// The child is being restarted by xy: a stdio server's requests in
-    /// flight fail now with `-32603` naming the restart, and new ones wait
-    /// for the next child; sessions and the listener stay.
+    /// The child is being restarted by xy: a stdio server's new requests
+    /// wait for the next child (those in flight fail with `-32603` naming
+    /// the restart unless the child answers them before it exits); sessions
+    /// and the listener stay.
     HoldEndpoint,
     /// A stdio server's endpoint must listen now (a new bridge after a
     /// panic), not only before the next spawn.
@@ -518,16 +519,18 @@ pub(crate) fn next(
             begin_restart(&mut s, cause, grace, &mut actions);
         }
 
-        (S::Running | S::Starting | S::Stopping, Event::BridgeFailed) if s.group_alive => {
-            if s.killed_for.is_none() && s.phase != S::Stopping {
-                s.killed_for = Some("its stdio bridge failed".to_owned());
-            }
-            actions.push(Action::OpenEndpoint);
-            actions.push(Action::KillGroup);
-        }
         (_, Event::BridgeFailed) => {
+            // Listen again wherever the endpoint was open (never after a
+            // stop, which closed it).
             if s.child_coming() {
                 actions.push(Action::OpenEndpoint);
+            }
+            if s.group_alive && matches!(from, S::Running | S::Starting | S::Stopping) {
+                // A stop in progress stays an ordinary stop.
+                if s.killed_for.is_none() && from != S::Stopping {
+                    s.killed_for = Some("its stdio bridge failed".to_owned());
+                }
+                actions.push(Action::KillGroup);
             }
         }
 

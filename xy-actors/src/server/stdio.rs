@@ -1,8 +1,9 @@
 //! The ServerActor's side of a stdio server (SPEC §13): it keeps a
 //! BridgeActor linked under itself, binds the port before each spawn (so a
 //! held port fails the start with its holder named, as for HTTP servers),
-//! hands every new child's stdin/stdout to the bridge, and closes the
-//! listener when the server is stopped.
+//! hands every new child's stdin/stdout to the bridge, and carries out the
+//! lifecycle's endpoint actions: close the listener on a stop, hold requests
+//! for the next child on a restart, listen again after a bridge panic.
 
 use ractor::{Actor, ActorRef};
 use tokio::sync::watch;
@@ -161,13 +162,12 @@ impl ServerActorState {
         }
     }
 
-    /// The child is being restarted by xy: what is in flight fails naming
-    /// the restart; new requests wait for the next child.
+    /// The child is being restarted by xy: new requests wait for the next
+    /// child; what is in flight fails naming the restart unless the child
+    /// answers it before it exits.
     pub(super) fn hold_bridge(&self) {
         if let Some(b) = &self.bridge {
-            let _ = b
-                .actor
-                .cast(BridgeMsg::Hold("restart requested".to_owned()));
+            let _ = b.actor.cast(BridgeMsg::Hold);
         }
     }
 

@@ -29,8 +29,8 @@ pub(crate) struct AddArgs {
     /// A health probe: mcp, tcp or http:/path.
     #[arg(long, value_name = "PROBE")]
     pub(crate) health: Option<Health>,
-    /// Write the file but do not reload (xyd starts the server at its next
-    /// reload or start).
+    /// Add the server stopped: its file says `autostart #false`, so boot
+    /// and reload leave it stopped until `xyctl start`.
     #[arg(long)]
     pub(crate) no_start: bool,
     /// Replace an existing config of that name.

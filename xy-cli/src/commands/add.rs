@@ -93,21 +93,32 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         }),
         health: a.health.clone(),
     };
-    let text = server_file::render(
+    let mut text = server_file::render(
         &spec,
         "Written by `xyctl add`; edit freely, then `xyctl reload`.",
     );
+    if a.no_start {
+        server_file::no_autostart(&mut text);
+    }
     server_file::write(&dir, &a.name, &text, a.force)
         .map_err(|e| write_failure(e, ctx.err.color))?;
     let file = dir.join(format!("{}.kdl", a.name));
     output::note(&ctx.err, &format!("wrote {}", file.display()));
     match client {
-        Some(mut c) if !a.no_start => {
+        // The reload makes the daemon know it either way; `autostart #false`
+        // leaves it `stopped`.
+        Some(mut c) => {
             let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
             let line = state_line(&mut c, &a.name, port)?;
             output::stdout(&line);
         }
-        _ => output::stdout(&format!(
+        None if a.no_start => output::stdout(&format!(
+            "{}  not started  {}  (`xyctl start {}` starts it)\n",
+            a.name,
+            fallback_url(port),
+            a.name
+        )),
+        None => output::stdout(&format!(
             "{}  not started  {}  (starts at the next `xyctl reload`)\n",
             a.name,
             fallback_url(port)

@@ -1,5 +1,5 @@
 //! `xyctl connect <name>`: finds the server's xy URL (starting the daemon
-//! if needed), then hands stdin/stdout to [`crate::bridge`]. Exit 0 when
+//! if needed), then hands stdin/stdout to [`crate::relay`]. Exit 0 when
 //! stdin closes; 1 for an unknown server; 2 when xyd cannot be reached.
 
 use xy_core::protocol::{NameParams, StatusResult, method};
@@ -7,7 +7,7 @@ use xy_core::protocol::{NameParams, StatusResult, method};
 use super::add::server_url;
 use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
-use crate::{bridge, daemon_conn};
+use crate::{daemon_conn, relay};
 
 pub(crate) fn run(ctx: &Ctx, name: &str) -> Result<Exit, Failure> {
     let url = {
@@ -21,6 +21,6 @@ pub(crate) fn run(ctx: &Ctx, name: &str) -> Result<Exit, Failure> {
         )?;
         server_url(&status.entry)
     };
-    bridge::run(&url);
+    relay::run(&url);
     Ok(Exit::Success)
 }

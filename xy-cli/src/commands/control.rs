@@ -45,6 +45,9 @@ pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failur
         }
         Action::Restart => {
             let r: RestartResult = client.call(method::RESTART, Some(&p), CONTROL_TIMEOUT)?;
+            if !r.cancelled.is_empty() {
+                exit = Exit::Operational;
+            }
             render::render_restart(&r, &ctx.out)
         }
     };

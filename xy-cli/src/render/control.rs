@@ -46,6 +46,13 @@ pub(crate) fn render_stop(r: &StopResult, style: &Style) -> String {
 pub(crate) fn render_restart(r: &RestartResult, style: &Style) -> String {
     let mut out = String::new();
     lines(&mut out, &r.restarted, "restarted", Paint::Green, style);
+    lines(
+        &mut out,
+        &r.cancelled,
+        "not restarted (a stop came first)",
+        Paint::Red,
+        style,
+    );
     out
 }
 
@@ -101,8 +108,12 @@ mod tests {
         );
         let r = RestartResult {
             restarted: v(&["a"]),
+            cancelled: v(&["b"]),
         };
-        assert_eq!(render_restart(&r, &Style::PLAIN), "a: restarted\n");
+        assert_eq!(
+            render_restart(&r, &Style::PLAIN),
+            "a: restarted\nb: not restarted (a stop came first)\n"
+        );
         assert_eq!(
             render_start(&StartResult::default(), &Style::COLOR),
             "",
@@ -110,7 +121,7 @@ mod tests {
         );
         assert_eq!(
             render_restart(&r, &Style::COLOR),
-            "a: \x1b[32mrestarted\x1b[0m\n"
+            "a: \x1b[32mrestarted\x1b[0m\nb: \x1b[1;31mnot restarted (a stop came first)\x1b[0m\n"
         );
     }
 

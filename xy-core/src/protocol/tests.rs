@@ -302,6 +302,7 @@ fn control_results() {
     pin(
         &RestartResult {
             restarted: vec!["a".into()],
+            cancelled: vec![],
         },
         json!({"restarted": ["a"]}),
     );

@@ -561,6 +561,11 @@ fn a_failed_bridge_kills_the_child_and_listens_again() {
         let (_, actions) = step(&at(phase), Event::BridgeFailed, p, now);
         assert!(actions.is_empty(), "{phase:?}: {actions:?}");
     }
+    // During a stop the endpoint stays closed; the child is killed.
+    let (stopping, _) = step(&at(S::Running), Event::StopRequested, p, now);
+    let (s, actions) = step(&stopping, Event::BridgeFailed, p, now);
+    assert_eq!(effects(&actions), vec![Action::KillGroup]);
+    assert!(s.killed_for.is_none());
 }
 
 /// The state after a health restart was decided for a running child.

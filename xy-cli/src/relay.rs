@@ -1,4 +1,4 @@
-//! The stdio ↔ streamable-HTTP bridge behind `xyctl connect` (SPEC §14):
+//! The stdio ↔ streamable-HTTP relay behind `xyctl connect` (SPEC §14):
 //! each JSON-RPC line read on stdin is POSTed to the server's xy endpoint
 //! with the headers its era needs, and every message in the answer (a JSON
 //! body or an SSE stream) is written to stdout as one line. Blocking I/O
@@ -12,6 +12,13 @@
 //! bridge keeps the `Mcp-Session-Id` the server mints and sends it, with the
 //! negotiated version, on every later message; it ends the session with
 //! `DELETE` when stdin closes.
+//!
+//! Sessions outlive restarts of the server's child, but not a stop (SPEC
+//! §18). When the server answers `404` (session gone), the relay opens a
+//! new session by itself: it replays the client's own `initialize` and
+//! `notifications/initialized` (it saw both), keeps the answer to itself,
+//! and sends the failed message again in the new session, so the stdio
+//! client never notices.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
@@ -129,12 +136,16 @@ pub(crate) fn error_reply(id: &Value, code: i64, message: String, data: Value) -
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message, "data": data}})
 }
 
-/// The bridge's shared parts.
+/// The relay's shared parts.
 struct Shared {
     url: String,
     agent: ureq::Agent,
     session: Mutex<Session>,
     out: Mutex<std::io::Stdout>,
+    /// The client's `initialize` line, replayed to open a new session.
+    initialize: Mutex<Option<String>>,
+    /// Held while a new session is opened: one re-initialisation at a time.
+    reinit: Mutex<()>,
 }
 
 impl Shared {
@@ -185,6 +196,8 @@ pub(crate) fn run(url: &str) {
         agent,
         session: Mutex::new(Session::default()),
         out: Mutex::new(std::io::stdout()),
+        initialize: Mutex::new(None),
+        reinit: Mutex::new(()),
     });
     let mut inflight: Vec<JoinHandle<()>> = Vec::new();
     let stdin = std::io::stdin();
@@ -206,6 +219,7 @@ pub(crate) fn run(url: &str) {
         // inline. Everything else runs beside other requests, so a long
         // tool call does not hold up a `ping`.
         if msg.method.as_deref() == Some("initialize") {
+            *lock(&shared.initialize) = Some(msg.body.clone());
             post(&shared, &msg);
             let s = Arc::clone(&shared);
             // Detached: it ends with the server's stream or the process.
@@ -259,7 +273,98 @@ fn listen(shared: &Arc<Shared>) {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether a message sent in a 2025 session is worth a new session when
+/// the server says that session is gone: requests and notifications (an
+/// answer to a server request belonged to the old session).
+fn retry_in_new_session(msg: &Outgoing) -> bool {
+    msg.method.is_some()
+        && msg.method.as_deref() != Some("initialize")
+        && msg.headers.iter().any(|(k, _)| *k == "Mcp-Session-Id")
+}
+
+/// Opens a new session in place of `gone` by replaying the client's
+/// `initialize` and `notifications/initialized`; the answer stays here (the
+/// client has its own already). Another thread may have done it first:
+/// then its session is used. Returns whether a session other than `gone`
+/// is in place.
+fn reinitialize(shared: &Arc<Shared>, gone: &str) -> bool {
+    let _one = lock(&shared.reinit);
+    let current = shared.session();
+    if current.id.as_deref().is_some_and(|id| id != gone) {
+        return true;
+    }
+    let Some(init) = lock(&shared.initialize).clone() else {
+        return false;
+    };
+    let Ok(resp) = shared
+        .agent
+        .post(&shared.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .send(init.as_str())
+    else {
+        return false;
+    };
+    let Some(id) = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return false;
+    };
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut version = current.version.clone();
+    let mut learn = |text: String| {
+        if let Ok(v) = serde_json::from_str::<Value>(&text)
+            && let Some(ver) = v.pointer("/result/protocolVersion").and_then(Value::as_str)
+        {
+            version = Some(ver.to_owned());
+        }
+    };
+    let body = resp.into_body().into_reader();
+    if sse {
+        let _ = sse_events(body, &mut learn);
+    } else {
+        let mut text = String::new();
+        let _ = body.take(64 * 1024 * 1024).read_to_string(&mut text);
+        learn(text);
+    }
+    *lock(&shared.session) = Session {
+        id: Some(id.clone()),
+        version: version.clone(),
+    };
+    let mut note = shared
+        .agent
+        .post(&shared.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &id);
+    if let Some(v) = &version {
+        note = note.header("MCP-Protocol-Version", v);
+    }
+    let _ = note.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    // The old session's GET stream ended with it.
+    let s = Arc::clone(shared);
+    std::thread::spawn(move || listen(&s));
+    true
+}
+
 fn post(shared: &Arc<Shared>, msg: &Outgoing) {
+    post_in_session(shared, msg, true);
+}
+
+/// POSTs `msg` and relays the answer; `reopen`: on `404`, open a new
+/// session and try once more.
+fn post_in_session(shared: &Arc<Shared>, msg: &Outgoing, reopen: bool) {
     let mut req = shared
         .agent
         .post(&shared.url)
@@ -284,6 +389,22 @@ fn post(shared: &Arc<Shared>, msg: &Outgoing) {
         }
     };
     let status = resp.status().as_u16();
+    // The session is gone (the server was stopped and started): open a new
+    // one and send the message again in it, once.
+    if status == 404
+        && reopen
+        && retry_in_new_session(msg)
+        && let Some((_, gone)) = msg.headers.iter().find(|(k, _)| *k == "Mcp-Session-Id")
+        && reinitialize(shared, gone)
+        && let Ok(again) = outgoing(&msg.body, &shared.session())
+        && again
+            .headers
+            .iter()
+            .any(|(k, v)| *k == "Mcp-Session-Id" && v != gone)
+    {
+        post_in_session(shared, &again, false);
+        return;
+    }
     let header = |k: &str| {
         resp.headers()
             .get(k)
@@ -437,6 +558,34 @@ mod tests {
         // A response to a server request: no method, no id to answer.
         let o = outgoing(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, &s).unwrap();
         assert_eq!((o.id, o.method), (None, None));
+    }
+
+    /// Issue 26: on a 404, requests and notifications of a 2025 session
+    /// are sent again in a new session; `initialize`, 2026 requests (no
+    /// session) and answers to server requests are not.
+    #[test]
+    fn what_a_new_session_retries() {
+        let s = Session {
+            id: Some("gone".into()),
+            version: Some("2025-06-18".into()),
+        };
+        let retried = |line: &str| retry_in_new_session(&outgoing(line, &s).unwrap());
+        assert!(retried(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#
+        ));
+        assert!(retried(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#
+        ));
+        assert!(!retried(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(!retried(r#"{"jsonrpc":"2.0","id":9,"result":{}}"#));
+        assert!(!retried(
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#
+        ));
+        let none = Session::default();
+        let o = outgoing(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#, &none).unwrap();
+        assert!(!retry_in_new_session(&o), "no session, nothing to reopen");
     }
 
     #[test]
