@@ -8,8 +8,9 @@
 //!    accepting and new connections wait in the kernel's backlog. Accept
 //!    errors back off ([`AcceptBackoff`]) instead of spinning.
 //! 2. **Who**: only the daemon's own uid. The peer's socket is looked up in
-//!    the kernel's socket list (`os::peer`, on the blocking pool); another
-//!    uid, or a peer that cannot be identified, gets `403` and is closed.
+//!    the kernel's socket table (`os::peer`: an exact lookup where there is
+//!    one, else a scan on the blocking pool); another uid, or a peer that
+//!    cannot be identified, gets `403` and is closed.
 //! 3. **How long**: hyper's `header_read_timeout` ([`HEAD_TIMEOUT`]) closes
 //!    a connection that has not sent a complete request head in time, and
 //!    the same timer bounds an idle keep-alive connection.
@@ -49,8 +50,8 @@ pub(crate) const QUEUE_WAIT: Duration = Duration::from_secs(1);
 /// (SPEC §18). Above the idle expiry of common HTTP clients' pools (a few
 /// seconds), so clients drop idle connections before xyd does.
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Peer lookups running at once, across listeners: each reads the whole
-/// socket list, and a flood must not fill the blocking pool with them.
+/// Socket-list scans running at once, across listeners: each reads the
+/// whole list, and a flood must not fill the blocking pool with them.
 const LOOKUPS: usize = 2;
 
 static LOOKUP_SLOTS: Semaphore = Semaphore::const_new(LOOKUPS);
@@ -188,14 +189,19 @@ async fn connection<S, B>(
     drop(slot);
 }
 
-/// The uid owning the peer's socket, looked up off the async thread.
+/// The uid owning the peer's socket. The exact lookup (Linux's sock_diag)
+/// is a few microseconds and runs here; a scan of the whole socket list
+/// (the `/proc` fallback, macOS) runs on the blocking pool, a few at a time.
 async fn peer_uid(stream: &TcpStream, peer: SocketAddr) -> Result<u32, LookupError> {
     let local = stream.local_addr().map_err(LookupError::Local)?;
+    if let Some(found) = crate::os::peer::tcp_peer_uid(peer, local) {
+        return found.map_err(LookupError::Peer);
+    }
     let _turn = LOOKUP_SLOTS
         .acquire()
         .await
         .expect("the semaphore is never closed");
-    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_uid(peer, local))
+    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_uid_by_scan(peer, local))
         .await
         .map_err(|_| LookupError::Panicked)?
         .map_err(LookupError::Peer)

@@ -141,9 +141,14 @@ struct SocketFdInfo {
     psi: SocketInfo,
 }
 
-pub(super) fn tcp_peer_uid(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
+/// macOS has no exact lookup by four-tuple open to an unprivileged user.
+pub(super) fn exact(_peer: SocketAddr, _local: SocketAddr) -> Option<Result<u32, PeerError>> {
+    None
+}
+
+/// `peer` and `local` are canonical (IPv4-mapped addresses as IPv4).
+pub(super) fn scan(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
     let uid = nix::unistd::getuid().as_raw();
-    let (peer, local) = (canonical(peer), canonical(local));
     for pid in own_pids(uid)? {
         for fd in socket_fds(pid) {
             if let Some(owner) = tcp_owner(pid, fd, peer, local) {
