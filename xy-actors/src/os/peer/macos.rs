@@ -142,6 +142,14 @@ struct SocketFdInfo {
 }
 
 /// macOS has no exact lookup by four-tuple open to an unprivileged user.
+// The sizes `<sys/proc_info.h>` gives these structs on 64-bit macOS
+// (`PROC_PIDFDSOCKETINFO_SIZE` is `sizeof(struct socket_fdinfo)`).
+const _: () = assert!(size_of::<InSockInfo>() == 80);
+const _: () = assert!(size_of::<TcpSockInfo>() == 120);
+const _: () = assert!(size_of::<SocketInfoProto>() == 528);
+const _: () = assert!(std::mem::offset_of!(SocketInfo, soi_proto) == 240);
+const _: () = assert!(size_of::<SocketFdInfo>() == 792);
+
 pub(super) fn exact(_peer: SocketAddr, _local: SocketAddr) -> Option<Result<u32, PeerError>> {
     None
 }
