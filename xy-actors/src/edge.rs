@@ -216,3 +216,102 @@ enum LookupError {
     #[error("the lookup panicked")]
     Panicked,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// An edge around a service that answers every request `200 ok`.
+    async fn start() -> (SocketAddr, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        let service = || {
+            hyper::service::service_fn(|_req| async {
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+            })
+        };
+        tokio::spawn(serve(listener, service, stop));
+        (addr, stop_tx)
+    }
+
+    async fn read_all(s: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    async fn round_trip(s: &mut TcpStream) -> String {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_half_sent_head_is_closed_after_the_head_timeout() {
+        let (addr, _stop) = start().await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let started = tokio::time::Instant::now();
+        s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-")
+            .await
+            .unwrap();
+        read_all(&mut s).await;
+        let waited = started.elapsed();
+        assert!(
+            waited >= HEAD_TIMEOUT && waited < HEAD_TIMEOUT + Duration::from_secs(1),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_keep_alive_connection_is_closed_after_the_head_timeout() {
+        let (addr, _stop) = start().await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert!(round_trip(&mut s).await.starts_with("HTTP/1.1 200"));
+        let idle = tokio::time::Instant::now();
+        read_all(&mut s).await;
+        assert!(idle.elapsed() >= HEAD_TIMEOUT, "{:?}", idle.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_cap_a_connection_waits_then_gets_503() {
+        let (addr, _stop) = start().await;
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            assert!(round_trip(&mut s).await.starts_with("HTTP/1.1 200"));
+            held.push(s);
+        }
+        let mut extra = TcpStream::connect(addr).await.unwrap();
+        let asked = tokio::time::Instant::now();
+        extra
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_all(&mut extra).await;
+        assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+        assert!(answer.contains("\"error\""), "{answer}");
+        assert!(asked.elapsed() >= QUEUE_WAIT, "{:?}", asked.elapsed());
+
+        // A slot that frees within the wait is taken instead.
+        let mut waiting = TcpStream::connect(addr).await.unwrap();
+        waiting
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        drop(held.pop());
+        let mut buf = [0u8; 64];
+        let n = waiting.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    }
+}
