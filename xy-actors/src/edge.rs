@@ -128,7 +128,7 @@ async fn connection<S, B>(
     stream: TcpStream,
     peer: SocketAddr,
     uid: u32,
-    _hold: OwnedSemaphorePermit,
+    hold: OwnedSemaphorePermit,
     slots: Arc<Semaphore>,
     service: S,
     mut stop: watch::Receiver<bool>,
@@ -149,10 +149,13 @@ async fn connection<S, B>(
         Ok(owner) if owner == uid => {}
         Ok(owner) => {
             tracing::info!(%peer, peer_uid = owner, "connection from another user refused");
+            // A refusal holds no place of the listener's (see `refuse`).
+            drop(hold);
             return refuse(stream, Refusal::Forbidden).await;
         }
         Err(e) => {
             tracing::info!(%peer, error = %e, "connection refused: its user cannot be identified");
+            drop(hold);
             return refuse(stream, Refusal::Forbidden).await;
         }
     }
@@ -162,6 +165,7 @@ async fn connection<S, B>(
             Ok(Ok(p)) => p,
             _ => {
                 tracing::debug!(%peer, limit = MAX_CONNECTIONS, "connection refused: listener busy");
+                drop(hold);
                 return refuse(
                     stream,
                     Refusal::Busy {
@@ -187,6 +191,7 @@ async fn connection<S, B>(
         }
     }
     drop(slot);
+    drop(hold);
 }
 
 /// The uid owning the peer's socket. The exact lookup (Linux's sock_diag)
