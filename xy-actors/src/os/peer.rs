@@ -384,6 +384,24 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
+    fn finds_a_dual_stack_client_connected_to_ipv4() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // An AF_INET6 socket, connected through the IPv4-mapped address.
+        let Ok(client) = std::net::TcpStream::connect(("::ffff:127.0.0.1", port)) else {
+            return; // no IPv6 on this machine
+        };
+        assert!(client.local_addr().unwrap().is_ipv6());
+        let (accepted, peer) = listener.accept().unwrap();
+        assert!(peer.is_ipv4());
+        let local = accepted.local_addr().unwrap();
+        let me = nix::unistd::getuid().as_raw();
+        assert_eq!(tcp_peer_uid(peer, local).unwrap().unwrap(), me);
+        assert_eq!(tcp_peer_uid_by_scan(peer, local).unwrap(), me);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
     // `XY_PEER_TIMING=1 … -- --nocapture` prints what a lookup costs.
     #[allow(clippy::print_stderr)]
     fn finds_our_own_connection_both_ways() {
