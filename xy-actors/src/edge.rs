@@ -8,8 +8,9 @@
 //!    accepting and new connections wait in the kernel's backlog. Accept
 //!    errors back off ([`AcceptBackoff`]) instead of spinning.
 //! 2. **Who**: only the daemon's own uid. The peer's socket is looked up in
-//!    the kernel's socket list (`os::peer`, on the blocking pool); another
-//!    uid, or a peer that cannot be identified, gets `403` and is closed.
+//!    the kernel's socket table (`os::peer`: an exact lookup where there is
+//!    one, else a scan on the blocking pool); another uid, or a peer that
+//!    cannot be identified, gets `403` and is closed.
 //! 3. **How long**: hyper's `header_read_timeout` ([`HEAD_TIMEOUT`]) closes
 //!    a connection that has not sent a complete request head in time, and
 //!    the same timer bounds an idle keep-alive connection.
@@ -49,8 +50,8 @@ pub(crate) const QUEUE_WAIT: Duration = Duration::from_secs(1);
 /// (SPEC §18). Above the idle expiry of common HTTP clients' pools (a few
 /// seconds), so clients drop idle connections before xyd does.
 pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Peer lookups running at once, across listeners: each reads the whole
-/// socket list, and a flood must not fill the blocking pool with them.
+/// Socket-list scans running at once, across listeners: each reads the
+/// whole list, and a flood must not fill the blocking pool with them.
 const LOOKUPS: usize = 2;
 
 static LOOKUP_SLOTS: Semaphore = Semaphore::const_new(LOOKUPS);
@@ -127,7 +128,7 @@ async fn connection<S, B>(
     stream: TcpStream,
     peer: SocketAddr,
     uid: u32,
-    _hold: OwnedSemaphorePermit,
+    hold: OwnedSemaphorePermit,
     slots: Arc<Semaphore>,
     service: S,
     mut stop: watch::Receiver<bool>,
@@ -148,10 +149,13 @@ async fn connection<S, B>(
         Ok(owner) if owner == uid => {}
         Ok(owner) => {
             tracing::info!(%peer, peer_uid = owner, "connection from another user refused");
+            // A refusal holds no place of the listener's (see `refuse`).
+            drop(hold);
             return refuse(stream, Refusal::Forbidden).await;
         }
         Err(e) => {
             tracing::info!(%peer, error = %e, "connection refused: its user cannot be identified");
+            drop(hold);
             return refuse(stream, Refusal::Forbidden).await;
         }
     }
@@ -161,6 +165,7 @@ async fn connection<S, B>(
             Ok(Ok(p)) => p,
             _ => {
                 tracing::debug!(%peer, limit = MAX_CONNECTIONS, "connection refused: listener busy");
+                drop(hold);
                 return refuse(
                     stream,
                     Refusal::Busy {
@@ -186,16 +191,22 @@ async fn connection<S, B>(
         }
     }
     drop(slot);
+    drop(hold);
 }
 
-/// The uid owning the peer's socket, looked up off the async thread.
+/// The uid owning the peer's socket. The exact lookup (Linux's sock_diag)
+/// is a few microseconds and runs here; a scan of the whole socket list
+/// (the `/proc` fallback, macOS) runs on the blocking pool, a few at a time.
 async fn peer_uid(stream: &TcpStream, peer: SocketAddr) -> Result<u32, LookupError> {
     let local = stream.local_addr().map_err(LookupError::Local)?;
+    if let Some(found) = crate::os::peer::tcp_peer_uid(peer, local) {
+        return found.map_err(LookupError::Peer);
+    }
     let _turn = LOOKUP_SLOTS
         .acquire()
         .await
         .expect("the semaphore is never closed");
-    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_uid(peer, local))
+    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_uid_by_scan(peer, local))
         .await
         .map_err(|_| LookupError::Panicked)?
         .map_err(LookupError::Peer)
@@ -209,4 +220,103 @@ enum LookupError {
     Peer(crate::os::peer::PeerError),
     #[error("the lookup panicked")]
     Panicked,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// An edge around a service that answers every request `200 ok`.
+    async fn start() -> (SocketAddr, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        let service = || {
+            hyper::service::service_fn(|_req| async {
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+            })
+        };
+        tokio::spawn(serve(listener, service, stop));
+        (addr, stop_tx)
+    }
+
+    async fn read_all(s: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    async fn round_trip(s: &mut TcpStream) -> String {
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).await.unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_half_sent_head_is_closed_after_the_head_timeout() {
+        let (addr, _stop) = start().await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let started = tokio::time::Instant::now();
+        s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-")
+            .await
+            .unwrap();
+        read_all(&mut s).await;
+        let waited = started.elapsed();
+        assert!(
+            waited >= HEAD_TIMEOUT && waited < HEAD_TIMEOUT + Duration::from_secs(1),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_keep_alive_connection_is_closed_after_the_head_timeout() {
+        let (addr, _stop) = start().await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        assert!(round_trip(&mut s).await.starts_with("HTTP/1.1 200"));
+        let idle = tokio::time::Instant::now();
+        read_all(&mut s).await;
+        assert!(idle.elapsed() >= HEAD_TIMEOUT, "{:?}", idle.elapsed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_cap_a_connection_waits_then_gets_503() {
+        let (addr, _stop) = start().await;
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            assert!(round_trip(&mut s).await.starts_with("HTTP/1.1 200"));
+            held.push(s);
+        }
+        let mut extra = TcpStream::connect(addr).await.unwrap();
+        let asked = tokio::time::Instant::now();
+        extra
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let answer = read_all(&mut extra).await;
+        assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+        assert!(answer.contains("\"error\""), "{answer}");
+        assert!(asked.elapsed() >= QUEUE_WAIT, "{:?}", asked.elapsed());
+
+        // A slot that frees within the wait is taken instead.
+        let mut waiting = TcpStream::connect(addr).await.unwrap();
+        waiting
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        drop(held.pop());
+        let mut buf = [0u8; 64];
+        let n = waiting.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    }
 }

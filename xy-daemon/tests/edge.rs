@@ -3,6 +3,8 @@
 //! it serves at once (`503` past the cap, never a silent close), how long a
 //! connection may take to send its request head, accept-error backoff with
 //! a lowered `RLIMIT_NOFILE`, and the Unix control socket after floods.
+// Figures and skip banners go to stderr, shown with `--nocapture`.
+#![allow(clippy::print_stderr)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helper::{DEADLINE, TestDaemon, free_port, testbin, wait_for};
+use crate::helper::{DEADLINE, Env, TestDaemon, fd_count, free_port, testbin, wait_for};
 
 /// A stdio server (the rmcp test server) bridged on `port`.
 fn stdio_config(port: u16) -> String {
@@ -114,9 +116,18 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-fn ticks_per_second() -> u64 {
-    // Every Linux this runs on; what `sysconf(_SC_CLK_TCK)` returns.
-    100
+/// `sysconf(_SC_CLK_TCK)` on every Linux this runs on.
+const TICKS_PER_SECOND: u64 = 100;
+
+/// xyd's CPU use over `window` (after `work` ran in it), as a share of one core.
+fn cpu_share(pid: u32, work: impl FnOnce()) -> (f64, Duration) {
+    let (t0, c0) = (Instant::now(), cpu_ticks(pid));
+    work();
+    let (wall, used) = (t0.elapsed(), cpu_ticks(pid) - c0);
+    (
+        used as f64 / TICKS_PER_SECOND as f64 / wall.as_secs_f64(),
+        wall,
+    )
 }
 
 /// Runs the real `xyctl list` against `d`; returns how long it took.
@@ -221,4 +232,244 @@ fn a_client_arriving_while_the_socket_is_full_waits_and_is_served() {
     }
     let v: Value = serde_json::from_slice(&line).unwrap();
     assert!(v["result"].is_array(), "{v}");
+}
+
+/// `body` as a POST that asks the server to close after answering.
+fn post_request_close(port: u16, body: &str) -> String {
+    post_request(port, body).replacen("\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1)
+}
+
+/// What `xy-test-post` (run as `uid`, or as this process) got back.
+fn post_as(uid: Option<u32>, port: u16, request: &str) -> String {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(testbin("xy-test-post"));
+    cmd.args(["--port", &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let mut child = cmd.spawn().expect("spawn xy-test-post");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "xy-test-post failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn another_uid_gets_no_mcp_answer_while_the_owner_does() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!(
+            "\n==================== SKIPPED ====================\n\
+             another_uid_gets_no_mcp_answer_while_the_owner_does needs root to run\n\
+             a client as uid 65534; it ran as uid {}.\n\
+             =================================================\n",
+            nix::unistd::getuid()
+        );
+        return;
+    }
+    let port = free_port();
+    let d = TestDaemon::start(&[("bridged", stdio_config(port))]);
+    wait_served(port);
+    let request = post_request_close(port, &initialize_body());
+
+    let owner = post_as(None, port, &request);
+    assert!(owner.starts_with("HTTP/1.1 200 "), "{owner}");
+    assert!(owner.contains("\"result\""), "{owner}");
+
+    let other = post_as(Some(65534), port, &request);
+    assert!(other.starts_with("HTTP/1.1 403 "), "{other}");
+    assert!(
+        !other.contains("\"result\""),
+        "an MCP answer reached another uid: {other}"
+    );
+    let body: Value = serde_json::from_str(other.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("user"),
+        "{body}"
+    );
+    wait_for("the refusal is logged", DEADLINE, || {
+        d.env
+            .daemon_log()
+            .contains("connection from another user refused")
+    });
+
+    // The owner is still served after the refusal.
+    let again = post_as(None, port, &request);
+    assert!(again.contains("\"result\""), "{again}");
+}
+
+#[test]
+fn idle_connections_and_a_half_sent_head_do_not_slow_list_and_the_head_is_closed() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("bridged", stdio_config(port))]);
+    wait_served(port);
+    let pid = d.pid();
+    let base_fds = fd_count(pid);
+
+    let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let sent = Instant::now();
+    half.write_all(format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-").as_bytes())
+        .unwrap();
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    // 256 served (the half-sent one among them), 44 queued, refused with
+    // `503` after a second and closed after their linger: then it settles.
+    wait_for("the idle connections are admitted", DEADLINE, || {
+        fd_count(pid) >= base_fds + 257
+    });
+    wait_for("the connections past the cap are refused", DEADLINE, || {
+        fd_count(pid) <= base_fds + 257
+    });
+
+    let mut slowest = Duration::ZERO;
+    let (share, wall) = cpu_share(pid, || {
+        for _ in 0..10 {
+            slowest = slowest.max(xyctl_list(&d));
+            // A window long enough for the tick counts to mean something.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    eprintln!(
+        "[edge] 300 idle + 1 half-sent: 10 xyctl list, slowest {slowest:?}; xyd CPU {:.1} % over {wall:?}",
+        share * 100.0
+    );
+    assert!(
+        slowest < Duration::from_secs(2),
+        "xyctl list took {slowest:?}"
+    );
+    assert!(share < 0.25, "xyd used {:.0} % of a core", share * 100.0);
+
+    // The half-sent head is closed once its 10 s are up.
+    half.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match half.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(_) => {}
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(12),
+            "the half-sent head is still open after {:?}",
+            sent.elapsed()
+        );
+    }
+    let closed_after = sent.elapsed();
+    eprintln!("[edge] half-sent head closed after {closed_after:?}");
+    assert!(
+        closed_after >= Duration::from_secs(9),
+        "closed too early: {closed_after:?}"
+    );
+    drop(idle);
+}
+
+#[test]
+fn past_the_cap_a_new_connection_gets_503_with_a_json_body() {
+    let port = free_port();
+    let _d = TestDaemon::start(&[("bridged", stdio_config(port))]);
+    wait_served(port);
+    // 256 connections, each proven admitted by a round trip, then idle.
+    let mut held: Vec<TcpStream> = (0..256)
+        .map(|i| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.write_all(
+                format!("GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes(),
+            )
+            .unwrap();
+            let (status, _) =
+                read_response(&mut s).unwrap_or_else(|e| panic!("connection {i}: {e}"));
+            assert_eq!(status, 404);
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    let (status, body) = post(port, &initialize_body()).expect("an answer, not a silent close");
+    assert_eq!(status, 503, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("256"),
+        "{v}"
+    );
+    // It waited for a slot first.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A slot frees: a new connection is served.
+    drop(held.pop());
+    let (status, body) = post(port, &initialize_body()).unwrap();
+    assert_eq!(status, 200, "{body}");
+    drop(held);
+}
+
+#[test]
+fn with_256_descriptors_an_fd_flood_backs_off_and_the_daemon_recovers() {
+    let port = free_port();
+    let env = Env::new();
+    env.write_config("bridged", &stdio_config(port));
+    let d = TestDaemon::start_in_adjusted(env, |cmd| {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only setrlimit(2) runs between fork and exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 256, 256)
+                    .map_err(std::io::Error::from)
+            });
+        }
+    });
+    wait_served(port);
+    let pid = d.pid();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    assert!(
+        limits.lines().any(|l| l.starts_with("Max open files")
+            && l.split_whitespace().filter(|w| *w == "256").count() == 2),
+        "{limits}"
+    );
+
+    let flood: Vec<TcpStream> = (0..400)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    wait_for("xyd runs out of descriptors", DEADLINE, || {
+        d.env.daemon_log().contains("accept failed; backing off")
+    });
+    let (share, wall) = cpu_share(pid, || std::thread::sleep(Duration::from_secs(2)));
+    eprintln!(
+        "[edge] fd flood under RLIMIT_NOFILE 256: xyd CPU {:.1} % over {wall:?}",
+        share * 100.0
+    );
+    assert!(
+        share < 0.25,
+        "xyd spins: {:.0} % of a core; daemon.log:\n{}",
+        share * 100.0,
+        d.env.daemon_log()
+    );
+
+    drop(flood);
+    wait_for("the endpoint serves again", DEADLINE, || {
+        post(port, &initialize_body())
+            .is_ok_and(|(status, body)| status == 200 && body.contains("\"result\""))
+    });
+    let took = xyctl_list(&d);
+    eprintln!("[edge] after the flood: xyctl list in {took:?}");
+    let log = d.env.daemon_log();
+    let bursts = log.matches("accept failed; backing off").count();
+    eprintln!("[edge] {bursts} accept-failure bursts logged");
+    assert!(bursts < 100, "logged per error, not per burst: {bursts}");
 }

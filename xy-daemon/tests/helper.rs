@@ -178,11 +178,19 @@ impl TestDaemon {
 
     /// Like [`TestDaemon::start_in`], with extra environment for `xyd`.
     pub(crate) fn start_in_with(env: Env, vars: &[(&str, std::ffi::OsString)]) -> TestDaemon {
+        TestDaemon::start_in_adjusted(env, |cmd| {
+            cmd.envs(vars.iter().map(|(k, v)| (*k, v)));
+        })
+    }
+
+    /// Like [`TestDaemon::start_in`], with `adjust` applied to the `xyd`
+    /// command before it is spawned (extra environment, `pre_exec`).
+    pub(crate) fn start_in_adjusted(env: Env, adjust: impl FnOnce(&mut Command)) -> TestDaemon {
         let stderr_path = env.root.path().join("stderr.log");
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let child = env
-            .command()
-            .envs(vars.iter().map(|(k, v)| (*k, v)))
+        let mut cmd = env.command();
+        adjust(&mut cmd);
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()

@@ -10,11 +10,19 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 
 /// How long a refused client gets to take its answer and close.
 const LINGER: Duration = Duration::from_secs(2);
 /// Bytes of a refused client's request read (and dropped) at most.
 const LINGER_BYTES: usize = 64 * 1024;
+/// Refused connections lingering at once, across listeners. A refused
+/// connection holds none of its listener's slots (so another user cannot
+/// crowd the owner out by never closing); past this many, the answer is
+/// written and the connection closed at once.
+const MAX_LINGERING: usize = 64;
+
+static LINGERING: Semaphore = Semaphore::const_new(MAX_LINGERING);
 
 /// Why a connection is not served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +68,13 @@ impl Refusal {
 
 /// Answers `why` on `stream` and closes it after the linger.
 pub(crate) async fn refuse(mut stream: TcpStream, why: Refusal) {
+    let linger = LINGERING.try_acquire().ok();
     let _ = tokio::time::timeout(LINGER, async {
         stream.write_all(&why.response()).await?;
         stream.shutdown().await?;
+        if linger.is_none() {
+            return Ok(());
+        }
         let mut buf = [0u8; 4096];
         let mut seen = 0;
         while seen < LINGER_BYTES {

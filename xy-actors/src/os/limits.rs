@@ -16,12 +16,17 @@ pub struct NofileLimit {
     pub hard: u64,
 }
 
-/// macOS refuses a soft limit above `OPEN_MAX` (`<sys/syslimits.h>`) when
-/// the hard limit is `RLIM_INFINITY`, as it is by default.
+/// The highest soft limit to ask for. macOS refuses one above `OPEN_MAX`
+/// (`<sys/syslimits.h>`) when the hard limit is `RLIM_INFINITY`, as it is
+/// by default; elsewhere the hard limit is the ceiling.
 #[cfg(target_os = "macos")]
-const CEILING: rlim_t = 10_240;
+fn ceiling(hard: rlim_t) -> rlim_t {
+    hard.min(10_240)
+}
 #[cfg(not(target_os = "macos"))]
-const CEILING: rlim_t = rlim_t::MAX;
+fn ceiling(hard: rlim_t) -> rlim_t {
+    hard
+}
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (on macOS to at most
 /// `OPEN_MAX`). Children inherit the raised limit.
@@ -31,7 +36,7 @@ const CEILING: rlim_t = rlim_t::MAX;
 /// The `getrlimit`/`setrlimit` error; the limit is then unchanged.
 pub fn raise_nofile_limit() -> Result<NofileLimit, nix::Error> {
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
-    let target = hard.min(CEILING);
+    let target = ceiling(hard);
     if target > soft {
         setrlimit(Resource::RLIMIT_NOFILE, target, hard)?;
     }

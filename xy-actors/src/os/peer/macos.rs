@@ -141,9 +141,22 @@ struct SocketFdInfo {
     psi: SocketInfo,
 }
 
-pub(super) fn tcp_peer_uid(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
+/// macOS has no exact lookup by four-tuple open to an unprivileged user.
+// The sizes `<sys/proc_info.h>` gives these structs on 64-bit macOS
+// (`PROC_PIDFDSOCKETINFO_SIZE` is `sizeof(struct socket_fdinfo)`).
+const _: () = assert!(size_of::<InSockInfo>() == 80);
+const _: () = assert!(size_of::<TcpSockInfo>() == 120);
+const _: () = assert!(size_of::<SocketInfoProto>() == 528);
+const _: () = assert!(std::mem::offset_of!(SocketInfo, soi_proto) == 240);
+const _: () = assert!(size_of::<SocketFdInfo>() == 792);
+
+pub(super) fn exact(_peer: SocketAddr, _local: SocketAddr) -> Option<Result<u32, PeerError>> {
+    None
+}
+
+/// `peer` and `local` are canonical (IPv4-mapped addresses as IPv4).
+pub(super) fn scan(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
     let uid = nix::unistd::getuid().as_raw();
-    let (peer, local) = (canonical(peer), canonical(local));
     for pid in own_pids(uid)? {
         for fd in socket_fds(pid) {
             if let Some(owner) = tcp_owner(pid, fd, peer, local) {
