@@ -473,3 +473,49 @@ fn with_256_descriptors_an_fd_flood_backs_off_and_the_daemon_recovers() {
     eprintln!("[edge] {bursts} accept-failure bursts logged");
     assert!(bursts < 100, "logged per error, not per burst: {bursts}");
 }
+
+/// The "Max open files" soft and hard limits in `/proc/<pid>/limits`.
+fn nofile(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_owned();
+    let w: Vec<&str> = line.split_whitespace().collect();
+    (w[3].to_owned(), w[4].to_owned())
+}
+
+/// SPEC §18: xyd raises its soft `RLIMIT_NOFILE` to the hard limit at boot;
+/// the servers it spawns get the limit xyd started with, not its budget.
+#[test]
+fn xyd_raises_its_descriptor_limit_and_its_children_get_the_original_back() {
+    let port = free_port();
+    let env = Env::new();
+    env.write_config("bridged", &stdio_config(port));
+    let d = TestDaemon::start_in_adjusted(env, |cmd| {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only setrlimit(2) runs between fork and exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_NOFILE,
+                    256,
+                    4096,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+    });
+    wait_served(port);
+    assert_eq!(nofile(d.pid()), ("4096".to_owned(), "4096".to_owned()));
+    let v = socket_call(&d, "list").unwrap();
+    let child = v["result"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == "bridged"))
+        .and_then(|r| r["pid"].as_u64())
+        .unwrap_or_else(|| panic!("no pid in {v}"));
+    let child = u32::try_from(child).unwrap();
+    assert_eq!(nofile(child), ("256".to_owned(), "4096".to_owned()));
+}

@@ -165,6 +165,7 @@ impl ChildSpawner for RealSpawner {
         if let Some(dir) = &config.working_dir {
             cmd.current_dir(dir);
         }
+        crate::os::limits::restore_for_child(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| SpawnError {
             path: shown.clone(),
             error: e.to_string(),
