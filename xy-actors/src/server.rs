@@ -644,7 +644,7 @@ impl ServerActorState {
         self.why = WhyState::default();
         // A stdio server's port is xy's own: bind it (or name its holder).
         if self.config.transport == Transport::Stdio
-            && let Err(failure) = self.ensure_listening()
+            && let Err(failure) = self.ensure_listening(holder.clone())
         {
             let text = failure.error.clone();
             tracing::warn!(server = %self.config.name, "{text}");

@@ -133,7 +133,7 @@ fn events_prints_one_line_per_change_and_exits_0_on_ctrl_c() {
                     line.contains("starting → running")
                         && got
                             .iter()
-                            .any(|l| l.contains("running → stopping (stop requested)"))
+                            .any(|l| l.contains("running → stopping (restart requested)"))
                 };
                 if done {
                     break 'outer;
@@ -143,7 +143,7 @@ fn events_prints_one_line_per_change_and_exits_0_on_ctrl_c() {
         if !json {
             assert!(
                 got.iter()
-                    .any(|l| l.contains("running → stopping (stop requested)")),
+                    .any(|l| l.contains("running → stopping (restart requested)")),
                 "{got:#?}"
             );
         }

@@ -11,6 +11,7 @@ use xy_core::protocol::{ServerState, Transport};
 
 use super::ServerSnapshot;
 use super::failure::SpawnFailure;
+use crate::os::ports::PortHolder;
 use super::{ServerActorState, ServerMsg};
 use crate::bridge::{self, BridgeActor, BridgeArgs, BridgeMsg, ChildStdio};
 
@@ -92,8 +93,13 @@ impl ServerActorState {
     }
 
     /// Before a spawn: the bridge must listen. A bind failure fails the
-    /// spawn, naming the process that holds the port when there is one.
-    pub(super) fn ensure_listening(&mut self) -> Result<(), Box<SpawnFailure>> {
+    /// spawn, naming `holder`, the process that held the port when it was
+    /// looked up off the actor (`begin_spawn`); the actor never walks
+    /// `/proc` itself.
+    pub(super) fn ensure_listening(
+        &mut self,
+        holder: Option<PortHolder>,
+    ) -> Result<(), Box<SpawnFailure>> {
         let port = self.config.port;
         let Some(bridge) = &mut self.bridge else {
             return Err(Box::new(SpawnFailure {
@@ -115,7 +121,6 @@ impl ServerActorState {
                 Ok(())
             }
             Err(e) => {
-                let holder = self.spawner.port_holder(port, None);
                 let error = match &holder {
                     Some(h) => h.to_string(),
                     None => format!("cannot listen on 127.0.0.1:{port}: {e}"),
@@ -143,7 +148,7 @@ impl ServerActorState {
     pub(super) fn open_endpoint(&mut self, myself: &ActorRef<ServerMsg>, attempt: u32) {
         const TRIES: u32 = 50;
         const PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
-        match self.ensure_listening() {
+        match self.ensure_listening(None) {
             Ok(()) => {}
             Err(_) if attempt + 1 < TRIES => {
                 let attempt = attempt + 1;
@@ -216,7 +221,7 @@ impl ServerActorState {
         myself: &ActorRef<ServerMsg>,
         reply: Option<ractor::RpcReplyPort<super::StartOutcome>>,
     ) {
-        match self.ensure_listening() {
+        match self.ensure_listening(None) {
             Ok(()) => {
                 self.apply(myself, super::Event::IdleRequested);
                 if let Some(reply) = reply
