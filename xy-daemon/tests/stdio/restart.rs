@@ -16,7 +16,7 @@ use xy_testbins::interop::{self, Interop};
 
 use super::client::{Era, Mcp};
 use super::{call, ms_progress, url};
-use crate::helper::{DEADLINE, TestDaemon, free_port, pid_alive, signal, testbin, wait_some};
+use crate::helper::{DEADLINE, TestDaemon, free_port, pid_alive, signal, testbin, wait_for, wait_some};
 
 /// The rmcp test server on stdio behind `sh -c 'sleep …; exec …'`, with
 /// `extra` (an `env` block to change it for a reload).
@@ -121,9 +121,12 @@ fn a_2025_session_carries_on_across_restart_kill_9_and_a_reload() {
     let pid = new_child(&d, "rs", pid);
     assert_eq!(d.entry("rs")["restart_count"], 1);
 
-    // `kill -9` of the child: what is sent after it waits and succeeds.
+    // `kill -9` of the child: what is sent after it died waits and
+    // succeeds. (Sent right as `kill` returns, a request may still be read
+    // by the dying child: that one is in flight, and gets -32603.)
     let session = a.session.clone();
     signal(pid, libc::SIGKILL);
+    wait_for("the killed child is dead", DEADLINE, || !pid_alive(pid));
     requests_after(&mut a);
     assert_eq!(a.session, session);
     let pid = new_child(&d, "rs", pid);
