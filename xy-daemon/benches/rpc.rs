@@ -125,7 +125,7 @@ impl Client {
     }
 
     /// One timed round trip: the request line out, the reply line in, and
-    /// no JSON parsing on this side (at N=200 the reply is ~70 KB; scanning
+    /// no JSON parsing on this side (a large fleet's reply is tens of KB; scanning
     /// and copying it here would be the load generator's cost, not xyd's).
     /// Only checks that the line is a result, not an error.
     fn round_trip(&mut self, line: &[u8]) -> usize {

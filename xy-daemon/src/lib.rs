@@ -29,10 +29,8 @@ pub mod signals;
 mod transport;
 
 pub use boot::{Prepared, prepare};
-// `transport` still names it `crate::until_set`; its owner's split moves
-// that call over to `flag::until_set`, and this line goes.
 pub use error::DaemonError;
-pub(crate) use flag::until_set;
+use flag::until_set;
 
 /// How long shutdown waits for open connections to flush their last lines.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(2);

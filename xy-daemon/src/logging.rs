@@ -34,8 +34,8 @@ pub fn init(paths: &Paths) -> Result<LogGuard, DaemonError> {
         path: log_path,
         source,
     })?;
-    // The default queue (128k lines) is preallocated and touched: ~4 MiB of
-    // RSS for a log that writes a few lines a minute. When it is full, the
+    // The default queue (128k lines) is preallocated and touched: megabytes
+    // of RSS for a log that writes a few lines a minute. When it is full, the
     // event is dropped rather than stalling a worker thread.
     let (file, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_QUEUE_LINES)
@@ -62,8 +62,8 @@ pub fn init(paths: &Paths) -> Result<LogGuard, DaemonError> {
 
 /// `XY_LOG` as `tracing`'s target directives (`warn`, `xy_actors=debug,info`).
 /// A `Targets` filter rather than an `EnvFilter`: the latter's span and
-/// field matching drags in a regex engine, about 0.3 MB of code that every
-/// xyd would keep resident for a filter set once at boot (D40). Unset or
+/// field matching drags in a regex engine, code that every xyd would keep
+/// resident for a filter set once at boot (D40). Unset or
 /// unparsable means `info`.
 fn filter_from(value: Option<&str>) -> Targets {
     value

@@ -151,11 +151,11 @@ pub(crate) async fn serve(
         // whose connections still held their slots until their EOFs were read.
         let permit = tokio::select! {
             p = Arc::clone(&slots).acquire_owned() => p.expect("the semaphore is never closed"),
-            () = crate::until_set(&mut stop) => break,
+            () = crate::flag::until_set(&mut stop) => break,
         };
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            () = crate::until_set(&mut stop) => break,
+            () = crate::flag::until_set(&mut stop) => break,
         };
         let stream = match accepted {
             Ok((stream, _)) => stream,
@@ -169,7 +169,7 @@ pub(crate) async fn serve(
                 drop(permit);
                 tokio::select! {
                     () = tokio::time::sleep(wait) => continue,
-                    () = crate::until_set(&mut stop) => break,
+                    () = crate::flag::until_set(&mut stop) => break,
                 }
             }
         };
@@ -256,7 +256,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 /// Writes `msg` and its newline. One vectored write, so a reply larger than
-/// the buffer (a `list` of 200 servers is ~65 KB) reaches the socket in one
+/// the buffer (a `list` of a large fleet) reaches the socket in one
 /// `writev` with its newline rather than as the body and then a 1-byte write,
 /// which would wake the client a second time before it has its line.
 async fn write_line<W: AsyncWrite + Unpin>(w: &mut BufWriter<W>, msg: &OutLine) -> io::Result<()> {
@@ -290,7 +290,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let mut buf = Vec::new();
         let read = tokio::select! {
             r = read_line(&mut reader, &mut buf) => r,
-            () = crate::until_set(&mut closing) => break,
+            () = crate::flag::until_set(&mut closing) => break,
         };
         match read {
             Ok(Line::Eof) => break,

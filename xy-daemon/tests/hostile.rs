@@ -22,9 +22,8 @@ use xy_core::protocol::MAX_LINE_BYTES;
 
 use crate::helper::*;
 
-/// RSS growth tolerated after a scenario. Measured: glibc keeps up to
-/// ~10 MiB of freed per-thread arena memory after megabyte lines, and it
-/// plateaus there (no growth from one pass to the next, see
+/// RSS growth tolerated after a scenario: glibc keeps freed per-thread
+/// arena memory after megabyte lines, and it plateaus (no growth from one pass to the next, see
 /// `ten_thousand_seeded_adversarial_lines`); the ring buffers add up to
 /// 1 MiB per server.
 const RSS_SLACK_KIB: u64 = 16 * 1024;

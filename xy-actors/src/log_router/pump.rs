@@ -11,9 +11,9 @@ use super::chunk::Chunk;
 use super::sink::{SharedSink, lock};
 
 /// First buffer size: enough for a quiet server's lines, and what an idle
-/// pump keeps allocated (two per server: at N=200, 8 KiB cost 3 MiB of
-/// RSS). A read that fills it grows it 4×, so a flood reaches `MAX_BUF` in
-/// four reads.
+/// pump keeps allocated (two per server, so it counts at a fleet's size:
+/// `docs/performance.md`). A read that fills it grows it 4×, so a flood
+/// reaches `MAX_BUF` in four reads.
 const MIN_BUF: usize = 1024;
 /// Largest buffer, reached while reads keep filling it (a flood): fewer
 /// wakeups per byte (the pipe is enlarged to match on Linux). Always more

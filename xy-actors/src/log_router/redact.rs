@@ -14,7 +14,7 @@ pub(crate) const MIN_SECRET: usize = 6;
 
 /// The secrets of one child. A child has a handful, so one SIMD substring
 /// search per value (`memchr::memmem`, already linked) replaces a
-/// multi-pattern automaton and its ~110 KB of code in xyd (D49).
+/// multi-pattern automaton and the code it kept resident in xyd (D50).
 pub(crate) struct Redactor {
     /// One searcher per value.
     finders: Vec<Finder<'static>>,

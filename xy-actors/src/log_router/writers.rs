@@ -4,8 +4,8 @@
 //! filesystem, a FIFO nobody reads) is abandoned and replaced.
 //!
 //! Why not `spawn_blocking`: 200 servers logging at boot made up to 200 pool
-//! threads, kept alive by the trickle of later lines (~1.8 MiB idle RSS at
-//! N=200), and capping the pool would let hung log files starve the port
+//! threads, kept alive by the trickle of later lines (idle RSS that grows
+//! with the fleet), and capping the pool would let hung log files starve the port
 //! checks that share it. Here the thread count is bounded by
 //! [`MAX_WRITERS`] plus one per file that is stuck right now, and the port
 //! checks keep the blocking pool to themselves.

@@ -11,9 +11,9 @@ use xy_core::protocol::{ServerState, Transport};
 
 use super::ServerSnapshot;
 use super::failure::SpawnFailure;
-use crate::os::ports::PortHolder;
 use super::{ServerActorState, ServerMsg};
 use crate::bridge::{self, BridgeActor, BridgeArgs, BridgeMsg, ChildStdio};
+use crate::os::ports::PortHolder;
 
 /// The bridge of a stdio server; stops it when dropped (the ServerActor's
 /// state is dropped on a panic too, and the bridge must not outlive it).

@@ -1,5 +1,5 @@
-//! A [`ListEntry`] serialised ahead of time: `list` at N=200 was mostly
-//! serde escaping the same 200 rows on every call (D41). A [`ListRow`] holds
+//! A [`ListEntry`] serialised ahead of time: a large `list` was mostly
+//! serde escaping the same rows on every call (D41). A [`ListRow`] holds
 //! the row's JSON with its three per-call fields (`uptime_secs`,
 //! `cpu_percent`, `rss_bytes`) left open, and writes it byte-for-byte as
 //! `serde_json::to_writer(&entry)` would.

@@ -181,9 +181,9 @@ pub struct LedgerTool {
 
 /// A JSON value kept as its canonical text (compact, object keys sorted)
 /// rather than as a [`Value`] tree. A daemon keeps every server's last
-/// ten listings: as trees, each schema object costs a B-tree node of
-/// ~0.6 KB however few keys it has (2.6 KB for a one-tool server, several
-/// MB for a server with fifty tools); as text it costs its length. Two
+/// ten listings: as trees, each schema object costs a whole B-tree node
+/// however few keys it has, which adds up fast for a server with many
+/// tools; as text it costs its length. Two
 /// values are equal exactly when their canonical texts are, so `changed`
 /// compares strings. Serialised as the JSON it holds.
 #[derive(Debug, Clone)]

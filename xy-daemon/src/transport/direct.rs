@@ -1,8 +1,8 @@
 //! The method table the transport calls: jsonrpsee's [`Methods`] plus
 //! *direct* methods, which write their result once, straight into the reply
 //! line. jsonrpsee's `MethodResponse::response` serialises a result and then
-//! parses the whole reply again to check it is JSON (D38); for `list` at
-//! N=200 (a ~65 KB reply) that second pass was a fifth of the daemon's work.
+//! parses the whole reply again to check it is JSON (D38); for a large
+//! `list` reply that second pass was a large share of the daemon's work.
 //! A direct result may be JSON written ahead (`list`'s cached rows, D41).
 
 use std::collections::HashMap;

@@ -16,7 +16,9 @@ use xy_testbins::interop::{self, Interop};
 
 use super::client::{Era, Mcp};
 use super::{call, ms_progress, url};
-use crate::helper::{DEADLINE, TestDaemon, free_port, pid_alive, signal, testbin, wait_for, wait_some};
+use crate::helper::{
+    DEADLINE, TestDaemon, free_port, pid_alive, signal, testbin, wait_for, wait_some,
+};
 
 /// The rmcp test server on stdio behind `sh -c 'sleep …; exec …'`, with
 /// `extra` (an `env` block to change it for a reload).

@@ -94,7 +94,8 @@ fn percentiles(mut times: Vec<Duration>) -> (f64, f64, usize) {
 /// like the direct row's pipes: the request goes out in one `write`, the
 /// answer is read with `read` and its head parsed by `httparse`, so the
 /// client adds as little as it can to what is timed (hyper's client on a
-/// tokio runtime cost 33 µs of CPU a request more than the pipes did).
+/// tokio runtime cost more CPU per request than the bridge under test:
+/// `docs/performance.md`, "After D49").
 struct HttpClient {
     stream: TcpStream,
     /// The request line and the headers every POST carries.
