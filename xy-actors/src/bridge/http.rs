@@ -319,6 +319,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
     let (ack_tx, ack_rx) = oneshot::channel();
     let post = Post {
+        size: body.len(),
         msg,
         raw,
         session,
