@@ -223,6 +223,7 @@ impl Actor for BridgeActor {
                 let ep = http::Endpoint {
                     path: st.path.clone(),
                     actor: myself.clone(),
+                    bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(http::BODIES)),
                 };
                 match http::serve(listener, ep) {
                     Ok(l) => {

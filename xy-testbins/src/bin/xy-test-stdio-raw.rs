@@ -3,7 +3,8 @@
 //! line without a newline (`blob`), answer late unless cancelled (`slow`),
 //! or ask the client something first (`ask`, a `roots/list` request).
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
-//! test sees whether a `notifications/cancelled` reached it.
+//! test sees whether a `notifications/cancelled` reached it; with a
+//! progress token it sends one progress notification as it starts.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -86,6 +87,15 @@ fn main() {
                         let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(1000);
                         let key = id.to_string();
                         slow.lock().unwrap().insert(key.clone(), false);
+                        // Progress first, when asked: the caller then knows
+                        // the call is under way.
+                        if let Some(t) = msg.pointer("/params/_meta/progressToken") {
+                            send(
+                                &out,
+                                &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": t, "progress": 0}}),
+                            );
+                        }
                         let (out, slow, said) = (out.clone(), slow.clone(), said.to_owned());
                         std::thread::spawn(move || {
                             std::thread::sleep(Duration::from_millis(ms));
