@@ -1,6 +1,7 @@
 //! The bridge's HTTP side (SPEC §13), on hyper 1: one task accepts on
 //! `127.0.0.1:<port>`, one task per connection serves streamable HTTP.
-//! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap) happen here;
+//! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap, the bytes of
+//! bodies read ahead of the actor) happen here;
 //! every MCP decision is the BridgeActor's, reached by message.
 
 use std::convert::Infallible;

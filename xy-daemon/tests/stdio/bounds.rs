@@ -272,3 +272,27 @@ fn one_client_cannot_cancel_or_answer_for_another() {
         .unwrap_or_default();
     assert!(text.contains("file:///a"), "{r}");
 }
+
+/// An endpoint keeps 1,000 sessions: the 1,001st evicts the least recently
+/// used, which then gets 404 like an unknown one.
+#[test]
+fn the_least_recently_used_of_1000_sessions_goes_first() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("ss", raw_config(port))]);
+    d.running_pid("ss");
+    let first = Mcp::connected(&url(port), Era::V2025);
+    let mut second = Mcp::connected(&url(port), Era::V2025);
+    for _ in 0..998 {
+        Mcp::connected(&url(port), Era::V2025);
+    }
+    // `first` is used again, so `second` is now the least recently used.
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(first.post(&ping, &first.session_headers()).status, 200);
+    let mut newest = Mcp::connected(&url(port), Era::V2025);
+    assert_eq!(second.post(&ping, &second.session_headers()).status, 404);
+    assert_eq!(first.post(&ping, &first.session_headers()).status, 200);
+    assert_eq!(newest.tool_names().len(), 4);
+    // The evicted client initialises again and carries on.
+    second.initialize();
+    assert_eq!(second.tool_names().len(), 4);
+}
