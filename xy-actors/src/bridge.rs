@@ -7,7 +7,7 @@
 //! ServerActor that spawned it owns the process and tells it about each
 //! new child.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use xy_core::protocol::ServerState;
 
+mod budget;
 mod child;
 mod era;
 mod handshake;
@@ -26,6 +27,7 @@ pub(crate) mod raw;
 pub(crate) mod route;
 mod sessions;
 
+use budget::{Kept, STDIN_BUDGET};
 pub(crate) use child::ChildStdio;
 use child::{ChildLink, FromChild, line_of};
 use era::VERSIONS;
@@ -36,15 +38,6 @@ use sessions::Sessions;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
-/// Bytes of messages one child may have waiting in xyd at most: queued
-/// toward its stdin, kept for resending to its successor, or waiting for it
-/// to start (each counted on its own). Past it a POST gets `503` (SPEC §18):
-/// a stopped or slow child must not make xyd grow. Four requests of the
-/// 4 MiB body limit fit (D-BRIDGE-1).
-const STDIN_BUDGET: u64 = 16 * 1024 * 1024;
-/// What a message may grow by on its way to the child (xy's id and
-/// progress token in place of the client's).
-const REWRITE_SLACK: u64 = 256;
 
 /// One POST from a client.
 pub(crate) struct Post {
@@ -167,12 +160,9 @@ pub(crate) struct BridgeState {
     /// Bytes sent to the current child's writer so far (the offset of the
     /// next line in its stdin stream).
     sent: u64,
-    /// Forwarded requests in flight to the current child of which it may
-    /// not have read a byte yet, by child-side id: the offset of their line
-    /// in its stdin stream, and the line (shared with the stdin queue).
-    outgoing: BTreeMap<u64, (u64, Bytes)>,
-    /// Bytes of the lines in `outgoing`.
-    kept: u64,
+    /// Copies of the requests in flight the current child may not have
+    /// begun to read, for resending.
+    kept: Kept,
     /// Requests that never reached a child that died (sent after it was
     /// killed, before xy saw its stdout close): written again to the next
     /// child once its handshake is done, or failed at the deadline.
@@ -206,8 +196,7 @@ impl Actor for BridgeActor {
             waiting_bytes: 0,
             gone: None,
             sent: 0,
-            outgoing: BTreeMap::new(),
-            kept: 0,
+            kept: Kept::default(),
             resend: Vec::new(),
         })
     }
@@ -332,16 +321,8 @@ impl BridgeState {
         let Some(c) = &self.child else { return };
         let line: Bytes = line.into();
         let router = &self.router;
-        let kept = &mut self.kept;
-        self.outgoing.retain(|k, (_, l)| {
-            let keep = router.is_pending(*k);
-            if !keep {
-                *kept -= l.len() as u64;
-            }
-            keep
-        });
-        self.kept += line.len() as u64;
-        self.outgoing.insert(id, (self.sent, line.clone()));
+        self.kept.retain(|k, _| router.is_pending(k));
+        self.kept.insert(id, self.sent, line.clone());
         self.sent += line.len() as u64;
         c.send(line);
     }
@@ -349,27 +330,19 @@ impl BridgeState {
     /// Whether a message of `size` bytes fits the stdin budget now.
     fn room(&mut self, size: usize) -> bool {
         let Some(c) = &self.child else { return true };
-        let size = size as u64 + REWRITE_SLACK;
         let queued = self.sent.saturating_sub(c.taken());
-        if queued + size > STDIN_BUDGET {
-            return false;
-        }
-        if self.kept + size > STDIN_BUDGET {
+        let router = &self.router;
+        self.kept.fits(queued, size, |kept| {
             // Forget the copies that can no longer be resent: answered, or
             // begun by the child (see `detach`).
             let read = c.read_by_child();
-            let router = &self.router;
-            self.outgoing
-                .retain(|k, (start, _)| *start >= read && router.is_pending(*k));
-            self.kept = self.outgoing.values().map(|(_, l)| l.len() as u64).sum();
-        }
-        self.kept + size <= STDIN_BUDGET
+            kept.retain(|k, start| start >= read && router.is_pending(k));
+        })
     }
 
     /// Refuses a POST for want of budget: `503` with a JSON-RPC error.
     #[allow(clippy::boxed_local)] // callers hold the Post boxed
-    fn busy(&self, p: Box<Post>) {
-        let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
+    fn busy(&self, p: Box<Post>, id: &Value) {
         let m = format!(
             "xy: server {} is busy: {} MiB of messages wait for it already; try again later",
             self.name,
@@ -378,7 +351,7 @@ impl BridgeState {
         tracing::debug!(server = %self.name, "stdio bridge: the stdin budget is spent; 503");
         let _ = p.ack.send(Ack::Refused(
             StatusCode::SERVICE_UNAVAILABLE,
-            error(&id, -32000, &m, None),
+            error(id, -32000, &m, None),
         ));
     }
 
@@ -395,8 +368,7 @@ impl BridgeState {
             };
             me.cast(msg).is_ok()
         };
-        self.outgoing.clear();
-        self.kept = 0;
+        self.kept.clear();
         self.sent = 0;
         self.child = Some(ChildLink::spawn(run, io, self.name.clone(), deliver));
         // A child spawned by `start` (not by a request) gets its full
@@ -463,7 +435,7 @@ impl BridgeState {
         let read = self.child.take().map_or(u64::MAX, |c| c.read_by_child());
         self.hs.state = Hs::Detached;
         let deadline = Instant::now() + WAIT_FOR_CHILD;
-        for (id, (start, line)) in std::mem::take(&mut self.outgoing) {
+        for (id, (start, line)) in self.kept.take() {
             if start >= read && self.router.is_pending(id) {
                 self.resend.push((id, deadline, line));
             }
@@ -489,7 +461,7 @@ impl BridgeState {
         self.sessions.clear();
         self.listening = None;
         self.child = None;
-        self.outgoing.clear();
+        self.kept.clear();
         self.resend.clear();
         self.hs.state = Hs::Detached;
     }
@@ -577,7 +549,7 @@ impl BridgeState {
             // A client's answer to a server-to-client request.
             (None, Some(_)) => {
                 if !self.room(p.size) {
-                    self.busy(p);
+                    self.busy(p, &Value::Null);
                     return;
                 }
                 match self.router.client_response(p.msg, p.session.as_deref()) {
@@ -595,7 +567,7 @@ impl BridgeState {
             }
             (Some(method), None) => {
                 if !self.room(p.size) {
-                    self.busy(p);
+                    self.busy(p, &Value::Null);
                     return;
                 }
                 match method.as_str() {
@@ -652,7 +624,7 @@ impl BridgeState {
             self.last_activity = Instant::now();
         }
         if !self.room(raw.bytes.len()) {
-            self.busy(p);
+            self.busy(p, &raw.id);
             return;
         }
         let Post {
@@ -695,7 +667,7 @@ impl BridgeState {
             Hs::Detached | Hs::Discovering(_) | Hs::Initializing(_) => {
                 if self.child.is_some() || self.child_expected() {
                     if self.waiting_bytes + p.size as u64 > STDIN_BUDGET {
-                        self.busy(p);
+                        self.busy(p, id);
                         return;
                     }
                     if self.owner.state() == ServerState::Idle {
@@ -758,7 +730,7 @@ impl BridgeState {
             return;
         }
         if !self.room(p.size) {
-            self.busy(p);
+            self.busy(p, id);
             return;
         }
         let (msg, answer) = self.hs.era.translate(p.era2026, method, id, p.msg);
