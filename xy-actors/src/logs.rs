@@ -128,15 +128,18 @@ async fn forward(
     behind: Arc<AtomicUsize>,
     bound: usize,
 ) {
+    let pass = |line: LogLine| {
+        let n = cost(&line);
+        if behind.fetch_add(n, Ordering::AcqRel) + n > bound {
+            let _ = tx.send(LogEvent::Lagged);
+            return false;
+        }
+        tx.send(LogEvent::Line(line)).is_ok()
+    };
     loop {
         match rx.recv().await {
             Ok(line) => {
-                let n = cost(&line);
-                if behind.fetch_add(n, Ordering::AcqRel) + n > bound {
-                    let _ = tx.send(LogEvent::Lagged);
-                    return;
-                }
-                if tx.send(LogEvent::Line(line)).is_err() {
+                if !pass(line) {
                     return;
                 }
             }
@@ -145,6 +148,23 @@ async fn forward(
                 return;
             }
             Err(broadcast::error::RecvError::Closed) => return,
+        }
+        // What else is there, at once: `recv` spends the task's coop
+        // budget per line, and a pump's read can carry thousands.
+        loop {
+            match rx.try_recv() {
+                Ok(line) => {
+                    if !pass(line) {
+                        return;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    let _ = tx.send(LogEvent::Lagged);
+                    return;
+                }
+                Err(broadcast::error::TryRecvError::Closed) => return,
+                Err(broadcast::error::TryRecvError::Empty) => break,
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ use xy_core::config::{ConfigSet, DEFAULT_GRACE};
 
 pub mod boot;
 mod error;
+pub mod heap;
 pub mod lock;
 pub mod logging;
 mod rpc;
