@@ -31,7 +31,7 @@ const SHOWN_LINE: usize = 512;
 pub(crate) struct ChildStdio {
     pub(crate) stdin: ChildStdin,
     pub(crate) stdout: ChildStdout,
-    log: Option<SharedSink>,
+    log: SharedSink,
     redactor: Option<Arc<Redactor>>,
 }
 
@@ -45,7 +45,7 @@ impl ChildStdio {
         ChildStdio {
             stdin,
             stdout,
-            log: Some(log),
+            log,
             redactor,
         }
     }
@@ -169,7 +169,7 @@ async fn write_lines(
 /// What the reader says about the child's stdout, and where.
 struct Notes {
     name: String,
-    log: Option<SharedSink>,
+    log: SharedSink,
     redactor: Option<Arc<Redactor>>,
 }
 
@@ -178,9 +178,7 @@ impl Notes {
     /// looks for what went wrong with that server.
     fn warn(&self, text: &str) {
         tracing::warn!(server = %self.name, "{text}");
-        if let Some(log) = &self.log {
-            lock(log).push_note(LogStream::Stderr, text);
-        }
+        lock(&self.log).push_note(LogStream::Stderr, text);
     }
 
     /// A debug log of a line that is not JSON-RPC: secrets redacted, at
