@@ -7,9 +7,10 @@
 //! ServerActor that spawned it owns the process and tells it about each
 //! new child.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::StatusCode;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{Map, Value, json};
@@ -17,25 +18,31 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 use xy_core::protocol::ServerState;
 
+mod budget;
 mod child;
 mod era;
 mod handshake;
 pub(crate) mod http;
 pub(crate) mod raw;
 pub(crate) mod route;
+mod sessions;
 
+use budget::{Kept, STDIN_BUDGET};
 pub(crate) use child::ChildStdio;
 use child::{ChildLink, FromChild, line_of};
 use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
 use route::{META_SUBSCRIPTION, Outbox, Router, error};
+use sessions::Sessions;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
 
 /// One POST from a client.
 pub(crate) struct Post {
+    /// Bytes of its body (what it costs the stdin budget).
+    pub(crate) size: usize,
     /// The message (`Null` while `raw` holds it unparsed).
     pub(crate) msg: Value,
     /// An ordinary request, unparsed: forwarded as its bytes when nothing
@@ -154,20 +161,22 @@ pub(crate) struct BridgeState {
     child: Option<ChildLink>,
     hs: Handshake,
     router: Router,
-    sessions: HashMap<String, ()>,
+    sessions: Sessions,
     waiting: VecDeque<(Instant, Box<Post>)>,
+    /// Bytes of the bodies in `waiting`.
+    waiting_bytes: u64,
     /// Why the last child went away (named in the errors of its requests).
     gone: Option<String>,
     /// Bytes sent to the current child's writer so far (the offset of the
     /// next line in its stdin stream).
     sent: u64,
-    /// Forwarded requests in flight to the current child, by child-side
-    /// id: the offset of their line in its stdin stream, and the line.
-    outgoing: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// Copies of the requests in flight the current child may not have
+    /// begun to read, for resending.
+    kept: Kept,
     /// Requests that never reached a child that died (sent after it was
     /// killed, before xy saw its stdout close): written again to the next
     /// child once its handshake is done, or failed at the deadline.
-    resend: Vec<(u64, Instant, Vec<u8>)>,
+    resend: Vec<(u64, Instant, Bytes)>,
 }
 
 impl Actor for BridgeActor {
@@ -192,11 +201,12 @@ impl Actor for BridgeActor {
             child: None,
             hs: Handshake::default(),
             router: Router::default(),
-            sessions: HashMap::new(),
+            sessions: Sessions::default(),
             waiting: VecDeque::new(),
+            waiting_bytes: 0,
             gone: None,
             sent: 0,
-            outgoing: BTreeMap::new(),
+            kept: Kept::default(),
             resend: Vec::new(),
         })
     }
@@ -212,6 +222,7 @@ impl Actor for BridgeActor {
                 let ep = http::Endpoint {
                     path: st.path.clone(),
                     actor: myself.clone(),
+                    bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(http::BODIES)),
                 };
                 match http::serve(listener, ep) {
                     Ok(l) => {
@@ -276,7 +287,7 @@ impl Actor for BridgeActor {
                 outbox,
                 ack,
             } => {
-                let answer = if !st.sessions.contains_key(&session) {
+                let answer = if !st.sessions.touch(&session, Instant::now()) {
                     Ack::Refused(StatusCode::NOT_FOUND, refusal("session not found"))
                 } else if st.router.has_stream(&session) {
                     Ack::Refused(
@@ -290,7 +301,7 @@ impl Actor for BridgeActor {
                 let _ = ack.send(answer);
             }
             BridgeMsg::EndSession { session, ack } => {
-                let known = st.sessions.remove(&session).is_some();
+                let known = st.sessions.remove(&session, Instant::now());
                 st.router.end_session(&session);
                 let _ = ack.send(known);
             }
@@ -315,42 +326,54 @@ fn refusal(message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}})
 }
 
-/// 128 random bits, hex: a session id nobody can guess.
-fn new_session_id() -> String {
-    use std::io::Read;
-    let mut b = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_err()
-    {
-        // Never on a working system; still unique per daemon.
-        let n = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        b.copy_from_slice(&n.to_le_bytes());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 impl BridgeState {
     fn write(&mut self, msg: &Value) {
         if let Some(c) = &self.child {
             let line = line_of(msg);
             self.sent += line.len() as u64;
-            c.send(line);
+            c.send(line.into());
         }
     }
 
     /// Writes a forwarded request (child-side `id`), remembering where its
-    /// line starts in the child's stdin until it is answered.
-    fn write_request(&mut self, id: u64, line: Vec<u8>) {
+    /// line starts in the child's stdin until the child has read some of
+    /// it or it is answered.
+    fn write_request(&mut self, id: u64, line: impl Into<Bytes>) {
         let Some(c) = &self.child else { return };
+        let line: Bytes = line.into();
         let router = &self.router;
-        self.outgoing.retain(|k, _| router.is_pending(*k));
-        self.outgoing.insert(id, (self.sent, line.clone()));
+        self.kept.retain(|k, _| router.is_pending(k));
+        self.kept.insert(id, self.sent, line.clone());
         self.sent += line.len() as u64;
         c.send(line);
+    }
+
+    /// Whether a message of `size` bytes fits the stdin budget now.
+    fn room(&mut self, size: usize) -> bool {
+        let Some(c) = &self.child else { return true };
+        let queued = self.sent.saturating_sub(c.taken());
+        let router = &self.router;
+        self.kept.fits(queued, size, |kept| {
+            // Forget the copies that can no longer be resent: answered, or
+            // begun by the child (see `detach`).
+            let read = c.read_by_child();
+            kept.retain(|k, start| start >= read && router.is_pending(k));
+        })
+    }
+
+    /// Refuses a POST for want of budget: `503` with a JSON-RPC error.
+    #[allow(clippy::boxed_local)] // callers hold the Post boxed
+    fn busy(&self, p: Box<Post>, id: &Value) {
+        let m = format!(
+            "xy: server {} is busy: {} MiB of messages wait for it already; try again later",
+            self.name,
+            STDIN_BUDGET >> 20
+        );
+        tracing::debug!(server = %self.name, "stdio bridge: the stdin budget is spent; 503");
+        let _ = p.ack.send(Ack::Refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            error(id, -32000, &m, None),
+        ));
     }
 
     fn attach(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, io: ChildStdio) {
@@ -366,7 +389,7 @@ impl BridgeState {
             };
             me.cast(msg).is_ok()
         };
-        self.outgoing.clear();
+        self.kept.clear();
         self.sent = 0;
         self.child = Some(ChildLink::spawn(run, io, self.name.clone(), deliver));
         // A child spawned by `start` (not by a request) gets its full
@@ -418,6 +441,7 @@ impl BridgeState {
             }
         }
         let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
+        self.waiting_bytes = 0;
         for p in waiting {
             self.on_post(p);
         }
@@ -432,7 +456,7 @@ impl BridgeState {
         let read = self.child.take().map_or(u64::MAX, |c| c.read_by_child());
         self.hs.state = Hs::Detached;
         let deadline = Instant::now() + WAIT_FOR_CHILD;
-        for (id, (start, line)) in std::mem::take(&mut self.outgoing) {
+        for (id, (start, line)) in self.kept.take() {
             if start >= read && self.router.is_pending(id) {
                 self.resend.push((id, deadline, line));
             }
@@ -454,10 +478,11 @@ impl BridgeState {
             let _ = p.ack.send(Ack::Exchange { session: None });
             let _ = p.outbox.try_send(error(&id, -32603, &message, None).into());
         }
+        self.waiting_bytes = 0;
         self.sessions.clear();
         self.listening = None;
         self.child = None;
-        self.outgoing.clear();
+        self.kept.clear();
         self.resend.clear();
         self.hs.state = Hs::Detached;
     }
@@ -481,6 +506,11 @@ impl BridgeState {
     }
 
     fn on_post(&mut self, mut p: Box<Post>) {
+        // Any message in a session is a use of it (its idle day restarts).
+        let live = p
+            .session
+            .as_ref()
+            .is_some_and(|s| self.sessions.touch(s, Instant::now()));
         if let Some(raw) = p.raw.take() {
             if self.can_forward_raw(&p, &raw) {
                 self.forward_raw(p, raw);
@@ -523,12 +553,7 @@ impl BridgeState {
         }
         // A terminated or unknown session gets 404 for every message, not
         // only requests (MCP transport spec: the client initialises again).
-        if !p.era2026
-            && p.session
-                .as_ref()
-                .is_some_and(|s| !self.sessions.contains_key(s))
-            && method.as_deref() != Some("initialize")
-        {
+        if !p.era2026 && p.session.is_some() && !live && method.as_deref() != Some("initialize") {
             let _ = p.ack.send(Ack::Refused(
                 StatusCode::NOT_FOUND,
                 refusal("session not found: initialize again"),
@@ -538,12 +563,28 @@ impl BridgeState {
         match (method, id) {
             // A client's answer to a server-to-client request.
             (None, Some(_)) => {
-                if let Some(m) = self.router.client_response(p.msg) {
-                    self.write(&m);
+                if !self.room(p.size) {
+                    self.busy(p, &Value::Null);
+                    return;
+                }
+                match self.router.client_response(p.msg, p.session.as_deref()) {
+                    Ok(Some(m)) => self.write(&m),
+                    Ok(None) => {}
+                    Err(route::NotYours) => {
+                        let _ = p.ack.send(Ack::Refused(
+                            StatusCode::BAD_REQUEST,
+                            refusal("this answers a request xy sent to another client"),
+                        ));
+                        return;
+                    }
                 }
                 let _ = p.ack.send(Ack::Accepted);
             }
             (Some(method), None) => {
+                if !self.room(p.size) {
+                    self.busy(p, &Value::Null);
+                    return;
+                }
                 match method.as_str() {
                     // xy did its own handshake with the child.
                     "notifications/initialized" => {}
@@ -588,7 +629,7 @@ impl BridgeState {
             && p.version.as_deref().is_none_or(|v| VERSIONS.contains(&v))
             && p.session
                 .as_ref()
-                .is_some_and(|s| self.sessions.contains_key(s))
+                .is_some_and(|s| self.sessions.contains(s, Instant::now()))
             && !matches!(raw.method.as_str(), "initialize" | "subscriptions/listen")
     }
 
@@ -596,6 +637,10 @@ impl BridgeState {
     fn forward_raw(&mut self, p: Box<Post>, raw: RawRequest) {
         if !matches!(raw.method.as_str(), "ping" | "server/discover") {
             self.last_activity = Instant::now();
+        }
+        if !self.room(raw.bytes.len()) {
+            self.busy(p, &raw.id);
+            return;
         }
         let Post {
             session,
@@ -636,9 +681,14 @@ impl BridgeState {
             }
             Hs::Detached | Hs::Discovering(_) | Hs::Initializing(_) => {
                 if self.child.is_some() || self.child_expected() {
+                    if self.waiting_bytes + p.size as u64 > STDIN_BUDGET {
+                        self.busy(p, id);
+                        return;
+                    }
                     if self.owner.state() == ServerState::Idle {
                         self.owner.demand();
                     }
+                    self.waiting_bytes += p.size as u64;
                     self.waiting.push_back((Instant::now() + WAIT_FOR_CHILD, p));
                 } else {
                     let state = self.owner.state();
@@ -658,8 +708,10 @@ impl BridgeState {
                 self.reply(p, e, None);
                 return;
             };
-            let session = new_session_id();
-            self.sessions.insert(session.clone(), ());
+            let session = route::unguessable();
+            if let Some(evicted) = self.sessions.insert(session.clone(), Instant::now()) {
+                self.router.end_session(&evicted);
+            }
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
             self.reply(p, answer, Some(session));
             return;
@@ -692,6 +744,10 @@ impl BridgeState {
             let _ = p.ack.send(Ack::Exchange { session: None });
             return;
         }
+        if !self.room(p.size) {
+            self.busy(p, id);
+            return;
+        }
         let (msg, answer) = self.hs.era.translate(p.era2026, method, id, p.msg);
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
         let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
@@ -706,8 +762,18 @@ impl BridgeState {
     }
 
     fn tick(&mut self) {
-        self.router.prune();
         let now = Instant::now();
+        for child_id in self.router.prune() {
+            // A 2026 client closed its response stream: its cancellation.
+            self.write(&json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": child_id, "reason": "the client closed the request's stream"},
+            }));
+        }
+        for gone in self.sessions.expire(now) {
+            self.router.end_session(&gone);
+        }
         let expect = self.child_expected() || self.child.is_some();
         let mut keep = VecDeque::new();
         for (deadline, p) in self.waiting.drain(..) {
@@ -728,6 +794,7 @@ impl BridgeState {
             }
         }
         self.waiting = keep;
+        self.waiting_bytes = self.waiting.iter().map(|(_, p)| p.size as u64).sum();
         let (late, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.resend)
             .into_iter()
             .partition(|(_, deadline, _)| now >= *deadline || !expect);

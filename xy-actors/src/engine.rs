@@ -56,6 +56,8 @@ struct Inner {
     scanning: tokio::sync::Mutex<()>,
     /// The event bus every ServerActor publishes to (SPEC §15).
     events: crate::events::EventBus,
+    /// Bytes a log follower may have waiting before it lags.
+    follow_bytes: usize,
     /// A server whose reload step fails on purpose (unit tests).
     #[cfg(test)]
     reload_fault: std::sync::Mutex<Option<String>>,
@@ -98,6 +100,7 @@ impl Engine {
             .filter(|c| c.autostart)
             .map(|c| c.name.clone())
             .collect();
+        let follow_bytes = opts.follow_bytes;
         let args = RootArgs {
             events: events.clone(),
             configs,
@@ -122,6 +125,7 @@ impl Engine {
                 sampler: std::sync::Mutex::default(),
                 scanning: tokio::sync::Mutex::const_new(()),
                 events,
+                follow_bytes,
                 #[cfg(test)]
                 reload_fault: std::sync::Mutex::default(),
             }),
@@ -365,7 +369,12 @@ impl Engine {
         })
         .await?
         .map_err(EngineError::ServerNotFound)?;
-        Ok(LogSubscription::new(backlog, follow.then_some(receivers)))
+        let receivers = follow.then_some(receivers);
+        Ok(LogSubscription::new(
+            backlog,
+            receivers,
+            self.inner.follow_bytes,
+        ))
     }
 
     /// Fault injection for tests: makes the named ServerActor panic. The daemon

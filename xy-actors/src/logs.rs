@@ -4,6 +4,7 @@
 //! produces them, the engine hands them to the daemon.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use tokio::sync::{broadcast, mpsc};
@@ -37,7 +38,9 @@ pub enum LogEvent {
 pub struct LogSubscription {
     /// Buffered lines, oldest first, merged across servers by time.
     pub backlog: Vec<LogLine>,
-    live: Option<mpsc::Receiver<LogEvent>>,
+    live: Option<mpsc::UnboundedReceiver<LogEvent>>,
+    /// Bytes of the lines in `live` (see [`FOLLOW_BEHIND`]).
+    behind: Arc<AtomicUsize>,
     forwarders: Vec<JoinHandle<()>>,
 }
 
@@ -47,11 +50,14 @@ impl LogSubscription {
     pub async fn recv(&mut self) -> Option<LogEvent> {
         let rx = self.live.as_mut()?;
         match rx.recv().await {
+            Some(LogEvent::Line(line)) => {
+                self.behind.fetch_sub(cost(&line), Ordering::AcqRel);
+                Some(LogEvent::Line(line))
+            }
             Some(LogEvent::Lagged) => {
                 self.end();
                 Some(LogEvent::Lagged)
             }
-            Some(ev) => Some(ev),
             None => {
                 self.end();
                 None
@@ -79,13 +85,15 @@ impl LogSubscription {
     pub(crate) fn new(
         backlog: Vec<LogLine>,
         receivers: Option<Vec<broadcast::Receiver<LogLine>>>,
+        bound: usize,
     ) -> LogSubscription {
+        let behind = Arc::new(AtomicUsize::new(0));
         let (live, forwarders) = match receivers {
             Some(receivers) => {
-                let (tx, rx) = mpsc::channel(SUBSCRIPTION_BUFFER);
+                let (tx, rx) = mpsc::unbounded_channel();
                 let forwarders = receivers
                     .into_iter()
-                    .map(|r| tokio::spawn(forward(r, tx.clone())))
+                    .map(|r| tokio::spawn(forward(r, tx.clone(), Arc::clone(&behind), bound)))
                     .collect();
                 (Some(rx), forwarders)
             }
@@ -94,30 +102,69 @@ impl LogSubscription {
         LogSubscription {
             backlog,
             live,
+            behind,
             forwarders,
         }
     }
 }
 
-/// Live lines buffered per subscription between the forwarders and `recv`.
-const SUBSCRIPTION_BUFFER: usize = 256;
+/// Bytes of live lines a follower may have waiting for it by default (received from
+/// the servers' broadcasts, not yet taken by its `recv`); one more and it
+/// is dropped as lagged (SPEC §18: bytes, not lines).
+pub(crate) const FOLLOW_BEHIND: usize = 4 * 1024 * 1024;
 
-/// Moves one server's broadcast into the subscription's channel. It only ever
-/// waits on its own subscriber, so a slow one lags (and is dropped) without
-/// slowing the pumps or other followers.
-async fn forward(mut rx: broadcast::Receiver<LogLine>, tx: mpsc::Sender<LogEvent>) {
+/// What a line costs a follower's budget: its text and its record.
+fn cost(line: &LogLine) -> usize {
+    line.line.len() + std::mem::size_of::<LogLine>()
+}
+
+/// Moves one server's broadcast into the subscription's channel. It never
+/// waits on its subscriber, so the broadcast is drained as fast as it is
+/// filled; a subscriber that has more than `bound` bytes waiting
+/// is dropped as lagged, without slowing the pumps or other followers.
+async fn forward(
+    mut rx: broadcast::Receiver<LogLine>,
+    tx: mpsc::UnboundedSender<LogEvent>,
+    behind: Arc<AtomicUsize>,
+    bound: usize,
+) {
+    let pass = |line: LogLine| {
+        let n = cost(&line);
+        if behind.fetch_add(n, Ordering::AcqRel) + n > bound {
+            let _ = tx.send(LogEvent::Lagged);
+            return false;
+        }
+        tx.send(LogEvent::Line(line)).is_ok()
+    };
     loop {
         match rx.recv().await {
             Ok(line) => {
-                if tx.send(LogEvent::Line(line)).await.is_err() {
+                if !pass(line) {
                     return;
                 }
             }
             Err(broadcast::error::RecvError::Lagged(_)) => {
-                let _ = tx.send(LogEvent::Lagged).await;
+                let _ = tx.send(LogEvent::Lagged);
                 return;
             }
             Err(broadcast::error::RecvError::Closed) => return,
+        }
+        // What else is there, at once: `recv` spends the task's coop
+        // budget per line, and a pump's read can carry thousands.
+        loop {
+            match rx.try_recv() {
+                Ok(line) => {
+                    if !pass(line) {
+                        return;
+                    }
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                    let _ = tx.send(LogEvent::Lagged);
+                    return;
+                }
+                Err(broadcast::error::TryRecvError::Closed) => return,
+                Err(broadcast::error::TryRecvError::Empty) => break,
+            }
         }
     }
 }

@@ -383,9 +383,9 @@ async fn rotation_keeps_at_most_six_files() {
 
 #[tokio::test]
 async fn lagging_follower_is_dropped_while_another_keeps_up() {
-    // ~1000 lines/s; a follower may fall 64 lines behind (+ the subscription buffer).
+    // ~1000 lines/s; a follower may have 16 KiB of lines waiting.
     let ticker = server("ticker", "xy-test-sleep", &["--interval-ms", "1"]);
-    let t = TestEngine::start_with(vec![ticker], |o| o.follow_buffer = 64).await;
+    let t = TestEngine::start_with(vec![ticker], |o| o.follow_bytes = 16 * 1024).await;
     let pid = t.wait_running("ticker").await;
     let mut slow = t
         .engine

@@ -9,7 +9,7 @@
 /// idle daemon keeps ~1 MiB less at N=200 (docs/performance.md, issue 13).
 /// `MALLOC_ARENA_MAX` in the environment still decides if set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub(crate) fn limit_malloc_arenas() {
+pub fn limit_malloc_arenas() {
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // SAFETY: called first in `main`, before any other thread exists;
         // `mallopt` only sets an allocator parameter.
@@ -21,7 +21,7 @@ pub(crate) fn limit_malloc_arenas() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn limit_malloc_arenas() {}
+pub fn limit_malloc_arenas() {}
 
 /// When the daemon gives freed heap pages back (D43): 10 and 20 s after it
 /// starts (the boot's burst), then 40 and 80 s, then every 64 s. Never two
@@ -43,7 +43,7 @@ fn trim_delays() -> impl Iterator<Item = std::time::Duration> {
 /// N=200 probed servers idle RSS 16.8 → 14.5 MiB (D43, docs/performance.md).
 /// macOS's allocator returns free pages by itself.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-pub(crate) fn start_trimmer() {
+pub fn start_trimmer() {
     let spawned = std::thread::Builder::new()
         .name("xyd-heap".into())
         .spawn(move || {
@@ -62,12 +62,17 @@ pub(crate) fn start_trimmer() {
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn start_trimmer() {}
+pub fn start_trimmer() {}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn trim() -> bool {
+    false
+}
 
 /// Gives every page that lies wholly in freed heap memory back to the
 /// system; true if any was.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() -> bool {
+pub fn trim() -> bool {
     // SAFETY: `malloc_trim` takes each arena's lock itself and only
     // releases pages that no allocation uses; it is safe from any thread.
     #[allow(unsafe_code)]

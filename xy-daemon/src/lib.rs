@@ -22,6 +22,7 @@ use xy_core::config::{ConfigSet, DEFAULT_GRACE};
 pub mod boot;
 mod error;
 mod flag;
+pub mod heap;
 pub mod lock;
 pub mod logging;
 mod rpc;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use xy_core::paths::Paths;
 use xy_daemon::{DaemonError, boot, logging, prepare, signals};
 
-mod heap;
+use xy_daemon::heap;
 
 /// What `xyd --help` prints.
 const HELP: &str = "\

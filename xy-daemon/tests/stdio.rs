@@ -5,6 +5,7 @@
 //! by `xy_testbins::interop`; skipped loudly only without a registry).
 
 mod audit;
+mod bounds;
 mod client;
 mod restart;
 

@@ -1,26 +1,54 @@
 //! One child's protocol pipes: the task that writes lines into its stdin
-//! and the task that splits its stdout into messages. Neither decides
-//! anything: lines come from the BridgeActor, messages go to whatever the
-//! actor handed in as the delivery function.
+//! and the task that splits its stdout into messages (a line over the body
+//! limit is skipped in bounded memory, with a warning in the server's log).
+//! Neither decides anything: lines come from the BridgeActor, which keeps
+//! what is queued within its budget; messages go to whatever the actor
+//! handed in as the delivery function.
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
+use xy_core::protocol::LogStream;
 
 use super::raw;
+use crate::log_router::redact::Redactor;
+use crate::log_router::sink::{SharedSink, lock};
 
-/// Longest line accepted from a child's stdout.
-const MAX_CHILD_LINE: usize = 64 * 1024 * 1024;
+/// Longest line accepted from a child's stdout: no client could have sent
+/// a longer message either (SPEC §18).
+const MAX_CHILD_LINE: usize = super::http::MAX_BODY;
+/// How much of a non-JSON stdout line a debug log shows.
+const SHOWN_LINE: usize = 512;
 
-/// A child's protocol pipes.
+/// A child's protocol pipes, and where the bridge writes what it has to
+/// say about the child's stdout (the server's log, secrets redacted).
 pub(crate) struct ChildStdio {
     pub(crate) stdin: ChildStdin,
     pub(crate) stdout: ChildStdout,
+    log: SharedSink,
+    redactor: Option<Arc<Redactor>>,
+}
+
+impl ChildStdio {
+    pub(crate) fn new(
+        stdin: ChildStdin,
+        stdout: ChildStdout,
+        log: SharedSink,
+        redactor: Option<Arc<Redactor>>,
+    ) -> ChildStdio {
+        ChildStdio {
+            stdin,
+            stdout,
+            log,
+            redactor,
+        }
+    }
 }
 
 /// What the stdout reader found.
@@ -41,8 +69,9 @@ pub(crate) enum FromChild {
 pub(crate) struct ChildLink {
     /// The spawn number the link belongs to.
     pub(crate) run: u64,
-    /// Lines for the child, in order.
-    stdin: mpsc::UnboundedSender<Vec<u8>>,
+    /// Lines for the child, in order. Unbounded here: the actor keeps
+    /// what is queued within its budget ([`ChildLink::taken`]).
+    stdin: mpsc::UnboundedSender<Bytes>,
     /// Bytes the kernel took into the child's stdin pipe so far.
     in_pipe: Arc<AtomicU64>,
     /// That pipe (held open by the writer task as long as this link lives).
@@ -68,11 +97,16 @@ impl ChildLink {
         name: String,
         deliver: impl Fn(FromChild) -> bool + Send + 'static,
     ) -> ChildLink {
-        let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
         let in_pipe = Arc::new(AtomicU64::new(0));
         let stdin_fd = io.stdin.as_raw_fd();
         let writer = tokio::spawn(write_lines(io.stdin, rx, Arc::clone(&in_pipe)));
-        let reader = tokio::spawn(read_lines(io.stdout, name, deliver));
+        let notes = Notes {
+            name,
+            log: io.log,
+            redactor: io.redactor,
+        };
+        let reader = tokio::spawn(read_lines(io.stdout, notes, deliver));
         ChildLink {
             run,
             stdin: tx,
@@ -83,8 +117,14 @@ impl ChildLink {
     }
 
     /// Queues one line for the child's stdin.
-    pub(crate) fn send(&self, line: Vec<u8>) {
+    pub(crate) fn send(&self, line: Bytes) {
         let _ = self.stdin.send(line);
+    }
+
+    /// Bytes the kernel took into the child's stdin pipe so far: what was
+    /// sent minus this is what waits in xyd.
+    pub(crate) fn taken(&self) -> u64 {
+        self.in_pipe.load(Ordering::Acquire)
     }
 
     /// Bytes of its stdin stream the child has read: what the pipe took
@@ -98,7 +138,7 @@ impl ChildLink {
 
 async fn write_lines(
     mut stdin: ChildStdin,
-    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
     took: Arc<AtomicU64>,
 ) {
     let mut batch = Vec::new();
@@ -126,9 +166,61 @@ async fn write_lines(
     drop(stdin);
 }
 
+/// What the reader says about the child's stdout, and where.
+struct Notes {
+    name: String,
+    log: SharedSink,
+    redactor: Option<Arc<Redactor>>,
+}
+
+impl Notes {
+    /// A warning for the server's log (`xyctl logs <name>`), where the user
+    /// looks for what went wrong with that server.
+    fn warn(&self, text: &str) {
+        tracing::warn!(server = %self.name, "{text}");
+        lock(&self.log).push_note(LogStream::Stderr, text);
+    }
+
+    /// A debug log of a line that is not JSON-RPC: secrets redacted, at
+    /// most [`SHOWN_LINE`] bytes of it.
+    fn not_json(&self, line: &[u8]) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let redacted = self.redactor.as_ref().and_then(|r| r.redact_bytes(line));
+        let line = redacted.as_deref().unwrap_or(line);
+        let shown = &line[..line.len().min(SHOWN_LINE)];
+        let text = String::from_utf8_lossy(shown);
+        let text = text.trim();
+        if !text.is_empty() {
+            let more = line.len().saturating_sub(shown.len());
+            tracing::debug!(server = %self.name, line = %text, more_bytes = more, "child wrote a non-JSON-RPC line on stdout");
+        }
+    }
+}
+
+/// Discards the rest of an overlong line, a buffer at a time; the bytes
+/// skipped.
+async fn skip_line(out: &mut BufReader<ChildStdout>) -> u64 {
+    let mut skipped = 0u64;
+    loop {
+        let buf = match out.fill_buf().await {
+            Ok([]) | Err(_) => return skipped,
+            Ok(b) => b,
+        };
+        if let Some(nl) = memchr::memchr(b'\n', buf) {
+            out.consume(nl + 1);
+            return skipped + nl as u64 + 1;
+        }
+        let n = buf.len();
+        out.consume(n);
+        skipped += n as u64;
+    }
+}
+
 async fn read_lines(
     stdout: ChildStdout,
-    name: String,
+    notes: Notes,
     deliver: impl Fn(FromChild) -> bool + Send + 'static,
 ) {
     let mut out = BufReader::with_capacity(64 * 1024, stdout);
@@ -143,11 +235,15 @@ async fn read_lines(
         if n == 0 {
             break;
         }
-        if buf.len() > MAX_CHILD_LINE {
-            tracing::warn!(server = %name, "child wrote a line over 64 MiB; dropped");
-            // Skip the rest of that line.
-            let mut rest = Vec::new();
-            let _ = out.read_until(b'\n', &mut rest).await;
+        if buf.len() > MAX_CHILD_LINE && buf.last() != Some(&b'\n') {
+            let more = skip_line(&mut out).await;
+            // The buffer it took goes back: a flood must not stay allocated.
+            buf = Vec::new();
+            let total = MAX_CHILD_LINE as u64 + 1 + more;
+            notes.warn(&format!(
+                "xy: the child wrote a line of {total} bytes on stdout, over the {} MiB limit; skipped",
+                MAX_CHILD_LINE >> 20
+            ));
             continue;
         }
         let len = buf.trim_ascii_end().len();
@@ -166,13 +262,7 @@ async fn read_lines(
                     return;
                 }
             }
-            _ => {
-                let text = String::from_utf8_lossy(&buf);
-                let text = text.trim();
-                if !text.is_empty() {
-                    tracing::debug!(server = %name, line = %text, "child wrote a non-JSON-RPC line on stdout");
-                }
-            }
+            _ => notes.not_json(&buf),
         }
     }
     let _ = deliver(FromChild::Eof);

@@ -1,7 +1,8 @@
 //! The bridge's HTTP side (SPEC §13), on hyper 1: the admission edge
 //! (`crate::edge`) accepts on `127.0.0.1:<port>` and runs one task per
 //! connection, which serves streamable HTTP with [`handle`].
-//! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap) happen here;
+//! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap, the bytes of
+//! bodies read ahead of the actor) happen here;
 //! every MCP decision is the BridgeActor's, reached by message.
 
 use std::convert::Infallible;
@@ -83,7 +84,18 @@ impl Body for OutBody {
 pub(crate) struct Endpoint {
     pub(crate) path: String,
     pub(crate) actor: ActorRef<BridgeMsg>,
+    /// Bytes of POST bodies being read or handed to the actor, one permit
+    /// a byte ([`BODIES`]).
+    pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// Bytes of POST bodies one endpoint holds at once before the BridgeActor
+/// has taken them (and counts them in its own budget): without it, many
+/// concurrent big POSTs to a stopped child are all read into memory before
+/// the first is refused.
+pub(crate) const BODIES: usize = 8 * 1024 * 1024;
+/// How long a POST waits for room to read its body before `503`.
+const BODY_WAIT: Duration = Duration::from_secs(10);
 
 /// The running listener; dropping it stops accepting and closes every
 /// connection (after [`CLOSE_GRACE`] for responses still being written).
@@ -244,6 +256,23 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     {
         return too_large();
     }
+    let want = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(MAX_BODY as u32, |n| n.max(1));
+    // Held until the actor has the message (its ack).
+    let bodies = std::sync::Arc::clone(&ep.bodies);
+    let Ok(Ok(room)) = tokio::time::timeout(BODY_WAIT, bodies.acquire_many_owned(want)).await
+    else {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::Null,
+            -32000,
+            "xy: the server is busy: too many request bodies in flight; try again later",
+        );
+    };
     let header_version = header_str(&req, PROTOCOL).map(str::to_owned);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
@@ -289,6 +318,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
     let (ack_tx, ack_rx) = oneshot::channel();
     let post = Post {
+        size: body.len(),
         msg,
         raw,
         session,
@@ -305,7 +335,9 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
             "the server's bridge is restarting",
         );
     }
-    match ack_rx.await {
+    let ack = ack_rx.await;
+    drop(room);
+    match ack {
         Ok(Ack::Accepted) => empty(StatusCode::ACCEPTED),
         Ok(Ack::Refused(status, body)) => json_response(status, &body),
         Ok(Ack::Exchange { session }) => answer(rx, session).await,

@@ -20,6 +20,25 @@ pub(crate) const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscription
 /// The one 2026-era protocol version.
 pub(crate) const V2026: &str = "2026-07-28";
 
+/// 128 random bits, hex: an id nobody can guess (sessions, and the ids of
+/// server-to-client requests, which are what lets an answer in).
+pub(crate) fn unguessable() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_err()
+    {
+        // Never on a working system; still unique per daemon.
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        b.copy_from_slice(&n.to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// A JSON-RPC error answer to `id`.
 pub(crate) fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
     let mut e = json!({"code": code, "message": message});
@@ -104,7 +123,15 @@ struct Pending {
 struct ServerRequest {
     /// The id the child used.
     child_id: Value,
+    /// The 2025 session of the exchange it was sent to (`None`: a
+    /// sessionless 2026 exchange, where the unguessable id is the proof).
+    session: Option<String>,
 }
+
+/// A client's answer to a server-to-client request that was sent to
+/// another client.
+#[derive(Debug, PartialEq)]
+pub(crate) struct NotYours;
 
 /// A stream that receives broadcast notifications.
 struct Listener {
@@ -132,7 +159,6 @@ pub(crate) enum ChildAction {
 pub(crate) struct Router {
     next_id: u64,
     next_token: u64,
-    next_s2c: u64,
     next_listener: u64,
     pending: HashMap<u64, Pending>,
     /// Child-side progress token → child-side request id.
@@ -244,21 +270,39 @@ impl Router {
     }
 
     /// A client's `notifications/cancelled`: the child-side id of the
-    /// request it names, if that request is the session's and in flight.
+    /// request it names, if that request is in flight in the sender's own
+    /// 2025 session. A sessionless (2026) sender names nothing it can be
+    /// told apart by (request ids are the clients' own and collide): it
+    /// cancels by closing its response stream ([`Router::prune`]).
     pub(crate) fn cancel(&self, session: Option<&str>, request_id: &Value) -> Option<u64> {
+        let session = session?;
         self.pending
             .iter()
-            .find(|(_, p)| p.session.as_deref() == session && &p.client_id == request_id)
+            .find(|(_, p)| p.session.as_deref() == Some(session) && &p.client_id == request_id)
             .map(|(id, _)| *id)
     }
 
     /// A client's answer to a server-to-client request: the message for the
-    /// child with the child's id restored, or `None` for an unknown id.
-    pub(crate) fn client_response(&mut self, mut msg: Value) -> Option<Value> {
-        let key = msg.get("id")?.as_str()?.to_owned();
-        let req = self.s2c.remove(&key)?;
+    /// child with the child's id restored (`None` for an unknown id), or
+    /// [`NotYours`] when the request was sent to another session.
+    pub(crate) fn client_response(
+        &mut self,
+        mut msg: Value,
+        session: Option<&str>,
+    ) -> Result<Option<Value>, NotYours> {
+        let Some(key) = msg.get("id").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let Some(req) = self.s2c.get(key) else {
+            return Ok(None);
+        };
+        if req.session.as_deref() != session {
+            return Err(NotYours);
+        }
+        let key = key.to_owned();
+        let req = self.s2c.remove(&key).ok_or(NotYours)?;
         msg["id"] = req.child_id;
-        Some(msg)
+        Ok(Some(msg))
     }
 
     /// Registers a broadcast stream; returns its key (for [`Router::unlisten`]).
@@ -296,12 +340,23 @@ impl Router {
             .retain(|_, l| l.session.as_deref() != Some(session));
     }
 
-    /// Forgets streams whose client went away.
-    pub(crate) fn prune(&mut self) {
+    /// Forgets streams whose client went away. Returns the child-side ids
+    /// of the sessionless (2026) requests among them: closing the response
+    /// stream is how such a client cancels, so the child is told. A 2025
+    /// client's disconnect is not a cancellation (its transport says so).
+    pub(crate) fn prune(&mut self) -> Vec<u64> {
         self.listeners.retain(|_, l| !l.outbox.is_closed());
-        self.pending.retain(|_, p| !p.outbox.is_closed());
+        let mut cancelled = Vec::new();
+        self.pending.retain(|id, p| {
+            let open = !p.outbox.is_closed();
+            if !open && p.session.is_none() {
+                cancelled.push(*id);
+            }
+            open
+        });
         let pending = &self.pending;
         self.tokens.retain(|_, id| pending.contains_key(id));
+        cancelled
     }
 
     /// Routes one message from the child. `own` is called for answers to
@@ -342,7 +397,7 @@ impl Router {
             }
             // A server-to-client request: to the exchange that caused it.
             (Some(method), Some(child_id)) => {
-                let Some(outbox) = self.cause(&msg) else {
+                let Some((outbox, session)) = self.cause(&msg) else {
                     return (
                         ChildAction::ToChild(json!({
                             "jsonrpc": "2.0",
@@ -357,10 +412,9 @@ impl Router {
                         None,
                     );
                 };
-                self.next_s2c += 1;
-                let ours = format!("xy-s2c-{}", self.next_s2c);
+                let ours = format!("xy-s2c-{}", unguessable());
                 msg["id"] = json!(ours);
-                self.s2c.insert(ours, ServerRequest { child_id });
+                self.s2c.insert(ours, ServerRequest { child_id, session });
                 let _ = outbox.try_send(msg.into());
                 (ChildAction::Nothing, None)
             }
@@ -458,17 +512,18 @@ impl Router {
     /// The exchange a server-to-client request belongs to: the only
     /// request in flight, else the newest one (stdio carries no link
     /// between the two; see docs/stdio.md).
-    fn cause(&self, _msg: &Value) -> Option<Outbox> {
+    /// Its 2025 session, if any, goes with it.
+    fn cause(&self, _msg: &Value) -> Option<(Outbox, Option<String>)> {
         self.pending
             .iter()
             .filter(|(_, p)| !p.outbox.is_closed())
             .max_by_key(|(id, _)| **id)
-            .map(|(_, p)| p.outbox.clone())
+            .map(|(_, p)| (p.outbox.clone(), p.session.clone()))
             .or_else(|| {
                 self.listeners
                     .values()
                     .find(|l| l.subscription.is_none() && !l.outbox.is_closed())
-                    .map(|l| l.outbox.clone())
+                    .map(|l| (l.outbox.clone(), l.session.clone()))
             })
     }
 
@@ -647,9 +702,82 @@ mod tests {
         let ours = got["id"].clone();
         assert!(ours.as_str().unwrap().starts_with("xy-s2c-"));
         let back = r
-            .client_response(json!({"jsonrpc":"2.0","id":ours,"result":{}}))
+            .client_response(json!({"jsonrpc":"2.0","id":ours,"result":{}}), None)
+            .unwrap()
             .unwrap();
         assert_eq!(back["id"], json!(0));
+    }
+
+    #[test]
+    fn a_server_request_is_answered_only_from_its_session_and_its_id_is_unguessable() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call"}),
+            Some("A".into()),
+            a,
+            Answer::AsIs,
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":7,"method":"roots/list"}));
+        let ours = ra.try_recv().unwrap()["id"].clone();
+        let hex = ours.as_str().unwrap().strip_prefix("xy-s2c-").unwrap();
+        assert_eq!(hex.len(), 32, "{ours}");
+        let answer = json!({"jsonrpc":"2.0","id":ours,"result":{"roots":[]}});
+        assert_eq!(r.client_response(answer.clone(), Some("B")), Err(NotYours));
+        assert_eq!(r.client_response(answer.clone(), None), Err(NotYours));
+        let back = r
+            .client_response(answer.clone(), Some("A"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(back["id"], json!(7));
+        assert_eq!(r.client_response(answer, Some("A")), Ok(None), "taken once");
+        // A second request gets another id, not the next number.
+        r.on_child(json!({"jsonrpc":"2.0","id":8,"method":"roots/list"}));
+        assert_ne!(ra.try_recv().unwrap()["id"], ours);
+    }
+
+    #[test]
+    fn a_cancel_names_only_a_request_of_the_senders_session() {
+        let mut r = Router::default();
+        let (a, _ra) = outbox();
+        let (b, _rb) = outbox();
+        let ma = r.forward(
+            json!({"jsonrpc":"2.0","id":5,"method":"tools/call"}),
+            Some("A".into()),
+            a,
+            Answer::AsIs,
+        );
+        r.forward(
+            json!({"jsonrpc":"2.0","id":5,"method":"tools/call"}),
+            None,
+            b,
+            Answer::AsIs,
+        );
+        assert_eq!(r.cancel(Some("B"), &json!(5)), None);
+        assert_eq!(r.cancel(None, &json!(5)), None, "sessionless names nothing");
+        assert_eq!(r.cancel(Some("A"), &json!(5)), ma["id"].as_u64());
+    }
+
+    #[test]
+    fn a_closed_2026_stream_cancels_its_request_and_a_2025_one_does_not() {
+        let mut r = Router::default();
+        let (a, ra) = outbox();
+        let (b, rb) = outbox();
+        r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call"}),
+            Some("A".into()),
+            a,
+            Answer::AsIs,
+        );
+        let mb = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call"}),
+            None,
+            b,
+            Answer::AsIs,
+        );
+        drop((ra, rb));
+        assert_eq!(r.prune(), vec![mb["id"].as_u64().unwrap()]);
+        assert_eq!(r.in_flight(), 0);
     }
 
     #[test]

@@ -20,8 +20,11 @@ pub struct EngineOptions {
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
     pub ring_bytes: usize,
-    /// Lines a live follower may fall behind before it is dropped (`Lagged`).
+    /// Lines of a server's live broadcast (room for a burst).
     pub follow_buffer: usize,
+    /// Bytes of lines a live follower may have waiting for it; one more
+    /// and it is dropped (`Lagged`). 4 MiB (SPEC §18).
+    pub follow_bytes: usize,
     /// Events an `events` subscriber may fall behind before it is dropped.
     pub event_buffer: usize,
 }
@@ -48,6 +51,7 @@ impl Default for EngineOptions {
             rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
             ring_bytes: DEFAULT_RING_BYTES,
             follow_buffer: DEFAULT_FOLLOW_BUFFER,
+            follow_bytes: crate::logs::FOLLOW_BEHIND,
             event_buffer: crate::events::DEFAULT_EVENT_BUFFER,
         }
     }

@@ -25,7 +25,9 @@ use crate::logs::LogLine;
 /// their file buffer instead of being copied into it line by line.
 const BLOCK_TEXT: usize = 64 * 1024;
 
-/// How many lines a live follower may fall behind before it is dropped.
+/// Lines of the live broadcast: room for a burst between two turns of a
+/// follower's forwarder, which drains it at once (a follower's own bound is
+/// in bytes, `logs::FOLLOW_BEHIND`); a forwarder this far behind lags too.
 pub(crate) const DEFAULT_FOLLOW_BUFFER: usize = 8192;
 
 /// Where and how big: the per-server sink settings.
@@ -160,6 +162,17 @@ impl LogSink {
         } else {
             self.disk.write(buf);
         }
+    }
+
+    /// One line of xy's own about the server (`text` has no newline), in
+    /// the server's log like a line the child wrote on `stream`.
+    pub(crate) fn push_note(&mut self, stream: LogStream, text: &str) {
+        let mut data = Vec::with_capacity(text.len() + 1);
+        data.extend_from_slice(text.as_bytes());
+        data.push(b'\n');
+        let mut chunk = Chunk::default();
+        chunk.cut(&data, true);
+        self.push_chunk(stream, &chunk, &data);
     }
 
     fn broadcast(&mut self, stream: LogStream, ts_ms: u64, chunk: &Chunk, data: &[u8]) {

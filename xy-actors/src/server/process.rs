@@ -178,7 +178,12 @@ impl ChildSpawner for RealSpawner {
         let mut protocol = None;
         if stdio && let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) {
             group::enlarge_pipe(std::os::fd::AsFd::as_fd(&stdout));
-            protocol = Some(crate::bridge::ChildStdio { stdin, stdout });
+            protocol = Some(crate::bridge::ChildStdio::new(
+                stdin,
+                stdout,
+                sink.clone(),
+                Redactor::for_spawn(config),
+            ));
         }
         let redactor = Redactor::for_spawn(config);
         if protocol.is_none()

@@ -95,6 +95,12 @@ impl Stream {
         }
         let end = self.pump(&mut sub, &mut cancel).await;
         self.conn.remove_stream(self.id);
+        drop(sub);
+        if end == Some(LogEndReason::Lagged) {
+            // A dropped follower freed up to 4 MiB of lines allocated among
+            // the ring's: give the pages back now, not at the next trim.
+            crate::heap::trim();
+        }
         if let Some(reason) = end {
             let end = LogEndNotification {
                 subscription_id: self.id,

@@ -173,6 +173,12 @@ impl Mcp {
         Stream::read(resp)
     }
 
+    /// A message of this client's own making (id and all), read as it streams.
+    pub(crate) fn start_body(&self, body: &Value) -> Stream {
+        let resp = self.send(body, &self.session_headers());
+        Stream::read(resp)
+    }
+
     /// A stream of broadcast notifications: the session's GET stream
     /// (2025) or `subscriptions/listen` for tools (2026). Returns once
     /// the bridge has registered it.
@@ -341,6 +347,15 @@ impl Stream {
                 Ok(None) => panic!("stream ended without a response"),
                 Err(_) => panic!("no response within {DEADLINE:?}"),
             }
+        }
+    }
+
+    /// The first message, whatever it is.
+    #[track_caller]
+    pub(crate) fn response_or_note(&self) -> Value {
+        match self.rx.recv_timeout(DEADLINE) {
+            Ok(Some(m)) => m,
+            other => panic!("no message: {other:?}"),
         }
     }
 

@@ -1,0 +1,163 @@
+//! The 2025 sessions one endpoint has minted (SPEC §18): a session lives
+//! until `DELETE`, until [`IDLE`] passes without a request in it, or until
+//! it is the least recently used of [`MAX_SESSIONS`] and a new one is
+//! minted. Pure data on tokio's clock (a paused clock tests it); the
+//! BridgeActor ends the streams of what this drops.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// A session without a request for this long is gone.
+pub(crate) const IDLE: Duration = Duration::from_secs(24 * 60 * 60);
+/// Live sessions per endpoint, at most.
+pub(crate) const MAX_SESSIONS: usize = 1000;
+
+/// Session id → when it was last used.
+#[derive(Debug)]
+pub(crate) struct Sessions {
+    last_use: HashMap<String, Instant>,
+    idle: Duration,
+    cap: usize,
+}
+
+impl Default for Sessions {
+    fn default() -> Sessions {
+        Sessions::new(IDLE, MAX_SESSIONS)
+    }
+}
+
+impl Sessions {
+    pub(crate) fn new(idle: Duration, cap: usize) -> Sessions {
+        Sessions {
+            last_use: HashMap::new(),
+            idle,
+            cap: cap.max(1),
+        }
+    }
+
+    /// Adds a fresh session; returns the one evicted to make room, if any.
+    pub(crate) fn insert(&mut self, id: String, now: Instant) -> Option<String> {
+        let evicted = if self.last_use.len() >= self.cap {
+            // A full table is rare and small: a scan beats keeping an order.
+            let oldest = self
+                .last_use
+                .iter()
+                .min_by_key(|(_, t)| **t)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = &oldest {
+                self.last_use.remove(k);
+            }
+            oldest
+        } else {
+            None
+        };
+        self.last_use.insert(id, now);
+        evicted
+    }
+
+    /// A request in session `id`: whether it is live (then its idle time
+    /// starts again). An expired one is forgotten here.
+    pub(crate) fn touch(&mut self, id: &str, now: Instant) -> bool {
+        let Some(t) = self.last_use.get_mut(id) else {
+            return false;
+        };
+        if now.saturating_duration_since(*t) >= self.idle {
+            self.last_use.remove(id);
+            return false;
+        }
+        *t = now;
+        true
+    }
+
+    /// Whether `id` is live, without using it.
+    pub(crate) fn contains(&self, id: &str, now: Instant) -> bool {
+        self.last_use
+            .get(id)
+            .is_some_and(|t| now.saturating_duration_since(*t) < self.idle)
+    }
+
+    /// Ends `id`; whether it was live.
+    pub(crate) fn remove(&mut self, id: &str, now: Instant) -> bool {
+        self.last_use
+            .remove(id)
+            .is_some_and(|t| now.saturating_duration_since(t) < self.idle)
+    }
+
+    /// Forgets the sessions idle for too long; returns them.
+    pub(crate) fn expire(&mut self, now: Instant) -> Vec<String> {
+        let idle = self.idle;
+        let gone: Vec<String> = self
+            .last_use
+            .iter()
+            .filter(|(_, t)| now.saturating_duration_since(**t) >= idle)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            self.last_use.remove(k);
+        }
+        gone
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.last_use.clear();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.last_use.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_expires_after_a_day_without_a_request() {
+        let mut s = Sessions::default();
+        s.insert("a".into(), Instant::now());
+        s.insert("b".into(), Instant::now());
+        tokio::time::advance(IDLE - Duration::from_secs(1)).await;
+        assert!(s.touch("a", Instant::now()), "used just in time");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!s.contains("b", Instant::now()), "b idled a day");
+        assert_eq!(s.expire(Instant::now()), vec!["b".to_owned()]);
+        tokio::time::advance(IDLE - Duration::from_secs(2)).await;
+        assert!(s.touch("a", Instant::now()), "a's day started again");
+        tokio::time::advance(IDLE).await;
+        assert!(!s.touch("a", Instant::now()));
+        assert_eq!(s.len(), 0, "an expired session is forgotten when used");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_least_recently_used_goes_first_when_full() {
+        let mut s = Sessions::new(IDLE, 3);
+        for id in ["a", "b", "c"] {
+            assert_eq!(s.insert(id.into(), Instant::now()), None);
+            tokio::time::advance(Duration::from_secs(1)).await;
+        }
+        // `a` is the oldest minted, but used last.
+        assert!(s.touch("a", Instant::now()));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(s.insert("d".into(), Instant::now()), Some("b".into()));
+        assert_eq!(s.insert("e".into(), Instant::now()), Some("c".into()));
+        assert_eq!(s.len(), 3);
+        let now = Instant::now();
+        assert!(s.contains("a", now) && s.contains("d", now) && s.contains("e", now));
+        assert!(!s.remove("b", now), "an evicted session is unknown");
+        assert!(s.remove("a", now));
+    }
+
+    #[test]
+    fn a_full_default_table_holds_a_thousand() {
+        let mut s = Sessions::default();
+        let now = Instant::now();
+        for i in 0..MAX_SESSIONS {
+            assert_eq!(s.insert(format!("s{i}"), now), None);
+        }
+        assert!(s.insert("new".into(), now).is_some());
+        assert_eq!(s.len(), MAX_SESSIONS);
+    }
+}

@@ -1,0 +1,155 @@
+//! `xy-test-stdio-raw`: a hand-written 2025-era MCP server on stdin/stdout,
+//! for what an SDK server will not do on purpose: tools that write a huge
+//! line without a newline (`blob`), answer late unless cancelled (`slow`),
+//! or ask the client something first (`ask`, a `roots/list` request).
+//! A cancelled `slow` call is answered at once with error `-32800`, so a
+//! test sees whether a `notifications/cancelled` reached it; with a
+//! progress token it sends one progress notification as it starts.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use xy_testbins::args::Args;
+
+const USAGE: &str = "xy-test-stdio-raw";
+
+type Out = Arc<Mutex<std::io::Stdout>>;
+
+fn send(out: &Out, msg: &Value) {
+    let mut o = out
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = writeln!(o, "{msg}");
+    let _ = o.flush();
+}
+
+fn text(id: &Value, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {
+        "content": [{"type": "text", "text": text}], "isError": false}})
+}
+
+fn main() {
+    let mut args = Args::from_env(USAGE);
+    if let Some(flag) = args.next_flag() {
+        args.unknown(&flag);
+    }
+    let out: Out = Arc::new(Mutex::new(std::io::stdout()));
+    // Slow calls in flight (request id as text → cancelled?), and calls
+    // waiting for the answer to their `roots/list` (our id → their id).
+    let slow: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
+    let mut asks: HashMap<String, Value> = HashMap::new();
+    let mut next_ask = 0u64;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let id = msg.get("id").cloned();
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+        let args = msg
+            .pointer("/params/arguments")
+            .cloned()
+            .unwrap_or(json!({}));
+        match (method, id) {
+            ("", Some(id)) => {
+                let key = id.as_str().unwrap_or_default().to_owned();
+                if let Some(call) = asks.remove(&key) {
+                    let got = msg.get("result").cloned().unwrap_or(Value::Null);
+                    send(&out, &text(&call, &format!("roots: {got}")));
+                }
+            }
+            ("initialize", Some(id)) => send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "xy-test-stdio-raw", "version": "1"}}}),
+            ),
+            ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
+            ("tools/list", Some(id)) => {
+                let tools: Vec<Value> = ["echo", "slow", "ask", "blob"]
+                    .iter()
+                    .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+                    .collect();
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}),
+                );
+            }
+            ("tools/call", Some(id)) => {
+                let name = msg.pointer("/params/name").and_then(Value::as_str);
+                let said = args.get("text").and_then(Value::as_str).unwrap_or("");
+                match name {
+                    Some("slow") => {
+                        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(1000);
+                        let key = id.to_string();
+                        slow.lock().unwrap().insert(key.clone(), false);
+                        // Progress first, when asked: the caller then knows
+                        // the call is under way.
+                        if let Some(t) = msg.pointer("/params/_meta/progressToken") {
+                            send(
+                                &out,
+                                &json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                                "params": {"progressToken": t, "progress": 0}}),
+                            );
+                        }
+                        let (out, slow, said) = (out.clone(), slow.clone(), said.to_owned());
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_millis(ms));
+                            if slow.lock().unwrap().remove(&key) == Some(false) {
+                                send(&out, &text(&id, &said));
+                            }
+                        });
+                    }
+                    Some("ask") => {
+                        next_ask += 1;
+                        let ours = format!("ask-{next_ask}");
+                        asks.insert(ours.clone(), id);
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": ours, "method": "roots/list"}),
+                        );
+                    }
+                    Some("blob") => {
+                        let mib = args.get("mib").and_then(Value::as_u64).unwrap_or(1);
+                        let chunk = vec![b'x'; 1 << 20];
+                        let mut o = out.lock().unwrap();
+                        for _ in 0..mib {
+                            if o.write_all(&chunk).is_err() {
+                                return;
+                            }
+                        }
+                        let _ = o.write_all(b"\n");
+                        drop(o);
+                        send(&out, &text(&id, "after the blob"));
+                    }
+                    _ => send(&out, &text(&id, said)),
+                }
+            }
+            ("notifications/cancelled", None) => {
+                let rid = msg
+                    .pointer("/params/requestId")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let mut s = slow.lock().unwrap();
+                if let Some(c) = s.get_mut(&rid.to_string()) {
+                    *c = true;
+                    send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": rid,
+                            "error": {"code": -32800, "message": "cancelled"}}),
+                    );
+                }
+            }
+            (_, Some(id)) => send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": "method not found"}}),
+            ),
+            _ => {}
+        }
+    }
+}
