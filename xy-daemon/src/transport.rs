@@ -31,29 +31,42 @@ pub(crate) const MAX_CONNECTIONS: usize = 256;
 const MAX_IN_FLIGHT: usize = 64;
 /// Outbound messages queued per connection before senders wait.
 const OUTBOUND_QUEUE: usize = 1024;
+/// Bytes of outbound lines queued per connection before [`Conn::send`]
+/// waits (SPEC §18: a client that never reads costs xyd this, not the
+/// queue's count times the longest line). A line longer than this takes
+/// the whole budget and goes alone.
+const OUTBOUND_BYTES: usize = 4 * 1024 * 1024;
 
 /// One outbound line, without its newline: one complete JSON value, as the
 /// bytes the writer sends (a reply written straight into a `Vec` reaches
 /// the socket without another copy).
 #[derive(Debug)]
-pub(crate) struct OutLine(Vec<u8>);
+pub(crate) struct OutLine {
+    bytes: Vec<u8>,
+    /// Its share of the connection's [`OUTBOUND_BYTES`], given back when
+    /// the line has been written (dropped).
+    room: Option<OwnedSemaphorePermit>,
+}
 
 impl OutLine {
     /// `json` must be one complete JSON value (the direct methods' replies).
     pub(crate) fn from_json_bytes(json: Vec<u8>) -> OutLine {
         debug_assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&json).is_ok());
-        OutLine(json)
+        OutLine {
+            bytes: json,
+            room: None,
+        }
     }
 
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.0
+        &self.bytes
     }
 }
 
 impl From<Box<RawValue>> for OutLine {
     fn from(json: Box<RawValue>) -> OutLine {
         // `Box<RawValue>` → `Box<str>` → `Vec<u8>`: no copy.
-        OutLine(Box::<str>::from(json).into_boxed_bytes().into_vec())
+        OutLine::from_json_bytes(Box::<str>::from(json).into_boxed_bytes().into_vec())
     }
 }
 
@@ -71,6 +84,8 @@ pub(crate) enum StreamKind {
 pub(crate) struct Conn {
     id: usize,
     out: mpsc::Sender<OutLine>,
+    /// [`OUTBOUND_BYTES`] of room in the outbound queue.
+    room: Arc<Semaphore>,
     /// Live `logs` and `events` streams of this connection: cancelling one
     /// fires its sender.
     subs: Mutex<HashMap<u64, (StreamKind, oneshot::Sender<()>)>>,
@@ -78,13 +93,22 @@ pub(crate) struct Conn {
 
 impl Conn {
     /// Queues one outbound line; `false` once the client is gone.
+    /// Waits while the queue holds [`OUTBOUND_BYTES`].
     pub(crate) async fn send(&self, msg: impl Into<OutLine>) -> bool {
-        self.out.send(msg.into()).await.is_ok()
+        let mut line = msg.into();
+        let want = u32::try_from(line.bytes.len().clamp(1, OUTBOUND_BYTES)).unwrap_or(u32::MAX);
+        match Arc::clone(&self.room).acquire_many_owned(want).await {
+            Ok(room) => line.room = Some(room),
+            Err(_) => return false,
+        }
+        self.out.send(line).await.is_ok()
     }
 
     /// Waits for room for one outbound line; `None` once the client is gone.
     /// Unlike [`Conn::send`] it is cancel-safe: a stream can wait for room
-    /// and for new input at once without losing the line it holds.
+    /// and for new input at once without losing the line it holds. Lines
+    /// sent this way (events: small, and counted by the queue) take no
+    /// share of [`OUTBOUND_BYTES`].
     pub(crate) async fn reserve(&self) -> Option<mpsc::Permit<'_, OutLine>> {
         self.out.reserve().await.ok()
     }
@@ -220,6 +244,7 @@ pub(crate) async fn connection<R, W>(
     let conn = Arc::new(Conn {
         id,
         out: tx,
+        room: Arc::new(Semaphore::new(OUTBOUND_BYTES)),
         subs: Mutex::new(HashMap::new()),
     });
     tracing::debug!(conn = id, "connection opened");
