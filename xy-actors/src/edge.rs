@@ -16,7 +16,7 @@
 //!    the same timer bounds an idle keep-alive connection.
 //!
 //! What a request means is the caller's: it hands [`serve`] a factory of
-//! hyper services. `docs/decisions.md` (D-EDGE) gives the reasons.
+//! hyper services. `docs/decisions.md` (D62) gives the reasons.
 
 pub(crate) mod backoff;
 mod refuse;

@@ -1,4 +1,4 @@
-//! The stdin budget of one child (SPEC §18, D-BRIDGE-1): the copies of
+//! The stdin budget of one child (SPEC §18, D63): the copies of
 //! forwarded requests kept for resending to a successor, and the check a
 //! message passes before it is queued toward the child. Pure data: the
 //! BridgeActor says what the pipe took and the child read.
