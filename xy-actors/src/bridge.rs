@@ -492,7 +492,16 @@ impl BridgeState {
         if let route::ChildAction::ToChild(m) = action {
             self.write(&m);
         }
-        let Some(own) = own else { return };
+        let Some(mut own) = own else { return };
+        // An error the child answers xy's own request with is repeated to
+        // daemon.log and to clients (`-32603 … cannot be reached: …`): its
+        // secrets go, and its length is bounded, before anything keeps it.
+        if let Some(link) = &self.child
+            && let Some(m) = own.pointer_mut("/error/message")
+            && let Value::String(text) = m.take()
+        {
+            *m = Value::String(link.scrub(text));
+        }
         let run = self.child.as_ref().map_or(0, |c| c.run);
         let router = &mut self.router;
         if let Some(step) = self.hs.on_answer(&own, || router.own_id()) {

@@ -10,7 +10,7 @@
 //! Every text a report carries comes from the server (a JSON-RPC error's
 //! message, its self-description) and goes on to `daemon.log`, `status`,
 //! events and hooks, so it leaves the task through [`scrub`]: the child's
-//! secret values redacted (SPEC §16), then cut to [`MAX_TEXT`].
+//! secret values redacted (SPEC §16), then cut to [`MAX_TEXT`](crate::log_router::redact::MAX_TEXT).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -33,27 +33,7 @@ const LIST_TIMEOUTS: u32 = 4;
 
 pub(crate) use mcp::McpInfo;
 
-use crate::log_router::redact::Redactor;
-
-/// A report's text is cut to this many characters: a server's error message
-/// has no length limit, and it is kept in `status` and every event.
-pub(crate) const MAX_TEXT: usize = 300;
-
-/// `text` with the child's secrets replaced by `[redacted:NAME]`, then cut
-/// to [`MAX_TEXT`] characters (after redaction, so a cut never leaves half a
-/// value behind).
-pub(crate) fn scrub(text: String, redactor: Option<&Redactor>) -> String {
-    let text = match redactor.and_then(|r| r.redact_bytes(text.as_bytes())) {
-        Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        None => text,
-    };
-    if text.chars().count() <= MAX_TEXT {
-        return text;
-    }
-    let mut cut: String = text.chars().take(MAX_TEXT - 1).collect();
-    cut.push('…');
-    cut
-}
+use crate::log_router::redact::{Redactor, scrub};
 
 impl ProbeReport {
     /// Every text of the report through [`scrub`].
@@ -339,6 +319,7 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log_router::redact::MAX_TEXT;
 
     // Issue 26: a probe's error text reached daemon.log, status and events
     // with the child's secret in it, and without a length bound.

@@ -69,6 +69,8 @@ pub(crate) enum FromChild {
 pub(crate) struct ChildLink {
     /// The spawn number the link belongs to.
     pub(crate) run: u64,
+    /// The child's secrets, for what xy repeats of its text.
+    redactor: Option<Arc<Redactor>>,
     /// Lines for the child, in order. Unbounded here: the actor keeps
     /// what is queued within its budget ([`ChildLink::taken`]).
     stdin: mpsc::UnboundedSender<Bytes>,
@@ -101,6 +103,7 @@ impl ChildLink {
         let in_pipe = Arc::new(AtomicU64::new(0));
         let stdin_fd = io.stdin.as_raw_fd();
         let writer = tokio::spawn(write_lines(io.stdin, rx, Arc::clone(&in_pipe)));
+        let redactor = io.redactor.clone();
         let notes = Notes {
             name,
             log: io.log,
@@ -109,11 +112,18 @@ impl ChildLink {
         let reader = tokio::spawn(read_lines(io.stdout, notes, deliver));
         ChildLink {
             run,
+            redactor,
             stdin: tx,
             in_pipe,
             stdin_fd,
             _tasks: vec![AbortOnDrop(writer), AbortOnDrop(reader)],
         }
+    }
+
+    /// The child's text (an error message it answered with) as it may go
+    /// to `daemon.log` or a client's error: its secrets redacted, bounded.
+    pub(crate) fn scrub(&self, text: String) -> String {
+        crate::log_router::redact::scrub(text, self.redactor.as_deref())
     }
 
     /// Queues one line for the child's stdin.

@@ -100,6 +100,28 @@ impl Redactor {
     }
 }
 
+/// A report's text is cut to this many characters: a server's error message
+/// has no length limit, and xy keeps it in `status` and every event and
+/// writes it to `daemon.log`.
+pub(crate) const MAX_TEXT: usize = 300;
+
+/// A child's or server's text as xy repeats it (a probe's report, a
+/// handshake's error): `text` with the child's secrets replaced by `[redacted:NAME]`, then cut
+/// to [`MAX_TEXT`] characters (after redaction, so a cut never leaves half a
+/// value behind).
+pub(crate) fn scrub(text: String, redactor: Option<&Redactor>) -> String {
+    let text = match redactor.and_then(|r| r.redact_bytes(text.as_bytes())) {
+        Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        None => text,
+    };
+    if text.chars().count() <= MAX_TEXT {
+        return text;
+    }
+    let mut cut: String = text.chars().take(MAX_TEXT - 1).collect();
+    cut.push('…');
+    cut
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

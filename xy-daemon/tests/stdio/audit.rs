@@ -293,3 +293,45 @@ fn a_json_answer_has_a_content_length() {
         "{answer}"
     );
 }
+
+/// SPEC §16/§18: a child that refuses xy's handshake with an error quoting
+/// its secret: the error reaches `daemon.log` and the client's `-32603`
+/// redacted and bounded, never with the value.
+#[test]
+fn a_handshake_error_echoing_a_secret_is_redacted_in_the_log_and_the_answer() {
+    const SECRET: &str = "tok-hs-41fQ-Zr9v";
+    let env = crate::helper::Env::new();
+    let secret_file = env.root.path().join("token.txt");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let port = free_port();
+    let extra = format!(
+        "secrets {{\n    TOKEN file=\"{}\"\n}}\n",
+        secret_file.display()
+    );
+    env.write_config(
+        "hs",
+        &super::stdio_config(
+            &crate::helper::testbin("xy-test-stdio-raw"),
+            &["--refuse-echo".to_owned(), "TOKEN".to_owned()],
+            port,
+            &extra,
+        ),
+    );
+    let d = TestDaemon::start_in(env);
+    d.running_pid("hs");
+    let mut c = Mcp::new(&url(port), Era::V2025);
+    let r = c.initialize();
+    let answer = r.response();
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("upstream refused the token [redacted:TOKEN]"),
+        "{r:?}"
+    );
+    assert!(!format!("{r:?}").contains(SECRET), "{r:?}");
+    wait_for("the handshake failure in daemon.log", DEADLINE, || {
+        d.env.daemon_log().contains("child handshake failed")
+    });
+    let log = d.env.daemon_log();
+    assert!(log.contains("[redacted:TOKEN]"), "{log}");
+    assert!(!log.contains(SECRET), "the secret in daemon.log:\n{log}");
+}

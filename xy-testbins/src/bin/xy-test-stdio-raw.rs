@@ -5,6 +5,9 @@
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
 //! test sees whether a `notifications/cancelled` reached it; with a
 //! progress token it sends one progress notification as it starts.
+//! `--refuse-echo NAME` makes it refuse the handshake (`initialize` and
+//! `server/discover`) with an error quoting variable `NAME`, as a server
+//! that quotes its token in an error would.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -14,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use xy_testbins::args::Args;
 
-const USAGE: &str = "xy-test-stdio-raw";
+const USAGE: &str = "xy-test-stdio-raw [--refuse-echo NAME]";
 
 type Out = Arc<Mutex<std::io::Stdout>>;
 
@@ -33,8 +36,15 @@ fn text(id: &Value, text: &str) -> Value {
 
 fn main() {
     let mut args = Args::from_env(USAGE);
-    if let Some(flag) = args.next_flag() {
-        args.unknown(&flag);
+    let mut refuse: Option<String> = None;
+    while let Some(flag) = args.next_flag() {
+        match flag.as_str() {
+            "--refuse-echo" => {
+                let name: String = args.value(&flag);
+                refuse = Some(std::env::var(&name).unwrap_or_default());
+            }
+            _ => args.unknown(&flag),
+        }
     }
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     // Slow calls in flight (request id as text → cancelled?), and calls
@@ -53,6 +63,14 @@ fn main() {
             .pointer("/params/arguments")
             .cloned()
             .unwrap_or(json!({}));
+        if let (Some(quoted), "initialize" | "server/discover", Some(id)) = (&refuse, method, &id) {
+            let why = format!("upstream refused the token {quoted}");
+            send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": why}}),
+            );
+            continue;
+        }
         match (method, id) {
             ("", Some(id)) => {
                 let key = id.as_str().unwrap_or_default().to_owned();
