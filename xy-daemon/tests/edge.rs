@@ -423,17 +423,7 @@ fn with_256_descriptors_an_fd_flood_backs_off_and_the_daemon_recovers() {
     let port = free_port();
     let env = Env::new();
     env.write_config("bridged", &stdio_config(port));
-    let d = TestDaemon::start_in_adjusted(env, |cmd| {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: only setrlimit(2) runs between fork and exec.
-        #[allow(unsafe_code)]
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 256, 256)
-                    .map_err(std::io::Error::from)
-            });
-        }
-    });
+    let d = start_with_nofile(env, 256, 256);
     wait_served(port);
     let pid = d.pid();
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
@@ -493,21 +483,7 @@ fn xyd_raises_its_descriptor_limit_and_its_children_get_the_original_back() {
     let port = free_port();
     let env = Env::new();
     env.write_config("bridged", &stdio_config(port));
-    let d = TestDaemon::start_in_adjusted(env, |cmd| {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: only setrlimit(2) runs between fork and exec.
-        #[allow(unsafe_code)]
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::resource::setrlimit(
-                    nix::sys::resource::Resource::RLIMIT_NOFILE,
-                    256,
-                    4096,
-                )
-                .map_err(std::io::Error::from)
-            });
-        }
-    });
+    let d = start_with_nofile(env, 256, 4096);
     wait_served(port);
     assert_eq!(nofile(d.pid()), ("4096".to_owned(), "4096".to_owned()));
     let v = socket_call(&d, "list").unwrap();
@@ -518,4 +494,24 @@ fn xyd_raises_its_descriptor_limit_and_its_children_get_the_original_back() {
         .unwrap_or_else(|| panic!("no pid in {v}"));
     let child = u32::try_from(child).unwrap();
     assert_eq!(nofile(child), ("256".to_owned(), "4096".to_owned()));
+}
+
+/// xyd started under `RLIMIT_NOFILE` `soft`/`hard`, as a shell's `ulimit`
+/// or a service manager would start it.
+fn start_with_nofile(env: Env, soft: u64, hard: u64) -> TestDaemon {
+    TestDaemon::start_in_adjusted(env, move |cmd| {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only setrlimit(2) runs between fork and exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::resource::setrlimit(
+                    nix::sys::resource::Resource::RLIMIT_NOFILE,
+                    soft,
+                    hard,
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
+    })
 }

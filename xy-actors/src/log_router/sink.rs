@@ -102,9 +102,9 @@ impl LogSink {
     /// with its own `<RFC 3339 ms> [out|err] ` prefix on disk; all lines of
     /// one read share its millisecond.
     ///
-    /// This is the one place every captured line passes, a chunk at a time,
-    /// before anything keeps it: a filter over the whole chunk (such as
-    /// redacting secrets) belongs at the top of this function.
+    /// Every captured line passes here, a chunk at a time, before anything
+    /// keeps it; secrets are already redacted (the pumps do it before they
+    /// take the lock, `Chunk::redact`).
     pub(crate) fn push_chunk(&mut self, stream: LogStream, chunk: &Chunk, data: &[u8]) {
         if chunk.is_empty() {
             return;

@@ -1,7 +1,7 @@
 //! Process groups as the OS sees them: signalling a group, deciding whether
 //! it is gone (zombies count as dead), reaping reparented descendants by pid,
 //! process start times for PID-reuse-safe records, and the child subreaper.
-//! The only module with OS-specific code; each `cfg` branch stays thin.
+//! Like the rest of `os/`, OS-specific code with thin `cfg` branches.
 
 use std::io;
 use std::time::Duration;

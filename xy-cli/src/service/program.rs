@@ -86,17 +86,21 @@ fn is_executable(p: &Path) -> bool {
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Whether `path` lies in a cargo build tree: a `target` component followed
-/// by `debug` or `release`, directly or after a target triple
-/// (`target/aarch64-apple-darwin/release`). `cargo clean` deletes such files.
-pub(crate) fn is_build_tree(path: &Path) -> bool {
-    let parts: Vec<&OsStr> = path
-        .components()
+/// The names of `path`'s directories and file, in order (no root, `.` or `..`).
+fn names(path: &Path) -> Vec<&OsStr> {
+    path.components()
         .filter_map(|c| match c {
             Component::Normal(s) => Some(s),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Whether `path` lies in a cargo build tree: a `target` component followed
+/// by `debug` or `release`, directly or after a target triple
+/// (`target/aarch64-apple-darwin/release`). `cargo clean` deletes such files.
+pub(crate) fn is_build_tree(path: &Path) -> bool {
+    let parts = names(path);
     let profile = |s: &OsStr| s == "debug" || s == "release";
     parts.iter().enumerate().any(|(i, part)| {
         *part == "target"
@@ -108,13 +112,7 @@ pub(crate) fn is_build_tree(path: &Path) -> bool {
 /// Whether `path` is a versioned package-manager path that an upgrade
 /// removes: Homebrew's `Cellar/<formula>/<version>/…` or the Nix store.
 pub(crate) fn is_versioned_install(path: &Path) -> bool {
-    let parts: Vec<&OsStr> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => Some(s),
-            _ => None,
-        })
-        .collect();
+    let parts = names(path);
     parts.windows(2).any(|w| w[0] == "nix" && w[1] == "store")
         || parts
             .iter()
