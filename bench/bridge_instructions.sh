@@ -32,6 +32,6 @@ callgrind_control -d "$vp" > /dev/null
 sleep 1
 kill -TERM "$vp"
 wait "$vp" || true
-f=$(ls -t "$tmp"/cg.out* | head -1)
+f="$tmp/cg.out.1"  # the dump; cg.out itself holds the shutdown
 ir=$(grep -E '^(summary|totals):' "$f" | head -1 | awk '{print $2}')
 echo "$TREE: $ir instructions for 2,050 requests, $((ir / 2050)) per request"
