@@ -1,10 +1,11 @@
 #!/bin/sh
 # `xyctl list` (human and --json) against a release xyd with N=200 and
 # N=1000 xy-test-sleep servers, with hyperfine (60 runs, medians printed).
-# Needs `cargo build --release -p xy-daemon -p xy-cli -p xy-testbins` first.
+# Needs `cargo build --release -p xy-daemon -p xy-cli -p xy-testbins` first;
+# NS="200" runs one size only.
 set -e
 T=${T:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
-for N in 200 1000; do
+for N in ${NS:-200 1000}; do
   D=$(mktemp -d /tmp/xyh.XXXX)
   mkdir -p $D/c/xy/servers
   i=0; while [ $i -lt $N ]; do
