@@ -778,9 +778,9 @@ impl ServerActorState {
 
     /// Tells the root what to restore if this actor dies.
     fn report(&mut self, myself: &ActorRef<ServerMsg>) {
-        use ServerState as S;
-        let desired = matches!(self.lc.phase, S::Starting | S::Running | S::Restarting)
-            || self.lc.pending_start;
+        // Wanted served: a child running or on its way, or an idle
+        // on-demand server listening for the request that wakes it.
+        let desired = self.lc.child_coming() || self.lc.pending_start;
         let pgid = self
             .child
             .handle

@@ -210,3 +210,37 @@ async fn a_panicked_log_router_comes_back_with_every_sink() {
     assert!(next_tick(&mut fresh).await, "a new follower streams");
     t.finish().await;
 }
+
+/// An idle on-demand stdio server whose ServerActor panics comes back idle
+/// and listening (it is wanted running: a request must still wake it), not
+/// `stopped` and deaf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicked_server_actor_of_an_idle_on_demand_server_comes_back_idle() {
+    let port = support::free_port();
+    let mut c = server("od", "xy-test-mcp", &["--stdio", "--era", "2025"]);
+    c.transport = xy_core::protocol::Transport::Stdio;
+    c.port = port;
+    c.on_demand = Some(xy_core::config::OnDemandConfig::default());
+    let t = TestEngine::start(vec![c]).await;
+    wait_for("od idle", Duration::from_secs(10), || async {
+        (t.entry("od").await.state == xy_core::protocol::ServerState::Idle).then_some(())
+    })
+    .await;
+    let before = t.engine.status("od").await.unwrap().transitions;
+
+    t.engine.inject_panic("od").await.unwrap();
+    // The successor's history starts afresh: wait for it, then for idle.
+    wait_for("the successor", Duration::from_secs(10), || async {
+        let s = t.engine.status("od").await.ok()?;
+        (s.transitions != before && s.entry.state == xy_core::protocol::ServerState::Idle)
+            .then_some(())
+    })
+    .await;
+    wait_for("od listening again", Duration::from_secs(10), || async {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_ok()
+            .then_some(())
+    })
+    .await;
+    t.finish().await;
+}
