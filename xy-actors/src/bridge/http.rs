@@ -34,10 +34,13 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const SESSION: &str = "mcp-session-id";
 const PROTOCOL: &str = "mcp-protocol-version";
 
-/// The response body: one JSON document, or an SSE stream fed by the actor.
+/// The response body: one JSON document, or an SSE stream fed by the actor
+/// (its first message, when one was read ahead, then the exchange's
+/// outbox). The body holds the outbox itself: when hyper drops it (the
+/// client went away), the actor sees the outbox closed.
 pub(crate) enum OutBody {
     Full(Option<Bytes>),
-    Sse(mpsc::Receiver<Out>),
+    Sse(Option<Out>, mpsc::Receiver<Out>),
 }
 
 impl Body for OutBody {
@@ -50,7 +53,10 @@ impl Body for OutBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             OutBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            OutBody::Sse(rx) => match rx.poll_recv(cx) {
+            OutBody::Sse(first, rx) => match first
+                .take()
+                .map_or_else(|| rx.poll_recv(cx), |m| Poll::Ready(Some(m)))
+            {
                 Poll::Ready(Some(m)) => {
                     let json = m.into_bytes();
                     let mut s = Vec::with_capacity(json.len() + 24);
@@ -74,7 +80,7 @@ impl Body for OutBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             OutBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            OutBody::Sse(_) => SizeHint::default(),
+            OutBody::Sse(..) => SizeHint::default(),
         }
     }
 }
@@ -162,8 +168,8 @@ fn empty(status: StatusCode) -> Response<OutBody> {
     r
 }
 
-fn sse(rx: mpsc::Receiver<Out>, session: Option<&str>) -> Response<OutBody> {
-    let mut r = Response::new(OutBody::Sse(rx));
+fn sse(first: Option<Out>, rx: mpsc::Receiver<Out>, session: Option<&str>) -> Response<OutBody> {
+    let mut r = Response::new(OutBody::Sse(first, rx));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -368,17 +374,7 @@ async fn answer(mut rx: mpsc::Receiver<Out>, session: Option<String>) -> Respons
         }
         return r;
     }
-    // Put the first message back in front of the rest.
-    let (tx, out) = mpsc::channel(OUTBOX);
-    let _ = tx.try_send(first);
-    tokio::spawn(async move {
-        while let Some(v) = rx.recv().await {
-            if tx.send(v).await.is_err() {
-                break;
-            }
-        }
-    });
-    sse(out, session.as_deref())
+    sse(Some(first), rx, session.as_deref())
 }
 
 async fn get(ep: Endpoint, session: Option<String>) -> Response<OutBody> {
@@ -404,7 +400,7 @@ async fn get(ep: Endpoint, session: Option<String>) -> Response<OutBody> {
         return empty(StatusCode::SERVICE_UNAVAILABLE);
     }
     match ack_rx.await {
-        Ok(Ack::Exchange { .. }) => sse(rx, Some(&session)),
+        Ok(Ack::Exchange { .. }) => sse(None, rx, Some(&session)),
         Ok(Ack::Refused(status, body)) => json_response(status, &body),
         _ => empty(StatusCode::SERVICE_UNAVAILABLE),
     }

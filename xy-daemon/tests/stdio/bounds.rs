@@ -290,3 +290,49 @@ fn the_least_recently_used_of_1000_sessions_goes_first() {
     second.initialize();
     assert_eq!(second.tool_names().len(), 4);
 }
+
+/// A 2026 client cancels by closing its request's response stream (D64):
+/// xy tells the child `notifications/cancelled`, for that request only.
+#[test]
+fn a_2026_client_closing_its_stream_cancels_its_request_at_the_child() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("cc", raw_config(port))]);
+    d.running_pid("cc");
+    let body = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {
+        "name": "slow", "arguments": {"ms": 20000, "text": "late"},
+        "_meta": {"progressToken": "p41",
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
+    .to_string();
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: slow\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    // The progress notification the child sends as it starts: the call is
+    // in flight at the child.
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
+        let n = s.read(&mut buf).expect("the stream's first event");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(s);
+    let log = d.env.state_dir().join("logs/cc.log");
+    let told = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !told().contains("xy-test-stdio-raw: cancelled") {
+        assert!(
+            Instant::now() < deadline,
+            "the child was not told of the cancellation; its log:\n{}\ndaemon.log:\n{}",
+            told(),
+            d.env.daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

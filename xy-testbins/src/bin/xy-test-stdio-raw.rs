@@ -152,6 +152,9 @@ fn main() {
                     .pointer("/params/requestId")
                     .cloned()
                     .unwrap_or(Value::Null);
+                // On stderr (the server's log), so a test sees it even when
+                // nobody is left to read the answer.
+                xy_testbins::out::err(&format!("xy-test-stdio-raw: cancelled {rid}"));
                 let mut s = slow.lock().unwrap();
                 if let Some(c) = s.get_mut(&rid.to_string()) {
                     *c = true;
