@@ -56,6 +56,41 @@ const LOOKUPS: usize = 2;
 
 static LOOKUP_SLOTS: Semaphore = Semaphore::const_new(LOOKUPS);
 
+/// What the edge serves a connection with: a hyper service that answers
+/// with bodies of type `B`, movable to the connection's task.
+pub(crate) trait Served<B>:
+    hyper::service::Service<
+        Request<Incoming>,
+        Response = Response<B>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Send
+    + 'static
+{
+}
+
+impl<S, B> Served<B> for S where
+    S: hyper::service::Service<
+            Request<Incoming>,
+            Response = Response<B>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Send
+        + 'static
+{
+}
+
+/// A response body hyper can write from the connection's task.
+pub(crate) trait Reply:
+    Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> Reply for B where
+    B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
 /// Serves `listener` until `stop` turns true (or its sender is dropped),
 /// then lets open connections finish their responses (graceful shutdown)
 /// and returns once they have. `service` makes one hyper service per
@@ -66,13 +101,8 @@ pub(crate) async fn serve<M, S, B>(
     mut stop: watch::Receiver<bool>,
 ) where
     M: Fn() -> S,
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Served<B>,
+    B: Reply,
 {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let held = Arc::new(Semaphore::new(MAX_CONNECTIONS + MAX_QUEUED));
@@ -133,13 +163,8 @@ async fn connection<S, B>(
     service: S,
     mut stop: watch::Receiver<bool>,
 ) where
-    S: hyper::service::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Served<B>,
+    B: Reply,
 {
     // Loopback only, even if a bind were ever widened.
     if !peer.ip().is_loopback() {
