@@ -4,6 +4,7 @@
 //! - [`config`]: the KDL server config, its validation and diagnostics (SPEC §3).
 //! - [`protocol`]: JSON-RPC method names, params, results, notifications and
 //!   error codes (SPEC §6).
+//! - [`firewall`]: the tool firewall's modes, states and digest (SPEC §20).
 //! - [`time`]: durations and timestamps as xy writes them.
 //! - `client` (feature `client`): the one blocking JSON-line client of the
 //!   socket, for `xyctl`, the integration tests and the benches.
@@ -16,6 +17,7 @@
 #[cfg(feature = "client")]
 pub mod client;
 pub mod config;
+pub mod firewall;
 pub mod paths;
 pub mod protocol;
 pub mod time;
