@@ -55,6 +55,10 @@ pub mod method {
     pub const SHUTDOWN: &str = "shutdown";
     /// `tools {name}` → [`super::mcp::ToolsResult`]
     pub const TOOLS: &str = "tools";
+    /// `tools_approve {name, tools?, all?}` → [`super::mcp::ToolsApproveResult`]
+    pub const TOOLS_APPROVE: &str = "tools_approve";
+    /// `tools_deny {name, tools}` → [`super::mcp::ToolsDenyResult`]
+    pub const TOOLS_DENY: &str = "tools_deny";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).

@@ -112,6 +112,7 @@ mod tests {
                     name: (*n).into(),
                     title: None,
                     description: Some(format!("The {n} tool.")),
+                    ..ToolSummary::default()
                 })
                 .collect(),
         }
@@ -126,6 +127,8 @@ mod tests {
             added: vec!["search".into()],
             removed: vec!["old".into()],
             changed: vec!["echo".into()],
+            mode: None,
+            prompts: vec![],
         };
         assert_eq!(
             render_tools(&r, &Style::PLAIN),
@@ -142,6 +145,8 @@ mod tests {
             added: vec![],
             removed: vec![],
             changed: vec![],
+            mode: None,
+            prompts: vec![],
         };
         assert!(render_tools(&r, &Style::PLAIN).starts_with("a: no tools listed yet"));
         r.current = Some(view("2026-11-30T06:00:00.000Z", &["x"]));

@@ -102,6 +102,12 @@ pub struct ToolsResult {
     pub removed: Vec<String>,
     /// Names in both whose description, input schema or annotations differ.
     pub changed: Vec<String>,
+    /// The firewall mode in force (SPEC §20); `null` from a daemon before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::firewall::FirewallMode>,
+    /// The current listing's prompts, shown like its tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<ToolSummary>,
 }
 
 /// One snapshot as `tools` shows it.
@@ -119,8 +125,8 @@ pub struct ToolsView {
     pub tools: Vec<ToolSummary>,
 }
 
-/// One tool as `tools` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One tool (or prompt) as `tools` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolSummary {
     /// Tool name.
     pub name: String,
@@ -128,6 +134,131 @@ pub struct ToolSummary {
     pub title: Option<String>,
     /// Description, if any.
     pub description: Option<String>,
+    /// [`crate::firewall::digest`] of the object as listed (SPEC §20);
+    /// `null` in snapshots from before the firewall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Where it stands; `null` in the `previous` snapshot and in ledgers
+    /// from before the firewall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::firewall::ToolState>,
+    /// Why it is held back (empty when approved): one sentence each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// `inputSchema` as listed (for a review's diff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    /// For a `changed` tool: the version the user approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved: Option<Box<ApprovedVersion>>,
+    /// Calls through xy since the daemon started (SPEC §20); `null` when
+    /// none were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<ToolCallStats>,
+}
+
+/// The approved version of a tool whose listing changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovedVersion {
+    /// Its digest.
+    pub digest: String,
+    /// When it was approved (RFC 3339).
+    pub approved_at: String,
+    /// Its title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Its description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its `inputSchema`.
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+}
+
+/// Per-tool call figures (`xyctl tools <name>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallStats {
+    /// Calls recorded.
+    pub calls: u64,
+    /// Of those, tool errors, JSON-RPC errors, held back or child gone.
+    pub errors: u64,
+    /// Median duration, microseconds.
+    pub p50_us: u64,
+    /// 99th percentile duration, microseconds.
+    pub p99_us: u64,
+}
+
+/// `tools_approve {name, tools?, all?}` params: `tools` names the tools
+/// (and prompts) to approve; `all` approves every held-back one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsApproveParams {
+    /// The server.
+    pub name: String,
+    /// Tools to approve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Approve every held-back tool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+}
+
+/// `tools_approve` → the names now approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsApproveResult {
+    /// Names approved by this call.
+    pub approved: Vec<String>,
+}
+
+/// `tools_deny {name, tools}` params.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsDenyParams {
+    /// The server.
+    pub name: String,
+    /// Tools to deny.
+    pub tools: Vec<String>,
+}
+
+/// `tools_deny` → the names now denied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsDenyResult {
+    /// Names denied by this call.
+    pub denied: Vec<String>,
+}
+
+/// How a call through xy ended (SPEC §20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// A result without `isError`.
+    Ok,
+    /// A result with `isError: true`.
+    ToolError,
+    /// A JSON-RPC error answer.
+    RpcError,
+    /// Refused by the firewall.
+    HeldBack,
+    /// The child went away before answering.
+    ChildGone,
+}
+
+/// One recorded call: never argument values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// When the call arrived (RFC 3339, milliseconds).
+    pub ts: String,
+    /// The server.
+    pub server: String,
+    /// The client: `clientInfo.name` (and version), else the User-Agent,
+    /// else `null`.
+    pub client: Option<String>,
+    /// The tool called.
+    pub tool: String,
+    /// Arrival to answer, microseconds.
+    pub duration_us: u64,
+    /// How it ended.
+    pub outcome: CallOutcome,
 }
 
 /// The ledger file `$XDG_STATE_HOME/xy/tools/<name>.json`: the last
@@ -265,6 +396,7 @@ impl ToolSnapshot {
                     name: t.name.clone(),
                     title: t.title.clone(),
                     description: t.description.clone(),
+                    ..ToolSummary::default()
                 })
                 .collect(),
         }
@@ -338,6 +470,8 @@ impl ToolLedger {
             added: d.added,
             removed: d.removed,
             changed: d.changed,
+            mode: None,
+            prompts: Vec::new(),
         }
     }
 }
