@@ -42,6 +42,20 @@ use crate::os::ports::PortHolder;
 pub(crate) mod failure;
 mod health;
 pub(crate) mod lifecycle;
+/// Whether loopback `port` can be bound within `deadline`, polled.
+async fn port_comes_free(port: u16, deadline: Duration) -> bool {
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        if std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod mock;
 pub(crate) mod process;
@@ -182,6 +196,13 @@ pub(crate) enum ServerMsg {
 /// function, so that a server does not name its owner's messages.
 pub(crate) type Reporter = Arc<dyn Fn(ractor::ActorId, bool, Option<i32>) + Send + Sync>;
 
+/// What a failed ServerActor may have left behind for its successor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prior {
+    /// Its last reported live process group: killed and awaited.
+    pub(crate) pgid: Option<i32>,
+}
+
 /// Startup arguments.
 pub(crate) struct ServerArgs {
     pub(crate) config: ServerConfig,
@@ -191,8 +212,9 @@ pub(crate) struct ServerArgs {
     pub(crate) report: Option<Reporter>,
     /// Start as soon as the actor is up.
     pub(crate) autostart: bool,
-    /// The group of a predecessor that panicked: killed and awaited first.
-    pub(crate) prior_pgid: Option<i32>,
+    /// This actor succeeds one that failed: what it left behind is waited
+    /// out before the first start.
+    pub(crate) prior: Option<Prior>,
     /// Where the `list` view is published (the root holds the receiver).
     pub(crate) snapshot: watch::Sender<ServerSnapshot>,
     /// The tool ledger directory (`None`: in memory only, unit tests).
@@ -296,20 +318,38 @@ impl Actor for ServerActor {
         myself: ActorRef<ServerMsg>,
         args: ServerArgs,
     ) -> Result<ServerActorState, ActorProcessingErr> {
-        match (args.prior_pgid, args.autostart) {
-            (Some(pgid), autostart) => {
-                // The predecessor's group may still hold the port: kill it and
-                // wait (off the handler) before starting again.
+        match (args.prior, args.autostart) {
+            (Some(prior), autostart) => {
+                // The predecessor's group may still hold the port, and a
+                // stdio server's dead bridge may not have closed its
+                // listener yet: wait for both (off the handler) before
+                // starting again, or the start would find the port taken
+                // (an idle on-demand server would then spawn its child).
                 let me = myself.clone();
+                let port = (args.config.transport == xy_core::protocol::Transport::Stdio)
+                    .then_some(args.config.port);
                 tokio::spawn(async move {
-                    let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
-                    let gone = tokio::time::timeout(
-                        Duration::from_secs(5),
-                        crate::os::group::wait_group_gone(pgid, None),
-                    )
-                    .await;
-                    if gone.is_err() {
-                        tracing::warn!(pgid, "previous process group still alive after SIGKILL");
+                    if let Some(pgid) = prior.pgid {
+                        let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
+                        let gone = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            crate::os::group::wait_group_gone(pgid, None),
+                        )
+                        .await;
+                        if gone.is_err() {
+                            tracing::warn!(
+                                pgid,
+                                "previous process group still alive after SIGKILL"
+                            );
+                        }
+                    }
+                    if let Some(port) = port
+                        && !port_comes_free(port, Duration::from_secs(5)).await
+                    {
+                        tracing::warn!(
+                            port,
+                            "the predecessor's port is still taken; starting anyway"
+                        );
                     }
                     if autostart {
                         let _ = me.cast(ServerMsg::Start(None));

@@ -413,7 +413,7 @@ impl RootState {
         cfg: ServerConfig,
         sink: SharedSink,
         autostart: bool,
-        prior_pgid: Option<i32>,
+        prior: Option<crate::server::Prior>,
     ) -> Result<(), ActorProcessingErr> {
         let name = cfg.name.clone();
         let (snapshot, snapshot_rx) = watch::channel(ServerSnapshot::initial(&cfg));
@@ -423,7 +423,7 @@ impl RootState {
             spawner: self.spawner.clone(),
             report: Some(reporter(myself)),
             autostart,
-            prior_pgid,
+            prior,
             snapshot,
             tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
@@ -434,7 +434,7 @@ impl RootState {
             Entry {
                 actor,
                 desired: autostart,
-                pgid: prior_pgid,
+                pgid: prior.and_then(|p| p.pgid),
                 snapshot: snapshot_rx,
             },
         );

@@ -76,7 +76,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         spawner: spawner.clone(),
         report: None,
         autostart: false,
-        prior_pgid: None,
+        prior: None,
         snapshot: tx,
         tools_dir: None,
         events: bus,

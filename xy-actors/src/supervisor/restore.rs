@@ -69,7 +69,14 @@ impl RootState {
                 crate::log_router::sink::LogSink::new(name, &self.sink_settings).shared()
             }
         };
-        self.spawn_server(myself, cfg, sink, desired, pgid).await
+        self.spawn_server(
+            myself,
+            cfg,
+            sink,
+            desired,
+            Some(crate::server::Prior { pgid }),
+        )
+        .await
     }
 
     fn forget(&mut self, name: &str, why: &str) {
