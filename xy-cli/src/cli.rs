@@ -8,12 +8,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod add;
 mod clients;
 mod service;
+mod tools;
 
 pub(crate) use add::AddArgs;
 pub(crate) use clients::{ClientsArgs, ClientsCmd, ImportArgs};
 #[cfg(test)]
 pub(crate) use service::StatusArgs;
 pub(crate) use service::{InstallArgs, ServiceCmd};
+pub(crate) use tools::{ToolsArgs, ToolsCmd};
 
 /// Default `logs --tail`: about a screenful per server.
 pub(crate) const DEFAULT_TAIL: u32 = 50;
@@ -67,14 +69,9 @@ pub(crate) enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Show the tools a server listed after its last start, and what changed
-    /// since the start before (needs an `mcp` health probe).
-    Tools {
-        /// The server's name (its config file stem).
-        name: String,
-        #[command(flatten)]
-        json: JsonFlag,
-    },
+    /// Show a server's tools, which the firewall holds back and why, and what
+    /// changed since the start before; approve, deny or review them.
+    Tools(ToolsArgs),
     /// Start servers.
     Start(Targets),
     /// Stop servers (SIGTERM, then SIGKILL after the grace period).

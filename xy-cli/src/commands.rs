@@ -25,7 +25,7 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
     match cmd {
         Command::List(j) => list::run(ctx, j.json),
         Command::Status { name, json } => status::run(ctx, &name, json.json),
-        Command::Tools { name, json } => tools::run(ctx, &name, json.json),
+        Command::Tools(args) => tools::run(ctx, args),
         Command::Start(t) => control::run(ctx, control::Action::Start, &t),
         Command::Stop(t) => control::run(ctx, control::Action::Stop, &t),
         Command::Restart(t) => control::run(ctx, control::Action::Restart, &t),

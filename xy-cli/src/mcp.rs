@@ -179,9 +179,10 @@ fn tools(restartable: &[String]) -> Vec<Value> {
         json!({
             "name": "server_tools",
             "title": "A server's tools",
-            "description": "The tools a server listed after its latest start (needs an `mcp` \
-                health probe), and which were added, removed or changed since the start \
-                before.",
+            "description": "The tools a server listed after its latest start, which xy's \
+                firewall holds back from clients and why (named only: their text is not shown), \
+                and which were added, removed or changed since the start before. Only the user \
+                can approve a held-back tool (`xyctl tools review`).",
             "inputSchema": name_only("The server's name (see list_servers)."),
             "annotations": read,
         }),

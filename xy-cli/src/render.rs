@@ -21,7 +21,7 @@ pub(crate) use logs::{LogPrefix, render_log_line};
 pub(crate) use rows::render_rows;
 pub(crate) use status::render_status;
 pub(crate) use style::{Paint, Style};
-pub(crate) use tools::render_tools;
+pub(crate) use tools::{render_tools, reveal, review_block};
 
 /// `HH:MM:SS.mmm` from an RFC 3339 timestamp (`2026-11-30T05:04:54.123Z`);
 /// anything else is shown as it came.

@@ -64,6 +64,22 @@ impl ToolState {
     }
 }
 
+/// The invisible and direction-changing characters SPEC §20 names: text
+/// holding one can read differently to the model than to the user.
+pub const HIDDEN_CHARS: [std::ops::RangeInclusive<char>; 6] = [
+    '\u{200B}'..='\u{200F}',
+    '\u{202A}'..='\u{202E}',
+    '\u{2060}'..='\u{2064}',
+    '\u{2066}'..='\u{2069}',
+    '\u{FEFF}'..='\u{FEFF}',
+    '\u{E0000}'..='\u{E007F}',
+];
+
+/// Whether `c` is one of [`HIDDEN_CHARS`].
+pub fn is_hidden(c: char) -> bool {
+    HIDDEN_CHARS.iter().any(|r| r.contains(&c))
+}
+
 /// The digest of a tool or prompt object: SHA-256, lowercase hex, of the
 /// RFC 8785 canonical JSON of the object without its `_meta` member.
 /// `_meta` is left out because servers put volatile things there (trace
@@ -135,6 +151,24 @@ mod tests {
             digest(&v),
             "ecf9e98ec0641e23113ff3ce8bdc78d0ddd249886517fd4a7f68cc83d4e65667"
         );
+    }
+
+    #[test]
+    fn hidden_chars_are_the_spec_ranges() {
+        for c in [
+            '\u{200B}',
+            '\u{200F}',
+            '\u{202A}',
+            '\u{2064}',
+            '\u{2069}',
+            '\u{FEFF}',
+            '\u{E0041}',
+        ] {
+            assert!(is_hidden(c), "{c:?}");
+        }
+        for c in ['a', ' ', '\u{2010}', '\u{2065}', '\u{E0080}', 'é'] {
+            assert!(!is_hidden(c), "{c:?}");
+        }
     }
 
     #[test]

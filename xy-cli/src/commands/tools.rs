@@ -1,14 +1,32 @@
-//! `xyctl tools <name> [--json]`: the server's tools and what changed since
-//! the previous start, from the daemon's tool ledger.
+//! `xyctl tools <name> [--json]`: a server's tools, where each stands with
+//! the firewall, and what changed since the previous start; `xyctl tools
+//! approve|deny` change what clients see; `xyctl tools review` goes
+//! through every held-back tool asking y/n (SPEC §20).
 
-use xy_core::protocol::mcp::{ToolsParams, ToolsResult};
-use xy_core::protocol::method;
+use std::io::BufRead;
 
+use xy_core::client::Client;
+use xy_core::protocol::mcp::{
+    ToolSummary, ToolsApproveParams, ToolsApproveResult, ToolsDenyParams, ToolsDenyResult,
+    ToolsParams, ToolsResult,
+};
+use xy_core::protocol::{ListEntry, method};
+
+use crate::cli::{ToolsArgs, ToolsCmd};
 use crate::ctx::{Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::{daemon_conn, output, render};
 
-pub(crate) fn run(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
+pub(crate) fn run(ctx: &Ctx, args: ToolsArgs) -> Result<Exit, Failure> {
+    match args.action {
+        None => show(ctx, args.name.as_deref().unwrap_or_default(), args.json),
+        Some(ToolsCmd::Approve { name, tools, all }) => approve(ctx, &name, tools, all),
+        Some(ToolsCmd::Deny { name, tools }) => deny(ctx, &name, tools),
+        Some(ToolsCmd::Review { name }) => review(ctx, name.as_deref()),
+    }
+}
+
+fn show(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
     let mut client = daemon_conn::connect(ctx)?;
     let params = ToolsParams {
         name: name.to_owned(),
@@ -22,4 +40,160 @@ pub(crate) fn run(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
         .map_err(|e| Failure::new(Exit::Operational, format!("bad `tools` result: {e}")))?;
     output::stdout(&render::render_tools(&result, &ctx.out));
     Ok(Exit::Success)
+}
+
+fn approve(ctx: &Ctx, name: &str, tools: Vec<String>, all: bool) -> Result<Exit, Failure> {
+    let mut client = daemon_conn::connect(ctx)?;
+    let params = ToolsApproveParams {
+        name: name.to_owned(),
+        tools: (!all).then_some(tools),
+        all,
+    };
+    let r: ToolsApproveResult = client.call(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT)?;
+    output::stdout(&if r.approved.is_empty() {
+        format!("{name}: nothing was held back; no change\n")
+    } else {
+        format!(
+            "{name}: approved {} (clients see {} now)\n",
+            r.approved.join(", "),
+            if r.approved.len() == 1 { "it" } else { "them" }
+        )
+    });
+    Ok(Exit::Success)
+}
+
+fn deny(ctx: &Ctx, name: &str, tools: Vec<String>) -> Result<Exit, Failure> {
+    let mut client = daemon_conn::connect(ctx)?;
+    let params = ToolsDenyParams {
+        name: name.to_owned(),
+        tools,
+    };
+    let r: ToolsDenyResult = client.call(method::TOOLS_DENY, Some(&params), READ_TIMEOUT)?;
+    output::stdout(&format!(
+        "{name}: denied {} (held back from clients until approved)\n",
+        r.denied.join(", ")
+    ));
+    Ok(Exit::Success)
+}
+
+/// One answer at a review prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Approve,
+    Skip,
+    Deny,
+    Quit,
+}
+
+impl Answer {
+    /// Reads `y`, `n` (or an empty line), `d` or `q`; `None` for anything else.
+    fn parse(line: &str) -> Option<Answer> {
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Some(Answer::Approve),
+            "" | "n" | "no" => Some(Answer::Skip),
+            "d" | "deny" => Some(Answer::Deny),
+            "q" | "quit" => Some(Answer::Quit),
+            _ => None,
+        }
+    }
+}
+
+fn review(ctx: &Ctx, only: Option<&str>) -> Result<Exit, Failure> {
+    let mut client = daemon_conn::connect(ctx)?;
+    let names = match only {
+        Some(n) => vec![n.to_owned()],
+        None => {
+            let entries: Vec<ListEntry> = client.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
+            entries.into_iter().map(|e| e.name).collect()
+        }
+    };
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let (mut seen, mut approved, mut denied) = (0usize, 0usize, 0usize);
+    'servers: for name in &names {
+        let held = held_back(&mut client, name)?;
+        for tool in held {
+            seen += 1;
+            output::stdout(&render::review_block(name, &tool, &ctx.out));
+            let answer = loop {
+                output::stdout(&format!(
+                    "approve {}? [y]es, [n]o (keep it held), [d]eny, [q]uit: ",
+                    render::reveal(&tool.name)
+                ));
+                let mut line = String::new();
+                if input.read_line(&mut line)? == 0 {
+                    output::stdout("\n");
+                    break Answer::Quit;
+                }
+                match Answer::parse(&line) {
+                    Some(a) => break a,
+                    None => output::stdout("please answer y, n, d or q\n"),
+                }
+            };
+            match answer {
+                Answer::Approve => {
+                    let params = ToolsApproveParams {
+                        name: name.clone(),
+                        tools: Some(vec![tool.name.clone()]),
+                        all: false,
+                    };
+                    let _: ToolsApproveResult =
+                        client.call(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT)?;
+                    approved += 1;
+                }
+                Answer::Deny => {
+                    let params = ToolsDenyParams {
+                        name: name.clone(),
+                        tools: vec![tool.name.clone()],
+                    };
+                    let _: ToolsDenyResult =
+                        client.call(method::TOOLS_DENY, Some(&params), READ_TIMEOUT)?;
+                    denied += 1;
+                }
+                Answer::Skip => {}
+                Answer::Quit => break 'servers,
+            }
+            output::stdout("\n");
+        }
+    }
+    output::stdout(&if seen == 0 {
+        match only {
+            Some(n) => format!("{n}: nothing is held back\n"),
+            None => "nothing is held back\n".to_owned(),
+        }
+    } else {
+        format!("reviewed {seen}: {approved} approved, {denied} denied\n")
+    });
+    Ok(Exit::Success)
+}
+
+/// The server's held-back tools and prompts (denied ones included: the
+/// user may change their mind).
+fn held_back(client: &mut Client, name: &str) -> Result<Vec<ToolSummary>, Failure> {
+    let params = ToolsParams {
+        name: name.to_owned(),
+    };
+    let r: ToolsResult = client.call(method::TOOLS, Some(&params), READ_TIMEOUT)?;
+    Ok(r.current
+        .into_iter()
+        .flat_map(|c| c.tools)
+        .chain(r.prompts)
+        .filter(|t| t.state.is_some_and(|s| !s.visible()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Answer;
+
+    #[test]
+    fn review_answers() {
+        assert_eq!(Answer::parse("y\n"), Some(Answer::Approve));
+        assert_eq!(Answer::parse(" YES "), Some(Answer::Approve));
+        assert_eq!(Answer::parse("\n"), Some(Answer::Skip));
+        assert_eq!(Answer::parse("n"), Some(Answer::Skip));
+        assert_eq!(Answer::parse("d"), Some(Answer::Deny));
+        assert_eq!(Answer::parse("q"), Some(Answer::Quit));
+        assert_eq!(Answer::parse("maybe"), None);
+    }
 }
