@@ -244,6 +244,22 @@ async fn handle(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
     }
 }
 
+/// Reads and drops the body of a request refused before its body was
+/// read, in the background: at most [`MAX_BODY`] bytes (a longer body was
+/// refused by its declared length already) for at most [`BODY_WAIT`]. A
+/// client still writing its body then reads the refusal; were the
+/// connection closed with the body unread, the kernel would reset it and
+/// the client would see only "connection reset".
+fn drain(body: Incoming) {
+    tokio::spawn(async move {
+        let mut body = Limited::new(body, MAX_BODY);
+        let _ = tokio::time::timeout(BODY_WAIT, async {
+            while let Some(Ok(_)) = body.frame().await {}
+        })
+        .await;
+    });
+}
+
 async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> Response<OutBody> {
     let too_large = || {
         rpc_error(
@@ -272,6 +288,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     let bodies = std::sync::Arc::clone(&ep.bodies);
     let Ok(Ok(room)) = tokio::time::timeout(BODY_WAIT, bodies.acquire_many_owned(want)).await
     else {
+        drain(req.into_body());
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
             Value::Null,

@@ -126,6 +126,46 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
 
 /// 300 MiB without a newline: skipped in bounded memory, a warning in the
 /// server's log, and the child's next line (its answer) still served.
+/// A POST refused because the endpoint's body budget is taken is refused
+/// readably: xy reads and drops its body, so a client still writing it gets
+/// the 503 rather than a connection reset.
+#[test]
+fn a_post_refused_before_its_body_is_read_still_gets_its_503() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("st", raw_config(port))]);
+    d.running_pid("st");
+    let c = Mcp::connected(&url(port), Era::V2025);
+    let session = c.session.clone().unwrap();
+    // Two clients declare the largest body each and send none of it: the
+    // endpoint's room for bodies is taken.
+    let hogs: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut hog = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            write!(
+                hog,
+                "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+                 Content-Length: {}\r\n\r\n",
+                4 * 1024 * 1024
+            )
+            .unwrap();
+            hog
+        })
+        .collect();
+    // A 4 MiB POST waits for room, is refused, and reads why.
+    let text = "y".repeat(4 * 1024 * 1024 - 1024);
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": text}}})
+    .to_string();
+    let (status, answer) = post_bytes(port, &session, body.as_bytes());
+    assert_eq!(status, 503, "{}", &answer[..answer.len().min(300)]);
+    assert!(
+        answer.contains("too many request bodies in flight"),
+        "{answer}"
+    );
+    drop(hogs);
+}
+
 #[test]
 fn a_300_mib_line_is_skipped_with_a_warning_and_the_next_line_served() {
     let port = free_port();
