@@ -29,11 +29,7 @@ use stats::ServerFigures;
 
 /// Bytes kept of a tool name or a client name (longer is cut, at a
 /// character boundary): a record's size is bounded whatever a client sends.
-pub const MAX_FIELD: usize = 200;
-/// Records `calls` returns without a `limit`.
-pub const DEFAULT_LIMIT: usize = 100;
-/// Records `calls` returns at most.
-pub const MAX_LIMIT: usize = 10_000;
+pub(crate) const MAX_FIELD: usize = 200;
 /// Live records a follower may fall behind before it is dropped.
 const LIVE_BUFFER: usize = 1024;
 
