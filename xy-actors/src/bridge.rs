@@ -35,9 +35,9 @@ use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
 use record::{CallStart, Recorder};
-use xy_core::protocol::mcp::CallOutcome;
 use route::{META_SUBSCRIPTION, Outbox, Router, error};
 use sessions::Sessions;
+use xy_core::protocol::mcp::CallOutcome;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
@@ -685,7 +685,10 @@ impl BridgeState {
             self.busy(p, &raw.id);
             return;
         }
-        let call = raw.tool.as_ref().map(|tool| self.call_start(&p, tool, None));
+        let call = raw
+            .tool
+            .as_ref()
+            .map(|tool| self.call_start(&p, tool, None));
         let Post {
             session,
             outbox,

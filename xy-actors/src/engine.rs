@@ -266,7 +266,12 @@ impl Engine {
             Some(n) => TargetParams::one(n),
             None => TargetParams::all(),
         };
-        Ok(self.select(&target).await?.into_iter().map(|s| s.name).collect())
+        Ok(self
+            .select(&target)
+            .await?
+            .into_iter()
+            .map(|s| s.name)
+            .collect())
     }
 
     /// Every server's call records (SPEC §20): the `calls` RPC reads them,

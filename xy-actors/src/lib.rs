@@ -28,7 +28,7 @@ mod secrets;
 mod server;
 mod supervisor;
 
-pub use calls::{CallsRead, Calls, LiveCall};
+pub use calls::{Calls, CallsRead, LiveCall};
 pub use edge::AcceptBackoff;
 pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};

@@ -95,7 +95,10 @@ mod tests {
             client_name(Some(&json!({"name": "claude-code", "version": "1.2.3"}))).as_deref(),
             Some("claude-code 1.2.3")
         );
-        assert_eq!(client_name(Some(&json!({"name": "x"}))).as_deref(), Some("x"));
+        assert_eq!(
+            client_name(Some(&json!({"name": "x"}))).as_deref(),
+            Some("x")
+        );
         assert_eq!(client_name(Some(&json!({"version": "1"}))), None);
         let m = json!({"params": {"name": "echo", "_meta": {META_CLIENT: {"name": "n", "version": "2"}}}});
         assert_eq!(meta_client(&m).as_deref(), Some("n 2"));

@@ -267,7 +267,10 @@ impl Files {
 
     fn rotate(&mut self) {
         self.file = None;
-        let (cur, prev) = (current(&self.dir, &self.name), previous(&self.dir, &self.name));
+        let (cur, prev) = (
+            current(&self.dir, &self.name),
+            previous(&self.dir, &self.name),
+        );
         if let Err(e) = std::fs::rename(&cur, &prev) {
             tracing::warn!(path = %cur.display(), error = %e, "calls: cannot rotate");
             // Never grow past the bound: start the file again instead.
@@ -372,7 +375,11 @@ mod tests {
     fn the_ring_keeps_the_last_records_in_bounded_space() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("calls");
-        let f = CallFile::new(dir.clone(), "srv", crate::log_router::writers::shared().clone());
+        let f = CallFile::new(
+            dir.clone(),
+            "srv",
+            crate::log_router::writers::shared().clone(),
+        );
         let total = 3 * FILE_RECORDS + 17;
         for i in 0..total {
             f.push(i, line(1_700_000_000_000 + i, "echo", CallOutcome::Ok));
@@ -381,7 +388,11 @@ mod tests {
         let bytes = size(&dir);
         assert!(bytes <= 2 * FILE_BYTES, "{bytes} bytes on disk");
         let (got, last) = f.read(FILE_RECORDS as usize);
-        assert_eq!(got.len(), FILE_RECORDS as usize, "at least the last {FILE_RECORDS}");
+        assert_eq!(
+            got.len(),
+            FILE_RECORDS as usize,
+            "at least the last {FILE_RECORDS}"
+        );
         assert_eq!(last, total - 1);
         let newest = xy_core::time::rfc3339_ms(
             UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + total - 1),
@@ -400,7 +411,11 @@ mod tests {
         let mut text = line(1, "a", CallOutcome::Ok);
         text.extend_from_slice(b"\xff\xfe garbage\n");
         std::fs::write(current(&dir, "srv"), &text).unwrap();
-        let f = CallFile::new(dir.clone(), "srv", crate::log_router::writers::shared().clone());
+        let f = CallFile::new(
+            dir.clone(),
+            "srv",
+            crate::log_router::writers::shared().clone(),
+        );
         f.push(1, line(2, "b", CallOutcome::ToolError));
         f.flush();
         assert_eq!(std::fs::read(damaged(&dir, "srv")).unwrap(), text);
@@ -409,7 +424,11 @@ mod tests {
         assert_eq!(got[0].tool, "b");
         assert_eq!(got[0].outcome, CallOutcome::ToolError);
         // A good file is kept and counted.
-        let g = CallFile::new(dir.clone(), "srv", crate::log_router::writers::shared().clone());
+        let g = CallFile::new(
+            dir.clone(),
+            "srv",
+            crate::log_router::writers::shared().clone(),
+        );
         g.push(2, line(3, "c", CallOutcome::Ok));
         g.flush();
         assert_eq!(g.read(10).0.len(), 2);

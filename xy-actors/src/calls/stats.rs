@@ -75,7 +75,11 @@ impl Histogram {
             return 0;
         }
         // Rank of the quantile, 1-based: ceil(q × n), at least 1.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss
+        )]
         let rank = ((q * self.total as f64).ceil() as u64).clamp(1, self.total);
         let mut seen = 0u64;
         for (i, c) in self.counts.iter().enumerate() {
@@ -166,7 +170,19 @@ mod tests {
             assert!(b == last || b == last + 1, "{us}: {last} → {b}");
             last = b;
         }
-        for us in [0, 1, 15, 16, 17, 100, 1000, 12_345, 1 << 20, 7_777_777, MAX_US] {
+        for us in [
+            0,
+            1,
+            15,
+            16,
+            17,
+            100,
+            1000,
+            12_345,
+            1 << 20,
+            7_777_777,
+            MAX_US,
+        ] {
             let v = value(bucket(us));
             assert_eq!(bucket(v), bucket(us), "{us} → {v}");
             let err = v.abs_diff(us) as f64 / us.max(1) as f64;
@@ -201,7 +217,10 @@ mod tests {
         s.add("t", 3_000_000, CallOutcome::ChildGone);
         let st = s.get("t").unwrap();
         assert_eq!((st.calls, st.errors), (4, 3));
-        assert_eq!((st.p50_us, st.p99_us), (value(bucket(1000)), value(bucket(1000))));
+        assert_eq!(
+            (st.p50_us, st.p99_us),
+            (value(bucket(1000)), value(bucket(1000)))
+        );
         assert_eq!(s.get("other"), None);
     }
 

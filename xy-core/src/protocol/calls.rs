@@ -31,7 +31,9 @@ pub struct CallsParams {
 impl CallsParams {
     /// The number of records asked for, bounded.
     pub fn limit(&self) -> usize {
-        self.limit.unwrap_or(CALLS_DEFAULT_LIMIT).min(CALLS_MAX_LIMIT) as usize
+        self.limit
+            .unwrap_or(CALLS_DEFAULT_LIMIT)
+            .min(CALLS_MAX_LIMIT) as usize
     }
 }
 

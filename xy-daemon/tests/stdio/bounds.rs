@@ -57,7 +57,10 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     let d = TestDaemon::start(&[("st", raw_config(port))]);
     let pid = d.running_pid("st");
     let mut c = Mcp::connected(&url(port), Era::V2025);
-    assert_eq!(c.tool_names(), ["echo", "slow", "ask", "blob"]);
+    assert_eq!(
+        c.tool_names(),
+        ["echo", "slow", "ask", "blob", "fail", "reject", "die"]
+    );
     let session = c.session.clone().unwrap();
     let before = rss_kib(d.pid());
     signal(pid, libc::SIGSTOP);

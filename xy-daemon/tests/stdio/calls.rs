@@ -1,0 +1,216 @@
+//! SPEC §20's call records against the real `xyd`: every `tools/call`
+//! through the stdio bridge is recorded with its client (a 2025 session's
+//! `clientInfo`, a 2026 request's `_meta`, else the `User-Agent`), tool,
+//! duration and outcome (ok, tool error, JSON-RPC error, child gone), and
+//! never its argument values; `calls` reads them back, also after a
+//! restart; `calls {follow}` streams new ones; `tools` carries per-tool
+//! figures. The child is `xy-test-stdio-raw` (a 2025 child: a 2025 client's
+//! calls take the bridge's raw fast path, a 2026 client's the translating
+//! `Value` path).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::client::{Era, Mcp};
+use super::{call, stdio_config, url};
+use crate::helper::{Client, DEADLINE, TestDaemon, free_port, testbin, wait_some};
+
+/// An argument value no record may hold.
+const SECRET: &str = "sk-live-4242-do-not-record";
+
+/// With an `mcp` probe: until xy lists every server's tools itself after
+/// each spawn (SPEC §20), the probe is what fills `tools`.
+fn raw_config(port: u16) -> String {
+    stdio_config(
+        &testbin("xy-test-stdio-raw"),
+        &[],
+        port,
+        "health {\n    mcp \"/mcp\"\n    interval \"200ms\"\n    start-period \"0s\"\n}\n",
+    )
+}
+
+/// The `calls` result's records for `params`.
+fn calls(d: &TestDaemon, params: Value) -> Vec<Value> {
+    d.result("calls", Some(params))["calls"]
+        .as_array()
+        .expect("calls is an array")
+        .clone()
+}
+
+/// Waits until `name` has `n` records; returns them.
+#[track_caller]
+fn wait_calls(d: &TestDaemon, name: &str, n: usize) -> Vec<Value> {
+    wait_some(&format!("{n} calls of {name}"), DEADLINE, || {
+        let got = calls(d, json!({"name": name}));
+        (got.len() >= n).then_some(got)
+    })
+}
+
+fn summary(r: &Value) -> (String, String, String) {
+    (
+        r["tool"].as_str().unwrap_or_default().to_owned(),
+        r["client"].as_str().unwrap_or("<none>").to_owned(),
+        r["outcome"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+#[test]
+fn every_outcome_is_recorded_with_its_client_in_both_eras_and_never_an_argument() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("rc", raw_config(port))]);
+    d.running_pid("rc");
+    let u = url(port);
+    let mut old = Mcp::connected(&u, Era::V2025);
+    let r = old.result("tools/call", call("echo", json!({"text": SECRET}), None));
+    assert_eq!(r["content"][0]["text"], SECRET);
+    let r = old.result("tools/call", call("fail", json!({"token": SECRET}), None));
+    assert_eq!(r["isError"], true);
+    let r = old.request("tools/call", call("reject", json!({"token": SECRET}), None));
+    assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
+    // A 2026 client naming itself in `_meta`, and one that does not (its
+    // User-Agent names it then).
+    let mut new = Mcp::new(&u, Era::V2026);
+    let mut p = call("echo", json!({"text": SECRET}), None);
+    p["_meta"] =
+        json!({"io.modelcontextprotocol/clientInfo": {"name": "agent-2026", "version": "7.1"}});
+    new.result("tools/call", p);
+    new.result("tools/call", call("fail", json!({"text": SECRET}), None));
+    // Not a call: not recorded.
+    new.result("tools/list", json!({}));
+    // The child exits without answering: the call fails and says so.
+    let r = old.request("tools/call", call("die", json!({"why": SECRET}), None));
+    assert_eq!(r.response()["error"]["code"], -32603, "{r:?}");
+
+    let got = wait_calls(&d, "rc", 6);
+    let ua = got[4]["client"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        ua.starts_with("ureq"),
+        "the User-Agent names a client that does not: {got:#?}"
+    );
+    let want = [
+        ("echo", "xy-stdio-test 1", "ok"),
+        ("fail", "xy-stdio-test 1", "tool_error"),
+        ("reject", "xy-stdio-test 1", "rpc_error"),
+        ("echo", "agent-2026 7.1", "ok"),
+        ("fail", ua.as_str(), "tool_error"),
+        ("die", "xy-stdio-test 1", "child_gone"),
+    ];
+    let seen: Vec<_> = got.iter().map(summary).collect();
+    let want: Vec<_> = want
+        .iter()
+        .map(|(t, c, o)| ((*t).to_owned(), (*c).to_owned(), (*o).to_owned()))
+        .collect();
+    // 2026's two calls went out one after the other, so did the rest.
+    let (mut s, mut w) = (seen.clone(), want.clone());
+    s.sort();
+    w.sort();
+    assert_eq!(s, w, "{got:#?}");
+    for r in &got {
+        assert_eq!(r["server"], "rc");
+        assert!(r["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
+        assert!(r["duration_us"].as_u64().is_some(), "{r}");
+    }
+    let text = serde_json::to_string(&got).unwrap();
+    assert!(!text.contains(SECRET), "an argument in the RPC: {text}");
+    // Nor on disk, wherever the records went.
+    let dir = d.env.state_dir().join("calls");
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(SECRET),
+            "an argument on disk"
+        );
+        files += 1;
+    }
+    assert!(files >= 1);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+
+    // Per-tool figures in `tools` (once the new child has been listed).
+    let tools = wait_some("echo in tools", DEADLINE, || {
+        let t = d.result("tools", Some(json!({"name": "rc"})));
+        t["current"]["tools"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == "echo").cloned())
+    });
+    assert_eq!(tools["calls"]["calls"], 2, "{tools}");
+    assert_eq!(tools["calls"]["errors"], 0, "{tools}");
+    assert!(
+        tools["calls"]["p99_us"].as_u64().unwrap() >= tools["calls"]["p50_us"].as_u64().unwrap()
+    );
+    let t = d.result("tools", Some(json!({"name": "rc"})));
+    let fail = t["current"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fail")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (
+            fail["calls"]["calls"].clone(),
+            fail["calls"]["errors"].clone()
+        ),
+        (json!(2), json!(2))
+    );
+
+    // `limit`, and an unknown server.
+    let last = calls(&d, json!({"name": "rc", "limit": 1}));
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0], got[5]);
+    assert_eq!(calls(&d, json!({})).len(), 6, "every server");
+    let e = d
+        .client()
+        .error("calls", Some(json!({"name": "nope"})), -32001);
+    assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
+}
+
+#[test]
+fn records_survive_a_restart_and_follow_streams_new_ones() {
+    let port = free_port();
+    let mut d = TestDaemon::start(&[("rf", raw_config(port))]);
+    d.running_pid("rf");
+    let mut c = Mcp::connected(&url(port), Era::V2025);
+    c.result("tools/call", call("echo", json!({"text": "one"}), None));
+    wait_calls(&d, "rf", 1);
+
+    // A follower: the backlog in the answer, then each new record once.
+    let mut f = Client::connect(&d.env.socket);
+    let r = f.result("calls", Some(json!({"name": "rf", "follow": true})));
+    let sub = r["subscription_id"].as_u64().expect("a subscription");
+    assert_eq!(r["calls"].as_array().unwrap().len(), 1);
+    c.result("tools/call", call("echo", json!({"text": "two"}), None));
+    c.result("tools/call", call("fail", json!({}), None));
+    let start = Instant::now();
+    let mut live: Vec<Value> = Vec::new();
+    while live.len() < 2 {
+        assert!(start.elapsed() < DEADLINE, "live records: {live:?}");
+        let v = f.recv();
+        if v["method"] == "call" {
+            assert_eq!(v["params"]["subscription_id"], sub);
+            live.push(v["params"]["call"].clone());
+        }
+    }
+    assert_eq!(
+        live.iter().map(summary).map(|s| s.2).collect::<Vec<_>>(),
+        ["ok", "tool_error"]
+    );
+    let r = f.result("calls_cancel", Some(json!({"subscription_id": sub})));
+    assert_eq!(r["cancelled"], true);
+    let end = loop {
+        let v = f.recv();
+        if v["method"] == "call_end" {
+            break v;
+        }
+    };
+    assert_eq!(end["params"]["reason"], "cancelled");
+
+    let before = wait_calls(&d, "rf", 3);
+    assert!(d.terminate().success());
+    let d = TestDaemon::start_in(d.take_env());
+    let after = calls(&d, json!({"name": "rf"}));
+    assert_eq!(after, before, "the records survive the restart");
+}
