@@ -212,6 +212,9 @@ impl Calls {
     /// async threads.
     pub fn read(&self, names: &[String], limit: usize) -> CallsRead {
         let mut out = CallsRead::default();
+        if limit == 0 {
+            return out;
+        }
         for name in names {
             let s = self.server(name);
             let Some(f) = &s.file else { continue };

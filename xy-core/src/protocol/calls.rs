@@ -46,6 +46,10 @@ pub struct CallsResult {
     /// `calls_cancel` takes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscription_id: Option<u64>,
+    /// Per server asked for: calls recorded since the daemon started
+    /// (`xyctl top`'s CALLS column; `limit: 0` asks for these alone).
+    #[serde(default)]
+    pub totals: std::collections::BTreeMap<String, u64>,
 }
 
 /// Params of `calls_cancel`: `{subscription_id}`.

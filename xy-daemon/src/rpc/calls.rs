@@ -52,9 +52,11 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             None
         };
         let calls = engine.calls().clone();
+        let totals = names.iter().map(|n| (n.clone(), calls.total(n))).collect();
         // Subscribed first: nothing recorded while the files are read is missed.
         let live = p.follow.then(|| calls.subscribe());
         let limit = p.limit();
+        // `limit: 0` (top's totals) reads no file.
         let read = match tokio::task::spawn_blocking(move || calls.read(&names, limit)).await {
             Ok(r) => r,
             Err(e) => {
@@ -70,6 +72,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             return ResponsePayload::success(CallsResult {
                 calls: read.calls,
                 subscription_id: None,
+                totals,
             });
         };
         let id = ctx.next_subscription_id();
@@ -77,6 +80,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         let (payload, written) = ResponsePayload::success(CallsResult {
             calls: read.calls,
             subscription_id: Some(id),
+            totals,
         })
         .notify_on_completion();
         let stream = Stream {
