@@ -302,4 +302,41 @@ mod tests {
         assert_eq!(r.tool.len(), MAX_FIELD);
         assert_eq!(r.client.as_ref().unwrap().len(), MAX_FIELD);
     }
+
+    /// The figures for the report (`cargo test -p xy-actors --release --lib
+    /// calls::tests::bench -- --ignored --nocapture`): bytes on disk for
+    /// 10,000 records, and what recording one costs the thread that does.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    #[allow(clippy::print_stderr)]
+    fn bench_recording_cost_and_disk_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("calls");
+        let calls = Calls::new(Some(dir.clone()));
+        let n = 10_000u32;
+        let start = std::time::Instant::now();
+        let at = SystemTime::now();
+        for i in 0..n {
+            calls.record_call(
+                "notes",
+                at,
+                Some("claude-code 2.0.14"),
+                if i % 3 == 0 { "search_notes" } else { "read_note" },
+                Duration::from_micros(u64::from(i % 5000) + 200),
+                if i % 50 == 0 { CallOutcome::ToolError } else { CallOutcome::Ok },
+            );
+        }
+        let took = start.elapsed();
+        calls.flush();
+        let bytes: u64 = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        eprintln!(
+            "calls bench: {n} records, {bytes} bytes on disk ({:.1} per record), {:.2} µs per record",
+            bytes as f64 / f64::from(n),
+            took.as_secs_f64() * 1e6 / f64::from(n)
+        );
+        assert!(bytes <= 2 * 1024 * 1024);
+    }
 }
