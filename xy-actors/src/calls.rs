@@ -321,9 +321,17 @@ mod tests {
                 "notes",
                 at,
                 Some("claude-code 2.0.14"),
-                if i % 3 == 0 { "search_notes" } else { "read_note" },
+                if i % 3 == 0 {
+                    "search_notes"
+                } else {
+                    "read_note"
+                },
                 Duration::from_micros(u64::from(i % 5000) + 200),
-                if i % 50 == 0 { CallOutcome::ToolError } else { CallOutcome::Ok },
+                if i % 50 == 0 {
+                    CallOutcome::ToolError
+                } else {
+                    CallOutcome::Ok
+                },
             );
         }
         let took = start.elapsed();
