@@ -967,6 +967,65 @@ mod tests {
     }
 
     #[test]
+    fn a_tracked_call_is_recorded_once_however_it_ends() {
+        let calls = crate::calls::Calls::new(None);
+        let mut feed = calls.subscribe();
+        let mut r = Router {
+            recorder: Some(Recorder {
+                calls: calls.clone(),
+                server: "s".into(),
+            }),
+            ..Router::default()
+        };
+        let start = |tool: &str| CallStart {
+            tool: tool.into(),
+            client: Some("c 1".into()),
+            at: std::time::SystemTime::now(),
+            arrived: tokio::time::Instant::now(),
+        };
+        let (a, _ra) = outbox();
+        let req = |id| json!({"jsonrpc":"2.0","id":id,"method":"tools/call"});
+        // The Value path: a tool error.
+        let m = r.forward(req(1), None, a.clone(), Answer::AsIs);
+        let id = m["id"].as_u64().unwrap();
+        r.track(id, start("v"));
+        r.on_child(json!({"jsonrpc":"2.0","id":id,"result":{"isError":true}}));
+        // The fast path: an error answer.
+        let fast = r.forward_raw(json!(2), Some("x".into()), a.clone());
+        r.track(fast, start("raw"));
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":{fast},"error":{{"code":-1,"message":"m"}}}}"#);
+        let (id, at, said) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(r.answer_raw(id, line.as_bytes(), &at, said));
+        // The child goes away; a 2026 client closes its stream.
+        let m = r.forward(req(3), Some("x".into()), a.clone(), Answer::AsIs);
+        r.track(m["id"].as_u64().unwrap(), start("gone"));
+        r.fail_all("restarting");
+        let (b, rb) = outbox();
+        let m = r.forward(req(4), None, b, Answer::AsIs);
+        r.track(m["id"].as_u64().unwrap(), start("closed"));
+        drop(rb);
+        r.prune();
+        // Not tracked (not a call): not recorded.
+        let m = r.forward(req(5), None, a, Answer::AsIs);
+        r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{}}));
+        let mut got = Vec::new();
+        while let Ok(c) = feed.try_recv() {
+            got.push((c.record.tool.clone(), c.record.outcome));
+        }
+        assert_eq!(
+            got,
+            [
+                ("v".to_owned(), CallOutcome::ToolError),
+                ("raw".to_owned(), CallOutcome::RpcError),
+                ("gone".to_owned(), CallOutcome::ChildGone),
+                ("closed".to_owned(), CallOutcome::RpcError),
+            ]
+        );
+        assert_eq!(calls.total("s"), 4);
+    }
+
+    #[test]
     fn own_answers_are_handed_back() {
         let mut r = Router::default();
         let id = r.own_id();
