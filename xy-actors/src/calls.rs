@@ -221,11 +221,13 @@ impl Calls {
             let (calls, cutoff) = f.read(limit);
             out.calls.extend(calls);
             out.cutoff.insert(name.clone(), cutoff);
+            // Written in the order answered; shown in the order they
+            // arrived. Cut after each server: at most 2 × `limit` records
+            // are held, however many servers there are.
+            out.calls.sort_by(|a, b| a.ts.cmp(&b.ts));
+            let skip = out.calls.len().saturating_sub(limit);
+            out.calls.drain(..skip);
         }
-        // Written in the order answered; shown in the order they arrived.
-        out.calls.sort_by(|a, b| a.ts.cmp(&b.ts));
-        let skip = out.calls.len().saturating_sub(limit);
-        out.calls.drain(..skip);
         out
     }
 

@@ -214,3 +214,43 @@ fn records_survive_a_restart_and_follow_streams_new_ones() {
     let after = calls(&d, json!({"name": "rf"}));
     assert_eq!(after, before, "the records survive the restart");
 }
+
+/// The ring on disk stays within 2 MiB per server however many calls come,
+/// and keeps at least the last 10,000: 12,050 real calls through the
+/// bridge (the load generator's warm-up included).
+#[test]
+fn the_files_stay_bounded_under_twelve_thousand_calls() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("rb", raw_config(port))]);
+    d.running_pid("rb");
+    let out = std::process::Command::new(testbin("xy-mcp-load"))
+        .args(["http", &port.to_string(), "/mcp", "latency", "12000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "xy-mcp-load: {out:?}");
+    let got = wait_some("the last 10,000 calls", DEADLINE, || {
+        let r = d.result("calls", Some(json!({"name": "rb", "limit": 20_000})));
+        let n = r["calls"].as_array().map_or(0, Vec::len);
+        (r["totals"]["rb"] == 12_050 && n >= 10_000).then_some(r)
+    });
+    let calls = got["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 10_000, "the limit is capped at 10,000");
+    assert!(calls.iter().all(|c| c["tool"] == "echo" && c["outcome"] == "ok"));
+    let dir = d.env.state_dir().join("calls");
+    let bytes: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(bytes <= 2 * 1024 * 1024, "{bytes} bytes on disk");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.contains(&"rb.jsonl.1".to_owned()), "rotated: {names:?}");
+    let t = d.result("tools", Some(json!({"name": "rb"})));
+    let echo = t["current"]["tools"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["name"] == "echo").cloned())
+        .expect("echo listed");
+    assert_eq!(echo["calls"]["calls"], 12_050, "{echo}");
+}
