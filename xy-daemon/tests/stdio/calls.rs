@@ -235,7 +235,11 @@ fn the_files_stay_bounded_under_twelve_thousand_calls() {
     });
     let calls = got["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 10_000, "the limit is capped at 10,000");
-    assert!(calls.iter().all(|c| c["tool"] == "echo" && c["outcome"] == "ok"));
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["tool"] == "echo" && c["outcome"] == "ok")
+    );
     let dir = d.env.state_dir().join("calls");
     let bytes: u64 = std::fs::read_dir(&dir)
         .unwrap()
@@ -246,11 +250,76 @@ fn the_files_stay_bounded_under_twelve_thousand_calls() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(names.contains(&"rb.jsonl.1".to_owned()), "rotated: {names:?}");
+    assert!(
+        names.contains(&"rb.jsonl.1".to_owned()),
+        "rotated: {names:?}"
+    );
     let t = d.result("tools", Some(json!({"name": "rb"})));
     let echo = t["current"]["tools"]
         .as_array()
         .and_then(|ts| ts.iter().find(|t| t["name"] == "echo").cloned())
         .expect("echo listed");
     assert_eq!(echo["calls"]["calls"], 12_050, "{echo}");
+}
+
+/// A `calls -f` follower that never reads is dropped (`call_end {reason:
+/// "lagged"}` waits at the end of what it did not read), while the daemon
+/// and a follower that reads carry on with every record.
+#[test]
+fn a_follower_that_never_reads_is_dropped_and_the_others_get_every_record() {
+    use std::io::{BufRead, BufReader, Write};
+    let port = free_port();
+    let d = TestDaemon::start(&[("rl", raw_config(port))]);
+    d.running_pid("rl");
+    let follow = json!({"jsonrpc": "2.0", "id": 1, "method": "calls",
+        "params": {"name": "rl", "limit": 0, "follow": true}});
+    let mut stuck = std::os::unix::net::UnixStream::connect(&d.env.socket).unwrap();
+    stuck.write_all(format!("{follow}\n").as_bytes()).unwrap();
+    let mut reader = Client::connect(&d.env.socket);
+    let sub = reader.result("calls", Some(follow["params"].clone()))["subscription_id"].clone();
+    // The reading follower reads while the calls are made.
+    let reading = std::thread::spawn(move || {
+        let mut seen = 0;
+        while seen < 5050 {
+            let v = reader.recv();
+            assert_ne!(
+                v["method"], "call_end",
+                "the reading follower was dropped: {v}"
+            );
+            if v["method"] == "call" {
+                assert_eq!(v["params"]["subscription_id"], sub);
+                seen += 1;
+            }
+        }
+        seen
+    });
+    let out = std::process::Command::new(testbin("xy-mcp-load"))
+        .args(["http", &port.to_string(), "/mcp", "latency", "5000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "xy-mcp-load: {out:?}");
+    assert_eq!(reading.join().unwrap(), 5050);
+    // The daemon answers at once meanwhile.
+    assert_eq!(
+        d.result("calls", Some(json!({"limit": 0})))["totals"]["rl"],
+        5050
+    );
+    // What the stuck follower finds once it reads: records, then its end.
+    stuck.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut lines = BufReader::new(stuck).lines();
+    let start = Instant::now();
+    let mut records = 0;
+    let end = loop {
+        assert!(start.elapsed() < DEADLINE * 2, "no call_end");
+        let line = lines.next().expect("a line").expect("read");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["method"] == "call_end" {
+            break v;
+        }
+        if v["method"] == "call" {
+            records += 1;
+        }
+    };
+    assert_eq!(end["params"]["reason"], "lagged", "{end}");
+    assert!(records < 5050, "dropped before the end: {records} records");
 }
