@@ -24,6 +24,7 @@ mod era;
 mod handshake;
 pub(crate) mod http;
 pub(crate) mod raw;
+mod record;
 pub(crate) mod route;
 mod sessions;
 
@@ -33,8 +34,10 @@ use child::{ChildLink, FromChild, line_of};
 use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
+use record::{CallStart, Recorder};
 use route::{META_SUBSCRIPTION, Outbox, Router, error};
 use sessions::Sessions;
+use xy_core::protocol::mcp::CallOutcome;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
@@ -55,6 +58,12 @@ pub(crate) struct Post {
     pub(crate) era2026: bool,
     pub(crate) outbox: Outbox,
     pub(crate) ack: oneshot::Sender<Ack>,
+    /// When it arrived (a call record's time and duration, SPEC §20).
+    pub(crate) at: std::time::SystemTime,
+    pub(crate) arrived: Instant,
+    /// Its `User-Agent` header: the client of a call record when the
+    /// client does not name itself.
+    pub(crate) user_agent: Option<hyper::header::HeaderValue>,
 }
 
 /// How the HTTP side should answer.
@@ -95,6 +104,7 @@ pub(crate) enum BridgeMsg {
         id: u64,
         line: Vec<u8>,
         at: std::ops::Range<usize>,
+        said: raw::Said,
     },
     /// The child's stdout closed.
     ChildEof { run: u64 },
@@ -143,6 +153,8 @@ pub(crate) struct BridgeArgs {
     pub(crate) owner: Box<dyn Owner>,
     /// `on-demand { idle-stop }`, if configured.
     pub(crate) idle_stop: Option<Duration>,
+    /// Where its `tools/call`s are recorded (SPEC §20).
+    pub(crate) calls: crate::calls::Calls,
 }
 
 /// See the module docs.
@@ -190,6 +202,11 @@ impl Actor for BridgeActor {
         args: BridgeArgs,
     ) -> Result<BridgeState, ActorProcessingErr> {
         myself.send_interval(Duration::from_secs(1), || BridgeMsg::Tick);
+        let mut router = Router::default();
+        router.recorder = Some(Recorder {
+            calls: args.calls,
+            server: args.name.as_str().into(),
+        });
         Ok(BridgeState {
             name: args.name,
             port: args.port,
@@ -200,7 +217,7 @@ impl Actor for BridgeActor {
             listening: None,
             child: None,
             hs: Handshake::default(),
-            router: Router::default(),
+            router,
             sessions: Sessions::default(),
             waiting: VecDeque::new(),
             waiting_bytes: 0,
@@ -260,9 +277,15 @@ impl Actor for BridgeActor {
                     st.on_child(&myself, msg);
                 }
             }
-            BridgeMsg::ChildAnswer { run, id, line, at } => {
+            BridgeMsg::ChildAnswer {
+                run,
+                id,
+                line,
+                at,
+                said,
+            } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run)
-                    && !st.router.answer_raw(id, &line, &at)
+                    && !st.router.answer_raw(id, &line, &at, said)
                     && let Ok(msg) = serde_json::from_slice::<Value>(&line)
                 {
                     st.on_child(&myself, msg);
@@ -384,7 +407,13 @@ impl BridgeState {
         let deliver = move |from: FromChild| {
             let msg = match from {
                 FromChild::Line(msg) => BridgeMsg::ChildLine { run, msg },
-                FromChild::Answer { id, line, at } => BridgeMsg::ChildAnswer { run, id, line, at },
+                FromChild::Answer { id, line, at, said } => BridgeMsg::ChildAnswer {
+                    run,
+                    id,
+                    line,
+                    at,
+                    said,
+                },
                 FromChild::Eof => BridgeMsg::ChildEof { run },
             };
             me.cast(msg).is_ok()
@@ -473,7 +502,8 @@ impl BridgeState {
     fn close(&mut self, why: &str) {
         let message = format!("xy: server {} stopped ({why})", self.name);
         self.router.close_all(&message);
-        for (_, p) in self.waiting.drain(..) {
+        for (_, p) in std::mem::take(&mut self.waiting) {
+            self.unsent(&p, CallOutcome::ChildGone);
             let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
             let _ = p.ack.send(Ack::Exchange { session: None });
             let _ = p.outbox.try_send(error(&id, -32603, &message, None).into());
@@ -648,9 +678,17 @@ impl BridgeState {
             self.last_activity = Instant::now();
         }
         if !self.room(raw.bytes.len()) {
+            if let Some(tool) = &raw.tool {
+                let call = self.call_start(&p, tool, None);
+                self.record_now(&call, CallOutcome::RpcError);
+            }
             self.busy(p, &raw.id);
             return;
         }
+        let call = raw
+            .tool
+            .as_ref()
+            .map(|tool| self.call_start(&p, tool, None));
         let Post {
             session,
             outbox,
@@ -658,6 +696,9 @@ impl BridgeState {
             ..
         } = *p;
         let child_id = self.router.forward_raw(raw.id.clone(), session, outbox);
+        if let Some(call) = call {
+            self.router.track(child_id, call);
+        }
         // The line first: the writer task then runs before the HTTP task
         // that waits for the ack.
         self.write_request(child_id, raw.line(child_id));
@@ -685,12 +726,14 @@ impl BridgeState {
             Hs::Ready => {}
             Hs::Broken(why) => {
                 let m = format!("xy: server {} cannot be reached: {why}", self.name);
+                self.unsent(&p, CallOutcome::ChildGone);
                 self.reply(p, error(id, -32603, &m, None), None);
                 return;
             }
             Hs::Detached | Hs::Discovering(_) | Hs::Initializing(_) => {
                 if self.child.is_some() || self.child_expected() {
                     if self.waiting_bytes + p.size as u64 > STDIN_BUDGET {
+                        self.unsent(&p, CallOutcome::RpcError);
                         self.busy(p, id);
                         return;
                     }
@@ -702,6 +745,7 @@ impl BridgeState {
                 } else {
                     let state = self.owner.state();
                     let m = format!("xy: server {} is {state}", self.name);
+                    self.unsent(&p, CallOutcome::ChildGone);
                     self.reply(p, error(id, -32603, &m, None), None);
                 }
                 return;
@@ -721,6 +765,9 @@ impl BridgeState {
             if let Some(evicted) = self.sessions.insert(session.clone(), Instant::now()) {
                 self.router.end_session(&evicted);
             }
+            if let Some(client) = record::client_name(p.msg.pointer("/params/clientInfo")) {
+                self.sessions.set_client(&session, client);
+            }
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
             self.reply(p, answer, Some(session));
             return;
@@ -728,6 +775,7 @@ impl BridgeState {
         if !p.era2026 && !child_2025 {
             let requested = p.msg.pointer("/params/protocolVersion").cloned();
             let e = self.hs.era.unsupported(id, requested);
+            self.unsent(&p, CallOutcome::RpcError);
             self.reply(p, e, None);
             return;
         }
@@ -754,12 +802,23 @@ impl BridgeState {
             return;
         }
         if !self.room(p.size) {
+            self.unsent(&p, CallOutcome::RpcError);
             self.busy(p, id);
             return;
         }
+        let call = (method == "tools/call")
+            .then(|| record::tool_of(&p.msg).map(str::to_owned))
+            .flatten()
+            .map(|tool| {
+                let client = record::meta_client(&p.msg);
+                self.call_start(&p, &tool, client)
+            });
         let (msg, answer) = self.hs.era.translate(p.era2026, method, id, p.msg);
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
         let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
+        if let Some(call) = call {
+            self.router.track(child_id, call);
+        }
         self.write_request(child_id, line_of(&msg));
         let _ = p.ack.send(Ack::Exchange { session: None });
     }
@@ -768,6 +827,49 @@ impl BridgeState {
     fn reply(&self, p: Box<Post>, msg: Value, session: Option<String>) {
         let _ = p.ack.send(Ack::Exchange { session });
         let _ = p.outbox.try_send(msg.into());
+    }
+
+    /// The record-to-be of a `tools/call` of `tool` that came in `p`;
+    /// `client` is what a 2026 request said of itself.
+    fn call_start(&self, p: &Post, tool: &str, client: Option<std::sync::Arc<str>>) -> CallStart {
+        let client = client
+            .or_else(|| {
+                p.session
+                    .as_deref()
+                    .and_then(|s| self.sessions.client(s))
+                    .cloned()
+            })
+            .or_else(|| {
+                p.user_agent
+                    .as_ref()
+                    .and_then(|ua| ua.to_str().ok())
+                    .map(Into::into)
+            });
+        CallStart {
+            tool: tool.to_owned(),
+            client,
+            at: p.at,
+            arrived: p.arrived,
+        }
+    }
+
+    /// Records a call that ends now without an answer from the child.
+    fn record_now(&self, call: &CallStart, outcome: CallOutcome) {
+        if let Some(r) = &self.router.recorder {
+            r.finish(call, outcome);
+        }
+    }
+
+    /// If `p` (parsed) is a `tools/call`, records that xy answered it
+    /// itself, with `outcome`, before any child saw it.
+    fn unsent(&self, p: &Post, outcome: CallOutcome) {
+        if p.msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return;
+        }
+        if let Some(tool) = record::tool_of(&p.msg) {
+            let call = self.call_start(p, tool, record::meta_client(&p.msg));
+            self.record_now(&call, outcome);
+        }
     }
 
     fn tick(&mut self) {
@@ -785,11 +887,12 @@ impl BridgeState {
         }
         let expect = self.child_expected() || self.child.is_some();
         let mut keep = VecDeque::new();
-        for (deadline, p) in self.waiting.drain(..) {
+        for (deadline, p) in std::mem::take(&mut self.waiting) {
             if p.outbox.is_closed() {
                 continue;
             }
             if now >= deadline || !expect {
+                self.unsent(&p, CallOutcome::ChildGone);
                 let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
                 let state = self.owner.state();
                 let m = format!(

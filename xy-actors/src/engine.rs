@@ -58,6 +58,8 @@ struct Inner {
     events: crate::events::EventBus,
     /// Bytes a log follower may have waiting before it lags.
     follow_bytes: usize,
+    /// Every server's call records (SPEC §20).
+    calls: crate::calls::Calls,
     /// A server whose reload step fails on purpose (unit tests).
     #[cfg(test)]
     reload_fault: std::sync::Mutex<Option<String>>,
@@ -93,6 +95,7 @@ impl Engine {
             }
         }
         let events = crate::events::EventBus::new(opts.event_buffer);
+        let calls = crate::calls::Calls::new(opts.calls_dir.clone());
         // `autostart #false` servers stay `stopped` until started by hand.
         let boot: Vec<String> = configs
             .servers
@@ -103,6 +106,7 @@ impl Engine {
         let follow_bytes = opts.follow_bytes;
         let args = RootArgs {
             events: events.clone(),
+            calls: calls.clone(),
             configs,
             sinks: SinkSettings {
                 log_dir: opts.log_dir,
@@ -126,6 +130,7 @@ impl Engine {
                 scanning: tokio::sync::Mutex::const_new(()),
                 events,
                 follow_bytes,
+                calls,
                 #[cfg(test)]
                 reload_fault: std::sync::Mutex::default(),
             }),
@@ -238,10 +243,41 @@ impl Engine {
             .await
         })
         .await?;
-        all.into_iter()
+        let mut tools = all
+            .into_iter()
             .next()
             .map(|(_, v)| v)
-            .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))
+            .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))?;
+        self.add_call_figures(&mut tools);
+        Ok(tools)
+    }
+
+    /// Fills each current tool's call figures (SPEC §20).
+    fn add_call_figures(&self, tools: &mut xy_core::protocol::mcp::ToolsResult) {
+        if let Some(current) = &mut tools.current {
+            self.inner.calls.fill(&tools.name, &mut current.tools);
+        }
+    }
+
+    /// The servers whose calls `calls {name?}` reads: `name` (an unknown
+    /// one fails as for `status`), or every configured server.
+    pub async fn call_servers(&self, name: Option<&str>) -> Result<Vec<String>, EngineError> {
+        let target = match name {
+            Some(n) => TargetParams::one(n),
+            None => TargetParams::all(),
+        };
+        Ok(self
+            .select(&target)
+            .await?
+            .into_iter()
+            .map(|s| s.name)
+            .collect())
+    }
+
+    /// Every server's call records (SPEC §20): the `calls` RPC reads them,
+    /// the gateway and the firewall record through it.
+    pub fn calls(&self) -> &crate::calls::Calls {
+        &self.inner.calls
     }
 
     /// Starts servers; returns once each is spawned or failed to spawn.

@@ -11,6 +11,7 @@
 
 mod atomic_file;
 mod bridge;
+mod calls;
 mod config_actor;
 mod edge;
 mod engine;
@@ -27,6 +28,7 @@ mod secrets;
 mod server;
 mod supervisor;
 
+pub use calls::{Calls, CallsRead, LiveCall};
 pub use edge::AcceptBackoff;
 pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};

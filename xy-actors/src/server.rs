@@ -221,6 +221,8 @@ pub(crate) struct ServerArgs {
     pub(crate) tools_dir: Option<std::path::PathBuf>,
     /// Where transitions and health changes are announced (SPEC §15).
     pub(crate) events: EventBus,
+    /// Where its bridge records calls (SPEC §20).
+    pub(crate) calls: crate::calls::Calls,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -284,6 +286,8 @@ pub(crate) struct ServerActorState {
     down: bool,
     /// Every recorded transition and health change is published here too.
     events: EventBus,
+    /// Handed to its bridge.
+    calls: crate::calls::Calls,
     /// A stdio server's bridge (SPEC §13); `None` for HTTP servers.
     bridge: Option<stdio::BridgeLink>,
     /// Whether any start reached this actor (an on-demand server's first
@@ -388,6 +392,7 @@ impl Actor for ServerActor {
             hooks: crate::hooks::Hooks::default(),
             down: false,
             events: args.events,
+            calls: args.calls,
             bridge: None,
             started_once: false,
         };

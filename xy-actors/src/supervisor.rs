@@ -125,6 +125,8 @@ pub(crate) struct RootArgs {
     /// Where each server's tool ledger lives (SPEC §12).
     pub(crate) tools_dir: Option<PathBuf>,
     pub(crate) events: EventBus,
+    /// Where every server's calls are recorded (SPEC §20).
+    pub(crate) calls: crate::calls::Calls,
 }
 
 /// The root's state.
@@ -140,6 +142,8 @@ pub(crate) struct RootState {
     spawner: Arc<dyn ChildSpawner>,
     /// Handed to every ServerActor (and its successors after a panic).
     events: EventBus,
+    /// Likewise.
+    calls: crate::calls::Calls,
 }
 
 /// See the module docs.
@@ -161,6 +165,7 @@ impl Actor for RootSupervisor {
             spawner,
             tools_dir,
             events,
+            calls,
         } = args;
         let servers: Vec<ServerConfig> = configs.servers.values().cloned().collect();
         let dir = configs.dir.clone();
@@ -185,6 +190,7 @@ impl Actor for RootSupervisor {
             spawner,
             tools_dir,
             events,
+            calls,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -427,6 +433,7 @@ impl RootState {
             snapshot,
             tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
+            calls: self.calls.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(

@@ -84,6 +84,9 @@ pub(crate) enum Command {
     Logs(LogsArgs),
     /// Print state, health, tools and config changes as they happen, until Ctrl-C.
     Events(EventsArgs),
+    /// Show the recorded tool calls (time, client, tool, duration, outcome;
+    /// never arguments), oldest first; `-f` keeps printing new ones.
+    Calls(CallsArgs),
     /// Full-screen dashboard: every server live, its logs, start/stop/restart.
     Top,
     /// Start, stop or inspect the daemon itself.
@@ -162,6 +165,23 @@ pub(crate) struct EventsArgs {
     /// Servers to watch; none means every server (also ones added later).
     pub(crate) names: Vec<String>,
     /// One JSON object per line: the `event` notifications' params, verbatim.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `calls`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CallsArgs {
+    /// Only this server's calls; none means every server's.
+    pub(crate) name: Option<String>,
+    /// Keep printing new calls until Ctrl-C.
+    #[arg(long, short = 'f')]
+    pub(crate) follow: bool,
+    /// The newest N calls first (at most 10000).
+    #[arg(long, short = 'n', value_name = "N", default_value_t = xy_core::protocol::CALLS_DEFAULT_LIMIT)]
+    pub(crate) limit: u32,
+    /// The daemon's JSON: the `calls` result on one line, then with `-f`
+    /// one `call` notification's params per line.
     #[arg(long)]
     pub(crate) json: bool,
 }

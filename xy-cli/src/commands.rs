@@ -6,6 +6,7 @@ use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 
 pub(crate) mod add;
+pub(crate) mod calls;
 pub(crate) mod clients;
 pub(crate) mod completions;
 pub(crate) mod config;
@@ -32,6 +33,7 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Reload(j) => reload::run(ctx, j.json),
         Command::Logs(args) => logs::run(ctx, &args),
         Command::Events(args) => events::run(ctx, &args),
+        Command::Calls(args) => calls::run(ctx, &args),
         Command::Top => crate::top::run(ctx),
         Command::Daemon(cmd) => daemon::run(ctx, &cmd),
         Command::Config(cmd) => config::run(ctx, cmd),

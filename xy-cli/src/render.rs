@@ -2,6 +2,7 @@
 //! `xyctl` prints, given a [`Style`]. No I/O here, so every output is
 //! snapshot-tested with fixed inputs.
 
+mod calls;
 mod columns;
 mod control;
 mod daemon;
@@ -13,6 +14,7 @@ mod status;
 mod style;
 mod tools;
 
+pub(crate) use calls::{CallColumns, render_calls};
 pub(crate) use control::{render_reload, render_restart, render_start, render_stop};
 pub(crate) use daemon::render_daemon_status;
 pub(crate) use events::render_event;

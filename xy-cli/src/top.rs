@@ -20,8 +20,8 @@ use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers
 use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::{Terminal, backend::CrosstermBackend};
 use xy_core::protocol::{
-    EventNotification, EventsParams, EventsResult, ListEntry, LogNotification, LogsParams,
-    LogsResult, StartResult, StopResult, TargetParams, method,
+    CallsParams, CallsResult, EventNotification, EventsParams, EventsResult, ListEntry,
+    LogNotification, LogsParams, LogsResult, StartResult, StopResult, TargetParams, method,
 };
 
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
@@ -158,7 +158,23 @@ fn restore() {
 
 fn sample(c: &mut Client) -> Result<Vec<Row>, ClientError> {
     let entries: Vec<ListEntry> = c.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
-    Ok(entries.iter().map(Row::from_entry).collect())
+    let mut rows: Vec<Row> = entries.iter().map(Row::from_entry).collect();
+    // The CALLS column: counts only (no record is read). A daemon from
+    // before call records refuses the method: the column shows `-`.
+    let totals = CallsParams {
+        limit: Some(0),
+        ..CallsParams::default()
+    };
+    match c.call::<_, CallsResult>(method::CALLS, Some(&totals), READ_TIMEOUT) {
+        Ok(r) => {
+            for row in &mut rows {
+                row.calls = r.totals.get(&row.name).copied();
+            }
+        }
+        Err(ClientError::Rpc(_)) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(rows)
 }
 
 fn subscribe_events(mut c: Client) -> Result<(Client, u64), ClientError> {

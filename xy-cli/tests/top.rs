@@ -395,3 +395,49 @@ fn top_in_a_real_80x24_terminal() {
     signal(pid, 15);
     t.wait_screen("the prompt back after SIGTERM", prompt_back);
 }
+
+/// The last column of `name`'s row: CALLS.
+fn calls_cell(screen: &str, name: &str) -> Option<String> {
+    row(screen, name).and_then(|r| r.last().map(|c| (*c).to_owned()))
+}
+
+/// SPEC §20: top's CALLS column counts the tool calls through xy since the
+/// daemon started, updated by the once-a-second sample.
+#[test]
+fn tops_calls_column_counts_calls_through_xy() {
+    let h = Home::with_xdg("xyk");
+    let port = xy_testbins::locate::free_port();
+    let raw = xy_testbins::locate::testbin("xy-test-stdio-raw");
+    h.write_config(
+        "bridged",
+        &format!(
+            "command \"{}\"\ntransport \"stdio\"\nport {port}\nstop {{\n    grace \"2s\"\n}}\n",
+            raw.display()
+        ),
+    );
+    h.run(&["daemon", "start"]).ok();
+    support::wait_for(DEADLINE, "bridged running", || {
+        h.state_of("bridged").as_deref() == Some("running")
+    });
+    let Some(t) = Tmux::start(&h.env()) else {
+        return;
+    };
+    t.wait_screen("the shell prompt", |s| s.contains("xy-prompt$"));
+    t.keys(&[&format!("{XYCTL} top"), "Enter"]);
+    let s = t.wait_screen("the CALLS column at 0", |s| {
+        calls_cell(s, "bridged").as_deref() == Some("0")
+    });
+    let header = s.lines().nth(1).unwrap_or_default();
+    assert!(header.trim_end().ends_with("CALLS"), "{s}");
+    // `xy-mcp-load` makes 50 warm-up calls and then the 5 it times.
+    let out = Command::new(xy_testbins::locate::testbin("xy-mcp-load"))
+        .args(["http", &port.to_string(), "/mcp", "latency", "5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "xy-mcp-load: {out:?}");
+    t.wait_screen("55 calls", |s| {
+        calls_cell(s, "bridged").as_deref() == Some("55")
+    });
+    t.keys(&["q"]);
+    t.wait_screen("the prompt back after q", prompt_back);
+}

@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 mod events;
 pub use events::*;
+mod calls;
+pub use calls::*;
 mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
 mod secrets;
@@ -71,9 +73,17 @@ pub mod method {
     pub const EVENT: &str = "event";
     /// Notification closing an event stream ([`super::EventEndNotification`]).
     pub const EVENT_END: &str = "event_end";
+    /// `calls {name?, limit?, follow?}` → [`super::CallsResult`], then `call` notifications
+    pub const CALLS: &str = "calls";
+    /// `calls_cancel {subscription_id}` → [`super::CallsCancelResult`]
+    pub const CALLS_CANCEL: &str = "calls_cancel";
+    /// Notification carrying one call record ([`super::CallNotification`]).
+    pub const CALL: &str = "call";
+    /// Notification closing a calls stream ([`super::CallEndNotification`]).
+    pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 15] = [
         LIST,
         STATUS,
         START,
@@ -87,6 +97,8 @@ pub mod method {
         DAEMON_STATUS,
         SHUTDOWN,
         TOOLS,
+        CALLS,
+        CALLS_CANCEL,
     ];
 }
 

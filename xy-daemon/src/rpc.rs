@@ -16,6 +16,7 @@ use xy_core::protocol::{BootPhase, BootProgress, ErrorCode, RpcError};
 
 use crate::transport::{Conn, Handlers};
 
+mod calls;
 mod config;
 mod daemon;
 mod error;
@@ -146,6 +147,7 @@ pub(crate) fn module(ctx: Arc<DaemonCtx>) -> Handlers {
     config::register(&mut m);
     logs::register(&mut m);
     events::register(&mut m);
+    calls::register(&mut m);
     daemon::register(&mut m);
     let mut handlers = Handlers::from(jsonrpsee::Methods::from(m));
     servers::register_direct(&mut handlers, &ctx);

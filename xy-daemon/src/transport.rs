@@ -77,6 +77,7 @@ impl From<Box<RawValue>> for OutLine {
 pub(crate) enum StreamKind {
     Logs,
     Events,
+    Calls,
 }
 
 /// One client connection, as RPC methods see it (`Extensions` entry).

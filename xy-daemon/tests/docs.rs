@@ -172,7 +172,7 @@ fn every_request_in_protocol_md_works_as_documented() {
                         assert_eq!(got["params"][k], doc["params"][k], "{}", e.request);
                     }
                 }
-                if method == "log_end" || method == "event_end" {
+                if method == "log_end" || method == "event_end" || method == "call_end" {
                     assert_eq!(
                         got["params"]["reason"], doc["params"]["reason"],
                         "{}",

@@ -6,6 +6,7 @@
 
 mod audit;
 mod bounds;
+mod calls;
 mod client;
 mod restart;
 

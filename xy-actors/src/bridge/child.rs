@@ -60,6 +60,8 @@ pub(crate) enum FromChild {
         id: u64,
         line: Vec<u8>,
         at: std::ops::Range<usize>,
+        /// How it ends its call (a call record's outcome).
+        said: raw::Said,
     },
     /// Stdout closed.
     Eof,
@@ -259,9 +261,9 @@ async fn read_lines(
         let len = buf.trim_ascii_end().len();
         buf.truncate(len);
         // An answer goes on unparsed; the actor decides (D49).
-        if let Some((id, at)) = raw::answer_id(&buf) {
+        if let Some((id, at, said)) = raw::answer_id(&buf) {
             let line = std::mem::replace(&mut buf, Vec::with_capacity(256));
-            if !deliver(FromChild::Answer { id, line, at }) {
+            if !deliver(FromChild::Answer { id, line, at, said }) {
                 return;
             }
             continue;

@@ -261,6 +261,9 @@ fn drain(body: Incoming) {
 }
 
 async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> Response<OutBody> {
+    // A call's duration runs from here (SPEC §20: arrival at xy).
+    let (at, arrived) = (std::time::SystemTime::now(), tokio::time::Instant::now());
+    let user_agent = req.headers().get(header::USER_AGENT).cloned();
     let too_large = || {
         rpc_error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -349,6 +352,9 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
         era2026,
         outbox: tx,
         ack: ack_tx,
+        at,
+        arrived,
+        user_agent,
     };
     if ep.actor.cast(BridgeMsg::Post(Box::new(post))).is_err() {
         return rpc_error(

@@ -12,6 +12,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::raw;
+use super::record::{CallStart, Recorder};
+use xy_core::protocol::mcp::CallOutcome;
 
 /// The `_meta` key of a 2026-era request's protocol version.
 pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -117,6 +119,8 @@ struct Pending {
     session: Option<String>,
     /// Where its answer and its request-scoped messages go.
     outbox: Outbox,
+    /// A `tools/call`: recorded when it ends (SPEC §20).
+    call: Option<Box<CallStart>>,
 }
 
 /// A request the child sent to a client.
@@ -166,9 +170,27 @@ pub(crate) struct Router {
     /// xy's id for a server-to-client request → the child's id.
     s2c: HashMap<String, ServerRequest>,
     listeners: HashMap<u64, Listener>,
+    /// Where calls are recorded (`None`: not at all, unit tests).
+    pub(crate) recorder: Option<Recorder>,
 }
 
 impl Router {
+    /// Marks the forwarded request `id` as a call to record when it ends.
+    pub(crate) fn track(&mut self, id: u64, call: CallStart) {
+        if self.recorder.is_some()
+            && let Some(p) = self.pending.get_mut(&id)
+        {
+            p.call = Some(Box::new(call));
+        }
+    }
+
+    /// Records the end of a tracked call.
+    fn ended(&self, p: &Pending, outcome: CallOutcome) {
+        if let (Some(call), Some(r)) = (&p.call, &self.recorder) {
+            r.finish(call, outcome);
+        }
+    }
+
     /// Number of requests waiting for the child.
     pub(crate) fn in_flight(&self) -> usize {
         self.pending.len()
@@ -218,6 +240,7 @@ impl Router {
                 token,
                 session,
                 outbox,
+                call: None,
             },
         );
         msg
@@ -240,6 +263,7 @@ impl Router {
                 token: None,
                 session,
                 outbox,
+                call: None,
             },
         );
         id
@@ -249,7 +273,13 @@ impl Router {
     /// `id` (its id at `at`): sent on as bytes with the client's id, when
     /// the answer goes as is. `false`: the `Value` path must route it
     /// (xy's own request, a translated answer, an unknown id).
-    pub(crate) fn answer_raw(&mut self, id: u64, line: &[u8], at: &Range<usize>) -> bool {
+    pub(crate) fn answer_raw(
+        &mut self,
+        id: u64,
+        line: &[u8],
+        at: &Range<usize>,
+        said: raw::Said,
+    ) -> bool {
         if self
             .pending
             .get(&id)
@@ -266,6 +296,7 @@ impl Router {
         let client_id = serde_json::to_vec(&p.client_id).unwrap_or_default();
         let bytes = raw::with_id(line, at, &client_id);
         let _ = p.outbox.try_send(Out::Answer(Bytes::from(bytes)));
+        self.ended(&p, said.into());
         true
     }
 
@@ -347,13 +378,22 @@ impl Router {
     pub(crate) fn prune(&mut self) -> Vec<u64> {
         self.listeners.retain(|_, l| !l.outbox.is_closed());
         let mut cancelled = Vec::new();
+        let mut gone = Vec::new();
         self.pending.retain(|id, p| {
             let open = !p.outbox.is_closed();
             if !open && p.session.is_none() {
                 cancelled.push(*id);
+                gone.extend(p.call.take());
             }
             open
         });
+        // A call its client cancelled got no result: a JSON-RPC error as
+        // far as its record goes (DC3).
+        if let Some(r) = &self.recorder {
+            for call in gone {
+                r.finish(&call, CallOutcome::RpcError);
+            }
+        }
         let pending = &self.pending;
         self.tokens.retain(|_, id| pending.contains_key(id));
         cancelled
@@ -375,6 +415,9 @@ impl Router {
                 };
                 if let Some((_, ours)) = &p.token {
                     self.tokens.remove(ours);
+                }
+                if p.call.is_some() {
+                    self.ended(&p, raw::Said::of(&msg).into());
                 }
                 msg["id"] = p.client_id;
                 if msg.get("result").is_some() {
@@ -538,6 +581,9 @@ impl Router {
             if let Some((_, ours)) = &p.token {
                 self.tokens.remove(ours);
             }
+            // Every failure xy answers for the child is its going away
+            // (restart, exit, stop, a handshake that failed).
+            self.ended(&p, CallOutcome::ChildGone);
             let _ = p.outbox.try_send(
                 json!({
                     "jsonrpc": "2.0",
@@ -843,8 +889,8 @@ mod tests {
         let (b, mut rb) = outbox();
         let fast = r.forward_raw(json!("req-1"), Some("s".into()), a);
         let line = format!(r#"{{"jsonrpc":"2.0", "result":{{"id":9}}, "id":{fast}}}"#);
-        let (id, at) = raw::answer_id(line.as_bytes()).unwrap();
-        assert!(r.answer_raw(id, line.as_bytes(), &at));
+        let (id, at, said) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(r.answer_raw(id, line.as_bytes(), &at, said));
         match ra.0.try_recv().unwrap() {
             Out::Answer(bytes) => assert_eq!(
                 &bytes[..],
@@ -854,7 +900,7 @@ mod tests {
         }
         assert_eq!(r.in_flight(), 0);
         // Answered already, or an id xy never sent: the Value path decides.
-        assert!(!r.answer_raw(id, line.as_bytes(), &at));
+        assert!(!r.answer_raw(id, line.as_bytes(), &at, said));
         let m = r.forward(
             json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
             None,
@@ -863,8 +909,8 @@ mod tests {
         );
         let child = m["id"].as_u64().unwrap();
         let line = format!(r#"{{"jsonrpc":"2.0","id":{child},"result":{{"tools":[]}}}}"#);
-        let (id, at) = raw::answer_id(line.as_bytes()).unwrap();
-        assert!(!r.answer_raw(id, line.as_bytes(), &at));
+        let (id, at, said) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(!r.answer_raw(id, line.as_bytes(), &at, said));
         assert!(r.is_pending(child));
         r.on_child(serde_json::from_str(&line).unwrap());
         assert_eq!(
@@ -918,6 +964,65 @@ mod tests {
         );
         r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"error":{"code":-1,"message":"no"}}));
         assert_eq!(ra.try_recv().unwrap()["error"]["code"], json!(-1));
+    }
+
+    #[test]
+    fn a_tracked_call_is_recorded_once_however_it_ends() {
+        let calls = crate::calls::Calls::new(None);
+        let mut feed = calls.subscribe();
+        let mut r = Router {
+            recorder: Some(Recorder {
+                calls: calls.clone(),
+                server: "s".into(),
+            }),
+            ..Router::default()
+        };
+        let start = |tool: &str| CallStart {
+            tool: tool.into(),
+            client: Some("c 1".into()),
+            at: std::time::SystemTime::now(),
+            arrived: tokio::time::Instant::now(),
+        };
+        let (a, _ra) = outbox();
+        let req = |id| json!({"jsonrpc":"2.0","id":id,"method":"tools/call"});
+        // The Value path: a tool error.
+        let m = r.forward(req(1), None, a.clone(), Answer::AsIs);
+        let id = m["id"].as_u64().unwrap();
+        r.track(id, start("v"));
+        r.on_child(json!({"jsonrpc":"2.0","id":id,"result":{"isError":true}}));
+        // The fast path: an error answer.
+        let fast = r.forward_raw(json!(2), Some("x".into()), a.clone());
+        r.track(fast, start("raw"));
+        let line =
+            format!(r#"{{"jsonrpc":"2.0","id":{fast},"error":{{"code":-1,"message":"m"}}}}"#);
+        let (id, at, said) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(r.answer_raw(id, line.as_bytes(), &at, said));
+        // The child goes away; a 2026 client closes its stream.
+        let m = r.forward(req(3), Some("x".into()), a.clone(), Answer::AsIs);
+        r.track(m["id"].as_u64().unwrap(), start("gone"));
+        r.fail_all("restarting");
+        let (b, rb) = outbox();
+        let m = r.forward(req(4), None, b, Answer::AsIs);
+        r.track(m["id"].as_u64().unwrap(), start("closed"));
+        drop(rb);
+        r.prune();
+        // Not tracked (not a call): not recorded.
+        let m = r.forward(req(5), None, a, Answer::AsIs);
+        r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{}}));
+        let mut got = Vec::new();
+        while let Ok(c) = feed.try_recv() {
+            got.push((c.record.tool.clone(), c.record.outcome));
+        }
+        assert_eq!(
+            got,
+            [
+                ("v".to_owned(), CallOutcome::ToolError),
+                ("raw".to_owned(), CallOutcome::RpcError),
+                ("gone".to_owned(), CallOutcome::ChildGone),
+                ("closed".to_owned(), CallOutcome::RpcError),
+            ]
+        );
+        assert_eq!(calls.total("s"), 4);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! BridgeActor ends the streams of what this drops.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -18,6 +19,10 @@ pub(crate) const MAX_SESSIONS: usize = 1000;
 #[derive(Debug)]
 pub(crate) struct Sessions {
     last_use: HashMap<String, Instant>,
+    /// The client that opened a session (its `initialize`'s `clientInfo`),
+    /// named in its call records (SPEC §20). Kept beside `last_use`, keyed
+    /// alike, dropped with it.
+    clients: HashMap<String, Arc<str>>,
     idle: Duration,
     cap: usize,
 }
@@ -32,6 +37,7 @@ impl Sessions {
     pub(crate) fn new(idle: Duration, cap: usize) -> Sessions {
         Sessions {
             last_use: HashMap::new(),
+            clients: HashMap::new(),
             idle,
             cap: cap.max(1),
         }
@@ -48,6 +54,7 @@ impl Sessions {
                 .map(|(k, _)| k.clone());
             if let Some(k) = &oldest {
                 self.last_use.remove(k);
+                self.clients.remove(k);
             }
             oldest
         } else {
@@ -65,6 +72,7 @@ impl Sessions {
         };
         if now.saturating_duration_since(*t) >= self.idle {
             self.last_use.remove(id);
+            self.clients.remove(id);
             return false;
         }
         *t = now;
@@ -80,6 +88,7 @@ impl Sessions {
 
     /// Ends `id`; whether it was live.
     pub(crate) fn remove(&mut self, id: &str, now: Instant) -> bool {
+        self.clients.remove(id);
         self.last_use
             .remove(id)
             .is_some_and(|t| now.saturating_duration_since(t) < self.idle)
@@ -96,12 +105,26 @@ impl Sessions {
             .collect();
         for k in &gone {
             self.last_use.remove(k);
+            self.clients.remove(k);
         }
         gone
     }
 
     pub(crate) fn clear(&mut self) {
         self.last_use.clear();
+        self.clients.clear();
+    }
+
+    /// Names the client of a live session.
+    pub(crate) fn set_client(&mut self, id: &str, client: Arc<str>) {
+        if self.last_use.contains_key(id) {
+            self.clients.insert(id.to_owned(), client);
+        }
+    }
+
+    /// The client of a session, if it named itself.
+    pub(crate) fn client(&self, id: &str) -> Option<&Arc<str>> {
+        self.clients.get(id)
     }
 
     #[cfg(test)]
@@ -147,7 +170,12 @@ mod tests {
         let now = Instant::now();
         assert!(s.contains("a", now) && s.contains("d", now) && s.contains("e", now));
         assert!(!s.remove("b", now), "an evicted session is unknown");
+        s.set_client("a", "c 1".into());
+        s.set_client("gone", "c 1".into());
+        assert_eq!(s.client("a").map(|c| &**c), Some("c 1"));
+        assert_eq!(s.client("gone"), None, "only a live session has a client");
         assert!(s.remove("a", now));
+        assert_eq!(s.client("a"), None, "dropped with its session");
     }
 
     #[test]

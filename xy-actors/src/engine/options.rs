@@ -16,6 +16,9 @@ pub struct EngineOptions {
     /// Tool ledgers (`<name>.json`, SPEC §12) go here; `None` keeps them in
     /// memory. [`EngineOptions::new`] puts them in `tools/` beside `run_dir`.
     pub tools_dir: Option<PathBuf>,
+    /// Call records (`<name>.jsonl`, SPEC §20) go here; `None` keeps only
+    /// the figures. [`EngineOptions::new`] puts them in `calls/` beside `run_dir`.
+    pub calls_dir: Option<PathBuf>,
     /// Size at which `<name>.log` rotates (SPEC §5: 10 MB, taken as 10 MiB); tests lower it.
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
@@ -36,6 +39,7 @@ impl EngineOptions {
         EngineOptions {
             log_dir: log_dir.into(),
             tools_dir: run_dir.parent().map(|p| p.join("tools")),
+            calls_dir: run_dir.parent().map(|p| p.join("calls")),
             run_dir,
             ..EngineOptions::default()
         }
@@ -48,6 +52,7 @@ impl Default for EngineOptions {
             log_dir: PathBuf::new(),
             run_dir: PathBuf::new(),
             tools_dir: None,
+            calls_dir: None,
             rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
             ring_bytes: DEFAULT_RING_BYTES,
             follow_buffer: DEFAULT_FOLLOW_BUFFER,

@@ -78,6 +78,7 @@ impl ServerActorState {
                 server: myself.clone(),
             }),
             idle_stop: self.config.on_demand.as_ref().map(|o| o.idle_stop),
+            calls: self.calls.clone(),
         };
         match Actor::spawn_linked(None, BridgeActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {

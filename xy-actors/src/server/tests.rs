@@ -80,6 +80,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         snapshot: tx,
         tools_dir: None,
         events: bus,
+        calls: crate::calls::Calls::new(None),
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {

@@ -52,7 +52,8 @@ pub(super) fn render(header: &[&str], rows: &[Vec<Cell>], style: &Style) -> Stri
     out
 }
 
-fn line<'a>(
+/// One row at `widths` (a cell wider than its column pushes the rest on).
+pub(super) fn line<'a>(
     out: &mut String,
     cells: impl Iterator<Item = (&'a str, Option<Paint>)>,
     widths: &[usize],
@@ -66,7 +67,7 @@ fn line<'a>(
             None => out.push_str(text),
         }
         if i < last {
-            let pad = width - text.chars().count() + GAP;
+            let pad = width.saturating_sub(text.chars().count()) + GAP;
             out.extend(std::iter::repeat_n(' ', pad));
         }
     }

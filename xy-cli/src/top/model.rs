@@ -27,6 +27,9 @@ pub(crate) struct Row {
     pub(crate) uptime_secs: Option<u64>,
     /// Tool count from the MCP probe, when the daemon reports one.
     pub(crate) tools: Option<u64>,
+    /// Tool calls through xy since the daemon started (SPEC §20), from
+    /// `calls`' `totals`; `None` from a daemon without them.
+    pub(crate) calls: Option<u64>,
 }
 
 impl Row {
@@ -43,6 +46,7 @@ impl Row {
             restarts: e.restart_count,
             uptime_secs: e.uptime_secs,
             tools: e.tool_count.map(u64::from),
+            calls: None,
         }
     }
 
@@ -59,6 +63,7 @@ impl Row {
             restarts: 0,
             uptime_secs: None,
             tools: None,
+            calls: None,
         }
     }
 }
@@ -459,6 +464,7 @@ pub(crate) mod tests {
             restarts: 0,
             uptime_secs: Some(125),
             tools: None,
+            calls: None,
         }
     }
 

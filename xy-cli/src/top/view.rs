@@ -147,7 +147,7 @@ fn name_width(m: &Model) -> u16 {
 
 fn draw_table(f: &mut Frame<'_>, area: Rect, m: &Model, theme: Theme) {
     let header = TableRow::new([
-        "NAME", "STATE", "HEALTH", "PID", "PORT", "CPU%", "RSS", "RST", "UPTIME", "TOOLS",
+        "NAME", "STATE", "HEALTH", "PID", "PORT", "CPU%", "RSS", "RST", "UPTIME", "TOOLS", "CALLS",
     ])
     .style(Style::new().add_modifier(Modifier::BOLD));
     let visible = m.visible();
@@ -163,6 +163,7 @@ fn draw_table(f: &mut Frame<'_>, area: Rect, m: &Model, theme: Theme) {
         Constraint::Length(3),
         Constraint::Length(7),
         Constraint::Length(5),
+        Constraint::Length(6),
     ];
     let table = Table::new(rows, widths)
         .header(header)
@@ -195,6 +196,7 @@ fn table_row(r: &Row, theme: Theme) -> TableRow<'static> {
         Span::raw(r.restarts.to_string()),
         Span::raw(r.uptime_secs.map_or_else(dash, xy_core::time::human_secs)),
         Span::raw(r.tools.map_or_else(dash, |t| t.to_string())),
+        Span::raw(r.calls.map_or_else(dash, |c| c.to_string())),
     ])
 }
 
@@ -339,6 +341,7 @@ mod tests {
         let mut web = row("web", ServerState::Running);
         web.health = HealthState::Healthy;
         web.tools = Some(4);
+        web.calls = Some(1234);
         web.restarts = 2;
         let mut db = row("db", ServerState::Failed);
         db.cpu_percent = None;
@@ -380,10 +383,12 @@ mod tests {
         let rule = "─".repeat(69);
         let mut want = vec![
             " xy top · 3 servers · 2 running · 1 failed".to_owned(),
-            "NAME STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS".to_owned(),
-            "api  running    unknown   4100    8400  12    800K   0   2h 3m   -".to_owned(),
-            "db   failed     unknown   -       8421  -     -      0   -       -".to_owned(),
-            "web  running    healthy   4242    8421  0.5   12.0M  2   2m 5s   4".to_owned(),
+            "NAME STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS CALLS"
+                .to_owned(),
+            "api  running    unknown   4100    8400  12    800K   0   2h 3m   -     -".to_owned(),
+            "db   failed     unknown   -       8421  -     -      0   -       -     -".to_owned(),
+            "web  running    healthy   4242    8421  0.5   12.0M  2   2m 5s   4     1234"
+                .to_owned(),
             format!(" logs: api {rule}"),
             "05:04:50 listening on 127.0.0.1:8400".to_owned(),
             "05:04:51 [err] GET /mcp 200".to_owned(),
@@ -404,7 +409,7 @@ mod tests {
         let header = wide.lines().nth(1).unwrap();
         assert_eq!(
             header,
-            "NAME STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS"
+            "NAME STATE      HEALTH    PID     PORT  CPU%  RSS    RST UPTIME  TOOLS CALLS"
         );
         let mut m = model();
         m.rows[0].name = "a-server-with-a-very-long-name-indeed-yes".into();

@@ -59,7 +59,9 @@ fn method_names() {
             "events_cancel",
             "daemon_status",
             "shutdown",
-            "tools"
+            "tools",
+            "calls",
+            "calls_cancel"
         ]
     );
     assert_eq!(method::LOG, "log");

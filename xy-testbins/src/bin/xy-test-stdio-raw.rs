@@ -1,7 +1,10 @@
 //! `xy-test-stdio-raw`: a hand-written 2025-era MCP server on stdin/stdout,
 //! for what an SDK server will not do on purpose: tools that write a huge
 //! line without a newline (`blob`), answer late unless cancelled (`slow`),
-//! or ask the client something first (`ask`, a `roots/list` request).
+//! or ask the client something first (`ask`, a `roots/list` request);
+//! and, for call records, tools that end each way a call can: `fail` (a
+//! result with `isError: true`), `reject` (a JSON-RPC error) and `die`
+//! (the process exits without answering).
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
 //! test sees whether a `notifications/cancelled` reached it; with a
 //! progress token it sends one progress notification as it starts.
@@ -88,7 +91,7 @@ fn main() {
             ),
             ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("tools/list", Some(id)) => {
-                let tools: Vec<Value> = ["echo", "slow", "ask", "blob"]
+                let tools: Vec<Value> = ["echo", "slow", "ask", "blob", "fail", "reject", "die"]
                     .iter()
                     .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
                     .collect();
@@ -144,6 +147,17 @@ fn main() {
                         drop(o);
                         send(&out, &text(&id, "after the blob"));
                     }
+                    Some("fail") => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "content": [{"type": "text", "text": "it failed"}], "isError": true}}),
+                    ),
+                    Some("reject") => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                            "error": {"code": -32602, "message": "rejected"}}),
+                    ),
+                    Some("die") => std::process::exit(3),
                     _ => send(&out, &text(&id, said)),
                 }
             }
