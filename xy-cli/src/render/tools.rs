@@ -99,28 +99,16 @@ fn state_name(state: ToolState) -> &'static str {
     }
 }
 
-/// `12 calls, 1 error, p50 3.1 ms, p99 9.0 ms`.
+/// `12 calls, 1 error, p50 3.1ms, p99 9.0ms`.
 pub(crate) fn call_figures(c: &ToolCallStats) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     format!(
         "{}, {}, p50 {}, p99 {}",
         plural(c.calls, "call", "calls"),
         plural(c.errors, "error", "errors"),
-        micros(c.p50_us),
-        micros(c.p99_us)
+        super::calls::duration(c.p50_us),
+        super::calls::duration(c.p99_us)
     )
-}
-
-fn micros(us: u64) -> String {
-    if us < 1_000 {
-        format!("{us} µs")
-    } else if us < 10_000_000 {
-        #[allow(clippy::cast_precision_loss)] // a display figure
-        let ms = us as f64 / 1_000.0;
-        format!("{ms:.1} ms")
-    } else {
-        format!("{} s", us / 1_000_000)
-    }
 }
 
 /// The held-back tools and prompts with their reasons, and how to let
@@ -458,7 +446,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            lines[1].contains("12 calls, 1 error, p50 3.1 ms, p99 850 µs"),
+            lines[1].contains("12 calls, 1 error, p50 3.1ms, p99 850µs"),
             "{out}"
         );
         assert!(
