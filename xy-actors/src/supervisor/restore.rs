@@ -90,6 +90,7 @@ impl RootState {
             dir: self.dir.clone(),
             servers: configs,
             warnings: Vec::new(),
+            settings: Default::default(),
         };
         let (config, _) = Actor::spawn_linked(None, ConfigActor, set, myself.get_cell()).await?;
         self.config = config.clone();

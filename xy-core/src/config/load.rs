@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::parse::parse_file;
+use super::settings::{DaemonSettings, load_settings};
 use super::{ConfigErrors, ConfigSet, ConfigWarning, ServerConfig};
 
 /// Why a `command` could not be resolved to an executable.
@@ -153,7 +154,26 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigErrors> {
         dir: dir.to_path_buf(),
         servers,
         warnings,
+        settings: DaemonSettings::default(),
     })
+}
+
+/// [`load_dir`] plus the daemon's settings file (`xy.kdl`, optional): what
+/// `xyd` boots and reloads with and `xyctl config check` checks. Every
+/// error of both is returned at once.
+pub fn load(dir: &Path, settings_file: &Path) -> Result<ConfigSet, ConfigErrors> {
+    let servers = load_dir(dir);
+    let settings = load_settings(settings_file);
+    match (servers, settings) {
+        (Ok(mut set), Ok(settings)) => {
+            set.settings = settings;
+            Ok(set)
+        }
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) => Err(e),
+        (Err(a), Err(b)) => Err(ConfigErrors::new(
+            a.diagnostics.into_iter().chain(b.diagnostics).collect(),
+        )),
+    }
 }
 
 /// Where one file declares a port (for the duplicate check).
