@@ -56,6 +56,7 @@ mod tests {
             log_dir: "/home/u/.local/state/xy/logs".into(),
             servers: 3,
             boot: None,
+            gateway: None,
         };
         let want = "\
 xyd 0.1.0 running (pid 4242, up 1h 2m)

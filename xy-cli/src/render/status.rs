@@ -274,6 +274,7 @@ pub(crate) mod tests {
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: None,
             },
             transitions: vec![
                 Transition {
