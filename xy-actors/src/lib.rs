@@ -15,6 +15,7 @@ mod config_actor;
 mod edge;
 mod engine;
 mod events;
+mod gateway;
 mod explain;
 mod health;
 mod hooks;
@@ -28,7 +29,8 @@ mod server;
 mod supervisor;
 
 pub use edge::AcceptBackoff;
-pub use engine::{Engine, EngineError, EngineOptions};
+pub use engine::{Engine, EngineError, EngineOptions, Inspector};
+pub use gateway::{Inspect, PassThrough, Verdict};
 pub use events::{EngineEvent, EventItem, EventSubscription};
 pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;

@@ -125,6 +125,8 @@ pub(crate) struct RootArgs {
     /// Where each server's tool ledger lives (SPEC §12).
     pub(crate) tools_dir: Option<PathBuf>,
     pub(crate) events: EventBus,
+    /// Where the gateway learns which servers exist.
+    pub(crate) routes: watch::Sender<crate::gateway::Routes>,
 }
 
 /// The root's state.
@@ -140,6 +142,8 @@ pub(crate) struct RootState {
     spawner: Arc<dyn ChildSpawner>,
     /// Handed to every ServerActor (and its successors after a panic).
     events: EventBus,
+    /// The gateway's view of `servers` ([`RootState::publish_routes`]).
+    routes: watch::Sender<crate::gateway::Routes>,
 }
 
 /// See the module docs.
@@ -161,6 +165,7 @@ impl Actor for RootSupervisor {
             spawner,
             tools_dir,
             events,
+            routes,
         } = args;
         let servers: Vec<ServerConfig> = configs.servers.values().cloned().collect();
         let dir = configs.dir.clone();
@@ -185,6 +190,7 @@ impl Actor for RootSupervisor {
             spawner,
             tools_dir,
             events,
+            routes,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -268,6 +274,7 @@ impl Actor for RootSupervisor {
                 if let Some(e) = state.servers.remove(&name) {
                     e.actor.stop(Some("removed".into()));
                 }
+                state.publish_routes();
                 let _ = state.config.cast(ConfigMsg::Remove(name.clone()));
                 let _ = state.router.cast(LogRouterMsg::RemoveSink(name));
                 if !reply.is_closed() {
@@ -438,7 +445,19 @@ impl RootState {
                 snapshot: snapshot_rx,
             },
         );
+        self.publish_routes();
         Ok(())
+    }
+
+    /// Tells the gateway the servers as they are now (after every insert
+    /// and removal): their names and the snapshots their actors publish.
+    pub(super) fn publish_routes(&self) {
+        let routes: BTreeMap<String, watch::Receiver<ServerSnapshot>> = self
+            .servers
+            .iter()
+            .map(|(n, e)| (n.clone(), e.snapshot.clone()))
+            .collect();
+        self.routes.send_replace(Arc::new(routes));
     }
 }
 

@@ -135,6 +135,8 @@ impl ServerSnapshot {
             rss_bytes: None,
             tool_count: self.tool_count,
             agent_allow_restart: self.agent_allow_restart,
+            // The engine's: it follows the daemon's settings.
+            gateway_url: None,
         }
     }
 }

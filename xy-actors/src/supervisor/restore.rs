@@ -75,6 +75,7 @@ impl RootState {
     fn forget(&mut self, name: &str, why: &str) {
         tracing::error!(server = %name, "{why}: the server is dropped until a reload adds it back");
         self.servers.remove(name);
+        self.publish_routes();
         let _ = self.router.cast(LogRouterMsg::RemoveSink(name.to_owned()));
     }
 
