@@ -6,7 +6,7 @@
 
 mod audit;
 mod bounds;
-mod client;
+pub(crate) mod client;
 mod restart;
 
 use std::io::{Read, Write};
