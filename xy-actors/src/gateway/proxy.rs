@@ -212,6 +212,8 @@ impl Proxy {
             .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
         match kind.as_deref() {
             Some("text/event-stream") => {
+                // The inspected event may change length.
+                parts.headers.remove(header::CONTENT_LENGTH);
                 let body = SseInspect {
                     inner: body,
                     buf: BytesMut::new(),
