@@ -293,7 +293,10 @@ pub(crate) fn error(
         e["data"] = d;
     }
     let body = json!({"jsonrpc": "2.0", "id": null, "error": e});
-    proxy::json_response(status, Bytes::from(serde_json::to_vec(&body).unwrap_or_default()))
+    proxy::json_response(
+        status,
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+    )
 }
 
 #[cfg(test)]
@@ -304,7 +307,9 @@ mod tests {
     fn names_come_from_the_path() {
         assert_eq!(server_name("/fs/mcp"), Some("fs"));
         assert_eq!(server_name("/my.server-1/mcp"), Some("my.server-1"));
-        for bad in ["/mcp", "//mcp", "/fs/mcp/", "/fs", "/a/b/mcp", "/../mcp", "fs/mcp", "/fs/mcpx"] {
+        for bad in [
+            "/mcp", "//mcp", "/fs/mcp/", "/fs", "/a/b/mcp", "/../mcp", "fs/mcp", "/fs/mcpx",
+        ] {
             assert_eq!(server_name(bad), None, "{bad}");
         }
     }

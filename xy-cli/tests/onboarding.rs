@@ -333,7 +333,10 @@ fn clients_apply_writes_the_gateway_url_and_the_own_port_when_it_is_off() {
     let p = path.to_str().unwrap();
     h.run(&["clients", "apply", "cursor", "--file", p]).ok();
     let applied = std::fs::read_to_string(&path).unwrap();
-    assert!(applied.contains(&format!("\"url\": \"{gateway_url}\"")), "{applied}");
+    assert!(
+        applied.contains(&format!("\"url\": \"{gateway_url}\"")),
+        "{applied}"
+    );
     // The entry counts as xy's.
     let r = h.run(&["clients", "apply", "cursor", "--file", p]);
     assert!(r.ok().starts_with("nothing to change"), "{}", r.stdout());

@@ -21,8 +21,8 @@ pub use load::{CommandLookupError, load, load_dir, resolve_command, resolve_comm
 pub use parse::{is_valid_name, parse_server};
 pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
 pub use settings::{
-    DEFAULT_GATEWAY_PORT, GatewaySettings, DaemonSettings, SETTINGS_FILE, gateway_url, load_settings,
-    parse_settings,
+    DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, SETTINGS_FILE, gateway_url,
+    load_settings, parse_settings,
 };
 
 /// Default `restart.backoff-initial`.

@@ -97,7 +97,10 @@ fn names(result: &Value) -> Vec<String> {
 fn both_eras(url: &str) {
     // 2025: a session, SSE answers, the GET stream.
     let mut old = Mcp::connected(url, Era::V2025);
-    assert!(old.session.is_some(), "no Mcp-Session-Id through the gateway");
+    assert!(
+        old.session.is_some(),
+        "no Mcp-Session-Id through the gateway"
+    );
     let tools = old.result("tools/list", json!({}));
     assert_eq!(names(&tools), ["echo", "progress", "touch"]);
     let echoed = old.result(
@@ -117,7 +120,10 @@ fn both_eras(url: &str) {
     stream.expect("notifications/tools/list_changed");
     // xy's bridge answers `200`, rmcp's HTTP server `202`.
     let deleted = old.delete();
-    assert!((200..300).contains(&deleted), "DELETE of the session: {deleted}");
+    assert!(
+        (200..300).contains(&deleted),
+        "DELETE of the session: {deleted}"
+    );
     let after = raw_status(url, &old.session_headers());
     assert_eq!(after, 404, "the ended session still answered");
 
@@ -176,9 +182,14 @@ fn an_http_server_through_the_proxy_in_both_eras() {
     let log = d.env.state_dir().join("logs/web.log");
     wait_for("the child's request log", DEADLINE, || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        ["POST /mcp initialize", "POST /mcp tools/call", "GET /mcp", "DELETE /mcp"]
-            .iter()
-            .all(|l| text.contains(l))
+        [
+            "POST /mcp initialize",
+            "POST /mcp tools/call",
+            "GET /mcp",
+            "DELETE /mcp",
+        ]
+        .iter()
+        .all(|l| text.contains(l))
     });
     let entry = d.entry("web");
     assert_eq!(entry["gateway_url"], url.as_str(), "{entry}");
@@ -192,7 +203,10 @@ fn an_unknown_name_is_404_and_a_stopped_server_503_naming_it() {
     let bridged = free_port();
     let d = start(
         gw,
-        &[("web", http_config(own)), ("bridged", stdio_config(bridged))],
+        &[
+            ("web", http_config(own)),
+            ("bridged", stdio_config(bridged)),
+        ],
     );
     wait_served(&gateway_url(gw, "web"));
     wait_served(&gateway_url(gw, "bridged"));
@@ -309,15 +323,13 @@ fn reload_moves_the_gateway_and_port_0_turns_it_off() {
         .write_settings("gateway {\n    port 8399\n}\nfirewall {\n    mode \"strict\"\n}\n");
     let e = d.client().error("reload", None, -32003);
     let diag = &e["data"]["diagnostics"][0];
-    assert!(
-        diag["file"].as_str().unwrap().ends_with("xy/xy.kdl"),
+    assert!(diag["file"].as_str().unwrap().ends_with("xy/xy.kdl"), "{e}");
+    assert_eq!(
+        (diag["line"].as_u64(), diag["column"].as_u64()),
+        (Some(5), Some(10)),
         "{e}"
     );
-    assert_eq!((diag["line"].as_u64(), diag["column"].as_u64()), (Some(5), Some(10)), "{e}");
-    assert!(
-        diag["message"].as_str().unwrap().contains("strict"),
-        "{e}"
-    );
+    assert!(diag["message"].as_str().unwrap().contains("strict"), "{e}");
 }
 
 #[test]
@@ -357,7 +369,10 @@ fn another_uid_is_refused_by_the_gateway() {
     assert!(owner.starts_with("HTTP/1.1 200 "), "{owner}");
     let other = post_as(Some(65534), gw, &request);
     assert!(other.starts_with("HTTP/1.1 403 "), "{other}");
-    assert!(!other.contains("\"tools\""), "a tool list reached another uid: {other}");
+    assert!(
+        !other.contains("\"tools\""),
+        "a tool list reached another uid: {other}"
+    );
 }
 
 /// What `xy-test-post` (run as `uid`, or as this process) got back.

@@ -132,7 +132,12 @@ fn json_bytes(status: StatusCode, bytes: Bytes) -> Response<OutBody> {
     r
 }
 
-pub(crate) fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response<OutBody> {
+pub(crate) fn rpc_error(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+) -> Response<OutBody> {
     json_response(
         status,
         &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),

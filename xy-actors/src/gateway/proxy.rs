@@ -159,8 +159,7 @@ impl Proxy {
 
         let inspected = parts.method == Method::POST
             && self.inspect.watches(name)
-            && header_str(&parts.headers, "mcp-method")
-                .is_none_or(|m| self.inspect.wants(name, m));
+            && header_str(&parts.headers, "mcp-method").is_none_or(|m| self.inspect.wants(name, m));
         let (body, taken) = if inspected {
             let bytes = match Limited::new(body, MAX_BODY).collect().await {
                 Ok(b) => b.to_bytes(),
@@ -208,8 +207,13 @@ impl Proxy {
         let Some(taken) = taken else {
             return Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync());
         };
-        let kind = header_str(&parts.headers, header::CONTENT_TYPE.as_str())
-            .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+        let kind = header_str(&parts.headers, header::CONTENT_TYPE.as_str()).map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
         match kind.as_deref() {
             Some("text/event-stream") => {
                 // The inspected event may change length.
@@ -260,7 +264,9 @@ impl Proxy {
                     .is_some_and(|meth| self.inspect.wants(name, meth))
             });
             return if watched {
-                Took::Refuse("xy: JSON-RPC batches cannot carry this method through the gateway; send one message per POST")
+                Took::Refuse(
+                    "xy: JSON-RPC batches cannot carry this method through the gateway; send one message per POST",
+                )
             } else {
                 Took::Pass
             };

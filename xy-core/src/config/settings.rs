@@ -17,21 +17,12 @@ pub const DEFAULT_GATEWAY_PORT: u16 = 8399;
 pub const SETTINGS_FILE: &str = "xy.kdl";
 
 /// Everything `xy.kdl` sets; [`DaemonSettings::default`] when the file is absent.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct DaemonSettings {
     /// `gateway { … }`.
     pub gateway: GatewaySettings,
     /// `firewall { mode … }`: every server's mode unless its own file sets one.
     pub firewall_default: FirewallMode,
-}
-
-impl Default for DaemonSettings {
-    fn default() -> Self {
-        DaemonSettings {
-            gateway: GatewaySettings::default(),
-            firewall_default: FirewallMode::default(),
-        }
-    }
 }
 
 /// `gateway { port 8399 }`.
@@ -74,7 +65,13 @@ pub fn parse_settings(file: &Path, src: &str) -> Result<DaemonSettings, ConfigEr
 /// Loads `file`: absent is [`DaemonSettings::default`]; unreadable, not UTF-8 or
 /// invalid is every error found.
 pub fn load_settings(file: &Path) -> Result<DaemonSettings, ConfigErrors> {
-    let io = |message: String| ConfigErrors::new(vec![ConfigDiagnostic::new(DiagnosticKind::Io, file, message)]);
+    let io = |message: String| {
+        ConfigErrors::new(vec![ConfigDiagnostic::new(
+            DiagnosticKind::Io,
+            file,
+            message,
+        )])
+    };
     match std::fs::read(file) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(text) => parse_settings(file, &text),

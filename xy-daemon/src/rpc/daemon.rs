@@ -17,7 +17,10 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             None => {
                 let engine = ctx.engine().await?;
                 let n = engine.server_count().await.map_err(|e| engine_error(&e))?;
-                let gateway = engine.gateway_status().await.map_err(|e| engine_error(&e))?;
+                let gateway = engine
+                    .gateway_status()
+                    .await
+                    .map_err(|e| engine_error(&e))?;
                 (n, None, gateway)
             }
         };

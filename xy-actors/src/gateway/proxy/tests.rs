@@ -35,10 +35,10 @@ impl Inspect for Firewall {
     }
 
     fn request(&self, server: &str, msg: &mut Value) -> Verdict {
-        self.seen
-            .lock()
-            .unwrap()
-            .push(format!("{server} request {}", msg["method"].as_str().unwrap()));
+        self.seen.lock().unwrap().push(format!(
+            "{server} request {}",
+            msg["method"].as_str().unwrap()
+        ));
         if msg.pointer("/params/name") == Some(&json!("held")) {
             let id = msg["id"].clone();
             return Verdict::Answer(json!({"jsonrpc": "2.0", "id": id, "result": {
@@ -52,7 +52,10 @@ impl Inspect for Firewall {
             .lock()
             .unwrap()
             .push(format!("{server} response {method}"));
-        if let Some(tools) = msg.pointer_mut("/result/tools").and_then(Value::as_array_mut) {
+        if let Some(tools) = msg
+            .pointer_mut("/result/tools")
+            .and_then(Value::as_array_mut)
+        {
             tools.retain(|t| t["name"] != "hidden");
         }
     }
@@ -176,10 +179,7 @@ async fn post(addr: SocketAddr, body: &str, headers: &[(&str, &str)]) -> Answer 
 fn sse_messages(body: &str) -> Vec<Value> {
     body.split("\n\n")
         .filter_map(|e| {
-            let data: String = e
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .collect();
+            let data: String = e.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
             serde_json::from_str(&data).ok()
         })
         .collect()
@@ -290,7 +290,7 @@ async fn hop_by_hop_headers_stop_at_the_proxy_and_mcp_headers_pass() {
     }
     assert!(!a.headers.contains_key("keep-alive"), "{:?}", a.headers);
     // The child was asked as itself, not as the gateway.
-    assert!(seen.contains(&format!("host=127.0.0.1:")), "{seen}");
+    assert!(seen.contains("host=127.0.0.1:"), "{seen}");
     assert!(!seen.contains(&format!("host={addr}")), "{seen}");
 }
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::Cx;
 use super::super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::super::settings::DaemonSettings;
+use super::Cx;
 use crate::firewall::FirewallMode;
 
 /// Top-level nodes of `xy.kdl`.
@@ -195,7 +195,11 @@ mod tests {
         assert_eq!(d.kind, DiagnosticKind::WrongType);
         // KDL v2 takes a bare word as a string.
         assert!(errors("firewall { mode pin; }").is_empty());
-        assert!(errors("gateway { port 1").iter().all(|d| d.kind == DiagnosticKind::Syntax));
+        assert!(
+            errors("gateway { port 1")
+                .iter()
+                .all(|d| d.kind == DiagnosticKind::Syntax)
+        );
     }
 
     #[test]
