@@ -169,6 +169,21 @@ fn a_stdio_server_through_the_gateway_in_both_eras() {
 }
 
 #[test]
+fn an_idle_on_demand_server_is_woken_by_a_gateway_request() {
+    let gw = free_port();
+    let own = free_port();
+    let config = format!("{}on-demand {{\n    idle-stop \"10m\"\n}}\n", stdio_config(own));
+    let d = start(gw, &[("lazy", config)]);
+    wait_for("the server idles", DEADLINE, || d.entry("lazy")["state"] == "idle");
+    wait_for("the gateway listens", DEADLINE, || {
+        TcpStream::connect(("127.0.0.1", gw)).is_ok()
+    });
+    let mut c = Mcp::new(&gateway_url(gw, "lazy"), Era::V2026);
+    assert_eq!(names(&c.result("tools/list", json!({}))).len(), 3);
+    assert_eq!(d.entry("lazy")["state"], "running");
+}
+
+#[test]
 fn an_http_server_through_the_proxy_in_both_eras() {
     let gw = free_port();
     let own = free_port();
