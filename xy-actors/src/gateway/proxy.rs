@@ -30,6 +30,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use xy_core::protocol::ServerState;
 
 use super::{GatewayBody, down, error};
@@ -50,6 +51,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POOL_IDLE: Duration = Duration::from_secs(30);
 /// Idle pooled connections kept per child.
 const POOL_MAX_IDLE: usize = 32;
+/// Bytes of inspected bodies (requests and responses) the gateway holds at
+/// once, one permit a byte: without it, many connections each reading a
+/// 16 MiB `tools/list` answer would all be held in memory.
+const INSPECT_BYTES: usize = 64 * 1024 * 1024;
+/// How long reading an inspected body waits for room before `503`.
+const INSPECT_WAIT: Duration = Duration::from_secs(10);
 
 /// What [`Inspect::request`] decides for one client→server request.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +113,60 @@ type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 pub(crate) struct Proxy {
     client: Client<HttpConnector, ReqBody>,
     inspect: Arc<dyn Inspect>,
+    /// Room for inspected bodies ([`INSPECT_BYTES`]).
+    room: Arc<Semaphore>,
+}
+
+/// Why a body to inspect could not be read whole.
+enum ReadError {
+    TooLarge,
+    Busy,
+    Body(BoxError),
+}
+
+/// Reads `body` whole, at most `limit` bytes, each frame's bytes taken from
+/// `room` first (held by the returned permit until the caller drops it).
+async fn read_bounded<B>(
+    body: B,
+    limit: usize,
+    room: &Arc<Semaphore>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), ReadError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ReadError::Body(e.into()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if buf.len() + data.len() > limit {
+            return Err(ReadError::TooLarge);
+        }
+        let n = u32::try_from(data.len()).map_err(|_| ReadError::TooLarge)?;
+        if n > 0 {
+            let permit = tokio::time::timeout(INSPECT_WAIT, Arc::clone(room).acquire_many_owned(n))
+                .await
+                .map_err(|_| ReadError::Busy)?
+                .map_err(|_| ReadError::Busy)?;
+            match &mut held {
+                Some(h) => h.merge(permit),
+                None => held = Some(permit),
+            }
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok((buf.freeze(), held))
+}
+
+fn busy() -> Response<GatewayBody> {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        -32000,
+        "xy: the gateway is busy: too many large messages in flight; try again later".to_owned(),
+        None,
+    )
 }
 
 /// A request the inspector took: its id and method, to find and inspect
@@ -124,7 +185,11 @@ impl Proxy {
             .pool_idle_timeout(POOL_IDLE)
             .pool_max_idle_per_host(POOL_MAX_IDLE)
             .build(connector);
-        Proxy { client, inspect }
+        Proxy {
+            client,
+            inspect,
+            room: Arc::new(Semaphore::new(INSPECT_BYTES)),
+        }
     }
 
     /// Forwards `req` for server `name` to its endpoint `url`
@@ -160,11 +225,18 @@ impl Proxy {
         let inspected = parts.method == Method::POST
             && self.inspect.watches(name)
             && header_str(&parts.headers, "mcp-method").is_none_or(|m| self.inspect.wants(name, m));
+        // Held until the child's answer begins: the request's bytes are
+        // in hyper's hands until then.
+        let mut held = None;
         let (body, taken) = if inspected {
-            let bytes = match Limited::new(body, MAX_BODY).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
-                Err(_) => return plain(StatusCode::BAD_REQUEST),
+            let bytes = match read_bounded(body, MAX_BODY, &self.room).await {
+                Ok((b, permit)) => {
+                    held = permit;
+                    b
+                }
+                Err(ReadError::TooLarge) => return too_large(),
+                Err(ReadError::Busy) => return busy(),
+                Err(ReadError::Body(_)) => return plain(StatusCode::BAD_REQUEST),
             };
             match self.take(name, &bytes) {
                 Took::Pass => (full(bytes), None),
@@ -202,6 +274,7 @@ impl Proxy {
                 return r;
             }
         };
+        drop(held);
         let (mut parts, body) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let Some(taken) = taken else {
@@ -225,21 +298,29 @@ impl Proxy {
                     inspect: Arc::clone(&self.inspect),
                     server: name.to_owned(),
                     ended: false,
+                    room: Arc::clone(&self.room),
+                    held: None,
                 };
                 Response::from_parts(parts, body.boxed_unsync())
             }
             Some("application/json") => {
-                let bytes = match Limited::new(body, MAX_INSPECTED_RESPONSE).collect().await {
-                    Ok(b) => b.to_bytes(),
-                    Err(e) => {
-                        return error(
-                            StatusCode::BAD_GATEWAY,
-                            -32603,
-                            format!("xy: server {name}'s response could not be read: {e}"),
-                            Some(json!({"server": name, "state": state})),
-                        );
-                    }
-                };
+                let (bytes, _held) =
+                    match read_bounded(body, MAX_INSPECTED_RESPONSE, &self.room).await {
+                        Ok(b) => b,
+                        Err(ReadError::Busy) => return busy(),
+                        Err(e) => {
+                            let why = match e {
+                                ReadError::Body(e) => e.to_string(),
+                                _ => "over 16 MiB".to_owned(),
+                            };
+                            return error(
+                                StatusCode::BAD_GATEWAY,
+                                -32603,
+                                format!("xy: server {name}'s response could not be read: {why}"),
+                                Some(json!({"server": name, "state": state})),
+                            );
+                        }
+                    };
                 let bytes = self.inspect_response(name, &taken, bytes);
                 parts.headers.remove(header::CONTENT_LENGTH);
                 Response::from_parts(parts, full(bytes))
@@ -326,6 +407,9 @@ struct SseInspect {
     inspect: Arc<dyn Inspect>,
     server: String,
     ended: bool,
+    /// The gateway's room for inspected bytes, and what `buf` holds of it.
+    room: Arc<Semaphore>,
+    held: Option<OwnedSemaphorePermit>,
 }
 
 impl SseInspect {
@@ -390,7 +474,11 @@ impl Body for SseInspect {
             }
             if let Some(end) = event_end(&this.buf) {
                 let raw = this.buf.split_to(end).freeze();
-                return Poll::Ready(Some(Ok(Frame::data(this.event(raw)))));
+                let out = this.event(raw);
+                if this.buf.is_empty() {
+                    this.held = None;
+                }
+                return Poll::Ready(Some(Ok(Frame::data(out))));
             }
             if this.ended {
                 if this.buf.is_empty() {
@@ -406,6 +494,21 @@ impl Body for SseInspect {
                     Ok(data) => {
                         if this.buf.len() + data.len() > MAX_EVENT {
                             return Poll::Ready(Some(Err("an SSE event over 16 MiB".into())));
+                        }
+                        // Not waited for inside a poll: a gateway this
+                        // full ends the stream rather than hold more.
+                        let n = u32::try_from(data.len()).unwrap_or(u32::MAX);
+                        match Arc::clone(&this.room).try_acquire_many_owned(n) {
+                            Ok(p) => match &mut this.held {
+                                Some(h) => h.merge(p),
+                                None => this.held = Some(p),
+                            },
+                            Err(_) => {
+                                return Poll::Ready(Some(Err(
+                                    "xy: the gateway is busy: too many large messages in flight"
+                                        .into(),
+                                )));
+                            }
                         }
                         this.buf.extend_from_slice(&data);
                     }

@@ -302,3 +302,25 @@ fn events_end_at_a_blank_line() {
     assert_eq!(event_end(b""), None);
     assert_eq!(event_end(b"\n\n"), Some(2));
 }
+
+#[tokio::test(start_paused = true)]
+async fn inspected_bodies_are_held_within_the_gateways_room() {
+    let body = || Full::new(Bytes::from_static(b"0123456789"));
+    let room = Arc::new(Semaphore::new(20));
+    let (bytes, held) = read_bounded(body(), 100, &room).await.ok().unwrap();
+    assert_eq!(&bytes[..], b"0123456789");
+    assert_eq!(room.available_permits(), 10, "the bytes are held");
+    drop(held);
+    assert_eq!(room.available_permits(), 20);
+    // No room: refused after the wait, nothing kept.
+    let small = Arc::new(Semaphore::new(5));
+    assert!(matches!(
+        read_bounded(body(), 100, &small).await,
+        Err(ReadError::Busy)
+    ));
+    assert_eq!(small.available_permits(), 5);
+    assert!(matches!(
+        read_bounded(body(), 4, &room).await,
+        Err(ReadError::TooLarge)
+    ));
+}
