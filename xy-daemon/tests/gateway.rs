@@ -172,9 +172,14 @@ fn a_stdio_server_through_the_gateway_in_both_eras() {
 fn an_idle_on_demand_server_is_woken_by_a_gateway_request() {
     let gw = free_port();
     let own = free_port();
-    let config = format!("{}on-demand {{\n    idle-stop \"10m\"\n}}\n", stdio_config(own));
+    let config = format!(
+        "{}on-demand {{\n    idle-stop \"10m\"\n}}\n",
+        stdio_config(own)
+    );
     let d = start(gw, &[("lazy", config)]);
-    wait_for("the server idles", DEADLINE, || d.entry("lazy")["state"] == "idle");
+    wait_for("the server idles", DEADLINE, || {
+        d.entry("lazy")["state"] == "idle"
+    });
     wait_for("the gateway listens", DEADLINE, || {
         TcpStream::connect(("127.0.0.1", gw)).is_ok()
     });

@@ -140,7 +140,9 @@ where
     let mut held: Option<OwnedSemaphorePermit> = None;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| ReadError::Body(e.into()))?;
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         if buf.len() + data.len() > limit {
             return Err(ReadError::TooLarge);
         }

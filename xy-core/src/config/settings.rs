@@ -25,6 +25,18 @@ pub struct DaemonSettings {
     pub firewall_default: FirewallMode,
 }
 
+impl DaemonSettings {
+    /// The defaults with the gateway off (`gateway { port 0 }`): what an
+    /// engine embedded in tests or benches runs with, since the default
+    /// port is one per machine.
+    pub fn without_gateway() -> Self {
+        DaemonSettings {
+            gateway: GatewaySettings { port: 0 },
+            ..DaemonSettings::default()
+        }
+    }
+}
+
 /// `gateway { port 8399 }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GatewaySettings {
