@@ -9,6 +9,7 @@ use crate::firewall::FirewallMode;
 
 use super::ConfigErrors;
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::parse::settings::PortAt;
 
 /// The gateway's port when `xy.kdl` does not set one.
 pub const DEFAULT_GATEWAY_PORT: u16 = 8399;
@@ -66,9 +67,13 @@ pub fn gateway_url(port: u16, name: &str) -> String {
 
 /// Parses the text of a settings file (`file` names it in diagnostics).
 pub fn parse_settings(file: &Path, src: &str) -> Result<DaemonSettings, ConfigErrors> {
-    let (settings, diags) = super::parse::settings::parse(file, src);
+    parse_at(file, src).map(|(s, _)| s)
+}
+
+fn parse_at(file: &Path, src: &str) -> Result<(DaemonSettings, Option<PortAt>), ConfigErrors> {
+    let (settings, diags, at) = super::parse::settings::parse(file, src);
     if diags.is_empty() {
-        Ok(settings)
+        Ok((settings, at))
     } else {
         Err(ConfigErrors::new(diags))
     }
@@ -77,6 +82,13 @@ pub fn parse_settings(file: &Path, src: &str) -> Result<DaemonSettings, ConfigEr
 /// Loads `file`: absent is [`DaemonSettings::default`]; unreadable, not UTF-8 or
 /// invalid is every error found.
 pub fn load_settings(file: &Path) -> Result<DaemonSettings, ConfigErrors> {
+    load_settings_at(file).map(|(s, _)| s)
+}
+
+/// [`load_settings`], and where the file sets the gateway port.
+pub(super) fn load_settings_at(
+    file: &Path,
+) -> Result<(DaemonSettings, Option<PortAt>), ConfigErrors> {
     let io = |message: String| {
         ConfigErrors::new(vec![ConfigDiagnostic::new(
             DiagnosticKind::Io,
@@ -86,7 +98,7 @@ pub fn load_settings(file: &Path) -> Result<DaemonSettings, ConfigErrors> {
     };
     match std::fs::read(file) {
         Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => parse_settings(file, &text),
+            Ok(text) => parse_at(file, &text),
             Err(_) => Err(ConfigErrors::new(vec![
                 ConfigDiagnostic::new(
                     DiagnosticKind::Io,
@@ -96,7 +108,7 @@ pub fn load_settings(file: &Path) -> Result<DaemonSettings, ConfigErrors> {
                 .with_help("save the file as UTF-8"),
             ])),
         },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(DaemonSettings::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((DaemonSettings::default(), None)),
         Err(e) => Err(io(format!("cannot read {}: {e}", file.display()))),
     }
 }

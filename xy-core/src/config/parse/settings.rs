@@ -21,8 +21,15 @@ const FIREWALL_FIELDS: &[&str] = &["mode"];
 /// The words `firewall { mode … }` takes.
 const MODES: &[&str] = &["pin", "review", "off"];
 
-/// The settings (defaults where a value had an error) and every diagnostic.
-pub(in crate::config) fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>) {
+/// Where `gateway { port … }` is written: its value's bytes in the text.
+pub(in crate::config) type PortAt = (std::ops::Range<usize>, Arc<str>);
+
+/// The settings (defaults where a value had an error), every diagnostic,
+/// and where the gateway port was set, if it was.
+pub(in crate::config) fn parse(
+    file: &Path,
+    src: &str,
+) -> (DaemonSettings, Vec<ConfigDiagnostic>, Option<PortAt>) {
     let mut cx = Cx {
         file,
         source: Arc::from(src),
@@ -33,10 +40,11 @@ pub(in crate::config) fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<C
         Ok(doc) => doc,
         Err(err) => {
             super::syntax_errors(&mut cx, err);
-            return (settings, cx.diags);
+            return (settings, cx.diags, None);
         }
     };
     let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut port_at = None;
     for node in doc.nodes() {
         let key = node.name().value();
         if !SETTINGS_FIELDS.contains(&key) {
@@ -47,16 +55,25 @@ pub(in crate::config) fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<C
             continue;
         }
         match key {
-            "gateway" => gateway(&mut cx, node, &mut settings),
+            "gateway" => {
+                port_at = gateway(&mut cx, node, &mut settings)
+                    .map(|span| (super::range(span), Arc::clone(&cx.source)));
+            }
             "firewall" => firewall(&mut cx, node, &mut settings),
             _ => unreachable!("checked against SETTINGS_FIELDS"),
         }
     }
-    (settings, cx.diags)
+    (settings, cx.diags, port_at)
 }
 
-fn gateway(cx: &mut Cx<'_>, node: &KdlNode, settings: &mut DaemonSettings) {
+/// Reads `gateway { }`; returns the span of a valid port's value.
+fn gateway(
+    cx: &mut Cx<'_>,
+    node: &KdlNode,
+    settings: &mut DaemonSettings,
+) -> Option<miette::SourceSpan> {
     let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut at = None;
     for child in cx.block(node) {
         let key = child.name().value();
         if !GATEWAY_FIELDS.contains(&key) {
@@ -71,7 +88,10 @@ fn gateway(cx: &mut Cx<'_>, node: &KdlNode, settings: &mut DaemonSettings) {
             && let Some(n) = cx.integer(child, e, example)
         {
             match u16::try_from(n) {
-                Ok(p) => settings.gateway.port = p,
+                Ok(p) => {
+                    settings.gateway.port = p;
+                    at = Some(e.span());
+                }
                 Err(_) => cx.push(
                     cx.diag(
                         DiagnosticKind::InvalidValue,
@@ -84,6 +104,7 @@ fn gateway(cx: &mut Cx<'_>, node: &KdlNode, settings: &mut DaemonSettings) {
             }
         }
     }
+    at
 }
 
 fn firewall(cx: &mut Cx<'_>, node: &KdlNode, settings: &mut DaemonSettings) {
