@@ -284,17 +284,26 @@ impl Engine {
     }
 
     /// `daemon_status.gateway`: where it listens and, while its port cannot
-    /// be bound, why; `None` when it is off.
-    pub async fn gateway_status(
-        &self,
-    ) -> Result<Option<xy_core::protocol::GatewayStatus>, EngineError> {
-        ask(
+    /// be bound, why; `None` when it is off. Never an error: `daemon_status`
+    /// is how clients tell a live daemon, so a gateway that does not answer
+    /// is reported in `error` instead.
+    pub async fn gateway_status(&self) -> Option<xy_core::protocol::GatewayStatus> {
+        let asked = ask(
             &self.inner.gateway,
             "gateway",
             QUERY_TIMEOUT,
             crate::gateway::GatewayMsg::Status,
         )
-        .await
+        .await;
+        match asked {
+            Ok(status) => status,
+            Err(e) => self
+                .gateway_port()
+                .map(|port| xy_core::protocol::GatewayStatus {
+                    url: format!("http://127.0.0.1:{port}/"),
+                    error: Some(format!("the gateway does not answer: {e}")),
+                }),
+        }
     }
 
     /// One server in detail.
