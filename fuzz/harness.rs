@@ -45,7 +45,13 @@ impl Transport {
             .expect("runtime");
         let opts = EngineOptions::new(&paths.log_dir, &paths.run_dir);
         let engine = rt
-            .block_on(Engine::start(ConfigSet::default(), opts))
+            .block_on(Engine::start(
+                ConfigSet {
+                    settings: xy_core::config::DaemonSettings::without_gateway(),
+                    ..ConfigSet::default()
+                },
+                opts,
+            ))
             .expect("engine with no servers");
         Transport {
             rt,

@@ -100,6 +100,7 @@ fn bench_secrets() -> Vec<xy_core::config::SecretSpec> {
 fn set(servers: Vec<ServerConfig>) -> ConfigSet {
     ConfigSet {
         servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+        settings: xy_core::config::DaemonSettings::without_gateway(),
         ..ConfigSet::default()
     }
 }

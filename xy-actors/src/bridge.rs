@@ -155,6 +155,9 @@ pub(crate) struct BridgeArgs {
     pub(crate) idle_stop: Option<Duration>,
     /// Where its `tools/call`s are recorded (SPEC §20).
     pub(crate) calls: crate::calls::Calls,
+    /// Bytes of POST bodies read ahead of the actor ([`http::BODIES`]),
+    /// shared by its own port and the gateway.
+    pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// See the module docs.
@@ -167,9 +170,10 @@ pub(crate) struct BridgeState {
     path: String,
     owner: Box<dyn Owner>,
     idle_stop: Option<Duration>,
+    bodies: std::sync::Arc<tokio::sync::Semaphore>,
     /// The last request that did work, or busy tick (in flight, streams).
     last_activity: Instant,
-    listening: Option<http::Listening>,
+    listening: Option<crate::edge::Listening>,
     child: Option<ChildLink>,
     hs: Handshake,
     router: Router,
@@ -213,6 +217,7 @@ impl Actor for BridgeActor {
             path: args.path,
             owner: args.owner,
             idle_stop: args.idle_stop,
+            bodies: args.bodies,
             last_activity: Instant::now(),
             listening: None,
             child: None,
@@ -239,7 +244,7 @@ impl Actor for BridgeActor {
                 let ep = http::Endpoint {
                     path: st.path.clone(),
                     actor: myself.clone(),
-                    bodies: std::sync::Arc::new(tokio::sync::Semaphore::new(http::BODIES)),
+                    bodies: std::sync::Arc::clone(&st.bodies),
                 };
                 match http::serve(listener, ep) {
                     Ok(l) => {

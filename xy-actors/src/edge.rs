@@ -1,5 +1,5 @@
 //! The admission edge of every HTTP listener xyd runs (SPEC §18): the stdio
-//! bridge's per-server ports today, the gateway tomorrow. It owns the accept
+//! bridge's per-server ports and the gateway (SPEC §20). It owns the accept
 //! loop and each connection up to the request handler:
 //!
 //! 1. **How many**: at most [`MAX_CONNECTIONS`] connections are served at
@@ -89,6 +89,47 @@ pub(crate) trait Reply:
 impl<B> Reply for B where
     B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
 {
+}
+
+/// How long open connections get to finish after a [`Listening`] is dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// A running listener ([`listen`]); dropping it stops accepting and closes
+/// every connection (after [`CLOSE_GRACE`] for responses still being
+/// written).
+pub(crate) struct Listening {
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        let task = self.task.abort_handle();
+        // Give the connection tasks their grace, then cut what is left.
+        tokio::spawn(async move {
+            tokio::time::sleep(CLOSE_GRACE).await;
+            task.abort();
+        });
+    }
+}
+
+/// Serves an already bound `listener` with [`serve`] on a task of its own
+/// until the returned [`Listening`] is dropped.
+pub(crate) fn listen<M, S, B>(
+    listener: std::net::TcpListener,
+    service: M,
+) -> std::io::Result<Listening>
+where
+    M: Fn() -> S + Send + 'static,
+    S: Served<B>,
+    B: Reply,
+{
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
+    let (shutdown, stop) = watch::channel(false);
+    let task = tokio::spawn(serve(listener, service, stop));
+    Ok(Listening { shutdown, task })
 }
 
 /// Serves `listener` until `stop` turns true (or its sender is dropped),

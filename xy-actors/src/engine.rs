@@ -24,7 +24,7 @@ use xy_core::protocol::{
 };
 
 pub use error::EngineError;
-pub use options::EngineOptions;
+pub use options::{EngineOptions, Inspector};
 
 use self::call::{QUERY_TIMEOUT, ask, for_each, restart_one, start_one, stop_one};
 use self::error::internal;
@@ -60,6 +60,15 @@ struct Inner {
     follow_bytes: usize,
     /// Every server's call records (SPEC §20).
     calls: crate::calls::Calls,
+    /// The gateway (SPEC §20): its listener, bind and status.
+    gateway: ActorRef<crate::gateway::GatewayMsg>,
+    /// The gateway's configured port (`0`: off), for `gateway_url` in
+    /// `list` and `status`. A setting, not actor state: written by boot and
+    /// reload, read by listings.
+    gateway_port: std::sync::atomic::AtomicU16,
+    /// The daemon's settings (`xy.kdl`) in effect; the firewall reads its
+    /// default mode here.
+    settings: tokio::sync::watch::Sender<xy_core::config::DaemonSettings>,
     /// A server whose reload step fails on purpose (unit tests).
     #[cfg(test)]
     reload_fault: std::sync::Mutex<Option<String>>,
@@ -104,7 +113,20 @@ impl Engine {
             .map(|c| c.name.clone())
             .collect();
         let follow_bytes = opts.follow_bytes;
+        let settings = configs.settings.clone();
+        let (routes, routes_rx) = tokio::sync::watch::channel(crate::gateway::Routes::default());
+        let (gateway, _) = Actor::spawn(
+            None,
+            crate::gateway::GatewayActor,
+            crate::gateway::Shared {
+                routes: routes_rx,
+                proxy: crate::gateway::proxy::Proxy::new(opts.inspect.0.clone()),
+            },
+        )
+        .await
+        .map_err(|e| internal("starting the gateway", e))?;
         let args = RootArgs {
+            routes,
             events: events.clone(),
             calls: calls.clone(),
             configs,
@@ -118,9 +140,13 @@ impl Engine {
             tools_dir: opts.tools_dir,
         };
         // Unnamed: several engines may live in one process (tests).
-        let (root, task) = Actor::spawn(None, RootSupervisor, args)
-            .await
-            .map_err(|e| internal("starting the actor tree", e))?;
+        let (root, task) = match Actor::spawn(None, RootSupervisor, args).await {
+            Ok(r) => r,
+            Err(e) => {
+                gateway.stop(None);
+                return Err(internal("starting the actor tree", e));
+            }
+        };
         let engine = Engine {
             inner: Arc::new(Inner {
                 root,
@@ -131,10 +157,14 @@ impl Engine {
                 events,
                 follow_bytes,
                 calls,
+                gateway,
+                gateway_port: std::sync::atomic::AtomicU16::new(0),
+                settings: tokio::sync::watch::channel(settings.clone()).0,
                 #[cfg(test)]
                 reload_fault: std::sync::Mutex::default(),
             }),
         };
+        engine.apply_settings(&settings);
         // Auto-start, waiting for every first spawn: the first `list` after
         // boot (often from the `xyctl list` that spawned the daemon) then shows
         // the servers running rather than not yet started. A spawn failure is
@@ -211,7 +241,74 @@ impl Engine {
     pub async fn list(&self) -> Result<Vec<ListEntry>, EngineError> {
         let mut entries = ask(&self.inner.root, "list", QUERY_TIMEOUT, RootMsg::List).await?;
         self.add_resources(&mut entries).await;
+        for e in &mut entries {
+            e.gateway_url = self.gateway_url(&e.name);
+        }
         Ok(entries)
+    }
+
+    /// The gateway's port, `None` when `xy.kdl` turns it off.
+    pub(crate) fn gateway_port(&self) -> Option<u16> {
+        let port = self
+            .inner
+            .gateway_port
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (port != 0).then_some(port)
+    }
+
+    fn gateway_url(&self, name: &str) -> Option<String> {
+        self.gateway_port()
+            .map(|p| xy_core::config::gateway_url(p, name))
+    }
+
+    /// Puts the daemon's settings in effect (boot and reload): the gateway
+    /// listens on its port (rebinding when it changed, retrying when its
+    /// bind failed), and the firewall's default mode is published.
+    pub(crate) fn apply_settings(&self, settings: &xy_core::config::DaemonSettings) {
+        let port = settings.gateway.port();
+        self.inner
+            .gateway_port
+            .store(port.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+        let _ = self
+            .inner
+            .gateway
+            .cast(crate::gateway::GatewayMsg::Configure(port));
+        self.inner.settings.send_if_modified(|s| {
+            let changed = s != settings;
+            if changed {
+                *s = settings.clone();
+            }
+            changed
+        });
+    }
+
+    /// The daemon's settings in effect, updated at each reload (the
+    /// firewall's default mode is `firewall_default`).
+    pub fn settings(&self) -> tokio::sync::watch::Receiver<xy_core::config::DaemonSettings> {
+        self.inner.settings.subscribe()
+    }
+
+    /// `daemon_status.gateway`: where it listens and, while its port cannot
+    /// be bound, why; `None` when it is off. Never an error: `daemon_status`
+    /// is how clients tell a live daemon, so a gateway that does not answer
+    /// is reported in `error` instead.
+    pub async fn gateway_status(&self) -> Option<xy_core::protocol::GatewayStatus> {
+        let asked = ask(
+            &self.inner.gateway,
+            "gateway",
+            QUERY_TIMEOUT,
+            crate::gateway::GatewayMsg::Status,
+        )
+        .await;
+        match asked {
+            Ok(status) => status,
+            Err(e) => self
+                .gateway_port()
+                .map(|port| xy_core::protocol::GatewayStatus {
+                    url: format!("http://127.0.0.1:{port}/"),
+                    error: Some(format!("the gateway does not answer: {e}")),
+                }),
+        }
     }
 
     /// One server in detail.
@@ -224,6 +321,7 @@ impl Engine {
             .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))?;
         self.add_resources(std::slice::from_mut(&mut status.entry))
             .await;
+        status.entry.gateway_url = self.gateway_url(&status.entry.name);
         Ok(status)
     }
 

@@ -17,6 +17,7 @@ mod edge;
 mod engine;
 mod events;
 mod explain;
+mod gateway;
 mod health;
 mod hooks;
 mod ledger;
@@ -30,8 +31,9 @@ mod supervisor;
 
 pub use calls::{Calls, CallsRead, LiveCall};
 pub use edge::AcceptBackoff;
-pub use engine::{Engine, EngineError, EngineOptions};
+pub use engine::{Engine, EngineError, EngineOptions, Inspector};
 pub use events::{EngineEvent, EventItem, EventSubscription};
+pub use gateway::{Inspect, PassThrough, Verdict};
 pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};

@@ -127,6 +127,8 @@ pub(crate) struct RootArgs {
     pub(crate) events: EventBus,
     /// Where every server's calls are recorded (SPEC §20).
     pub(crate) calls: crate::calls::Calls,
+    /// Where the gateway learns which servers exist.
+    pub(crate) routes: watch::Sender<crate::gateway::Routes>,
 }
 
 /// The root's state.
@@ -144,6 +146,8 @@ pub(crate) struct RootState {
     events: EventBus,
     /// Likewise.
     calls: crate::calls::Calls,
+    /// The gateway's view of `servers` ([`RootState::publish_routes`]).
+    routes: watch::Sender<crate::gateway::Routes>,
 }
 
 /// See the module docs.
@@ -166,6 +170,7 @@ impl Actor for RootSupervisor {
             tools_dir,
             events,
             calls,
+            routes,
         } = args;
         let servers: Vec<ServerConfig> = configs.servers.values().cloned().collect();
         let dir = configs.dir.clone();
@@ -191,6 +196,7 @@ impl Actor for RootSupervisor {
             tools_dir,
             events,
             calls,
+            routes,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -274,6 +280,7 @@ impl Actor for RootSupervisor {
                 if let Some(e) = state.servers.remove(&name) {
                     e.actor.stop(Some("removed".into()));
                 }
+                state.publish_routes();
                 let _ = state.config.cast(ConfigMsg::Remove(name.clone()));
                 let _ = state.router.cast(LogRouterMsg::RemoveSink(name));
                 if !reply.is_closed() {
@@ -445,7 +452,19 @@ impl RootState {
                 snapshot: snapshot_rx,
             },
         );
+        self.publish_routes();
         Ok(())
+    }
+
+    /// Tells the gateway the servers as they are now (after every insert
+    /// and removal): their names and the snapshots their actors publish.
+    pub(super) fn publish_routes(&self) {
+        let routes: BTreeMap<String, watch::Receiver<ServerSnapshot>> = self
+            .servers
+            .iter()
+            .map(|(n, e)| (n.clone(), e.snapshot.clone()))
+            .collect();
+        self.routes.send_replace(Arc::new(routes));
     }
 }
 

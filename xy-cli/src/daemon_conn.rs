@@ -428,7 +428,7 @@ fn wait_ready(
             }
             // A service manager restarting a daemon that cannot load its
             // config looks like silence from here: say why.
-            if let Err(errs) = xy_core::config::load_dir(&paths.config_dir) {
+            if let Err(errs) = xy_core::config::load(&paths.config_dir, &paths.settings_file) {
                 let mut f = Failure::config_invalid(&paths.config_dir, &errs, ctx.err.color);
                 f.message = format!("xyd could not start: {}", f.message);
                 return Err(f);
@@ -497,7 +497,7 @@ fn boot_failure(
     if status.code() == Some(3) {
         // Render the diagnostics ourselves (colour, carets) rather than
         // relaying tracing lines; the daemon read the same directory.
-        if let Err(errs) = xy_core::config::load_dir(&paths.config_dir) {
+        if let Err(errs) = xy_core::config::load(&paths.config_dir, &paths.settings_file) {
             let mut f = Failure::config_invalid(&paths.config_dir, &errs, ctx.err.color);
             f.message = format!("xyd could not start: {}", f.message);
             return f;

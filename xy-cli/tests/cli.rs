@@ -590,6 +590,35 @@ fn config_check_examples_and_typo() {
     assert!(w.daemons().is_empty());
 }
 
+#[test]
+fn config_check_covers_the_daemon_settings_file() {
+    let w = World::new();
+    w.add_sleeper("alpha", 100);
+    let settings = w.config_dir().parent().unwrap().join("xy.kdl");
+    std::fs::write(
+        &settings,
+        "gateway {\n    prot 9000\n}\nfirewall {\n    mode \"pinn\"\n}\n",
+    )
+    .unwrap();
+    let err = w.run(&["config", "check"]).fails(3);
+    assert!(err.contains("xy.kdl:2:5"), "{err}");
+    assert!(err.contains("did you mean port?"), "{err}");
+    assert!(err.contains("xy.kdl:5:10"), "{err}");
+    assert!(err.contains("did you mean \"pin\"?"), "{err}");
+    assert!(err.starts_with("error: config invalid: 2 errors"), "{err}");
+    let v: Value = serde_json::from_str(&w.run(&["config", "check", "--json"]).stdout()).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["errors"][0]["line"], 2, "{v}");
+
+    std::fs::write(&settings, "gateway {\n    port 9000\n}\n").unwrap();
+    let out = w.run(&["config", "check"]).ok();
+    assert!(
+        out.ends_with(&format!("settings OK ({})\n", settings.display())),
+        "{out}"
+    );
+    assert!(w.daemons().is_empty());
+}
+
 /// A fake daemon on the socket that answers every request with `answer`.
 fn fake_daemon(socket: &Path, answer: impl Fn(&Value) -> Option<Value> + Send + 'static) {
     let listener = UnixListener::bind(socket).unwrap();

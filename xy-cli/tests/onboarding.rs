@@ -311,6 +311,47 @@ fn clients_apply_dry_run_backup_and_undo_for_every_client() {
     }
 }
 
+/// SPEC §20: clients that speak HTTP get the gateway's URL; with the
+/// gateway off, the server's own port (an entry written either way is
+/// xy's, and is moved to the other).
+#[test]
+fn clients_apply_writes_the_gateway_url_and_the_own_port_when_it_is_off() {
+    let h = Home::new("xyg");
+    let gw = xy_testbins::locate::free_port();
+    let settings = h.config_dir().parent().unwrap().join("xy.kdl");
+    std::fs::create_dir_all(h.config_dir()).unwrap();
+    std::fs::write(&settings, format!("gateway {{ port {gw}; }}\n")).unwrap();
+    let own = port(35);
+    write_sleeper(&h, "context7", own);
+    h.run(&["list"]).ok();
+    let gateway_url = format!("http://127.0.0.1:{gw}/context7/mcp");
+    assert_eq!(h.list()[0]["gateway_url"], gateway_url.as_str());
+
+    let work = tempfile::tempdir().unwrap();
+    let path = work.path().join("cursor-mcp.json");
+    std::fs::copy(sample("cursor-mcp.json"), &path).unwrap();
+    let p = path.to_str().unwrap();
+    h.run(&["clients", "apply", "cursor", "--file", p]).ok();
+    let applied = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        applied.contains(&format!("\"url\": \"{gateway_url}\"")),
+        "{applied}"
+    );
+    // The entry counts as xy's.
+    let r = h.run(&["clients", "apply", "cursor", "--file", p]);
+    assert!(r.ok().starts_with("nothing to change"), "{}", r.stdout());
+
+    std::fs::write(&settings, "gateway { port 0; }\n").unwrap();
+    h.run(&["reload"]).ok();
+    assert!(h.list()[0]["gateway_url"].is_null());
+    h.run(&["clients", "apply", "cursor", "--file", p]).ok();
+    let applied = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        applied.contains(&format!("\"url\": \"http://127.0.0.1:{own}/mcp\"")),
+        "{applied}"
+    );
+}
+
 // Issue 26: a symlinked config (stow, chezmoi, home-manager) became a
 // regular file; `apply` wrote the canonical build-tree path instead of the
 // `xyctl` on PATH; `undo` overwrote edits made after `apply`.

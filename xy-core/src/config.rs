@@ -14,11 +14,16 @@ mod dotenv;
 mod load;
 mod parse;
 mod secrets;
+mod settings;
 
 pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning, DiagnosticKind};
-pub use load::{CommandLookupError, load_dir, resolve_command, resolve_command_in};
+pub use load::{CommandLookupError, load, load_dir, resolve_command, resolve_command_in};
 pub use parse::{is_valid_name, parse_server};
 pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
+pub use settings::{
+    DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, SETTINGS_FILE, gateway_url,
+    load_settings, parse_settings,
+};
 
 /// Default `restart.backoff-initial`.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -386,6 +391,9 @@ pub struct ConfigSet {
     pub servers: BTreeMap<String, ServerConfig>,
     /// Non-fatal findings (command missing or not executable).
     pub warnings: Vec<ConfigWarning>,
+    /// The daemon's settings (`xy.kdl`); the defaults when loaded by
+    /// [`load_dir`] alone or when the file is absent.
+    pub settings: DaemonSettings,
 }
 
 impl ConfigSet {

@@ -19,6 +19,9 @@ pub const SOCKET_PATH_MAX: usize = 108;
 pub struct Paths {
     /// `${XDG_CONFIG_HOME}/xy/servers`: one `<name>.kdl` per server.
     pub config_dir: PathBuf,
+    /// `${XDG_CONFIG_HOME}/xy/xy.kdl`: the daemon's settings (SPEC §20),
+    /// optional. `--config-dir` does not move it.
+    pub settings_file: PathBuf,
     /// `${XDG_STATE_HOME}/xy`: pidfile, run records, logs.
     pub state_dir: PathBuf,
     /// `${XDG_STATE_HOME}/xy/logs`: `<name>.log` and `daemon.log`.
@@ -88,6 +91,7 @@ impl Paths {
 
         Ok(Paths {
             config_dir: config_home.join("xy").join("servers"),
+            settings_file: config_home.join("xy").join(crate::config::SETTINGS_FILE),
             log_dir: state_dir.join("logs"),
             run_dir: state_dir.join("run"),
             pidfile: state_dir.join("xy.pid"),
@@ -153,6 +157,7 @@ mod tests {
     fn defaults_come_from_home() {
         let p = resolve(&[], Some("/home/u")).unwrap();
         assert_eq!(p.config_dir, Path::new("/home/u/.config/xy/servers"));
+        assert_eq!(p.settings_file, Path::new("/home/u/.config/xy/xy.kdl"));
         assert_eq!(p.state_dir, Path::new("/home/u/.local/state/xy"));
         assert_eq!(p.log_dir, Path::new("/home/u/.local/state/xy/logs"));
         assert_eq!(p.run_dir, Path::new("/home/u/.local/state/xy/run"));

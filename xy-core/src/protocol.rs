@@ -329,6 +329,11 @@ pub struct ListEntry {
     /// may start and restart this server through `xyctl mcp`.
     #[serde(default)]
     pub agent_allow_restart: bool,
+    /// The server through xy's gateway (SPEC §20):
+    /// `http://127.0.0.1:<gateway port>/<name>/mcp`; `null` when the
+    /// gateway is off.
+    #[serde(default)]
+    pub gateway_url: Option<String>,
 }
 
 /// What the health probe last concluded (SPEC §10).
@@ -729,6 +734,20 @@ pub struct DaemonStatus {
     /// Only while booting (the orphan sweep): what the daemon is doing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot: Option<BootProgress>,
+    /// The gateway (SPEC §20); absent when `xy.kdl` turns it off (`port 0`)
+    /// and while booting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayStatus>,
+}
+
+/// `daemon_status.gateway`: where the gateway listens, and why it does not
+/// when its port could not be bound (the bind is retried).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayStatus {
+    /// `http://127.0.0.1:<port>/`; a server is at `<url><name>/mcp`.
+    pub url: String,
+    /// `null` while bound; else why the bind failed.
+    pub error: Option<String>,
 }
 
 /// Result of `shutdown`: an empty object.

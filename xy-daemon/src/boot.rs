@@ -84,10 +84,12 @@ fn create_private_dir(dir: &Path) -> Result<(), DaemonError> {
         })
 }
 
-/// Loads the config directory off the async threads (it reads files).
-pub(crate) async fn load_configs(dir: &Path) -> Result<ConfigSet, DaemonError> {
-    let dir = dir.to_path_buf();
-    let loaded = tokio::task::spawn_blocking(move || xy_core::config::load_dir(&dir))
+/// Loads the config directory and the settings file (`xy.kdl`) off the
+/// async threads (it reads files).
+pub(crate) async fn load_configs(paths: &Paths) -> Result<ConfigSet, DaemonError> {
+    let dir = paths.config_dir.clone();
+    let settings = paths.settings_file.clone();
+    let loaded = tokio::task::spawn_blocking(move || xy_core::config::load(&dir, &settings))
         .await
         .map_err(|e| DaemonError::Io {
             action: "load configs (loader panicked)",

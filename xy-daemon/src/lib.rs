@@ -55,7 +55,7 @@ pub async fn run(
     if let Err(e) = xy_actors::become_subreaper() {
         tracing::warn!(error = %e, "cannot become child subreaper; orphaned grandchildren may linger as zombies");
     }
-    let loaded = boot::load_configs(&paths.config_dir).await;
+    let loaded = boot::load_configs(&paths).await;
     let grace = match &loaded {
         Ok(c) if !c.servers.is_empty() => c.max_grace(),
         _ => DEFAULT_GRACE,

@@ -81,6 +81,10 @@ impl Env {
         let config_home = root.path().join("c");
         let state_home = root.path().join("s");
         std::fs::create_dir_all(config_home.join("xy/servers")).unwrap();
+        // The gateway's default port is one for the whole machine: test
+        // daemons run many at once, so only the gateway's own tests turn
+        // it on (`write_settings`), each on a port of its own.
+        std::fs::write(config_home.join("xy/xy.kdl"), "gateway { port 0; }\n").unwrap();
         let socket = root.path().join("x.sock");
         Env {
             root,
@@ -100,6 +104,11 @@ impl Env {
 
     pub(crate) fn write_config(&self, name: &str, kdl: &str) {
         std::fs::write(self.config_dir().join(format!("{name}.kdl")), kdl).unwrap();
+    }
+
+    /// Replaces `xy.kdl`, the daemon's settings.
+    pub(crate) fn write_settings(&self, kdl: &str) {
+        std::fs::write(self.config_home.join("xy/xy.kdl"), kdl).unwrap();
     }
 
     pub(crate) fn remove_config(&self, name: &str) {

@@ -7,7 +7,7 @@
 mod audit;
 mod bounds;
 mod calls;
-mod client;
+pub(crate) mod client;
 mod restart;
 
 use std::io::{Read, Write};

@@ -10,6 +10,7 @@ mod edge;
 mod events;
 mod fault;
 mod fuzz_corpus;
+mod gateway;
 mod hostile;
 mod logs;
 mod mcp;

@@ -17,8 +17,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use ractor::ActorRef;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use super::raw::RawRequest;
 use super::route::{META_VERSION, Out, Outbox, V2026};
@@ -28,8 +27,6 @@ use super::{Ack, BridgeMsg, Post};
 pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Messages buffered per exchange before the child's output is dropped for it.
 const OUTBOX: usize = 256;
-/// How long open connections get to finish after the listener closes.
-const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 const SESSION: &str = "mcp-session-id";
 const PROTOCOL: &str = "mcp-protocol-version";
@@ -103,31 +100,12 @@ pub(crate) const BODIES: usize = 8 * 1024 * 1024;
 /// How long a POST waits for room to read its body before `503`.
 const BODY_WAIT: Duration = Duration::from_secs(10);
 
-/// The running listener; dropping it stops accepting and closes every
-/// connection (after [`CLOSE_GRACE`] for responses still being written).
-pub(crate) struct Listening {
-    shutdown: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let _ = self.shutdown.send(true);
-        let task = self.task.abort_handle();
-        // Give the connection tasks their grace, then cut what is left.
-        tokio::spawn(async move {
-            tokio::time::sleep(CLOSE_GRACE).await;
-            task.abort();
-        });
-    }
-}
-
 /// Starts serving `listener` (already bound by the ServerActor) behind the
 /// admission edge (`crate::edge`: who, how many, how long).
-pub(crate) fn serve(listener: std::net::TcpListener, ep: Endpoint) -> std::io::Result<Listening> {
-    listener.set_nonblocking(true)?;
-    let listener = TcpListener::from_std(listener)?;
-    let (shutdown, stop) = watch::channel(false);
+pub(crate) fn serve(
+    listener: std::net::TcpListener,
+    ep: Endpoint,
+) -> std::io::Result<crate::edge::Listening> {
     let service = move || {
         let ep = ep.clone();
         hyper::service::service_fn(move |req| {
@@ -135,8 +113,7 @@ pub(crate) fn serve(listener: std::net::TcpListener, ep: Endpoint) -> std::io::R
             async move { Ok::<_, Infallible>(handle(req, ep).await) }
         })
     };
-    let task = tokio::spawn(crate::edge::serve(listener, service, stop));
-    Ok(Listening { shutdown, task })
+    crate::edge::listen(listener, service)
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {
@@ -155,7 +132,12 @@ fn json_bytes(status: StatusCode, bytes: Bytes) -> Response<OutBody> {
     r
 }
 
-fn rpc_error(status: StatusCode, id: Value, code: i64, message: &str) -> Response<OutBody> {
+pub(crate) fn rpc_error(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+) -> Response<OutBody> {
     json_response(
         status,
         &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
@@ -193,7 +175,7 @@ fn loopback_host(host: &str) -> bool {
 }
 
 /// `Host` must name loopback; an `Origin`, when sent, too.
-fn rebinding_check<B>(req: &Request<B>) -> Result<(), &'static str> {
+pub(crate) fn rebinding_check<B>(req: &Request<B>) -> Result<(), &'static str> {
     let host = req
         .headers()
         .get(header::HOST)
@@ -218,6 +200,8 @@ fn header_str<'a, B>(req: &'a Request<B>, name: &str) -> Option<&'a str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
+/// A request on the server's own port: rebinding and path checks, then
+/// [`dispatch`].
 async fn handle(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
     if let Err(why) = rebinding_check(&req) {
         return rpc_error(StatusCode::FORBIDDEN, Value::Null, -32600, why);
@@ -230,6 +214,14 @@ async fn handle(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
             &format!("not found: the MCP endpoint is {}", ep.path),
         );
     }
+    dispatch(req, ep).await
+}
+
+/// Serves one streamable-HTTP request (POST, GET, DELETE) with the bridge
+/// `ep` names, whichever listener it arrived on: the server's own port
+/// ([`handle`]) or the gateway, which has checked Host/Origin and routed
+/// the path itself.
+pub(crate) async fn dispatch(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
     let session = header_str(&req, SESSION).map(str::to_owned);
     match *req.method() {
         Method::POST => post(req, ep, session).await,

@@ -40,6 +40,7 @@ impl Engine {
     pub async fn list_rows(&self) -> Result<ListRows, EngineError> {
         let listed = ask(&self.inner.root, "list", QUERY_TIMEOUT, RootMsg::Rows).await?;
         let now = tokio::time::Instant::now();
+        let gateway_port = self.gateway_port();
         let mut rows: Vec<Row> = listed
             .into_iter()
             .map(|l| Row {
@@ -51,6 +52,7 @@ impl Engine {
                         .map(|t| now.saturating_duration_since(t).as_secs()),
                     cpu_percent: None,
                     rss_bytes: None,
+                    gateway_port,
                 },
             })
             .collect();

@@ -78,6 +78,8 @@ impl Engine {
     }
 
     async fn reload_locked(&self, configs: ConfigSet) -> Result<ReloadResult, EngineError> {
+        // The daemon's settings first: they do not depend on any server.
+        self.apply_settings(&configs.settings);
         let refs = self.refs().await?;
         let (old, diff) = ask(&refs.config, "config diff", QUERY_TIMEOUT, |tx| {
             ConfigMsg::Diff(Box::new(configs.clone()), tx)
@@ -89,6 +91,7 @@ impl Engine {
             set: ConfigSet {
                 dir: configs.dir.clone(),
                 warnings: configs.warnings.clone(),
+                settings: configs.settings.clone(),
                 ..*old
             },
             result: ReloadResult::default(),

@@ -16,6 +16,7 @@ fn set(dir: &std::path::Path, cfgs: Vec<ServerConfig>) -> ConfigSet {
         dir: dir.to_owned(),
         servers: cfgs.into_iter().map(|c| (c.name.clone(), c)).collect(),
         warnings: Vec::new(),
+        settings: xy_core::config::DaemonSettings::without_gateway(),
     }
 }
 

@@ -20,6 +20,8 @@ impl Engine {
         if root.get_status() != ractor::ActorStatus::Running {
             return Ok(());
         }
+        // The gateway first: no new request reaches a server being stopped.
+        self.inner.gateway.stop(None);
         let refs = self.refs().await?;
         let max_grace = refs
             .servers

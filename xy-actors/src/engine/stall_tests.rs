@@ -107,6 +107,7 @@ async fn a_slow_port_check_stalls_no_one() {
         dir: dir.path().to_owned(),
         servers,
         warnings: Vec::new(),
+        settings: xy_core::config::DaemonSettings::without_gateway(),
     };
     let opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
     // The boot's check of `slow` passes at once.

@@ -24,6 +24,7 @@ async fn a_start_overtaken_by_a_stop_is_reported_cancelled() {
         dir: dir.path().to_owned(),
         servers: [("x".to_owned(), config("x", 9301))].into(),
         warnings: Vec::new(),
+        settings: xy_core::config::DaemonSettings::without_gateway(),
     };
     let engine = Engine::start_with(set, opts, spawner).await.unwrap();
     let x = || TargetParams::one("x");

@@ -300,6 +300,7 @@ mod tests {
             rss_bytes: None,
             tool_count: None,
             agent_allow_restart: false,
+            gateway_url: None,
         }
     }
 

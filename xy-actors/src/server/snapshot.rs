@@ -37,9 +37,43 @@ pub(crate) struct ServerSnapshot {
     ///
     /// [`Lifecycle::child_coming`]: super::lifecycle::Lifecycle::child_coming
     pub(crate) child_coming: bool,
+    /// A stdio server's bridge, for the gateway (SPEC §20). Not shown by
+    /// `list`.
+    pub(crate) bridge: Option<BridgeGate>,
     /// This snapshot's `list` row, serialised once (D41): every new
     /// snapshot starts with an empty cache, so it cannot go stale.
     pub(crate) row: RowCache,
+}
+
+/// How the gateway reaches a stdio server's bridge: as a request on its own
+/// port would, while that port is open.
+#[derive(Clone)]
+pub(crate) struct BridgeGate {
+    pub(crate) endpoint: crate::bridge::http::Endpoint,
+    /// The bridge listens on the server's own port now: the gateway serves
+    /// the server exactly then.
+    pub(crate) listening: bool,
+}
+
+impl BridgeGate {
+    fn key(&self) -> (ractor::ActorId, bool) {
+        (self.endpoint.actor.get_id(), self.listening)
+    }
+}
+
+impl PartialEq for BridgeGate {
+    fn eq(&self, other: &BridgeGate) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl std::fmt::Debug for BridgeGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BridgeGate")
+            .field("actor", &self.endpoint.actor.get_id())
+            .field("listening", &self.listening)
+            .finish()
+    }
 }
 
 /// A [`ListRow`] built at most once per snapshot. Not part of a snapshot's
@@ -70,6 +104,7 @@ impl ServerSnapshot {
             agent_allow_restart: config.agent.allow_restart,
             grace: config.stop.grace,
             child_coming: false,
+            bridge: None,
             row: RowCache::default(),
         }
     }
@@ -100,6 +135,8 @@ impl ServerSnapshot {
             rss_bytes: None,
             tool_count: self.tool_count,
             agent_allow_restart: self.agent_allow_restart,
+            // The engine's: it follows the daemon's settings.
+            gateway_url: None,
         }
     }
 }
@@ -124,6 +161,10 @@ impl ServerActorState {
             .as_ref()
             .map_or(&default_health, |t| t.health());
         let url = self.config.url();
+        let bridge_key = self
+            .bridge
+            .as_ref()
+            .map(|b| (b.actor.get_id(), b.listening));
         self.snapshot.send_if_modified(|s| {
             let same = s.state == self.lc.phase
                 && s.pid == pid
@@ -137,7 +178,8 @@ impl ServerActorState {
                 && s.tool_count == self.mcp.tool_count()
                 && s.agent_allow_restart == self.config.agent.allow_restart
                 && s.grace == self.config.stop.grace
-                && s.child_coming == self.lc.child_coming();
+                && s.child_coming == self.lc.child_coming()
+                && s.bridge.as_ref().map(BridgeGate::key) == bridge_key;
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -153,6 +195,10 @@ impl ServerActorState {
                     agent_allow_restart: self.config.agent.allow_restart,
                     grace: self.config.stop.grace,
                     child_coming: self.lc.child_coming(),
+                    bridge: self.bridge.as_ref().map(|b| BridgeGate {
+                        endpoint: b.endpoint.clone(),
+                        listening: b.listening,
+                    }),
                     row: RowCache::default(),
                 };
                 // Built here, once, rather than by the next `list`.

@@ -21,6 +21,9 @@ pub(crate) struct BridgeLink {
     pub(crate) actor: ActorRef<BridgeMsg>,
     /// Whether the bridge has a listener bound now.
     pub(crate) listening: bool,
+    /// The bridge as the gateway reaches it (the same body budget as its
+    /// own port).
+    pub(crate) endpoint: bridge::http::Endpoint,
 }
 
 /// The bridge's view of its ServerActor: the published state and the actor.
@@ -69,7 +72,9 @@ impl ServerActorState {
             });
             return;
         }
+        let bodies = std::sync::Arc::new(tokio::sync::Semaphore::new(bridge::http::BODIES));
         let args = BridgeArgs {
+            bodies: std::sync::Arc::clone(&bodies),
             name: self.config.name.clone(),
             port: self.config.port,
             path: self.config.path.clone(),
@@ -83,6 +88,11 @@ impl ServerActorState {
         match Actor::spawn_linked(None, BridgeActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
                 self.bridge = Some(BridgeLink {
+                    endpoint: bridge::http::Endpoint {
+                        path: self.config.path.clone(),
+                        actor: actor.clone(),
+                        bodies,
+                    },
                     actor,
                     listening: false,
                 });

@@ -82,6 +82,7 @@ impl RootState {
     fn forget(&mut self, name: &str, why: &str) {
         tracing::error!(server = %name, "{why}: the server is dropped until a reload adds it back");
         self.servers.remove(name);
+        self.publish_routes();
         let _ = self.router.cast(LogRouterMsg::RemoveSink(name.to_owned()));
     }
 
@@ -97,6 +98,7 @@ impl RootState {
             dir: self.dir.clone(),
             servers: configs,
             warnings: Vec::new(),
+            settings: Default::default(),
         };
         let (config, _) = Actor::spawn_linked(None, ConfigActor, set, myself.get_cell()).await?;
         self.config = config.clone();

@@ -60,6 +60,7 @@ pub fn set(servers: Vec<ServerConfig>) -> ConfigSet {
         dir: PathBuf::from("/configs"),
         servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
         warnings: Vec::new(),
+        settings: xy_core::config::DaemonSettings::without_gateway(),
     }
 }
 

@@ -198,12 +198,26 @@ fn row(a: &str, b: &str, c: &str, d: &str) -> Vec<String> {
     vec![a.to_owned(), b.to_owned(), c.to_owned(), d.to_owned()]
 }
 
-/// The servers xy runs: name → URL.
-fn xy_servers(c: &mut Client) -> Result<BTreeMap<String, String>, Failure> {
+/// One server xy runs, as a client reaches it.
+struct XyUrl {
+    /// What `apply` writes: the gateway's URL (SPEC §20), or the server's
+    /// own port when the gateway is off.
+    url: String,
+    /// The server's own port's URL, which an entry written before the
+    /// gateway (or while it was off) holds: still xy's.
+    own: String,
+}
+
+/// The servers xy runs: name → URLs.
+fn xy_servers(c: &mut Client) -> Result<BTreeMap<String, XyUrl>, Failure> {
     let list: Vec<ListEntry> = c.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
     Ok(list
         .iter()
-        .map(|e| (e.name.clone(), server_url(e)))
+        .map(|e| {
+            let own = server_url(e);
+            let url = e.gateway_url.clone().unwrap_or_else(|| own.clone());
+            (e.name.clone(), XyUrl { url, own })
+        })
         .collect())
 }
 
@@ -211,8 +225,8 @@ fn xy_servers(c: &mut Client) -> Result<BTreeMap<String, String>, Failure> {
 /// `import` would have given it.
 fn xy_name_for<'a>(
     entry: &str,
-    xy: &'a BTreeMap<String, String>,
-) -> Option<(&'a String, &'a String)> {
+    xy: &'a BTreeMap<String, XyUrl>,
+) -> Option<(&'a String, &'a XyUrl)> {
     xy.get_key_value(entry)
         .or_else(|| xy.get_key_value(&server_file::usable_name(entry)))
 }
@@ -229,9 +243,12 @@ fn is_xy_mcp(spec: &Spec) -> bool {
 }
 
 /// Which xy server an entry already points at, if any.
-fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, String>) -> Option<String> {
+fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, XyUrl>) -> Option<String> {
     match spec {
-        Spec::Url(u) => xy.iter().find(|(_, url)| *url == u).map(|(n, _)| n.clone()),
+        Spec::Url(u) => xy
+            .iter()
+            .find(|(_, x)| x.url == *u || x.own == *u)
+            .map(|(n, _)| n.clone()),
         Spec::Stdio { command, args, .. } => {
             let is_xyctl = Path::new(command).file_name().is_some_and(|f| f == "xyctl");
             match args.as_slice() {
@@ -323,7 +340,7 @@ fn apply(
                 xyctl: x.clone(),
                 server: server.clone(),
             },
-            None => Pointer::Url(url.clone()),
+            None => Pointer::Url(url.url.clone()),
         };
         let shown = match &to {
             Pointer::Url(u) => u.clone(),

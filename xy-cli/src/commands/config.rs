@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use xy_core::config::{ConfigErrors, ConfigSet, load_dir};
+use xy_core::config::{ConfigErrors, ConfigSet, load, load_dir, load_settings};
 use xy_core::paths::Paths;
 
 use crate::cli::ConfigCmd;
@@ -14,19 +14,28 @@ use crate::output;
 pub(crate) fn run(ctx: &Ctx, cmd: ConfigCmd) -> Result<Exit, Failure> {
     let ConfigCmd::Check { dir, json } = cmd;
     let named = dir.is_some();
+    let paths = Paths::from_env();
+    // The daemon's settings file is checked too, wherever the servers are
+    // (`--config-dir` does not move it either).
+    let settings_file = paths.as_ref().ok().map(|p| p.settings_file.clone());
     let dir = match dir {
         Some(d) => d,
         None => {
-            Paths::from_env()
+            paths
                 .map_err(|e| Failure::new(Exit::Operational, e.to_string()))?
                 .config_dir
         }
+    };
+    let settings_ok = |file: &Option<std::path::PathBuf>| match file {
+        Some(f) => load_settings(f).map(|_| ()),
+        None => Ok(()),
     };
     // A missing default directory is a first run, which xyd boots with no
     // servers (creating it, SPEC §14): valid, as xyd would load it. A
     // directory named explicitly must exist, as for `xyd --config-dir`.
     if !named
         && matches!(std::fs::metadata(&dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        && settings_ok(&settings_file).is_ok()
     {
         if json {
             output::json_line(
@@ -47,7 +56,18 @@ pub(crate) fn run(ctx: &Ctx, cmd: ConfigCmd) -> Result<Exit, Failure> {
         }
         return Ok(Exit::Success);
     }
-    let loaded = load_dir(&dir);
+    let dir_exists = std::fs::metadata(&dir).is_ok();
+    let loaded = match &settings_file {
+        Some(file) if named || dir_exists => load(&dir, file),
+        // No servers yet (xyd creates the directory), but a settings file
+        // with mistakes (a valid one returned above).
+        Some(file) => load_settings(file).map(|settings| ConfigSet {
+            dir: dir.clone(),
+            settings,
+            ..ConfigSet::default()
+        }),
+        None => load_dir(&dir),
+    };
     if json {
         output::json_line(&check_json(&dir, &loaded).to_string());
         return Ok(if loaded.is_ok() {
@@ -62,6 +82,9 @@ pub(crate) fn run(ctx: &Ctx, cmd: ConfigCmd) -> Result<Exit, Failure> {
                 output::warn(&ctx.err, &w.to_string());
             }
             output::stdout(&summary(&set));
+            if let Some(f) = settings_file.as_ref().filter(|f| f.exists()) {
+                output::stdout(&format!("settings OK ({})\n", f.display()));
+            }
             Ok(Exit::Success)
         }
         Err(errs) => Err(Failure::config_invalid(&dir, &errs, ctx.err.color)),

@@ -29,6 +29,17 @@ pub(crate) fn render_daemon_status(d: &DaemonStatus, style: &Style) -> String {
     for (k, v) in rows {
         let _ = writeln!(out, "  {k:<10}  {v}");
     }
+    let gateway = match &d.gateway {
+        None if d.boot.is_none() => Some("off (xy.kdl: gateway { port 0 })".to_owned()),
+        None => None,
+        Some(g) => Some(match &g.error {
+            None => format!("{}<name>/mcp", g.url),
+            Some(e) => format!("{} not listening: {e} (retrying)", g.url),
+        }),
+    };
+    if let Some(g) = gateway {
+        let _ = writeln!(out, "  {:<10}  {g}", "gateway");
+    }
     if let Some(b) = &d.boot {
         let _ = writeln!(
             out,
@@ -56,6 +67,7 @@ mod tests {
             log_dir: "/home/u/.local/state/xy/logs".into(),
             servers: 3,
             boot: None,
+            gateway: None,
         };
         let want = "\
 xyd 0.1.0 running (pid 4242, up 1h 2m)
@@ -65,6 +77,7 @@ xyd 0.1.0 running (pid 4242, up 1h 2m)
   config dir  /home/u/.config/xy/servers
   log dir     /home/u/.local/state/xy/logs
   servers     3
+  gateway     off (xy.kdl: gateway { port 0 })
 ";
         assert_eq!(render_daemon_status(&d, &Style::PLAIN), want);
     }

@@ -175,6 +175,7 @@ pub(crate) mod tests {
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: None,
             },
             ListEntry {
                 name: "search-mcp".into(),
@@ -195,6 +196,7 @@ pub(crate) mod tests {
                 rss_bytes: None,
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: None,
             },
             ListEntry {
                 name: "notes".into(),
@@ -215,6 +217,7 @@ pub(crate) mod tests {
                 rss_bytes: None,
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: None,
             },
             ListEntry {
                 name: "idle".into(),
@@ -235,6 +238,7 @@ pub(crate) mod tests {
                 rss_bytes: None,
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: None,
             },
         ]
     }

@@ -30,6 +30,10 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
         ("port", e.port.to_string()),
         ("url", format!("{} ({})", e.url, e.transport)),
         (
+            "gateway",
+            e.gateway_url.clone().unwrap_or_else(|| "off".to_owned()),
+        ),
+        (
             "uptime",
             e.uptime_secs.map_or_else(|| "-".to_owned(), human_secs),
         ),
@@ -274,6 +278,7 @@ pub(crate) mod tests {
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: None,
             },
             transitions: vec![
                 Transition {
@@ -366,6 +371,7 @@ insikt  running
   pid          48213
   port         8421
   url          http://127.0.0.1:8421/mcp (http)
+  gateway      off
   uptime       3m 12s
   restarts     1
   last exit    code 1 at 2026-11-30 05:01:40

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::parse::parse_file;
+use super::parse::settings::PortAt;
+use super::settings::{DaemonSettings, load_settings_at};
 use super::{ConfigErrors, ConfigSet, ConfigWarning, ServerConfig};
 
 /// Why a `command` could not be resolved to an executable.
@@ -153,7 +155,78 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigErrors> {
         dir: dir.to_path_buf(),
         servers,
         warnings,
+        settings: DaemonSettings::default(),
     })
+}
+
+/// [`load_dir`] plus the daemon's settings file (`xy.kdl`, optional): what
+/// `xyd` boots and reloads with and `xyctl config check` checks. Every
+/// error of both is returned at once.
+///
+/// A server on the gateway's port: when `xy.kdl` sets that port, an error
+/// (`duplicate_port`, on `xy.kdl`); when it is only the default, a warning,
+/// and the gateway is off (an existing server keeps its port).
+pub fn load(dir: &Path, settings_file: &Path) -> Result<ConfigSet, ConfigErrors> {
+    let servers = load_dir(dir);
+    let settings = load_settings_at(settings_file);
+    match (servers, settings) {
+        (Ok(mut set), Ok((settings, port_at))) => {
+            set.settings = settings;
+            gateway_port_check(&mut set, settings_file, port_at)?;
+            Ok(set)
+        }
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) => Err(e),
+        (Err(a), Err(b)) => Err(ConfigErrors::new(
+            a.diagnostics.into_iter().chain(b.diagnostics).collect(),
+        )),
+    }
+}
+
+/// A gateway port that a server uses too (see [`load`]).
+fn gateway_port_check(
+    set: &mut ConfigSet,
+    settings_file: &Path,
+    port_at: Option<PortAt>,
+) -> Result<(), ConfigErrors> {
+    let Some(port) = set.settings.gateway.port() else {
+        return Ok(());
+    };
+    let users: Vec<&ServerConfig> = set.servers.values().filter(|s| s.port == port).collect();
+    if users.is_empty() {
+        return Ok(());
+    }
+    let names = users
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    match port_at {
+        Some((span, source)) => Err(ConfigErrors::new(vec![
+            ConfigDiagnostic::new(
+                DiagnosticKind::DuplicatePort,
+                settings_file,
+                format!("gateway port {port} is also the port of {names}"),
+            )
+            .at(&source, span)
+            .with_label(format!("also {names}'s"))
+            .with_help("give the gateway a port no server uses (or 0 to turn it off)"),
+        ])),
+        None => {
+            for s in users {
+                set.warnings.push(ConfigWarning {
+                    file: s.source.clone(),
+                    name: s.name.clone(),
+                    message: format!(
+                        "port {port} is the gateway's default port: the gateway stays off \
+                         (set another in {}: gateway {{ port N }})",
+                        settings_file.display()
+                    ),
+                });
+            }
+            set.settings.gateway.port = 0;
+            Ok(())
+        }
+    }
 }
 
 /// Where one file declares a port (for the duplicate check).

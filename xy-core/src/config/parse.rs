@@ -13,6 +13,7 @@ use miette::SourceSpan;
 
 mod agent;
 mod secrets;
+pub(super) mod settings;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::{
@@ -112,26 +113,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
     let doc = match KdlDocument::parse(src) {
         Ok(doc) => doc,
         Err(err) => {
-            for d in err.diagnostics {
-                let message = d
-                    .message
-                    .clone()
-                    .or_else(|| d.label.clone())
-                    .unwrap_or_else(|| "invalid KDL".to_owned());
-                let mut diag = cx
-                    .diag(
-                        DiagnosticKind::Syntax,
-                        d.span,
-                        format!("invalid KDL: {message}"),
-                    )
-                    .with_help(d.help.unwrap_or_else(|| {
-                        "see https://kdl.dev for the syntax (v2; v1 also accepted)".to_owned()
-                    }));
-                if let Some(label) = d.label {
-                    diag = diag.with_label(label);
-                }
-                cx.diags.push(diag);
-            }
+            syntax_errors(&mut cx, err);
             return Parsed {
                 config: None,
                 port: None,
@@ -855,6 +837,30 @@ fn parse_probe(cx: &mut Cx<'_>, node: &KdlNode) -> Option<ProbeKind> {
     } else {
         ProbeKind::Http(path)
     })
+}
+
+/// One diagnostic per mistake the KDL parser found.
+fn syntax_errors(cx: &mut Cx<'_>, err: kdl::KdlError) {
+    for d in err.diagnostics {
+        let message = d
+            .message
+            .clone()
+            .or_else(|| d.label.clone())
+            .unwrap_or_else(|| "invalid KDL".to_owned());
+        let mut diag = cx
+            .diag(
+                DiagnosticKind::Syntax,
+                d.span,
+                format!("invalid KDL: {message}"),
+            )
+            .with_help(d.help.unwrap_or_else(|| {
+                "see https://kdl.dev for the syntax (v2; v1 also accepted)".to_owned()
+            }));
+        if let Some(label) = d.label {
+            diag = diag.with_label(label);
+        }
+        cx.diags.push(diag);
+    }
 }
 
 /// The closest of `candidates` to `name` when close enough to be a typo:

@@ -13,14 +13,21 @@ use super::ListEntry;
 
 /// One `list` row's JSON, built once from a [`ListEntry`] (its per-call
 /// fields ignored); [`ListRow::write`] fills those in. The text is
-/// `{…"uptime_secs":` + `…"cpu_percent":` + `…"agent_allow_restart":…}`,
-/// cut at two offsets.
+/// `{…"uptime_secs":` + `…"cpu_percent":` + `…"agent_allow_restart":…`,
+/// cut at two offsets; `,"gateway_url":…}` is written after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListRow {
     text: Box<str>,
     /// End of the part before the uptime, end of the part before the CPU.
     cuts: (usize, usize),
+    /// The name as the row's JSON escapes it (`text[NAME_AT..name_end]`),
+    /// for the gateway URL. JSON escapes character by character, so the
+    /// URL's escaped text is its parts' escaped texts joined.
+    name_end: usize,
 }
+
+/// Where the escaped name starts in a row: after `{"name":"`.
+const NAME_AT: usize = 9;
 
 /// The fields of a row that change without its server's state changing:
 /// computed per `list` call.
@@ -32,11 +39,15 @@ pub struct PerCall {
     pub cpu_percent: Option<f64>,
     /// [`ListEntry::rss_bytes`].
     pub rss_bytes: Option<u64>,
+    /// The gateway's port, `None` when it is off: [`ListEntry::gateway_url`]
+    /// is `http://127.0.0.1:<port>/<name>/mcp` or `null`.
+    pub gateway_port: Option<u16>,
 }
 
-/// Longest text [`ListRow::write`] adds to a row: `,"rss_bytes":` and three
-/// numbers (20 digits for a `u64`, 24 for an `f64`).
-pub const PER_CALL_MAX: usize = 13 + 20 + 24 + 20;
+/// Longest text [`ListRow::write`] adds to a row besides the name it
+/// repeats: `,"rss_bytes":` and three numbers (20 digits for a `u64`, 24
+/// for an `f64`), and `,"gateway_url":"http://127.0.0.1:65535/` `/mcp"`.
+pub const PER_CALL_MAX: usize = 13 + 20 + 24 + 20 + 15 + 23 + 5;
 
 impl ListRow {
     /// Serialises `entry`, except its per-call fields, in [`ListEntry`]'s
@@ -59,9 +70,11 @@ impl ListRow {
             rss_bytes: _,
             tool_count,
             agent_allow_restart,
+            gateway_url: _,
         } = entry;
         let mut w = Vec::with_capacity(256 + name.len() + url.len());
         field(&mut w, '{', "name", name);
+        let name_end = w.len() - 1;
         field(&mut w, ',', "state", state);
         field(&mut w, ',', "pid", pid);
         field(&mut w, ',', "port", port);
@@ -76,19 +89,19 @@ impl ListRow {
         let second = w.len();
         field(&mut w, ',', "tool_count", tool_count);
         field(&mut w, ',', "agent_allow_restart", agent_allow_restart);
-        w.push(b'}');
         let text = String::from_utf8(w)
             .expect("serde_json writes UTF-8")
             .into_boxed_str();
         ListRow {
             text,
             cuts: (first, second),
+            name_end,
         }
     }
 
     /// Bytes [`ListRow::write`] writes at most.
     pub fn max_len(&self) -> usize {
-        self.text.len() + PER_CALL_MAX
+        self.text.len() + PER_CALL_MAX + (self.name_end - NAME_AT)
     }
 
     /// Appends the row with `now`'s per-call fields: the bytes
@@ -104,6 +117,16 @@ impl ListRow {
         out.extend_from_slice(br#","rss_bytes":"#);
         value(out, &now.rss_bytes);
         out.extend_from_slice(&text[second..]);
+        out.extend_from_slice(br#","gateway_url":"#);
+        match now.gateway_port {
+            Some(port) => {
+                let _ = write!(out, "\"http://127.0.0.1:{port}/");
+                out.extend_from_slice(&text[NAME_AT..self.name_end]);
+                out.extend_from_slice(b"/mcp\"");
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
     }
 }
 
@@ -153,17 +176,30 @@ mod tests {
         serde_json::to_vec(e).unwrap()
     }
 
+    /// The per-call fields of `e`; its gateway URL must be one the row can
+    /// write (of its own name).
+    fn per_call(e: &ListEntry) -> PerCall {
+        let gateway_port = e.gateway_url.as_ref().map(|u| {
+            let port = u
+                .strip_prefix("http://127.0.0.1:")
+                .and_then(|r| r.split('/').next())
+                .and_then(|p| p.parse().ok())
+                .expect("a gateway URL");
+            assert_eq!(*u, crate::config::gateway_url(port, &e.name));
+            port
+        });
+        PerCall {
+            uptime_secs: e.uptime_secs,
+            cpu_percent: e.cpu_percent,
+            rss_bytes: e.rss_bytes,
+            gateway_port,
+        }
+    }
+
     fn cached_bytes(e: &ListEntry) -> Vec<u8> {
         let row = ListRow::new(e);
         let mut out = Vec::new();
-        row.write(
-            &mut out,
-            PerCall {
-                uptime_secs: e.uptime_secs,
-                cpu_percent: e.cpu_percent,
-                rss_bytes: e.rss_bytes,
-            },
-        );
+        row.write(&mut out, per_call(e));
         assert!(
             out.len() <= row.max_len(),
             "{} > {}",
@@ -249,6 +285,12 @@ mod tests {
                                 rss_bytes,
                                 tool_count: [None, Some(0), Some(u32::MAX)][i % 3],
                                 agent_allow_restart: i % 2 == 1,
+                                gateway_url: [
+                                    None,
+                                    Some(crate::config::gateway_url(8399, name)),
+                                    Some(crate::config::gateway_url(u16::MAX, name)),
+                                ][(i + usize::from(uptime_secs.is_some())) % 3]
+                                    .clone(),
                             };
                             let want = serde_bytes(&e);
                             let got = cached_bytes(&e);
@@ -283,20 +325,14 @@ mod tests {
                 rss_bytes: Some(1000),
                 tool_count: None,
                 agent_allow_restart: false,
+                gateway_url: (i % 2 == 1).then(|| crate::config::gateway_url(1, ODD[i])),
             })
             .collect();
         for n in 0..=entries.len() {
             let rows = ListRows(
                 entries[..n]
                     .iter()
-                    .map(|e| {
-                        let now = PerCall {
-                            uptime_secs: e.uptime_secs,
-                            cpu_percent: e.cpu_percent,
-                            rss_bytes: e.rss_bytes,
-                        };
-                        (Arc::new(ListRow::new(e)), now)
-                    })
+                    .map(|e| (Arc::new(ListRow::new(e)), per_call(e)))
                     .collect(),
             );
             let mut out = Vec::new();
@@ -323,6 +359,7 @@ mod tests {
             rss_bytes: Some(1 << 20),
             tool_count: Some(3),
             agent_allow_restart: true,
+            gateway_url: Some(crate::config::gateway_url(8399, ODD[2])),
         };
         let back: ListEntry = serde_json::from_slice(&cached_bytes(&e)).unwrap();
         assert_eq!(back, e);

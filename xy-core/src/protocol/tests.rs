@@ -39,6 +39,7 @@ fn entry() -> ListEntry {
         rss_bytes: Some(12_582_912),
         tool_count: Some(3),
         agent_allow_restart: false,
+        gateway_url: None,
     }
 }
 
@@ -130,7 +131,8 @@ fn list_entry_keys_always_present() {
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
                        "checked_at": "2026-11-30T05:06:59.001Z"},
-            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "agent_allow_restart": false
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "agent_allow_restart": false,
+            "gateway_url": null
         }),
     );
     let stopped = ListEntry {
@@ -144,6 +146,7 @@ fn list_entry_keys_always_present() {
         rss_bytes: None,
         tool_count: None,
         agent_allow_restart: false,
+        gateway_url: None,
         ..entry()
     };
     pin(
@@ -153,7 +156,8 @@ fn list_entry_keys_always_present() {
             "transport": "http", "url": "http://127.0.0.1:8421/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
-            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "agent_allow_restart": false
+            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "agent_allow_restart": false,
+            "gateway_url": null
         }),
     );
     for (s, w) in [
@@ -228,7 +232,7 @@ fn status_result() {
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
                        "checked_at": "2026-11-30T05:06:59.001Z"},
-            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "agent_allow_restart": false,
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "agent_allow_restart": false, "gateway_url": null,
             "transitions": [{"from": "starting", "to": "running",
                              "ts": "2026-11-30T05:04:54.123Z", "reason": "spawned pid 4242"}],
             "command": "/usr/bin/insikt-mcp", "args": ["--http"], "working_dir": null,
@@ -393,11 +397,16 @@ fn daemon_status() {
             log_dir: "/h/.local/state/xy/logs".into(),
             servers: 2,
             boot: None,
+            gateway: Some(GatewayStatus {
+                url: "http://127.0.0.1:8399/".into(),
+                error: None,
+            }),
         },
         json!({"version": "0.1.0", "protocol": 1, "pid": 10,
                "started_at": "2026-11-30T05:04:54.123Z", "uptime_secs": 3,
                "socket": "/run/user/1000/xy.sock", "config_dir": "/h/.config/xy/servers",
-               "log_dir": "/h/.local/state/xy/logs", "servers": 2}),
+               "log_dir": "/h/.local/state/xy/logs", "servers": 2,
+               "gateway": {"url": "http://127.0.0.1:8399/", "error": null}}),
     );
 }
 

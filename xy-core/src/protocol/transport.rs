@@ -84,13 +84,15 @@ mod tests {
             rss_bytes: None,
             tool_count: None,
             agent_allow_restart: false,
+            gateway_url: None,
         };
         let want = json!({
             "name": "fs", "state": "idle", "pid": null, "port": 8430,
             "transport": "stdio", "url": "http://127.0.0.1:8430/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
-            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "agent_allow_restart": false
+            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "agent_allow_restart": false,
+            "gateway_url": null
         });
         assert_eq!(serde_json::to_value(&e).unwrap(), want);
         assert_eq!(serde_json::from_value::<ListEntry>(want).unwrap(), e);

@@ -27,7 +27,7 @@ pub(crate) async fn reload(ctx: &Arc<DaemonCtx>) -> Result<ReloadResult, RpcErro
         .await
         .map_err(|e| RpcError::new(ErrorCode::InternalError, e.message().to_owned()))?;
     let load = async {
-        let configs = match load_configs(&ctx.paths.config_dir).await {
+        let configs = match load_configs(&ctx.paths).await {
             Ok(c) => c,
             Err(DaemonError::Config(errors)) => {
                 let e = config_error(&errors);

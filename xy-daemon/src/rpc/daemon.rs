@@ -12,12 +12,13 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         no_params(&params)?;
         // Answered during the boot too: that is how a client tells a busy
         // daemon from a wedged one.
-        let (servers, boot) = match ctx.booting_progress() {
-            Some(progress) => (ctx.configured, Some(progress)),
+        let (servers, boot, gateway) = match ctx.booting_progress() {
+            Some(progress) => (ctx.configured, Some(progress), None),
             None => {
                 let engine = ctx.engine().await?;
                 let n = engine.server_count().await.map_err(|e| engine_error(&e))?;
-                (n, None)
+                let gateway = engine.gateway_status().await;
+                (n, None, gateway)
             }
         };
         Ok::<_, jsonrpsee::types::ErrorObjectOwned>(DaemonStatus {
@@ -31,6 +32,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             log_dir: ctx.paths.log_dir.display().to_string(),
             servers,
             boot,
+            gateway,
         })
     })
     .expect("method names are unique");

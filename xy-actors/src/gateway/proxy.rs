@@ -1,0 +1,620 @@
+//! The gateway's reverse proxy to an HTTP server's own port (SPEC §20), and
+//! the firewall's seam on that traffic, [`Inspect`].
+//!
+//! Both eras pass as they are: POST, GET and DELETE, every end-to-end header
+//! (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
+//! `Last-Event-ID`, `Accept`, `Content-Type`, …) with hop-by-hop ones
+//! dropped, and bodies streamed both ways: an SSE response or a GET stream
+//! reaches the client event by event, as the child writes it.
+//!
+//! **The seam.** For a server the [`Inspect`] watches, a POST's JSON-RPC
+//! request is read (bounded by the edge's body limit) and, when its method
+//! is one the inspector wants, handed to [`Inspect::request`], which may
+//! change it or answer it in the child's place; the child's response to it,
+//! a JSON body or the SSE `data:` event that carries it, goes through
+//! [`Inspect::response`]. Everything else takes the fast path: streamed
+//! untouched, never parsed. [`PassThrough`] (today's inspector) watches
+//! nothing.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use xy_core::protocol::ServerState;
+
+use super::{GatewayBody, down, error};
+use crate::bridge::http::MAX_BODY;
+
+/// What a body error is boxed as.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Largest response body read whole for inspection (a JSON `tools/list`
+/// of many large schemas fits); past it, the proxy answers `502`.
+const MAX_INSPECTED_RESPONSE: usize = 16 * 1024 * 1024;
+/// Largest single SSE event read whole for inspection.
+const MAX_EVENT: usize = MAX_INSPECTED_RESPONSE;
+/// How long connecting to a child's port may take (loopback: a live child
+/// accepts at once, a dead one refuses at once).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle pooled connections to one child are closed after this.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+/// Idle pooled connections kept per child.
+const POOL_MAX_IDLE: usize = 32;
+/// Bytes of inspected bodies (requests and responses) the gateway holds at
+/// once, one permit a byte: without it, many connections each reading a
+/// 16 MiB `tools/list` answer would all be held in memory.
+const INSPECT_BYTES: usize = 64 * 1024 * 1024;
+/// How long reading an inspected body waits for room before `503`.
+const INSPECT_WAIT: Duration = Duration::from_secs(10);
+
+/// What [`Inspect::request`] decides for one client→server request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Send the request (as changed in place, if it was) to the child.
+    Forward,
+    /// Do not send it: answer the client with this JSON-RPC message.
+    Answer(Value),
+}
+
+/// The firewall's seam on proxied traffic (SPEC §20): which JSON-RPC the
+/// proxy parses, and what happens to it. One instance serves every HTTP
+/// server; `server` names the one a message is for.
+pub trait Inspect: Send + Sync + 'static {
+    /// Whether any of `server`'s traffic is inspected. `false` (a server in
+    /// firewall mode `off`, say) keeps every request on the fast path.
+    fn watches(&self, server: &str) -> bool;
+    /// Whether client→server requests of `method` (`tools/list`,
+    /// `tools/call`, …) go through [`Inspect::request`], and their
+    /// responses through [`Inspect::response`].
+    fn wants(&self, server: &str, method: &str) -> bool;
+    /// A client→server request `wants` took.
+    fn request(&self, server: &str, msg: &mut Value) -> Verdict;
+    /// The child's response to a request `wants` took (`method` is the
+    /// request's), changed in place before the client sees it.
+    fn response(&self, server: &str, method: &str, msg: &mut Value);
+}
+
+/// Inspects nothing: every request takes the fast path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassThrough;
+
+impl Inspect for PassThrough {
+    fn watches(&self, _server: &str) -> bool {
+        false
+    }
+
+    fn wants(&self, _server: &str, _method: &str) -> bool {
+        false
+    }
+
+    fn request(&self, _server: &str, _msg: &mut Value) -> Verdict {
+        Verdict::Forward
+    }
+
+    fn response(&self, _server: &str, _method: &str, _msg: &mut Value) {}
+}
+
+type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// The HTTP client to the children's ports (connections pooled per port)
+/// and the inspector.
+#[derive(Clone)]
+pub(crate) struct Proxy {
+    client: Client<HttpConnector, ReqBody>,
+    inspect: Arc<dyn Inspect>,
+    /// Room for inspected bodies ([`INSPECT_BYTES`]).
+    room: Arc<Semaphore>,
+}
+
+/// Why a body to inspect could not be read whole.
+enum ReadError {
+    TooLarge,
+    Busy,
+    Body(BoxError),
+}
+
+/// Reads `body` whole, at most `limit` bytes, each frame's bytes taken from
+/// `room` first (held by the returned permit until the caller drops it).
+async fn read_bounded<B>(
+    body: B,
+    limit: usize,
+    room: &Arc<Semaphore>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), ReadError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ReadError::Body(e.into()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > limit {
+            return Err(ReadError::TooLarge);
+        }
+        let n = u32::try_from(data.len()).map_err(|_| ReadError::TooLarge)?;
+        if n > 0 {
+            let permit = tokio::time::timeout(INSPECT_WAIT, Arc::clone(room).acquire_many_owned(n))
+                .await
+                .map_err(|_| ReadError::Busy)?
+                .map_err(|_| ReadError::Busy)?;
+            match &mut held {
+                Some(h) => h.merge(permit),
+                None => held = Some(permit),
+            }
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok((buf.freeze(), held))
+}
+
+fn busy() -> Response<GatewayBody> {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        -32000,
+        "xy: the gateway is busy: too many large messages in flight; try again later".to_owned(),
+        None,
+    )
+}
+
+/// A request the inspector took: its id and method, to find and inspect
+/// the child's response.
+struct Taken {
+    id: Value,
+    method: String,
+}
+
+impl Proxy {
+    pub(crate) fn new(inspect: Arc<dyn Inspect>) -> Proxy {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_max_idle_per_host(POOL_MAX_IDLE)
+            .build(connector);
+        Proxy {
+            client,
+            inspect,
+            room: Arc::new(Semaphore::new(INSPECT_BYTES)),
+        }
+    }
+
+    /// Forwards `req` for server `name` to its endpoint `url`
+    /// (`http://127.0.0.1:<port><path>`); `state` is named if it cannot be
+    /// reached.
+    pub(crate) async fn forward(
+        &self,
+        name: &str,
+        url: &str,
+        state: ServerState,
+        req: Request<Incoming>,
+    ) -> Response<GatewayBody> {
+        let (mut parts, body) = req.into_parts();
+        if content_length(&parts.headers).is_some_and(|n| n > MAX_BODY as u64) {
+            return too_large();
+        }
+        let target = match parts.uri.query() {
+            Some(q) => format!("{url}?{q}"),
+            None => url.to_owned(),
+        };
+        let Ok(uri) = target.parse::<Uri>() else {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                -32603,
+                format!("xy: server {name} has no usable URL ({target})"),
+                Some(json!({"server": name, "state": state})),
+            );
+        };
+        strip_hop_by_hop(&mut parts.headers);
+        // The client's Host names the gateway; the child is asked as itself.
+        parts.headers.remove(header::HOST);
+
+        let inspected = parts.method == Method::POST
+            && self.inspect.watches(name)
+            && header_str(&parts.headers, "mcp-method").is_none_or(|m| self.inspect.wants(name, m));
+        // Held until the child's answer begins: the request's bytes are
+        // in hyper's hands until then.
+        let mut held = None;
+        let (body, taken) = if inspected {
+            let bytes = match read_bounded(body, MAX_BODY, &self.room).await {
+                Ok((b, permit)) => {
+                    held = permit;
+                    b
+                }
+                Err(ReadError::TooLarge) => return too_large(),
+                Err(ReadError::Busy) => return busy(),
+                Err(ReadError::Body(_)) => return plain(StatusCode::BAD_REQUEST),
+            };
+            match self.take(name, &bytes) {
+                Took::Pass => (full(bytes), None),
+                Took::Taken(taken, bytes) => {
+                    // Read whole to be inspected: asked uncompressed.
+                    parts.headers.remove(header::ACCEPT_ENCODING);
+                    (full(bytes), Some(taken))
+                }
+                Took::Answer(msg) => return answer(&msg, &parts.headers),
+                Took::Refuse(why) => {
+                    return error(StatusCode::BAD_REQUEST, -32600, why.to_owned(), None);
+                }
+            }
+        } else {
+            (
+                Limited::new(body, MAX_BODY)
+                    .map_err(BoxError::from)
+                    .boxed_unsync(),
+                None,
+            )
+        };
+        if taken.is_some() {
+            // The body was replaced; hyper frames it from its exact size.
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
+        parts.uri = uri;
+        let upstream = Request::from_parts(parts, body);
+        let resp = match self.client.request(upstream).await {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("cannot be reached on {url}: {}", error_chain(&e));
+                tracing::debug!(server = %name, "gateway: {why}");
+                let mut r = down(name, state, Some(&why));
+                *r.status_mut() = StatusCode::BAD_GATEWAY;
+                return r;
+            }
+        };
+        drop(held);
+        let (mut parts, body) = resp.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        let Some(taken) = taken else {
+            return Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync());
+        };
+        let kind = header_str(&parts.headers, header::CONTENT_TYPE.as_str()).map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        });
+        match kind.as_deref() {
+            Some("text/event-stream") => {
+                // The inspected event may change length.
+                parts.headers.remove(header::CONTENT_LENGTH);
+                let body = SseInspect {
+                    inner: body,
+                    buf: BytesMut::new(),
+                    taken: Some(taken),
+                    inspect: Arc::clone(&self.inspect),
+                    server: name.to_owned(),
+                    ended: false,
+                    room: Arc::clone(&self.room),
+                    held: None,
+                };
+                Response::from_parts(parts, body.boxed_unsync())
+            }
+            Some("application/json") => {
+                let (bytes, _held) =
+                    match read_bounded(body, MAX_INSPECTED_RESPONSE, &self.room).await {
+                        Ok(b) => b,
+                        Err(ReadError::Busy) => return busy(),
+                        Err(e) => {
+                            let why = match e {
+                                ReadError::Body(e) => e.to_string(),
+                                _ => "over 16 MiB".to_owned(),
+                            };
+                            return error(
+                                StatusCode::BAD_GATEWAY,
+                                -32603,
+                                format!("xy: server {name}'s response could not be read: {why}"),
+                                Some(json!({"server": name, "state": state})),
+                            );
+                        }
+                    };
+                let bytes = self.inspect_response(name, &taken, bytes);
+                parts.headers.remove(header::CONTENT_LENGTH);
+                Response::from_parts(parts, full(bytes))
+            }
+            // `202`, or a body the seam does not understand: as it is.
+            _ => Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync()),
+        }
+    }
+
+    /// What the inspector makes of a request body.
+    fn take(&self, name: &str, bytes: &Bytes) -> Took {
+        let Ok(msg) = serde_json::from_slice::<Value>(bytes) else {
+            // Not JSON: the child says what it thinks of it.
+            return Took::Pass;
+        };
+        if let Value::Array(batch) = &msg {
+            // A batch (2025-03-26) would carry a watched method past the
+            // seam: refused rather than passed unseen.
+            let watched = batch.iter().any(|m| {
+                m.get("method")
+                    .and_then(Value::as_str)
+                    .is_some_and(|meth| self.inspect.wants(name, meth))
+            });
+            return if watched {
+                Took::Refuse(
+                    "xy: JSON-RPC batches cannot carry this method through the gateway; send one message per POST",
+                )
+            } else {
+                Took::Pass
+            };
+        }
+        let (Some(method), Some(id)) = (
+            msg.get("method").and_then(Value::as_str).map(str::to_owned),
+            msg.get("id").cloned(),
+        ) else {
+            return Took::Pass;
+        };
+        if !self.inspect.wants(name, &method) {
+            return Took::Pass;
+        }
+        let mut msg = msg;
+        match self.inspect.request(name, &mut msg) {
+            Verdict::Forward => {
+                let bytes = Bytes::from(serde_json::to_vec(&msg).unwrap_or_default());
+                Took::Taken(Taken { id, method }, bytes)
+            }
+            Verdict::Answer(v) => Took::Answer(v),
+        }
+    }
+
+    /// A JSON response body after the inspector (unchanged when it is not
+    /// the response to `taken`).
+    fn inspect_response(&self, name: &str, taken: &Taken, bytes: Bytes) -> Bytes {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(mut msg) if msg.get("id") == Some(&taken.id) => {
+                self.inspect.response(name, &taken.method, &mut msg);
+                Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
+            }
+            _ => bytes,
+        }
+    }
+}
+
+enum Took {
+    /// Not the inspector's: forward the bytes as they are.
+    Pass,
+    /// Inspected: forward these bytes, inspect the response.
+    Taken(Taken, Bytes),
+    /// Answered in the child's place.
+    Answer(Value),
+    /// Refused before the child sees it.
+    Refuse(&'static str),
+}
+
+/// An SSE response to an inspected request: events pass as they arrive;
+/// the one whose `data:` is the response to the request goes through the
+/// inspector first. After it, the rest streams unparsed.
+struct SseInspect {
+    inner: Incoming,
+    /// Bytes of the event being read.
+    buf: BytesMut,
+    /// The request whose response is awaited; `None` once it was seen.
+    taken: Option<Taken>,
+    inspect: Arc<dyn Inspect>,
+    server: String,
+    ended: bool,
+    /// The gateway's room for inspected bytes, and what `buf` holds of it.
+    room: Arc<Semaphore>,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl SseInspect {
+    /// The bytes to send for one complete event (blank line included).
+    fn event(&mut self, raw: Bytes) -> Bytes {
+        let Some(taken) = &self.taken else {
+            return raw;
+        };
+        let text = String::from_utf8_lossy(&raw);
+        let mut data = String::new();
+        let mut other = String::new();
+        for line in text.lines() {
+            if let Some(d) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(d.strip_prefix(' ').unwrap_or(d));
+            } else if !line.is_empty() {
+                other.push_str(line);
+                other.push('\n');
+            }
+        }
+        let Ok(mut msg) = serde_json::from_str::<Value>(&data) else {
+            return raw;
+        };
+        if msg.get("id") != Some(&taken.id) || msg.get("method").is_some() {
+            return raw;
+        }
+        self.inspect.response(&self.server, &taken.method, &mut msg);
+        self.taken = None;
+        let json = serde_json::to_string(&msg).unwrap_or_default();
+        Bytes::from(format!("{other}data: {json}\n\n"))
+    }
+}
+
+/// Where the first event in `buf` ends (after its blank line), if it has.
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let mut i = memchr::memchr(b'\n', buf)?;
+    loop {
+        match buf.get(i + 1..) {
+            Some([b'\n', ..]) => return Some(i + 2),
+            Some([b'\r', b'\n', ..]) => return Some(i + 3),
+            _ => {}
+        }
+        i += 1 + memchr::memchr(b'\n', buf.get(i + 1..)?)?;
+    }
+}
+
+impl Body for SseInspect {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            if this.taken.is_none() && !this.buf.is_empty() {
+                // Past the inspected event: whatever is buffered goes as is.
+                return Poll::Ready(Some(Ok(Frame::data(this.buf.split().freeze()))));
+            }
+            if let Some(end) = event_end(&this.buf) {
+                let raw = this.buf.split_to(end).freeze();
+                let out = this.event(raw);
+                if this.buf.is_empty() {
+                    this.held = None;
+                }
+                return Poll::Ready(Some(Ok(Frame::data(out))));
+            }
+            if this.ended {
+                if this.buf.is_empty() {
+                    return Poll::Ready(None);
+                }
+                return Poll::Ready(Some(Ok(Frame::data(this.buf.split().freeze()))));
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) if this.taken.is_none() && this.buf.is_empty() => {
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                    Ok(data) => {
+                        if this.buf.len() + data.len() > MAX_EVENT {
+                            return Poll::Ready(Some(Err("an SSE event over 16 MiB".into())));
+                        }
+                        // Not waited for inside a poll: a gateway this
+                        // full ends the stream rather than hold more.
+                        let n = u32::try_from(data.len()).unwrap_or(u32::MAX);
+                        match Arc::clone(&this.room).try_acquire_many_owned(n) {
+                            Ok(p) => match &mut this.held {
+                                Some(h) => h.merge(p),
+                                None => this.held = Some(p),
+                            },
+                            Err(_) => {
+                                return Poll::Ready(Some(Err(
+                                    "xy: the gateway is busy: too many large messages in flight"
+                                        .into(),
+                                )));
+                            }
+                        }
+                        this.buf.extend_from_slice(&data);
+                    }
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+                Poll::Ready(None) => this.ended = true,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+fn full(bytes: Bytes) -> GatewayBody {
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// A JSON body with its status.
+pub(crate) fn json_response(status: StatusCode, bytes: Bytes) -> Response<GatewayBody> {
+    let mut r = Response::new(full(bytes));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn plain(status: StatusCode) -> Response<GatewayBody> {
+    let mut r = Response::new(full(Bytes::new()));
+    *r.status_mut() = status;
+    r
+}
+
+fn too_large() -> Response<GatewayBody> {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        -32600,
+        "request body over 4 MiB".to_owned(),
+        None,
+    )
+}
+
+/// The inspector's answer, as the child would have sent it.
+fn answer(msg: &Value, request: &HeaderMap) -> Response<GatewayBody> {
+    let mut r = json_response(
+        StatusCode::OK,
+        Bytes::from(serde_json::to_vec(msg).unwrap_or_default()),
+    );
+    if let Some(s) = request.get("mcp-session-id") {
+        r.headers_mut().insert("mcp-session-id", s.clone());
+    }
+    r
+}
+
+fn content_length(h: &HeaderMap) -> Option<u64> {
+    h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) are the connection's, not the
+/// message's: neither side's reach the other.
+fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in [
+        header::CONNECTION,
+        header::PROXY_AUTHENTICATE,
+        header::PROXY_AUTHORIZATION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        h.remove(n);
+    }
+    h.remove("keep-alive");
+    h.remove("proxy-connection");
+}
+
+/// `e` and its sources, one line.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        src = cause.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

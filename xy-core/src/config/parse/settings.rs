@@ -1,0 +1,243 @@
+//! The KDL walk of `xy.kdl` (the types are `config/settings.rs`): the same
+//! diagnostics as a server file (unknown nodes with suggestions, duplicates,
+//! wrong types, values out of range), every mistake in one pass.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kdl::{KdlDocument, KdlNode};
+
+use super::super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::super::settings::DaemonSettings;
+use super::Cx;
+use crate::firewall::FirewallMode;
+
+/// Top-level nodes of `xy.kdl`.
+pub(super) const SETTINGS_FIELDS: &[&str] = &["gateway", "firewall"];
+/// Children of `gateway { … }`.
+const GATEWAY_FIELDS: &[&str] = &["port"];
+/// Children of `firewall { … }`.
+const FIREWALL_FIELDS: &[&str] = &["mode"];
+/// The words `firewall { mode … }` takes.
+const MODES: &[&str] = &["pin", "review", "off"];
+
+/// Where `gateway { port … }` is written: its value's bytes in the text.
+pub(in crate::config) type PortAt = (std::ops::Range<usize>, Arc<str>);
+
+/// The settings (defaults where a value had an error), every diagnostic,
+/// and where the gateway port was set, if it was.
+pub(in crate::config) fn parse(
+    file: &Path,
+    src: &str,
+) -> (DaemonSettings, Vec<ConfigDiagnostic>, Option<PortAt>) {
+    let mut cx = Cx {
+        file,
+        source: Arc::from(src),
+        diags: Vec::new(),
+    };
+    let mut settings = DaemonSettings::default();
+    let doc = match KdlDocument::parse(src) {
+        Ok(doc) => doc,
+        Err(err) => {
+            super::syntax_errors(&mut cx, err);
+            return (settings, cx.diags, None);
+        }
+    };
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut port_at = None;
+    for node in doc.nodes() {
+        let key = node.name().value();
+        if !SETTINGS_FIELDS.contains(&key) {
+            cx.unknown_node(node, SETTINGS_FIELDS, "at the top level of xy.kdl");
+            continue;
+        }
+        if cx.duplicate(node, &mut seen) {
+            continue;
+        }
+        match key {
+            "gateway" => {
+                port_at = gateway(&mut cx, node, &mut settings)
+                    .map(|span| (super::range(span), Arc::clone(&cx.source)));
+            }
+            "firewall" => firewall(&mut cx, node, &mut settings),
+            _ => unreachable!("checked against SETTINGS_FIELDS"),
+        }
+    }
+    (settings, cx.diags, port_at)
+}
+
+/// Reads `gateway { }`; returns the span of a valid port's value.
+fn gateway(
+    cx: &mut Cx<'_>,
+    node: &KdlNode,
+    settings: &mut DaemonSettings,
+) -> Option<miette::SourceSpan> {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut at = None;
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !GATEWAY_FIELDS.contains(&key) {
+            cx.unknown_node(child, GATEWAY_FIELDS, "in `gateway { }`");
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        let example = "port 8399";
+        if let Some(e) = cx.single(child, example)
+            && let Some(n) = cx.integer(child, e, example)
+        {
+            match u16::try_from(n) {
+                Ok(p) => {
+                    settings.gateway.port = p;
+                    at = Some(e.span());
+                }
+                Err(_) => cx.push(
+                    cx.diag(
+                        DiagnosticKind::InvalidValue,
+                        e.span(),
+                        format!("gateway port {n} is out of range"),
+                    )
+                    .with_label("not in 0..=65535")
+                    .with_help("use a TCP port between 1 and 65535, or 0 to turn the gateway off"),
+                ),
+            }
+        }
+    }
+    at
+}
+
+fn firewall(cx: &mut Cx<'_>, node: &KdlNode, settings: &mut DaemonSettings) {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !FIREWALL_FIELDS.contains(&key) {
+            cx.unknown_node(child, FIREWALL_FIELDS, "in `firewall { }`");
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        let example = "mode \"pin\"";
+        if let Some(e) = cx.single(child, example)
+            && let Some(word) = cx.string(child, e, example)
+        {
+            match FirewallMode::parse(&word) {
+                Some(m) => settings.firewall_default = m,
+                None => {
+                    let help = match super::suggest(&word, MODES) {
+                        Some(s) => format!("did you mean \"{s}\"?"),
+                        None => format!("one of: {}", MODES.join(", ")),
+                    };
+                    cx.push(
+                        cx.diag(
+                            DiagnosticKind::InvalidValue,
+                            e.span(),
+                            format!("unknown firewall mode {word:?}"),
+                        )
+                        .with_label("not a mode")
+                        .with_help(help),
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::super::super::settings::{DEFAULT_GATEWAY_PORT, parse_settings};
+    use super::*;
+
+    fn errors(src: &str) -> Vec<ConfigDiagnostic> {
+        parse(Path::new("/c/xy.kdl"), src).1
+    }
+
+    fn one_error(src: &str) -> ConfigDiagnostic {
+        let mut d = errors(src);
+        assert_eq!(d.len(), 1, "{d:#?}");
+        d.pop().unwrap()
+    }
+
+    #[test]
+    fn empty_is_the_defaults() {
+        let s = parse_settings(Path::new("/c/xy.kdl"), "").unwrap();
+        assert_eq!(s, DaemonSettings::default());
+        assert_eq!(s.gateway.port, DEFAULT_GATEWAY_PORT);
+        assert_eq!(s.firewall_default, FirewallMode::Pin);
+    }
+
+    #[test]
+    fn every_setting_is_read() {
+        let s = parse_settings(
+            Path::new("/c/xy.kdl"),
+            "gateway {\n  port 9000\n}\nfirewall { mode \"review\"; }\n",
+        )
+        .unwrap();
+        assert_eq!(s.gateway.port, 9000);
+        assert_eq!(s.gateway.port(), Some(9000));
+        assert_eq!(s.firewall_default, FirewallMode::Review);
+        let off = parse_settings(Path::new("/c/xy.kdl"), "gateway { port 0; }").unwrap();
+        assert_eq!(off.gateway.port(), None);
+    }
+
+    #[test]
+    fn kdl_v1_is_accepted() {
+        let s = parse_settings(Path::new("/c/xy.kdl"), "firewall {\n mode \"off\"\n}\n").unwrap();
+        assert_eq!(s.firewall_default, FirewallMode::Off);
+    }
+
+    #[test]
+    fn an_unknown_node_gets_a_suggestion_and_its_place() {
+        let d = one_error("gatway { port 1; }");
+        assert_eq!(d.kind, DiagnosticKind::UnknownNode);
+        assert_eq!(d.help.as_deref(), Some("did you mean gateway?"));
+        assert_eq!((d.line, d.column), (1, 1));
+        let d = one_error("gateway {\n  prot 9000\n}");
+        assert_eq!(d.help.as_deref(), Some("did you mean port?"));
+        assert_eq!((d.line, d.column), (2, 3));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let d = one_error("gateway { port 70000; }");
+        assert!(d.message.contains("70000"), "{}", d.message);
+        let d = one_error("gateway { port \"8399\"; }");
+        assert_eq!(d.kind, DiagnosticKind::WrongType);
+        let d = one_error("gateway { port -1; }");
+        assert_eq!(d.kind, DiagnosticKind::InvalidValue);
+        let d = one_error("firewall { mode \"pinn\"; }");
+        assert_eq!(d.help.as_deref(), Some("did you mean \"pin\"?"));
+        let d = one_error("firewall { mode \"strict\"; }");
+        assert!(d.help.as_deref().unwrap().contains("pin, review, off"));
+        let d = one_error("firewall { mode 1; }");
+        assert_eq!(d.kind, DiagnosticKind::WrongType);
+        // KDL v2 takes a bare word as a string.
+        assert!(errors("firewall { mode pin; }").is_empty());
+        assert!(
+            errors("gateway { port 1")
+                .iter()
+                .all(|d| d.kind == DiagnosticKind::Syntax)
+        );
+    }
+
+    #[test]
+    fn every_mistake_at_once() {
+        let d = errors("gateway { port 1; port 2; }\ngateway { }\nfirewall \"pin\"\nnope 1\n");
+        assert_eq!(d.len(), 4, "{d:#?}");
+        assert!(d.iter().all(|d| d.line > 0 && d.column > 0));
+    }
+
+    #[test]
+    fn a_missing_file_is_the_defaults_and_a_directory_is_an_error() {
+        let dir = std::env::temp_dir();
+        let missing = dir.join("xy-settings-test-does-not-exist.kdl");
+        assert_eq!(
+            super::super::super::settings::load_settings(&missing).unwrap(),
+            DaemonSettings::default()
+        );
+        assert!(super::super::super::settings::load_settings(&dir).is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! `xy.kdl` loaded with a server directory (`config::load`): its mistakes
+//! join the servers', and a server on the gateway's port is an error when
+//! `xy.kdl` chose that port, a warning (gateway off) when it is the default.
+
+use std::path::Path;
+
+use xy_core::config::{DEFAULT_GATEWAY_PORT, DiagnosticKind, load};
+use xy_core::firewall::FirewallMode;
+
+fn server(dir: &Path, name: &str, port: u16) {
+    std::fs::write(
+        dir.join(format!("{name}.kdl")),
+        format!("command \"/bin/true\"\nport {port}\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn settings_load_with_the_servers_and_their_mistakes_come_together() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("servers");
+    std::fs::create_dir(&dir).unwrap();
+    let file = t.path().join("xy.kdl");
+    server(&dir, "a", 9001);
+
+    // Absent: the defaults.
+    let set = load(&dir, &file).unwrap();
+    assert_eq!(set.settings.gateway.port, DEFAULT_GATEWAY_PORT);
+
+    std::fs::write(
+        &file,
+        "gateway { port 9100; }\nfirewall { mode \"off\"; }\n",
+    )
+    .unwrap();
+    let set = load(&dir, &file).unwrap();
+    assert_eq!(set.settings.gateway.port(), Some(9100));
+    assert_eq!(set.settings.firewall_default, FirewallMode::Off);
+
+    std::fs::write(&file, "gatway { }\n").unwrap();
+    std::fs::write(dir.join("b.kdl"), "comand \"/bin/true\"\nport 9002\n").unwrap();
+    let errs = load(&dir, &file).unwrap_err();
+    let files: Vec<_> = errs
+        .diagnostics
+        .iter()
+        .map(|d| d.file.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(files.contains(&"xy.kdl".to_owned()), "{files:?}");
+    assert!(files.contains(&"b.kdl".to_owned()), "{files:?}");
+}
+
+#[test]
+fn a_server_on_the_gateway_port() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("servers");
+    std::fs::create_dir(&dir).unwrap();
+    let file = t.path().join("xy.kdl");
+
+    // On the default port: a warning, and the gateway stays off.
+    server(&dir, "old", DEFAULT_GATEWAY_PORT);
+    let set = load(&dir, &file).unwrap();
+    assert_eq!(set.settings.gateway.port(), None);
+    assert_eq!(set.warnings.len(), 1, "{:?}", set.warnings);
+    assert!(set.warnings[0].message.contains("gateway's default port"));
+
+    // On a port xy.kdl names: an error at that port's value.
+    std::fs::write(
+        &file,
+        format!("gateway {{\n    port {DEFAULT_GATEWAY_PORT}\n}}\n"),
+    )
+    .unwrap();
+    let errs = load(&dir, &file).unwrap_err();
+    let d = &errs.diagnostics[0];
+    assert_eq!(d.kind, DiagnosticKind::DuplicatePort);
+    assert_eq!((d.line, d.column), (2, 10));
+    assert!(d.message.contains("old"), "{}", d.message);
+
+    // Off: no conflict.
+    std::fs::write(&file, "gateway { port 0; }\n").unwrap();
+    assert!(load(&dir, &file).unwrap().warnings.is_empty());
+}
