@@ -40,6 +40,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         secrets: Vec::new(),
         hooks: Default::default(),
         agent: Default::default(),
+        firewall: None,
         autostart: true,
     }
 }

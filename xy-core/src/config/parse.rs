@@ -12,6 +12,7 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
 mod agent;
+mod firewall;
 mod secrets;
 
 use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
@@ -42,6 +43,8 @@ const TOP_FIELDS: &[&str] = &[
     "notify",
     // SPEC §17 (parsed in `parse/agent.rs`).
     "agent",
+    // SPEC §20 (parsed in `parse/firewall.rs`).
+    "firewall",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -303,6 +306,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 }
             }
             "agent" => b.agent = agent::parse_agent(&mut cx, node),
+            "firewall" => b.firewall = firewall::parse_firewall(&mut cx, node),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -378,6 +382,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 stop: b.stop,
                 health: b.health,
                 agent: b.agent,
+                firewall: b.firewall,
                 autostart: b.autostart.unwrap_or(true),
             };
             Some(config)
@@ -414,6 +419,7 @@ struct Builder {
     secrets: Vec<super::SecretSpec>,
     hooks: super::HooksConfig,
     agent: super::AgentConfig,
+    firewall: Option<crate::firewall::FirewallMode>,
     /// `autostart`; `None`: not written (`#true`).
     autostart: Option<bool>,
 }
@@ -1162,6 +1168,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("health")
     } else if agent::AGENT_FIELDS.contains(&key) {
         Some("agent")
+    } else if firewall::FIREWALL_FIELDS.contains(&key) {
+        Some("firewall")
     } else {
         None
     }
