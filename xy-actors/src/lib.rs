@@ -16,6 +16,7 @@ mod edge;
 mod engine;
 mod events;
 mod explain;
+mod firewall;
 mod health;
 mod hooks;
 mod ledger;

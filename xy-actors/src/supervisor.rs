@@ -125,6 +125,8 @@ pub(crate) struct RootArgs {
     /// Where each server's tool ledger lives (SPEC §12).
     pub(crate) tools_dir: Option<PathBuf>,
     pub(crate) events: EventBus,
+    /// The firewall mode of servers whose file sets none.
+    pub(crate) firewall_default: xy_core::firewall::FirewallMode,
 }
 
 /// The root's state.
@@ -140,6 +142,10 @@ pub(crate) struct RootState {
     spawner: Arc<dyn ChildSpawner>,
     /// Handed to every ServerActor (and its successors after a panic).
     events: EventBus,
+    firewall_default: xy_core::firewall::FirewallMode,
+    /// Every server's offered tool names, for shadowing (D-F2): created
+    /// here, each ServerActor writes its own entry.
+    directory: crate::firewall::Directory,
 }
 
 /// See the module docs.
@@ -161,6 +167,7 @@ impl Actor for RootSupervisor {
             spawner,
             tools_dir,
             events,
+            firewall_default,
         } = args;
         let servers: Vec<ServerConfig> = configs.servers.values().cloned().collect();
         let dir = configs.dir.clone();
@@ -185,6 +192,8 @@ impl Actor for RootSupervisor {
             spawner,
             tools_dir,
             events,
+            firewall_default,
+            directory: crate::firewall::Directory::default(),
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -427,6 +436,8 @@ impl RootState {
             snapshot,
             tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
+            firewall_default: self.firewall_default,
+            directory: self.directory.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(

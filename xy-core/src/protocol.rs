@@ -73,7 +73,7 @@ pub mod method {
     pub const EVENT_END: &str = "event_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 15] = [
         LIST,
         STATUS,
         START,
@@ -87,6 +87,8 @@ pub mod method {
         DAEMON_STATUS,
         SHUTDOWN,
         TOOLS,
+        TOOLS_APPROVE,
+        TOOLS_DENY,
     ];
 }
 

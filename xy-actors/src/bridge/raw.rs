@@ -25,11 +25,14 @@ struct Peek<'a> {
     params: Option<&'a RawValue>,
 }
 
-/// `params._meta`, whose progress token or 2026 version needs the `Value` path.
+/// `params._meta`, whose progress token or 2026 version needs the `Value`
+/// path, and `params.name`, which the firewall decides a call by.
 #[derive(Deserialize)]
 struct Params<'a> {
     #[serde(rename = "_meta", borrow, default)]
     meta: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
 }
 
 /// Reads the routing fields of a JSON object (`None` for anything else,
@@ -60,6 +63,8 @@ pub(crate) struct RawRequest {
     pub(crate) id: Value,
     /// Where that id is in `bytes`.
     pub(crate) id_at: Range<usize>,
+    /// `params.name` (a `tools/call`'s tool, a `prompts/get`'s prompt).
+    pub(crate) name: Option<String>,
 }
 
 impl RawRequest {
@@ -82,6 +87,7 @@ impl RawRequest {
         ) {
             return None;
         }
+        let mut name = None;
         if let Some(params) = p.params {
             if params.get().as_bytes().first() != Some(&b'{') {
                 return None;
@@ -90,6 +96,7 @@ impl RawRequest {
             if params.meta.is_some() {
                 return None;
             }
+            name = params.name.map(Cow::into_owned);
         }
         let id_at = span(bytes, raw_id)?;
         let id = serde_json::from_str(raw_id.get()).ok()?;
@@ -97,6 +104,7 @@ impl RawRequest {
             method: method.into_owned(),
             id,
             id_at,
+            name,
             bytes: bytes.clone(),
         })
     }
@@ -145,6 +153,7 @@ mod tests {
         let r = request(body).expect("fast");
         assert_eq!(r.method, "tools/call");
         assert_eq!(r.id, json!("a\"b"));
+        assert_eq!(r.name.as_deref(), Some("echo"));
         let line = r.line(42);
         assert_eq!(line.last(), Some(&b'\n'));
         let v: Value = serde_json::from_slice(&line).unwrap();

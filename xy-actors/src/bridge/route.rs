@@ -11,7 +11,12 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use std::sync::Arc;
+
+use xy_core::firewall::Kind;
+
 use super::raw;
+use crate::firewall::Verdicts;
 
 /// The `_meta` key of a 2026-era request's protocol version.
 pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -117,6 +122,9 @@ struct Pending {
     session: Option<String>,
     /// Where its answer and its request-scoped messages go.
     outbox: Outbox,
+    /// A `tools/list` or `prompts/list`: its result loses the held-back
+    /// items (SPEC §20).
+    filter: Option<Kind>,
 }
 
 /// A request the child sent to a client.
@@ -166,9 +174,27 @@ pub(crate) struct Router {
     /// xy's id for a server-to-client request → the child's id.
     s2c: HashMap<String, ServerRequest>,
     listeners: HashMap<u64, Listener>,
+    /// The firewall's verdicts answers are filtered with (the bridge keeps
+    /// them current).
+    pub(crate) firewall: Arc<Verdicts>,
 }
 
 impl Router {
+    /// Empty tables, answers filtered with `firewall`.
+    pub(crate) fn with_firewall(firewall: Arc<Verdicts>) -> Router {
+        Router {
+            firewall,
+            ..Router::default()
+        }
+    }
+
+    /// Marks forwarded request `id` as a listing whose answer is filtered.
+    pub(crate) fn filter(&mut self, id: u64, kind: Kind) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.filter = Some(kind);
+        }
+    }
+
     /// Number of requests waiting for the child.
     pub(crate) fn in_flight(&self) -> usize {
         self.pending.len()
@@ -218,6 +244,7 @@ impl Router {
                 token,
                 session,
                 outbox,
+                filter: None,
             },
         );
         msg
@@ -240,6 +267,7 @@ impl Router {
                 token: None,
                 session,
                 outbox,
+                filter: None,
             },
         );
         id
@@ -253,7 +281,7 @@ impl Router {
         if self
             .pending
             .get(&id)
-            .is_none_or(|p| p.answer != Answer::AsIs)
+            .is_none_or(|p| p.answer != Answer::AsIs || p.filter.is_some())
         {
             return false;
         }
@@ -391,6 +419,9 @@ impl Router {
                         }
                         Answer::Replace(result) => msg["result"] = result,
                     }
+                    if let Some(kind) = p.filter {
+                        self.firewall.filter(kind, &mut msg["result"]);
+                    }
                 }
                 let _ = p.outbox.try_send(msg.into());
                 (ChildAction::Nothing, None)
@@ -472,7 +503,7 @@ impl Router {
     }
 
     /// Fans a notification out to every listener that wants it.
-    fn broadcast(&mut self, method: &str, msg: &Value) {
+    pub(crate) fn broadcast(&mut self, method: &str, msg: &Value) {
         let key = match method {
             "notifications/tools/list_changed" => Some("toolsListChanged"),
             "notifications/prompts/list_changed" => Some("promptsListChanged"),

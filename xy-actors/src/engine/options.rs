@@ -27,6 +27,9 @@ pub struct EngineOptions {
     pub follow_bytes: usize,
     /// Events an `events` subscriber may fall behind before it is dropped.
     pub event_buffer: usize,
+    /// The firewall mode of servers whose file sets none (SPEC §20; from
+    /// `xy.kdl`, default `pin`).
+    pub firewall_default: xy_core::firewall::FirewallMode,
 }
 
 impl EngineOptions {
@@ -53,6 +56,7 @@ impl Default for EngineOptions {
             follow_buffer: DEFAULT_FOLLOW_BUFFER,
             follow_bytes: crate::logs::FOLLOW_BEHIND,
             event_buffer: crate::events::DEFAULT_EVENT_BUFFER,
+            firewall_default: xy_core::firewall::FirewallMode::default(),
         }
     }
 }

@@ -81,6 +81,8 @@ async fn fixture(config: ServerConfig) -> Fixture {
         snapshot: tx,
         tools_dir: None,
         events: bus,
+        firewall_default: xy_core::firewall::FirewallMode::Pin,
+        directory: crate::firewall::Directory::default(),
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {

@@ -1,0 +1,306 @@
+//! The firewall's enforcement, transport-free (SPEC §20): a server's
+//! [`Verdicts`] (published by its ServerActor, which owns the decisions)
+//! filter a `tools/list` or `prompts/list` result in place and decide a
+//! `tools/call` or `prompts/get` by name. The stdio bridge calls these; the
+//! gateway's reverse proxy can call the same ones. Also the [`Directory`]
+//! of tool names every server offers, which shadowing is decided against.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value};
+use xy_core::firewall::{Kind, Policy, ToolState, decide};
+
+/// What the bridge knows of one listed item: how xy's own listing had it
+/// and what was decided.
+#[derive(Debug, Clone)]
+pub(crate) struct Verdict {
+    /// The object as xy listed it, without `_meta` (`None` after a daemon
+    /// restart, until the child is listed again: then the name decides).
+    pub(crate) object: Option<Arc<Map<String, Value>>>,
+    pub(crate) state: ToolState,
+    /// The first reason, for the refusal text.
+    pub(crate) reason: String,
+}
+
+/// One server's verdicts: the policy (for items xy has not listed itself)
+/// and the decisions of xy's latest listing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Verdicts {
+    pub(crate) server: String,
+    pub(crate) policy: Policy,
+    pub(crate) tools: HashMap<String, Verdict>,
+    pub(crate) prompts: HashMap<String, Verdict>,
+}
+
+/// A refusal: the text a client is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldBack(pub(crate) String);
+
+impl Verdicts {
+    fn of(&self, kind: Kind) -> &HashMap<String, Verdict> {
+        match kind {
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+        }
+    }
+
+    /// Whether clients see this listed item. An item as xy listed it is
+    /// decided by its verdict (an equality test, no digest); anything else
+    /// (a child that changed without saying so, an item xy has not listed)
+    /// is decided afresh by the same pure function.
+    pub(crate) fn visible(&self, kind: Kind, item: &Value) -> bool {
+        if self.policy.mode == xy_core::firewall::FirewallMode::Off {
+            return true;
+        }
+        let Some(map) = item.as_object() else {
+            return false;
+        };
+        let name = map.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(v) = self.of(kind).get(name)
+            && v.object.as_deref().is_some_and(|o| same_but_meta(map, o))
+        {
+            return v.state.visible();
+        }
+        decide(&self.policy, kind, item).state.visible()
+    }
+
+    /// Removes the held-back items from a `tools/list` (`prompts/list`)
+    /// result; returns how many went. Other fields (`nextCursor`) stay.
+    pub(crate) fn filter(&self, kind: Kind, result: &mut Value) -> usize {
+        let key = match kind {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+        };
+        let Some(items) = result.get_mut(key).and_then(Value::as_array_mut) else {
+            return 0;
+        };
+        let before = items.len();
+        items.retain(|item| self.visible(kind, item));
+        before - items.len()
+    }
+
+    /// Decides a call of `name` (`tools/call`, `prompts/get`). A name xy's
+    /// listing did not have passes only if the user approved that name (or
+    /// the mode lets everything through, or a first `pin` listing would).
+    pub(crate) fn call(&self, kind: Kind, name: &str) -> Result<(), HeldBack> {
+        use xy_core::firewall::FirewallMode;
+        if self.policy.mode == FirewallMode::Off {
+            return Ok(());
+        }
+        let reason = match self.of(kind).get(name) {
+            Some(v) if v.state.visible() => return Ok(()),
+            Some(v) => v.reason.clone(),
+            None => {
+                let approved = self.policy.of(kind).approved.contains_key(name);
+                let first = self.policy.mode == FirewallMode::Pin && !self.policy.seen;
+                if approved || first {
+                    return Ok(());
+                }
+                format!("xy has not seen the server list this {}", kind.word())
+            }
+        };
+        let word = kind.word();
+        Err(HeldBack(format!(
+            "xy held back the {word} {name} of server {server}: {reason}. \
+             Until it is approved it is not offered to clients. To approve it: \
+             xyctl tools approve {server} {name}",
+            server = self.server,
+        )))
+    }
+
+    /// The names clients see, sorted (to tell whether the visible set changed).
+    pub(crate) fn visible_names(&self, kind: Kind) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .of(kind)
+            .iter()
+            .filter(|(_, v)| {
+                v.state.visible() || self.policy.mode == xy_core::firewall::FirewallMode::Off
+            })
+            .map(|(k, _)| k.as_str())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// `a == b`, `a`'s `_meta` member aside (`b` has none).
+fn same_but_meta(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+    let extra = usize::from(a.contains_key("_meta"));
+    a.len() == b.len() + extra
+        && a.iter()
+            .filter(|(k, _)| k.as_str() != "_meta")
+            .all(|(k, v)| b.get(k) == Some(v))
+}
+
+/// The object without `_meta`, shared.
+pub(crate) fn without_meta(item: &Value) -> Option<Arc<Map<String, Value>>> {
+    let mut m = item.as_object()?.clone();
+    m.remove("_meta");
+    Some(Arc::new(m))
+}
+
+/// The tool names each server offers (approved and visible), for
+/// shadowing. Each ServerActor writes only its own entry (through its
+/// [`DirectoryEntry`]) and reads the others' when it decides a listing.
+///
+/// A documented lock exception (house style §4): the entries are read far
+/// more than written, by many actors that must not wait on one another's
+/// mailboxes; the lock is `std`, held only to copy or replace one entry,
+/// never across an `.await`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Directory(Arc<RwLock<BTreeMap<String, Arc<[String]>>>>);
+
+impl Directory {
+    /// A server's entry; it is removed when the entry is dropped.
+    pub(crate) fn entry(&self, server: &str) -> DirectoryEntry {
+        DirectoryEntry {
+            dir: self.clone(),
+            server: server.to_owned(),
+        }
+    }
+
+    /// The names the servers other than `me` offer, and who offers each
+    /// (the first server by name, when several do).
+    pub(crate) fn others(&self, me: &str) -> HashMap<String, String> {
+        let map = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = HashMap::new();
+        for (server, names) in map.iter().filter(|(s, _)| s.as_str() != me) {
+            for n in names.iter() {
+                out.entry(n.clone()).or_insert_with(|| server.clone());
+            }
+        }
+        out
+    }
+}
+
+/// One server's place in the [`Directory`].
+#[derive(Debug)]
+pub(crate) struct DirectoryEntry {
+    dir: Directory,
+    server: String,
+}
+
+impl DirectoryEntry {
+    /// The names this server offers now.
+    pub(crate) fn set(&self, names: Vec<String>) {
+        let mut map = self
+            .dir
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(self.server.clone(), names.into());
+    }
+}
+
+impl Drop for DirectoryEntry {
+    fn drop(&mut self) {
+        let mut map = self
+            .dir
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(&self.server);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use xy_core::firewall::{FirewallMode, digest};
+
+    fn verdicts(listed: &[(Value, ToolState)]) -> Verdicts {
+        let mut v = Verdicts {
+            server: "s".into(),
+            policy: Policy {
+                seen: true,
+                ..Policy::default()
+            },
+            ..Verdicts::default()
+        };
+        for (item, state) in listed {
+            let name = item["name"].as_str().unwrap().to_owned();
+            if state.visible() {
+                v.policy.tools.approved.insert(name.clone(), digest(item));
+            }
+            v.tools.insert(
+                name,
+                Verdict {
+                    object: without_meta(item),
+                    state: *state,
+                    reason: "new tool".into(),
+                },
+            );
+        }
+        v
+    }
+
+    #[test]
+    fn a_listing_loses_its_held_back_items_and_keeps_its_cursor() {
+        let a = json!({"name": "a", "description": "A"});
+        let b = json!({"name": "b", "description": "B"});
+        let v = verdicts(&[
+            (a.clone(), ToolState::Approved),
+            (b.clone(), ToolState::Pending),
+        ]);
+        let mut result = json!({"tools": [a, b, {"name": "c"}], "nextCursor": "2"});
+        assert_eq!(v.filter(Kind::Tool, &mut result), 2);
+        assert_eq!(
+            result,
+            json!({"tools": [{"name": "a", "description": "A"}], "nextCursor": "2"})
+        );
+    }
+
+    #[test]
+    fn a_silent_change_under_an_approved_name_is_decided_again() {
+        let a = json!({"name": "a", "description": "A"});
+        let v = verdicts(&[(a.clone(), ToolState::Approved)]);
+        // `_meta` says nothing the model reads.
+        assert!(v.visible(
+            Kind::Tool,
+            &json!({"name": "a", "description": "A", "_meta": {"t": 1}})
+        ));
+        assert!(!v.visible(Kind::Tool, &json!({"name": "a", "description": "A!"})));
+        assert!(!v.visible(
+            Kind::Tool,
+            &json!({"name": "a", "description": "A", "title": "x"})
+        ));
+        assert!(!v.visible(Kind::Tool, &json!("a")));
+    }
+
+    #[test]
+    fn calls_are_decided_by_name_with_the_approve_command() {
+        let a = json!({"name": "a"});
+        let b = json!({"name": "b"});
+        let mut v = verdicts(&[(a, ToolState::Approved), (b, ToolState::Flagged)]);
+        assert_eq!(v.call(Kind::Tool, "a"), Ok(()));
+        let HeldBack(text) = v.call(Kind::Tool, "b").unwrap_err();
+        assert!(
+            text.contains("xy held back the tool b of server s: new tool"),
+            "{text}"
+        );
+        assert!(text.ends_with("xyctl tools approve s b"), "{text}");
+        assert!(v.call(Kind::Tool, "never-listed").is_err());
+        assert!(v.call(Kind::Prompt, "a").is_err(), "prompts are apart");
+        v.policy.mode = FirewallMode::Off;
+        assert_eq!(v.call(Kind::Tool, "b"), Ok(()));
+        assert_eq!(v.visible_names(Kind::Tool), ["a", "b"]);
+    }
+
+    #[test]
+    fn the_directory_shows_others_and_forgets_a_dropped_entry() {
+        let d = Directory::default();
+        let a = d.entry("a");
+        a.set(vec!["read".into()]);
+        let b = d.entry("b");
+        b.set(vec!["write".into()]);
+        assert_eq!(d.others("b").get("read").map(String::as_str), Some("a"));
+        assert!(d.others("a").get("read").is_none());
+        drop(a);
+        assert!(d.others("b").is_empty());
+    }
+}
