@@ -7,6 +7,7 @@
 mod audit;
 mod bounds;
 mod client;
+mod firewall;
 mod restart;
 
 use std::io::{Read, Write};
