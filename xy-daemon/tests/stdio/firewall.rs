@@ -459,3 +459,82 @@ fn approvals_and_denials_survive_a_daemon_restart_and_bad_names_are_refused() {
     wait_state(&d, "s", "f", "approved", "", false);
     wait_state(&d, "s", "a", "denied", "", false);
 }
+
+/// SPEC §20: no false alarm on real servers. Each comes up in `pin` mode
+/// with every tool and prompt approved, no reasons, all visible.
+#[test]
+fn real_servers_come_up_fully_visible_in_pin_with_zero_flags() {
+    use xy_testbins::interop::{self, Interop};
+    let env = Env::new();
+    let mut servers: Vec<(String, u16)> = Vec::new();
+    let data = env.config_dir().join("../data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut add = |name: &str, program: &Path, args: Vec<String>, extra: String| {
+        let port = free_port();
+        env.write_config(name, &stdio_config(program, &args, port, &extra));
+        servers.push((name.to_owned(), port));
+    };
+    match interop::python_sdk() {
+        Interop::Ready(sdk) => {
+            let (python, args) = sdk.fastmcp_stdio_command();
+            add("fastmcp", &python, args, String::new());
+        }
+        Interop::Skip(skip) => skip.announce("real servers: fastmcp"),
+    }
+    match interop::server_everything() {
+        Interop::Ready(se) => {
+            let (node, args) = se.stdio_command();
+            add("everything", &node, args, String::new());
+        }
+        Interop::Skip(skip) => skip.announce("real servers: server-everything"),
+    }
+    for (package, version) in interop::REFERENCE_SERVERS {
+        let short = package.rsplit('/').next().unwrap();
+        match interop::npm_server(package, version) {
+            Interop::Ready(s) => {
+                let mut args = vec![s.entry.display().to_string()];
+                let mut extra = String::new();
+                match short {
+                    "server-filesystem" => args.push(data.display().to_string()),
+                    "server-memory" => {
+                        extra = format!(
+                            "env {{\n    MEMORY_FILE_PATH {:?}\n}}\n",
+                            data.join("memory.jsonl").display().to_string()
+                        );
+                    }
+                    _ => {}
+                }
+                add(short, &s.node, args, extra);
+            }
+            Interop::Skip(skip) => skip.announce(&format!("real servers: {package}")),
+        }
+    }
+    if servers.is_empty() {
+        return;
+    }
+    let d = TestDaemon::start_in(env);
+    for (name, port) in &servers {
+        let listed = wait_some(&format!("{name} listed"), DEADLINE * 3, || {
+            let s = states(&d, name, false);
+            (!s.is_empty()).then_some(s)
+        });
+        let held: Vec<_> = listed
+            .iter()
+            .filter(|t| t.1 != "approved" || !t.2.is_empty())
+            .collect();
+        assert!(held.is_empty(), "{name}: {held:?}");
+        let prompts = states(&d, name, true);
+        let held: Vec<_> = prompts
+            .iter()
+            .filter(|t| t.1 != "approved" || !t.2.is_empty())
+            .collect();
+        assert!(held.is_empty(), "{name} prompts: {held:?}");
+        let mut c = Mcp::connected(&url(*port), Era::V2025);
+        let visible = names_via(&mut c);
+        // A server may add tools after its handshake (server-everything
+        // does): what the client sees now is what xy decided, all of it.
+        let now = states(&d, name, false);
+        assert_eq!(visible.len(), now.len(), "{name}: {visible:?} vs {now:?}");
+        assert!(now.iter().all(|t| t.1 == "approved"), "{name}: {now:?}");
+    }
+}

@@ -38,4 +38,10 @@ fn main() {
         )),
         Interop::Skip(skip) => skip.announce("install server-everything"),
     }
+    for (package, version) in interop::REFERENCE_SERVERS {
+        match interop::npm_server(package, version) {
+            Interop::Ready(s) => out(&format!("{package} {version}: {}", s.entry.display())),
+            Interop::Skip(skip) => skip.announce(&format!("install {package}")),
+        }
+    }
 }
