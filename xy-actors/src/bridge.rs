@@ -280,6 +280,12 @@ impl Actor for BridgeActor {
             }
             BridgeMsg::ChildAnswer { run, id, line, at } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run)
+                    && st.job.as_ref().is_some_and(|j| j.id == id)
+                {
+                    if let Ok(msg) = serde_json::from_slice::<Value>(&line) {
+                        st.on_listing_answer(&msg, Some(&line));
+                    }
+                } else if st.child.as_ref().is_some_and(|c| c.run == run)
                     && !st.router.answer_raw(id, &line, &at)
                     && let Ok(msg) = serde_json::from_slice::<Value>(&line)
                 {
@@ -549,7 +555,7 @@ impl BridgeState {
             .as_ref()
             .is_some_and(|j| own.get("id").and_then(Value::as_u64) == Some(j.id))
         {
-            self.on_listing_answer(&own);
+            self.on_listing_answer(&own, None);
             return;
         }
         // An error the child answers xy's own request with is repeated to
@@ -917,10 +923,10 @@ impl BridgeState {
         self.write(&msg);
     }
 
-    fn on_listing_answer(&mut self, answer: &Value) {
+    fn on_listing_answer(&mut self, answer: &Value, line: Option<&[u8]>) {
         let Some(job) = &mut self.job else { return };
         let router = &mut self.router;
-        let next = job.on_answer(answer, || router.own_id());
+        let next = job.on_answer(answer, line, || router.own_id());
         let again = job.again;
         match next {
             listing::Next::Ask(m) => self.write(&m),

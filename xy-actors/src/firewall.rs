@@ -31,6 +31,47 @@ pub(crate) struct Verdicts {
     pub(crate) policy: Policy,
     pub(crate) tools: HashMap<String, Verdict>,
     pub(crate) prompts: HashMap<String, Verdict>,
+    /// Each item of xy's latest listing as the child wrote it (its JSON
+    /// text), and whether clients see it: a client's listing made only of
+    /// such visible texts goes on as the child's bytes (D49's fast path),
+    /// checked without building a `Value`.
+    pub(crate) raw_tools: HashMap<Box<str>, bool>,
+    pub(crate) raw_prompts: HashMap<Box<str>, bool>,
+}
+
+/// The items of a listing answer, borrowed from its bytes.
+#[derive(serde::Deserialize)]
+struct RawAnswer<'a> {
+    #[serde(borrow, default)]
+    result: Option<RawList<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawList<'a> {
+    #[serde(borrow, default)]
+    tools: Option<Vec<&'a serde_json::value::RawValue>>,
+    #[serde(borrow, default)]
+    prompts: Option<Vec<&'a serde_json::value::RawValue>>,
+}
+
+/// The JSON texts of a listing answer's items (`tools` or `prompts`);
+/// `None` when it is not such an answer (an error answer has none: `Some([])`).
+pub(crate) fn raw_items(line: &[u8], kind: Kind) -> Option<Vec<&str>> {
+    let text = std::str::from_utf8(line).ok()?;
+    let a: RawAnswer<'_> = serde_json::from_str(text).ok()?;
+    let Some(list) = a.result else {
+        return Some(Vec::new());
+    };
+    let items = match kind {
+        Kind::Tool => list.tools,
+        Kind::Prompt => list.prompts,
+    }?;
+    Some(
+        items
+            .into_iter()
+            .map(serde_json::value::RawValue::get)
+            .collect(),
+    )
 }
 
 /// A refusal: the text a client is shown.
@@ -38,6 +79,20 @@ pub(crate) struct Verdicts {
 pub(crate) struct HeldBack(pub(crate) String);
 
 impl Verdicts {
+    /// Whether a listing answer (the child's line) holds only items xy
+    /// listed itself, byte for byte, and let through: then it needs no
+    /// filtering. Anything else takes the `Value` path ([`Verdicts::filter`]).
+    pub(crate) fn passes_as_is(&self, kind: Kind, line: &[u8]) -> bool {
+        if self.policy.mode == xy_core::firewall::FirewallMode::Off {
+            return true;
+        }
+        let raw = match kind {
+            Kind::Tool => &self.raw_tools,
+            Kind::Prompt => &self.raw_prompts,
+        };
+        raw_items(line, kind).is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
+    }
+
     fn of(&self, kind: Kind) -> &HashMap<String, Verdict> {
         match kind {
             Kind::Tool => &self.tools,
@@ -289,6 +344,139 @@ mod tests {
         v.policy.mode = FirewallMode::Off;
         assert_eq!(v.call(Kind::Tool, "b"), Ok(()));
         assert_eq!(v.visible_names(Kind::Tool), ["a", "b"]);
+    }
+
+    /// A realistic listing: `n` tools with a description and a schema of
+    /// three arguments.
+    fn listing(n: usize) -> Vec<Value> {
+        (0..n)
+            .map(|i| {
+                json!({"name": format!("tool_{i}"), "title": format!("Tool {i}"),
+                    "description": format!("Does thing number {i} with the given path, query and limit; returns what it found."),
+                    "inputSchema": {"type": "object", "required": ["path"], "properties": {
+                        "path": {"type": "string", "description": "Where to look"},
+                        "query": {"type": "string", "description": "What to look for"},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100}}},
+                    "annotations": {"readOnlyHint": true}})
+            })
+            .collect()
+    }
+
+    /// The firewall's cost (SPEC §20 targets: ≤ 50 µs per `tools/list` of
+    /// 100 tools, ≤ 5 µs per `tools/call`). Run with
+    /// `cargo test -p xy-actors --release --lib firewall::tests::bench -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a test"]
+    fn bench() {
+        use std::time::Instant;
+        let tools = listing(100);
+        let mut v = verdicts(
+            &tools
+                .iter()
+                .map(|t| (t.clone(), ToolState::Approved))
+                .collect::<Vec<_>>(),
+        );
+        for t in &tools {
+            v.raw_tools
+                .insert(serde_json::to_string(t).unwrap().into(), true);
+        }
+        let answer =
+            serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": tools}}))
+                .unwrap();
+        let runs = 2000;
+        // tools/list as xy listed it: checked on the bytes, passed on as is.
+        let mut as_is = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let ok = v.passes_as_is(Kind::Tool, &answer);
+            as_is.push(t.elapsed().as_nanos());
+            assert!(ok);
+        }
+        let p50 = |mut xs: Vec<u128>| {
+            xs.sort_unstable();
+            xs[xs.len() / 2]
+        };
+        // tools/list otherwise: the answer takes the Value path (parse, filter,
+        // write) instead of going on as bytes; all of it is counted.
+        let mut list = Vec::with_capacity(runs);
+        let mut filter_only = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let mut msg: Value = serde_json::from_slice(&answer).unwrap();
+            let f = Instant::now();
+            let gone = v.filter(Kind::Tool, &mut msg["result"]);
+            filter_only.push(f.elapsed().as_nanos());
+            let out = serde_json::to_vec(&msg).unwrap();
+            list.push(t.elapsed().as_nanos());
+            assert_eq!(gone, 0);
+            std::hint::black_box(out);
+        }
+        // tools/call on the fast path: the name is read with the routing
+        // fields, then looked up; both counted against the parse without it.
+        let body = bytes::Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"tool_42","arguments":{"path":"/tmp","query":"x","limit":5}}}"#,
+        );
+        let mut call = Vec::with_capacity(runs);
+        for _ in 0..runs * 10 {
+            let t = Instant::now();
+            let raw = crate::bridge::raw::RawRequest::parse(&body).unwrap();
+            let r = v.call(Kind::Tool, raw.name.as_deref().unwrap_or(""));
+            call.push(t.elapsed().as_nanos());
+            assert!(r.is_ok());
+        }
+        let mut lookup = Vec::with_capacity(runs);
+        for _ in 0..runs * 10 {
+            let t = Instant::now();
+            let r = v.call(Kind::Tool, std::hint::black_box("tool_42"));
+            lookup.push(t.elapsed().as_nanos());
+            assert!(r.is_ok());
+        }
+        let us = |ns: u128| ns as f64 / 1000.0;
+        let report = format!(
+            "firewall bench p50: tools/list of 100 tools as listed {:.1} µs; changed: parse+filter+write {:.1} µs (filter alone {:.1} µs); \
+             tools/call fast-path parse+decide {:.2} µs (decide alone {:.3} µs)",
+            us(p50(as_is)),
+            us(p50(list)),
+            us(p50(filter_only)),
+            us(p50(call)),
+            us(p50(lookup)),
+        );
+        xy_testbins_free_print(&report);
+    }
+
+    /// Prints a bench line (the crate's print lints allow no `println!`
+    /// outside tests; this is a test).
+    #[allow(clippy::print_stdout)]
+    fn xy_testbins_free_print(line: &str) {
+        println!("{line}");
+    }
+
+    #[test]
+    fn a_listing_made_of_visible_texts_passes_as_is_and_anything_else_does_not() {
+        let a = json!({"name": "a", "description": "A"});
+        let b = json!({"name": "b"});
+        let mut v = verdicts(&[
+            (a.clone(), ToolState::Approved),
+            (b.clone(), ToolState::Pending),
+        ]);
+        v.raw_tools.insert(a.to_string().into(), true);
+        v.raw_tools.insert(b.to_string().into(), false);
+        let line = |tools: Value| {
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}).to_string()
+        };
+        assert!(v.passes_as_is(Kind::Tool, line(json!([a])).as_bytes()));
+        assert!(!v.passes_as_is(Kind::Tool, line(json!([a, b])).as_bytes()));
+        assert!(!v.passes_as_is(
+            Kind::Tool,
+            line(json!([{"name": "a", "description": "A!"}])).as_bytes()
+        ));
+        // Spelled differently (spaces): the Value path decides.
+        assert!(!v.passes_as_is(
+            Kind::Tool,
+            br#"{"id":1,"result":{"tools":[{"name": "a","description":"A"}]}}"#
+        ));
+        assert!(v.passes_as_is(Kind::Tool, br#"{"id":1,"error":{"code":1,"message":"no"}}"#));
+        assert!(!v.passes_as_is(Kind::Tool, b"not json"));
     }
 
     #[test]

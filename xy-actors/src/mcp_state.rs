@@ -31,6 +31,11 @@ pub(crate) struct Listing {
     pub(crate) protocol_version: String,
     pub(crate) server_name: Option<String>,
     pub(crate) server_version: Option<String>,
+    /// Each tool's JSON text as the child wrote it (aligned with `tools`;
+    /// empty where unknown).
+    pub(crate) raw_tools: Vec<Box<str>>,
+    /// Likewise for `prompts`.
+    pub(crate) raw_prompts: Vec<Box<str>>,
 }
 
 /// An item the firewall newly holds back: what the `tools` event and the
@@ -312,11 +317,36 @@ impl McpState {
                 })
                 .collect()
         };
+        let tools = table(Kind::Tool, &fw.tools);
+        let prompts = table(Kind::Prompt, &fw.prompts);
+        let raw = |kind: Kind, table: &std::collections::HashMap<String, Verdict>| {
+            let Some(l) = &self.last else {
+                return std::collections::HashMap::new();
+            };
+            let (items, texts) = match kind {
+                Kind::Tool => (l.tools.as_slice(), l.raw_tools.as_slice()),
+                Kind::Prompt => (
+                    l.prompts.as_deref().unwrap_or_default(),
+                    l.raw_prompts.as_slice(),
+                ),
+            };
+            items
+                .iter()
+                .zip(texts)
+                .filter(|(_, t)| !t.is_empty())
+                .filter_map(|(i, t)| {
+                    let name = i.get("name")?.as_str()?;
+                    Some((t.clone(), table.get(name)?.state.visible()))
+                })
+                .collect()
+        };
         let verdicts = Verdicts {
             server: self.name.clone(),
             policy: self.policy(),
-            tools: table(Kind::Tool, &fw.tools),
-            prompts: table(Kind::Prompt, &fw.prompts),
+            raw_tools: raw(Kind::Tool, &tools),
+            raw_prompts: raw(Kind::Prompt, &prompts),
+            tools,
+            prompts,
         };
         let offered: Vec<String> = if self.mode == FirewallMode::Off {
             fw.tools.current.iter().map(|v| v.name.clone()).collect()

@@ -9,6 +9,8 @@
 
 use serde_json::{Value, json};
 
+use xy_core::firewall::Kind;
+
 use super::route::{META_VERSION, V2026};
 use crate::mcp_state::Listing;
 
@@ -82,8 +84,14 @@ impl Job {
         (job, msg)
     }
 
-    /// The child's answer to the job's request.
-    pub(crate) fn on_answer(&mut self, answer: &Value, next_id: impl FnOnce() -> u64) -> Next {
+    /// The child's answer to the job's request; `line` is its text as the
+    /// child wrote it, when the bridge has it (the items' texts are kept).
+    pub(crate) fn on_answer(
+        &mut self,
+        answer: &Value,
+        line: Option<&[u8]>,
+        next_id: impl FnOnce() -> u64,
+    ) -> Next {
         let (method, key) = match self.stage {
             Stage::Tools => ("tools/list", "tools"),
             Stage::Prompts => ("prompts/list", "prompts"),
@@ -103,15 +111,31 @@ impl Job {
             };
         };
         let items = result.get(key).and_then(Value::as_array);
-        let list = match self.stage {
-            Stage::Tools => &mut self.listing.tools,
-            Stage::Prompts => self.listing.prompts.get_or_insert_with(Vec::new),
+        let kind = match self.stage {
+            Stage::Tools => Kind::Tool,
+            Stage::Prompts => Kind::Prompt,
         };
-        for item in items.into_iter().flatten() {
+        let texts = line.and_then(|l| crate::firewall::raw_items(l, kind));
+        let (list, raw) = match self.stage {
+            Stage::Tools => (&mut self.listing.tools, &mut self.listing.raw_tools),
+            Stage::Prompts => (
+                self.listing.prompts.get_or_insert_with(Vec::new),
+                &mut self.listing.raw_prompts,
+            ),
+        };
+        for (i, item) in items.into_iter().flatten().enumerate() {
             if list.len() >= MAX_ITEMS {
                 break;
             }
             list.push(item.clone());
+            // Aligned with `list`; a missing text only costs the fast path.
+            raw.push(
+                texts
+                    .as_ref()
+                    .and_then(|t| t.get(i))
+                    .map(|t| Box::<str>::from(*t))
+                    .unwrap_or_default(),
+            );
         }
         self.pages += 1;
         let cursor = result.get("nextCursor").and_then(Value::as_str);
@@ -162,7 +186,7 @@ mod tests {
         let mut ids = 1..;
         ids.next();
         let page1 = json!({"id": 1, "result": {"tools": [{"name": "a"}], "nextCursor": "c2"}});
-        let Next::Ask(m) = job.on_answer(&page1, || ids.next().unwrap()) else {
+        let Next::Ask(m) = job.on_answer(&page1, None, || ids.next().unwrap()) else {
             panic!("wants page 2");
         };
         assert_eq!(
@@ -170,12 +194,12 @@ mod tests {
             (json!("c2"), json!(2))
         );
         let page2 = json!({"id": 2, "result": {"tools": [{"name": "b"}]}});
-        let Next::Ask(m) = job.on_answer(&page2, || ids.next().unwrap()) else {
+        let Next::Ask(m) = job.on_answer(&page2, None, || ids.next().unwrap()) else {
             panic!("wants prompts");
         };
         assert_eq!(m["method"], "prompts/list");
         let prompts = json!({"id": 3, "result": {"prompts": [{"name": "p"}]}});
-        let Next::Done(l) = job.on_answer(&prompts, || 99) else {
+        let Next::Done(l) = job.on_answer(&prompts, None, || 99) else {
             panic!("done");
         };
         assert_eq!(l.tools.len(), 2);
@@ -187,14 +211,16 @@ mod tests {
         let (mut job, first) = Job::start(1, Listing::default(), true, false);
         assert_eq!(first["params"]["_meta"][META_VERSION], V2026);
         let page = json!({"id": 1, "result": {"tools": [{"name": "a"}], "nextCursor": "same"}});
-        assert!(matches!(job.on_answer(&page, || 2), Next::Ask(_)));
-        let Next::Done(l) = job.on_answer(&page, || 3) else {
+        assert!(matches!(job.on_answer(&page, None, || 2), Next::Ask(_)));
+        let Next::Done(l) = job.on_answer(&page, None, || 3) else {
             panic!("a repeated cursor ends it");
         };
         assert_eq!(l.tools.len(), 2);
         assert!(l.prompts.is_none());
         let (mut job, _) = Job::start(1, Listing::default(), false, false);
         let err = json!({"id": 1, "error": {"code": -32601, "message": "no tools"}});
-        assert!(matches!(job.on_answer(&err, || 2), Next::Failed(e) if e.contains("no tools")));
+        assert!(
+            matches!(job.on_answer(&err, None, || 2), Next::Failed(e) if e.contains("no tools"))
+        );
     }
 }

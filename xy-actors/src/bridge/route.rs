@@ -278,11 +278,11 @@ impl Router {
     /// the answer goes as is. `false`: the `Value` path must route it
     /// (xy's own request, a translated answer, an unknown id).
     pub(crate) fn answer_raw(&mut self, id: u64, line: &[u8], at: &Range<usize>) -> bool {
-        if self
-            .pending
-            .get(&id)
-            .is_none_or(|p| p.answer != Answer::AsIs || p.filter.is_some())
-        {
+        if self.pending.get(&id).is_none_or(|p| {
+            p.answer != Answer::AsIs
+                || p.filter
+                    .is_some_and(|k| !self.firewall.passes_as_is(k, line))
+        }) {
             return false;
         }
         let Some(p) = self.pending.remove(&id) else {
