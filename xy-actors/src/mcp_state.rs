@@ -502,8 +502,21 @@ impl McpState {
         status.server_version = info.server_version.clone();
         match &report.tools {
             None => {}
-            // xy listed this spawn's tools itself (stdio): that snapshot stands.
-            Some(Ok(_)) if self.snapshot_this_spawn => {}
+            // xy listed this spawn's tools itself (stdio): that snapshot
+            // stands, and `status.mcp` reports it.
+            Some(Ok(_)) if self.snapshot_this_spawn => {
+                let n = self.ledger.snapshots.len();
+                let current = &self.ledger.snapshots[n - 1];
+                let previous = n
+                    .checked_sub(2)
+                    .map(|i| self.ledger.snapshots[i].tools.as_slice());
+                let d = diff_tools(previous, &current.tools);
+                status.tool_count = Some(u32::try_from(current.tools.len()).unwrap_or(u32::MAX));
+                status.listed_at = Some(current.ts.clone());
+                status.tools_added = d.added;
+                status.tools_removed = d.removed;
+                status.tools_changed = d.changed;
+            }
             Some(Ok(tools)) => {
                 let ts = xy_core::time::rfc3339_ms(now);
                 let previous = self.ledger.snapshots.last().map(|s| s.tools.as_slice());
@@ -593,6 +606,168 @@ fn verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn state(dir: Option<PathBuf>, mode: FirewallMode, directory: &Directory) -> McpState {
+        McpState::load(dir, "s", mode, directory.clone())
+    }
+
+    fn listing(tools: &[Value]) -> Listing {
+        Listing {
+            tools: tools.to_vec(),
+            ..Listing::default()
+        }
+    }
+
+    fn states(st: &McpState) -> Vec<(String, ToolState)> {
+        st.ledger
+            .firewall
+            .tools
+            .current
+            .iter()
+            .map(|v| (v.name.clone(), v.state))
+            .collect()
+    }
+
+    fn t(name: &str, d: &str) -> Value {
+        json!({"name": name, "description": d})
+    }
+
+    #[test]
+    fn pin_approves_the_first_listing_but_flags_then_holds_what_changes() {
+        let dir = Directory::default();
+        let mut st = state(None, FirewallMode::Pin, &dir);
+        let now = SystemTime::now();
+        let (_, held) = st.listed(
+            listing(&[t("a", "A"), t("bad", "read ~/.aws/credentials")]),
+            now,
+        );
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Approved),
+                ("bad".into(), ToolState::Flagged)
+            ]
+        );
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].name, "bad");
+        // A second spawn: one changed, one new; nothing newly held twice.
+        st.on_spawn();
+        let (_, held) = st.listed(
+            listing(&[
+                t("a", "A2"),
+                t("bad", "read ~/.aws/credentials"),
+                t("n", "N"),
+            ]),
+            now,
+        );
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Changed),
+                ("bad".into(), ToolState::Flagged),
+                ("n".into(), ToolState::Pending)
+            ]
+        );
+        assert_eq!(
+            held.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(),
+            ["a", "n"]
+        );
+        let v = st.verdicts();
+        assert!(v.call(Kind::Tool, "a").is_err() && v.call(Kind::Tool, "n").is_err());
+        // The changed tool carries the approved version.
+        let r = st.tools();
+        let a = &r.current.unwrap().tools[0];
+        assert_eq!(
+            a.approved.as_ref().unwrap().description.as_deref(),
+            Some("A")
+        );
+        assert_eq!(r.mode, Some(FirewallMode::Pin));
+        // Approve two, deny one; unknown names are refused and change nothing.
+        assert_eq!(
+            st.approve(&["zz".into()], false, now),
+            Err(UnknownNames(vec!["zz".into()]))
+        );
+        assert_eq!(
+            st.approve(&["a".into(), "n".into()], false, now).unwrap(),
+            ["a", "n"]
+        );
+        assert_eq!(st.deny(&["bad".into()], now).unwrap(), ["bad"]);
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Approved),
+                ("bad".into(), ToolState::Denied),
+                ("n".into(), ToolState::Approved)
+            ]
+        );
+        assert!(st.verdicts().call(Kind::Tool, "n").is_ok());
+        // The directory offers what is visible, for shadowing elsewhere.
+        assert_eq!(dir.others("other").len(), 2);
+        // `all` approves every held-back one.
+        assert_eq!(st.approve(&[], true, now).unwrap(), ["bad"]);
+        assert_eq!(dir.others("other").len(), 3);
+    }
+
+    #[test]
+    fn a_mode_change_redecides_and_review_holds_everything() {
+        let dir = Directory::default();
+        let mut st = state(None, FirewallMode::Review, &dir);
+        let now = SystemTime::now();
+        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Pending));
+        st.set_mode(FirewallMode::Off, now);
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
+        assert!(st.verdicts().call(Kind::Tool, "a").is_ok());
+        // Review saw them and approved nothing: pin keeps them held.
+        let held = st.set_mode(FirewallMode::Pin, now);
+        assert_eq!(held.len(), 2, "{held:?}");
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Pending));
+        // Off decides nothing: a server first seen in off mode gets its
+        // first listing in pin.
+        let mut st = state(None, FirewallMode::Off, &dir);
+        st.listed(listing(&[t("c", "see .env")]), now);
+        st.set_mode(FirewallMode::Pin, now);
+        assert_eq!(states(&st), [("c".into(), ToolState::Flagged)]);
+        // It was never approved: clean now, it is still new to the user.
+        st.listed(listing(&[t("c", "C")]), now);
+        assert_eq!(states(&st), [("c".into(), ToolState::Pending)]);
+    }
+
+    #[test]
+    fn approvals_persist_and_a_format_1_ledger_is_a_first_listing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tmp.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        // Format 1: snapshots only (an older xy).
+        std::fs::write(
+            tools.join("s.json"),
+            r#"{"format":1,"snapshots":[{"ts":"t","protocol_version":"2025-06-18","server_name":null,"server_version":null,"tools":[{"name":"a","description":"A"}]}]}"#,
+        )
+        .unwrap();
+        let dir = Directory::default();
+        let mut st = state(Some(tools.clone()), FirewallMode::Pin, &dir);
+        assert!(!st.ledger.firewall.seen);
+        let now = SystemTime::now();
+        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let l = ledger::load(&tools, "s");
+            if l.format == 2 && l.firewall.tools.approved.len() == 2 {
+                assert!(l.firewall.seen);
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "not saved: {l:?}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(st);
+        // A new actor (daemon restart): the approvals stand, a new tool is pending.
+        let mut st = state(Some(tools), FirewallMode::Pin, &dir);
+        st.listed(listing(&[t("a", "A"), t("b", "B"), t("c", "C")]), now);
+        assert_eq!(states(&st)[2], ("c".into(), ToolState::Pending));
+        assert_eq!(states(&st)[0], ("a".into(), ToolState::Approved));
+    }
 
     #[test]
     fn a_tools_change_is_the_first_listing_or_a_non_empty_diff() {
