@@ -538,3 +538,69 @@ fn real_servers_come_up_fully_visible_in_pin_with_zero_flags() {
         assert!(now.iter().all(|t| t.1 == "approved"), "{name}: {now:?}");
     }
 }
+
+/// SPEC §20: a tool held back is an `events` event (`kind: "tools"`, the
+/// reason and the approve command) and, with `notify #true`, a desktop
+/// notification (a fake `notify-send` on PATH here).
+#[test]
+fn a_held_back_tool_is_an_event_and_a_notification() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let bin = env.root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let args_out = env.root.path().join("notify.args");
+    let fake = bin.join("notify-send");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done >> {}\n",
+            args_out.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = env.config_dir().join("../lists.json");
+    write_lists(&file, &[tool("a", "Adds.")], None, true);
+    env.write_config(
+        "s",
+        &tools_config(&file, free_port(), 100, "notify #true\n"),
+    );
+    let mut path = std::ffi::OsString::from(&bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let d = TestDaemon::start_in_with(env, &[("PATH", path)]);
+    wait_all_approved(&d, "s", 1);
+    let mut c = d.client();
+    let sub = c.result("events", Some(json!({"names": ["s"]})));
+    assert!(sub["subscription_id"].is_number(), "{sub}");
+    write_lists(
+        &file,
+        &[tool("a", "Adds."), tool("x", "Reads id_ed25519.")],
+        None,
+        true,
+    );
+    let ev = wait_some("a tools event for x", DEADLINE, || {
+        let v = c.recv();
+        (v["method"] == "event"
+            && v["params"]["kind"] == "tools"
+            && v["params"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("tool x held back")))
+        .then_some(v)
+    });
+    let reason = ev["params"]["reason"].as_str().unwrap();
+    assert_eq!(ev["params"]["to"], "flagged", "{ev}");
+    assert!(
+        reason.contains("credential path \"id_ed25519\""),
+        "{reason}"
+    );
+    assert!(reason.contains("xyctl tools approve s x"), "{reason}");
+    let got = wait_some("notify-send to be called", DEADLINE, || {
+        std::fs::read_to_string(&args_out)
+            .ok()
+            .filter(|t| t.lines().count() >= 3)
+    });
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines[..2], ["--app-name=xy", "xy: s tools-held"], "{got}");
+    assert!(lines[2].contains("x (flagged)"), "{got}");
+}
