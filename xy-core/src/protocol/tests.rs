@@ -59,7 +59,9 @@ fn method_names() {
             "events_cancel",
             "daemon_status",
             "shutdown",
-            "tools"
+            "tools",
+            "tools_approve",
+            "tools_deny"
         ]
     );
     assert_eq!(method::LOG, "log");
