@@ -348,8 +348,9 @@ pub fn scan(object: &Value) -> Vec<Flag> {
     let mut flags = Vec::new();
     for (field, text) in texts(object) {
         let mut seen: Vec<&str> = Vec::new();
+        let prepared = Prepared::new(text);
         for rule in RULES {
-            if let Some(found) = find(&rule.matcher, text) {
+            if let Some(found) = prepared.find(&rule.matcher) {
                 // One flag per rule id and field: three zero-width classes in
                 // one description say one thing.
                 if seen.contains(&rule.id) {
@@ -369,19 +370,43 @@ pub fn scan(object: &Value) -> Vec<Flag> {
 
 /// What `m` finds in `text`, described for the user; `None` if nothing.
 pub fn find(m: &Matcher, text: &str) -> Option<String> {
-    match *m {
-        Matcher::Chars(ranges) => text.chars().enumerate().find_map(|(i, c)| {
-            let u = u32::from(c);
-            ranges
-                .iter()
-                .any(|&(lo, hi)| (lo..=hi).contains(&u))
-                .then(|| format!("{} at character {}", char_name(u), i + 1))
-        }),
-        Matcher::Words(pattern) => {
-            words_match(pattern, text).then(|| format!("the words \"{}\"", pattern))
+    Prepared::new(text).find(m)
+}
+
+/// One text as the matchers read it, prepared once for every rule: its
+/// lowercase form and its words.
+struct Prepared<'a> {
+    text: &'a str,
+    lower: String,
+    words: Vec<String>,
+}
+
+impl<'a> Prepared<'a> {
+    fn new(text: &'a str) -> Prepared<'a> {
+        Prepared {
+            text,
+            lower: text.to_lowercase(),
+            words: words(text),
         }
-        Matcher::Tag(name) => tag_match(name, text).then(|| format!("a <{name}> tag")),
-        Matcher::Path(p) => path_match(p, text).then(|| format!("the credential path \"{p}\"")),
+    }
+
+    fn find(&self, m: &Matcher) -> Option<String> {
+        match *m {
+            Matcher::Chars(ranges) => self.text.chars().enumerate().find_map(|(i, c)| {
+                let u = u32::from(c);
+                ranges
+                    .iter()
+                    .any(|&(lo, hi)| (lo..=hi).contains(&u))
+                    .then(|| format!("{} at character {}", char_name(u), i + 1))
+            }),
+            Matcher::Words(pattern) => {
+                words_match(pattern, &self.words).then(|| format!("the words \"{pattern}\""))
+            }
+            Matcher::Tag(name) => tag_match(name, &self.lower).then(|| format!("a <{name}> tag")),
+            Matcher::Path(p) => {
+                path_match(p, &self.lower).then(|| format!("the credential path \"{p}\""))
+            }
+        }
     }
 }
 
@@ -423,9 +448,8 @@ fn words(text: &str) -> Vec<String> {
 /// Up to this many words stand for `…`.
 const GAP: usize = 3;
 
-fn words_match(pattern: &str, text: &str) -> bool {
+fn words_match(pattern: &str, ws: &[String]) -> bool {
     let pat: Vec<&str> = pattern.split(' ').collect();
-    let ws = words(text);
     (0..ws.len()).any(|start| match_at(&pat, &ws[start..]))
 }
 
@@ -446,8 +470,8 @@ fn match_at(pat: &[&str], ws: &[String]) -> bool {
     hit && match_at(rest, ws_rest)
 }
 
-fn tag_match(name: &str, text: &str) -> bool {
-    let lower = text.to_lowercase();
+/// `lower`: the text, lowercased.
+fn tag_match(name: &str, lower: &str) -> bool {
     let b = lower.as_bytes();
     let mut i = 0;
     while let Some(off) = memchr_lt(&b[i..]) {
@@ -482,8 +506,8 @@ fn memchr_lt(b: &[u8]) -> Option<usize> {
     b.iter().position(|&c| c == b'<')
 }
 
-fn path_match(needle: &str, text: &str) -> bool {
-    let lower = text.to_lowercase();
+/// `lower`: the text, lowercased.
+fn path_match(needle: &str, lower: &str) -> bool {
     let inner = |c: char| c.is_alphanumeric() || c == '_';
     let mut from = 0;
     while let Some(off) = lower[from..].find(needle) {

@@ -604,3 +604,21 @@ fn a_held_back_tool_is_an_event_and_a_notification() {
     assert_eq!(lines[..2], ["--app-name=xy", "xy: s tools-held"], "{got}");
     assert!(lines[2].contains("x (flagged)"), "{got}");
 }
+
+/// xy lists a 2026-only child itself too (its requests carry the 2026
+/// `_meta` envelope), and a 2026 client sees what was approved.
+#[test]
+fn a_2026_only_child_is_listed_by_xy_and_its_tools_approved() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("n", super::rmcp_config(port, "2026", ""))]);
+    wait_all_approved(&d, "n", 3);
+    let r = d.result("tools", Some(json!({"name": "n"})));
+    assert_eq!(r["current"]["protocol_version"], "2026-07-28", "{r}");
+    assert_eq!(r["current"]["server_name"], "xy-test-mcp", "{r}");
+    let digest = r["current"]["tools"][0]["digest"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(digest.len(), 64, "{r}");
+    let mut b = Mcp::connected(&url(port), Era::V2026);
+    assert_eq!(names_via(&mut b).len(), 3);
+}
