@@ -1,6 +1,7 @@
 //! MCP implementations nobody here wrote, for interop tests: the official
-//! Python SDK (`mcp` from PyPI, in a venv) and the TypeScript SDK's
-//! `@modelcontextprotocol/server-everything` (npm), installed once into a
+//! Python SDK (`mcp` from PyPI, in a venv), the TypeScript SDK's
+//! `@modelcontextprotocol/server-everything` and the reference servers the
+//! firewall must pass without a flag ([`REFERENCE_SERVERS`], npm), installed once into a
 //! cache directory under a file lock so concurrent tests share one install.
 //!
 //! The cache is `$XY_INTEROP_CACHE`, else `<workspace>/target/interop/`.

@@ -305,7 +305,14 @@ fn a_changed_prompt_is_held_back_from_list_and_get() {
     // A plain change of an approved prompt: `changed`, held back likewise.
     let plain = vec![json!({"name": "greet", "description": "Greets warmly."})];
     write_lists(&rig.file, &tools, Some(&plain), true);
-    wait_state(&rig.d, "s", "greet", "changed", "changed since you approved", true);
+    wait_state(
+        &rig.d,
+        "s",
+        "greet",
+        "changed",
+        "changed since you approved",
+        true,
+    );
     let r = rig.b.result("prompts/list", json!({}));
     assert_eq!(r["prompts"], json!([]), "{r}");
     approve(&rig.d, "s", &["greet"]);

@@ -1,5 +1,5 @@
-//! `xy-test-interop install`: installs the pinned Python SDK and
-//! server-everything into the interop cache (`xy_testbins::interop`), so CI
+//! `xy-test-interop install`: installs the pinned Python SDK,
+//! server-everything and the reference servers into the interop cache (`xy_testbins::interop`), so CI
 //! pays for it once up front. Exit 0 installed, 0 with a loud message when
 //! skipped (no python3/npm, registry unreachable), non-zero on a real failure.
 
