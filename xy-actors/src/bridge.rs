@@ -283,7 +283,7 @@ impl Actor for BridgeActor {
                     && st.job.as_ref().is_some_and(|j| j.id == id)
                 {
                     if let Ok(msg) = serde_json::from_slice::<Value>(&line) {
-                        st.on_listing_answer(&msg, Some(&line));
+                        st.on_listing_answer(&msg, Some((&line, &at)));
                     }
                 } else if st.child.as_ref().is_some_and(|c| c.run == run)
                     && !st.router.answer_raw(id, &line, &at)
@@ -923,7 +923,11 @@ impl BridgeState {
         self.write(&msg);
     }
 
-    fn on_listing_answer(&mut self, answer: &Value, line: Option<&[u8]>) {
+    fn on_listing_answer(
+        &mut self,
+        answer: &Value,
+        line: Option<(&[u8], &std::ops::Range<usize>)>,
+    ) {
         let Some(job) = &mut self.job else { return };
         let router = &mut self.router;
         let next = job.on_answer(answer, line, || router.own_id());

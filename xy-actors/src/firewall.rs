@@ -37,6 +37,20 @@ pub(crate) struct Verdicts {
     /// checked without building a `Value`.
     pub(crate) raw_tools: HashMap<Box<str>, bool>,
     pub(crate) raw_prompts: HashMap<Box<str>, bool>,
+    /// The pages of xy's latest listing whose every item clients see, as
+    /// the child wrote them, split around their id: a client's answer that
+    /// is the same page (another id) is passed on after one comparison.
+    pub(crate) pages: Vec<Page>,
+}
+
+/// One listing page as the child wrote it, without its id.
+#[derive(Debug, Clone)]
+pub(crate) struct Page {
+    pub(crate) kind: Kind,
+    /// The bytes before the id.
+    pub(crate) before: Box<[u8]>,
+    /// The bytes after the id.
+    pub(crate) after: Box<[u8]>,
 }
 
 /// The items of a listing answer, borrowed from its bytes.
@@ -82,8 +96,22 @@ impl Verdicts {
     /// Whether a listing answer (the child's line) holds only items xy
     /// listed itself, byte for byte, and let through: then it needs no
     /// filtering. Anything else takes the `Value` path ([`Verdicts::filter`]).
-    pub(crate) fn passes_as_is(&self, kind: Kind, line: &[u8]) -> bool {
+    pub(crate) fn passes_as_is(
+        &self,
+        kind: Kind,
+        line: &[u8],
+        id_at: &std::ops::Range<usize>,
+    ) -> bool {
         if self.policy.mode == xy_core::firewall::FirewallMode::Off {
+            return true;
+        }
+        // The common case: a page xy listed, unchanged, all of it visible.
+        if let (Some(before), Some(after)) = (line.get(..id_at.start), line.get(id_at.end..))
+            && self
+                .pages
+                .iter()
+                .any(|p| p.kind == kind && *p.before == *before && *p.after == *after)
+        {
             return true;
         }
         let raw = match kind {
@@ -384,11 +412,31 @@ mod tests {
             serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": tools}}))
                 .unwrap();
         let runs = 2000;
-        // tools/list as xy listed it: checked on the bytes, passed on as is.
+        // The same page as xy listed it (another id): one comparison.
+        let (_, own_at) = crate::bridge::raw::answer_id(&answer).unwrap();
+        v.pages.push(Page {
+            kind: Kind::Tool,
+            before: answer[..own_at.start].into(),
+            after: answer[own_at.end..].into(),
+        });
+        let client = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": 123_456, "result": {"tools": listing(100)}}),
+        )
+        .unwrap();
+        let (_, client_at) = crate::bridge::raw::answer_id(&client).unwrap();
+        let mut page = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let ok = v.passes_as_is(Kind::Tool, &client, &client_at);
+            page.push(t.elapsed().as_nanos());
+            assert!(ok);
+        }
+        let pages = std::mem::take(&mut v.pages);
+        // Item by item (a page of another shape: items xy listed, let through).
         let mut as_is = Vec::with_capacity(runs);
         for _ in 0..runs {
             let t = Instant::now();
-            let ok = v.passes_as_is(Kind::Tool, &answer);
+            let ok = v.passes_as_is(Kind::Tool, &answer, &(0..0));
             as_is.push(t.elapsed().as_nanos());
             assert!(ok);
         }
@@ -396,6 +444,13 @@ mod tests {
             xs.sort_unstable();
             xs[xs.len() / 2]
         };
+        let mut scan_only = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            let n = raw_items(&answer, Kind::Tool).map(|v| v.len());
+            scan_only.push(t.elapsed().as_nanos());
+            assert_eq!(n, Some(100));
+        }
         // tools/list otherwise: the answer takes the Value path (parse, filter,
         // write) instead of going on as bytes; all of it is counted.
         let mut list = Vec::with_capacity(runs);
@@ -433,14 +488,17 @@ mod tests {
         }
         let us = |ns: u128| ns as f64 / 1000.0;
         let report = format!(
-            "firewall bench p50: tools/list of 100 tools as listed {:.1} µs; changed: parse+filter+write {:.1} µs (filter alone {:.1} µs); \
+            "firewall bench p50: tools/list of 100 tools, the page xy listed {:.2} µs, item by item {:.1} µs (of which the borrowed parse {:.1} µs); changed: parse+filter+write {:.1} µs (filter alone {:.1} µs); \
              tools/call fast-path parse+decide {:.2} µs (decide alone {:.3} µs)",
+            us(p50(page)),
             us(p50(as_is)),
+            us(p50(scan_only)),
             us(p50(list)),
             us(p50(filter_only)),
             us(p50(call)),
             us(p50(lookup)),
         );
+        drop(pages);
         xy_testbins_free_print(&report);
     }
 
@@ -464,19 +522,44 @@ mod tests {
         let line = |tools: Value| {
             json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}).to_string()
         };
-        assert!(v.passes_as_is(Kind::Tool, line(json!([a])).as_bytes()));
-        assert!(!v.passes_as_is(Kind::Tool, line(json!([a, b])).as_bytes()));
-        assert!(!v.passes_as_is(
+        let no = 0..0;
+        let passes = |v: &Verdicts, kind: Kind, text: &str, at: &std::ops::Range<usize>| {
+            v.passes_as_is(kind, text.as_bytes(), at)
+        };
+        assert!(passes(&v, Kind::Tool, &line(json!([a])), &no));
+        assert!(!passes(&v, Kind::Tool, &line(json!([a, b])), &no));
+        assert!(!passes(
+            &v,
             Kind::Tool,
-            line(json!([{"name": "a", "description": "A!"}])).as_bytes()
+            &line(json!([{"name": "a", "description": "A!"}])),
+            &no
         ));
         // Spelled differently (spaces): the Value path decides.
-        assert!(!v.passes_as_is(
+        let spaced = r#"{"id":1,"result":{"tools":[{"name": "a","description":"A"}]}}"#;
+        assert!(!passes(&v, Kind::Tool, spaced, &no));
+        assert!(passes(
+            &v,
             Kind::Tool,
-            br#"{"id":1,"result":{"tools":[{"name": "a","description":"A"}]}}"#
+            r#"{"id":1,"error":{"code":1,"message":"no"}}"#,
+            &no
         ));
-        assert!(v.passes_as_is(Kind::Tool, br#"{"id":1,"error":{"code":1,"message":"no"}}"#));
-        assert!(!v.passes_as_is(Kind::Tool, b"not json"));
+        assert!(!passes(&v, Kind::Tool, "not json", &no));
+        // A whole page xy listed, under another id: one comparison.
+        let page = |id: &str| format!(r#"{{"id":{id},"result":{{"tools":[{{"name": "b"}}]}}}}"#);
+        let own = page("7");
+        v.pages.push(Page {
+            kind: Kind::Tool,
+            before: own.as_bytes()[..6].into(),
+            after: own.as_bytes()[7..].into(),
+        });
+        assert!(passes(&v, Kind::Tool, &page("1234"), &(6..10)));
+        assert!(!passes(&v, Kind::Prompt, &page("1234"), &(6..10)));
+        assert!(!passes(
+            &v,
+            Kind::Tool,
+            &page("1234").replace('b', "c"),
+            &(6..10)
+        ));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub(crate) struct Listing {
     pub(crate) raw_tools: Vec<Box<str>>,
     /// Likewise for `prompts`.
     pub(crate) raw_prompts: Vec<Box<str>>,
+    /// Each answer page as the child wrote it, and where its id is.
+    pub(crate) pages: Vec<(Kind, Box<[u8]>, std::ops::Range<usize>)>,
 }
 
 /// An item the firewall newly holds back: what the `tools` event and the
@@ -340,11 +342,35 @@ impl McpState {
                 })
                 .collect()
         };
+        let raw_tools = raw(Kind::Tool, &tools);
+        let raw_prompts = raw(Kind::Prompt, &prompts);
+        // Pages every item of which clients see pass as the child's bytes.
+        let pages = self
+            .last
+            .iter()
+            .flat_map(|l| &l.pages)
+            .filter(|(kind, line, _)| {
+                let raw = match kind {
+                    Kind::Tool => &raw_tools,
+                    Kind::Prompt => &raw_prompts,
+                };
+                crate::firewall::raw_items(line, *kind)
+                    .is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
+            })
+            .filter_map(|(kind, line, at)| {
+                Some(crate::firewall::Page {
+                    kind: *kind,
+                    before: line.get(..at.start)?.into(),
+                    after: line.get(at.end..)?.into(),
+                })
+            })
+            .collect();
         let verdicts = Verdicts {
             server: self.name.clone(),
             policy: self.policy(),
-            raw_tools: raw(Kind::Tool, &tools),
-            raw_prompts: raw(Kind::Prompt, &prompts),
+            pages,
+            raw_tools,
+            raw_prompts,
             tools,
             prompts,
         };

@@ -89,7 +89,7 @@ impl Job {
     pub(crate) fn on_answer(
         &mut self,
         answer: &Value,
-        line: Option<&[u8]>,
+        line: Option<(&[u8], &std::ops::Range<usize>)>,
         next_id: impl FnOnce() -> u64,
     ) -> Next {
         let (method, key) = match self.stage {
@@ -115,7 +115,10 @@ impl Job {
             Stage::Tools => Kind::Tool,
             Stage::Prompts => Kind::Prompt,
         };
-        let texts = line.and_then(|l| crate::firewall::raw_items(l, kind));
+        let texts = line.and_then(|(l, _)| crate::firewall::raw_items(l, kind));
+        if let Some((l, at)) = line {
+            self.listing.pages.push((kind, l.into(), at.clone()));
+        }
         let (list, raw) = match self.stage {
             Stage::Tools => (&mut self.listing.tools, &mut self.listing.raw_tools),
             Stage::Prompts => (

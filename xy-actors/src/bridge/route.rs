@@ -281,7 +281,7 @@ impl Router {
         if self.pending.get(&id).is_none_or(|p| {
             p.answer != Answer::AsIs
                 || p.filter
-                    .is_some_and(|k| !self.firewall.passes_as_is(k, line))
+                    .is_some_and(|k| !self.firewall.passes_as_is(k, line, at))
         }) {
             return false;
         }
