@@ -75,6 +75,7 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         secrets: bench_secrets(),
         hooks: Default::default(),
         agent: Default::default(),
+        firewall: None,
         autostart: true,
     }
 }

@@ -3,11 +3,14 @@
 //! listener, the current child's pipes (`child`), xy's own handshake with
 //! the child (`handshake`), the 2025 sessions xy mints, the routing tables
 //! (`route`) and requests waiting for a child, and decides what each
-//! message does; `era` holds the 2025↔2026 translation it applies. The
-//! ServerActor that spawned it owns the process and tells it about each
-//! new child.
+//! message does; `era` holds the 2025↔2026 translation it applies. It
+//! lists each child's tools and prompts itself (`listing`) for its
+//! ServerActor, and enforces the firewall's verdicts that actor publishes
+//! (SPEC §20: [`crate::firewall`]). The ServerActor that spawned it owns
+//! the process and tells it about each new child.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,6 +26,7 @@ mod child;
 mod era;
 mod handshake;
 pub(crate) mod http;
+mod listing;
 pub(crate) mod raw;
 mod record;
 pub(crate) mod route;
@@ -38,6 +42,11 @@ use record::{CallStart, Recorder};
 use route::{META_SUBSCRIPTION, Outbox, Router, error};
 use sessions::Sessions;
 use xy_core::protocol::mcp::CallOutcome;
+
+use xy_core::firewall::Kind;
+
+use crate::firewall::{HeldBack, Verdicts};
+use crate::mcp_state::Listing;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
@@ -125,6 +134,9 @@ pub(crate) enum BridgeMsg {
     },
     /// Once a second: expire waiting requests, prune closed exchanges.
     Tick,
+    /// The firewall's new verdicts (from the ServerActor): clients are
+    /// told when the visible set changed.
+    Firewall(Arc<Verdicts>),
     /// Fault injection (unit tests): panic in the handler.
     #[cfg(test)]
     InjectPanic,
@@ -142,6 +154,8 @@ pub(crate) trait Owner: Send + Sync + 'static {
     fn demand(&self);
     /// Nothing used the on-demand server for `idle-stop`: stop its child.
     fn idle_stop(&self);
+    /// xy's own listing of the current child is complete.
+    fn listed(&self, listing: Listing);
 }
 
 /// Arguments of the BridgeActor.
@@ -158,6 +172,8 @@ pub(crate) struct BridgeArgs {
     /// Bytes of POST bodies read ahead of the actor ([`http::BODIES`]),
     /// shared by its own port and the gateway.
     pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The firewall's verdicts as the ServerActor last published them.
+    pub(crate) verdicts: Arc<Verdicts>,
 }
 
 /// See the module docs.
@@ -193,6 +209,8 @@ pub(crate) struct BridgeState {
     /// killed, before xy saw its stdout close): written again to the next
     /// child once its handshake is done, or failed at the deadline.
     resend: Vec<(u64, Instant, Bytes)>,
+    /// xy's own listing of the current child, while it runs.
+    job: Option<listing::Job>,
 }
 
 impl Actor for BridgeActor {
@@ -206,8 +224,7 @@ impl Actor for BridgeActor {
         args: BridgeArgs,
     ) -> Result<BridgeState, ActorProcessingErr> {
         myself.send_interval(Duration::from_secs(1), || BridgeMsg::Tick);
-        let mut router = Router::default();
-        router.recorder = Some(Recorder {
+        let recorder = Some(Recorder {
             calls: args.calls,
             server: args.name.as_str().into(),
         });
@@ -222,7 +239,11 @@ impl Actor for BridgeActor {
             listening: None,
             child: None,
             hs: Handshake::default(),
-            router,
+            router: {
+                let mut router = Router::with_firewall(args.verdicts);
+                router.recorder = recorder;
+                router
+            },
             sessions: Sessions::default(),
             waiting: VecDeque::new(),
             waiting_bytes: 0,
@@ -230,6 +251,7 @@ impl Actor for BridgeActor {
             sent: 0,
             kept: Kept::default(),
             resend: Vec::new(),
+            job: None,
         })
     }
 
@@ -290,6 +312,12 @@ impl Actor for BridgeActor {
                 said,
             } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run)
+                    && st.job.as_ref().is_some_and(|j| j.id == id)
+                {
+                    if let Ok(msg) = serde_json::from_slice::<Value>(&line) {
+                        st.on_listing_answer(&msg, Some((&line, &at)));
+                    }
+                } else if st.child.as_ref().is_some_and(|c| c.run == run)
                     && !st.router.answer_raw(id, &line, &at, said)
                     && let Ok(msg) = serde_json::from_slice::<Value>(&line)
                 {
@@ -334,6 +362,7 @@ impl Actor for BridgeActor {
                 let _ = ack.send(known);
             }
             BridgeMsg::Tick => st.tick(),
+            BridgeMsg::Firewall(v) => st.set_verdicts(v),
             #[cfg(test)]
             BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),
         }
@@ -347,6 +376,24 @@ impl Actor for BridgeActor {
     ) -> Result<(), ActorProcessingErr> {
         st.close("the server is being removed");
         Ok(())
+    }
+}
+
+/// The kind of a call the firewall decides by name.
+fn call_kind(method: &str) -> Option<Kind> {
+    match method {
+        "tools/call" => Some(Kind::Tool),
+        "prompts/get" => Some(Kind::Prompt),
+        _ => None,
+    }
+}
+
+/// The kind of a listing whose answer the firewall filters.
+fn list_kind(method: &str) -> Option<Kind> {
+    match method {
+        "tools/list" => Some(Kind::Tool),
+        "prompts/list" => Some(Kind::Prompt),
+        _ => None,
     }
 }
 
@@ -460,6 +507,8 @@ impl BridgeState {
             Ok(()) => {
                 tracing::info!(server = %self.name, versions = ?self.hs.era.versions, "stdio bridge: child handshake done");
                 self.gone = None;
+                self.job = None;
+                self.start_listing();
                 for (id, _, line) in std::mem::take(&mut self.resend) {
                     if self.router.is_pending(id) {
                         self.write_request(id, line);
@@ -502,6 +551,7 @@ impl BridgeState {
         );
         self.router.fail_all_but(&message, &keep);
         self.gone = Some(why.to_owned());
+        self.job = None;
     }
 
     fn close(&mut self, why: &str) {
@@ -517,17 +567,36 @@ impl BridgeState {
         self.sessions.clear();
         self.listening = None;
         self.child = None;
+        self.job = None;
         self.kept.clear();
         self.resend.clear();
         self.hs.state = Hs::Detached;
     }
 
     fn on_child(&mut self, myself: &ActorRef<BridgeMsg>, msg: Value) {
+        // The child's own list changed: xy lists it again (and clients
+        // are told, as before, by the broadcast below).
+        if msg.get("id").is_none()
+            && matches!(
+                msg.get("method").and_then(Value::as_str),
+                Some("notifications/tools/list_changed" | "notifications/prompts/list_changed")
+            )
+        {
+            self.start_listing();
+        }
         let (action, own) = self.router.on_child(msg);
         if let route::ChildAction::ToChild(m) = action {
             self.write(&m);
         }
         let Some(mut own) = own else { return };
+        if self
+            .job
+            .as_ref()
+            .is_some_and(|j| own.get("id").and_then(Value::as_u64) == Some(j.id))
+        {
+            self.on_listing_answer(&own, None);
+            return;
+        }
         // An error the child answers xy's own request with is repeated to
         // daemon.log and to clients (`-32603 … cannot be reached: …`): its
         // secrets go, and its length is bounded, before anything keeps it.
@@ -682,18 +751,25 @@ impl BridgeState {
         if !matches!(raw.method.as_str(), "ping" | "server/discover") {
             self.last_activity = Instant::now();
         }
+        if let Some(kind) = call_kind(&raw.method)
+            && let Err(HeldBack(text)) = self
+                .router
+                .firewall
+                .call(kind, raw.name.as_deref().unwrap_or(""))
+        {
+            let name = raw.name.clone().unwrap_or_default();
+            self.held_back(p, kind, &raw.id, &name, text, false);
+            return;
+        }
         if !self.room(raw.bytes.len()) {
-            if let Some(tool) = &raw.tool {
+            if let Some(tool) = raw.tool() {
                 let call = self.call_start(&p, tool, None);
                 self.record_now(&call, CallOutcome::RpcError);
             }
             self.busy(p, &raw.id);
             return;
         }
-        let call = raw
-            .tool
-            .as_ref()
-            .map(|tool| self.call_start(&p, tool, None));
+        let call = raw.tool().map(|tool| self.call_start(&p, tool, None));
         let Post {
             session,
             outbox,
@@ -703,6 +779,9 @@ impl BridgeState {
         let child_id = self.router.forward_raw(raw.id.clone(), session, outbox);
         if let Some(call) = call {
             self.router.track(child_id, call);
+        }
+        if let Some(kind) = list_kind(&raw.method) {
+            self.router.filter(child_id, kind);
         }
         // The line first: the writer task then runs before the HTTP task
         // that waits for the ack.
@@ -806,6 +885,19 @@ impl BridgeState {
             let _ = p.ack.send(Ack::Exchange { session: None });
             return;
         }
+        if let Some(kind) = call_kind(method) {
+            let name = p
+                .msg
+                .pointer("/params/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
+                let era2026 = p.era2026;
+                let name = name.to_owned();
+                self.held_back(p, kind, id, &name, text, era2026);
+                return;
+            }
+        }
         if !self.room(p.size) {
             self.unsent(&p, CallOutcome::RpcError);
             self.busy(p, id);
@@ -824,8 +916,135 @@ impl BridgeState {
         if let Some(call) = call {
             self.router.track(child_id, call);
         }
+        if let Some(kind) = list_kind(method) {
+            self.router.filter(child_id, kind);
+        }
         self.write_request(child_id, line_of(&msg));
         let _ = p.ack.send(Ack::Exchange { session: None });
+    }
+
+    /// Answers a call of a held-back tool (a tool result with `isError`,
+    /// so the model reads why) or prompt (a JSON-RPC error) for xy.
+    #[allow(clippy::boxed_local)] // callers hold the Post boxed
+    fn held_back(
+        &self,
+        p: Box<Post>,
+        kind: Kind,
+        id: &Value,
+        name: &str,
+        text: String,
+        era2026: bool,
+    ) {
+        tracing::info!(server = %self.name, "{text}");
+        let msg = match kind {
+            Kind::Tool => {
+                let call = self.call_start(&p, name, record::meta_client(&p.msg));
+                self.record_now(&call, CallOutcome::HeldBack);
+                let mut r = json!({"content": [{"type": "text", "text": text}], "isError": true});
+                if era2026 {
+                    r["resultType"] = json!("complete");
+                }
+                json!({"jsonrpc": "2.0", "id": id, "result": r})
+            }
+            Kind::Prompt => error(id, -32602, &text, Some(json!({"heldBack": true}))),
+        };
+        self.reply(p, msg, None);
+    }
+
+    /// Lists the child's tools and prompts for the ServerActor (after a
+    /// handshake, or a `list_changed`); one listing at a time, another
+    /// follows if asked for meanwhile.
+    fn start_listing(&mut self) {
+        if !self.hs.ready() || self.child.is_none() {
+            return;
+        }
+        if let Some(job) = &mut self.job {
+            job.again = true;
+            return;
+        }
+        let era = &self.hs.era;
+        let caps = era
+            .init
+            .as_ref()
+            .or(era.discover.as_ref())
+            .and_then(|r| r.get("capabilities"));
+        let info = era
+            .init
+            .as_ref()
+            .and_then(|i| i.get("serverInfo"))
+            .or_else(|| {
+                era.discover
+                    .as_ref()
+                    .and_then(|d| d.pointer("/_meta/io.modelcontextprotocol~1serverInfo"))
+            });
+        let text = |k: &str| {
+            info.and_then(|i| i.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let base = Listing {
+            protocol_version: era.versions.last().cloned().unwrap_or_default(),
+            server_name: text("name"),
+            server_version: text("version"),
+            ..Listing::default()
+        };
+        let with_prompts = listing::offers(caps, "prompts");
+        if !listing::offers(caps, "tools") && !with_prompts {
+            self.owner.listed(base);
+            return;
+        }
+        let era2026 = era.init.is_none();
+        let id = self.router.own_id();
+        let (job, msg) = listing::Job::start(id, base, era2026, with_prompts);
+        self.job = Some(job);
+        self.write(&msg);
+    }
+
+    fn on_listing_answer(
+        &mut self,
+        answer: &Value,
+        line: Option<(&[u8], &std::ops::Range<usize>)>,
+    ) {
+        let Some(job) = &mut self.job else { return };
+        let router = &mut self.router;
+        let next = job.on_answer(answer, line, || router.own_id());
+        let again = job.again;
+        match next {
+            listing::Next::Ask(m) => self.write(&m),
+            listing::Next::Done(l) => {
+                self.job = None;
+                self.owner.listed(l);
+                if again {
+                    self.start_listing();
+                }
+            }
+            listing::Next::Failed(e) => {
+                tracing::warn!(server = %self.name, error = %e, "xy could not list the child's tools");
+                self.job = None;
+                if again {
+                    self.start_listing();
+                }
+            }
+        }
+    }
+
+    /// New verdicts: when the tools (or prompts) clients see changed,
+    /// every listening client is told to list again.
+    fn set_verdicts(&mut self, v: Arc<Verdicts>) {
+        let old = std::mem::replace(&mut self.router.firewall, v);
+        for (kind, method) in [
+            (Kind::Tool, "notifications/tools/list_changed"),
+            (Kind::Prompt, "notifications/prompts/list_changed"),
+        ] {
+            let new = &self.router.firewall;
+            if old.visible_names(kind) != new.visible_names(kind)
+                || old.policy.mode != new.policy.mode
+            {
+                tracing::debug!(server = %self.name, "{method}: the firewall changed what clients see");
+                self.router
+                    .broadcast(method, &json!({"jsonrpc": "2.0", "method": method}));
+            }
+        }
     }
 
     #[allow(clippy::boxed_local)] // callers hold the Post boxed

@@ -145,6 +145,7 @@ mod tests {
             secrets: Vec::new(),
             hooks: Default::default(),
             agent: Default::default(),
+            firewall: None,
             autostart: true,
         }
     }

@@ -282,8 +282,7 @@ impl Engine {
         });
     }
 
-    /// The daemon's settings in effect, updated at each reload (the
-    /// firewall's default mode is `firewall_default`).
+    /// The daemon's settings in effect, updated at each reload.
     pub fn settings(&self) -> tokio::sync::watch::Receiver<xy_core::config::DaemonSettings> {
         self.inner.settings.subscribe()
     }
@@ -376,6 +375,66 @@ impl Engine {
     /// the gateway and the firewall record through it.
     pub fn calls(&self) -> &crate::calls::Calls {
         &self.inner.calls
+    }
+
+    /// `tools_approve` (SPEC §20): approves the named tools and prompts as
+    /// the server lists them now, or with `all` every held-back one. The
+    /// ledger is saved and the bridge lets them through at once.
+    pub async fn tools_approve(
+        &self,
+        name: &str,
+        tools: Vec<String>,
+        all: bool,
+    ) -> Result<Vec<String>, EngineError> {
+        self.firewall_op(name, move |reply| ServerMsg::ToolsApprove {
+            names: tools,
+            all,
+            reply,
+        })
+        .await
+    }
+
+    /// `tools_deny` (SPEC §20): the named tools and prompts are held back
+    /// until approved.
+    pub async fn tools_deny(
+        &self,
+        name: &str,
+        tools: Vec<String>,
+    ) -> Result<Vec<String>, EngineError> {
+        self.firewall_op(name, move |reply| ServerMsg::ToolsDeny {
+            names: tools,
+            reply,
+        })
+        .await
+    }
+
+    async fn firewall_op(
+        &self,
+        name: &str,
+        msg: impl FnOnce(
+            ractor::RpcReplyPort<Result<Vec<String>, crate::mcp_state::UnknownNames>>,
+        ) -> ServerMsg
+        + Send
+        + 'static,
+    ) -> Result<Vec<String>, EngineError> {
+        let target = self.select(&TargetParams::one(name)).await?;
+        let server = target
+            .into_iter()
+            .next()
+            .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))?;
+        let r = ask(
+            &server.actor,
+            &format!("firewall of {name}"),
+            QUERY_TIMEOUT,
+            msg,
+        )
+        .await?;
+        r.map_err(
+            |crate::mcp_state::UnknownNames(names)| EngineError::UnknownTools {
+                server: name.to_owned(),
+                names,
+            },
+        )
     }
 
     /// Starts servers; returns once each is spawned or failed to spawn.

@@ -59,7 +59,11 @@ impl Hooks {
     /// fired within the last minute. Returns at once.
     pub(crate) fn fire(&mut self, cfg: &HooksConfig, ctx: HookContext) {
         let command = cfg.command(ctx.event).map(<[String]>::to_vec);
-        let notify = cfg.notify && matches!(ctx.event, HookEvent::Failed | HookEvent::Unhealthy);
+        let notify = cfg.notify
+            && matches!(
+                ctx.event,
+                HookEvent::Failed | HookEvent::Unhealthy | HookEvent::ToolsHeld
+            );
         if command.is_none() && !notify {
             return;
         }

@@ -17,6 +17,7 @@ mod edge;
 mod engine;
 mod events;
 mod explain;
+mod firewall;
 mod gateway;
 mod health;
 mod hooks;

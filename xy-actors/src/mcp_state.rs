@@ -1,15 +1,58 @@
 //! One server's MCP view, owned by its ServerActor: the tool ledger in
 //! memory (the file is [`crate::ledger`]'s), what the current spawn's `mcp`
-//! probe learned (`status.mcp`), and the `tools` change a new listing makes
-//! (SPEC §12, §15).
+//! probe learned (`status.mcp`), the `tools` change a new listing makes
+//! (SPEC §12, §15), and the firewall's decisions (SPEC §20): each listed
+//! tool's and prompt's state, approvals and denials, and the
+//! [`Verdicts`] it publishes to the bridge.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use xy_core::protocol::mcp::{McpStatus, ToolLedger, ToolSnapshot, ToolsResult, diff_tools};
+use serde_json::Value;
+use tokio::sync::watch;
+use xy_core::firewall::{FirewallMode, Kind, Policy, ToolState, decide};
+use xy_core::protocol::mcp::{
+    ApprovedVersion, CanonicalJson, ItemLedger, ItemVerdict, LedgerTool, McpStatus, ToolLedger,
+    ToolSnapshot, ToolsResult, diff_tools,
+};
 
+use crate::firewall::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
 use crate::health::McpReport;
 use crate::ledger::{self, Saver};
+
+/// xy's own listing of a child (SPEC §20): every page of `tools/list`, and
+/// of `prompts/list` when the child has prompts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Listing {
+    pub(crate) tools: Vec<Value>,
+    /// `None`: the child has no prompts capability (or listing them failed).
+    pub(crate) prompts: Option<Vec<Value>>,
+    pub(crate) protocol_version: String,
+    pub(crate) server_name: Option<String>,
+    pub(crate) server_version: Option<String>,
+    /// Each tool's JSON text as the child wrote it (aligned with `tools`;
+    /// empty where unknown).
+    pub(crate) raw_tools: Vec<Box<str>>,
+    /// Likewise for `prompts`.
+    pub(crate) raw_prompts: Vec<Box<str>>,
+    /// Each answer page as the child wrote it, and where its id is.
+    pub(crate) pages: Vec<(Kind, Box<[u8]>, std::ops::Range<usize>)>,
+}
+
+/// An item the firewall newly holds back: what the `tools` event and the
+/// notification say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) kind: Kind,
+    pub(crate) name: String,
+    pub(crate) state: ToolState,
+    pub(crate) reason: String,
+}
+
+/// A `tools_approve`/`tools_deny` naming what the server does not list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UnknownNames(pub(crate) Vec<String>);
 
 /// A new snapshot whose tools differ from the previous one (or the first
 /// snapshot ever): what the `tools` event reports (SPEC §15).
@@ -53,26 +96,392 @@ pub(crate) struct McpState {
     ledger: ToolLedger,
     /// `status.mcp`: `None` until a probe of this spawn succeeded.
     status: Option<McpStatus>,
+    /// The firewall mode in force.
+    mode: FirewallMode,
+    /// xy's latest listing of the current child (`None` before it).
+    last: Option<Listing>,
+    /// A snapshot was pushed for the current spawn (a later listing of the
+    /// same spawn, after `list_changed`, replaces it).
+    snapshot_this_spawn: bool,
+    /// Tools listed by xy this daemon run, for `list[].tool_count` of
+    /// servers without an `mcp` probe.
+    listed_count: Option<u32>,
+    /// Every server's offered tool names (shadowing), and this server's place in it.
+    directory: Directory,
+    entry: DirectoryEntry,
+    /// The verdicts as published (the bridge and, later, the gateway read them).
+    verdicts: watch::Sender<Arc<Verdicts>>,
 }
 
 impl McpState {
     /// The state of server `name`, its ledger read from `dir`.
-    pub(crate) fn load(dir: Option<PathBuf>, name: &str) -> McpState {
+    pub(crate) fn load(
+        dir: Option<PathBuf>,
+        name: &str,
+        mode: FirewallMode,
+        directory: Directory,
+    ) -> McpState {
         let ledger = dir
             .as_deref()
             .map(|d| ledger::load(d, name))
             .unwrap_or_default();
-        McpState {
+        let entry = directory.entry(name);
+        let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
+        let mut st = McpState {
             saver: dir.map(|d| Saver::new(d, name)),
             name: name.to_owned(),
             ledger,
             status: None,
-        }
+            mode,
+            last: None,
+            snapshot_this_spawn: false,
+            listed_count: None,
+            directory,
+            entry,
+            verdicts,
+        };
+        st.publish();
+        st
     }
 
     /// A new spawn: nothing is known about it yet.
     pub(crate) fn on_spawn(&mut self) {
         self.status = None;
+        self.snapshot_this_spawn = false;
+    }
+
+    /// The published verdicts.
+    pub(crate) fn verdicts(&self) -> Arc<Verdicts> {
+        self.verdicts.borrow().clone()
+    }
+
+    /// The firewall mode in force.
+    pub(crate) fn mode(&self) -> FirewallMode {
+        self.mode
+    }
+
+    /// A new mode (reload): the current listing is decided again.
+    pub(crate) fn set_mode(&mut self, mode: FirewallMode, now: SystemTime) -> Vec<Held> {
+        if mode == self.mode {
+            return Vec::new();
+        }
+        self.mode = mode;
+        let held = self.refresh(now);
+        self.save();
+        held
+    }
+
+    fn policy(&self) -> Policy {
+        let fw = &self.ledger.firewall;
+        Policy {
+            mode: self.mode,
+            seen: fw.seen,
+            tools: fw.tools.approvals(),
+            prompts: fw.prompts.approvals(),
+            foreign: self.directory.others(&self.name),
+        }
+    }
+
+    fn save(&mut self) {
+        if let Some(saver) = &mut self.saver {
+            self.ledger.format = xy_core::protocol::mcp::LEDGER_FORMAT;
+            saver.save(self.ledger.clone());
+        }
+    }
+
+    /// xy's own listing of the current child: a snapshot (SPEC §12) and
+    /// the firewall's decisions. Returns the `tools` change and the items
+    /// newly held back.
+    pub(crate) fn listed(
+        &mut self,
+        listing: Listing,
+        now: SystemTime,
+    ) -> (Option<ToolsChange>, Vec<Held>) {
+        let tools: Vec<LedgerTool> = listing
+            .tools
+            .iter()
+            .filter_map(LedgerTool::from_wire)
+            .collect();
+        let ts = xy_core::time::rfc3339_ms(now);
+        if self.snapshot_this_spawn && !self.ledger.snapshots.is_empty() {
+            self.ledger.snapshots.pop();
+        }
+        let previous = self.ledger.snapshots.last().map(|s| s.tools.as_slice());
+        let d = diff_tools(previous, &tools);
+        let change = ToolsChange::new(previous.map(<[_]>::len), tools.len(), &d);
+        tracing::info!(
+            server = %self.name, tools = tools.len(), added = ?d.added,
+            removed = ?d.removed, changed = ?d.changed, "tools listed by xy"
+        );
+        self.listed_count = Some(u32::try_from(tools.len()).unwrap_or(u32::MAX));
+        self.ledger.push(ToolSnapshot {
+            ts,
+            protocol_version: listing.protocol_version.clone(),
+            server_name: listing.server_name.clone(),
+            server_version: listing.server_version.clone(),
+            tools,
+        });
+        self.snapshot_this_spawn = true;
+        self.last = Some(listing);
+        let held = self.refresh(now);
+        self.save();
+        (change, held)
+    }
+
+    /// Decides xy's latest listing again (after a listing, an approval, a
+    /// denial, a new mode) and publishes the verdicts. Returns the items
+    /// held back now that were not held back (with that digest) before.
+    fn refresh(&mut self, now: SystemTime) -> Vec<Held> {
+        let mut held = Vec::new();
+        if let Some(last) = self.last.take() {
+            let policy = self.policy();
+            let first = !policy.seen && self.mode != FirewallMode::Off;
+            for (kind, items) in [
+                (Kind::Tool, Some(&last.tools)),
+                (Kind::Prompt, last.prompts.as_ref()),
+            ] {
+                let Some(items) = items else {
+                    if kind == Kind::Prompt {
+                        self.ledger.firewall.prompts.current.clear();
+                    }
+                    continue;
+                };
+                let section = section(&mut self.ledger.firewall, kind);
+                let mut current = Vec::with_capacity(items.len());
+                for item in items {
+                    let Some(name) = item.get("name").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let d = decide(&policy, kind, item);
+                    if first
+                        && d.state == ToolState::Approved
+                        && !section.approved.contains_key(name)
+                    {
+                        // Pin: what a server lists the first time xy sees it is approved.
+                        section.approved.insert(
+                            name.to_owned(),
+                            approved_version(kind, item, &d.digest, now),
+                        );
+                    }
+                    let v = verdict(kind, item, name, d.digest, d.state, d.reasons);
+                    let before = section.current.iter().find(|p| p.name == v.name);
+                    if !v.state.visible()
+                        && before.is_none_or(|b| b.digest != v.digest || b.state != v.state)
+                    {
+                        held.push(Held {
+                            kind,
+                            name: v.name.clone(),
+                            state: v.state,
+                            reason: v.reasons.first().cloned().unwrap_or_default(),
+                        });
+                    }
+                    current.push(v);
+                }
+                section.current = current;
+            }
+            if self.mode != FirewallMode::Off {
+                self.ledger.firewall.seen = true;
+            }
+            self.last = Some(last);
+        }
+        self.publish();
+        held
+    }
+
+    /// Publishes the verdicts and this server's offered tool names.
+    fn publish(&mut self) {
+        let fw = &self.ledger.firewall;
+        let objects = |kind: Kind| -> std::collections::HashMap<&str, &Value> {
+            let items = self.last.as_ref().and_then(|l| match kind {
+                Kind::Tool => Some(&l.tools),
+                Kind::Prompt => l.prompts.as_ref(),
+            });
+            items
+                .into_iter()
+                .flatten()
+                .filter_map(|i| Some((i.get("name")?.as_str()?, i)))
+                .collect()
+        };
+        let table = |kind: Kind, section: &ItemLedger| {
+            let objs = objects(kind);
+            section
+                .current
+                .iter()
+                .map(|v| {
+                    (
+                        v.name.clone(),
+                        Verdict {
+                            object: objs.get(v.name.as_str()).and_then(|o| without_meta(o)),
+                            state: v.state,
+                            reason: v.reasons.first().cloned().unwrap_or_default(),
+                        },
+                    )
+                })
+                .collect()
+        };
+        let tools = table(Kind::Tool, &fw.tools);
+        let prompts = table(Kind::Prompt, &fw.prompts);
+        let raw = |kind: Kind, table: &std::collections::HashMap<String, Verdict>| {
+            let Some(l) = &self.last else {
+                return std::collections::HashMap::new();
+            };
+            let (items, texts) = match kind {
+                Kind::Tool => (l.tools.as_slice(), l.raw_tools.as_slice()),
+                Kind::Prompt => (
+                    l.prompts.as_deref().unwrap_or_default(),
+                    l.raw_prompts.as_slice(),
+                ),
+            };
+            items
+                .iter()
+                .zip(texts)
+                .filter(|(_, t)| !t.is_empty())
+                .filter_map(|(i, t)| {
+                    let name = i.get("name")?.as_str()?;
+                    Some((t.clone(), table.get(name)?.state.visible()))
+                })
+                .collect()
+        };
+        let raw_tools = raw(Kind::Tool, &tools);
+        let raw_prompts = raw(Kind::Prompt, &prompts);
+        // Pages every item of which clients see pass as the child's bytes.
+        let pages = self
+            .last
+            .iter()
+            .flat_map(|l| &l.pages)
+            .filter(|(kind, line, _)| {
+                let raw = match kind {
+                    Kind::Tool => &raw_tools,
+                    Kind::Prompt => &raw_prompts,
+                };
+                crate::firewall::raw_items(line, *kind)
+                    .is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
+            })
+            .filter_map(|(kind, line, at)| {
+                Some(crate::firewall::Page {
+                    kind: *kind,
+                    before: line.get(..at.start)?.into(),
+                    after: line.get(at.end..)?.into(),
+                })
+            })
+            .collect();
+        let verdicts = Verdicts {
+            server: self.name.clone(),
+            policy: self.policy(),
+            pages,
+            raw_tools,
+            raw_prompts,
+            tools,
+            prompts,
+        };
+        let offered: Vec<String> = if self.mode == FirewallMode::Off {
+            fw.tools.current.iter().map(|v| v.name.clone()).collect()
+        } else {
+            fw.tools
+                .current
+                .iter()
+                .filter(|v| v.state.visible())
+                .map(|v| v.name.clone())
+                .collect()
+        };
+        self.entry.set(offered);
+        self.verdicts.send_replace(Arc::new(verdicts));
+    }
+
+    /// `tools_approve`: approves the named items (tools and prompts of
+    /// that name) as currently listed, or with `all` every held-back one.
+    pub(crate) fn approve(
+        &mut self,
+        names: &[String],
+        all: bool,
+        now: SystemTime,
+    ) -> Result<Vec<String>, UnknownNames> {
+        let fw = &self.ledger.firewall;
+        let listed = |n: &str| {
+            fw.tools
+                .current
+                .iter()
+                .chain(&fw.prompts.current)
+                .any(|v| v.name == n)
+        };
+        let unknown: Vec<String> = names.iter().filter(|n| !listed(n)).cloned().collect();
+        if !unknown.is_empty() {
+            return Err(UnknownNames(unknown));
+        }
+        let mut approved = Vec::new();
+        for kind in [Kind::Tool, Kind::Prompt] {
+            let section = section(&mut self.ledger.firewall, kind);
+            for v in &mut section.current {
+                let wanted = names.contains(&v.name) || (all && !v.state.visible());
+                if !wanted {
+                    continue;
+                }
+                section.denied.remove(&v.name);
+                section.approved.insert(
+                    v.name.clone(),
+                    ApprovedVersion {
+                        digest: v.digest.clone(),
+                        approved_at: xy_core::time::rfc3339_ms(now),
+                        title: v.title.clone(),
+                        description: v.description.clone(),
+                        input_schema: v
+                            .input_schema
+                            .as_ref()
+                            .and_then(|c| serde_json::from_str(c.as_str()).ok()),
+                    },
+                );
+                v.state = ToolState::Approved;
+                v.reasons.clear();
+                if !approved.contains(&v.name) {
+                    approved.push(v.name.clone());
+                }
+            }
+        }
+        self.ledger.firewall.seen |= self.mode != FirewallMode::Off;
+        tracing::info!(server = %self.name, ?approved, "approved by the user");
+        self.refresh(now);
+        self.save();
+        Ok(approved)
+    }
+
+    /// `tools_deny`: the named items are held back until approved.
+    pub(crate) fn deny(
+        &mut self,
+        names: &[String],
+        now: SystemTime,
+    ) -> Result<Vec<String>, UnknownNames> {
+        let fw = &self.ledger.firewall;
+        let listed = |n: &str| {
+            fw.tools
+                .current
+                .iter()
+                .chain(&fw.prompts.current)
+                .any(|v| v.name == n)
+        };
+        let unknown: Vec<String> = names.iter().filter(|n| !listed(n)).cloned().collect();
+        if !unknown.is_empty() {
+            return Err(UnknownNames(unknown));
+        }
+        let mut denied = Vec::new();
+        for kind in [Kind::Tool, Kind::Prompt] {
+            let section = section(&mut self.ledger.firewall, kind);
+            for v in &mut section.current {
+                if !names.contains(&v.name) {
+                    continue;
+                }
+                section.approved.remove(&v.name);
+                section.denied.insert(v.name.clone());
+                v.state = ToolState::Denied;
+                v.reasons = vec![format!("you denied this {}", kind.word())];
+                if !denied.contains(&v.name) {
+                    denied.push(v.name.clone());
+                }
+            }
+        }
+        tracing::info!(server = %self.name, ?denied, "denied by the user");
+        self.refresh(now);
+        self.save();
+        Ok(denied)
     }
 
     /// `status.mcp`.
@@ -82,12 +491,18 @@ impl McpState {
 
     /// `list[].tool_count`: the tools listed after this spawn.
     pub(crate) fn tool_count(&self) -> Option<u32> {
-        self.status.as_ref().and_then(|s| s.tool_count)
+        self.status
+            .as_ref()
+            .and_then(|s| s.tool_count)
+            .or(self.listed_count)
     }
 
-    /// The `tools` result: the newest snapshot against the one before.
+    /// The `tools` result: the newest snapshot against the one before,
+    /// with the firewall's states.
     pub(crate) fn tools(&self) -> ToolsResult {
-        self.ledger.result(&self.name)
+        let mut r = self.ledger.result(&self.name);
+        r.mode = Some(self.mode);
+        r
     }
 
     /// Takes a successful probe's findings: the server's self-description
@@ -113,6 +528,21 @@ impl McpState {
         status.server_version = info.server_version.clone();
         match &report.tools {
             None => {}
+            // xy listed this spawn's tools itself (stdio): that snapshot
+            // stands, and `status.mcp` reports it.
+            Some(Ok(_)) if self.snapshot_this_spawn => {
+                let n = self.ledger.snapshots.len();
+                let current = &self.ledger.snapshots[n - 1];
+                let previous = n
+                    .checked_sub(2)
+                    .map(|i| self.ledger.snapshots[i].tools.as_slice());
+                let d = diff_tools(previous, &current.tools);
+                status.tool_count = Some(u32::try_from(current.tools.len()).unwrap_or(u32::MAX));
+                status.listed_at = Some(current.ts.clone());
+                status.tools_added = d.added;
+                status.tools_removed = d.removed;
+                status.tools_changed = d.changed;
+            }
             Some(Ok(tools)) => {
                 let ts = xy_core::time::rfc3339_ms(now);
                 let previous = self.ledger.snapshots.last().map(|s| s.tools.as_slice());
@@ -129,9 +559,8 @@ impl McpState {
                     server_version: info.server_version.clone(),
                     tools: tools.clone(),
                 });
-                if let Some(saver) = &mut self.saver {
-                    saver.save(self.ledger.clone());
-                }
+                self.snapshot_this_spawn = true;
+                self.save();
                 status.tool_count = Some(u32::try_from(tools.len()).unwrap_or(u32::MAX));
                 status.listed_at = Some(ts);
                 status.tools_added = d.added;
@@ -152,9 +581,219 @@ impl McpState {
     }
 }
 
+fn section(fw: &mut xy_core::protocol::mcp::FirewallLedger, kind: Kind) -> &mut ItemLedger {
+    match kind {
+        Kind::Tool => &mut fw.tools,
+        Kind::Prompt => &mut fw.prompts,
+    }
+}
+
+/// The schema text a review diffs: a tool's `inputSchema`, a prompt's `arguments`.
+fn schema_of(kind: Kind, item: &Value) -> Option<&Value> {
+    item.get(match kind {
+        Kind::Tool => "inputSchema",
+        Kind::Prompt => "arguments",
+    })
+}
+
+fn text(item: &Value, key: &str) -> Option<String> {
+    item.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+fn approved_version(kind: Kind, item: &Value, digest: &str, now: SystemTime) -> ApprovedVersion {
+    ApprovedVersion {
+        digest: digest.to_owned(),
+        approved_at: xy_core::time::rfc3339_ms(now),
+        title: text(item, "title"),
+        description: text(item, "description"),
+        input_schema: schema_of(kind, item).cloned(),
+    }
+}
+
+fn verdict(
+    kind: Kind,
+    item: &Value,
+    name: &str,
+    digest: String,
+    state: ToolState,
+    reasons: Vec<String>,
+) -> ItemVerdict {
+    ItemVerdict {
+        name: name.to_owned(),
+        digest,
+        state,
+        reasons,
+        title: text(item, "title"),
+        description: text(item, "description"),
+        input_schema: schema_of(kind, item).map(CanonicalJson::new),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn state(dir: Option<PathBuf>, mode: FirewallMode, directory: &Directory) -> McpState {
+        McpState::load(dir, "s", mode, directory.clone())
+    }
+
+    fn listing(tools: &[Value]) -> Listing {
+        Listing {
+            tools: tools.to_vec(),
+            ..Listing::default()
+        }
+    }
+
+    fn states(st: &McpState) -> Vec<(String, ToolState)> {
+        st.ledger
+            .firewall
+            .tools
+            .current
+            .iter()
+            .map(|v| (v.name.clone(), v.state))
+            .collect()
+    }
+
+    fn t(name: &str, d: &str) -> Value {
+        json!({"name": name, "description": d})
+    }
+
+    #[test]
+    fn pin_approves_the_first_listing_but_flags_then_holds_what_changes() {
+        let dir = Directory::default();
+        let mut st = state(None, FirewallMode::Pin, &dir);
+        let now = SystemTime::now();
+        let (_, held) = st.listed(
+            listing(&[t("a", "A"), t("bad", "read ~/.aws/credentials")]),
+            now,
+        );
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Approved),
+                ("bad".into(), ToolState::Flagged)
+            ]
+        );
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0].name, "bad");
+        // A second spawn: one changed, one new; nothing newly held twice.
+        st.on_spawn();
+        let (_, held) = st.listed(
+            listing(&[
+                t("a", "A2"),
+                t("bad", "read ~/.aws/credentials"),
+                t("n", "N"),
+            ]),
+            now,
+        );
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Changed),
+                ("bad".into(), ToolState::Flagged),
+                ("n".into(), ToolState::Pending)
+            ]
+        );
+        assert_eq!(
+            held.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(),
+            ["a", "n"]
+        );
+        let v = st.verdicts();
+        assert!(v.call(Kind::Tool, "a").is_err() && v.call(Kind::Tool, "n").is_err());
+        // The changed tool carries the approved version.
+        let r = st.tools();
+        let a = &r.current.unwrap().tools[0];
+        assert_eq!(
+            a.approved.as_ref().unwrap().description.as_deref(),
+            Some("A")
+        );
+        assert_eq!(r.mode, Some(FirewallMode::Pin));
+        // Approve two, deny one; unknown names are refused and change nothing.
+        assert_eq!(
+            st.approve(&["zz".into()], false, now),
+            Err(UnknownNames(vec!["zz".into()]))
+        );
+        assert_eq!(
+            st.approve(&["a".into(), "n".into()], false, now).unwrap(),
+            ["a", "n"]
+        );
+        assert_eq!(st.deny(&["bad".into()], now).unwrap(), ["bad"]);
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Approved),
+                ("bad".into(), ToolState::Denied),
+                ("n".into(), ToolState::Approved)
+            ]
+        );
+        assert!(st.verdicts().call(Kind::Tool, "n").is_ok());
+        // The directory offers what is visible, for shadowing elsewhere.
+        assert_eq!(dir.others("other").len(), 2);
+        // `all` approves every held-back one.
+        assert_eq!(st.approve(&[], true, now).unwrap(), ["bad"]);
+        assert_eq!(dir.others("other").len(), 3);
+    }
+
+    #[test]
+    fn a_mode_change_redecides_and_review_holds_everything() {
+        let dir = Directory::default();
+        let mut st = state(None, FirewallMode::Review, &dir);
+        let now = SystemTime::now();
+        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Pending));
+        st.set_mode(FirewallMode::Off, now);
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
+        assert!(st.verdicts().call(Kind::Tool, "a").is_ok());
+        // Review saw them and approved nothing: pin keeps them held.
+        let held = st.set_mode(FirewallMode::Pin, now);
+        assert_eq!(held.len(), 2, "{held:?}");
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Pending));
+        // Off decides nothing: a server first seen in off mode gets its
+        // first listing in pin.
+        let mut st = state(None, FirewallMode::Off, &dir);
+        st.listed(listing(&[t("c", "see .env")]), now);
+        st.set_mode(FirewallMode::Pin, now);
+        assert_eq!(states(&st), [("c".into(), ToolState::Flagged)]);
+        // It was never approved: clean now, it is still new to the user.
+        st.listed(listing(&[t("c", "C")]), now);
+        assert_eq!(states(&st), [("c".into(), ToolState::Pending)]);
+    }
+
+    #[test]
+    fn approvals_persist_and_a_format_1_ledger_is_a_first_listing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tmp.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        // Format 1: snapshots only (an older xy).
+        std::fs::write(
+            tools.join("s.json"),
+            r#"{"format":1,"snapshots":[{"ts":"t","protocol_version":"2025-06-18","server_name":null,"server_version":null,"tools":[{"name":"a","description":"A"}]}]}"#,
+        )
+        .unwrap();
+        let dir = Directory::default();
+        let mut st = state(Some(tools.clone()), FirewallMode::Pin, &dir);
+        assert!(!st.ledger.firewall.seen);
+        let now = SystemTime::now();
+        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
+        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let l = ledger::load(&tools, "s");
+            if l.format == 2 && l.firewall.tools.approved.len() == 2 {
+                assert!(l.firewall.seen);
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "not saved: {l:?}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(st);
+        // A new actor (daemon restart): the approvals stand, a new tool is pending.
+        let mut st = state(Some(tools), FirewallMode::Pin, &dir);
+        st.listed(listing(&[t("a", "A"), t("b", "B"), t("c", "C")]), now);
+        assert_eq!(states(&st)[2], ("c".into(), ToolState::Pending));
+        assert_eq!(states(&st)[0], ("a".into(), ToolState::Approved));
+    }
 
     #[test]
     fn a_tools_change_is_the_first_listing_or_a_non_empty_diff() {

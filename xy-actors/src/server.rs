@@ -40,6 +40,7 @@ use crate::mcp_state::McpState;
 use crate::os::ports::PortHolder;
 
 pub(crate) mod failure;
+mod firewall;
 mod health;
 pub(crate) mod lifecycle;
 /// Whether loopback `port` can be bound within `deadline`, polled.
@@ -130,6 +131,25 @@ pub(crate) enum ServerMsg {
     Snapshot(RpcReplyPort<StatusResult>),
     /// The tool ledger's newest snapshot against the one before.
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
+    /// From the bridge: xy's own listing of the current child (SPEC §20).
+    Listed(Box<crate::mcp_state::Listing>),
+    /// `tools_approve`: the named items (or with `all` every held-back
+    /// one) are approved as listed now.
+    ToolsApprove {
+        /// Tool or prompt names.
+        names: Vec<String>,
+        /// Every held-back item.
+        all: bool,
+        /// The names approved, or the names the server does not list.
+        reply: RpcReplyPort<Result<Vec<String>, crate::mcp_state::UnknownNames>>,
+    },
+    /// `tools_deny`: the named items are held back until approved.
+    ToolsDeny {
+        /// Tool or prompt names.
+        names: Vec<String>,
+        /// The names denied, or the names the server does not list.
+        reply: RpcReplyPort<Result<Vec<String>, crate::mcp_state::UnknownNames>>,
+    },
     /// Replace the config (reload); takes effect at the next spawn.
     SetConfig(Box<ServerConfig>),
     /// The config this server runs with (to rebuild a failed ConfigActor).
@@ -223,6 +243,8 @@ pub(crate) struct ServerArgs {
     pub(crate) events: EventBus,
     /// Where its bridge records calls (SPEC §20).
     pub(crate) calls: crate::calls::Calls,
+    /// Every server's offered tool names (shadowing).
+    pub(crate) directory: crate::firewall::Directory,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -280,6 +302,7 @@ pub(crate) struct ServerActorState {
     mcp: McpState,
     /// Counts spawn preparations, so a stale one's result is ignored.
     spawn_attempt: u64,
+    /// The firewall mode when the config sets none.
     /// `hooks { }` / `notify`: when each event last fired.
     hooks: crate::hooks::Hooks,
     /// Entered `failed` and not running since (for `on-recovered`).
@@ -363,7 +386,12 @@ impl Actor for ServerActor {
             (None, true) => myself.cast(ServerMsg::Start(None))?,
             (None, false) => {}
         }
-        let mcp = McpState::load(args.tools_dir, &args.config.name);
+        let mcp = McpState::load(
+            args.tools_dir,
+            &args.config.name,
+            args.config.firewall.unwrap_or_default(),
+            args.directory,
+        );
         let mut st = ServerActorState {
             config: args.config,
             sink: args.sink,
@@ -477,9 +505,29 @@ impl Actor for ServerActor {
                     let _ = reply.send(st.mcp.tools());
                 }
             }
+            ServerMsg::Listed(listing) => st.on_listed(*listing),
+            ServerMsg::ToolsApprove { names, all, reply } => {
+                let r = st.mcp.approve(&names, all, SystemTime::now());
+                st.firewall_changed(Vec::new());
+                if !reply.is_closed() {
+                    let _ = reply.send(r);
+                }
+            }
+            ServerMsg::ToolsDeny { names, reply } => {
+                let r = st.mcp.deny(&names, SystemTime::now());
+                st.firewall_changed(Vec::new());
+                if !reply.is_closed() {
+                    let _ = reply.send(r);
+                }
+            }
             ServerMsg::SetConfig(config) => {
                 st.config = *config;
                 st.ensure_bridge(&myself).await;
+                let mode = st.config.firewall.unwrap_or_default();
+                if mode != st.mcp.mode() {
+                    let held = st.mcp.set_mode(mode, SystemTime::now());
+                    st.firewall_changed(held);
+                }
             }
             ServerMsg::Config(reply) => {
                 if !reply.is_closed() {

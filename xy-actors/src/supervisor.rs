@@ -148,6 +148,9 @@ pub(crate) struct RootState {
     calls: crate::calls::Calls,
     /// The gateway's view of `servers` ([`RootState::publish_routes`]).
     routes: watch::Sender<crate::gateway::Routes>,
+    /// Every server's offered tool names, for shadowing (D-F2): created
+    /// here, each ServerActor writes its own entry.
+    directory: crate::firewall::Directory,
 }
 
 /// See the module docs.
@@ -197,6 +200,7 @@ impl Actor for RootSupervisor {
             events,
             calls,
             routes,
+            directory: crate::firewall::Directory::default(),
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -441,6 +445,7 @@ impl RootState {
             tools_dir: self.tools_dir.clone(),
             events: self.events.clone(),
             calls: self.calls.clone(),
+            directory: self.directory.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(

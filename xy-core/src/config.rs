@@ -258,6 +258,10 @@ pub struct ServerConfig {
     pub health: Option<HealthConfig>,
     /// `agent { … }` (SPEC §17).
     pub agent: AgentConfig,
+    /// `firewall { mode … }` (SPEC §20); `None`: the daemon's default.
+    /// Not part of [`settings`](ServerConfig::settings): a new mode is
+    /// applied to the tools the running child listed, without a restart.
+    pub firewall: Option<crate::firewall::FirewallMode>,
     /// `autostart` (default `#true`): whether boot and reload start the
     /// server. `#false` (what `xyctl add --no-start` writes) leaves it
     /// `stopped` until `xyctl start`. Not part of
@@ -287,6 +291,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("stop", &self.stop)
             .field("health", &self.health)
             .field("agent", &self.agent)
+            .field("firewall", &self.firewall)
             .finish()
     }
 }
@@ -337,6 +342,8 @@ impl ServerConfig {
             stop,
             health,
             agent,
+            // Applied to the running child's tools without a restart.
+            firewall: _,
             // Whether boot and reload start it, not how it runs.
             autostart: _,
         } = self;

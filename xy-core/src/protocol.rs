@@ -83,7 +83,7 @@ pub mod method {
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 17] = [
         LIST,
         STATUS,
         START,
@@ -99,6 +99,8 @@ pub mod method {
         TOOLS,
         CALLS,
         CALLS_CANCEL,
+        TOOLS_APPROVE,
+        TOOLS_DENY,
     ];
 }
 

@@ -107,6 +107,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\nagent {\n    allow-restart \"yes\"\n    allow_restart #true\n}\n",
     ),
     (
+        "Firewall: an unknown mode",
+        "demo",
+        "command \"/usr/bin/env\"\nport 8421\nfirewall {\n    mode \"strict\"\n}\n",
+    ),
+    (
         "Autostart: not a boolean",
         "demo",
         "command \"/usr/bin/env\"\nport 8421\nautostart \"no\"\n",

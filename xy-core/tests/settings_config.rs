@@ -35,6 +35,18 @@ fn settings_load_with_the_servers_and_their_mistakes_come_together() {
     let set = load(&dir, &file).unwrap();
     assert_eq!(set.settings.gateway.port(), Some(9100));
     assert_eq!(set.settings.firewall_default, FirewallMode::Off);
+    // A server without its own block runs with the daemon's mode; one with
+    // a block keeps its own.
+    assert_eq!(set.servers["a"].firewall, Some(FirewallMode::Off));
+    std::fs::write(
+        dir.join("own.kdl"),
+        "command \"/bin/true\"\nport 9003\nfirewall { mode \"review\"; }\n",
+    )
+    .unwrap();
+    let set = load(&dir, &file).unwrap();
+    assert_eq!(set.servers["a"].firewall, Some(FirewallMode::Off));
+    assert_eq!(set.servers["own"].firewall, Some(FirewallMode::Review));
+    std::fs::remove_file(dir.join("own.kdl")).unwrap();
 
     std::fs::write(&file, "gatway { }\n").unwrap();
     std::fs::write(dir.join("b.kdl"), "comand \"/bin/true\"\nport 9002\n").unwrap();

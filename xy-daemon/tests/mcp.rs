@@ -425,8 +425,11 @@ fn tool_changes_between_spawns_show_in_status_tools_and_xyctl_and_survive_a_daem
         ),
         (json!([]), json!([]))
     );
-    let ledger: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(ledger["snapshots"].as_array().unwrap().len(), 3);
+    // The ledger is written off the actor's thread: poll for it.
+    wait_some("the third snapshot on disk", DEADLINE, || {
+        let ledger: Value = serde_json::from_str(&std::fs::read_to_string(&file).ok()?).ok()?;
+        (ledger["snapshots"].as_array()?.len() == 3).then_some(())
+    });
     assert!(
         d.client()
             .error("tools", Some(json!({"name": "nope"})), -32001)

@@ -8,6 +8,7 @@ mod audit;
 mod bounds;
 mod calls;
 pub(crate) mod client;
+mod firewall;
 mod restart;
 
 use std::io::{Read, Write};

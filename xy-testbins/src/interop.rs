@@ -1,6 +1,7 @@
 //! MCP implementations nobody here wrote, for interop tests: the official
-//! Python SDK (`mcp` from PyPI, in a venv) and the TypeScript SDK's
-//! `@modelcontextprotocol/server-everything` (npm), installed once into a
+//! Python SDK (`mcp` from PyPI, in a venv), the TypeScript SDK's
+//! `@modelcontextprotocol/server-everything` and the reference servers the
+//! firewall must pass without a flag ([`REFERENCE_SERVERS`], npm), installed once into a
 //! cache directory under a file lock so concurrent tests share one install.
 //!
 //! The cache is `$XY_INTEROP_CACHE`, else `<workspace>/target/interop/`.
@@ -284,12 +285,45 @@ pub fn python_sdk() -> Interop<PythonSdk> {
 /// Ensures `@modelcontextprotocol/server-everything@SERVER_EVERYTHING_VERSION`
 /// is installed under an npm prefix in the cache.
 pub fn server_everything() -> Interop<ServerEverything> {
+    match npm_server(SERVER_EVERYTHING, SERVER_EVERYTHING_VERSION) {
+        Interop::Ready(s) => Interop::Ready(ServerEverything {
+            node: s.node,
+            entry: s.entry,
+        }),
+        Interop::Skip(skip) => Interop::Skip(skip),
+    }
+}
+
+/// The reference servers whose tools the firewall must let through
+/// without a flag (SPEC §20), pinned like server-everything.
+pub const REFERENCE_SERVERS: &[(&str, &str)] = &[
+    ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
+    ("@modelcontextprotocol/server-memory", "2026.8.31"),
+    (
+        "@modelcontextprotocol/server-sequential-thinking",
+        "2026.8.31",
+    ),
+];
+
+/// A stdio MCP server from npm: `node <entry> [args]`.
+#[derive(Debug, Clone)]
+pub struct NpmServer {
+    /// The `node` executable.
+    pub node: PathBuf,
+    /// The package's entry point (`dist/index.js`).
+    pub entry: PathBuf,
+}
+
+/// Ensures npm package `package@version` is installed under an npm prefix
+/// in the cache (`<cache>/<name>-<version>`, the name without its scope).
+pub fn npm_server(package: &str, version: &str) -> Interop<NpmServer> {
     let Some(node) = which("node") else {
         return Interop::Skip(Skip {
             reason: "node is not on PATH".to_owned(),
         });
     };
-    let dir = cache_dir().join(format!("server-everything-{SERVER_EVERYTHING_VERSION}"));
+    let short = package.rsplit('/').next().unwrap_or(package);
+    let dir = cache_dir().join(format!("{short}-{version}"));
     let result = ensure(&dir, |work| {
         let Some(npm) = which("npm") else {
             return Err(Failure::Skip("npm is not on PATH".to_owned()));
@@ -305,8 +339,8 @@ pub fn server_everything() -> Interop<ServerEverything> {
                     "--prefix",
                 ])
                 .arg(work)
-                .arg(format!("{SERVER_EVERYTHING}@{SERVER_EVERYTHING_VERSION}")),
-            &format!("npm install {SERVER_EVERYTHING}@{SERVER_EVERYTHING_VERSION}"),
+                .arg(format!("{package}@{version}")),
+            &format!("npm install {package}@{version}"),
         )?;
         Ok(())
     });
@@ -315,11 +349,11 @@ pub fn server_everything() -> Interop<ServerEverything> {
     }
     let entry = dir
         .join("node_modules")
-        .join(SERVER_EVERYTHING)
+        .join(package)
         .join("dist")
         .join("index.js");
     assert!(entry.is_file(), "{} missing after install", entry.display());
-    Interop::Ready(ServerEverything { node, entry })
+    Interop::Ready(NpmServer { node, entry })
 }
 
 enum Failure {

@@ -26,8 +26,9 @@ struct Peek<'a> {
 }
 
 /// `params._meta`, whose progress token or 2026 version needs the `Value`
-/// path, and `params.name`, the tool of a `tools/call` (its record, SPEC
-/// §20: read in the same pass, the arguments skipped unparsed).
+/// path, and `params.name`: the tool of a `tools/call` (its record, SPEC
+/// §20, and what the firewall decides it by) or a `prompts/get`'s prompt,
+/// read in the same pass, the arguments skipped unparsed.
 #[derive(Deserialize)]
 struct Params<'a> {
     #[serde(rename = "_meta", borrow, default)]
@@ -64,11 +65,16 @@ pub(crate) struct RawRequest {
     pub(crate) id: Value,
     /// Where that id is in `bytes`.
     pub(crate) id_at: Range<usize>,
-    /// The tool of a `tools/call`.
-    pub(crate) tool: Option<String>,
+    /// `params.name` (a `tools/call`'s tool, a `prompts/get`'s prompt).
+    pub(crate) name: Option<String>,
 }
 
 impl RawRequest {
+    /// The tool of a `tools/call`.
+    pub(crate) fn tool(&self) -> Option<&str> {
+        self.name.as_deref().filter(|_| self.method == "tools/call")
+    }
+
     /// A POST body that is one JSON-RPC 2.0 request with a string or number
     /// id, on one line, and no `params._meta`; else `None`.
     pub(crate) fn parse(bytes: &Bytes) -> Option<RawRequest> {
@@ -88,7 +94,7 @@ impl RawRequest {
         ) {
             return None;
         }
-        let mut tool = None;
+        let mut name = None;
         if let Some(params) = p.params {
             if params.get().as_bytes().first() != Some(&b'{') {
                 return None;
@@ -97,9 +103,7 @@ impl RawRequest {
             if params.meta.is_some() {
                 return None;
             }
-            if method == "tools/call" {
-                tool = params.name.map(Cow::into_owned);
-            }
+            name = params.name.map(Cow::into_owned);
         }
         let id_at = span(bytes, raw_id)?;
         let id = serde_json::from_str(raw_id.get()).ok()?;
@@ -107,7 +111,7 @@ impl RawRequest {
             method: method.into_owned(),
             id,
             id_at,
-            tool,
+            name,
             bytes: bytes.clone(),
         })
     }
@@ -252,8 +256,9 @@ mod tests {
         let body = r#"{"method":"tools/call", "id" : "a\"b","jsonrpc":"2.0","params":{"name":"echo","arguments":{"text":"é"}}}"#;
         let r = request(body).expect("fast");
         assert_eq!(r.method, "tools/call");
-        assert_eq!(r.tool.as_deref(), Some("echo"));
+        assert_eq!(r.tool(), Some("echo"));
         assert_eq!(r.id, json!("a\"b"));
+        assert_eq!(r.name.as_deref(), Some("echo"));
         let line = r.line(42);
         assert_eq!(line.last(), Some(&b'\n'));
         let v: Value = serde_json::from_slice(&line).unwrap();
@@ -265,7 +270,7 @@ mod tests {
         );
         let r = request(r#"{"jsonrpc":"2.0","id":-7,"method":"ping"}"#).expect("fast");
         assert_eq!(r.id, json!(-7));
-        assert_eq!(r.tool, None);
+        assert_eq!(r.tool(), None);
     }
 
     #[test]
@@ -370,7 +375,7 @@ mod tests {
             }
             t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
         };
-        let parse = time(&|| assert!(RawRequest::parse(&call).unwrap().tool.is_some()));
+        let parse = time(&|| assert!(RawRequest::parse(&call).unwrap().tool().is_some()));
         let old_answer = time(&|| assert!(peek(&answer).is_some()));
         let new_answer = time(&|| assert!(answer_id(&answer).is_some()));
         eprintln!(

@@ -11,8 +11,13 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use std::sync::Arc;
+
+use xy_core::firewall::Kind;
+
 use super::raw;
 use super::record::{CallStart, Recorder};
+use crate::firewall::Verdicts;
 use xy_core::protocol::mcp::CallOutcome;
 
 /// The `_meta` key of a 2026-era request's protocol version.
@@ -121,6 +126,9 @@ struct Pending {
     outbox: Outbox,
     /// A `tools/call`: recorded when it ends (SPEC §20).
     call: Option<Box<CallStart>>,
+    /// A `tools/list` or `prompts/list`: its result loses the held-back
+    /// items (SPEC §20).
+    filter: Option<Kind>,
 }
 
 /// A request the child sent to a client.
@@ -172,9 +180,27 @@ pub(crate) struct Router {
     listeners: HashMap<u64, Listener>,
     /// Where calls are recorded (`None`: not at all, unit tests).
     pub(crate) recorder: Option<Recorder>,
+    /// The firewall's verdicts answers are filtered with (the bridge keeps
+    /// them current).
+    pub(crate) firewall: Arc<Verdicts>,
 }
 
 impl Router {
+    /// Empty tables, answers filtered with `firewall`.
+    pub(crate) fn with_firewall(firewall: Arc<Verdicts>) -> Router {
+        Router {
+            firewall,
+            ..Router::default()
+        }
+    }
+
+    /// Marks forwarded request `id` as a listing whose answer is filtered.
+    pub(crate) fn filter(&mut self, id: u64, kind: Kind) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.filter = Some(kind);
+        }
+    }
+
     /// Marks the forwarded request `id` as a call to record when it ends.
     pub(crate) fn track(&mut self, id: u64, call: CallStart) {
         if self.recorder.is_some()
@@ -241,6 +267,7 @@ impl Router {
                 session,
                 outbox,
                 call: None,
+                filter: None,
             },
         );
         msg
@@ -264,6 +291,7 @@ impl Router {
                 session,
                 outbox,
                 call: None,
+                filter: None,
             },
         );
         id
@@ -280,11 +308,11 @@ impl Router {
         at: &Range<usize>,
         said: raw::Said,
     ) -> bool {
-        if self
-            .pending
-            .get(&id)
-            .is_none_or(|p| p.answer != Answer::AsIs)
-        {
+        if self.pending.get(&id).is_none_or(|p| {
+            p.answer != Answer::AsIs
+                || p.filter
+                    .is_some_and(|k| !self.firewall.passes_as_is(k, line, at))
+        }) {
             return false;
         }
         let Some(p) = self.pending.remove(&id) else {
@@ -434,6 +462,9 @@ impl Router {
                         }
                         Answer::Replace(result) => msg["result"] = result,
                     }
+                    if let Some(kind) = p.filter {
+                        self.firewall.filter(kind, &mut msg["result"]);
+                    }
                 }
                 let _ = p.outbox.try_send(msg.into());
                 (ChildAction::Nothing, None)
@@ -515,7 +546,7 @@ impl Router {
     }
 
     /// Fans a notification out to every listener that wants it.
-    fn broadcast(&mut self, method: &str, msg: &Value) {
+    pub(crate) fn broadcast(&mut self, method: &str, msg: &Value) {
         let key = match method {
             "notifications/tools/list_changed" => Some("toolsListChanged"),
             "notifications/prompts/list_changed" => Some("promptsListChanged"),

@@ -31,6 +31,14 @@ pub enum EngineError {
         /// The failure that stopped it.
         error: Box<EngineError>,
     },
+    /// `tools_approve`/`tools_deny` named tools the server does not list.
+    #[error("server {server} lists no tool or prompt named {}", .names.join(", "))]
+    UnknownTools {
+        /// The server.
+        server: String,
+        /// The names it does not list.
+        names: Vec<String>,
+    },
     /// An actor did not answer in time or is gone (a bug).
     #[error("internal error: {0}")]
     Internal(String),

@@ -78,6 +78,7 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         secrets: Vec::new(),
         hooks: Default::default(),
         agent: Default::default(),
+        firewall: None,
         autostart: true,
     }
 }

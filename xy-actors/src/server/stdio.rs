@@ -48,6 +48,10 @@ impl bridge::Owner for Owner {
     fn idle_stop(&self) {
         let _ = self.server.cast(ServerMsg::IdleStop);
     }
+
+    fn listed(&self, listing: crate::mcp_state::Listing) {
+        let _ = self.server.cast(ServerMsg::Listed(Box::new(listing)));
+    }
 }
 
 impl Drop for BridgeLink {
@@ -84,6 +88,7 @@ impl ServerActorState {
             }),
             idle_stop: self.config.on_demand.as_ref().map(|o| o.idle_stop),
             calls: self.calls.clone(),
+            verdicts: self.mcp.verdicts(),
         };
         match Actor::spawn_linked(None, BridgeActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {

@@ -40,6 +40,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         secrets: Vec::new(),
         hooks: Default::default(),
         agent: Default::default(),
+        firewall: None,
         autostart: true,
     }
 }
@@ -81,6 +82,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         tools_dir: None,
         events: bus,
         calls: crate::calls::Calls::new(None),
+        directory: crate::firewall::Directory::default(),
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {

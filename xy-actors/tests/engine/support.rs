@@ -51,6 +51,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         secrets: Vec::new(),
         hooks: Default::default(),
         agent: Default::default(),
+        firewall: None,
         autostart: true,
     }
 }

@@ -165,12 +165,20 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigErrors> {
 ///
 /// A server on the gateway's port: when `xy.kdl` sets that port, an error
 /// (`duplicate_port`, on `xy.kdl`); when it is only the default, a warning,
-/// and the gateway is off (an existing server keeps its port).
+/// and the gateway is off (an existing server keeps its port). A server
+/// without a `firewall` block gets the settings' default mode.
 pub fn load(dir: &Path, settings_file: &Path) -> Result<ConfigSet, ConfigErrors> {
     let servers = load_dir(dir);
     let settings = load_settings_at(settings_file);
     match (servers, settings) {
         (Ok(mut set), Ok((settings, port_at))) => {
+            // A server whose file sets no firewall mode runs with the
+            // daemon's: resolved here, so the engine and `status` see the
+            // mode in force, and a reload that changes the default is a
+            // change of those servers' configs like any other.
+            for server in set.servers.values_mut() {
+                server.firewall.get_or_insert(settings.firewall_default);
+            }
             set.settings = settings;
             gateway_port_check(&mut set, settings_file, port_at)?;
             Ok(set)

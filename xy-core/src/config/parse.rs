@@ -12,6 +12,7 @@ use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::SourceSpan;
 
 mod agent;
+mod firewall;
 mod secrets;
 pub(super) mod settings;
 
@@ -43,6 +44,8 @@ const TOP_FIELDS: &[&str] = &[
     "notify",
     // SPEC §17 (parsed in `parse/agent.rs`).
     "agent",
+    // SPEC §20 (parsed in `parse/firewall.rs`).
+    "firewall",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -285,6 +288,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 }
             }
             "agent" => b.agent = agent::parse_agent(&mut cx, node),
+            "firewall" => b.firewall = firewall::parse_firewall(&mut cx, node),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -360,6 +364,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 stop: b.stop,
                 health: b.health,
                 agent: b.agent,
+                firewall: b.firewall,
                 autostart: b.autostart.unwrap_or(true),
             };
             Some(config)
@@ -396,6 +401,7 @@ struct Builder {
     secrets: Vec<super::SecretSpec>,
     hooks: super::HooksConfig,
     agent: super::AgentConfig,
+    firewall: Option<crate::firewall::FirewallMode>,
     /// `autostart`; `None`: not written (`#true`).
     autostart: Option<bool>,
 }
@@ -1168,6 +1174,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("health")
     } else if agent::AGENT_FIELDS.contains(&key) {
         Some("agent")
+    } else if firewall::FIREWALL_FIELDS.contains(&key) {
+        Some("firewall")
     } else {
         None
     }

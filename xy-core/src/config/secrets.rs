@@ -76,6 +76,10 @@ pub enum HookEvent {
     /// Back to normal: `healthy` after `unhealthy`, or `running` again
     /// after `failed`.
     Recovered,
+    /// The firewall held a tool or prompt back (SPEC §20): a desktop
+    /// notification with `notify #true`; no `hooks { }` node (not in
+    /// [`HookEvent::ALL`]).
+    ToolsHeld,
 }
 
 impl HookEvent {
@@ -94,6 +98,7 @@ impl HookEvent {
             HookEvent::Unhealthy => "unhealthy",
             HookEvent::Restart => "restart",
             HookEvent::Recovered => "recovered",
+            HookEvent::ToolsHeld => "tools-held",
         }
     }
 
@@ -104,6 +109,7 @@ impl HookEvent {
             HookEvent::Unhealthy => "on-unhealthy",
             HookEvent::Restart => "on-restart",
             HookEvent::Recovered => "on-recovered",
+            HookEvent::ToolsHeld => "on-tools-held",
         }
     }
 }

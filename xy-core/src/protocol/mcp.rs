@@ -269,12 +269,111 @@ pub struct ToolLedger {
     pub format: u32,
     /// Snapshots, oldest first.
     pub snapshots: Vec<ToolSnapshot>,
+    /// The firewall's approvals, denials and the latest verdicts (format
+    /// 2; empty when read from a format 1 file).
+    #[serde(default)]
+    pub firewall: FirewallLedger,
+}
+
+/// The firewall's part of a ledger (SPEC §20): what survives restarts of
+/// the server, upgrades of it, and daemon restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirewallLedger {
+    /// xy decided a listing of this server before (`pin` approves the
+    /// first one). `false` in a format 1 file: its first listing under the
+    /// firewall is a first listing.
+    #[serde(default)]
+    pub seen: bool,
+    /// Tools.
+    #[serde(default)]
+    pub tools: ItemLedger,
+    /// Prompts.
+    #[serde(default)]
+    pub prompts: ItemLedger,
+}
+
+/// Approvals, denials and latest verdicts of one kind of item.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemLedger {
+    /// The approved version by name.
+    #[serde(default)]
+    pub approved: std::collections::BTreeMap<String, ApprovedVersion>,
+    /// Names the user denied.
+    #[serde(default)]
+    pub denied: std::collections::BTreeSet<String>,
+    /// The latest listing's verdicts, in the server's order.
+    #[serde(default)]
+    pub current: Vec<ItemVerdict>,
+}
+
+/// One listed item as the firewall decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemVerdict {
+    /// Its name.
+    pub name: String,
+    /// Its digest.
+    pub digest: String,
+    /// Its state.
+    pub state: crate::firewall::ToolState,
+    /// Why it is held back.
+    #[serde(default)]
+    pub reasons: Vec<String>,
+    /// Its title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Its description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its `inputSchema` (tools) or `arguments` (prompts).
+    #[serde(default)]
+    pub input_schema: Option<CanonicalJson>,
+}
+
+impl ItemLedger {
+    /// The approvals as a decision needs them.
+    pub fn approvals(&self) -> crate::firewall::Approvals {
+        crate::firewall::Approvals {
+            approved: self
+                .approved
+                .iter()
+                .map(|(k, v)| (k.clone(), v.digest.clone()))
+                .collect(),
+            denied: self.denied.iter().cloned().collect(),
+        }
+    }
+
+    /// The `tools` view of the latest verdicts.
+    pub fn summaries(&self) -> Vec<ToolSummary> {
+        self.current.iter().map(|v| self.summary(v)).collect()
+    }
+
+    /// The `tools` view of one verdict: a `changed` one carries its
+    /// approved version.
+    pub fn summary(&self, v: &ItemVerdict) -> ToolSummary {
+        ToolSummary {
+            name: v.name.clone(),
+            title: v.title.clone(),
+            description: v.description.clone(),
+            digest: Some(v.digest.clone()),
+            state: Some(v.state),
+            reasons: v.reasons.clone(),
+            input_schema: v
+                .input_schema
+                .as_ref()
+                .and_then(|c| serde_json::from_str(c.as_str()).ok()),
+            approved: (v.state == crate::firewall::ToolState::Changed)
+                .then(|| self.approved.get(&v.name))
+                .flatten()
+                .map(|a| Box::new(a.clone())),
+            calls: None,
+        }
+    }
 }
 
 /// Snapshots kept per server.
 pub const LEDGER_KEEP: usize = 10;
 /// The ledger file format written.
-pub const LEDGER_FORMAT: u32 = 1;
+pub const LEDGER_FORMAT: u32 = 2;
 
 /// One `tools/list` result (all pages) after one spawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -463,15 +562,30 @@ impl ToolLedger {
             Some(c) => diff_tools(previous.map(|p| p.tools.as_slice()), &c.tools),
             None => ToolDiff::default(),
         };
+        let fw = &self.firewall.tools;
+        let current_view = current.map(|c| {
+            let mut view = c.view();
+            for t in &mut view.tools {
+                if let Some(v) = fw.current.iter().find(|v| v.name == t.name) {
+                    let s = fw.summary(v);
+                    t.digest = s.digest;
+                    t.state = s.state;
+                    t.reasons = s.reasons;
+                    t.input_schema = s.input_schema;
+                    t.approved = s.approved;
+                }
+            }
+            view
+        });
         ToolsResult {
             name: name.to_owned(),
-            current: current.map(ToolSnapshot::view),
+            current: current_view,
             previous: previous.map(ToolSnapshot::view),
             added: d.added,
             removed: d.removed,
             changed: d.changed,
             mode: None,
-            prompts: Vec::new(),
+            prompts: self.firewall.prompts.summaries(),
         }
     }
 }

@@ -62,7 +62,9 @@ fn method_names() {
             "shutdown",
             "tools",
             "calls",
-            "calls_cancel"
+            "calls_cancel",
+            "tools_approve",
+            "tools_deny"
         ]
     );
     assert_eq!(method::LOG, "log");

@@ -34,6 +34,10 @@ pub(crate) fn engine_rpc_error(e: &EngineError) -> RpcError {
                 "error": error.to_string(),
             }))
         }
+        EngineError::UnknownTools { server, names } => {
+            RpcError::new(ErrorCode::InvalidParams, e.to_string())
+                .with_data(serde_json::json!({ "server": server, "unknown": names }))
+        }
         EngineError::Internal(_) => RpcError::new(ErrorCode::InternalError, e.to_string()),
     }
 }

@@ -48,6 +48,41 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     })
     .expect("method names are unique");
 
+    m.register_async_method(method::TOOLS_APPROVE, |params, ctx, _| async move {
+        let p: xy_core::protocol::mcp::ToolsApproveParams = parse(&params)?;
+        let tools = p.tools.unwrap_or_default();
+        if tools.is_empty() && !p.all {
+            return Err(crate::rpc::invalid_params(
+                "invalid params: name the tools to approve, or set all",
+                serde_json::json!({ "field": "tools", "error": "no tools named and all is false" }),
+            ));
+        }
+        ctx.engine()
+            .await?
+            .tools_approve(&p.name, tools, p.all)
+            .await
+            .map(|approved| xy_core::protocol::mcp::ToolsApproveResult { approved })
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::TOOLS_DENY, |params, ctx, _| async move {
+        let p: xy_core::protocol::mcp::ToolsDenyParams = parse(&params)?;
+        if p.tools.is_empty() {
+            return Err(crate::rpc::invalid_params(
+                "invalid params: name the tools to deny",
+                serde_json::json!({ "field": "tools", "error": "empty" }),
+            ));
+        }
+        ctx.engine()
+            .await?
+            .tools_deny(&p.name, p.tools)
+            .await
+            .map(|denied| xy_core::protocol::mcp::ToolsDenyResult { denied })
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
     m.register_async_method(method::START, |params, ctx, _| async move {
         let target = target(&params)?;
         ctx.engine()

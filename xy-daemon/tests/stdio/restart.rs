@@ -152,6 +152,20 @@ fn a_2025_session_carries_on_across_restart_kill_9_and_a_reload() {
         xyctl(&d, &["reload"]);
     });
     new_child(&d, "rs", pid);
+    // A tool added after approval waits for the user (SPEC §20).
+    wait_some("extra held back", DEADLINE, || {
+        let r = d.result("tools", Some(json!({"name": "rs"})));
+        r["current"]["tools"]
+            .as_array()?
+            .iter()
+            .any(|t| t["name"] == "extra" && t["state"] == "pending")
+            .then_some(())
+    });
+    assert!(!a.tool_names().contains(&"extra".to_owned()));
+    d.result(
+        "tools_approve",
+        Some(json!({"name": "rs", "tools": ["extra"]})),
+    );
     assert!(a.tool_names().contains(&"extra".to_owned()));
 
     // The session's GET stream stayed open throughout.

@@ -1,5 +1,5 @@
-//! `xy-test-interop install`: installs the pinned Python SDK and
-//! server-everything into the interop cache (`xy_testbins::interop`), so CI
+//! `xy-test-interop install`: installs the pinned Python SDK,
+//! server-everything and the reference servers into the interop cache (`xy_testbins::interop`), so CI
 //! pays for it once up front. Exit 0 installed, 0 with a loud message when
 //! skipped (no python3/npm, registry unreachable), non-zero on a real failure.
 
@@ -37,5 +37,11 @@ fn main() {
             se.entry.display()
         )),
         Interop::Skip(skip) => skip.announce("install server-everything"),
+    }
+    for (package, version) in interop::REFERENCE_SERVERS {
+        match interop::npm_server(package, version) {
+            Interop::Ready(s) => out(&format!("{package} {version}: {}", s.entry.display())),
+            Interop::Skip(skip) => skip.announce(&format!("install {package}")),
+        }
     }
 }

@@ -1,0 +1,88 @@
+//! The ServerActor's side of the firewall (SPEC §20): xy's own listing of
+//! the child goes to [`crate::mcp_state::McpState`], which decides; this
+//! carries out what follows — the `tools` events (the listing's change, and
+//! one per item newly held back), the desktop notification with `notify
+//! #true`, the new verdicts to the bridge, and the `list` view.
+
+use std::time::SystemTime;
+
+use xy_core::config::HookEvent;
+use xy_core::protocol::EventKind;
+
+use super::ServerActorState;
+use crate::bridge::BridgeMsg;
+use crate::events::EngineEvent;
+use crate::mcp_state::{Held, Listing};
+
+impl ServerActorState {
+    /// xy listed the current child's tools (and prompts).
+    pub(super) fn on_listed(&mut self, listing: Listing) {
+        let now = SystemTime::now();
+        let (change, held) = self.mcp.listed(listing, now);
+        if let Some(change) = change {
+            self.events.publish(EngineEvent {
+                name: self.config.name.as_str().into(),
+                kind: EventKind::Tools,
+                ts: xy_core::time::rfc3339_ms(now),
+                from: change.from.map(|n| n.to_string()),
+                to: Some(change.to.to_string()),
+                reason: change.reason,
+            });
+        }
+        self.firewall_changed(held);
+        self.publish();
+    }
+
+    /// The verdicts changed: the bridge gets them, and each item newly
+    /// held back is an event (and a notification).
+    pub(super) fn firewall_changed(&mut self, held: Vec<Held>) {
+        if let Some(b) = &self.bridge {
+            let _ = b.actor.cast(BridgeMsg::Firewall(self.mcp.verdicts()));
+        }
+        if held.is_empty() {
+            return;
+        }
+        let ts = xy_core::time::rfc3339_ms(SystemTime::now());
+        let mut lines = Vec::new();
+        for h in &held {
+            let reason = format!(
+                "{} {} held back ({}): {}; approve with: xyctl tools approve {} {}",
+                h.kind.word(),
+                h.name,
+                state_word(h.state),
+                h.reason,
+                self.config.name,
+                h.name
+            );
+            tracing::warn!(server = %self.config.name, "{reason}");
+            self.events.publish(EngineEvent {
+                name: self.config.name.as_str().into(),
+                kind: EventKind::Tools,
+                ts: ts.clone(),
+                from: None,
+                to: Some(state_word(h.state).to_owned()),
+                reason: reason.clone(),
+            });
+            lines.push(format!("{} ({})", h.name, state_word(h.state)));
+        }
+        let s = if held.len() == 1 { "" } else { "s" };
+        let summary = format!(
+            "held back {} item{s}: {}; see xyctl tools {}",
+            held.len(),
+            lines.join(", "),
+            self.config.name
+        );
+        self.fire_hook(HookEvent::ToolsHeld, summary, false);
+    }
+}
+
+fn state_word(s: xy_core::firewall::ToolState) -> &'static str {
+    use xy_core::firewall::ToolState as T;
+    match s {
+        T::Approved => "approved",
+        T::Pending => "pending",
+        T::Changed => "changed",
+        T::Flagged => "flagged",
+        T::Denied => "denied",
+    }
+}

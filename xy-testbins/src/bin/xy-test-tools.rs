@@ -1,0 +1,145 @@
+//! `xy-test-tools`: a hand-written 2025-era MCP server on stdin/stdout whose
+//! tools and prompts change at runtime, for the firewall's mutation suite
+//! (SPEC §20). It reads `--file F` (JSON `{"tools": [...], "prompts":
+//! [...], "notify": bool}`) afresh at every `tools/list` and `prompts/list`,
+//! pages both lists `--page N` items at a time (`nextCursor` is the next
+//! offset), and, when the file changes and says `"notify": true`, sends
+//! `notifications/tools/list_changed` and `notifications/prompts/list_changed`.
+//! Every `tools/call` is answered `called NAME`; `prompts/get` likewise.
+//! It offers the prompts capability when the file has `prompts` at start.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+use xy_testbins::args::Args;
+
+const USAGE: &str = "xy-test-tools --file F [--page N]";
+
+type Out = Arc<Mutex<std::io::Stdout>>;
+
+fn send(out: &Out, msg: &Value) {
+    let mut o = out
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = writeln!(o, "{msg}");
+    let _ = o.flush();
+}
+
+fn read(file: &PathBuf) -> Value {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({}))
+}
+
+fn mtime(file: &PathBuf) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(file).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+fn main() {
+    let mut args = Args::from_env(USAGE);
+    let mut file: Option<PathBuf> = None;
+    let mut page = usize::MAX;
+    while let Some(flag) = args.next_flag() {
+        match flag.as_str() {
+            "--file" => file = Some(args.value::<String>(&flag).into()),
+            "--page" => page = args.value(&flag),
+            _ => args.unknown(&flag),
+        }
+    }
+    let Some(file) = file else {
+        xy_testbins::out::err(USAGE);
+        std::process::exit(2);
+    };
+    let out: Out = Arc::new(Mutex::new(std::io::stdout()));
+    let with_prompts = read(&file).get("prompts").is_some();
+    {
+        // A change of the file is a change of the lists.
+        let (out, file) = (out.clone(), file.clone());
+        std::thread::spawn(move || {
+            let mut seen = mtime(&file);
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                let now = mtime(&file);
+                if now != seen {
+                    seen = now;
+                    if read(&file).get("notify").and_then(Value::as_bool) == Some(true) {
+                        for m in [
+                            "notifications/tools/list_changed",
+                            "notifications/prompts/list_changed",
+                        ] {
+                            send(&out, &json!({"jsonrpc": "2.0", "method": m}));
+                        }
+                    }
+                }
+            }
+        });
+    }
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").cloned() else {
+            continue;
+        };
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+        let name = msg
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let result = match method {
+            "initialize" => {
+                let mut caps = json!({"tools": {"listChanged": true}});
+                if with_prompts {
+                    caps["prompts"] = json!({"listChanged": true});
+                }
+                json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                       "serverInfo": {"name": "xy-test-tools", "version": "1"}})
+            }
+            "ping" => json!({}),
+            "tools/list" | "prompts/list" => {
+                let key = if method == "tools/list" {
+                    "tools"
+                } else {
+                    "prompts"
+                };
+                let all = read(&file)
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let from: usize = msg
+                    .pointer("/params/cursor")
+                    .and_then(Value::as_str)
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
+                let to = from.saturating_add(page).min(all.len());
+                let mut r = json!({key: all.get(from..to).unwrap_or_default()});
+                if to < all.len() {
+                    r["nextCursor"] = json!(to.to_string());
+                }
+                r
+            }
+            "tools/call" => {
+                json!({"content": [{"type": "text", "text": format!("called {name}")}]})
+            }
+            "prompts/get" => {
+                json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("got {name}")}}]})
+            }
+            _ => {
+                send(
+                    &out,
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
+                );
+                continue;
+            }
+        };
+        send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+}
