@@ -497,6 +497,18 @@ impl McpState {
             .or(self.listed_count)
     }
 
+    /// `list[].tools_held`: listed tools and prompts clients do not see.
+    pub(crate) fn held_count(&self) -> u32 {
+        let v = self.verdicts.borrow();
+        let held = v
+            .tools
+            .values()
+            .chain(v.prompts.values())
+            .filter(|x| !x.state.visible())
+            .count();
+        u32::try_from(held).unwrap_or(u32::MAX)
+    }
+
     /// The `tools` result: the newest snapshot against the one before,
     /// with the firewall's states.
     pub(crate) fn tools(&self) -> ToolsResult {

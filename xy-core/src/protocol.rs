@@ -327,6 +327,10 @@ pub struct ListEntry {
     /// without an `mcp` probe, before its first success, or if listing failed.
     #[serde(default)]
     pub tool_count: Option<u32>,
+    /// Of the tools and prompts xy listed, how many its firewall holds back
+    /// from clients (SPEC §20): pending, changed, flagged or denied.
+    #[serde(default)]
+    pub tools_held: u32,
     /// The config's `agent { allow-restart #true }` (SPEC §17): an agent
     /// may start and restart this server through `xyctl mcp`.
     #[serde(default)]

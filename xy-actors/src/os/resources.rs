@@ -299,6 +299,7 @@ mod tests {
             cpu_percent: None,
             rss_bytes: None,
             tool_count: None,
+            tools_held: 0,
             agent_allow_restart: false,
             gateway_url: None,
         }

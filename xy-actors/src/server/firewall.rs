@@ -39,6 +39,8 @@ impl ServerActorState {
         if let Some(b) = &self.bridge {
             let _ = b.actor.cast(BridgeMsg::Firewall(self.mcp.verdicts()));
         }
+        // `list[].tools_held` follows.
+        self.publish();
         if held.is_empty() {
             return;
         }

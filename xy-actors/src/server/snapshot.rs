@@ -29,6 +29,8 @@ pub(crate) struct ServerSnapshot {
     pub(crate) last_exit: Option<LastExit>,
     pub(crate) health: Health,
     pub(crate) tool_count: Option<u32>,
+    /// Tools and prompts the firewall holds back.
+    pub(crate) tools_held: u32,
     pub(crate) agent_allow_restart: bool,
     /// The stop grace the engine's stop waits are bounded by.
     pub(crate) grace: Duration,
@@ -101,6 +103,7 @@ impl ServerSnapshot {
             last_exit: None,
             health: Health::default(),
             tool_count: None,
+            tools_held: 0,
             agent_allow_restart: config.agent.allow_restart,
             grace: config.stop.grace,
             child_coming: false,
@@ -134,6 +137,7 @@ impl ServerSnapshot {
             cpu_percent: None,
             rss_bytes: None,
             tool_count: self.tool_count,
+            tools_held: self.tools_held,
             agent_allow_restart: self.agent_allow_restart,
             // The engine's: it follows the daemon's settings.
             gateway_url: None,
@@ -176,6 +180,7 @@ impl ServerActorState {
                 && s.last_exit == self.last_exit
                 && s.health == *health
                 && s.tool_count == self.mcp.tool_count()
+                && s.tools_held == self.mcp.held_count()
                 && s.agent_allow_restart == self.config.agent.allow_restart
                 && s.grace == self.config.stop.grace
                 && s.child_coming == self.lc.child_coming()
@@ -192,6 +197,7 @@ impl ServerActorState {
                     last_exit: self.last_exit.clone(),
                     health: health.clone(),
                     tool_count: self.mcp.tool_count(),
+                    tools_held: self.mcp.held_count(),
                     agent_allow_restart: self.config.agent.allow_restart,
                     grace: self.config.stop.grace,
                     child_coming: self.lc.child_coming(),

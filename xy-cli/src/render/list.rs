@@ -54,12 +54,27 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
                 Cell::plain(format_last_exit(e.last_exit.as_ref())),
             ];
             if tools {
-                row.insert(3, Cell::plain(opt(e.tool_count)));
+                let paint = (e.tools_held > 0).then_some(Paint::Yellow);
+                row.insert(
+                    3,
+                    Cell::painted(tools_cell(e.tool_count, e.tools_held), paint),
+                );
             }
             row
         })
         .collect();
     columns::render(&header, &rows, style)
+}
+
+/// The TOOLS cell: `4`, or `4 (1 held)` when xy's firewall holds some back
+/// (SPEC §20); `-` before the first listing.
+pub(crate) fn tools_cell(count: Option<u32>, held: u32) -> String {
+    match (count, held) {
+        (None, 0) => "-".to_owned(),
+        (None, h) => format!("- ({h} held)"),
+        (Some(n), 0) => n.to_string(),
+        (Some(n), h) => format!("{n} ({h} held)"),
+    }
 }
 
 /// `0.4%`, `112%` (of one core).
@@ -150,6 +165,14 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    #[test]
+    fn the_tools_cell_says_how_many_are_held_back() {
+        assert_eq!(super::tools_cell(None, 0), "-");
+        assert_eq!(super::tools_cell(Some(4), 0), "4");
+        assert_eq!(super::tools_cell(Some(4), 1), "4 (1 held)");
+        assert_eq!(super::tools_cell(None, 2), "- (2 held)");
+    }
+
     use super::*;
     use xy_core::protocol::Health;
 
@@ -174,6 +197,7 @@ pub(crate) mod tests {
                 cpu_percent: Some(0.4),
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
+                tools_held: 0,
                 agent_allow_restart: false,
                 gateway_url: None,
             },
@@ -195,6 +219,7 @@ pub(crate) mod tests {
                 cpu_percent: None,
                 rss_bytes: None,
                 tool_count: None,
+                tools_held: 0,
                 agent_allow_restart: false,
                 gateway_url: None,
             },
@@ -216,6 +241,7 @@ pub(crate) mod tests {
                 cpu_percent: None,
                 rss_bytes: None,
                 tool_count: None,
+                tools_held: 0,
                 agent_allow_restart: false,
                 gateway_url: None,
             },
@@ -237,6 +263,7 @@ pub(crate) mod tests {
                 cpu_percent: None,
                 rss_bytes: None,
                 tool_count: None,
+                tools_held: 0,
                 agent_allow_restart: false,
                 gateway_url: None,
             },

@@ -277,6 +277,7 @@ pub(crate) mod tests {
                 cpu_percent: Some(0.4),
                 rss_bytes: Some(12_897_485),
                 tool_count: None,
+                tools_held: 0,
                 agent_allow_restart: false,
                 gateway_url: None,
             },

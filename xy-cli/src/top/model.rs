@@ -27,6 +27,8 @@ pub(crate) struct Row {
     pub(crate) uptime_secs: Option<u64>,
     /// Tool count from the MCP probe, when the daemon reports one.
     pub(crate) tools: Option<u64>,
+    /// Tools and prompts xy's firewall holds back (SPEC §20).
+    pub(crate) held: u32,
     /// Tool calls through xy since the daemon started (SPEC §20), from
     /// `calls`' `totals`; `None` from a daemon without them.
     pub(crate) calls: Option<u64>,
@@ -46,6 +48,7 @@ impl Row {
             restarts: e.restart_count,
             uptime_secs: e.uptime_secs,
             tools: e.tool_count.map(u64::from),
+            held: e.tools_held,
             calls: None,
         }
     }
@@ -63,6 +66,7 @@ impl Row {
             restarts: 0,
             uptime_secs: None,
             tools: None,
+            held: 0,
             calls: None,
         }
     }
@@ -414,7 +418,13 @@ impl Model {
                     self.row_mut(&e.name).health = h;
                 }
             }
-            EventKind::Tools => self.row_mut(&e.name).tools = to.parse().ok(),
+            // A count when the listing changed; a state word (`flagged`…)
+            // when an item was held back, which the next sample counts.
+            EventKind::Tools => {
+                if let Ok(n) = to.parse() {
+                    self.row_mut(&e.name).tools = Some(n);
+                }
+            }
             EventKind::Config if to == config_change::REMOVED => {
                 self.rows.retain(|r| r.name != e.name);
             }
@@ -464,6 +474,7 @@ pub(crate) mod tests {
             restarts: 0,
             uptime_secs: Some(125),
             tools: None,
+            held: 0,
             calls: None,
         }
     }
@@ -671,6 +682,9 @@ pub(crate) mod tests {
         m.update(event("web", EventKind::Health, Some("starting"), "healthy"));
         assert_eq!(m.rows[2].health, HealthState::Healthy);
         m.update(event("web", EventKind::Tools, Some("3"), "4"));
+        assert_eq!(m.rows[2].tools, Some(4));
+        // A held-back item's event names its state: the count stays.
+        m.update(event("web", EventKind::Tools, None, "flagged"));
         assert_eq!(m.rows[2].tools, Some(4));
 
         // Reload: a new server appears, a removed one goes (and the

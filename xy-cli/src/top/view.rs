@@ -195,7 +195,17 @@ fn table_row(r: &Row, theme: Theme) -> TableRow<'static> {
         Span::raw(r.rss_bytes.map_or_else(dash, bytes)),
         Span::raw(r.restarts.to_string()),
         Span::raw(r.uptime_secs.map_or_else(dash, xy_core::time::human_secs)),
-        Span::raw(r.tools.map_or_else(dash, |t| t.to_string())),
+        Span::styled(
+            crate::render::list::tools_cell(
+                r.tools.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
+                r.held,
+            ),
+            if r.held > 0 {
+                theme.fg(Color::Yellow)
+            } else {
+                ratatui::style::Style::new()
+            },
+        ),
         Span::raw(r.calls.map_or_else(dash, |c| c.to_string())),
     ])
 }

@@ -69,6 +69,7 @@ impl ListRow {
             cpu_percent: _,
             rss_bytes: _,
             tool_count,
+            tools_held,
             agent_allow_restart,
             gateway_url: _,
         } = entry;
@@ -88,6 +89,7 @@ impl ListRow {
         w.extend_from_slice(br#","cpu_percent":"#);
         let second = w.len();
         field(&mut w, ',', "tool_count", tool_count);
+        field(&mut w, ',', "tools_held", tools_held);
         field(&mut w, ',', "agent_allow_restart", agent_allow_restart);
         let text = String::from_utf8(w)
             .expect("serde_json writes UTF-8")
@@ -284,6 +286,7 @@ mod tests {
                                 cpu_percent,
                                 rss_bytes,
                                 tool_count: [None, Some(0), Some(u32::MAX)][i % 3],
+                                tools_held: 0,
                                 agent_allow_restart: i % 2 == 1,
                                 gateway_url: [
                                     None,
@@ -324,6 +327,7 @@ mod tests {
                 cpu_percent: (i > 1).then_some(0.5),
                 rss_bytes: Some(1000),
                 tool_count: None,
+                tools_held: 0,
                 agent_allow_restart: false,
                 gateway_url: (i % 2 == 1).then(|| crate::config::gateway_url(1, ODD[i])),
             })
@@ -358,6 +362,7 @@ mod tests {
             cpu_percent: Some(1.5),
             rss_bytes: Some(1 << 20),
             tool_count: Some(3),
+            tools_held: 0,
             agent_allow_restart: true,
             gateway_url: Some(crate::config::gateway_url(8399, ODD[2])),
         };

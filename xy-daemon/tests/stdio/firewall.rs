@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::client::{Era, Mcp, Stream};
 use super::{stdio_config, url};
-use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_some};
+use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_for, wait_some};
 
 /// The child's config: `xy-test-tools` reading `file`.
 fn tools_config(file: &Path, port: u16, page: usize, extra: &str) -> String {
@@ -180,6 +180,10 @@ impl Rig {
         self.la.drain();
         write_lists(&self.file, tools, prompts, true);
         wait_state(&self.d, "s", target, state, reason, false);
+        // `list` counts what is held back (xyctl list, top).
+        wait_for("list counts the held-back tool", DEADLINE, || {
+            self.d.entry("s")["tools_held"] == json!(1)
+        });
         self.la.expect("notifications/tools/list_changed");
         for c in [&mut self.a, &mut self.b] {
             let names = names_via(c);
@@ -193,6 +197,9 @@ impl Rig {
         let r = approve(&self.d, "s", &[target]);
         assert_eq!(r["approved"], json!([target]), "{r}");
         wait_state(&self.d, "s", target, "approved", "", false);
+        wait_for("list counts nothing held back", DEADLINE, || {
+            self.d.entry("s")["tools_held"] == json!(0)
+        });
         self.la.expect("notifications/tools/list_changed");
         for c in [&mut self.a, &mut self.b] {
             assert!(names_via(c).iter().any(|n| n == target));
