@@ -582,7 +582,11 @@ fn config_check_examples_and_typo() {
     w.add_sleeper("alpha", 100);
     assert_eq!(
         w.run(&["config", "check"]).ok(),
-        format!("1 server OK ({})\n", w.config_dir().display())
+        format!(
+            "1 server OK ({})\nsettings OK ({})\n",
+            w.config_dir().display(),
+            w.config_dir().parent().unwrap().join("xy.kdl").display()
+        )
     );
     let v: Value = serde_json::from_str(&w.run(&["config", "check", "--json"]).ok()).unwrap();
     assert_eq!(v["valid"], true);
