@@ -148,7 +148,7 @@ pub(crate) struct RootState {
     calls: crate::calls::Calls,
     /// The gateway's view of `servers` ([`RootState::publish_routes`]).
     routes: watch::Sender<crate::gateway::Routes>,
-    /// Every server's offered tool names, for shadowing (D-F2): created
+    /// Every server's offered tool names, for shadowing (D80): created
     /// here, each ServerActor writes its own entry.
     directory: crate::firewall::Directory,
 }

@@ -416,7 +416,7 @@ impl Router {
             open
         });
         // A call its client cancelled got no result: a JSON-RPC error as
-        // far as its record goes (DC3).
+        // far as its record goes (D69).
         if let Some(r) = &self.recorder {
             for call in gone {
                 r.finish(&call, CallOutcome::RpcError);
