@@ -42,6 +42,7 @@ use crate::os::ports::PortHolder;
 pub(crate) mod failure;
 mod firewall;
 mod health;
+mod http_listing;
 pub(crate) mod lifecycle;
 /// Whether loopback `port` can be bound within `deadline`, polled.
 async fn port_comes_free(port: u16, deadline: Duration) -> bool {
@@ -133,6 +134,11 @@ pub(crate) enum ServerMsg {
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// From the bridge: xy's own listing of the current child (SPEC §20).
     Listed(Box<crate::mcp_state::Listing>),
+    /// xy's own listing of spawn `run` of an HTTP server (SPEC §20).
+    HttpListed {
+        run: u64,
+        listing: Box<crate::mcp_state::Listing>,
+    },
     /// `tools_approve`: the named items (or with `all` every held-back
     /// one) are approved as listed now.
     ToolsApprove {
@@ -294,6 +300,8 @@ pub(crate) struct ServerActorState {
     probe: Option<ProbeTask>,
     /// The running child's verdict; `None` → `unknown`.
     tracker: Option<Tracker>,
+    /// xy's own listing of the running HTTP child (`http_listing`).
+    http_listing: Option<tokio::task::JoinHandle<()>>,
     /// The last health changes (separate from lifecycle transitions).
     health_history: VecDeque<HealthTransition>,
     /// The published `list` view; see [`ServerSnapshot`].
@@ -413,6 +421,7 @@ impl Actor for ServerActor {
             why: WhyState::default(),
             probe: None,
             tracker: None,
+            http_listing: None,
             health_history: VecDeque::new(),
             mcp,
             snapshot: args.snapshot,
@@ -579,6 +588,7 @@ impl Actor for ServerActor {
                 st.apply(&myself, Event::BackoffElapsed)
             }
             ServerMsg::Health { run, report } if run == st.run => st.on_probe(&myself, &report),
+            ServerMsg::HttpListed { run, listing } if run == st.run => st.on_listed(*listing),
             ServerMsg::TermAfterProbe { run } if run == st.run => {
                 if st.lc.phase == S::Stopping {
                     st.child.signal(Signal::SIGTERM);
@@ -589,6 +599,7 @@ impl Actor for ServerActor {
             | ServerMsg::GraceExpired { .. }
             | ServerMsg::BackoffElapsed { .. }
             | ServerMsg::Health { .. }
+            | ServerMsg::HttpListed { .. }
             | ServerMsg::TermAfterProbe { .. } => {}
             ServerMsg::Prepared { attempt, result }
                 if attempt == st.spawn_attempt && st.lc.phase == S::Starting =>

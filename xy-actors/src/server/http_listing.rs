@@ -1,0 +1,77 @@
+//! xy's own listing of an HTTP server (SPEC §20): after each spawn, a task
+//! waits for the child to answer MCP (the `mcp` probe's client, either
+//! era; no `health` block needed), lists its tools and prompts whole, and
+//! hands the [`Listing`] to the ServerActor, which decides the firewall's
+//! verdicts exactly as for a stdio server's bridge listing. The task ends
+//! with the spawn (its handle is aborted).
+
+use std::time::Duration;
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::ServerMsg;
+use crate::health::mcp::McpClient;
+use crate::mcp_state::Listing;
+
+/// How long a new child has to start answering MCP before xy gives up
+/// listing it for this spawn (its traffic is then decided by the policy).
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+/// Bound on one probe and on the whole listing.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// First wait between probes of a child not answering yet; doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Starts the listing of spawn `run` of the child at `port` (`path`).
+pub(super) fn spawn(
+    me: ActorRef<ServerMsg>,
+    run: u64,
+    port: u16,
+    path: String,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut client = McpClient::new(port, path);
+        match list(&mut client).await {
+            Ok(listing) => {
+                let _ = me.cast(ServerMsg::HttpListed {
+                    run,
+                    listing: Box::new(listing),
+                });
+            }
+            Err(e) => tracing::warn!(port, "xy could not list the server's tools: {e}"),
+        }
+        let _ = tokio::time::timeout(PROBE_TIMEOUT, client.close()).await;
+    })
+}
+
+async fn list(client: &mut McpClient) -> Result<Listing, String> {
+    let deadline = Instant::now() + ANSWER_WITHIN;
+    let mut wait = RETRY_FIRST;
+    loop {
+        let why = match tokio::time::timeout(PROBE_TIMEOUT, client.probe()).await {
+            Ok(Ok(_)) => break,
+            Ok(Err(e)) => e,
+            Err(_) => "no answer".to_owned(),
+        };
+        if Instant::now() + wait > deadline {
+            return Err(format!(
+                "it did not answer MCP within {}: {why}",
+                humantime::format_duration(ANSWER_WITHIN)
+            ));
+        }
+        // Backing off between attempts, not waiting for a state.
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(RETRY_MAX);
+    }
+    tokio::time::timeout(LIST_TIMEOUT, client.list_items())
+        .await
+        .map_err(|_| {
+            format!(
+                "no complete listing within {}",
+                humantime::format_duration(LIST_TIMEOUT)
+            )
+        })?
+}
