@@ -167,6 +167,18 @@ impl Verdicts {
         decide(&self.policy, kind, item).state.visible()
     }
 
+    /// Whether `item` is in xy's latest listing as it is (`_meta` aside):
+    /// one that is not tells that the child changed since xy listed it.
+    pub(crate) fn knows(&self, kind: Kind, item: &Value) -> bool {
+        let Some(map) = item.as_object() else {
+            return false;
+        };
+        let name = map.get("name").and_then(Value::as_str).unwrap_or("");
+        self.of(kind)
+            .get(name)
+            .is_some_and(|v| v.object.as_deref().is_some_and(|o| same_but_meta(map, o)))
+    }
+
     /// Removes the held-back items from a `tools/list` (`prompts/list`)
     /// result; returns how many went. Other fields (`nextCursor`) stay.
     pub(crate) fn filter(&self, kind: Kind, result: &mut Value) -> usize {

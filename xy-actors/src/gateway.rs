@@ -208,6 +208,7 @@ enum Route {
         url: String,
         state: ServerState,
         verdicts: Option<Arc<crate::firewall::Verdicts>>,
+        relist: Option<Arc<tokio::sync::Notify>>,
     },
     Down(ServerState),
 }
@@ -224,6 +225,7 @@ fn route(snap: &ServerSnapshot) -> Route {
                     url: snap.url.clone(),
                     state: snap.state,
                     verdicts: snap.firewall.as_ref().map(|f| f.current()),
+                    relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
                 }
             }
             other => Route::Down(other),
@@ -267,7 +269,11 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody
             url,
             state,
             verdicts,
-        }) => shared.proxy.forward(name, &url, state, verdicts, req).await,
+            relist,
+        }) => {
+            let fw = proxy::Firewall { verdicts, relist };
+            shared.proxy.forward(name, &url, state, fw, req).await
+        }
         Some(Route::Down(state)) => down(name, state, None),
     }
 }

@@ -302,6 +302,9 @@ pub(crate) struct ServerActorState {
     tracker: Option<Tracker>,
     /// xy's own listing of the running HTTP child (`http_listing`).
     http_listing: Option<tokio::task::JoinHandle<()>>,
+    /// Woken by the gateway when an HTTP child lists what xy's listing
+    /// does not have: the listing task lists again.
+    relist: Arc<tokio::sync::Notify>,
     /// The last health changes (separate from lifecycle transitions).
     health_history: VecDeque<HealthTransition>,
     /// The published `list` view; see [`ServerSnapshot`].
@@ -422,6 +425,7 @@ impl Actor for ServerActor {
             probe: None,
             tracker: None,
             http_listing: None,
+            relist: Arc::new(tokio::sync::Notify::new()),
             health_history: VecDeque::new(),
             mcp,
             snapshot: args.snapshot,

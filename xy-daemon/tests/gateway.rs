@@ -6,6 +6,8 @@
 //! daemon up and is bound once freed; reload moving and turning off the
 //! port; another uid refused by the same edge as the bridges' ports.
 
+mod firewall;
+
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 

@@ -16,10 +16,12 @@ use std::time::SystemTime;
 
 use hyper::header::{self, HeaderMap};
 use serde_json::Value;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use xy_core::firewall::{FirewallMode, Kind};
 use xy_core::protocol::mcp::CallOutcome;
 
+use super::proxy::Firewall;
 use crate::bridge::record;
 use crate::bridge::route::META_VERSION;
 use crate::calls::Calls;
@@ -49,6 +51,8 @@ struct Pending {
 pub(crate) struct Exchange {
     server: Arc<str>,
     verdicts: Arc<Verdicts>,
+    /// Woken when the child lists what xy's listing does not have.
+    relist: Option<Arc<Notify>>,
     calls: Option<Calls>,
     /// The request's `User-Agent`: the client when `_meta` names none.
     agent: Option<Arc<str>>,
@@ -61,11 +65,11 @@ impl Exchange {
     /// The exchange for a POST to `server` with these headers.
     pub(crate) fn begin(
         server: &str,
-        verdicts: Option<Arc<Verdicts>>,
+        fw: Firewall,
         calls: Option<&Calls>,
         headers: &HeaderMap,
     ) -> Exchange {
-        let verdicts = verdicts.unwrap_or_else(|| {
+        let verdicts = fw.verdicts.unwrap_or_else(|| {
             Arc::new(Verdicts {
                 server: server.to_owned(),
                 ..Verdicts::default()
@@ -74,6 +78,7 @@ impl Exchange {
         Exchange {
             server: server.into(),
             verdicts,
+            relist: fw.relist,
             calls: calls.cloned(),
             agent: headers
                 .get(header::USER_AGENT)
@@ -140,9 +145,22 @@ impl Exchange {
                 } else {
                     Kind::Prompt
                 };
-                if let Some(result) = msg.get_mut("result") {
-                    self.verdicts.filter(kind, result);
+                let Some(result) = msg.get_mut("result") else {
+                    return;
+                };
+                let key = if kind == Kind::Tool {
+                    "tools"
+                } else {
+                    "prompts"
+                };
+                let changed = result
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|items| items.iter().any(|i| !self.verdicts.knows(kind, i)));
+                if changed && let Some(r) = &self.relist {
+                    r.notify_one();
                 }
+                self.verdicts.filter(kind, result);
             }
             "tools/call" => self.finish(outcome(msg)),
             _ => {}
@@ -217,7 +235,11 @@ mod tests {
         };
         let mut h = HeaderMap::new();
         h.insert(header::USER_AGENT, "agent/1".parse().unwrap());
-        Exchange::begin("web", Some(Arc::new(v)), Some(calls), &h)
+        let fw = Firewall {
+            verdicts: Some(Arc::new(v)),
+            relist: Some(Arc::new(Notify::new())),
+        };
+        Exchange::begin("web", fw, Some(calls), &h)
     }
 
     fn last(
@@ -300,9 +322,14 @@ mod tests {
     fn a_listing_loses_what_is_held_back() {
         let calls = Calls::new(None);
         let mut ex = exchange(FirewallMode::Review, &calls);
+        let relist = Arc::clone(ex.relist.as_ref().unwrap());
         let mut a = json!({"id": 1, "result": {"tools": [{"name": "x"}], "nextCursor": "c"}});
         ex.response("tools/list", &mut a);
         assert_eq!(a["result"]["tools"], json!([]));
         assert_eq!(a["result"]["nextCursor"], "c");
+        // An item xy's listing does not have asks for a new listing.
+        let woken = relist.notified();
+        tokio::pin!(woken);
+        assert!(woken.as_mut().enable(), "relist was not asked for");
     }
 }

@@ -62,6 +62,14 @@ const INSPECT_WAIT: Duration = Duration::from_secs(10);
 
 type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
+/// What the firewall has of one server: its verdicts (`None`: the
+/// default policy) and how to ask xy to list it again.
+#[derive(Default)]
+pub(crate) struct Firewall {
+    pub(crate) verdicts: Option<Arc<Verdicts>>,
+    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
+}
+
 /// The HTTP client to the children's ports (connections pooled per port)
 /// and where calls are recorded.
 #[derive(Clone)]
@@ -151,14 +159,13 @@ impl Proxy {
 
     /// Forwards `req` for server `name` to its endpoint `url`
     /// (`http://127.0.0.1:<port><path>`), decided by the server's
-    /// `verdicts` (`None`: the default policy); `state` is named if it
-    /// cannot be reached.
+    /// firewall; `state` is named if it cannot be reached.
     pub(crate) async fn forward(
         &self,
         name: &str,
         url: &str,
         state: ServerState,
-        verdicts: Option<Arc<Verdicts>>,
+        fw: Firewall,
         req: Request<Incoming>,
     ) -> Response<GatewayBody> {
         let (mut parts, body) = req.into_parts();
@@ -182,7 +189,7 @@ impl Proxy {
         parts.headers.remove(header::HOST);
 
         let mut ex = (parts.method == Method::POST)
-            .then(|| Exchange::begin(name, verdicts, self.calls.as_ref(), &parts.headers))
+            .then(|| Exchange::begin(name, fw, self.calls.as_ref(), &parts.headers))
             .filter(|ex| header_str(&parts.headers, "mcp-method").is_none_or(|m| ex.wants(m)));
         // Held until the child's answer begins: the request's bytes are
         // in hyper's hands until then.

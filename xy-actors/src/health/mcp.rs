@@ -192,7 +192,10 @@ impl McpClient {
     /// forever or repeats a cursor ends it with what it has.
     pub(crate) async fn list_items(&mut self) -> Result<crate::mcp_state::Listing, String> {
         use crate::bridge::listing::{MAX_ITEMS, MAX_PAGES as MAX_LIST_PAGES, offers};
-        let info = self.info.clone().ok_or("the server has not answered a probe")?;
+        let info = self
+            .info
+            .clone()
+            .ok_or("the server has not answered a probe")?;
         let mut listing = crate::mcp_state::Listing {
             protocol_version: info.protocol_version.clone(),
             server_name: info.server_name.clone(),
@@ -241,7 +244,10 @@ impl McpClient {
                         cursors.push(c.clone());
                     }
                     Some(_) => {
-                        tracing::warn!("{method}: stopped following nextCursor after {} items", items.len());
+                        tracing::warn!(
+                            "{method}: stopped following nextCursor after {} items",
+                            items.len()
+                        );
                         break;
                     }
                     None => break,

@@ -29,6 +29,7 @@ impl ServerActorState {
                 run,
                 self.config.port,
                 self.config.path.clone(),
+                std::sync::Arc::clone(&self.relist),
             ));
         }
         let Some(cfg) = self.config.health.clone() else {

@@ -2,12 +2,17 @@
 //! waits for the child to answer MCP (the `mcp` probe's client, either
 //! era; no `health` block needed), lists its tools and prompts whole, and
 //! hands the [`Listing`] to the ServerActor, which decides the firewall's
-//! verdicts exactly as for a stdio server's bridge listing. The task ends
-//! with the spawn (its handle is aborted).
+//! verdicts exactly as for a stdio server's bridge listing. Then it waits:
+//! when the gateway's proxy sees the child list an item xy's listing does
+//! not have (the child changed; its own `list_changed` goes to its
+//! clients, not to xy), it is woken and lists again (wake-ups meanwhile
+//! coalesce into one). The task ends with the spawn (its handle is aborted).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::ActorRef;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::ServerMsg;
@@ -31,17 +36,24 @@ pub(super) fn spawn(
     run: u64,
     port: u16,
     path: String,
+    relist: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut client = McpClient::new(port, path);
-        match list(&mut client).await {
-            Ok(listing) => {
-                let _ = me.cast(ServerMsg::HttpListed {
-                    run,
-                    listing: Box::new(listing),
-                });
+        loop {
+            match list(&mut client).await {
+                Ok(listing) => {
+                    let sent = me.cast(ServerMsg::HttpListed {
+                        run,
+                        listing: Box::new(listing),
+                    });
+                    if sent.is_err() {
+                        break;
+                    }
+                }
+                Err(e) => tracing::warn!(port, "xy could not list the server's tools: {e}"),
             }
-            Err(e) => tracing::warn!(port, "xy could not list the server's tools: {e}"),
+            relist.notified().await;
         }
         let _ = tokio::time::timeout(PROBE_TIMEOUT, client.close()).await;
     })

@@ -60,20 +60,25 @@ pub(crate) struct BridgeGate {
     pub(crate) listening: bool,
 }
 
-/// A receiver of one server's [`Verdicts`](crate::firewall::Verdicts).
+/// A receiver of one server's [`Verdicts`](crate::firewall::Verdicts),
+/// and how the gateway asks for a new listing of an HTTP server (its
+/// answer to a client listed an item xy's listing does not have).
 #[derive(Clone)]
-pub(crate) struct FirewallGate(pub(crate) watch::Receiver<Arc<crate::firewall::Verdicts>>);
+pub(crate) struct FirewallGate {
+    pub(crate) verdicts: watch::Receiver<Arc<crate::firewall::Verdicts>>,
+    pub(crate) relist: Arc<tokio::sync::Notify>,
+}
 
 impl FirewallGate {
     /// The verdicts in force now.
     pub(crate) fn current(&self) -> Arc<crate::firewall::Verdicts> {
-        Arc::clone(&self.0.borrow())
+        Arc::clone(&self.verdicts.borrow())
     }
 }
 
 impl PartialEq for FirewallGate {
     fn eq(&self, other: &FirewallGate) -> bool {
-        self.0.same_channel(&other.0)
+        self.verdicts.same_channel(&other.verdicts)
     }
 }
 
@@ -229,7 +234,10 @@ impl ServerActorState {
                         endpoint: b.endpoint.clone(),
                         listening: b.listening,
                     }),
-                    firewall: Some(FirewallGate(self.mcp.watch_verdicts())),
+                    firewall: Some(FirewallGate {
+                        verdicts: self.mcp.watch_verdicts(),
+                        relist: Arc::clone(&self.relist),
+                    }),
                     row: RowCache::default(),
                 };
                 // Built here, once, rather than by the next `list`.

@@ -144,7 +144,16 @@ async fn front(
                     async move {
                         Ok::<_, Infallible>(
                             proxy
-                                .forward(name, &url, ServerState::Running, verdicts, req)
+                                .forward(
+                                    name,
+                                    &url,
+                                    ServerState::Running,
+                                    Firewall {
+                                        verdicts,
+                                        relist: None,
+                                    },
+                                    req,
+                                )
                                 .await,
                         )
                     }
