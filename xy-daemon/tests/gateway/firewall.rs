@@ -25,9 +25,13 @@ fn config(file: &Path, port: u16, mode: &str) -> String {
 }
 
 fn write_tools(file: &Path, tools: &[Value]) {
+    write_lists(file, json!({"tools": tools}));
+}
+
+fn write_lists(file: &Path, lists: Value) {
     // Atomically: the child must never read half a file.
     let tmp = file.with_extension("tmp");
-    std::fs::write(&tmp, json!({"tools": tools}).to_string()).unwrap();
+    std::fs::write(&tmp, lists.to_string()).unwrap();
     std::fs::rename(&tmp, file).unwrap();
 }
 
@@ -38,7 +42,11 @@ fn tool(name: &str, description: &str) -> Value {
 /// `tools {name}`: each current tool's (name, state), sorted.
 fn states(d: &TestDaemon, name: &str) -> Vec<(String, String)> {
     let r = d.result("tools", Some(json!({"name": name})));
-    let mut v: Vec<(String, String)> = r["current"]["tools"]
+    named_states(&r["current"]["tools"])
+}
+
+fn named_states(list: &Value) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = list
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -196,4 +204,63 @@ fn mode_off_holds_nothing_on_an_http_server_and_still_records_calls() {
     }
     let got = wait_outcomes(&d, "s", 2);
     assert_eq!(got, [("c".into(), "ok".into()), ("c".into(), "ok".into())]);
+}
+
+#[test]
+fn a_prompt_added_to_an_http_server_is_held_back_until_approved() {
+    let (gw, port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lists.json");
+    let prompt = |n: &str| json!({"name": n, "description": format!("prompt {n}")});
+    write_lists(
+        &file,
+        json!({"tools": [tool("a", "A")], "prompts": [prompt("p")]}),
+    );
+    let d = start(gw, &[("s", config(&file, port, "pin"))]);
+    let prompts =
+        |d: &TestDaemon| named_states(&d.result("tools", Some(json!({"name": "s"})))["prompts"]);
+    wait_some("xy lists the prompts", DEADLINE, || {
+        (prompts(&d) == [("p".to_owned(), "approved".to_owned())]).then_some(())
+    });
+    let url = gateway_url(gw, "s");
+    wait_served(&url);
+    write_lists(
+        &file,
+        json!({"tools": [tool("a", "A")], "prompts": [prompt("p"), prompt("q")]}),
+    );
+    let mut c = Mcp::new(&url, Era::V2026);
+    let names = |c: &mut Mcp| -> Vec<String> {
+        c.result("prompts/list", json!({}))["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&mut c), ["p"]);
+    wait_some("q pending", DEADLINE, || {
+        prompts(&d)
+            .contains(&("q".to_owned(), "pending".to_owned()))
+            .then_some(())
+    });
+    let r = c.request("prompts/get", json!({"name": "q"}));
+    let e = &r.response()["error"];
+    assert_eq!(e["data"]["heldBack"], true, "{r:?}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("xyctl tools approve s q"),
+        "{e}"
+    );
+    let r = d.result("tools_approve", Some(json!({"name": "s", "tools": ["q"]})));
+    assert_eq!(r["approved"], json!(["q"]), "{r}");
+    wait_some("q approved", DEADLINE, || {
+        prompts(&d)
+            .contains(&("q".to_owned(), "approved".to_owned()))
+            .then_some(())
+    });
+    assert_eq!(names(&mut c), ["p", "q"]);
+    let got = c.result("prompts/get", json!({"name": "q"}));
+    assert_eq!(got["messages"][0]["content"]["text"], "got q", "{got}");
 }

@@ -335,6 +335,26 @@ async fn hop_by_hop_headers_stop_at_the_proxy_and_mcp_headers_pass() {
     assert!(!seen.contains(&format!("host={addr}")), "{seen}");
 }
 
+#[tokio::test]
+async fn a_call_to_an_unreachable_child_is_502_and_recorded_as_child_gone() {
+    let calls = Calls::new(None);
+    let mut feed = calls.subscribe();
+    // A port nothing listens on: bound, then freed.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let addr = front(verdicts(FirewallMode::Pin), &calls, "web", gone).await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shown"}}"#;
+    let a = post(addr, call, &[]).await;
+    assert_eq!(a.status, 502, "{}", a.body);
+    assert_eq!(
+        recorded(&mut feed),
+        [("shown".to_owned(), CallOutcome::ChildGone)]
+    );
+}
+
 #[test]
 fn events_end_at_a_blank_line() {
     assert_eq!(event_end(b"data: 1\n\nrest"), Some(9));
