@@ -36,6 +36,16 @@ pub(crate) enum Verdict {
     Answer(Value),
 }
 
+/// Whether the firewall reads requests of `method` (and their answers)
+/// for a server in `mode`; `recording`: calls are recorded.
+pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool {
+    match method {
+        "tools/call" => recording || mode != FirewallMode::Off,
+        "tools/list" | "prompts/list" | "prompts/get" => mode != FirewallMode::Off,
+        _ => false,
+    }
+}
+
 /// A `tools/call` sent on to the child, until its answer.
 #[derive(Debug)]
 struct Pending {
@@ -92,15 +102,7 @@ impl Exchange {
 
     /// Whether requests of `method` are read (and their answers).
     pub(crate) fn wants(&self, method: &str) -> bool {
-        match method {
-            "tools/call" => self.calls.is_some() || self.mode() != FirewallMode::Off,
-            "tools/list" | "prompts/list" | "prompts/get" => self.mode() != FirewallMode::Off,
-            _ => false,
-        }
-    }
-
-    fn mode(&self) -> FirewallMode {
-        self.verdicts.policy.mode
+        wanted(self.verdicts.policy.mode, self.calls.is_some(), method)
     }
 
     /// Decides a request [`Exchange::wants`] took.

@@ -32,11 +32,12 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use xy_core::protocol::ServerState;
 
-use super::firewall::{Exchange, Verdict};
+use super::firewall::{Exchange, Verdict, wanted};
 use super::{GatewayBody, down, error};
 use crate::bridge::http::MAX_BODY;
 use crate::calls::Calls;
 use crate::firewall::Verdicts;
+use xy_core::firewall::FirewallMode;
 
 /// What a body error is boxed as.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -188,9 +189,16 @@ impl Proxy {
         // The client's Host names the gateway; the child is asked as itself.
         parts.headers.remove(header::HOST);
 
-        let mut ex = (parts.method == Method::POST)
-            .then(|| Exchange::begin(name, fw, self.calls.as_ref(), &parts.headers))
-            .filter(|ex| header_str(&parts.headers, "mcp-method").is_none_or(|m| ex.wants(m)));
+        // Decided from the header before anything is built: a 2026 request
+        // the firewall does not want costs one comparison.
+        let mode = fw
+            .verdicts
+            .as_ref()
+            .map_or_else(FirewallMode::default, |v| v.policy.mode);
+        let mut ex = (parts.method == Method::POST
+            && header_str(&parts.headers, "mcp-method")
+                .is_none_or(|m| wanted(mode, self.calls.is_some(), m)))
+        .then(|| Exchange::begin(name, fw, self.calls.as_ref(), &parts.headers));
         // Held until the child's answer begins: the request's bytes are
         // in hyper's hands until then.
         let mut held = None;

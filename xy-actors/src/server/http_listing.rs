@@ -29,6 +29,10 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(2);
+/// Shortest time between two listings of one spawn: a child whose answers
+/// never match xy's listing (an item without a name, say) would otherwise
+/// be listed again at every client's `tools/list`.
+const RELIST_GAP: Duration = Duration::from_secs(1);
 
 /// Starts the listing of spawn `run` of the child at `port` (`path`).
 pub(super) fn spawn(
@@ -53,7 +57,9 @@ pub(super) fn spawn(
                 }
                 Err(e) => tracing::warn!(port, "xy could not list the server's tools: {e}"),
             }
+            let listed = Instant::now();
             relist.notified().await;
+            tokio::time::sleep_until(listed + RELIST_GAP).await;
         }
         let _ = tokio::time::timeout(PROBE_TIMEOUT, client.close()).await;
     })
