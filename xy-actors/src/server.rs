@@ -301,7 +301,7 @@ pub(crate) struct ServerActorState {
     /// The running child's verdict; `None` → `unknown`.
     tracker: Option<Tracker>,
     /// xy's own listing of the running HTTP child (`http_listing`).
-    http_listing: Option<tokio::task::JoinHandle<()>>,
+    http_listing: Option<http_listing::Lister>,
     /// Woken by the gateway when an HTTP child lists what xy's listing
     /// does not have: the listing task lists again.
     relist: Arc<tokio::sync::Notify>,
@@ -659,20 +659,34 @@ impl ServerActorState {
                         self.record(from, to, reason);
                     }
                     Action::Spawn => queue.extend(self.begin_spawn(myself)),
-                    Action::TermGroup => match self.probe.take() {
-                        // Let an MCP probe end its session while the server
-                        // still answers; SIGTERM follows (bounded by the
-                        // probe timeout; the grace timer already runs).
-                        Some(probe) => {
+                    Action::TermGroup => {
+                        let probe = self.probe.take();
+                        let lister = self.http_listing.take();
+                        if probe.is_none() && lister.is_none() {
+                            self.child.signal(Signal::SIGTERM);
+                        } else {
+                            // Let an MCP probe, and xy's own listing, end
+                            // their sessions while the server still
+                            // answers; SIGTERM follows (bounded by the
+                            // probe timeout; the grace timer already runs).
                             self.tracker = None;
                             let (me, run) = (myself.clone(), self.run);
                             tokio::spawn(async move {
-                                probe.stop().await;
+                                let lister = async move {
+                                    if let Some(l) = lister {
+                                        l.stop().await;
+                                    }
+                                };
+                                let probe = async move {
+                                    if let Some(p) = probe {
+                                        p.stop().await;
+                                    }
+                                };
+                                tokio::join!(probe, lister);
                                 let _ = me.cast(ServerMsg::TermAfterProbe { run });
                             });
                         }
-                        None => self.child.signal(Signal::SIGTERM),
-                    },
+                    }
                     Action::DropProbe => self.end_probe(),
                     Action::KillGroup => self.child.signal(Signal::SIGKILL),
                     Action::ScheduleGrace(d) => {

@@ -45,9 +45,8 @@ impl ServerActorState {
     /// Stops the probe (it ends its session in the background); the
     /// verdict goes back to `unknown`.
     pub(super) fn end_probe(&mut self) {
-        if let Some(l) = self.http_listing.take() {
-            l.abort();
-        }
+        // Dropped: the listing task ends its session and stops.
+        self.http_listing = None;
         if let Some(probe) = self.probe.take() {
             tokio::spawn(probe.stop());
         }

@@ -6,13 +6,14 @@
 //! when the gateway's proxy sees the child list an item xy's listing does
 //! not have (the child changed; its own `list_changed` goes to its
 //! clients, not to xy), it is woken and lists again (wake-ups meanwhile
-//! coalesce into one). The task ends with the spawn (its handle is aborted).
+//! coalesce into one). The task ends with the spawn ([`Lister`] dropped),
+//! and holds a 2025 session only while it lists.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::ActorRef;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::ServerMsg;
@@ -34,6 +35,27 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 /// be listed again at every client's `tools/list`.
 const RELIST_GAP: Duration = Duration::from_secs(1);
 
+/// The listing task of one spawn; dropping this stops it (it ends its
+/// 2025 session, if one is open, on its way out).
+#[derive(Debug)]
+pub(super) struct Lister {
+    stop: oneshot::Sender<()>,
+    /// Closed when the task has ended (its session with it).
+    done: oneshot::Receiver<()>,
+}
+
+impl Lister {
+    /// Stops the task; the future ends once it has ended its session, so
+    /// the child is signalled only after (like the `mcp` probe's).
+    pub(super) fn stop(self) -> impl Future<Output = ()> + Send + 'static {
+        drop(self.stop);
+        let done = self.done;
+        async move {
+            let _ = done.await;
+        }
+    }
+}
+
 /// Starts the listing of spawn `run` of the child at `port` (`path`).
 pub(super) fn spawn(
     me: ActorRef<ServerMsg>,
@@ -41,28 +63,45 @@ pub(super) fn spawn(
     port: u16,
     path: String,
     relist: Arc<Notify>,
-) -> tokio::task::JoinHandle<()> {
+) -> Lister {
+    let (tx, mut stop) = oneshot::channel::<()>();
+    let (done_tx, done) = oneshot::channel::<()>();
     tokio::spawn(async move {
+        // Dropped when the task ends, however it ends.
+        let _done = done_tx;
         let mut client = McpClient::new(port, path);
         loop {
-            match list(&mut client).await {
+            let listed = tokio::select! {
+                _ = &mut stop => break,
+                r = list(&mut client) => r,
+            };
+            // A 2025 session is held only while listing: the server is
+            // not left with one per spawn.
+            let _ = tokio::time::timeout(PROBE_TIMEOUT, client.close()).await;
+            match listed {
                 Ok(listing) => {
                     let sent = me.cast(ServerMsg::HttpListed {
                         run,
                         listing: Box::new(listing),
                     });
                     if sent.is_err() {
-                        break;
+                        return;
                     }
                 }
                 Err(e) => tracing::warn!(port, "xy could not list the server's tools: {e}"),
             }
-            let listed = Instant::now();
-            relist.notified().await;
-            tokio::time::sleep_until(listed + RELIST_GAP).await;
+            let at = Instant::now();
+            tokio::select! {
+                _ = &mut stop => return,
+                () = async {
+                    relist.notified().await;
+                    tokio::time::sleep_until(at + RELIST_GAP).await;
+                } => {}
+            }
         }
         let _ = tokio::time::timeout(PROBE_TIMEOUT, client.close()).await;
-    })
+    });
+    Lister { stop: tx, done }
 }
 
 async fn list(client: &mut McpClient) -> Result<Listing, String> {
