@@ -4,8 +4,10 @@
 //! lists the child itself after the spawn; in `pin`, a tool added and one
 //! whose description changed after that are absent from `tools/list`
 //! through the gateway and their calls answered by xy with the approve
-//! command, until `tools_approve`; in `off` nothing is held; every call is
-//! in `calls` with its outcome.
+//! command, until `tools_approve` (prompts likewise, `prompts/get` refused);
+//! xy follows the child's pages, and a client's paged listing loses the
+//! held-back item page by page; in `off` nothing is held; every call is in
+//! `calls` with its outcome.
 
 use std::path::Path;
 
@@ -16,8 +18,13 @@ use crate::helper::{DEADLINE, TestDaemon, free_port, testbin, wait_some};
 use crate::stdio::client::{Era, Mcp};
 
 fn config(file: &Path, port: u16, mode: &str) -> String {
+    paged_config(file, port, mode, 100)
+}
+
+/// The child pages its lists `page` items at a time.
+fn paged_config(file: &Path, port: u16, mode: &str, page: usize) -> String {
     format!(
-        "command {:?}\nargs \"--file\" {:?} \"--port\" \"{port}\"\nport {port}\n\
+        "command {:?}\nargs \"--file\" {:?} \"--port\" \"{port}\" \"--page\" \"{page}\"\nport {port}\n\
          firewall {{\n    mode \"{mode}\"\n}}\nstop {{\n    grace \"2s\"\n}}\n",
         testbin("xy-test-tools").display().to_string(),
         file.display().to_string(),
@@ -263,4 +270,64 @@ fn a_prompt_added_to_an_http_server_is_held_back_until_approved() {
     assert_eq!(names(&mut c), ["p", "q"]);
     let got = c.result("prompts/get", json!({"name": "q"}));
     assert_eq!(got["messages"][0]["content"]["text"], "got q", "{got}");
+}
+
+#[test]
+fn a_paged_http_listing_is_followed_by_xy_and_filtered_page_by_page() {
+    let (gw, port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lists.json");
+    write_tools(&file, &[tool("a", "A"), tool("b", "B"), tool("c", "C")]);
+    let d = start(gw, &[("s", paged_config(&file, port, "pin", 1))]);
+    // Three pages of one: xy followed every nextCursor.
+    wait_states(
+        &d,
+        "s",
+        &[("a", "approved"), ("b", "approved"), ("c", "approved")],
+    );
+    let url = gateway_url(gw, "s");
+    wait_served(&url);
+    write_tools(
+        &file,
+        &[
+            tool("a", "A"),
+            tool("n", "N"),
+            tool("b", "B"),
+            tool("c", "C"),
+        ],
+    );
+    let mut c = Mcp::new(&url, Era::V2026);
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+        let r = c.result("tools/list", params);
+        pages.push(names_of(&r));
+        match r["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    // The held-back tool's page is empty, its cursor kept.
+    assert_eq!(pages, [vec!["a"], vec![], vec!["b"], vec!["c"]]);
+    wait_states(
+        &d,
+        "s",
+        &[
+            ("a", "approved"),
+            ("b", "approved"),
+            ("c", "approved"),
+            ("n", "pending"),
+        ],
+    );
+    assert_held(&mut c, "n");
+}
+
+fn names_of(result: &Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
 }
