@@ -207,8 +207,7 @@ enum Route {
     Proxy {
         url: String,
         state: ServerState,
-        verdicts: Option<Arc<crate::firewall::Verdicts>>,
-        relist: Option<Arc<tokio::sync::Notify>>,
+        fw: proxy::Firewall,
     },
     Down(ServerState),
 }
@@ -224,8 +223,10 @@ fn route(snap: &ServerSnapshot) -> Route {
                 Route::Proxy {
                     url: snap.url.clone(),
                     state: snap.state,
-                    verdicts: snap.firewall.as_ref().map(|f| f.current()),
-                    relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
+                    fw: proxy::Firewall {
+                        verdicts: snap.firewall.as_ref().map(|f| f.current()),
+                        relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
+                    },
                 }
             }
             other => Route::Down(other),
@@ -265,13 +266,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody
         Some(Route::Bridge(ep)) => bridge_http::dispatch(req, ep)
             .await
             .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
-        Some(Route::Proxy {
-            url,
-            state,
-            verdicts,
-            relist,
-        }) => {
-            let fw = proxy::Firewall { verdicts, relist };
+        Some(Route::Proxy { url, state, fw }) => {
             shared.proxy.forward(name, &url, state, fw, req).await
         }
         Some(Route::Down(state)) => down(name, state, None),

@@ -30,6 +30,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use xy_core::firewall::FirewallMode;
 use xy_core::protocol::ServerState;
 
 use super::firewall::{Exchange, Verdict, wanted};
@@ -37,7 +38,6 @@ use super::{GatewayBody, down, error};
 use crate::bridge::http::MAX_BODY;
 use crate::calls::Calls;
 use crate::firewall::Verdicts;
-use xy_core::firewall::FirewallMode;
 
 /// What a body error is boxed as.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
