@@ -292,6 +292,9 @@ async fn other_traffic_takes_the_fast_path_unchanged() {
     let v: Value = serde_json::from_str(&a.body).unwrap();
     assert!(v["result"].get("isError").is_none(), "{v}");
     assert_eq!(recorded(&mut feed), [("held".to_owned(), CallOutcome::Ok)]);
+    // Even in `off`, a batch cannot carry a call past the recording.
+    assert_eq!(post(addr, &format!("[{call}]"), &[]).await.status, 400);
+    assert!(recorded(&mut feed).is_empty());
 }
 
 #[tokio::test]
