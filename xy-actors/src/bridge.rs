@@ -26,9 +26,9 @@ mod child;
 mod era;
 mod handshake;
 pub(crate) mod http;
-mod listing;
+pub(crate) mod listing;
 pub(crate) mod raw;
-mod record;
+pub(crate) mod record;
 pub(crate) mod route;
 mod sessions;
 
@@ -936,18 +936,11 @@ impl BridgeState {
         era2026: bool,
     ) {
         tracing::info!(server = %self.name, "{text}");
-        let msg = match kind {
-            Kind::Tool => {
-                let call = self.call_start(&p, name, record::meta_client(&p.msg));
-                self.record_now(&call, CallOutcome::HeldBack);
-                let mut r = json!({"content": [{"type": "text", "text": text}], "isError": true});
-                if era2026 {
-                    r["resultType"] = json!("complete");
-                }
-                json!({"jsonrpc": "2.0", "id": id, "result": r})
-            }
-            Kind::Prompt => error(id, -32602, &text, Some(json!({"heldBack": true}))),
-        };
+        if kind == Kind::Tool {
+            let call = self.call_start(&p, name, record::meta_client(&p.msg));
+            self.record_now(&call, CallOutcome::HeldBack);
+        }
+        let msg = crate::firewall::held_back_answer(kind, id, &text, era2026);
         self.reply(p, msg, None);
     }
 

@@ -24,7 +24,7 @@ use xy_core::protocol::{
 };
 
 pub use error::EngineError;
-pub use options::{EngineOptions, Inspector};
+pub use options::EngineOptions;
 
 use self::call::{QUERY_TIMEOUT, ask, for_each, restart_one, start_one, stop_one};
 use self::error::internal;
@@ -120,7 +120,7 @@ impl Engine {
             crate::gateway::GatewayActor,
             crate::gateway::Shared {
                 routes: routes_rx,
-                proxy: crate::gateway::proxy::Proxy::new(opts.inspect.0.clone()),
+                proxy: crate::gateway::proxy::Proxy::new(Some(calls.clone())),
             },
         )
         .await

@@ -92,6 +92,25 @@ pub(crate) fn raw_items(line: &[u8], kind: Kind) -> Option<Vec<&str>> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HeldBack(pub(crate) String);
 
+/// The answer a client gets for a call of a held-back item, for xy: a
+/// tool result with `isError` (so the model reads why) for a tool, a
+/// JSON-RPC error for a prompt. The stdio bridge and the gateway's proxy
+/// both answer with it.
+pub(crate) fn held_back_answer(kind: Kind, id: &Value, text: &str, era2026: bool) -> Value {
+    match kind {
+        Kind::Tool => {
+            let mut r =
+                serde_json::json!({"content": [{"type": "text", "text": text}], "isError": true});
+            if era2026 {
+                r["resultType"] = serde_json::json!("complete");
+            }
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "result": r})
+        }
+        Kind::Prompt => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32602, "message": text, "data": {"heldBack": true}}}),
+    }
+}
+
 impl Verdicts {
     /// Whether a listing answer (the child's line) holds only items xy
     /// listed itself, byte for byte, and let through: then it needs no
@@ -146,6 +165,18 @@ impl Verdicts {
             return v.state.visible();
         }
         decide(&self.policy, kind, item).state.visible()
+    }
+
+    /// Whether `item` is in xy's latest listing as it is (`_meta` aside):
+    /// one that is not tells that the child changed since xy listed it.
+    pub(crate) fn knows(&self, kind: Kind, item: &Value) -> bool {
+        let Some(map) = item.as_object() else {
+            return false;
+        };
+        let name = map.get("name").and_then(Value::as_str).unwrap_or("");
+        self.of(kind)
+            .get(name)
+            .is_some_and(|v| v.object.as_deref().is_some_and(|o| same_but_meta(map, o)))
     }
 
     /// Removes the held-back items from a `tools/list` (`prompts/list`)

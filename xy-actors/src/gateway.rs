@@ -8,7 +8,8 @@
 //!   own HTTP handling (`bridge::http::dispatch`), exactly as if it had
 //!   arrived on the server's port, while that port is open;
 //! - an HTTP server's request is reverse-proxied to its own port (`proxy`),
-//!   where the firewall's seam ([`Inspect`]) sees the JSON-RPC it wants;
+//!   where the firewall (`firewall`) decides the JSON-RPC it wants with the
+//!   verdicts the server's snapshot carries;
 //! - anything else is answered here: an unknown name `404`, a server that is
 //!   down `503`, each a JSON-RPC error naming the server and its state.
 //!
@@ -16,6 +17,7 @@
 //! the ServerActors publish ([`Routes`], kept current by the root
 //! supervisor); a request reads them without a message to any actor.
 
+pub(crate) mod firewall;
 pub(crate) mod proxy;
 
 use std::collections::BTreeMap;
@@ -32,8 +34,6 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use xy_core::protocol::{GatewayStatus, ServerState, Transport};
-
-pub use proxy::{Inspect, PassThrough, Verdict};
 
 use crate::bridge::http as bridge_http;
 use crate::server::ServerSnapshot;
@@ -204,7 +204,11 @@ fn server_name(path: &str) -> Option<&str> {
 /// How one request is served, decided from the server's snapshot.
 enum Route {
     Bridge(bridge_http::Endpoint),
-    Proxy { url: String, state: ServerState },
+    Proxy {
+        url: String,
+        state: ServerState,
+        fw: proxy::Firewall,
+    },
     Down(ServerState),
 }
 
@@ -219,6 +223,10 @@ fn route(snap: &ServerSnapshot) -> Route {
                 Route::Proxy {
                     url: snap.url.clone(),
                     state: snap.state,
+                    fw: proxy::Firewall {
+                        verdicts: snap.firewall.as_ref().map(|f| f.current()),
+                        relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
+                    },
                 }
             }
             other => Route::Down(other),
@@ -258,7 +266,9 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody
         Some(Route::Bridge(ep)) => bridge_http::dispatch(req, ep)
             .await
             .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
-        Some(Route::Proxy { url, state }) => shared.proxy.forward(name, &url, state, req).await,
+        Some(Route::Proxy { url, state, fw }) => {
+            shared.proxy.forward(name, &url, state, fw, req).await
+        }
         Some(Route::Down(state)) => down(name, state, None),
     }
 }

@@ -50,6 +50,7 @@ impl ProbeReport {
                     server_name: opt(m.info.server_name),
                     server_version: opt(m.info.server_version),
                     era: m.info.era,
+                    capabilities: m.info.capabilities,
                 },
                 tools: m.tools.map(|t| t.map_err(|e| scrub(e, r))),
             }),

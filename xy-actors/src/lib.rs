@@ -32,9 +32,8 @@ mod supervisor;
 
 pub use calls::{Calls, CallsRead, LiveCall};
 pub use edge::AcceptBackoff;
-pub use engine::{Engine, EngineError, EngineOptions, Inspector};
+pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};
-pub use gateway::{Inspect, PassThrough, Verdict};
 pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};

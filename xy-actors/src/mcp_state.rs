@@ -155,6 +155,12 @@ impl McpState {
         self.verdicts.borrow().clone()
     }
 
+    /// The published verdicts, as they change (the gateway's proxy reads
+    /// an HTTP server's through its snapshot, SPEC §20).
+    pub(crate) fn watch_verdicts(&self) -> watch::Receiver<Arc<Verdicts>> {
+        self.verdicts.subscribe()
+    }
+
     /// The firewall mode in force.
     pub(crate) fn mode(&self) -> FirewallMode {
         self.mode

@@ -42,6 +42,7 @@ use crate::os::ports::PortHolder;
 pub(crate) mod failure;
 mod firewall;
 mod health;
+mod http_listing;
 pub(crate) mod lifecycle;
 /// Whether loopback `port` can be bound within `deadline`, polled.
 async fn port_comes_free(port: u16, deadline: Duration) -> bool {
@@ -133,6 +134,11 @@ pub(crate) enum ServerMsg {
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// From the bridge: xy's own listing of the current child (SPEC §20).
     Listed(Box<crate::mcp_state::Listing>),
+    /// xy's own listing of spawn `run` of an HTTP server (SPEC §20).
+    HttpListed {
+        run: u64,
+        listing: Box<crate::mcp_state::Listing>,
+    },
     /// `tools_approve`: the named items (or with `all` every held-back
     /// one) are approved as listed now.
     ToolsApprove {
@@ -294,6 +300,11 @@ pub(crate) struct ServerActorState {
     probe: Option<ProbeTask>,
     /// The running child's verdict; `None` → `unknown`.
     tracker: Option<Tracker>,
+    /// xy's own listing of the running HTTP child (`http_listing`).
+    http_listing: Option<http_listing::Lister>,
+    /// Woken by the gateway when an HTTP child lists what xy's listing
+    /// does not have: the listing task lists again.
+    relist: Arc<tokio::sync::Notify>,
     /// The last health changes (separate from lifecycle transitions).
     health_history: VecDeque<HealthTransition>,
     /// The published `list` view; see [`ServerSnapshot`].
@@ -413,6 +424,8 @@ impl Actor for ServerActor {
             why: WhyState::default(),
             probe: None,
             tracker: None,
+            http_listing: None,
+            relist: Arc::new(tokio::sync::Notify::new()),
             health_history: VecDeque::new(),
             mcp,
             snapshot: args.snapshot,
@@ -579,6 +592,7 @@ impl Actor for ServerActor {
                 st.apply(&myself, Event::BackoffElapsed)
             }
             ServerMsg::Health { run, report } if run == st.run => st.on_probe(&myself, &report),
+            ServerMsg::HttpListed { run, listing } if run == st.run => st.on_listed(*listing),
             ServerMsg::TermAfterProbe { run } if run == st.run => {
                 if st.lc.phase == S::Stopping {
                     st.child.signal(Signal::SIGTERM);
@@ -589,6 +603,7 @@ impl Actor for ServerActor {
             | ServerMsg::GraceExpired { .. }
             | ServerMsg::BackoffElapsed { .. }
             | ServerMsg::Health { .. }
+            | ServerMsg::HttpListed { .. }
             | ServerMsg::TermAfterProbe { .. } => {}
             ServerMsg::Prepared { attempt, result }
                 if attempt == st.spawn_attempt && st.lc.phase == S::Starting =>
@@ -644,20 +659,34 @@ impl ServerActorState {
                         self.record(from, to, reason);
                     }
                     Action::Spawn => queue.extend(self.begin_spawn(myself)),
-                    Action::TermGroup => match self.probe.take() {
-                        // Let an MCP probe end its session while the server
-                        // still answers; SIGTERM follows (bounded by the
-                        // probe timeout; the grace timer already runs).
-                        Some(probe) => {
+                    Action::TermGroup => {
+                        let probe = self.probe.take();
+                        let lister = self.http_listing.take();
+                        if probe.is_none() && lister.is_none() {
+                            self.child.signal(Signal::SIGTERM);
+                        } else {
+                            // Let an MCP probe, and xy's own listing, end
+                            // their sessions while the server still
+                            // answers; SIGTERM follows (bounded by the
+                            // probe timeout; the grace timer already runs).
                             self.tracker = None;
                             let (me, run) = (myself.clone(), self.run);
                             tokio::spawn(async move {
-                                probe.stop().await;
+                                let lister = async move {
+                                    if let Some(l) = lister {
+                                        l.stop().await;
+                                    }
+                                };
+                                let probe = async move {
+                                    if let Some(p) = probe {
+                                        p.stop().await;
+                                    }
+                                };
+                                tokio::join!(probe, lister);
                                 let _ = me.cast(ServerMsg::TermAfterProbe { run });
                             });
                         }
-                        None => self.child.signal(Signal::SIGTERM),
-                    },
+                    }
                     Action::DropProbe => self.end_probe(),
                     Action::KillGroup => self.child.signal(Signal::SIGKILL),
                     Action::ScheduleGrace(d) => {

@@ -89,16 +89,20 @@ async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() 
         .await
         .unwrap();
     let log = log_text(&t, "mcp");
-    assert_eq!(log.matches("POST /mcp initialize 200").count(), 1, "{log}");
+    // Two clients each did one handshake: the probe (one session for all
+    // its probes) and xy's own listing of the spawn (SPEC §20, a session
+    // ended as soon as it listed).
+    assert_eq!(log.matches("POST /mcp initialize 200").count(), 2, "{log}");
     assert_eq!(
         log.matches("POST /mcp notifications/initialized 202")
             .count(),
-        1,
+        2,
         "{log}"
     );
-    // The session ended before the server got SIGTERM.
+    assert_eq!(log.matches("DELETE /mcp 202").count(), 2, "{log}");
+    // The probe's session (the last one) ended before the server got SIGTERM.
     let delete = log
-        .find("DELETE /mcp 202")
+        .rfind("DELETE /mcp 202")
         .expect("session deleted on stop");
     let term = log.find("got SIGTERM").expect("SIGTERM logged");
     assert!(delete < term, "{log}");

@@ -6,6 +6,8 @@
 //! daemon up and is bound once freed; reload moving and turning off the
 //! port; another uid refused by the same edge as the bridges' ports.
 
+mod firewall;
+
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 
@@ -195,6 +197,13 @@ fn an_http_server_through_the_proxy_in_both_eras() {
     let d = start(gw, &[("web", http_config(own))]);
     let url = gateway_url(gw, "web");
     wait_served(&url);
+    // xy listed the child itself (it speaks 2026: `server/discover`), no
+    // health block: the firewall approved what it found first.
+    crate::helper::wait_some("xy's listing of the HTTP child", DEADLINE, || {
+        let r = d.result("tools", Some(json!({"name": "web"})));
+        let tools = r["current"]["tools"].as_array()?.clone();
+        (tools.len() == 3 && tools.iter().all(|t| t["state"] == "approved")).then_some(())
+    });
     both_eras(&url);
 
     // The child saw the requests at its own path, GET stream and DELETE

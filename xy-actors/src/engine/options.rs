@@ -1,9 +1,6 @@
 //! Where the engine writes and how large its logs grow.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use crate::gateway::{Inspect, PassThrough};
 
 use crate::log_router::ring::DEFAULT_RING_BYTES;
 use crate::log_router::rotating::RotatingWriter;
@@ -33,25 +30,6 @@ pub struct EngineOptions {
     pub follow_bytes: usize,
     /// Events an `events` subscriber may fall behind before it is dropped.
     pub event_buffer: usize,
-    /// What sees the JSON-RPC the gateway proxies to HTTP servers (the
-    /// firewall's seam); [`crate::PassThrough`] by default.
-    pub inspect: Inspector,
-}
-
-/// The gateway's [`Inspect`] for HTTP servers' traffic.
-#[derive(Clone)]
-pub struct Inspector(pub Arc<dyn Inspect>);
-
-impl Default for Inspector {
-    fn default() -> Self {
-        Inspector(Arc::new(PassThrough))
-    }
-}
-
-impl std::fmt::Debug for Inspector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Inspector")
-    }
 }
 
 impl EngineOptions {
@@ -80,7 +58,6 @@ impl Default for EngineOptions {
             follow_buffer: DEFAULT_FOLLOW_BUFFER,
             follow_bytes: crate::logs::FOLLOW_BEHIND,
             event_buffer: crate::events::DEFAULT_EVENT_BUFFER,
-            inspect: Inspector::default(),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The gateway's reverse proxy to an HTTP server's own port (SPEC §20), and
-//! the firewall's seam on that traffic, [`Inspect`].
+//! where the firewall sees that traffic ([`super::firewall::Exchange`]).
 //!
 //! Both eras pass as they are: POST, GET and DELETE, every end-to-end header
 //! (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
@@ -7,14 +7,13 @@
 //! dropped, and bodies streamed both ways: an SSE response or a GET stream
 //! reaches the client event by event, as the child writes it.
 //!
-//! **The seam.** For a server the [`Inspect`] watches, a POST's JSON-RPC
-//! request is read (bounded by the edge's body limit) and, when its method
-//! is one the inspector wants, handed to [`Inspect::request`], which may
-//! change it or answer it in the child's place; the child's response to it,
-//! a JSON body or the SSE `data:` event that carries it, goes through
-//! [`Inspect::response`]. Everything else takes the fast path: streamed
-//! untouched, never parsed. [`PassThrough`] (today's inspector) watches
-//! nothing.
+//! **The firewall.** A POST's JSON-RPC request is read (bounded by the
+//! edge's body limit) unless its `Mcp-Method` header names a method the
+//! firewall does not want; when its method is one the firewall wants, the
+//! request's [`Exchange`] decides it (and may answer it in the child's
+//! place); the child's response to it, a JSON body or the SSE `data:`
+//! event that carries it, goes through [`Exchange::response`]. Everything
+//! else takes the fast path: streamed untouched, never parsed.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,10 +30,14 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use xy_core::firewall::FirewallMode;
 use xy_core::protocol::ServerState;
 
+use super::firewall::{Exchange, Verdict, wanted};
 use super::{GatewayBody, down, error};
 use crate::bridge::http::MAX_BODY;
+use crate::calls::Calls;
+use crate::firewall::Verdicts;
 
 /// What a body error is boxed as.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -58,61 +61,22 @@ const INSPECT_BYTES: usize = 64 * 1024 * 1024;
 /// How long reading an inspected body waits for room before `503`.
 const INSPECT_WAIT: Duration = Duration::from_secs(10);
 
-/// What [`Inspect::request`] decides for one client→server request.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// Send the request (as changed in place, if it was) to the child.
-    Forward,
-    /// Do not send it: answer the client with this JSON-RPC message.
-    Answer(Value),
-}
-
-/// The firewall's seam on proxied traffic (SPEC §20): which JSON-RPC the
-/// proxy parses, and what happens to it. One instance serves every HTTP
-/// server; `server` names the one a message is for.
-pub trait Inspect: Send + Sync + 'static {
-    /// Whether any of `server`'s traffic is inspected. `false` (a server in
-    /// firewall mode `off`, say) keeps every request on the fast path.
-    fn watches(&self, server: &str) -> bool;
-    /// Whether client→server requests of `method` (`tools/list`,
-    /// `tools/call`, …) go through [`Inspect::request`], and their
-    /// responses through [`Inspect::response`].
-    fn wants(&self, server: &str, method: &str) -> bool;
-    /// A client→server request `wants` took.
-    fn request(&self, server: &str, msg: &mut Value) -> Verdict;
-    /// The child's response to a request `wants` took (`method` is the
-    /// request's), changed in place before the client sees it.
-    fn response(&self, server: &str, method: &str, msg: &mut Value);
-}
-
-/// Inspects nothing: every request takes the fast path.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PassThrough;
-
-impl Inspect for PassThrough {
-    fn watches(&self, _server: &str) -> bool {
-        false
-    }
-
-    fn wants(&self, _server: &str, _method: &str) -> bool {
-        false
-    }
-
-    fn request(&self, _server: &str, _msg: &mut Value) -> Verdict {
-        Verdict::Forward
-    }
-
-    fn response(&self, _server: &str, _method: &str, _msg: &mut Value) {}
-}
-
 type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
+/// What the firewall has of one server: its verdicts (`None`: the
+/// default policy) and how to ask xy to list it again.
+#[derive(Default)]
+pub(crate) struct Firewall {
+    pub(crate) verdicts: Option<Arc<Verdicts>>,
+    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
+}
+
 /// The HTTP client to the children's ports (connections pooled per port)
-/// and the inspector.
+/// and where calls are recorded.
 #[derive(Clone)]
 pub(crate) struct Proxy {
     client: Client<HttpConnector, ReqBody>,
-    inspect: Arc<dyn Inspect>,
+    calls: Option<Calls>,
     /// Room for inspected bodies ([`INSPECT_BYTES`]).
     room: Arc<Semaphore>,
 }
@@ -171,7 +135,7 @@ fn busy() -> Response<GatewayBody> {
     )
 }
 
-/// A request the inspector took: its id and method, to find and inspect
+/// A request the firewall took: its id and method, to find and inspect
 /// the child's response.
 struct Taken {
     id: Value,
@@ -179,7 +143,7 @@ struct Taken {
 }
 
 impl Proxy {
-    pub(crate) fn new(inspect: Arc<dyn Inspect>) -> Proxy {
+    pub(crate) fn new(calls: Option<Calls>) -> Proxy {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         connector.set_nodelay(true);
@@ -189,19 +153,20 @@ impl Proxy {
             .build(connector);
         Proxy {
             client,
-            inspect,
+            calls,
             room: Arc::new(Semaphore::new(INSPECT_BYTES)),
         }
     }
 
     /// Forwards `req` for server `name` to its endpoint `url`
-    /// (`http://127.0.0.1:<port><path>`); `state` is named if it cannot be
-    /// reached.
+    /// (`http://127.0.0.1:<port><path>`), decided by the server's
+    /// firewall; `state` is named if it cannot be reached.
     pub(crate) async fn forward(
         &self,
         name: &str,
         url: &str,
         state: ServerState,
+        fw: Firewall,
         req: Request<Incoming>,
     ) -> Response<GatewayBody> {
         let (mut parts, body) = req.into_parts();
@@ -224,13 +189,20 @@ impl Proxy {
         // The client's Host names the gateway; the child is asked as itself.
         parts.headers.remove(header::HOST);
 
-        let inspected = parts.method == Method::POST
-            && self.inspect.watches(name)
-            && header_str(&parts.headers, "mcp-method").is_none_or(|m| self.inspect.wants(name, m));
+        // Decided from the header before anything is built: a 2026 request
+        // the firewall does not want costs one comparison.
+        let mode = fw
+            .verdicts
+            .as_ref()
+            .map_or_else(FirewallMode::default, |v| v.policy.mode);
+        let mut ex = (parts.method == Method::POST
+            && header_str(&parts.headers, "mcp-method")
+                .is_none_or(|m| wanted(mode, self.calls.is_some(), m)))
+        .then(|| Exchange::begin(name, fw, self.calls.as_ref(), &parts.headers));
         // Held until the child's answer begins: the request's bytes are
         // in hyper's hands until then.
         let mut held = None;
-        let (body, taken) = if inspected {
+        let (body, taken) = if let Some(ex) = &mut ex {
             let bytes = match read_bounded(body, MAX_BODY, &self.room).await {
                 Ok((b, permit)) => {
                     held = permit;
@@ -240,7 +212,7 @@ impl Proxy {
                 Err(ReadError::Busy) => return busy(),
                 Err(ReadError::Body(_)) => return plain(StatusCode::BAD_REQUEST),
             };
-            match self.take(name, &bytes) {
+            match take(ex, &bytes) {
                 Took::Pass => (full(bytes), None),
                 Took::Taken(taken, bytes) => {
                     // Read whole to be inspected: asked uncompressed.
@@ -269,6 +241,9 @@ impl Proxy {
         let resp = match self.client.request(upstream).await {
             Ok(r) => r,
             Err(e) => {
+                if let Some(ex) = &mut ex {
+                    ex.unreachable();
+                }
                 let why = format!("cannot be reached on {url}: {}", error_chain(&e));
                 tracing::debug!(server = %name, "gateway: {why}");
                 let mut r = down(name, state, Some(&why));
@@ -279,7 +254,7 @@ impl Proxy {
         drop(held);
         let (mut parts, body) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let Some(taken) = taken else {
+        let (Some(taken), Some(mut ex)) = (taken, ex) else {
             return Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync());
         };
         let kind = header_str(&parts.headers, header::CONTENT_TYPE.as_str()).map(|c| {
@@ -297,8 +272,7 @@ impl Proxy {
                     inner: body,
                     buf: BytesMut::new(),
                     taken: Some(taken),
-                    inspect: Arc::clone(&self.inspect),
-                    server: name.to_owned(),
+                    ex,
                     ended: false,
                     room: Arc::clone(&self.room),
                     held: None,
@@ -323,7 +297,7 @@ impl Proxy {
                             );
                         }
                     };
-                let bytes = self.inspect_response(name, &taken, bytes);
+                let bytes = inspect_response(&mut ex, &taken, bytes);
                 parts.headers.remove(header::CONTENT_LENGTH);
                 Response::from_parts(parts, full(bytes))
             }
@@ -331,58 +305,56 @@ impl Proxy {
             _ => Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync()),
         }
     }
+}
 
-    /// What the inspector makes of a request body.
-    fn take(&self, name: &str, bytes: &Bytes) -> Took {
-        let Ok(msg) = serde_json::from_slice::<Value>(bytes) else {
-            // Not JSON: the child says what it thinks of it.
-            return Took::Pass;
+/// What the firewall makes of a request body.
+fn take(ex: &mut Exchange, bytes: &Bytes) -> Took {
+    let Ok(msg) = serde_json::from_slice::<Value>(bytes) else {
+        // Not JSON: the child says what it thinks of it.
+        return Took::Pass;
+    };
+    if let Value::Array(batch) = &msg {
+        // A batch (2025-03-26) would carry a watched method past the
+        // firewall: refused rather than passed unseen.
+        let watched = batch.iter().any(|m| {
+            m.get("method")
+                .and_then(Value::as_str)
+                .is_some_and(|meth| ex.wants(meth))
+        });
+        return if watched {
+            Took::Refuse(
+                "xy: JSON-RPC batches cannot carry this method through the gateway; send one message per POST",
+            )
+        } else {
+            Took::Pass
         };
-        if let Value::Array(batch) = &msg {
-            // A batch (2025-03-26) would carry a watched method past the
-            // seam: refused rather than passed unseen.
-            let watched = batch.iter().any(|m| {
-                m.get("method")
-                    .and_then(Value::as_str)
-                    .is_some_and(|meth| self.inspect.wants(name, meth))
-            });
-            return if watched {
-                Took::Refuse(
-                    "xy: JSON-RPC batches cannot carry this method through the gateway; send one message per POST",
-                )
-            } else {
-                Took::Pass
-            };
-        }
-        let (Some(method), Some(id)) = (
-            msg.get("method").and_then(Value::as_str).map(str::to_owned),
-            msg.get("id").cloned(),
-        ) else {
-            return Took::Pass;
-        };
-        if !self.inspect.wants(name, &method) {
-            return Took::Pass;
-        }
-        let mut msg = msg;
-        match self.inspect.request(name, &mut msg) {
-            Verdict::Forward => {
-                let bytes = Bytes::from(serde_json::to_vec(&msg).unwrap_or_default());
-                Took::Taken(Taken { id, method }, bytes)
-            }
-            Verdict::Answer(v) => Took::Answer(v),
-        }
     }
+    let (Some(method), Some(id)) = (
+        msg.get("method").and_then(Value::as_str).map(str::to_owned),
+        msg.get("id").cloned(),
+    ) else {
+        return Took::Pass;
+    };
+    if !ex.wants(&method) {
+        return Took::Pass;
+    }
+    let mut msg = msg;
+    match ex.request(&mut msg) {
+        // The child gets the client's bytes: the firewall changes no request.
+        Verdict::Forward => Took::Taken(Taken { id, method }, bytes.clone()),
+        Verdict::Answer(v) => Took::Answer(v),
+    }
+}
 
-    /// A JSON response body after the inspector (unchanged when it is not
-    /// the response to `taken`).
-    fn inspect_response(&self, name: &str, taken: &Taken, bytes: Bytes) -> Bytes {
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(mut msg) if msg.get("id") == Some(&taken.id) => {
-                self.inspect.response(name, &taken.method, &mut msg);
-                Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
-            }
-            _ => bytes,
+/// A JSON response body after the firewall (unchanged when it is not the
+/// response to `taken`).
+fn inspect_response(ex: &mut Exchange, taken: &Taken, bytes: Bytes) -> Bytes {
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(mut msg) if msg.get("id") == Some(&taken.id) => {
+            ex.response(&taken.method, &mut msg);
+            Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
         }
+        _ => bytes,
     }
 }
 
@@ -399,15 +371,16 @@ enum Took {
 
 /// An SSE response to an inspected request: events pass as they arrive;
 /// the one whose `data:` is the response to the request goes through the
-/// inspector first. After it, the rest streams unparsed.
+/// firewall first. After it, the rest streams unparsed.
 struct SseInspect {
     inner: Incoming,
     /// Bytes of the event being read.
     buf: BytesMut,
     /// The request whose response is awaited; `None` once it was seen.
     taken: Option<Taken>,
-    inspect: Arc<dyn Inspect>,
-    server: String,
+    /// The request's firewall exchange (a pending call is recorded when
+    /// its response passes, or when the stream ends without it).
+    ex: Exchange,
     ended: bool,
     /// The gateway's room for inspected bytes, and what `buf` holds of it.
     room: Arc<Semaphore>,
@@ -440,7 +413,7 @@ impl SseInspect {
         if msg.get("id") != Some(&taken.id) || msg.get("method").is_some() {
             return raw;
         }
-        self.inspect.response(&self.server, &taken.method, &mut msg);
+        self.ex.response(&taken.method, &mut msg);
         self.taken = None;
         let json = serde_json::to_string(&msg).unwrap_or_default();
         Bytes::from(format!("{other}data: {json}\n\n"))

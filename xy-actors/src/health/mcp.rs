@@ -21,6 +21,9 @@ pub(crate) struct McpInfo {
     pub(crate) protocol_version: String,
     pub(crate) server_name: Option<String>,
     pub(crate) server_version: Option<String>,
+    /// The server's `capabilities` (xy's own listing asks for prompts only
+    /// when they are offered).
+    pub(crate) capabilities: Option<Value>,
 }
 
 /// One server's MCP conversation as the probe sees it (one per spawn).
@@ -182,6 +185,84 @@ impl McpClient {
         ))
     }
 
+    /// xy's own listing (SPEC §20), in the era found by a probe: every
+    /// tool (following `nextCursor`) and, when the server offers them,
+    /// every prompt, each item kept whole (its digest needs all of it).
+    /// Bounded like the stdio bridge's listing: a server that pages
+    /// forever or repeats a cursor ends it with what it has.
+    pub(crate) async fn list_items(&mut self) -> Result<crate::mcp_state::Listing, String> {
+        use crate::bridge::listing::{MAX_ITEMS, MAX_PAGES as MAX_LIST_PAGES, offers};
+        let info = self
+            .info
+            .clone()
+            .ok_or("the server has not answered a probe")?;
+        let mut listing = crate::mcp_state::Listing {
+            protocol_version: info.protocol_version.clone(),
+            server_name: info.server_name.clone(),
+            server_version: info.server_version.clone(),
+            ..Default::default()
+        };
+        let caps = info.capabilities.as_ref();
+        for (method, key) in [("tools/list", "tools"), ("prompts/list", "prompts")] {
+            if !offers(caps, key) {
+                continue;
+            }
+            let mut items: Vec<Value> = Vec::new();
+            let mut cursors: Vec<String> = Vec::new();
+            let mut cursor: Option<String> = None;
+            let mut failed = None;
+            for _ in 0..MAX_LIST_PAGES {
+                let mut params = json!({});
+                if let Some(c) = &cursor {
+                    params["cursor"] = json!(c);
+                }
+                let id = self.id();
+                let answer = match self.request(method, params, id).await {
+                    Ok((_, a)) => a,
+                    Err(e) => {
+                        failed = Some(text(e));
+                        break;
+                    }
+                };
+                let result = match answer_result(&answer, method) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failed = Some(text(e));
+                        break;
+                    }
+                };
+                let room = MAX_ITEMS.saturating_sub(items.len());
+                if let Some(page) = result.get(key).and_then(Value::as_array) {
+                    items.extend(page.iter().take(room).cloned());
+                }
+                cursor = result
+                    .get("nextCursor")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                match &cursor {
+                    Some(c) if items.len() < MAX_ITEMS && !cursors.contains(c) => {
+                        cursors.push(c.clone());
+                    }
+                    Some(_) => {
+                        tracing::warn!(
+                            "{method}: stopped following nextCursor after {} items",
+                            items.len()
+                        );
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            match (key, failed) {
+                ("tools", Some(e)) => return Err(e),
+                ("tools", None) => listing.tools = items,
+                (_, Some(e)) => tracing::debug!("prompts/list failed: {e}"),
+                (_, None) => listing.prompts = Some(items),
+            }
+        }
+        Ok(listing)
+    }
+
     async fn discover(&mut self) -> Result<Discovered, Failure> {
         let id = self.id();
         let msg = message_2026(id, "server/discover", json!({}));
@@ -209,6 +290,7 @@ impl McpClient {
                 protocol_version: wire::VERSION_2026.to_owned(),
                 server_name: text_at(server, "name"),
                 server_version: text_at(server, "version"),
+                capabilities: result.get("capabilities").cloned(),
             }));
         }
         let err = &answer["error"];
@@ -280,6 +362,7 @@ impl McpClient {
             protocol_version: version.to_owned(),
             server_name: text_at(server, "name"),
             server_version: text_at(server, "version"),
+            capabilities: result.get("capabilities").cloned(),
         });
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let r = self.post(&note, None, None).await?;

@@ -23,6 +23,15 @@ impl ServerActorState {
         self.end_probe();
         // The era and the tools are learned again for every spawn.
         self.mcp.on_spawn();
+        if self.config.transport == xy_core::protocol::Transport::Http {
+            self.http_listing = Some(super::http_listing::spawn(
+                myself.clone(),
+                run,
+                self.config.port,
+                self.config.path.clone(),
+                std::sync::Arc::clone(&self.relist),
+            ));
+        }
         let Some(cfg) = self.config.health.clone() else {
             return;
         };
@@ -36,6 +45,8 @@ impl ServerActorState {
     /// Stops the probe (it ends its session in the background); the
     /// verdict goes back to `unknown`.
     pub(super) fn end_probe(&mut self) {
+        // Dropped: the listing task ends its session and stops.
+        self.http_listing = None;
         if let Some(probe) = self.probe.take() {
             tokio::spawn(probe.stop());
         }

@@ -5,6 +5,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use xy_core::config::ServerConfig;
 use xy_core::protocol::{Health, LastExit, ListEntry, ListRow, ServerState, Transport};
@@ -42,6 +43,10 @@ pub(crate) struct ServerSnapshot {
     /// A stdio server's bridge, for the gateway (SPEC §20). Not shown by
     /// `list`.
     pub(crate) bridge: Option<BridgeGate>,
+    /// The server's firewall verdicts as its ServerActor publishes them:
+    /// the gateway's proxy decides an HTTP server's traffic with them
+    /// without a message to the actor. Not shown by `list`.
+    pub(crate) firewall: Option<FirewallGate>,
     /// This snapshot's `list` row, serialised once (D41): every new
     /// snapshot starts with an empty cache, so it cannot go stale.
     pub(crate) row: RowCache,
@@ -55,6 +60,34 @@ pub(crate) struct BridgeGate {
     /// The bridge listens on the server's own port now: the gateway serves
     /// the server exactly then.
     pub(crate) listening: bool,
+}
+
+/// A receiver of one server's [`Verdicts`](crate::firewall::Verdicts),
+/// and how the gateway asks for a new listing of an HTTP server (its
+/// answer to a client listed an item xy's listing does not have).
+#[derive(Clone)]
+pub(crate) struct FirewallGate {
+    pub(crate) verdicts: watch::Receiver<Arc<crate::firewall::Verdicts>>,
+    pub(crate) relist: Arc<tokio::sync::Notify>,
+}
+
+impl FirewallGate {
+    /// The verdicts in force now.
+    pub(crate) fn current(&self) -> Arc<crate::firewall::Verdicts> {
+        Arc::clone(&self.verdicts.borrow())
+    }
+}
+
+impl PartialEq for FirewallGate {
+    fn eq(&self, other: &FirewallGate) -> bool {
+        self.verdicts.same_channel(&other.verdicts)
+    }
+}
+
+impl std::fmt::Debug for FirewallGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FirewallGate")
+    }
 }
 
 impl BridgeGate {
@@ -108,6 +141,7 @@ impl ServerSnapshot {
             grace: config.stop.grace,
             child_coming: false,
             bridge: None,
+            firewall: None,
             row: RowCache::default(),
         }
     }
@@ -184,7 +218,8 @@ impl ServerActorState {
                 && s.agent_allow_restart == self.config.agent.allow_restart
                 && s.grace == self.config.stop.grace
                 && s.child_coming == self.lc.child_coming()
-                && s.bridge.as_ref().map(BridgeGate::key) == bridge_key;
+                && s.bridge.as_ref().map(BridgeGate::key) == bridge_key
+                && s.firewall.is_some();
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -204,6 +239,10 @@ impl ServerActorState {
                     bridge: self.bridge.as_ref().map(|b| BridgeGate {
                         endpoint: b.endpoint.clone(),
                         listening: b.listening,
+                    }),
+                    firewall: Some(FirewallGate {
+                        verdicts: self.mcp.watch_verdicts(),
+                        relist: Arc::clone(&self.relist),
                     }),
                     row: RowCache::default(),
                 };

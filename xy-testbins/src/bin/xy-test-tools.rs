@@ -7,6 +7,11 @@
 //! `notifications/tools/list_changed` and `notifications/prompts/list_changed`.
 //! Every `tools/call` is answered `called NAME`; `prompts/get` likewise.
 //! It offers the prompts capability when the file has `prompts` at start.
+//!
+//! With `--port P` it serves the same over HTTP instead (streamable HTTP,
+//! 2025 era, stateless: each POST answered with one JSON body,
+//! notifications `202`, every other method `405`), for the firewall on
+//! the gateway's proxy; `list_changed` is not sent there.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -16,7 +21,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Value, json};
 use xy_testbins::args::Args;
 
-const USAGE: &str = "xy-test-tools --file F [--page N]";
+const USAGE: &str = "xy-test-tools --file F [--page N] [--port P]";
 
 type Out = Arc<Mutex<std::io::Stdout>>;
 
@@ -44,10 +49,12 @@ fn main() {
     let mut args = Args::from_env(USAGE);
     let mut file: Option<PathBuf> = None;
     let mut page = usize::MAX;
+    let mut port: Option<u16> = None;
     while let Some(flag) = args.next_flag() {
         match flag.as_str() {
             "--file" => file = Some(args.value::<String>(&flag).into()),
             "--page" => page = args.value(&flag),
+            "--port" => port = Some(args.value(&flag)),
             _ => args.unknown(&flag),
         }
     }
@@ -57,7 +64,7 @@ fn main() {
     };
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     let with_prompts = read(&file).get("prompts").is_some();
-    {
+    if port.is_none() {
         // A change of the file is a change of the lists.
         let (out, file) = (out.clone(), file.clone());
         std::thread::spawn(move || {
@@ -79,67 +86,145 @@ fn main() {
             }
         });
     }
+    if let Some(port) = port {
+        serve_http(port, &file, page, with_prompts);
+        return;
+    }
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        let Some(id) = msg.get("id").cloned() else {
-            continue;
+        if let Some(answer) = answer(&msg, &file, page, with_prompts) {
+            send(&out, &answer);
+        }
+    }
+}
+
+/// The answer to one message (`None` for a notification).
+fn answer(msg: &Value, file: &PathBuf, page: usize, with_prompts: bool) -> Option<Value> {
+    let id = msg.get("id").cloned()?;
+    let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+    let name = msg
+        .pointer("/params/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let result = match method {
+        "initialize" => {
+            let mut caps = json!({"tools": {"listChanged": true}});
+            if with_prompts {
+                caps["prompts"] = json!({"listChanged": true});
+            }
+            json!({"protocolVersion": "2025-06-18", "capabilities": caps,
+                   "serverInfo": {"name": "xy-test-tools", "version": "1"}})
+        }
+        "ping" => json!({}),
+        "tools/list" | "prompts/list" => {
+            let key = if method == "tools/list" {
+                "tools"
+            } else {
+                "prompts"
+            };
+            let all = read(file)
+                .get(key)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let from: usize = msg
+                .pointer("/params/cursor")
+                .and_then(Value::as_str)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let to = from.saturating_add(page).min(all.len());
+            let mut r = json!({key: all.get(from..to).unwrap_or_default()});
+            if to < all.len() {
+                r["nextCursor"] = json!(to.to_string());
+            }
+            r
+        }
+        "tools/call" => {
+            json!({"content": [{"type": "text", "text": format!("called {name}")}]})
+        }
+        "prompts/get" => {
+            json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("got {name}")}}]})
+        }
+        _ => {
+            return Some(
+                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
+            );
+        }
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// Serves [`answer`] over HTTP/1.1 on `127.0.0.1:port`, a thread per
+/// connection, keep-alive honoured.
+fn serve_http(port: u16, file: &std::path::Path, page: usize, with_prompts: bool) {
+    let listener = match std::net::TcpListener::bind(("127.0.0.1", port)) {
+        Ok(l) => l,
+        Err(e) => {
+            xy_testbins::out::err(&format!("xy-test-tools: cannot listen on {port}: {e}"));
+            std::process::exit(1);
+        }
+    };
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let file = file.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = connection(conn, &file, page, with_prompts);
+        });
+    }
+}
+
+fn connection(
+    conn: std::net::TcpStream,
+    file: &PathBuf,
+    page: usize,
+    with_prompts: bool,
+) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut reader = std::io::BufReader::new(conn.try_clone()?);
+    let mut conn = conn;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line)? == 0 {
+            return Ok(());
+        }
+        let mut length = 0usize;
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length.min(16 << 20)];
+        reader.read_exact(&mut body)?;
+        let (status, text) = if !request_line.starts_with("POST ") {
+            ("405 Method Not Allowed", String::new())
+        } else {
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(msg) => match answer(&msg, file, page, with_prompts) {
+                    Some(a) => ("200 OK", a.to_string()),
+                    None => ("202 Accepted", String::new()),
+                },
+                Err(_) => ("400 Bad Request", String::new()),
+            }
         };
-        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-        let name = msg
-            .pointer("/params/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let result = match method {
-            "initialize" => {
-                let mut caps = json!({"tools": {"listChanged": true}});
-                if with_prompts {
-                    caps["prompts"] = json!({"listChanged": true});
-                }
-                json!({"protocolVersion": "2025-06-18", "capabilities": caps,
-                       "serverInfo": {"name": "xy-test-tools", "version": "1"}})
-            }
-            "ping" => json!({}),
-            "tools/list" | "prompts/list" => {
-                let key = if method == "tools/list" {
-                    "tools"
-                } else {
-                    "prompts"
-                };
-                let all = read(&file)
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let from: usize = msg
-                    .pointer("/params/cursor")
-                    .and_then(Value::as_str)
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or(0);
-                let to = from.saturating_add(page).min(all.len());
-                let mut r = json!({key: all.get(from..to).unwrap_or_default()});
-                if to < all.len() {
-                    r["nextCursor"] = json!(to.to_string());
-                }
-                r
-            }
-            "tools/call" => {
-                json!({"content": [{"type": "text", "text": format!("called {name}")}]})
-            }
-            "prompts/get" => {
-                json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("got {name}")}}]})
-            }
-            _ => {
-                send(
-                    &out,
-                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
-                );
-                continue;
-            }
-        };
-        send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        )?;
+        conn.flush()?;
     }
 }

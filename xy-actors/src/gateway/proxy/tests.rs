@@ -6,7 +6,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -16,49 +16,53 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use super::*;
+use xy_core::firewall::{FirewallMode, Policy, ToolState, digest};
+use xy_core::protocol::mcp::CallOutcome;
 
-/// Holds back tool `hidden` from `tools/list` and answers `tools/call` of
-/// `held` itself; records what it saw.
-#[derive(Default)]
-struct Firewall {
-    seen: Mutex<Vec<String>>,
+use super::*;
+use crate::firewall::{Verdict as FwVerdict, without_meta};
+
+/// `web`'s verdicts: `shown` approved, `hidden` pending (held back), in
+/// `mode`; a name xy did not list (`held`) is refused.
+fn verdicts(mode: FirewallMode) -> Option<Arc<Verdicts>> {
+    let mut v = Verdicts {
+        server: "web".into(),
+        policy: Policy {
+            mode,
+            seen: true,
+            ..Policy::default()
+        },
+        ..Verdicts::default()
+    };
+    for (name, state) in [
+        ("shown", ToolState::Approved),
+        ("hidden", ToolState::Pending),
+    ] {
+        let item = json!({"name": name});
+        if state.visible() {
+            v.policy.tools.approved.insert(name.into(), digest(&item));
+        }
+        v.tools.insert(
+            name.into(),
+            FwVerdict {
+                object: without_meta(&item),
+                state,
+                reason: "new tool".into(),
+            },
+        );
+    }
+    Some(Arc::new(v))
 }
 
-impl Inspect for Firewall {
-    fn watches(&self, server: &str) -> bool {
-        server != "unwatched"
-    }
+type Feed = tokio::sync::broadcast::Receiver<Arc<crate::calls::LiveCall>>;
 
-    fn wants(&self, _server: &str, method: &str) -> bool {
-        matches!(method, "tools/list" | "tools/call")
+/// The outcomes recorded so far, with their tools.
+fn recorded(feed: &mut Feed) -> Vec<(String, CallOutcome)> {
+    let mut out = Vec::new();
+    while let Ok(c) = feed.try_recv() {
+        out.push((c.record.tool.clone(), c.record.outcome));
     }
-
-    fn request(&self, server: &str, msg: &mut Value) -> Verdict {
-        self.seen.lock().unwrap().push(format!(
-            "{server} request {}",
-            msg["method"].as_str().unwrap()
-        ));
-        if msg.pointer("/params/name") == Some(&json!("held")) {
-            let id = msg["id"].clone();
-            return Verdict::Answer(json!({"jsonrpc": "2.0", "id": id, "result": {
-                "content": [{"type": "text", "text": "xy held it back"}], "isError": true}}));
-        }
-        Verdict::Forward
-    }
-
-    fn response(&self, server: &str, method: &str, msg: &mut Value) {
-        self.seen
-            .lock()
-            .unwrap()
-            .push(format!("{server} response {method}"));
-        if let Some(tools) = msg
-            .pointer_mut("/result/tools")
-            .and_then(Value::as_array_mut)
-        {
-            tools.retain(|t| t["name"] != "hidden");
-        }
-    }
+    out
 }
 
 /// The upstream: `tools/list` answered as JSON, or as SSE (a progress
@@ -114,24 +118,43 @@ async fn upstream() -> SocketAddr {
     addr
 }
 
-/// The front: every request goes to server `name` at `upstream`'s `/mcp`.
-async fn front(inspect: Arc<dyn Inspect>, name: &'static str, upstream: SocketAddr) -> SocketAddr {
+/// The front: every request goes to server `name` at `upstream`'s `/mcp`,
+/// decided by `verdicts`, recorded in `calls`.
+async fn front(
+    verdicts: Option<Arc<Verdicts>>,
+    calls: &Calls,
+    name: &'static str,
+    upstream: SocketAddr,
+) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let proxy = Proxy::new(inspect);
+    let proxy = Proxy::new(Some(calls.clone()));
     let url = format!("http://{upstream}/mcp");
     tokio::spawn(async move {
         loop {
             let (s, _) = listener.accept().await.unwrap();
             let proxy = proxy.clone();
             let url = url.clone();
+            let verdicts = verdicts.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
                     let proxy = proxy.clone();
                     let url = url.clone();
+                    let verdicts = verdicts.clone();
                     async move {
                         Ok::<_, Infallible>(
-                            proxy.forward(name, &url, ServerState::Running, req).await,
+                            proxy
+                                .forward(
+                                    name,
+                                    &url,
+                                    ServerState::Running,
+                                    Firewall {
+                                        verdicts,
+                                        relist: None,
+                                    },
+                                    req,
+                                )
+                                .await,
                         )
                     }
                 });
@@ -188,24 +211,20 @@ fn sse_messages(body: &str) -> Vec<Value> {
 const LIST: &str = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}"#;
 
 #[tokio::test]
-async fn the_seam_filters_a_json_tools_list() {
-    let fw = Arc::new(Firewall::default());
-    let addr = front(fw.clone(), "web", upstream().await).await;
+async fn the_firewall_filters_a_json_tools_list() {
+    let calls = Calls::new(None);
+    let addr = front(verdicts(FirewallMode::Pin), &calls, "web", upstream().await).await;
     let a = post(addr, LIST, &[]).await;
     assert_eq!(a.status, 200);
     let v: Value = serde_json::from_str(&a.body).unwrap();
     assert_eq!(v["result"]["tools"], json!([{"name": "shown"}]), "{v}");
     assert_eq!(v["result"]["path"], "/mcp?x=1");
-    assert_eq!(
-        *fw.seen.lock().unwrap(),
-        ["web request tools/list", "web response tools/list"]
-    );
 }
 
 #[tokio::test]
-async fn the_seam_filters_the_sse_event_of_the_response_only() {
-    let fw = Arc::new(Firewall::default());
-    let addr = front(fw.clone(), "web", upstream().await).await;
+async fn the_firewall_filters_the_sse_event_of_the_response_only() {
+    let calls = Calls::new(None);
+    let addr = front(verdicts(FirewallMode::Pin), &calls, "web", upstream().await).await;
     let a = post(addr, LIST, &[("x-sse", "1")]).await;
     assert_eq!(a.status, 200);
     assert_eq!(a.headers["content-type"], "text/event-stream");
@@ -219,16 +238,32 @@ async fn the_seam_filters_the_sse_event_of_the_response_only() {
 }
 
 #[tokio::test]
-async fn the_seam_answers_a_refused_call_without_the_child() {
-    let fw = Arc::new(Firewall::default());
-    let addr = front(fw.clone(), "web", upstream().await).await;
+async fn the_firewall_answers_a_refused_call_without_the_child_and_records_calls() {
+    let calls = Calls::new(None);
+    let mut feed = calls.subscribe();
+    let addr = front(verdicts(FirewallMode::Pin), &calls, "web", upstream().await).await;
     let call = r#"{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"held"}}"#;
     let a = post(addr, call, &[("mcp-session-id", "s1")]).await;
     let v: Value = serde_json::from_str(&a.body).unwrap();
     assert_eq!(v["id"], "c1");
     assert_eq!(v["result"]["isError"], true);
     assert_eq!(a.headers["mcp-session-id"], "s1");
-    assert_eq!(*fw.seen.lock().unwrap(), ["web request tools/call"]);
+    assert!(
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("xyctl tools approve web held")
+    );
+    let ok = r#"{"jsonrpc":"2.0","id":"c2","method":"tools/call","params":{"name":"shown"}}"#;
+    let a = post(addr, ok, &[("x-sse", "1")]).await;
+    assert_eq!(sse_messages(&a.body)[1]["id"], "c2");
+    assert_eq!(
+        recorded(&mut feed),
+        [
+            ("held".to_owned(), CallOutcome::HeldBack),
+            ("shown".to_owned(), CallOutcome::Ok)
+        ]
+    );
     // A batch cannot carry a watched method past the seam.
     let batch = format!("[{LIST}]");
     assert_eq!(post(addr, &batch, &[]).await.status, 400);
@@ -236,9 +271,9 @@ async fn the_seam_answers_a_refused_call_without_the_child() {
 
 #[tokio::test]
 async fn other_traffic_takes_the_fast_path_unchanged() {
-    let fw = Arc::new(Firewall::default());
+    let calls = Calls::new(None);
     let up = upstream().await;
-    let addr = front(fw.clone(), "web", up).await;
+    let addr = front(verdicts(FirewallMode::Pin), &calls, "web", up).await;
     // A method the seam does not want, by header (2026) and by body (2025).
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     for headers in [&[("mcp-method", "ping")][..], &[]] {
@@ -246,17 +281,26 @@ async fn other_traffic_takes_the_fast_path_unchanged() {
         let v: Value = serde_json::from_str(&a.body).unwrap();
         assert_eq!(v["result"]["tools"].as_array().unwrap().len(), 2);
     }
-    // An unwatched server: not even tools/list is parsed.
-    let addr = front(fw.clone(), "unwatched", up).await;
+    // A server in mode `off`: tools/list is not parsed, a call passes.
+    let mut feed = calls.subscribe();
+    let addr = front(verdicts(FirewallMode::Off), &calls, "web", up).await;
     let a = post(addr, LIST, &[]).await;
     let v: Value = serde_json::from_str(&a.body).unwrap();
     assert_eq!(v["result"]["tools"].as_array().unwrap().len(), 2);
-    assert!(fw.seen.lock().unwrap().is_empty());
+    let call = r#"{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"held"}}"#;
+    let a = post(addr, call, &[]).await;
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    assert!(v["result"].get("isError").is_none(), "{v}");
+    assert_eq!(recorded(&mut feed), [("held".to_owned(), CallOutcome::Ok)]);
+    // Even in `off`, a batch cannot carry a call past the recording.
+    assert_eq!(post(addr, &format!("[{call}]"), &[]).await.status, 400);
+    assert!(recorded(&mut feed).is_empty());
 }
 
 #[tokio::test]
 async fn hop_by_hop_headers_stop_at_the_proxy_and_mcp_headers_pass() {
-    let addr = front(Arc::new(PassThrough), "web", upstream().await).await;
+    let calls = Calls::new(None);
+    let addr = front(None, &calls, "web", upstream().await).await;
     let a = post(
         addr,
         LIST,
@@ -292,6 +336,26 @@ async fn hop_by_hop_headers_stop_at_the_proxy_and_mcp_headers_pass() {
     // The child was asked as itself, not as the gateway.
     assert!(seen.contains("host=127.0.0.1:"), "{seen}");
     assert!(!seen.contains(&format!("host={addr}")), "{seen}");
+}
+
+#[tokio::test]
+async fn a_call_to_an_unreachable_child_is_502_and_recorded_as_child_gone() {
+    let calls = Calls::new(None);
+    let mut feed = calls.subscribe();
+    // A port nothing listens on: bound, then freed.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let addr = front(verdicts(FirewallMode::Pin), &calls, "web", gone).await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shown"}}"#;
+    let a = post(addr, call, &[]).await;
+    assert_eq!(a.status, 502, "{}", a.body);
+    assert_eq!(
+        recorded(&mut feed),
+        [("shown".to_owned(), CallOutcome::ChildGone)]
+    );
 }
 
 #[test]

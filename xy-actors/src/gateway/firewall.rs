@@ -1,0 +1,337 @@
+//! The firewall on an HTTP server's proxied traffic (SPEC §20): one
+//! [`Exchange`] per POST the proxy reads, holding the server's
+//! [`Verdicts`] as its snapshot published them. It decides the request
+//! (`tools/call` and `prompts/get` of a held-back item are answered here,
+//! with the stdio bridge's answer), filters the child's `tools/list` and
+//! `prompts/list` results, and records every `tools/call` (its client,
+//! duration and outcome) in [`Calls`].
+//!
+//! A server in mode `off` has only its `tools/call`s read (to record
+//! them); a server the snapshot has no verdicts for yet is decided by the
+//! default policy, exactly as [`Verdicts`] falls back to its policy for
+//! items xy has not listed.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hyper::header::{self, HeaderMap};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use xy_core::firewall::{FirewallMode, Kind};
+use xy_core::protocol::mcp::CallOutcome;
+
+use super::proxy::Firewall;
+use crate::bridge::record;
+use crate::bridge::route::META_VERSION;
+use crate::calls::Calls;
+use crate::firewall::{HeldBack, Verdicts, held_back_answer};
+
+/// What the proxy does with one inspected request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    /// Send the request to the child.
+    Forward,
+    /// Do not send it: answer the client with this JSON-RPC message.
+    Answer(Value),
+}
+
+/// Whether the firewall reads requests of `method` (and their answers)
+/// for a server in `mode`; `recording`: calls are recorded.
+pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool {
+    match method {
+        "tools/call" => recording || mode != FirewallMode::Off,
+        "tools/list" | "prompts/list" | "prompts/get" => mode != FirewallMode::Off,
+        _ => false,
+    }
+}
+
+/// A `tools/call` sent on to the child, until its answer.
+#[derive(Debug)]
+struct Pending {
+    tool: String,
+    client: Option<Arc<str>>,
+    at: SystemTime,
+    arrived: Instant,
+}
+
+/// One POST to an HTTP server, as the firewall sees it. Dropped with a
+/// call still pending (the child's answer was no JSON-RPC, or its stream
+/// ended first), the call is recorded as a JSON-RPC error.
+pub(crate) struct Exchange {
+    server: Arc<str>,
+    verdicts: Arc<Verdicts>,
+    /// Woken when the child lists what xy's listing does not have.
+    relist: Option<Arc<Notify>>,
+    calls: Option<Calls>,
+    /// The request's `User-Agent`: the client when `_meta` names none.
+    agent: Option<Arc<str>>,
+    at: SystemTime,
+    arrived: Instant,
+    call: Option<Pending>,
+}
+
+impl Exchange {
+    /// The exchange for a POST to `server` with these headers.
+    pub(crate) fn begin(
+        server: &str,
+        fw: Firewall,
+        calls: Option<&Calls>,
+        headers: &HeaderMap,
+    ) -> Exchange {
+        let verdicts = fw.verdicts.unwrap_or_else(|| {
+            Arc::new(Verdicts {
+                server: server.to_owned(),
+                ..Verdicts::default()
+            })
+        });
+        Exchange {
+            server: server.into(),
+            verdicts,
+            relist: fw.relist,
+            calls: calls.cloned(),
+            agent: headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(Into::into),
+            at: SystemTime::now(),
+            arrived: Instant::now(),
+            call: None,
+        }
+    }
+
+    /// Whether requests of `method` are read (and their answers).
+    pub(crate) fn wants(&self, method: &str) -> bool {
+        wanted(self.verdicts.policy.mode, self.calls.is_some(), method)
+    }
+
+    /// Decides a request [`Exchange::wants`] took.
+    pub(crate) fn request(&mut self, msg: &mut Value) -> Verdict {
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+        let kind = match method {
+            "tools/call" => Kind::Tool,
+            "prompts/get" => Kind::Prompt,
+            _ => return Verdict::Forward,
+        };
+        let name = record::tool_of(msg).unwrap_or("").to_owned();
+        let client = record::meta_client(msg).or_else(|| self.agent.clone());
+        if let Err(HeldBack(text)) = self.verdicts.call(kind, &name) {
+            tracing::info!(server = %self.server, "{text}");
+            if kind == Kind::Tool {
+                self.record(&name, client.as_deref(), CallOutcome::HeldBack);
+            }
+            let id = msg.get("id").cloned().unwrap_or(Value::Null);
+            let era2026 = msg
+                .pointer("/params/_meta")
+                .and_then(|m| m.get(META_VERSION))
+                .is_some();
+            return Verdict::Answer(held_back_answer(kind, &id, &text, era2026));
+        }
+        if kind == Kind::Tool {
+            self.call = Some(Pending {
+                tool: name,
+                client,
+                at: self.at,
+                arrived: self.arrived,
+            });
+        }
+        Verdict::Forward
+    }
+
+    /// The child's answer to the request (of `method`), changed in place.
+    pub(crate) fn response(&mut self, method: &str, msg: &mut Value) {
+        match method {
+            "tools/list" | "prompts/list" => {
+                let kind = if method == "tools/list" {
+                    Kind::Tool
+                } else {
+                    Kind::Prompt
+                };
+                let Some(result) = msg.get_mut("result") else {
+                    return;
+                };
+                let key = if kind == Kind::Tool {
+                    "tools"
+                } else {
+                    "prompts"
+                };
+                let changed = result
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|items| items.iter().any(|i| !self.verdicts.knows(kind, i)));
+                if changed && let Some(r) = &self.relist {
+                    r.notify_one();
+                }
+                self.verdicts.filter(kind, result);
+            }
+            "tools/call" => self.finish(outcome(msg)),
+            _ => {}
+        }
+    }
+
+    /// The child could not be reached: a pending call is recorded so.
+    pub(crate) fn unreachable(&mut self) {
+        self.finish(CallOutcome::ChildGone);
+    }
+
+    fn finish(&mut self, outcome: CallOutcome) {
+        let Some(p) = self.call.take() else { return };
+        if let Some(calls) = &self.calls {
+            calls.record_call(
+                &self.server,
+                p.at,
+                p.client.as_deref(),
+                &p.tool,
+                p.arrived.elapsed(),
+                outcome,
+            );
+        }
+    }
+
+    fn record(&self, tool: &str, client: Option<&str>, outcome: CallOutcome) {
+        if let Some(calls) = &self.calls {
+            calls.record_call(
+                &self.server,
+                self.at,
+                client,
+                tool,
+                self.arrived.elapsed(),
+                outcome,
+            );
+        }
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        self.finish(CallOutcome::RpcError);
+    }
+}
+
+/// How a `tools/call` answer ended.
+fn outcome(msg: &Value) -> CallOutcome {
+    if msg.get("error").is_some() {
+        return CallOutcome::RpcError;
+    }
+    match msg.pointer("/result/isError") {
+        Some(Value::Bool(true)) => CallOutcome::ToolError,
+        _ => CallOutcome::Ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use xy_core::firewall::Policy;
+
+    fn exchange(mode: FirewallMode, calls: &Calls) -> Exchange {
+        let v = Verdicts {
+            server: "web".into(),
+            policy: Policy {
+                mode,
+                seen: true,
+                ..Policy::default()
+            },
+            ..Verdicts::default()
+        };
+        let mut h = HeaderMap::new();
+        h.insert(header::USER_AGENT, "agent/1".parse().unwrap());
+        let fw = Firewall {
+            verdicts: Some(Arc::new(v)),
+            relist: Some(Arc::new(Notify::new())),
+        };
+        Exchange::begin("web", fw, Some(calls), &h)
+    }
+
+    fn last(
+        feed: &mut tokio::sync::broadcast::Receiver<Arc<crate::calls::LiveCall>>,
+    ) -> (Option<String>, String, CallOutcome) {
+        let c = feed.try_recv().expect("a record");
+        let r = &c.record;
+        (r.client.clone(), r.tool.clone(), r.outcome)
+    }
+
+    #[test]
+    fn an_unlisted_tool_is_refused_with_the_bridges_answer_and_recorded() {
+        let calls = Calls::new(None);
+        let mut feed = calls.subscribe();
+        let mut ex = exchange(FirewallMode::Pin, &calls);
+        assert!(ex.wants("tools/call") && ex.wants("tools/list") && !ex.wants("ping"));
+        let mut msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "new", "_meta": {META_VERSION: "2026-07-28"}}});
+        let Verdict::Answer(a) = ex.request(&mut msg) else {
+            panic!("held back");
+        };
+        assert_eq!(a["id"], 7);
+        assert_eq!(a["result"]["isError"], true);
+        assert_eq!(a["result"]["resultType"], "complete");
+        let text = a["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("xyctl tools approve web new"), "{text}");
+        assert_eq!(
+            last(&mut feed),
+            (Some("agent/1".into()), "new".into(), CallOutcome::HeldBack)
+        );
+        let mut get = json!({"id": 8, "method": "prompts/get", "params": {"name": "p"}});
+        let Verdict::Answer(e) = ex.request(&mut get) else {
+            panic!("held back");
+        };
+        assert_eq!(e["error"]["data"]["heldBack"], true);
+    }
+
+    #[test]
+    fn mode_off_reads_only_calls_and_records_each_outcome() {
+        let calls = Calls::new(None);
+        let mut feed = calls.subscribe();
+        let mut ex = exchange(FirewallMode::Off, &calls);
+        assert!(ex.wants("tools/call") && !ex.wants("tools/list"));
+        for (answer, want) in [
+            (json!({"id": 1, "result": {"content": []}}), CallOutcome::Ok),
+            (
+                json!({"id": 1, "result": {"isError": true}}),
+                CallOutcome::ToolError,
+            ),
+            (
+                json!({"id": 1, "error": {"code": -1, "message": "x"}}),
+                CallOutcome::RpcError,
+            ),
+        ] {
+            let mut msg = json!({"id": 1, "method": "tools/call", "params": {"name": "t",
+                "_meta": {"io.modelcontextprotocol/clientInfo": {"name": "cli", "version": "2"}}}});
+            assert_eq!(ex.request(&mut msg), Verdict::Forward);
+            let mut a = answer;
+            ex.response("tools/call", &mut a);
+            assert_eq!(last(&mut feed), (Some("cli 2".into()), "t".into(), want));
+        }
+        let mut msg = json!({"id": 2, "method": "tools/call", "params": {"name": "gone"}});
+        ex.request(&mut msg);
+        ex.unreachable();
+        assert_eq!(
+            last(&mut feed),
+            (
+                Some("agent/1".into()),
+                "gone".into(),
+                CallOutcome::ChildGone
+            )
+        );
+        let mut msg = json!({"id": 3, "method": "tools/call", "params": {"name": "cut"}});
+        ex.request(&mut msg);
+        drop(ex);
+        assert_eq!(last(&mut feed).2, CallOutcome::RpcError);
+    }
+
+    #[test]
+    fn a_listing_loses_what_is_held_back() {
+        let calls = Calls::new(None);
+        let mut ex = exchange(FirewallMode::Review, &calls);
+        let relist = Arc::clone(ex.relist.as_ref().unwrap());
+        let mut a = json!({"id": 1, "result": {"tools": [{"name": "x"}], "nextCursor": "c"}});
+        ex.response("tools/list", &mut a);
+        assert_eq!(a["result"]["tools"], json!([]));
+        assert_eq!(a["result"]["nextCursor"], "c");
+        // An item xy's listing does not have asks for a new listing.
+        let woken = relist.notified();
+        tokio::pin!(woken);
+        assert!(woken.as_mut().enable(), "relist was not asked for");
+    }
+}
