@@ -10,9 +10,11 @@ use crate::firewall::FirewallMode;
 
 /// Children of `firewall { … }`.
 pub(super) const FIREWALL_FIELDS: &[&str] = &["mode"];
+/// The modes, for suggestions.
+const MODES: &[&str] = &["pin", "review", "off"];
 
-/// Parses the block; `None` when it sets no (valid) mode, so the daemon's
-/// default applies.
+/// Parses the block (a server file's, or `xy.kdl`'s daemon-wide default);
+/// `None` when it sets no (valid) mode, so the default applies.
 pub(super) fn parse_firewall(cx: &mut Cx<'_>, node: &KdlNode) -> Option<FirewallMode> {
     let mut mode = None;
     let mut seen: Vec<(&str, usize)> = Vec::new();
@@ -32,6 +34,13 @@ pub(super) fn parse_firewall(cx: &mut Cx<'_>, node: &KdlNode) -> Option<Firewall
             match FirewallMode::parse(&word) {
                 Some(m) => mode = Some(m),
                 None => {
+                    let help = match super::suggest(&word, MODES) {
+                        Some(s) => format!("did you mean \"{s}\"?"),
+                        None => "use \"pin\" (approve what the server lists first, hold \
+                                 what changes), \"review\" (hold every tool until approved) \
+                                 or \"off\""
+                            .to_owned(),
+                    };
                     let d = cx
                         .diag(
                             DiagnosticKind::InvalidValue,
@@ -39,11 +48,7 @@ pub(super) fn parse_firewall(cx: &mut Cx<'_>, node: &KdlNode) -> Option<Firewall
                             format!("unknown firewall mode {word:?}"),
                         )
                         .with_label("not a mode")
-                        .with_help(
-                            "use \"pin\" (approve what the server lists first, hold \
-                             what changes), \"review\" (hold every tool until approved) \
-                             or \"off\"",
-                        );
+                        .with_help(help);
                     cx.push(d);
                 }
             }

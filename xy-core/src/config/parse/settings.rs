@@ -10,16 +10,11 @@ use kdl::{KdlDocument, KdlNode};
 use super::super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
 use super::super::settings::DaemonSettings;
 use super::Cx;
-use crate::firewall::FirewallMode;
 
 /// Top-level nodes of `xy.kdl`.
 pub(super) const SETTINGS_FIELDS: &[&str] = &["gateway", "firewall"];
 /// Children of `gateway { … }`.
 const GATEWAY_FIELDS: &[&str] = &["port"];
-/// Children of `firewall { … }`.
-const FIREWALL_FIELDS: &[&str] = &["mode"];
-/// The words `firewall { mode … }` takes.
-const MODES: &[&str] = &["pin", "review", "off"];
 
 /// Where `gateway { port … }` is written: its value's bytes in the text.
 pub(in crate::config) type PortAt = (std::ops::Range<usize>, Arc<str>);
@@ -59,7 +54,11 @@ pub(in crate::config) fn parse(
                 port_at = gateway(&mut cx, node, &mut settings)
                     .map(|span| (super::range(span), Arc::clone(&cx.source)));
             }
-            "firewall" => firewall(&mut cx, node, &mut settings),
+            "firewall" => {
+                if let Some(m) = super::firewall::parse_firewall(&mut cx, node) {
+                    settings.firewall_default = m;
+                }
+            }
             _ => unreachable!("checked against SETTINGS_FIELDS"),
         }
     }
@@ -107,45 +106,9 @@ fn gateway(
     at
 }
 
-fn firewall(cx: &mut Cx<'_>, node: &KdlNode, settings: &mut DaemonSettings) {
-    let mut seen: Vec<(&str, usize)> = Vec::new();
-    for child in cx.block(node) {
-        let key = child.name().value();
-        if !FIREWALL_FIELDS.contains(&key) {
-            cx.unknown_node(child, FIREWALL_FIELDS, "in `firewall { }`");
-            continue;
-        }
-        if cx.duplicate(child, &mut seen) {
-            continue;
-        }
-        let example = "mode \"pin\"";
-        if let Some(e) = cx.single(child, example)
-            && let Some(word) = cx.string(child, e, example)
-        {
-            match FirewallMode::parse(&word) {
-                Some(m) => settings.firewall_default = m,
-                None => {
-                    let help = match super::suggest(&word, MODES) {
-                        Some(s) => format!("did you mean \"{s}\"?"),
-                        None => format!("one of: {}", MODES.join(", ")),
-                    };
-                    cx.push(
-                        cx.diag(
-                            DiagnosticKind::InvalidValue,
-                            e.span(),
-                            format!("unknown firewall mode {word:?}"),
-                        )
-                        .with_label("not a mode")
-                        .with_help(help),
-                    );
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use crate::firewall::FirewallMode;
     use std::path::Path;
 
     use super::super::super::settings::{DEFAULT_GATEWAY_PORT, parse_settings};
@@ -211,7 +174,12 @@ mod tests {
         let d = one_error("firewall { mode \"pinn\"; }");
         assert_eq!(d.help.as_deref(), Some("did you mean \"pin\"?"));
         let d = one_error("firewall { mode \"strict\"; }");
-        assert!(d.help.as_deref().unwrap().contains("pin, review, off"));
+        assert!(
+            d.help
+                .as_deref()
+                .unwrap()
+                .contains("\"review\" (hold every tool until approved)")
+        );
         let d = one_error("firewall { mode 1; }");
         assert_eq!(d.kind, DiagnosticKind::WrongType);
         // KDL v2 takes a bare word as a string.
