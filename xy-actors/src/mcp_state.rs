@@ -394,14 +394,8 @@ impl McpState {
         self.verdicts.send_replace(Arc::new(verdicts));
     }
 
-    /// `tools_approve`: approves the named items (tools and prompts of
-    /// that name) as currently listed, or with `all` every held-back one.
-    pub(crate) fn approve(
-        &mut self,
-        names: &[String],
-        all: bool,
-        now: SystemTime,
-    ) -> Result<Vec<String>, UnknownNames> {
+    /// Every name is a listed tool or prompt; else the ones that are not.
+    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
         let fw = &self.ledger.firewall;
         let listed = |n: &str| {
             fw.tools
@@ -411,9 +405,22 @@ impl McpState {
                 .any(|v| v.name == n)
         };
         let unknown: Vec<String> = names.iter().filter(|n| !listed(n)).cloned().collect();
-        if !unknown.is_empty() {
-            return Err(UnknownNames(unknown));
+        if unknown.is_empty() {
+            Ok(())
+        } else {
+            Err(UnknownNames(unknown))
         }
+    }
+
+    /// `tools_approve`: approves the named items (tools and prompts of
+    /// that name) as currently listed, or with `all` every held-back one.
+    pub(crate) fn approve(
+        &mut self,
+        names: &[String],
+        all: bool,
+        now: SystemTime,
+    ) -> Result<Vec<String>, UnknownNames> {
+        self.all_listed(names)?;
         let mut approved = Vec::new();
         for kind in [Kind::Tool, Kind::Prompt] {
             let section = section(&mut self.ledger.firewall, kind);
@@ -456,18 +463,7 @@ impl McpState {
         names: &[String],
         now: SystemTime,
     ) -> Result<Vec<String>, UnknownNames> {
-        let fw = &self.ledger.firewall;
-        let listed = |n: &str| {
-            fw.tools
-                .current
-                .iter()
-                .chain(&fw.prompts.current)
-                .any(|v| v.name == n)
-        };
-        let unknown: Vec<String> = names.iter().filter(|n| !listed(n)).cloned().collect();
-        if !unknown.is_empty() {
-            return Err(UnknownNames(unknown));
-        }
+        self.all_listed(names)?;
         let mut denied = Vec::new();
         for kind in [Kind::Tool, Kind::Prompt] {
             let section = section(&mut self.ledger.firewall, kind);

@@ -380,9 +380,13 @@ fn top_in_a_real_80x24_terminal() {
     // SIGTERM from outside restores the terminal as well.
     t.keys(&[&format!("{XYCTL} top"), "Enter"]);
     t.wait_screen("top a third time", |s| row(s, "gamma").is_some());
+    // This pane's own top: the child of the pane's shell (another test may
+    // run a top of its own at the same time).
+    let shell = t.tmux(&["display-message", "-p", "#{pane_pid}"]);
+    let shell = shell.trim().to_owned();
     let pid = wait_some("the top process", || {
         let out = Command::new("pgrep")
-            .args(["-f", &format!("^{XYCTL} top$")])
+            .args(["-P", &shell, "-f", &format!("^{XYCTL} top$")])
             .output()
             .ok()?;
         String::from_utf8_lossy(&out.stdout)
