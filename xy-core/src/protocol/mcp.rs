@@ -347,8 +347,9 @@ impl ItemLedger {
         self.current.iter().map(|v| self.summary(v)).collect()
     }
 
-    /// The `tools` view of one verdict: a `changed` one carries its
-    /// approved version.
+    /// The `tools` view of one verdict: a held-back one that differs from
+    /// a version the user approved (`changed`, or `flagged`/`denied` after
+    /// a change) carries that version, for the review's diff.
     pub fn summary(&self, v: &ItemVerdict) -> ToolSummary {
         ToolSummary {
             name: v.name.clone(),
@@ -361,9 +362,10 @@ impl ItemLedger {
                 .input_schema
                 .as_ref()
                 .and_then(|c| serde_json::from_str(c.as_str()).ok()),
-            approved: (v.state == crate::firewall::ToolState::Changed)
+            approved: (!v.state.visible())
                 .then(|| self.approved.get(&v.name))
                 .flatten()
+                .filter(|a| a.digest != v.digest)
                 .map(|a| Box::new(a.clone())),
             calls: None,
         }
@@ -594,6 +596,40 @@ impl ToolLedger {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_held_back_item_that_differs_from_its_approved_version_carries_it() {
+        use crate::firewall::ToolState;
+        let verdict = |digest: &str, state| ItemVerdict {
+            name: "read".into(),
+            digest: digest.into(),
+            state,
+            reasons: vec![],
+            title: None,
+            description: Some("Reads.".into()),
+            input_schema: None,
+        };
+        let mut l = ItemLedger::default();
+        l.approved.insert(
+            "read".into(),
+            ApprovedVersion {
+                digest: "old".into(),
+                approved_at: "2026-12-01T00:00:00.000Z".into(),
+                title: None,
+                description: Some("Reads a file.".into()),
+                input_schema: None,
+            },
+        );
+        for (digest, state, carries) in [
+            ("new", ToolState::Changed, true),
+            ("new", ToolState::Flagged, true),
+            ("old", ToolState::Flagged, false),
+            ("old", ToolState::Approved, false),
+        ] {
+            let s = l.summary(&verdict(digest, state));
+            assert_eq!(s.approved.is_some(), carries, "{digest} {state:?}");
+        }
+    }
 
     fn tool(name: &str, description: &str) -> LedgerTool {
         LedgerTool {
