@@ -17,3 +17,15 @@ pub fn err(line: &str) {
     let _ = writeln!(stderr, "{line}");
     let _ = stderr.flush();
 }
+
+/// Stdout shared by a child's threads: one JSON-RPC message per line.
+pub type Shared = std::sync::Arc<std::sync::Mutex<std::io::Stdout>>;
+
+/// Writes `msg` as one line to the shared stdout and flushes.
+pub fn send(out: &Shared, msg: &serde_json::Value) {
+    let mut o = out
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = writeln!(o, "{msg}");
+    let _ = o.flush();
+}

@@ -22,15 +22,8 @@ use xy_testbins::args::Args;
 
 const USAGE: &str = "xy-test-stdio-raw [--refuse-echo NAME]";
 
-type Out = Arc<Mutex<std::io::Stdout>>;
-
-fn send(out: &Out, msg: &Value) {
-    let mut o = out
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _ = writeln!(o, "{msg}");
-    let _ = o.flush();
-}
+type Out = xy_testbins::out::Shared;
+use xy_testbins::out::send;
 
 fn text(id: &Value, text: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": {

@@ -23,15 +23,8 @@ use xy_testbins::args::Args;
 
 const USAGE: &str = "xy-test-tools --file F [--page N] [--port P]";
 
-type Out = Arc<Mutex<std::io::Stdout>>;
-
-fn send(out: &Out, msg: &Value) {
-    let mut o = out
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _ = writeln!(o, "{msg}");
-    let _ = o.flush();
-}
+type Out = xy_testbins::out::Shared;
+use xy_testbins::out::send;
 
 fn read(file: &PathBuf) -> Value {
     std::fs::read_to_string(file)
