@@ -343,6 +343,7 @@ pub(crate) mod tests {
             }],
             mcp: None,
             secrets: Vec::new(),
+            sandbox: None,
         }
     }
 
