@@ -6,6 +6,9 @@
 //! ([`explain_denial`]). No I/O: the caller hands in the home directory,
 //! the resolved program and the private temp dir.
 
+pub mod denials;
+pub mod seatbelt;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
