@@ -315,11 +315,16 @@ pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
     for p in system_write(facts.os) {
         add(&mut write, PathBuf::from(p), RuleSource::System);
     }
-    add(
-        &mut write,
-        facts.working_dir.to_path_buf(),
-        RuleSource::WorkingDir,
-    );
+    // A working dir that is `/`, the home dir or above it (a daemon started
+    // from `~`, a service whose cwd is `/`) would open everything the
+    // sandbox exists to close: it stays the child's cwd, but gets no rule.
+    if !facts.home.starts_with(facts.working_dir) {
+        add(
+            &mut write,
+            facts.working_dir.to_path_buf(),
+            RuleSource::WorkingDir,
+        );
+    }
     add(&mut write, facts.temp_dir.to_path_buf(), RuleSource::Temp);
     for p in &config.write {
         add(&mut write, expand_home(p, facts.home), RuleSource::Config);
@@ -488,6 +493,27 @@ mod tests {
             None,
             "network \"any\" needs no listen rule"
         );
+    }
+
+    #[test]
+    fn a_working_dir_at_or_above_home_opens_nothing() {
+        let home = Path::new("/home/me");
+        let program = Path::new("/usr/bin/node");
+        for cwd in ["/", "/home", "/home/me"] {
+            let f = SpawnFacts {
+                working_dir: Path::new(cwd),
+                ..facts(home, program)
+            };
+            let rules = effective(&SandboxConfig::default(), &f);
+            assert!(!rules.can_write(Path::new("/home/me/.bashrc")), "{cwd}");
+            assert!(!rules.can_read(Path::new("/home/me/.ssh/id_rsa")), "{cwd}");
+            assert!(
+                rules
+                    .write
+                    .iter()
+                    .all(|r| r.source != RuleSource::WorkingDir)
+            );
+        }
     }
 
     #[test]
