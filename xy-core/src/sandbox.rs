@@ -286,6 +286,26 @@ pub fn package_root(program: &Path) -> Option<PathBuf> {
     Some(dir.to_path_buf())
 }
 
+/// What a program's rule covers: its [`package_root`], unless that would
+/// be the home dir, above it, or a dot dir straight under it (`~/.local`
+/// holds xy's own state, `~/.config` every tool's tokens); then the
+/// program's own directory, and when that is the home dir too, the file.
+fn program_rule(program: &Path, home: &Path) -> PathBuf {
+    let too_wide = |p: &Path| {
+        home.starts_with(p)
+            || (p.parent() == Some(home)
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.')))
+    };
+    match package_root(program) {
+        Some(root) if !too_wide(&root) => root,
+        _ => match program.parent() {
+            Some(dir) if !home.starts_with(dir) => dir.to_path_buf(),
+            _ => program.to_path_buf(),
+        },
+    }
+}
+
 /// The effective rules of `config` for a spawn described by `facts`.
 /// Paths are de-duplicated; a path already covered by an earlier rule of
 /// the same list is kept (the source is what users read), the order is
@@ -305,9 +325,7 @@ pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
         .into_iter()
         .flatten()
     {
-        if let Some(root) = package_root(p) {
-            add(&mut read, root, RuleSource::Program);
-        }
+        add(&mut read, program_rule(p, facts.home), RuleSource::Program);
     }
     for p in &config.read {
         add(&mut read, expand_home(p, facts.home), RuleSource::Config);
@@ -513,6 +531,30 @@ mod tests {
                     .iter()
                     .all(|r| r.source != RuleSource::WorkingDir)
             );
+        }
+    }
+
+    #[test]
+    fn a_program_in_the_home_opens_only_its_own_directory() {
+        let home = Path::new("/home/me");
+        for (program, covered) in [
+            ("/home/me/bin/server", "/home/me/bin"),
+            ("/home/me/.local/bin/uvx", "/home/me/.local/bin"),
+            ("/home/me/server", "/home/me/server"),
+            (
+                "/home/me/.nvm/versions/node/v22/bin/node",
+                "/home/me/.nvm/versions/node/v22",
+            ),
+        ] {
+            let rules = effective(&SandboxConfig::default(), &facts(home, Path::new(program)));
+            let got: Vec<_> = rules
+                .read
+                .iter()
+                .filter(|r| r.source == RuleSource::Program)
+                .map(|r| r.path.display().to_string())
+                .collect();
+            assert_eq!(got, [covered], "{program}");
+            assert!(!rules.can_read(Path::new("/home/me/.local/state/xy/xy.pid")));
         }
     }
 
