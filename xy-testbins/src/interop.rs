@@ -455,7 +455,7 @@ fn looks_like_network_failure(text: &str) -> bool {
 }
 
 /// The first executable `name` on PATH.
-fn which(name: &str) -> Option<PathBuf> {
+pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
