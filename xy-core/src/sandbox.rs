@@ -248,6 +248,11 @@ pub struct SpawnFacts<'a> {
     /// The interpreter of a `#!` script (`/usr/bin/env node` → node's
     /// resolved path), symlinks followed.
     pub interpreter: Option<&'a Path>,
+    /// The script an interpreter runs (`node /x/dist/index.js`: the first
+    /// argument that is an existing file, from [`script_candidate`]),
+    /// symlinks followed: its package is the program's as much as the
+    /// interpreter's is.
+    pub script: Option<&'a Path>,
     /// The working directory (the daemon's cwd when none is configured).
     pub working_dir: &'a Path,
     /// The private temp dir given as `TMPDIR`.
@@ -286,6 +291,45 @@ pub fn package_root(program: &Path) -> Option<PathBuf> {
     Some(dir.to_path_buf())
 }
 
+/// The argument an interpreter would run as its script: the first one
+/// that is not an option and looks like a file path (has a `/` or a script
+/// extension), resolved against `working_dir`. The caller checks that it
+/// exists.
+pub fn script_candidate(args: &[String], working_dir: &Path) -> Option<PathBuf> {
+    const SCRIPT_EXT: &[&str] = &[
+        "js", "mjs", "cjs", "ts", "mts", "py", "rb", "pl", "php", "jar",
+    ];
+    let arg = args.iter().find(|a| !a.starts_with('-'))?;
+    let looks_like_file = arg.contains('/')
+        || Path::new(arg)
+            .extension()
+            .is_some_and(|e| SCRIPT_EXT.iter().any(|x| e == *x));
+    if !looks_like_file {
+        return None;
+    }
+    Some(working_dir.join(arg))
+}
+
+/// What a script's rule covers: the outermost `node_modules` it lives in
+/// (dependencies are hoisted beside it), else the `site-packages` it lives
+/// in, else its [`program_rule`].
+fn script_rule(script: &Path, home: &Path) -> PathBuf {
+    let tree = script
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last()
+        .or_else(|| {
+            script.ancestors().find(|a| {
+                a.file_name()
+                    .is_some_and(|n| n == "site-packages" || n == "dist-packages")
+            })
+        });
+    match tree {
+        Some(t) => t.to_path_buf(),
+        None => program_rule(script, home),
+    }
+}
+
 /// What a program's rule covers: its [`package_root`], unless that would
 /// be the home dir, above it, or a dot dir straight under it (`~/.local`
 /// holds xy's own state, `~/.config` every tool's tokens); then the
@@ -320,6 +364,13 @@ pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
     };
     for p in system_read(facts.os) {
         add(&mut read, PathBuf::from(p), RuleSource::System);
+    }
+    if let Some(script) = facts.script {
+        add(
+            &mut read,
+            script_rule(script, facts.home),
+            RuleSource::Program,
+        );
     }
     for p in [Some(facts.program), facts.interpreter]
         .into_iter()
@@ -446,6 +497,7 @@ mod tests {
             home,
             program,
             interpreter: None,
+            script: None,
             working_dir: Path::new("/home/me/work"),
             temp_dir: Path::new("/home/me/.local/state/xy/sandbox/notes/tmp"),
             listen_port: Some(8421),
@@ -555,6 +607,64 @@ mod tests {
                 .collect();
             assert_eq!(got, [covered], "{program}");
             assert!(!rules.can_read(Path::new("/home/me/.local/state/xy/xy.pid")));
+        }
+    }
+
+    #[test]
+    fn an_interpreters_script_opens_its_package_tree() {
+        let home = Path::new("/home/me");
+        let cwd = Path::new("/srv/app");
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            script_candidate(
+                &args(&["--enable-source-maps", "dist/index.js", "/data"]),
+                cwd
+            ),
+            Some(PathBuf::from("/srv/app/dist/index.js"))
+        );
+        assert_eq!(
+            script_candidate(&args(&["server.py"]), cwd),
+            Some(PathBuf::from("/srv/app/server.py"))
+        );
+        assert_eq!(script_candidate(&args(&["--stdio"]), cwd), None);
+        assert_eq!(
+            script_candidate(&args(&["serve", "/x"]), cwd),
+            None,
+            "a subcommand is not a script"
+        );
+        for (script, covered) in [
+            (
+                "/p/node_modules/@scope/server/node_modules/x/index.js",
+                "/p/node_modules",
+            ),
+            (
+                "/home/me/.npm/_npx/ab12/node_modules/@s/server/dist/index.js",
+                "/home/me/.npm/_npx/ab12/node_modules",
+            ),
+            (
+                "/venv/lib/python3.12/site-packages/server/__main__.py",
+                "/venv/lib/python3.12/site-packages",
+            ),
+            ("/srv/app/server.py", "/srv/app"),
+            ("/home/me/server.py", "/home/me/server.py"),
+        ] {
+            let f = SpawnFacts {
+                script: Some(Path::new(script)),
+                ..facts(home, Path::new("/usr/bin/node"))
+            };
+            let rules = effective(&SandboxConfig::default(), &f);
+            assert!(
+                rules
+                    .read
+                    .iter()
+                    .any(|r| r.source == RuleSource::Program && r.path == Path::new(covered)),
+                "{script}: {:?}",
+                rules.read
+            );
+            assert!(
+                !rules.can_read(Path::new("/home/me/.ssh/id_rsa")),
+                "{script}"
+            );
         }
     }
 
