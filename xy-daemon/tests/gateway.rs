@@ -386,11 +386,13 @@ fn another_uid_is_refused_by_the_gateway() {
     let url = gateway_url(gw, "bridged");
     wait_served(&url);
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
     .to_string();
     let request = format!(
         "POST /bridged/mcp HTTP/1.1\r\nHost: 127.0.0.1:{gw}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/list\r\n\
          Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );

@@ -59,7 +59,9 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     let mut c = Mcp::connected(&url(port), Era::V2025);
     assert_eq!(
         c.tool_names(),
-        ["echo", "slow", "ask", "blob", "fail", "reject", "die"]
+        [
+            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta"
+        ]
     );
     let session = c.session.clone().unwrap();
     let before = rss_kib(d.pid());
