@@ -44,15 +44,27 @@ pub(crate) const REMOVED: [&str; 5] = [
 ];
 
 /// Whether a POST is in 2026 form: its `MCP-Protocol-Version` header names
-/// no 2025-era version (a 2026 one, or one xy does not know), or its body
-/// carries `_meta` with a protocol version. Everything else is served as
-/// the 2025 era.
+/// a 2026-era version (a date from `2026-07-28` on), or its body carries
+/// `_meta` with a protocol version. Everything else is served as the 2025
+/// era (an unknown header there is the 2025 transport's `400`).
 pub(crate) fn is_2026_form(header_version: Option<&str>, msg: &Value) -> bool {
-    header_version.is_some_and(|v| v.trim() >= V2026)
+    header_version.is_some_and(|v| dated(v.trim()) && v.trim() >= V2026)
         || msg
             .pointer("/params/_meta")
             .and_then(Value::as_object)
             .is_some_and(|m| m.contains_key(wire::META_PROTOCOL_VERSION))
+}
+
+/// `YYYY-MM-DD` (MCP versions are dates, which compare as text).
+fn dated(v: &str) -> bool {
+    v.len() == 10
+        && v.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        })
 }
 
 /// The `_meta` keys trace context travels in (2026-07-28 "`_meta`": the
@@ -277,7 +289,12 @@ mod tests {
         assert!(!is_2026_form(None, &plain));
         assert!(!is_2026_form(Some("2025-11-25"), &plain));
         assert!(is_2026_form(Some(VALID), &plain));
-        assert!(is_2026_form(Some("v999.0.0"), &plain), "unknown: not 2025");
+        assert!(is_2026_form(Some("2027-01-01"), &plain));
+        assert!(
+            !is_2026_form(Some("v999.0.0"), &plain),
+            "not a date: the 2025 transport's 400"
+        );
+        assert!(!is_2026_form(Some("banana"), &plain));
         assert!(is_2026_form(
             None,
             &req("tools/list", json!({"_meta": meta()}))
