@@ -50,6 +50,8 @@ const FASTMCP_SCRIPT: &str = include_str!("../interop/fastmcp_server.py");
 const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
 const SDK_CALLS_SCRIPT: &str = include_str!("../interop/sdk_calls.py");
 const SDK_STEPS_SCRIPT: &str = include_str!("../interop/sdk_steps.py");
+/// The conformance suite's server under test on the Python SDK.
+const CONFORMANCE_PY_SCRIPT: &str = include_str!("../interop/conformance_server.py");
 /// The conformance suite's server under test (TypeScript SDK, stdio or HTTP).
 const CONFORMANCE_SERVER_SCRIPT: &str = include_str!("../interop/conformance_server.mjs");
 
@@ -103,6 +105,9 @@ pub struct PythonSdk {
     pub calls_script: PathBuf,
     /// The SDK step-by-step script (see `interop/sdk_steps.py`).
     pub steps_script: PathBuf,
+    /// The conformance suite's server under test (see
+    /// `interop/conformance_server.py`).
+    pub conformance_script: PathBuf,
 }
 
 impl PythonSdk {
@@ -175,6 +180,31 @@ impl PythonSdk {
             self.python.clone(),
             vec![
                 self.fastmcp_script.display().to_string(),
+                "--port".to_owned(),
+                port.to_string(),
+            ],
+        )
+    }
+
+    /// `python conformance_server.py --stdio`: the conformance server on
+    /// stdin/stdout (what xy bridges).
+    pub fn conformance_stdio_command(&self) -> (PathBuf, Vec<String>) {
+        (
+            self.python.clone(),
+            vec![
+                self.conformance_script.display().to_string(),
+                "--stdio".to_owned(),
+            ],
+        )
+    }
+
+    /// `python conformance_server.py --port N`: the same server over
+    /// streamable HTTP at `/mcp` by the SDK itself (the reference).
+    pub fn conformance_http_command(&self, port: u16) -> (PathBuf, Vec<String>) {
+        (
+            self.python.clone(),
+            vec![
+                self.conformance_script.display().to_string(),
                 "--port".to_owned(),
                 port.to_string(),
             ],
@@ -393,12 +423,15 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     write_if_changed(&calls_script, SDK_CALLS_SCRIPT);
     let steps_script = dir.join("sdk_steps.py");
     write_if_changed(&steps_script, SDK_STEPS_SCRIPT);
+    let conformance_script = dir.join("conformance_server.py");
+    write_if_changed(&conformance_script, CONFORMANCE_PY_SCRIPT);
     Interop::Ready(PythonSdk {
         python,
         fastmcp_script: script,
         client_script,
         calls_script,
         steps_script,
+        conformance_script,
     })
 }
 
