@@ -564,6 +564,58 @@ mod tests {
     }
 
     #[test]
+    fn trace_context_goes_into_meta_unless_the_body_has_its_own() {
+        let req = Request::builder()
+            .header("traceparent", " 00-aa-bb-01 ")
+            .header("tracestate", "k=v")
+            .body(())
+            .unwrap();
+        let trace = trace_context(&req);
+        assert_eq!(trace.len(), 2);
+        let mut m = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        carry_trace(&mut m, &trace);
+        assert_eq!(
+            m["params"]["_meta"],
+            json!({"traceparent": "00-aa-bb-01", "tracestate": "k=v"})
+        );
+        let mut own = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"_meta": {"traceparent": "mine"}}});
+        carry_trace(&mut own, &trace);
+        assert_eq!(own["params"]["_meta"]["traceparent"], "mine");
+        // Notifications and answers carry nothing.
+        let mut note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled"});
+        carry_trace(&mut note, &trace);
+        assert!(note.get("params").is_none());
+        let r = with_trace(empty(StatusCode::OK), &trace);
+        assert_eq!(
+            r.headers()["traceparent"],
+            " 00-aa-bb-01 ",
+            "back unchanged"
+        );
+    }
+
+    #[test]
+    fn a_2026_answers_error_sets_its_status() {
+        let err = |code: i64| Out::Msg(json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code}}));
+        assert_eq!(status_2026(&err(-32601)), StatusCode::NOT_FOUND);
+        assert_eq!(status_2026(&err(-32021)), StatusCode::BAD_REQUEST);
+        assert_eq!(status_2026(&err(-32603)), StatusCode::OK);
+        let bytes = |t: &'static str| Out::Answer(Bytes::from_static(t.as_bytes()));
+        assert_eq!(
+            status_2026(&bytes(
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}"#
+            )),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            status_2026(&bytes(
+                r#"{"jsonrpc":"2.0","id":1,"result":{"text":"\"error\""}}"#
+            )),
+            StatusCode::OK
+        );
+    }
+
+    #[test]
     fn rebinding() {
         let req = |host: &str, origin: Option<&str>| {
             let mut b = Request::builder().header(header::HOST, host);
