@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio::time::Instant;
 
 /// A session without a request for this long is gone.
@@ -23,6 +24,10 @@ pub(crate) struct Sessions {
     /// named in its call records (SPEC §20). Kept beside `last_use`, keyed
     /// alike, dropped with it.
     clients: HashMap<String, Arc<str>>,
+    /// The 2026 `_meta` envelope (`clientCapabilities`, `clientInfo`) a
+    /// session's `initialize` declared, for its requests to a 2026-only
+    /// child (SPEC §19). Kept and dropped like `clients`.
+    envelopes: HashMap<String, Arc<Value>>,
     idle: Duration,
     cap: usize,
 }
@@ -38,6 +43,7 @@ impl Sessions {
         Sessions {
             last_use: HashMap::new(),
             clients: HashMap::new(),
+            envelopes: HashMap::new(),
             idle,
             cap: cap.max(1),
         }
@@ -53,8 +59,7 @@ impl Sessions {
                 .min_by_key(|(_, t)| **t)
                 .map(|(k, _)| k.clone());
             if let Some(k) = &oldest {
-                self.last_use.remove(k);
-                self.clients.remove(k);
+                self.forget(k);
             }
             oldest
         } else {
@@ -71,8 +76,7 @@ impl Sessions {
             return false;
         };
         if now.saturating_duration_since(*t) >= self.idle {
-            self.last_use.remove(id);
-            self.clients.remove(id);
+            self.forget(id);
             return false;
         }
         *t = now;
@@ -88,10 +92,15 @@ impl Sessions {
 
     /// Ends `id`; whether it was live.
     pub(crate) fn remove(&mut self, id: &str, now: Instant) -> bool {
-        self.clients.remove(id);
-        self.last_use
-            .remove(id)
+        self.forget(id)
             .is_some_and(|t| now.saturating_duration_since(t) < self.idle)
+    }
+
+    /// Drops `id` and what is kept beside it; when it was last used.
+    fn forget(&mut self, id: &str) -> Option<Instant> {
+        self.clients.remove(id);
+        self.envelopes.remove(id);
+        self.last_use.remove(id)
     }
 
     /// Forgets the sessions idle for too long; returns them.
@@ -104,8 +113,7 @@ impl Sessions {
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
-            self.last_use.remove(k);
-            self.clients.remove(k);
+            self.forget(k);
         }
         gone
     }
@@ -113,6 +121,19 @@ impl Sessions {
     pub(crate) fn clear(&mut self) {
         self.last_use.clear();
         self.clients.clear();
+        self.envelopes.clear();
+    }
+
+    /// Keeps the 2026 envelope of a live session's requests.
+    pub(crate) fn set_envelope(&mut self, id: &str, envelope: Value) {
+        if self.last_use.contains_key(id) {
+            self.envelopes.insert(id.to_owned(), Arc::new(envelope));
+        }
+    }
+
+    /// The 2026 envelope of a session's requests, if it has one.
+    pub(crate) fn envelope(&self, id: &str) -> Option<Arc<Value>> {
+        self.envelopes.get(id).cloned()
     }
 
     /// Names the client of a live session.
