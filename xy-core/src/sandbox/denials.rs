@@ -27,11 +27,13 @@
 //! (`mkdir`, `unlink`, `rename`, `cannot create`, `for writing`, …); an
 //! `open` of unknown mode, and a Python error (which never says), count
 //! as reads. An operation on two paths (rename, copy, link) is reported on
-//! the second, the one being created.
+//! the second, the one being created. [`denial_in_line_under`] also takes
+//! the rules: such a guessed read of a path the rules let the child read
+//! but not write was a write.
 
 use std::path::PathBuf;
 
-use super::Denied;
+use super::{Denied, Rules};
 
 /// Operation words that mean the child was creating, changing or
 /// removing the path (looked for before the path, lowercase).
@@ -76,6 +78,26 @@ const QUOTE_MAX: usize = 120;
 /// including an application's own "permission denied" that is not an OS
 /// error.
 pub fn denial_in_line(line: &str) -> Option<Denied> {
+    recognise(line).map(|(d, _)| d)
+}
+
+/// [`denial_in_line`], sharpened by the rules the child ran under: a
+/// denial whose line does not say read or write (Node's `open`, any
+/// Python `PermissionError`, `bash: /x: …`) on a path the rules let it
+/// read but not write can only have been a write, so it is reported as
+/// one. The daemon calls this one; [`denial_in_line`] is for callers
+/// without the rules.
+pub fn denial_in_line_under(line: &str, rules: &Rules) -> Option<Denied> {
+    match recognise(line)? {
+        (Denied::Read(p), true) if rules.can_read(&p) && !rules.can_write(&p) => {
+            Some(Denied::Write(p))
+        }
+        (d, _) => Some(d),
+    }
+}
+
+/// The denial and whether its read/write direction was a guess.
+fn recognise(line: &str) -> Option<(Denied, bool)> {
     let lower = line.to_ascii_lowercase();
     let denied = [
         "eacces",
@@ -89,7 +111,7 @@ pub fn denial_in_line(line: &str) -> Option<Denied> {
         return None;
     }
     if let Some(d) = network(line, &lower) {
-        return Some(d);
+        return Some((d, false));
     }
     if let Some(d) = file(line, &lower) {
         return Some(d);
@@ -97,10 +119,13 @@ pub fn denial_in_line(line: &str) -> Option<Denied> {
     let os_error = OS_ERROR_SIGNS.iter().any(|s| lower.contains(s));
     let spoken = lower.contains("permission denied") || lower.contains("operation not permitted");
     (os_error && spoken).then(|| {
-        Denied::Other(format!(
-            "an operation (the child said {:?})",
-            clip(line.trim())
-        ))
+        (
+            Denied::Other(format!(
+                "an operation (the child said {:?})",
+                clip(line.trim())
+            )),
+            false,
+        )
     })
 }
 
@@ -149,8 +174,25 @@ fn port_of(addr: &str) -> Option<u16> {
     addr.rsplit_once(':')?.1.parse().ok()
 }
 
-/// A path the line names, read or write by the operation word before it.
-fn file(line: &str, lower: &str) -> Option<Denied> {
+/// Operation words, before the path, that say the child was reading (so
+/// a read is not a guess; `for reading` counts anywhere in the line).
+const READ_WORDS: &[&str] = &[
+    "scandir",
+    "opendir",
+    "readdir",
+    "readlink",
+    "realpath",
+    "stat",
+    "access",
+    "cannot open directory",
+    "cannot access",
+    "cannot read",
+    "cat:",
+];
+
+/// A path the line names, read or write by the operation word before it,
+/// and whether that was a guess (no word said either).
+fn file(line: &str, lower: &str) -> Option<(Denied, bool)> {
     let paths = quoted_paths(line);
     let (paths, before) = if paths.is_empty() {
         bare_paths(line)?
@@ -163,9 +205,10 @@ fn file(line: &str, lower: &str) -> Option<Denied> {
         || lower.contains("for writing");
     let path = PathBuf::from(paths.last()?);
     Some(if write {
-        Denied::Write(path)
+        (Denied::Write(path), false)
     } else {
-        Denied::Read(path)
+        let said = READ_WORDS.iter().any(|w| before.contains(w)) || lower.contains("for reading");
+        (Denied::Read(path), !said)
     })
 }
 
@@ -471,6 +514,59 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    #[test]
+    fn the_rules_turn_an_unsaid_open_of_a_read_only_path_into_a_write() {
+        use crate::sandbox::{Os, SandboxConfig, SpawnFacts, effective};
+        let rules = effective(
+            &SandboxConfig {
+                read: vec!["~/notes".into()],
+                ..SandboxConfig::default()
+            },
+            &SpawnFacts {
+                home: std::path::Path::new("/home/me"),
+                program: std::path::Path::new("/usr/bin/node"),
+                interpreter: None,
+                working_dir: std::path::Path::new("/home/me/work"),
+                temp_dir: std::path::Path::new("/tmp/xy"),
+                listen_port: None,
+                os: Os::Linux,
+            },
+        );
+        let under = |l: &str| denial_in_line_under(l, &rules);
+        // Readable, not writable, mode unsaid: it was a write.
+        assert_eq!(
+            under("Error: EACCES: permission denied, open '/home/me/notes/a.md'"),
+            write("/home/me/notes/a.md")
+        );
+        assert_eq!(
+            under("PermissionError: [Errno 13] Permission denied: '/home/me/notes/a.md'"),
+            write("/home/me/notes/a.md")
+        );
+        // A path that merely contains a read word is still a guess.
+        assert_eq!(
+            under("Error: EACCES: permission denied, open '/home/me/notes/stats.json'"),
+            write("/home/me/notes/stats.json")
+        );
+        // Not readable: a read, as the line alone says.
+        assert_eq!(
+            under("Error: EACCES: permission denied, open '/home/me/.ssh/id_rsa'"),
+            read("/home/me/.ssh/id_rsa")
+        );
+        // The line said read: kept.
+        assert_eq!(
+            under("Error: EACCES: permission denied, scandir '/home/me/notes'"),
+            read("/home/me/notes")
+        );
+        assert_eq!(
+            under("cp: cannot open '/home/me/notes/a.md' for reading: Permission denied"),
+            read("/home/me/notes/a.md")
+        );
+        assert_eq!(
+            under("Error: connect EACCES 127.0.0.1:9"),
+            Some(Denied::Connect("127.0.0.1:9".into()))
+        );
     }
 
     #[test]
