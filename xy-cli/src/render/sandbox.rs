@@ -180,10 +180,11 @@ pub(crate) fn render_sandbox_section(
 /// What the rules say a probe should do; `None` when the probe's text is
 /// not one this client understands (it then never counts as a mismatch).
 ///
-/// Probe texts are `<op> <target>`, optionally after `grandchild: ` and
-/// followed by ` (<note>)`: `read ~/.ssh/id_rsa`, `write ~/.bashrc`,
-/// `connect 127.0.0.1:4242`, `connect /run/user/1000/xy.sock`, `bind
-/// 9999`. Without a sandbox every probe is expected to get through.
+/// Probe texts are those of `xy_core::sandbox::probe::Probe::describe`,
+/// optionally after `grandchild: `: `read <path>`, `write <path>`, `tcp
+/// connect <addr>`, `udp send <addr>`, `unix connect <path>` (a path may be
+/// `~/…`), and `bind <port>`. Without a sandbox every probe is expected to
+/// get through.
 pub(crate) fn expected(
     sandbox: Option<&SandboxStatus>,
     probe: &str,
@@ -193,13 +194,20 @@ pub(crate) fn expected(
         .strip_prefix("grandchild: ")
         .or_else(|| probe.strip_prefix("grandchild "))
         .unwrap_or(probe);
-    let (op, target) = text.split_once(' ')?;
-    let target = match target.rfind(" (") {
-        Some(i) if target.ends_with(')') => &target[..i],
-        _ => target,
-    }
-    .trim();
-    if !matches!(op, "read" | "write" | "connect" | "bind" | "listen") || target.is_empty() {
+    let (op, target) = [
+        ("read ", Op::Read),
+        ("write ", Op::Write),
+        ("tcp connect ", Op::Tcp),
+        ("connect ", Op::Tcp),
+        ("udp send ", Op::Udp),
+        ("unix connect ", Op::Unix),
+        ("bind ", Op::Bind),
+        ("listen ", Op::Bind),
+    ]
+    .into_iter()
+    .find_map(|(prefix, op)| text.strip_prefix(prefix).map(|t| (op, t.trim())))?;
+    let is_path = target.starts_with('/') || target == "~" || target.starts_with("~/");
+    if target.is_empty() || (matches!(op, Op::Read | Op::Write | Op::Unix) && !is_path) {
         return None;
     }
     let Some(s) = sandbox else {
@@ -218,11 +226,11 @@ pub(crate) fn expected(
         }
     };
     Some(match op {
-        "read" => verdict(r.can_read(&path(target))),
-        "write" => verdict(r.can_write(&path(target))),
-        "connect" if target.starts_with('/') || target.starts_with('~') => {
-            // A Unix socket: reachable beneath the rules' own paths; what
-            // `network "any"` does outside them differs by OS.
+        Op::Read => verdict(r.can_read(&path(target))),
+        Op::Write => verdict(r.can_write(&path(target))),
+        Op::Unix => {
+            // Reachable beneath the rules' own paths; what `network "any"`
+            // does outside them differs by OS.
             let p = path(target);
             let own = r
                 .read
@@ -235,19 +243,36 @@ pub(crate) fn expected(
                 (false, _) => ProbeOutcome::Blocked,
             }
         }
-        "connect" => match r.network {
+        Op::Tcp => match r.network {
             NetworkMode::Any => ProbeOutcome::Allowed,
             NetworkMode::None => ProbeOutcome::Blocked,
             NetworkMode::Allow => {
+                // Everything but the proxy is refused; a direct connect to
+                // an allow-host address depends on how it is filtered.
                 let target = target.to_ascii_lowercase();
-                verdict(r.allow_hosts.iter().any(|h| h.to_string() == target))
+                if r.allow_hosts.iter().any(|h| h.to_string() == target) {
+                    return None;
+                }
+                ProbeOutcome::Blocked
             }
         },
-        _ => {
+        Op::Udp => verdict(r.network == NetworkMode::Any),
+        Op::Bind => {
             let port: u16 = target.rsplit(':').next()?.parse().ok()?;
             verdict(r.network == NetworkMode::Any || r.listen_port == Some(port))
         }
     })
+}
+
+/// The probe kinds [`expected`] knows.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Read,
+    Write,
+    Tcp,
+    Udp,
+    Unix,
+    Bind,
 }
 
 /// How a `sandbox test` run went against the rules.
@@ -486,22 +511,32 @@ Sandbox
         for (s, probe, want) in [
             (&none, "read ~/.ssh/id_rsa", Some(Blocked)),
             (&none, "grandchild: read ~/.ssh/id_rsa", Some(Blocked)),
-            (&none, "read ~/notes/a.md (sandbox.read)", Some(Allowed)),
+            (&none, "read ~/notes/a.md", Some(Allowed)),
             (&none, "read /usr/lib/libc.so.6", Some(Allowed)),
             (&none, "write ~/.bashrc", Some(Blocked)),
             (&none, "write ~/notes/a.md", Some(Blocked)),
             (&none, "write ~/notes/inbox/new.md", Some(Allowed)),
-            (&none, "connect 127.0.0.1:4242", Some(Blocked)),
-            (&none, "connect /run/user/1000/xy.sock", Some(Blocked)),
-            (&none, "connect ~/work/agent.sock", Some(Allowed)),
+            (&none, "tcp connect 127.0.0.1:4242", Some(Blocked)),
+            (
+                &none,
+                "grandchild: tcp connect 127.0.0.1:4242",
+                Some(Blocked),
+            ),
+            (&none, "udp send 127.0.0.1:53", Some(Blocked)),
+            (&none, "unix connect /run/user/1000/xy.sock", Some(Blocked)),
+            (&none, "unix connect ~/work/agent.sock", Some(Allowed)),
+            (&none, "unix connect xy's socket", None),
+            (&none, "read another server's files", None),
             (&none, "bind 8421", Some(Allowed)),
             (&none, "bind 127.0.0.1:9999", Some(Blocked)),
-            (&any, "connect 127.0.0.1:4242", Some(Allowed)),
-            (&any, "connect /run/user/1000/xy.sock", None),
+            (&any, "tcp connect 127.0.0.1:4242", Some(Allowed)),
+            (&any, "udp send 127.0.0.1:53", Some(Allowed)),
+            (&any, "unix connect /run/user/1000/xy.sock", None),
             (&any, "bind 9999", Some(Allowed)),
-            (&allow, "connect api.github.com:443", Some(Allowed)),
-            (&allow, "connect API.github.com:443", Some(Allowed)),
-            (&allow, "connect 127.0.0.1:4242", Some(Blocked)),
+            (&allow, "tcp connect api.github.com:443", None),
+            (&allow, "connect API.github.com:443", None),
+            (&allow, "tcp connect 127.0.0.1:4242", Some(Blocked)),
+            (&allow, "udp send 1.1.1.1:53", Some(Blocked)),
             (&none, "resolve example.com", None),
             (&none, "read", None),
         ] {
@@ -532,7 +567,11 @@ Sandbox
                 probe("read ~/.ssh/id_rsa", ProbeOutcome::Blocked, "EACCES"),
                 probe("write ~/.bashrc", ProbeOutcome::Blocked, "EACCES"),
                 probe("read ~/notes/a.md", ProbeOutcome::Allowed, "read 12 bytes"),
-                probe("connect 127.0.0.1:4242", ProbeOutcome::Blocked, "EACCES"),
+                probe(
+                    "tcp connect 127.0.0.1:4242",
+                    ProbeOutcome::Blocked,
+                    "EACCES",
+                ),
                 probe(
                     "grandchild: read ~/.ssh/id_rsa",
                     ProbeOutcome::Skipped,
@@ -552,7 +591,7 @@ PROBE                           OUTCOME  RULES SAY  DETAIL
 read ~/.ssh/id_rsa              blocked  blocked    EACCES
 write ~/.bashrc                 blocked  blocked    EACCES
 read ~/notes/a.md               allowed  allowed    read 12 bytes
-connect 127.0.0.1:4242          blocked  blocked    EACCES
+tcp connect 127.0.0.1:4242      blocked  blocked    EACCES
 grandchild: read ~/.ssh/id_rsa  skipped  blocked    no fork
 
 1 of 4 probes got through (1 skipped); every outcome is what the rules say.
