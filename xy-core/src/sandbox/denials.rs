@@ -247,9 +247,10 @@ fn paths_and_prefix(line: &str, paths: Vec<(usize, String)>) -> (Vec<String>, &s
 }
 
 /// Unquoted paths, as shells and Go print them: `cat: /x: Permission
-/// denied`, `open /x: permission denied`, `rename /a /b: …`. The paths
-/// are what lies between the first ` /` (or a leading `/`) and the `: `
-/// before the denial words; several are split at ` /`.
+/// denied`, `/bin/sh: 1: cannot create /x: …`, `open /x: permission
+/// denied`, `rename /a /b: …`. The paths are in the last `: `-separated
+/// field before the denial words that holds one, from its first `/` that
+/// starts a word; several are split at ` /`.
 fn bare_paths(line: &str) -> Option<(Vec<String>, &str)> {
     let lower = line.to_ascii_lowercase();
     let end = ["permission denied", "operation not permitted"]
@@ -258,16 +259,22 @@ fn bare_paths(line: &str) -> Option<(Vec<String>, &str)> {
         .min()?;
     let head = line[..end].trim_end();
     let head = head.strip_suffix(':')?.trim_end();
-    let start = if head.starts_with('/') {
-        0
-    } else {
-        head.find(" /")? + 1
-    };
-    // `sh: 5: cannot create /x` and `bash: line 1: /x`: the path is the
-    // last `: `-separated field that starts at `start`.
-    let text = &head[start..];
-    let text = text.split(": ").next().unwrap_or(text);
-    let paths: Vec<String> = text
+    // Byte offset of each field in `head`.
+    let mut fields = Vec::new();
+    let mut at = 0;
+    for f in head.split(": ") {
+        fields.push((at, f));
+        at += f.len() + 2;
+    }
+    let (offset, field, start) = fields.into_iter().rev().find_map(|(at, f)| {
+        let start = if f.starts_with('/') {
+            Some(0)
+        } else {
+            f.find(" /").map(|i| i + 1)
+        }?;
+        Some((at, f, start))
+    })?;
+    let paths: Vec<String> = field[start..]
         .split(" /")
         .enumerate()
         .map(|(i, p)| {
@@ -279,7 +286,7 @@ fn bare_paths(line: &str) -> Option<(Vec<String>, &str)> {
         })
         .filter(|p| p.len() > 1)
         .collect();
-    (!paths.is_empty()).then_some((paths, &line[..start]))
+    (!paths.is_empty()).then_some((paths, &line[..offset + start]))
 }
 
 #[cfg(test)]
@@ -418,6 +425,16 @@ mod tests {
             (
                 "sh: 5: cannot create /tmp/dn/ro/f: Permission denied",
                 write("/tmp/dn/ro/f"),
+            ),
+            // dash run by path, as xyd runs `/bin/sh -c …` (a real line
+            // from a confined child).
+            (
+                "/bin/sh: 1: cannot create /tmp/xr/you/.bashrc: Permission denied",
+                write("/tmp/xr/you/.bashrc"),
+            ),
+            (
+                "/usr/bin/cat: /home/me/.ssh/id_rsa: Permission denied",
+                read("/home/me/.ssh/id_rsa"),
             ),
             (
                 "rm: cannot remove '/tmp/dn/secret': Permission denied",
