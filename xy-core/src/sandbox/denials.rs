@@ -543,6 +543,7 @@ mod tests {
             },
             &SpawnFacts {
                 home: std::path::Path::new("/home/me"),
+                script: None,
                 program: std::path::Path::new("/usr/bin/node"),
                 interpreter: None,
                 working_dir: std::path::Path::new("/home/me/work"),

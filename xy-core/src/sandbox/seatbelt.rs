@@ -300,6 +300,7 @@ mod tests {
             config,
             &SpawnFacts {
                 home: Path::new("/Users/me"),
+                script: None,
                 program: Path::new("/opt/homebrew/Cellar/node/22.1.0/bin/node"),
                 interpreter: None,
                 working_dir: Path::new("/Users/me/work"),
