@@ -88,6 +88,7 @@ impl Engine {
     pub async fn start(configs: ConfigSet, opts: EngineOptions) -> Result<Engine, EngineError> {
         let spawner = Arc::new(RealSpawner {
             run_dir: opts.run_dir.clone(),
+            sandbox: crate::os::sandbox::SandboxEnv::new(opts.sandbox_dir.clone()),
         });
         Engine::start_with(configs, opts, spawner).await
     }

@@ -17,5 +17,6 @@ mod mcp;
 mod peer;
 mod reload;
 mod rpc;
+mod sandbox;
 mod secrets;
 mod stdio;
