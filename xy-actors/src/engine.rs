@@ -89,6 +89,7 @@ impl Engine {
         let spawner = Arc::new(RealSpawner {
             run_dir: opts.run_dir.clone(),
             sandbox: crate::os::sandbox::SandboxEnv::new(opts.sandbox_dir.clone()),
+            egress: Arc::default(),
         });
         Engine::start_with(configs, opts, spawner).await
     }

@@ -26,6 +26,7 @@ mod log_router;
 mod logs;
 mod mcp_state;
 mod os;
+mod sandbox_egress;
 mod secrets;
 mod server;
 mod supervisor;

@@ -340,3 +340,95 @@ fn a_denial_of_each_kind_is_explained_in_status() {
         assert!(!std::path::Path::new(&dir).exists());
     }
 }
+
+/// A loopback HTTP server answering `200 ok` to every request, on its own
+/// thread for the test's life.
+fn http_ok_listener() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = Vec::new();
+                let mut b = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&b[..n]),
+                    }
+                }
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            });
+        }
+    });
+    port
+}
+
+/// `allow-host` opens exactly its host:port, through xy's egress proxy
+/// (plain and CONNECT); another port is refused and shows as a denial; a
+/// client that ignores the proxy gets no network.
+#[test]
+fn allow_host_goes_through_the_egress_proxy_only() {
+    let curl = "/usr/bin/curl";
+    assert!(
+        std::path::Path::new(curl).exists(),
+        "this test drives curl through the proxy"
+    );
+    let allowed = http_ok_listener();
+    let other = http_ok_listener();
+    let env = Env::new();
+    let home = env.root.path().join("home");
+    let wd = env.root.path().join("wd");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&wd).unwrap();
+    let script = format!(
+        "c() {{ {curl} -s -o /dev/null --max-time 5 \"$@\"; }}; \
+         echo \"plain $(c -w '%{{http_code}}' http://localhost:{allowed}/)\"; \
+         echo \"other $(c -w '%{{http_code}}' http://localhost:{other}/)\"; \
+         echo \"tunnel $(c -p -w '%{{http_code}}' http://localhost:{allowed}/)\"; \
+         echo \"direct $(c --noproxy '*' -w '%{{http_code}}' http://127.0.0.1:{allowed}/)\"; \
+         echo finished; exec sleep 60"
+    );
+    env.write_config(
+        "net",
+        &format!(
+            "command \"/bin/sh\"\nargs \"-c\" {script:?}\nport {}\nworking-dir \"{}\"\n\
+             env {{\n    HOME \"{}\"\n}}\nsandbox {{\n    network \"allow\"\n    \
+             allow-host \"localhost:{allowed}\"\n}}\n",
+            port(8),
+            wd.display(),
+            home.display()
+        ),
+    );
+    let d = TestDaemon::start_in(env);
+    let lines = wait_some("curl's results", DEADLINE, || {
+        let l = log_lines(&d, "net", json!({"tail": 50}));
+        l.iter().any(|x| x == "finished").then_some(l)
+    });
+    for want in ["plain 200", "other 403", "tunnel 200", "direct 000"] {
+        assert!(lines.iter().any(|l| l == want), "{want}: {lines:?}");
+    }
+    let status = d.result("status", Some(json!({"name": "net"})));
+    let sb = &status["sandbox"];
+    let denial = format!(
+        "sandbox: connection to localhost:{other} denied (network \"allow\": not an allow-host line (localhost:{allowed}))"
+    );
+    assert!(
+        sb["denials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x == &json!(denial)),
+        "{sb}"
+    );
+    assert!(
+        sb["enforcement"]
+            .to_string()
+            .contains("egress proxy 127.0.0.1:"),
+        "{sb}"
+    );
+}

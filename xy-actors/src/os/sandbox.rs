@@ -221,6 +221,10 @@ pub(crate) fn prepare(
         .map_err(|e| unavailable(program, e))?;
     #[cfg(target_os = "macos")]
     let (enforcer, enforcement) = macos::Enforcer::build(&rules, proxy_port);
+    let mut enforcement = enforcement;
+    if let Some(port) = proxy_port {
+        enforcement.push(format!("egress proxy 127.0.0.1:{port}"));
+    }
     Ok(Some(Prepared {
         status: SandboxStatus {
             rules,
@@ -280,7 +284,6 @@ pub(crate) struct SandboxRun {
 
 impl SandboxRun {
     /// Records a denial xy itself saw (the egress proxy's refusals).
-    #[allow(dead_code)] // The egress proxy's, in the next commit.
     pub(crate) fn record(&self, denied: &Denied) {
         let text = xy_core::sandbox::explain_denial(&self.status.rules, denied, &self.home);
         let mut r = self
@@ -291,6 +294,11 @@ impl SandboxRun {
         while r.len() > MAX_DENIALS {
             r.pop_front();
         }
+    }
+
+    /// The `allow-host` lines of this spawn.
+    pub(crate) fn allow_hosts(&self) -> &[xy_core::sandbox::HostPort] {
+        &self.status.rules.allow_hosts
     }
 
     /// `status.sandbox`: the rules and the denials since the spawn, newest

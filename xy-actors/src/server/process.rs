@@ -104,6 +104,8 @@ pub(crate) struct RealSpawner {
     pub(crate) run_dir: PathBuf,
     /// Where sandboxed servers' temp dirs live, and the enforcement's knobs.
     pub(crate) sandbox: crate::os::sandbox::SandboxEnv,
+    /// The egress proxy of `network "allow"` spawns (started on first use).
+    pub(crate) egress: Arc<crate::sandbox_egress::EgressProxy>,
 }
 
 /// Resolves `command` as the child will see it: a bare name on the env
@@ -160,7 +162,25 @@ impl ChildSpawner for RealSpawner {
             });
         }
         let stdio = config.transport == xy_core::protocol::Transport::Stdio;
-        let mut sandbox = crate::os::sandbox::prepare(config, &program, &self.sandbox, None)?;
+        let allow = config
+            .sandbox
+            .as_ref()
+            .is_some_and(|s| s.network == xy_core::sandbox::NetworkMode::Allow);
+        let egress = if allow {
+            Some(self.egress.grant(&config.name).map_err(|e| SpawnError {
+                path: shown.clone(),
+                error: format!("sandbox.network \"allow\": cannot start xy's egress proxy: {e}"),
+                kind: SpawnErrorKind::SandboxUnavailable,
+            })?)
+        } else {
+            None
+        };
+        let mut sandbox = crate::os::sandbox::prepare(
+            config,
+            &program,
+            &self.sandbox,
+            egress.as_ref().map(|(g, _)| g),
+        )?;
         let mut cmd = match &sandbox {
             Some(s) => s.command(&program),
             None => tokio::process::Command::new(&program),
@@ -180,6 +200,9 @@ impl ChildSpawner for RealSpawner {
             s.apply(&mut cmd);
             s.run()
         });
+        if let (Some((_, authorization)), Some(run)) = (egress, &run) {
+            self.egress.activate(authorization, run);
+        }
         let mut child = cmd.spawn().map_err(|e| SpawnError {
             path: shown.clone(),
             error: e.to_string(),
