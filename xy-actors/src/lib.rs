@@ -27,6 +27,7 @@ mod logs;
 mod mcp_state;
 mod os;
 mod sandbox_egress;
+mod sandbox_probe;
 mod secrets;
 mod server;
 mod supervisor;

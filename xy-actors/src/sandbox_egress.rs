@@ -71,6 +71,39 @@ fn base64(input: &[u8]) -> String {
     out
 }
 
+/// The daemon's one proxy.
+pub(crate) fn proxy() -> &'static EgressProxy {
+    static PROXY: OnceLock<EgressProxy> = OnceLock::new();
+    PROXY.get_or_init(EgressProxy::default)
+}
+
+/// A grant for `config`'s spawn when its sandbox says `network "allow"`
+/// (`shown`: the command, for the error).
+///
+/// # Errors
+///
+/// `SandboxUnavailable` when the proxy cannot be started.
+pub(crate) fn grant_for(
+    config: &xy_core::config::ServerConfig,
+    shown: &str,
+) -> Result<Option<(ProxyGrant, String)>, crate::server::process::SpawnError> {
+    let allow = config
+        .sandbox
+        .as_ref()
+        .is_some_and(|s| s.network == xy_core::sandbox::NetworkMode::Allow);
+    if !allow {
+        return Ok(None);
+    }
+    proxy()
+        .grant(&config.name)
+        .map(Some)
+        .map_err(|e| crate::server::process::SpawnError {
+            path: shown.to_owned(),
+            error: format!("sandbox.network \"allow\": cannot start xy's egress proxy: {e}"),
+            kind: xy_core::protocol::SpawnErrorKind::SandboxUnavailable,
+        })
+}
+
 impl EgressProxy {
     /// The proxy's port, binding it on first use (inside the runtime).
     fn ensure_started(&self) -> std::io::Result<u16> {

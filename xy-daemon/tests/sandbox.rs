@@ -432,3 +432,65 @@ fn allow_host_goes_through_the_egress_proxy_only() {
         "{sb}"
     );
 }
+
+/// `sandbox_test` over a raw socket line: under `network "none"` every
+/// probe (and the grandchild's) is blocked; without a block all get
+/// through; an unknown server is the usual error.
+#[test]
+fn sandbox_test_runs_the_probes_as_the_server_would_be_confined() {
+    let scene = Scene::new();
+    std::fs::write(scene.home.join(".bashrc"), "# rc\n").unwrap();
+    let none = "sandbox {\n    network \"none\"\n}\n";
+    scene
+        .env
+        .write_config("boxed", &scene.config("boxed", "open", port(9), none));
+    scene
+        .env
+        .write_config("open", &scene.config("open", "boxed", port(10), ""));
+    let d = TestDaemon::start_in(scene.env);
+    let mut c = d.client();
+    c.send(r#"{"jsonrpc":"2.0","id":7,"method":"sandbox_test","params":{"name":"boxed"}}"#);
+    let reply = c.recv();
+    assert_eq!(reply["id"], 7, "{reply}");
+    let r = &reply["result"];
+    assert_eq!(r["name"], "boxed");
+    assert!(
+        r["sandbox"]["enforcement"].to_string().contains("landlock"),
+        "{r}"
+    );
+    let probes = r["probes"].as_array().unwrap();
+    assert!(probes.len() >= 18, "child and grandchild: {r}");
+    for p in probes {
+        // A missing file is missing either way (Landlock hides no names).
+        let want = if p["probe"].as_str().unwrap().contains(".aws") {
+            "skipped"
+        } else {
+            "blocked"
+        };
+        assert_eq!(p["outcome"], want, "{p}");
+    }
+    assert!(
+        probes.iter().any(|p| p["probe"] == "read ~/.ssh/id_rsa"),
+        "{r}"
+    );
+    assert!(
+        probes.iter().any(|p| p["probe"]
+            .as_str()
+            .unwrap()
+            .starts_with("grandchild: unix connect")),
+        "{r}"
+    );
+
+    let r = d.result("sandbox_test", Some(json!({"name": "open"})));
+    assert!(r["sandbox"].is_null(), "{r}");
+    for p in r["probes"].as_array().unwrap() {
+        // ~/.aws/credentials does not exist in the temp home.
+        if p["probe"].as_str().unwrap().contains(".aws") {
+            assert_eq!(p["outcome"], "skipped", "{p}");
+        } else {
+            assert_eq!(p["outcome"], "allowed", "{p}");
+        }
+    }
+    d.client()
+        .error("sandbox_test", Some(json!({"name": "ghost"})), -32001);
+}

@@ -149,7 +149,9 @@ fn fresh_temp(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Prepares `config`'s confinement for a spawn of `program` (as resolved),
-/// or `Ok(None)` when the server has no `sandbox` block.
+/// or `Ok(None)` when the server has no `sandbox` block. `extra_read`:
+/// paths the spawn must read beyond the rules (`sandbox_test`'s probe is
+/// xyd itself).
 ///
 /// # Errors
 ///
@@ -160,6 +162,7 @@ pub(crate) fn prepare(
     program: &Path,
     env: &SandboxEnv,
     proxy: Option<&ProxyGrant>,
+    extra_read: &[PathBuf],
 ) -> Result<Option<Prepared>, SpawnError> {
     let Some(block) = &config.sandbox else {
         return Ok(None);
@@ -188,7 +191,13 @@ pub(crate) fn prepare(
         listen_port: (config.transport == Transport::Http).then_some(config.port),
         os: Os::current(),
     };
-    let rules = xy_core::sandbox::effective(block, &facts);
+    let mut rules = xy_core::sandbox::effective(block, &facts);
+    for p in extra_read {
+        rules.read.push(xy_core::sandbox::PathRule {
+            path: p.clone(),
+            source: xy_core::sandbox::RuleSource::Program,
+        });
+    }
     if rules.network == NetworkMode::Allow && proxy.is_none() {
         return Err(unavailable(
             program,

@@ -104,14 +104,12 @@ pub(crate) struct RealSpawner {
     pub(crate) run_dir: PathBuf,
     /// Where sandboxed servers' temp dirs live, and the enforcement's knobs.
     pub(crate) sandbox: crate::os::sandbox::SandboxEnv,
-    /// The egress proxy of `network "allow"` spawns (started on first use).
-    pub(crate) egress: Arc<crate::sandbox_egress::EgressProxy>,
 }
 
 /// Resolves `command` as the child will see it: a bare name on the env
 /// block's PATH if it sets one (else the daemon's), a relative path against
 /// the working directory. The error carries the path tried and the reason.
-fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
+pub(crate) fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
     let path_var: Option<OsString> = config.env.get("PATH").map(OsString::from);
     xy_core::config::resolve_command_in(
         &config.command,
@@ -162,24 +160,13 @@ impl ChildSpawner for RealSpawner {
             });
         }
         let stdio = config.transport == xy_core::protocol::Transport::Stdio;
-        let allow = config
-            .sandbox
-            .as_ref()
-            .is_some_and(|s| s.network == xy_core::sandbox::NetworkMode::Allow);
-        let egress = if allow {
-            Some(self.egress.grant(&config.name).map_err(|e| SpawnError {
-                path: shown.clone(),
-                error: format!("sandbox.network \"allow\": cannot start xy's egress proxy: {e}"),
-                kind: SpawnErrorKind::SandboxUnavailable,
-            })?)
-        } else {
-            None
-        };
+        let egress = crate::sandbox_egress::grant_for(config, &shown)?;
         let mut sandbox = crate::os::sandbox::prepare(
             config,
             &program,
             &self.sandbox,
             egress.as_ref().map(|(g, _)| g),
+            &[],
         )?;
         let mut cmd = match &sandbox {
             Some(s) => s.command(&program),
@@ -201,7 +188,7 @@ impl ChildSpawner for RealSpawner {
             s.run()
         });
         if let (Some((_, authorization)), Some(run)) = (egress, &run) {
-            self.egress.activate(authorization, run);
+            crate::sandbox_egress::proxy().activate(authorization, run);
         }
         let mut child = cmd.spawn().map_err(|e| SpawnError {
             path: shown.clone(),
