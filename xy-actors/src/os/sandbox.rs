@@ -362,6 +362,75 @@ mod tests {
     }
 
     #[test]
+    fn denials_merge_the_proxy_and_stderr_newest_last_at_most_ten() {
+        let rules = xy_core::sandbox::effective(
+            &xy_core::sandbox::SandboxConfig::default(),
+            &SpawnFacts {
+                home: Path::new("/home/me"),
+                program: Path::new("/usr/bin/node"),
+                interpreter: None,
+                working_dir: Path::new("/home/me/work"),
+                temp_dir: Path::new("/tmp/t"),
+                listen_port: None,
+                os: Os::Linux,
+            },
+        );
+        let run = SandboxRun {
+            status: SandboxStatus {
+                rules,
+                enforcement: vec![],
+                temp_dir: "/tmp/t".into(),
+                denials: vec![],
+            },
+            home: PathBuf::from("/home/me"),
+            since: SystemTime::now(),
+            reported: Mutex::new(VecDeque::new()),
+        };
+        let line = |text: &str, stream| crate::logs::LogLine {
+            name: "n".into(),
+            stream,
+            line: text.to_owned(),
+            ts: SystemTime::now(),
+        };
+        let before = crate::logs::LogLine {
+            ts: run.since - std::time::Duration::from_secs(1),
+            ..line(
+                "Error: EACCES: permission denied, open '/home/me/old'",
+                LogStream::Stderr,
+            )
+        };
+        run.record(&Denied::Connect("evil.example:443".into()));
+        let mut lines = vec![before];
+        lines.push(line(
+            "Error: EACCES: permission denied, open '/home/me/.ssh/id_rsa'",
+            LogStream::Stderr,
+        ));
+        lines.push(line(
+            "Error: EACCES: permission denied, open '/home/me/.aws/x'",
+            LogStream::Stdout,
+        ));
+        lines.push(line("all fine", LogStream::Stderr));
+        let s = run.status(&lines);
+        assert_eq!(
+            s.denials,
+            vec![
+                "sandbox: connection to evil.example:443 denied (network \"any\": not the sandbox; check a firewall)".to_owned(),
+                "sandbox: read of ~/.ssh/id_rsa denied (not under sandbox.read)".to_owned(),
+            ]
+        );
+        for i in 0..15 {
+            run.record(&Denied::Bind(9000 + i));
+        }
+        let s = run.status(&[]);
+        assert_eq!(s.denials.len(), MAX_DENIALS);
+        assert!(
+            s.denials.last().unwrap().contains("9014"),
+            "{:?}",
+            s.denials
+        );
+    }
+
+    #[test]
     fn fresh_temp_empties_and_is_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();

@@ -303,6 +303,60 @@ mod tests {
         );
     }
 
+    fn rules(network: NetworkMode) -> Rules {
+        let config = xy_core::sandbox::SandboxConfig {
+            read: vec!["/nonexistent/xy-test".into()],
+            network,
+            ..Default::default()
+        };
+        let facts = xy_core::sandbox::SpawnFacts {
+            home: Path::new("/root"),
+            program: Path::new("/bin/sh"),
+            interpreter: None,
+            working_dir: Path::new("/tmp"),
+            temp_dir: Path::new("/tmp"),
+            listen_port: Some(8421),
+            os: xy_core::sandbox::Os::Linux,
+        };
+        xy_core::sandbox::effective(&config, &facts)
+    }
+
+    #[test]
+    fn a_kernel_without_what_the_block_needs_refuses_it() {
+        let e = Enforcer::build(&rules(NetworkMode::Any), None, Some(0))
+            .err()
+            .unwrap();
+        assert!(e.contains("needs Landlock"), "{e}");
+        let e = Enforcer::build(&rules(NetworkMode::None), None, Some(3))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("sandbox.network \"none\" needs Landlock ABI 4"),
+            "{e}"
+        );
+        let e = Enforcer::build(&rules(NetworkMode::Allow), Some(1), Some(2))
+            .err()
+            .unwrap();
+        assert!(e.contains("\"allow\""), "{e}");
+    }
+
+    #[test]
+    fn the_phrases_say_what_is_enforced() {
+        if kernel_abi() < NET_ABI {
+            return; // Needs a kernel with Landlock TCP rules (CI has ABI 7).
+        }
+        let (_, p) = Enforcer::build(&rules(NetworkMode::Any), None, Some(3)).unwrap();
+        assert_eq!(p[0], "landlock abi 3: files");
+        assert!(p.iter().any(|x| x == "no_new_privs"), "{p:?}");
+        assert!(
+            p.iter().any(|x| x.contains("/nonexistent/xy-test")),
+            "a missing read path is named: {p:?}"
+        );
+        let (_, p) = Enforcer::build(&rules(NetworkMode::None), None, Some(4)).unwrap();
+        assert_eq!(p[0], "landlock abi 4: files, tcp");
+        assert!(p[1].contains("tcp only"), "{p:?}");
+    }
+
     #[test]
     fn this_kernel_reports_an_abi() {
         // The CI kernel has Landlock (ABI 7); elsewhere at least not negative.
