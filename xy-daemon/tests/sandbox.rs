@@ -494,3 +494,103 @@ fn sandbox_test_runs_the_probes_as_the_server_would_be_confined() {
     d.client()
         .error("sandbox_test", Some(json!({"name": "ghost"})), -32001);
 }
+
+/// Real servers keep working confined: the reference npm servers, run by a
+/// direct `node` command under `network "none"` with only their package
+/// (and their data) readable, come up and list their tools.
+#[test]
+fn real_node_servers_run_confined() {
+    use xy_testbins::interop::{self, Interop};
+    let env = Env::new();
+    let home = env.root.path().join("home");
+    let data = env.root.path().join("data");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("a.txt"), "hello\n").unwrap();
+    let mut names = Vec::new();
+    for (package, version) in interop::REFERENCE_SERVERS
+        .iter()
+        .copied()
+        .chain([("@modelcontextprotocol/server-everything", "2026.8.31")])
+    {
+        let short = package.rsplit('/').next().unwrap();
+        if short == "server-sequential-thinking" {
+            continue;
+        }
+        let s = match interop::npm_server(package, version) {
+            Interop::Ready(s) => s,
+            Interop::Skip(skip) => {
+                skip.announce(&format!("sandboxed real servers: {package}"));
+                continue;
+            }
+        };
+        // `<cache>/<short>-<version>`: the package's install prefix.
+        let prefix = s
+            .entry
+            .ancestors()
+            .find(|p| p.file_name().is_some_and(|n| n == "node_modules"))
+            .and_then(|p| p.parent())
+            .unwrap()
+            .to_path_buf();
+        let mut args = vec![s.entry.display().to_string()];
+        let mut rules = format!("    read {:?}\n", prefix.display().to_string());
+        let mut extra = String::new();
+        match short {
+            "server-filesystem" => {
+                args.push(data.display().to_string());
+                rules.push_str(&format!("    read {:?}\n", data.display().to_string()));
+            }
+            "server-memory" => {
+                rules.push_str(&format!("    write {:?}\n", data.display().to_string()));
+                extra = format!(
+                    "env {{\n    HOME {:?}\n    MEMORY_FILE_PATH {:?}\n}}\n",
+                    home.display().to_string(),
+                    data.join("memory.jsonl").display().to_string()
+                );
+            }
+            _ => {}
+        }
+        if extra.is_empty() {
+            extra = format!("env {{\n    HOME {:?}\n}}\n", home.display().to_string());
+        }
+        let args = args
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        env.write_config(
+            short,
+            &format!(
+                "command {:?}\nargs {args}\ntransport \"stdio\"\nport {}\nworking-dir {:?}\n{extra}\
+                 sandbox {{\n{rules}    network \"none\"\n}}\n",
+                s.node.display().to_string(),
+                free_port(),
+                data.display().to_string(),
+            ),
+        );
+        names.push(short.to_owned());
+    }
+    if names.is_empty() {
+        return;
+    }
+    let d = TestDaemon::start_in(env);
+    for name in &names {
+        let start = std::time::Instant::now();
+        loop {
+            let s = d.result("status", Some(json!({"name": name})));
+            if s["tool_count"].as_u64().is_some_and(|n| n > 0) {
+                assert!(
+                    s["sandbox"]["enforcement"].to_string().contains("tcp"),
+                    "{s}"
+                );
+                break;
+            }
+            assert!(
+                start.elapsed() < DEADLINE * 3,
+                "{name} never listed its tools confined: {s}\n{:?}",
+                log_lines(&d, name, json!({"tail": 30}))
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
