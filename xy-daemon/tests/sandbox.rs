@@ -47,7 +47,7 @@ impl Scene {
 
     /// The probes every exfiltration server runs; `other` is another
     /// server's name (its working dir and config file are read).
-    fn probes(&self, me: &str, other: &str) -> Value {
+    fn probes(&self, me: &str, other: &str, port: u16) -> Value {
         let h = &self.home;
         json!([
             {"op": "read", "path": h.join(".ssh/id_rsa"), "label": "~/.ssh/id_rsa"},
@@ -63,11 +63,14 @@ impl Scene {
             {"op": "read", "path": h.join("notes/a.md"), "label": "~/notes/a.md"},
             {"op": "write", "path": h.join("notes/a.md"), "label": "write ~/notes/a.md"},
             {"op": "write", "path": h.join("inbox/a.md"), "label": "write ~/inbox/a.md"},
+            // Its own configured port may be listened on, no other.
+            {"op": "listen", "addr": format!("127.0.0.1:{port}")},
+            {"op": "listen", "addr": format!("127.0.0.1:{}", free_port())},
         ])
     }
 
     fn config(&self, me: &str, other: &str, port: u16, sandbox: &str) -> String {
-        let probes = self.probes(me, other).to_string();
+        let probes = self.probes(me, other, port).to_string();
         format!(
             "command \"{}\"\nargs \"--probes\" {probes:?}\nport {port}\nworking-dir \"{}\"\n\
              env {{\n    HOME \"{}\"\n}}\n{sandbox}",
@@ -121,6 +124,18 @@ const EXFIL: [&str; 8] = [
     "unix connect xyd socket",
 ];
 
+/// The two `listen` probes: (own configured port, another port).
+fn listens(got: &[(String, String)], own: u16) -> (&str, &str) {
+    let own_probe = format!("listen 127.0.0.1:{own}");
+    let mine = outcome_of(got, &own_probe);
+    let other = got
+        .iter()
+        .find(|(p, _)| p.starts_with("listen ") && *p != own_probe)
+        .map(|(_, o)| o.as_str())
+        .unwrap_or_else(|| panic!("no second listen probe in {got:?}"));
+    (mine, other)
+}
+
 fn exfil_outcome<'a>(got: &'a [(String, String)], short: &str) -> &'a str {
     got.iter()
         .find(|(p, _)| p.starts_with(short))
@@ -144,10 +159,16 @@ fn network_none_stops_every_probe_and_no_block_stops_none() {
         .write_config("open", &scene.config("open", "boxed", port(3), ""));
     let d = TestDaemon::start_in(scene.env);
 
-    for name in ["boxed", "named"] {
+    for (name, own) in [("boxed", port(1)), ("named", port(2))] {
         let lines = results(&d, name);
         for who in ["child", "grandchild"] {
             let got = outcomes(&lines, who);
+            let (mine, other) = listens(&got, own);
+            assert!(mine.starts_with("allowed"), "{name} {who}: own port {mine}");
+            assert!(
+                other.starts_with("blocked"),
+                "{name} {who}: other port {other}"
+            );
             for probe in EXFIL {
                 let o = exfil_outcome(&got, probe);
                 assert!(o.starts_with("blocked"), "{name} {who}: {probe} → {o}");
@@ -196,6 +217,11 @@ fn network_none_stops_every_probe_and_no_block_stops_none() {
             let o = exfil_outcome(&got, probe);
             assert!(o.starts_with("allowed"), "open {who}: {probe} → {o}");
         }
+        let (mine, other) = listens(&got, port(3));
+        assert!(
+            mine.starts_with("allowed") && other.starts_with("allowed"),
+            "open {who}: {got:?}"
+        );
     }
 }
 

@@ -43,6 +43,11 @@ pub enum Probe {
         /// The address.
         addr: SocketAddr,
     },
+    /// Listening on a TCP address.
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+    },
     /// A connect to a Unix socket (xyd's control socket).
     Unix {
         /// The socket's path.
@@ -64,6 +69,7 @@ impl Probe {
             Probe::Write { path, label } => format!("write {}", shown(path, label)),
             Probe::Connect { addr } => format!("tcp connect {addr}"),
             Probe::Udp { addr } => format!("udp send {addr}"),
+            Probe::Listen { addr } => format!("listen {addr}"),
             Probe::Unix { path, label } => format!("unix connect {}", shown(path, label)),
         }
     }
@@ -95,6 +101,7 @@ impl Probe {
                 let s = std::net::UdpSocket::bind(any)?;
                 s.send_to(b"xy-probe", addr).map(drop)
             }
+            Probe::Listen { addr } => std::net::TcpListener::bind(addr).map(drop),
             Probe::Unix { path, .. } => std::os::unix::net::UnixStream::connect(path).map(drop),
         }
     }
