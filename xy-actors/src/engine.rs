@@ -69,6 +69,8 @@ struct Inner {
     /// The daemon's settings (`xy.kdl`) in effect; the firewall reads its
     /// default mode here.
     settings: tokio::sync::watch::Sender<xy_core::config::DaemonSettings>,
+    /// Where sandbox temp dirs live (`sandbox_test` spawns its probe there).
+    sandbox_env: crate::os::sandbox::SandboxEnv,
     /// A server whose reload step fails on purpose (unit tests).
     #[cfg(test)]
     reload_fault: std::sync::Mutex<Option<String>>,
@@ -88,6 +90,7 @@ impl Engine {
     pub async fn start(configs: ConfigSet, opts: EngineOptions) -> Result<Engine, EngineError> {
         let spawner = Arc::new(RealSpawner {
             run_dir: opts.run_dir.clone(),
+            sandbox: crate::os::sandbox::SandboxEnv::new(opts.sandbox_dir.clone()),
         });
         Engine::start_with(configs, opts, spawner).await
     }
@@ -98,6 +101,7 @@ impl Engine {
         opts: EngineOptions,
         spawner: Arc<dyn ChildSpawner>,
     ) -> Result<Engine, EngineError> {
+        let sandbox_env = crate::os::sandbox::SandboxEnv::new(opts.sandbox_dir.clone());
         for dir in [&opts.log_dir, &opts.run_dir] {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot create directory");
@@ -160,6 +164,7 @@ impl Engine {
                 gateway,
                 gateway_port: std::sync::atomic::AtomicU16::new(0),
                 settings: tokio::sync::watch::channel(settings.clone()).0,
+                sandbox_env,
                 #[cfg(test)]
                 reload_fault: std::sync::Mutex::default(),
             }),
@@ -322,6 +327,23 @@ impl Engine {
             .await;
         status.entry.gateway_url = self.gateway_url(&status.entry.name);
         Ok(status)
+    }
+
+    /// `sandbox_test` (SPEC §21): the exfiltration probes run in a child
+    /// confined as `name`'s next spawn would be (unconfined without a
+    /// block). `socket`: xyd's control socket, one of the probes' targets.
+    pub async fn sandbox_test(
+        &self,
+        name: &str,
+        socket: &std::path::Path,
+    ) -> Result<xy_core::protocol::SandboxTestResult, EngineError> {
+        let owners = self.owners().await?;
+        let config = ask(&owners.config, "config lookup", QUERY_TIMEOUT, |r| {
+            ConfigMsg::Get(name.to_owned(), r)
+        })
+        .await?
+        .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))?;
+        crate::sandbox_probe::run(&config, &self.inner.sandbox_env, socket).await
     }
 
     /// The tool ledger of one server (SPEC §12 `tools`).

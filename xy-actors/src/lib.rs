@@ -26,6 +26,8 @@ mod log_router;
 mod logs;
 mod mcp_state;
 mod os;
+mod sandbox_egress;
+mod sandbox_probe;
 mod secrets;
 mod server;
 mod supervisor;

@@ -2,7 +2,8 @@
 //! groups and the subreaper (`group`), `/proc` (`procfs`), who listens on a
 //! port (`ports`), who owns the peer of a loopback TCP connection (`peer`),
 //! the descriptor limit (`limits`), CPU and RSS figures (`resources`) and
-//! child records with the boot-time orphan sweep (`records`). Each returns
+//! child records with the boot-time orphan sweep (`records`), and the
+//! sandbox put on a child at spawn (`sandbox`). Each returns
 //! data; callers decide.
 
 pub(crate) mod group;
@@ -12,3 +13,4 @@ pub(crate) mod ports;
 pub(crate) mod procfs;
 pub(crate) mod records;
 pub(crate) mod resources;
+pub(crate) mod sandbox;

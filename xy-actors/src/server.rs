@@ -289,6 +289,8 @@ pub(crate) struct ServerActorState {
     leader_alive: bool,
     last_exit: Option<LastExit>,
     last_spawn_error: Option<SpawnFailure>,
+    /// The sandbox of the current (or last) spawn, for `status.sandbox`.
+    sandbox: Option<Arc<crate::os::sandbox::SandboxRun>>,
     transitions: VecDeque<Transition>,
     stop_waiters: Vec<RpcReplyPort<StopOutcome>>,
     start_waiters: Vec<RpcReplyPort<StartOutcome>>,
@@ -417,6 +419,7 @@ impl Actor for ServerActor {
             leader_alive: false,
             last_exit: None,
             last_spawn_error: None,
+            sandbox: None,
             transitions: VecDeque::new(),
             stop_waiters: Vec::new(),
             start_waiters: Vec::new(),
@@ -816,6 +819,7 @@ impl ServerActorState {
                 };
                 self.leader_alive = true;
                 self.last_spawn_error = None;
+                self.sandbox = handle.sandbox();
                 let me = myself.clone();
                 let (spawner, port, pgid) = (self.spawner.clone(), self.config.port, handle.pgid());
                 // A stdio server's port is its bridge's, held by xyd itself:
@@ -848,6 +852,7 @@ impl ServerActorState {
             Err(e) => {
                 tracing::warn!(server = %self.config.name, path = %e.path, error = %e.error, "spawn failed");
                 let text = format!("{}: {}", e.path, e.error);
+                self.sandbox = None;
                 self.last_spawn_error = Some(SpawnFailure {
                     name: self.config.name.clone(),
                     path: e.path,

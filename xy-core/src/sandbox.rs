@@ -7,6 +7,7 @@
 //! the resolved program and the private temp dir.
 
 pub mod denials;
+pub mod probe;
 pub mod seatbelt;
 
 use std::path::{Path, PathBuf};

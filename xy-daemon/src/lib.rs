@@ -25,6 +25,7 @@ mod flag;
 pub mod heap;
 pub mod lock;
 pub mod logging;
+pub mod probe;
 mod rpc;
 pub mod signals;
 mod transport;

@@ -63,8 +63,13 @@ fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli,
 
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // `sandbox_test`'s confined probe child (hidden; no lock, no log).
+    if let Some(grandchild) = xy_daemon::probe::requested(&argv) {
+        return xy_daemon::probe::main(grandchild);
+    }
     heap::limit_malloc_arenas();
-    let args = match parse_args(std::env::args_os().skip(1)) {
+    let args = match parse_args(argv) {
         Ok(Cli::Run(args)) => args,
         Ok(Cli::Help) => {
             print!("{HELP}");

@@ -510,3 +510,22 @@ pub(crate) fn pids(d: &TestDaemon) -> Vec<(String, Option<i64>)> {
         .map(|e| (e["name"].as_str().unwrap().to_owned(), e["pid"].as_i64()))
         .collect()
 }
+
+/// The lines `logs` returns for `name` with `params` (e.g. `{"tail": 100}`).
+pub(crate) fn log_lines(d: &TestDaemon, name: &str, params: Value) -> Vec<String> {
+    let mut c = d.client();
+    let mut p = params;
+    p["name"] = serde_json::json!(name);
+    let id = c.request("logs", Some(p));
+    let reply = c.recv();
+    assert_eq!(reply["id"], id, "{reply}");
+    let mut out = Vec::new();
+    loop {
+        let v = c.recv();
+        match v["method"].as_str() {
+            Some("log") => out.push(v["params"]["line"].as_str().unwrap().to_owned()),
+            Some("log_end") => return out,
+            _ => panic!("unexpected {v}"),
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::helper::*;
 
@@ -30,24 +30,6 @@ fn printer_config(dir: &Path, port: u16) -> String {
          stop {{\n    grace \"2s\"\n}}\n",
         secret_file.display()
     )
-}
-
-fn log_lines(d: &TestDaemon, name: &str, params: Value) -> Vec<String> {
-    let mut c = d.client();
-    let mut p = params;
-    p["name"] = json!(name);
-    let id = c.request("logs", Some(p));
-    let reply = c.recv();
-    assert_eq!(reply["id"], id, "{reply}");
-    let mut out = Vec::new();
-    loop {
-        let v = c.recv();
-        match v["method"].as_str() {
-            Some("log") => out.push(v["params"]["line"].as_str().unwrap().to_owned()),
-            Some("log_end") => return out,
-            _ => panic!("unexpected {v}"),
-        }
-    }
 }
 
 fn assert_redacted(what: &str, text: &str) {

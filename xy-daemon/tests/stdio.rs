@@ -11,6 +11,7 @@ pub(crate) mod client;
 mod era;
 mod firewall;
 mod restart;
+mod sandboxed;
 
 use std::io::{Read, Write};
 use std::path::Path;

@@ -18,5 +18,6 @@ mod mcp;
 mod peer;
 mod reload;
 mod rpc;
+mod sandbox;
 mod secrets;
 mod stdio;

@@ -19,6 +19,9 @@ pub struct EngineOptions {
     /// Call records (`<name>.jsonl`, SPEC §20) go here; `None` keeps only
     /// the figures. [`EngineOptions::new`] puts them in `calls/` beside `run_dir`.
     pub calls_dir: Option<PathBuf>,
+    /// Sandboxed servers' private temp dirs (`<name>/tmp`, SPEC §21).
+    /// [`EngineOptions::new`] puts them in `sandbox/` beside `run_dir`.
+    pub sandbox_dir: PathBuf,
     /// Size at which `<name>.log` rotates (SPEC §5: 10 MB, taken as 10 MiB); tests lower it.
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
@@ -40,6 +43,9 @@ impl EngineOptions {
             log_dir: log_dir.into(),
             tools_dir: run_dir.parent().map(|p| p.join("tools")),
             calls_dir: run_dir.parent().map(|p| p.join("calls")),
+            sandbox_dir: run_dir
+                .parent()
+                .map_or_else(|| run_dir.join("sandbox"), |p| p.join("sandbox")),
             run_dir,
             ..EngineOptions::default()
         }
@@ -53,6 +59,7 @@ impl Default for EngineOptions {
             run_dir: PathBuf::new(),
             tools_dir: None,
             calls_dir: None,
+            sandbox_dir: std::env::temp_dir().join("xy-sandbox"),
             rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
             ring_bytes: DEFAULT_RING_BYTES,
             follow_buffer: DEFAULT_FOLLOW_BUFFER,

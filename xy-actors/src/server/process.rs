@@ -59,6 +59,10 @@ pub(crate) trait ChildHandle: Send + Sync + 'static {
     fn take_stdio(&self) -> Option<crate::bridge::ChildStdio> {
         None
     }
+    /// The sandbox this child runs in (`None`: unconfined).
+    fn sandbox(&self) -> Option<Arc<crate::os::sandbox::SandboxRun>> {
+        None
+    }
 }
 
 /// Starts children.
@@ -98,12 +102,14 @@ pub(crate) trait ChildSpawner: Send + Sync + 'static {
 #[derive(Debug)]
 pub(crate) struct RealSpawner {
     pub(crate) run_dir: PathBuf,
+    /// Where sandboxed servers' temp dirs live, and the enforcement's knobs.
+    pub(crate) sandbox: crate::os::sandbox::SandboxEnv,
 }
 
 /// Resolves `command` as the child will see it: a bare name on the env
 /// block's PATH if it sets one (else the daemon's), a relative path against
 /// the working directory. The error carries the path tried and the reason.
-fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
+pub(crate) fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
     let path_var: Option<OsString> = config.env.get("PATH").map(OsString::from);
     xy_core::config::resolve_command_in(
         &config.command,
@@ -154,7 +160,18 @@ impl ChildSpawner for RealSpawner {
             });
         }
         let stdio = config.transport == xy_core::protocol::Transport::Stdio;
-        let mut cmd = tokio::process::Command::new(&program);
+        let egress = crate::sandbox_egress::grant_for(config, &shown)?;
+        let mut sandbox = crate::os::sandbox::prepare(
+            config,
+            &program,
+            &self.sandbox,
+            egress.as_ref().map(|(g, _)| g),
+            &[],
+        )?;
+        let mut cmd = match &sandbox {
+            Some(s) => s.command(&program),
+            None => tokio::process::Command::new(&program),
+        };
         cmd.args(&config.args)
             .envs(&config.env)
             .stdin(if stdio { Stdio::piped() } else { Stdio::null() })
@@ -166,6 +183,13 @@ impl ChildSpawner for RealSpawner {
             cmd.current_dir(dir);
         }
         crate::os::limits::restore_for_child(&mut cmd);
+        let run = sandbox.as_mut().map(|s| {
+            s.apply(&mut cmd);
+            s.run()
+        });
+        if let (Some((_, authorization)), Some(run)) = (egress, &run) {
+            crate::sandbox_egress::proxy().activate(authorization, run);
+        }
         let mut child = cmd.spawn().map_err(|e| SpawnError {
             path: shown.clone(),
             error: e.to_string(),
@@ -216,6 +240,7 @@ impl ChildSpawner for RealSpawner {
             child: Mutex::new(Some(child)),
             record_path,
             stdio: Mutex::new(protocol),
+            sandbox: run,
         }))
     }
 }
@@ -227,6 +252,7 @@ struct RealChild {
     child: Mutex<Option<tokio::process::Child>>,
     record_path: Option<PathBuf>,
     stdio: Mutex<Option<crate::bridge::ChildStdio>>,
+    sandbox: Option<Arc<crate::os::sandbox::SandboxRun>>,
 }
 
 impl ChildHandle for RealChild {
@@ -278,6 +304,10 @@ impl ChildHandle for RealChild {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    fn sandbox(&self) -> Option<Arc<crate::os::sandbox::SandboxRun>> {
+        self.sandbox.clone()
     }
 
     fn wait_group_gone(&self) -> BoxFuture<()> {

@@ -40,9 +40,7 @@ impl ServerActorState {
                     source: s.source.kind().to_owned(),
                 })
                 .collect(),
-            // Filled by the sandbox work (SPEC §21): the rules of the
-            // current spawn.
-            sandbox: None,
+            sandbox: self.sandbox_status(),
         }
     }
 
@@ -69,13 +67,36 @@ impl ServerActorState {
                 .next_retry
                 .filter(|_| self.lc.phase == ServerState::Restarting),
         };
-        Some(explain::explain(&input, SystemTime::now()))
+        let line = explain::explain(&input, SystemTime::now());
+        // A denial is the likeliest reason a confined child failed: it
+        // leads (SPEC §21).
+        Some(
+            match self
+                .sandbox_status()
+                .and_then(|s| s.denials.last().cloned())
+            {
+                Some(denial) => format!("{denial}; {line}"),
+                None => line,
+            },
+        )
+    }
+
+    /// `status.sandbox` of the current (or last) spawn.
+    fn sandbox_status(&self) -> Option<xy_core::protocol::SandboxStatus> {
+        let run = self.sandbox.as_ref()?;
+        Some(run.status(&self.recent_lines()))
+    }
+
+    fn recent_lines(&self) -> Vec<crate::logs::LogLine> {
+        crate::log_router::sink::lock(&self.sink)
+            .subscribe(Some(200), false)
+            .0
     }
 
     /// The most recent stderr lines from the ring buffer.
     pub(super) fn stderr_tail(&self) -> Vec<String> {
-        let (recent, _) = crate::log_router::sink::lock(&self.sink).subscribe(Some(200), false);
-        let mut lines: Vec<String> = recent
+        let mut lines: Vec<String> = self
+            .recent_lines()
             .into_iter()
             .rev()
             .filter(|l| l.stream == xy_core::protocol::LogStream::Stderr)

@@ -1,4 +1,4 @@
-//! `list`, `status`, `start`, `stop`, `restart` (and, in debug builds, the
+//! `list`, `status`, `start`, `stop`, `restart`, `sandbox_test` (and, in debug builds, the
 //! hidden `_debug_panic` fault injection): thin calls into the engine.
 
 use std::sync::Arc;
@@ -33,6 +33,16 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         ctx.engine()
             .await?
             .status(&p.name)
+            .await
+            .map_err(|e| engine_error(&e))
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::SANDBOX_TEST, |params, ctx, _| async move {
+        let p: xy_core::protocol::SandboxTestParams = parse(&params)?;
+        ctx.engine()
+            .await?
+            .sandbox_test(&p.name, &ctx.paths.socket)
             .await
             .map_err(|e| engine_error(&e))
     })
