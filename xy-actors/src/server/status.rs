@@ -43,6 +43,11 @@ impl ServerActorState {
             // Filled by the sandbox work (SPEC §21): the rules of the
             // current spawn.
             sandbox: None,
+            // SPEC §22: read from the install record at each `status`.
+            package: c
+                .package
+                .as_ref()
+                .map(|p| xy_core::package::status(&c.name, p)),
         }
     }
 
