@@ -23,6 +23,7 @@ use crate::{output, server_file};
 
 pub(crate) mod npm;
 pub(crate) mod pypi;
+pub(crate) mod registry;
 
 /// An exact version the registry knows, before anything is installed.
 #[derive(Debug, Clone)]
@@ -56,16 +57,37 @@ pub(crate) struct Installed {
     pub(crate) args: Vec<String>,
     /// `package`.
     pub(crate) package: PackageRef,
+    /// `env` a `server.json` gives.
+    pub(crate) env: std::collections::BTreeMap<String, String>,
+    /// `secrets` placeholders: each name and the file to fill in.
+    pub(crate) secrets: Vec<(String, PathBuf)>,
 }
 
 impl Installed {
-    /// Appends the `package` node to a rendered server file.
+    /// Appends the `package` node (and `secrets` placeholders) to a
+    /// rendered server file.
     pub(crate) fn annotate(&self, text: &mut String) {
         text.push_str(&format!(
             "\n// Pinned install: `xyctl upgrade` / `xyctl rollback` switch versions.\n\
              package \"{}\"\n",
             self.package
         ));
+        if !self.secrets.is_empty() {
+            text.push_str(
+                "\n// Placeholders: write each value into its file (or use keychain=/command=).\n\
+                 secrets {\n",
+            );
+            for (name, file) in &self.secrets {
+                text.push_str(&format!(
+                    "    {name} file=\"{}\"\n",
+                    file.display()
+                        .to_string()
+                        .replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                ));
+            }
+            text.push_str("}\n");
+        }
     }
 }
 
@@ -77,10 +99,15 @@ pub(crate) fn for_add(
     dir: &Path,
     port: u16,
 ) -> Result<Option<Installed>, Failure> {
-    let (ecosystem, spec) = match (&a.pin.npm, &a.pin.pypi) {
-        (Some(s), _) => (Ecosystem::Npm, s),
-        (None, Some(s)) => (Ecosystem::Pypi, s),
-        (None, None) => return Ok(None),
+    let from_json = match &a.pin.registry {
+        Some(f) => Some(registry::read(f)?),
+        None => None,
+    };
+    let (ecosystem, spec) = match (&a.pin.npm, &a.pin.pypi, &from_json) {
+        (Some(s), _, _) => (Ecosystem::Npm, s.clone()),
+        (None, Some(s), _) => (Ecosystem::Pypi, s.clone()),
+        (None, None, Some(e)) => (e.ecosystem, e.spec.clone()),
+        (None, None, None) => return Ok(None),
     };
     let file = dir.join(format!("{}.kdl", a.name));
     if !a.force && file.exists() {
@@ -92,7 +119,7 @@ pub(crate) fn for_add(
             ),
         ));
     }
-    let (name, want) = xy_core::package::split_spec(ecosystem, spec)
+    let (name, want) = xy_core::package::split_spec(ecosystem, &spec)
         .map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
     let paths = data_paths()?;
     let resolved = resolve(ecosystem, &name, want.as_deref())?;
@@ -102,28 +129,68 @@ pub(crate) fn for_add(
         &a.pin.install,
         SystemTime::now(),
     )?;
-    let extra: Vec<String> = a
-        .command
-        .iter()
-        .map(|s| s.replace("{port}", &port.to_string()))
-        .collect();
+    let (runtime_args, mut extra) = match &from_json {
+        Some(e) => (e.runtime_args.clone(), e.package_args.clone()),
+        None => (Vec::new(), Vec::new()),
+    };
+    extra.extend(
+        a.command
+            .iter()
+            .map(|s| s.replace("{port}", &port.to_string())),
+    );
     let target = paths.packages_dir(&a.name, &resolved.pkg.version);
     let plan = Plan {
         server: &a.name,
         resolved: &resolved,
         dir: &target,
+        runtime_args: &runtime_args,
         extra: &extra,
         port: Some(port),
         flags: &a.pin.install,
     };
     confirm(ctx, &plan)?;
     let (built, _) = install(&paths, &a.name, &resolved, &a.pin.install)?;
-    let mut args = vec![built.entry.display().to_string()];
+    let mut args = runtime_args;
+    args.push(built.entry.display().to_string());
     args.extend(extra);
+    let (env, secrets, todo) = match from_json {
+        Some(e) => {
+            let secrets_dir = paths
+                .settings_file
+                .parent()
+                .unwrap_or(&paths.config_dir)
+                .join("secrets")
+                .join(&a.name);
+            let secrets: Vec<(String, PathBuf)> = e
+                .secrets
+                .iter()
+                .map(|n| (n.clone(), secrets_dir.join(n)))
+                .collect();
+            (e.env, secrets, e.todo)
+        }
+        None => Default::default(),
+    };
+    for (name, file) in &secrets {
+        output::warn(
+            &ctx.err,
+            &format!(
+                "fill in the secret {name}: write its value into {} (mode 0600), or give it \
+                 another source in {}.kdl; then `xyctl restart {}`",
+                file.display(),
+                a.name,
+                a.name
+            ),
+        );
+    }
+    for t in todo {
+        output::warn(&ctx.err, &format!("server.json asks for {t}"));
+    }
     Ok(Some(Installed {
         command: built.runtime.display().to_string(),
         args,
         package: resolved.pkg,
+        env,
+        secrets,
     }))
 }
 
@@ -206,6 +273,7 @@ struct Plan<'a> {
     server: &'a str,
     resolved: &'a Resolved,
     dir: &'a Path,
+    runtime_args: &'a [String],
     extra: &'a [String],
     port: Option<u16>,
     flags: &'a InstallFlags,
@@ -249,11 +317,16 @@ impl Plan<'_> {
         };
         let mut s = format!(
             "server    {}\npackage   {} (published {published})\ninstall   {}/\n          {how}\n\
-             command   {runtime}\nargs      {entry}",
+             command   {runtime}\nargs      ",
             self.server,
             r.pkg,
             self.dir.display()
         );
+        for a in self.runtime_args {
+            s.push_str(a);
+            s.push(' ');
+        }
+        s.push_str(&entry);
         for a in self.extra {
             s.push(' ');
             s.push_str(a);
@@ -418,6 +491,7 @@ pub(crate) fn upgrade(ctx: &Ctx, a: &UpgradeArgs) -> Result<Exit, Failure> {
         server: &a.name,
         resolved: &resolved,
         dir: &target,
+        runtime_args: &[],
         extra: &extra,
         port: None,
         flags: &a.install,
@@ -497,9 +571,15 @@ impl Current {
         })
     }
 
-    /// The arguments after the entry point.
+    /// The arguments after the entry point (the first one inside the
+    /// packages directory; runtime arguments may come before it).
     fn extra_args(&self) -> Vec<String> {
-        self.args.iter().skip(1).cloned().collect()
+        let at = self
+            .args
+            .iter()
+            .position(|a| a.contains("/packages/"))
+            .map_or(0, |i| i + 1);
+        self.args.iter().skip(at).cloned().collect()
     }
 }
 

@@ -443,3 +443,56 @@ fn pypi_install_is_hash_pinned_and_answers() {
         w.status("tm")["package"]["installed_at"].is_string()
     });
 }
+
+/// `--registry server.json`: the npm package it names, its arguments and
+/// plain variables, and a `secrets` placeholder for the secret one.
+#[test]
+fn a_server_json_installs_with_a_secrets_placeholder() {
+    if npm_unreachable("a_server_json_installs_with_a_secrets_placeholder") {
+        return;
+    }
+    let w = World::new("xypr");
+    let json = w.h.home().join("server.json");
+    std::fs::write(
+        &json,
+        format!(
+            r#"{{"$schema":"https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+               "name":"io.github.modelcontextprotocol/server-memory","version":"{MEMORY_VERSION}",
+               "packages":[{{"registryType":"npm","identifier":"{MEMORY}","version":"{MEMORY_VERSION}",
+                 "transport":{{"type":"stdio"}},
+                 "environmentVariables":[
+                   {{"name":"MEMORY_API_TOKEN","isSecret":true,"isRequired":true}},
+                   {{"name":"MEMORY_FILE_PATH","default":"/tmp/xy-memory.json"}}]}}]}}"#
+        ),
+    )
+    .unwrap();
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "mem",
+        "--registry",
+        json.to_str().unwrap(),
+        "--yes",
+        "--port",
+        &port(3),
+    ]);
+    r.ok();
+    assert!(
+        r.stderr().contains("fill in the secret MEMORY_API_TOKEN"),
+        "{}",
+        r.stderr()
+    );
+    let text = w.config("mem");
+    assert!(
+        text.contains(&format!("package \"npm:{MEMORY}@{MEMORY_VERSION}\"")),
+        "{text}"
+    );
+    let config = xy_core::config::parse_server("mem", Path::new("mem.kdl"), &text).unwrap();
+    assert_eq!(config.env["MEMORY_FILE_PATH"], "/tmp/xy-memory.json");
+    assert_eq!(config.secrets.len(), 1, "{text}");
+    assert_eq!(config.secrets[0].name, "MEMORY_API_TOKEN");
+    assert!(
+        text.contains("MEMORY_API_TOKEN file=\"") && !text.contains("isSecret"),
+        "{text}"
+    );
+}

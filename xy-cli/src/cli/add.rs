@@ -39,9 +39,9 @@ pub(crate) struct AddArgs {
     /// SPEC §22: `--npm`/`--pypi` and their install flags.
     #[command(flatten)]
     pub(crate) pin: super::packages::PinArgs,
-    /// The command and its arguments, after `--` (with `--npm`/`--pypi`:
+    /// The command and its arguments, after `--` (with `--npm`/`--pypi`/`--registry`:
     /// extra arguments for the installed entry point).
-    #[arg(last = true, required_unless_present_any = ["npm", "pypi"], value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present_any = ["npm", "pypi", "registry"], value_name = "COMMAND")]
     pub(crate) command: Vec<String>,
 }
 

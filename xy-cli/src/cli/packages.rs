@@ -15,8 +15,13 @@ pub(crate) struct PinArgs {
     pub(crate) npm: Option<String>,
     /// Install a PyPI package (`<pkg>[==<version>]`, default the newest)
     /// into a venv with hash-pinned wheels, and run its console script.
-    #[arg(long, value_name = "PKG[==VER]")]
+    #[arg(long, value_name = "PKG[==VER]", conflicts_with = "registry")]
     pub(crate) pypi: Option<String>,
+    /// Install what an MCP Registry `server.json` (a local file) names: its
+    /// npm or PyPI package, arguments and environment; secret variables
+    /// become `secrets` placeholders to fill in.
+    #[arg(long, value_name = "SERVER.JSON", conflicts_with = "npm")]
+    pub(crate) registry: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) install: InstallFlags,
 }

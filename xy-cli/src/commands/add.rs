@@ -93,7 +93,12 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             .collect(),
         port,
         stdio: a.stdio || pinned.is_some(),
-        env: a.env.iter().cloned().collect(),
+        // A pinned install's variables (`--registry`), then `--env` (wins).
+        env: pinned
+            .iter()
+            .flat_map(|p| p.env.clone())
+            .chain(a.env.iter().cloned())
+            .collect(),
         working_dir: a.working_dir.as_ref().map(|d| {
             std::path::absolute(d)
                 .unwrap_or_else(|_| d.clone())
