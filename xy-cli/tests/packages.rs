@@ -496,3 +496,25 @@ fn a_server_json_installs_with_a_secrets_placeholder() {
         "{text}"
     );
 }
+
+/// A package without a program is refused before anything is downloaded.
+#[test]
+fn a_package_without_a_bin_is_refused_before_installing() {
+    if npm_unreachable("a_package_without_a_bin_is_refused_before_installing") {
+        return;
+    }
+    let w = World::new("xypb");
+    let err = w
+        .run(&[
+            "--no-spawn",
+            "add",
+            "lp",
+            "--npm",
+            "left-pad@1.3.0",
+            "--yes",
+        ])
+        .fails(1);
+    assert!(err.contains("has no `bin`"), "{err}");
+    assert!(!w.packages("lp").exists());
+    assert!(!w.h.config_dir().join("lp.kdl").exists());
+}

@@ -60,16 +60,18 @@ pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failur
     let pkg: PackageRef = format!("npm:{name}@{}", view.version).parse().map_err(
         |e: xy_core::package::PackageRefError| Failure::new(Exit::Operational, e.to_string()),
     )?;
+    // Known before anything is installed: a package without a program is
+    // refused here, not after the download.
     let bin = view
         .bin
         .as_ref()
-        .map(|b| pick_bin(name, b))
-        .transpose()
+        .ok_or_else(|| format!("{pkg} has no `bin`: there is no program to run"))
+        .and_then(|b| pick_bin(name, b))
         .map_err(|e| Failure::new(Exit::Operational, e))?;
     Ok(Resolved {
         published: view.time.get(&pkg.version).and_then(|t| parse_rfc3339(t)),
         pkg,
-        bin,
+        bin: Some(bin),
     })
 }
 
