@@ -729,32 +729,39 @@ fn prune(paths: &Paths, server: &str, keep: &[&str]) {
     }
 }
 
-/// `list`'s hint (SPEC §22): the servers whose `command` is `npx` or
-/// `uvx`, which resolve and may download new code at every start. Read
-/// from the daemon's config directory; only files that mention either
-/// are parsed, so a large directory costs a read per file.
+/// `list`'s hint (SPEC §22): one line per server whose `command` is `npx`
+/// or `uvx` (they resolve and may download new code at every start), with
+/// the `xyctl add` line that pins it. Read from the daemon's config
+/// directory; only files that mention either are parsed, so a large
+/// directory costs a read per file.
 pub(crate) fn unpinned_hint(c: &mut xy_core::client::Client) -> Option<String> {
     let st: xy_core::protocol::DaemonStatus = c
         .call::<(), _>(method::DAEMON_STATUS, None, READ_TIMEOUT)
         .ok()?;
-    let names = unpinned_in(Path::new(&st.config_dir));
-    if names.is_empty() {
+    let found = unpinned_in(Path::new(&st.config_dir));
+    if found.is_empty() {
         return None;
     }
-    Some(format!(
-        "hint: {} {} started with npx/uvx, which fetch whatever is newest at every start; \
-         `xyctl add <name> --npm <pkg> --force` (or --pypi) pins it (docs/packages.md)\n",
-        names.join(", "),
-        if names.len() == 1 { "is" } else { "are" }
-    ))
+    let mut s = String::new();
+    for (name, program, pin) in found {
+        s.push_str(&format!(
+            "hint: {name} runs {program}, which fetches whatever is newest at every start; pin it: {}\n",
+            pin.unwrap_or_else(|| format!(
+                "xyctl add {name} --npm <pkg> --force (or --pypi; docs/packages.md)"
+            ))
+        ));
+    }
+    Some(s)
 }
 
-/// The names of the servers in `dir` that run `npx`/`uvx` unpinned.
-fn unpinned_in(dir: &Path) -> Vec<String> {
+/// The servers in `dir` that run `npx`/`uvx` unpinned: name, program,
+/// and the `xyctl add` line that pins it when its package can be read off
+/// the arguments.
+fn unpinned_in(dir: &Path) -> Vec<(String, String, Option<String>)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = entries
+    let mut found: Vec<(String, String, Option<String>)> = entries
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
@@ -769,11 +776,86 @@ fn unpinned_in(dir: &Path) -> Vec<String> {
                 .file_name()?
                 .to_string_lossy()
                 .into_owned();
-            (matches!(program.as_str(), "npx" | "uvx") && c.package.is_none()).then_some(stem)
+            if !matches!(program.as_str(), "npx" | "uvx") || c.package.is_some() {
+                return None;
+            }
+            let pin = pin_candidate(&program, &c.args).map(|(eco, spec, extra)| {
+                let mut line = format!(
+                    "xyctl add {stem} --{} {} --force",
+                    eco.as_str(),
+                    shell_word(&spec)
+                );
+                if !extra.is_empty() {
+                    line.push_str(" --");
+                    for a in extra {
+                        line.push(' ');
+                        line.push_str(&shell_word(&a));
+                    }
+                }
+                line
+            });
+            Some((stem, program, pin))
         })
         .collect();
-    names.sort();
-    names
+    found.sort();
+    found
+}
+
+/// The package an `npx`/`uvx` command line runs, as `--npm`/`--pypi`
+/// takes it, and the arguments after it: `npx -y @scope/pkg@1 --flag`,
+/// `uvx mcp-server-time@2025.1 --tz UTC`, `uvx --from pkg==1 script`.
+/// `None` when the line uses options this does not follow.
+fn pin_candidate(program: &str, args: &[String]) -> Option<(Ecosystem, String, Vec<String>)> {
+    let mut it = args.iter();
+    match program {
+        "npx" => {
+            for a in it.by_ref() {
+                match a.as_str() {
+                    "-y" | "--yes" | "-q" | "--quiet" => {}
+                    s if s.starts_with('-') => return None,
+                    spec => {
+                        xy_core::package::split_spec(Ecosystem::Npm, spec).ok()?;
+                        return Some((Ecosystem::Npm, spec.to_owned(), it.cloned().collect()));
+                    }
+                }
+            }
+            None
+        }
+        "uvx" => {
+            let mut from = None;
+            while let Some(a) = it.next() {
+                match a.as_str() {
+                    "--from" => from = Some(it.next()?.clone()),
+                    s if s.starts_with('-') => return None,
+                    first => {
+                        // `uvx pkg@1.0` spells the pin with `@`.
+                        let (spec, extra): (String, Vec<String>) = match &from {
+                            // The script named after `--from` is the
+                            // console script; xy picks it from the package.
+                            Some(f) => (f.clone(), it.cloned().collect()),
+                            None => (first.replacen('@', "==", 1), it.cloned().collect()),
+                        };
+                        xy_core::package::split_spec(Ecosystem::Pypi, &spec).ok()?;
+                        return Some((Ecosystem::Pypi, spec, extra));
+                    }
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `s` as one shell word: bare when it is plainly safe, else single-quoted.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"@/._-=+:,".contains(&b))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Parses an RFC 3339 timestamp as registries write it
@@ -936,7 +1018,48 @@ mod tests {
             "command \"npx\"\nport 5\npackage \"npm:x@1.0.0\"\n",
         );
         w("f.txt", "command \"npx\"\nport 6\n");
-        assert_eq!(unpinned_in(d.path()), ["a", "b"]);
+        let found = unpinned_in(d.path());
+        assert_eq!(
+            found,
+            [
+                (
+                    "a".to_owned(),
+                    "npx".to_owned(),
+                    Some("xyctl add a --npm x --force".to_owned())
+                ),
+                (
+                    "b".to_owned(),
+                    "uvx".to_owned(),
+                    Some("xyctl add b --pypi y --force".to_owned())
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn npx_and_uvx_lines_name_their_package() {
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            pin_candidate("npx", &v(&["-y", "@s/p@1.2.3", "--root", "/a b"])),
+            Some((Ecosystem::Npm, "@s/p@1.2.3".into(), v(&["--root", "/a b"])))
+        );
+        assert_eq!(
+            pin_candidate("uvx", &v(&["mcp-server-time@2025.1.0", "--tz", "UTC"])),
+            Some((
+                Ecosystem::Pypi,
+                "mcp-server-time==2025.1.0".into(),
+                v(&["--tz", "UTC"])
+            ))
+        );
+        assert_eq!(
+            pin_candidate("uvx", &v(&["--from", "mcp-x==1.0", "mcp-x-serve", "--v"])),
+            Some((Ecosystem::Pypi, "mcp-x==1.0".into(), v(&["--v"])))
+        );
+        assert_eq!(pin_candidate("npx", &v(&["--package=x", "y"])), None);
+        assert_eq!(pin_candidate("npx", &v(&["-y"])), None);
+        assert_eq!(shell_word("/a b"), "'/a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("@s/p@1"), "@s/p@1");
     }
 
     #[test]

@@ -367,7 +367,13 @@ fn list_hints_at_unpinned_npx_servers() {
     let r = w.run(&["list"]);
     r.ok();
     let err = r.stderr();
-    assert!(err.contains("hint: loose is started with npx/uvx"), "{err}");
+    assert!(
+        err.contains(
+            "hint: loose runs npx, which fetches whatever is newest at every start; \
+             pin it: xyctl add loose --npm @modelcontextprotocol/server-memory --force"
+        ),
+        "{err}"
+    );
     assert!(!err.contains("fine"), "{err}");
     let r = w.run(&["list", "--json"]);
     r.ok();
