@@ -77,6 +77,7 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         agent: Default::default(),
         firewall: None,
         sandbox: None,
+        package: None,
         autostart: true,
     }
 }

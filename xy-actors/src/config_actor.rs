@@ -147,6 +147,7 @@ mod tests {
             agent: Default::default(),
             firewall: None,
             sandbox: None,
+            package: None,
             autostart: true,
         }
     }

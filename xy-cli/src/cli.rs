@@ -7,11 +7,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod add;
 mod clients;
+mod packages;
 mod service;
 mod tools;
 
 pub(crate) use add::AddArgs;
 pub(crate) use clients::{ClientsArgs, ClientsCmd, ImportArgs};
+pub(crate) use packages::{InstallFlags, UpgradeArgs};
 #[cfg(test)]
 pub(crate) use service::StatusArgs;
 pub(crate) use service::{InstallArgs, ServiceCmd};
@@ -104,6 +106,14 @@ pub(crate) enum Command {
     Service(ServiceCmd),
     /// Add a server: write its config file, reload, print its state and URL.
     Add(AddArgs),
+    /// Install a newer version of a pinned server beside the current one,
+    /// switch its config to it and restart it (the last two are kept).
+    Upgrade(UpgradeArgs),
+    /// Switch a pinned server back to the other installed version.
+    Rollback {
+        /// The server's name.
+        name: String,
+    },
     /// Stop a server and move its config file to `<config dir>/.removed/`.
     Remove {
         /// The server's name.

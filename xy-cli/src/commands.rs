@@ -45,6 +45,8 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Service(cmd) => service::run(ctx, cmd),
         Command::Add(args) => add::run(ctx, &args),
         Command::Remove { name } => add::remove(ctx, &name),
+        Command::Upgrade(args) => crate::packages::upgrade(ctx, &args),
+        Command::Rollback { name } => crate::packages::rollback(ctx, &name),
         Command::Import(args) => clients::import(ctx, &args),
         Command::Clients(args) => clients::run(ctx, &args),
         Command::Connect { name } => connect::run(ctx, &name),

@@ -11,6 +11,7 @@ mod daemon_conn;
 mod error;
 mod mcp;
 mod output;
+mod packages;
 mod process;
 mod relay;
 mod render;

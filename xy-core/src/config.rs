@@ -265,6 +265,10 @@ pub struct ServerConfig {
     /// `sandbox { … }` (SPEC §21); `None`: the child runs unconfined. Part
     /// of [`settings`](ServerConfig::settings): a changed block restarts it.
     pub sandbox: Option<crate::sandbox::SandboxConfig>,
+    /// `package "npm:<pkg>@<ver>"` (SPEC §22): the pinned install `command`
+    /// runs. Informational to the daemon (it never installs), but part of
+    /// [`settings`](ServerConfig::settings): a changed package restarts it.
+    pub package: Option<crate::package::PackageRef>,
     /// `autostart` (default `#true`): whether boot and reload start the
     /// server. `#false` (what `xyctl add --no-start` writes) leaves it
     /// `stopped` until `xyctl start`. Not part of
@@ -296,6 +300,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("agent", &self.agent)
             .field("firewall", &self.firewall)
             .field("sandbox", &self.sandbox)
+            .field("package", &self.package)
             .finish()
     }
 }
@@ -323,6 +328,7 @@ pub struct Settings<'a> {
     health: Option<&'a HealthConfig>,
     agent: &'a AgentConfig,
     sandbox: Option<&'a crate::sandbox::SandboxConfig>,
+    package: Option<&'a crate::package::PackageRef>,
 }
 
 impl ServerConfig {
@@ -350,6 +356,7 @@ impl ServerConfig {
             // Applied to the running child's tools without a restart.
             firewall: _,
             sandbox,
+            package,
             // Whether boot and reload start it, not how it runs.
             autostart: _,
         } = self;
@@ -370,6 +377,7 @@ impl ServerConfig {
             health: health.as_ref(),
             agent,
             sandbox: sandbox.as_ref(),
+            package: package.as_ref(),
         }
     }
 

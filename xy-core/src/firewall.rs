@@ -89,7 +89,6 @@ pub fn is_hidden(c: char) -> bool {
 /// `_meta` is left out because servers put volatile things there (trace
 /// ids, timestamps) that say nothing about what the model reads.
 pub fn digest(object: &Value) -> String {
-    use sha2::{Digest, Sha256};
     let canonical = match object {
         Value::Object(map) if map.contains_key("_meta") => {
             let mut map = map.clone();
@@ -98,7 +97,14 @@ pub fn digest(object: &Value) -> String {
         }
         other => canonical(other),
     };
-    let sum = Sha256::digest(canonical.as_bytes());
+    sha256_hex(canonical.as_bytes())
+}
+
+/// The lower-case hex SHA-256 of `bytes` (tool digests here, wheel hashes
+/// in pinned installs' `requirements.lock`).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let sum = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
     for b in sum {
         use std::fmt::Write;

@@ -5,6 +5,8 @@
 //! - [`protocol`]: JSON-RPC method names, params, results, notifications and
 //!   error codes (SPEC §6).
 //! - [`firewall`]: the tool firewall's modes, states and digest (SPEC §20).
+//! - [`package`]: pinned installs' `package` references and install records
+//!   (SPEC §22).
 //! - [`time`]: durations and timestamps as xy writes them.
 //! - `client` (feature `client`): the one blocking JSON-line client of the
 //!   socket, for `xyctl`, the integration tests and the benches.
@@ -18,6 +20,7 @@
 pub mod client;
 pub mod config;
 pub mod firewall;
+pub mod package;
 pub mod paths;
 pub mod protocol;
 pub mod sandbox;

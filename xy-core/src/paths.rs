@@ -32,6 +32,10 @@ pub struct Paths {
     pub pidfile: PathBuf,
     /// The Unix socket (`XY_SOCKET`, else `${XDG_RUNTIME_DIR}/xy.sock`, else state dir).
     pub socket: PathBuf,
+    /// `${XDG_DATA_HOME:-~/.local/share}/xy`: pinned installs (SPEC §22).
+    /// With neither the variable nor a home, `<state dir>/data`, so a setup
+    /// that names only the config and state homes keeps resolving.
+    pub data_dir: PathBuf,
 }
 
 /// Why paths could not be resolved.
@@ -83,6 +87,10 @@ impl Paths {
             .ok_or(PathError::NoHome)?;
 
         let state_dir = state_home.join("xy");
+        let data_dir = abs("XDG_DATA_HOME")
+            .or_else(|| from_home(".local/share"))
+            .map(|d| d.join("xy"))
+            .unwrap_or_else(|| state_dir.join("data"));
         let socket = env("XY_SOCKET")
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
@@ -97,6 +105,7 @@ impl Paths {
             pidfile: state_dir.join("xy.pid"),
             socket,
             state_dir,
+            data_dir,
         })
     }
 
@@ -125,6 +134,17 @@ impl Paths {
     /// under xy's state dir, which the child cannot otherwise read.
     pub fn sandbox_temp(&self, name: &str) -> PathBuf {
         self.state_dir.join("sandbox").join(name).join("tmp")
+    }
+
+    /// `<data dir>/packages/<name>`: every installed version of one
+    /// server's pinned package (SPEC §22).
+    pub fn packages_root(&self, name: &str) -> PathBuf {
+        self.data_dir.join("packages").join(name)
+    }
+
+    /// `<data dir>/packages/<name>/<version>`: one installed version.
+    pub fn packages_dir(&self, name: &str, version: &str) -> PathBuf {
+        self.packages_root(name).join(version)
     }
 
     /// Fails when the socket path is too long for `sockaddr_un`.
@@ -169,6 +189,11 @@ mod tests {
         assert_eq!(p.run_dir, Path::new("/home/u/.local/state/xy/run"));
         assert_eq!(p.pidfile, Path::new("/home/u/.local/state/xy/xy.pid"));
         assert_eq!(p.socket, Path::new("/home/u/.local/state/xy/xy.sock"));
+        assert_eq!(p.data_dir, Path::new("/home/u/.local/share/xy"));
+        assert_eq!(
+            p.packages_dir("mem", "1.2.3"),
+            Path::new("/home/u/.local/share/xy/packages/mem/1.2.3")
+        );
         assert_eq!(
             p.server_log("a"),
             Path::new("/home/u/.local/state/xy/logs/a.log")
@@ -241,6 +266,9 @@ mod tests {
         );
         let p = resolve(&[("XDG_CONFIG_HOME", "/c"), ("XDG_STATE_HOME", "/s")], None).unwrap();
         assert_eq!(p.socket, Path::new("/s/xy/xy.sock"));
+        assert_eq!(p.data_dir, Path::new("/s/xy/data"));
+        let p = resolve(&[("XDG_DATA_HOME", "/d")], Some("/h")).unwrap();
+        assert_eq!(p.data_dir, Path::new("/d/xy"));
     }
 
     #[test]

@@ -14,7 +14,9 @@ mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
 mod secrets;
 pub use secrets::SecretInfo;
+mod package;
 mod sandbox;
+pub use package::PackageStatus;
 pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
 mod failure;
 pub use failure::{
@@ -494,6 +496,10 @@ pub struct StatusResult {
     /// The effective `sandbox` rules (SPEC §21); `null`: unconfined.
     #[serde(default)]
     pub sandbox: Option<SandboxStatus>,
+    /// The pinned install (SPEC §22); `null`: the server file names no
+    /// `package`.
+    #[serde(default)]
+    pub package: Option<PackageStatus>,
 }
 
 /// One recorded change of [`HealthState`].

@@ -80,6 +80,7 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         agent: Default::default(),
         firewall: None,
         sandbox: None,
+        package: None,
         autostart: true,
     }
 }

@@ -41,6 +41,11 @@ impl ServerActorState {
                 })
                 .collect(),
             sandbox: self.sandbox_status(),
+            // SPEC §22: read from the install record at each `status`.
+            package: c
+                .package
+                .as_ref()
+                .map(|p| xy_core::package::status(&c.name, p)),
         }
     }
 

@@ -42,6 +42,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         agent: Default::default(),
         firewall: None,
         sandbox: None,
+        package: None,
         autostart: true,
     }
 }

@@ -53,6 +53,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         agent: Default::default(),
         firewall: None,
         sandbox: None,
+        package: None,
         autostart: true,
     }
 }

@@ -40,8 +40,12 @@ pub(crate) struct AddArgs {
     /// full rights.
     #[arg(long)]
     pub(crate) no_sandbox: bool,
-    /// The command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// SPEC §22: `--npm`/`--pypi` and their install flags.
+    #[command(flatten)]
+    pub(crate) pin: super::packages::PinArgs,
+    /// The command and its arguments, after `--` (with `--npm`/`--pypi`/`--registry`:
+    /// extra arguments for the installed entry point).
+    #[arg(last = true, required_unless_present_any = ["npm", "pypi", "registry"], value_name = "COMMAND")]
     pub(crate) command: Vec<String>,
 }
 

@@ -75,7 +75,16 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             })?
         }
     };
-    let (command, args) = a.command.split_first().expect("clap requires a command");
+    // SPEC §22: resolve, confirm and install first; nothing is written
+    // unless the install completed.
+    let pinned = crate::packages::for_add(ctx, a, &dir, port)?;
+    let (command, args) = match &pinned {
+        Some(p) => (&p.command, &p.args[..]),
+        None => a
+            .command
+            .split_first()
+            .expect("clap requires a command without --npm/--pypi"),
+    };
     let spec = ServerSpec {
         command: command.clone(),
         args: args
@@ -83,8 +92,13 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             .map(|s| s.replace("{port}", &port.to_string()))
             .collect(),
         port,
-        stdio: a.stdio,
-        env: a.env.iter().cloned().collect(),
+        stdio: a.stdio || pinned.is_some(),
+        // A pinned install's variables (`--registry`), then `--env` (wins).
+        env: pinned
+            .iter()
+            .flat_map(|p| p.env.clone())
+            .chain(a.env.iter().cloned())
+            .collect(),
         working_dir: a.working_dir.as_ref().map(|d| {
             std::path::absolute(d)
                 .unwrap_or_else(|_| d.clone())
@@ -97,6 +111,9 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         &spec,
         "Written by `xyctl add`; edit freely, then `xyctl reload`.",
     );
+    if let Some(p) = &pinned {
+        p.annotate(&mut text);
+    }
     let mut create = Vec::new();
     if !a.no_sandbox
         && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl add")

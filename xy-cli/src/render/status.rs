@@ -105,6 +105,22 @@ pub(crate) fn render_status(
             format!("{} (values hidden)", s.env_keys.join(", "))
         },
     ));
+    if let Some(p) = &s.package {
+        let sep = if p.ecosystem == "pypi" { "==" } else { "@" };
+        fields.push((
+            "package",
+            format!(
+                "{}:{}{sep}{} ({})",
+                p.ecosystem,
+                p.name,
+                p.version,
+                p.installed_at.as_deref().map_or_else(
+                    || "not installed: `xyctl add --force` or `xyctl rollback`".to_owned(),
+                    |t| format!("installed {t}")
+                )
+            ),
+        ));
+    }
     if !s.secrets.is_empty() {
         let list: Vec<String> = s
             .secrets
@@ -352,6 +368,7 @@ pub(crate) mod tests {
             mcp: None,
             secrets: Vec::new(),
             sandbox: None,
+            package: None,
         }
     }
 

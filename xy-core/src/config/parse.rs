@@ -13,6 +13,7 @@ use miette::SourceSpan;
 
 mod agent;
 mod firewall;
+mod package;
 mod sandbox;
 mod secrets;
 pub(super) mod settings;
@@ -49,6 +50,8 @@ const TOP_FIELDS: &[&str] = &[
     "firewall",
     // SPEC §21 (parsed in `parse/sandbox.rs`).
     "sandbox",
+    // SPEC §22 (parsed in `parse/package.rs`).
+    "package",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -293,6 +296,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             "agent" => b.agent = agent::parse_agent(&mut cx, node),
             "firewall" => b.firewall = firewall::parse_firewall(&mut cx, node),
             "sandbox" => b.sandbox = sandbox::parse_sandbox(&mut cx, node),
+            "package" => b.package = package::parse_package(&mut cx, node),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -370,6 +374,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 agent: b.agent,
                 firewall: b.firewall,
                 sandbox: b.sandbox,
+                package: b.package,
                 autostart: b.autostart.unwrap_or(true),
             };
             Some(config)
@@ -408,6 +413,7 @@ struct Builder {
     agent: super::AgentConfig,
     firewall: Option<crate::firewall::FirewallMode>,
     sandbox: Option<crate::sandbox::SandboxConfig>,
+    package: Option<crate::package::PackageRef>,
     /// `autostart`; `None`: not written (`#true`).
     autostart: Option<bool>,
 }

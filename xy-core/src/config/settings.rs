@@ -24,6 +24,10 @@ pub struct DaemonSettings {
     pub gateway: GatewaySettings,
     /// `firewall { mode … }`: every server's mode unless its own file sets one.
     pub firewall_default: FirewallMode,
+    /// `min-age "3d"` (SPEC §22): how long a version must have been
+    /// published before `xyctl add`/`upgrade` installs it; `None`:
+    /// [`crate::package::DEFAULT_MIN_AGE`]. Read by `xyctl` only.
+    pub min_age: Option<std::time::Duration>,
 }
 
 impl DaemonSettings {

@@ -228,6 +228,7 @@ fn status_result() {
         }),
         secrets: Vec::new(),
         sandbox: None,
+        package: None,
     };
     pin(
         &s,
@@ -260,7 +261,8 @@ fn status_result() {
                     "tools_removed": [], "tools_changed": [],
                     "listed_at": "2026-11-30T05:04:55.002Z"},
             "secrets": [],
-            "sandbox": null
+            "sandbox": null,
+            "package": null
         }),
     );
 }

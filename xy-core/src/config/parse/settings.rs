@@ -12,7 +12,7 @@ use super::super::settings::DaemonSettings;
 use super::Cx;
 
 /// Top-level nodes of `xy.kdl`.
-pub(super) const SETTINGS_FIELDS: &[&str] = &["gateway", "firewall"];
+pub(super) const SETTINGS_FIELDS: &[&str] = &["gateway", "firewall", "min-age"];
 /// Children of `gateway { … }`.
 const GATEWAY_FIELDS: &[&str] = &["port"];
 
@@ -57,6 +57,11 @@ pub(in crate::config) fn parse(
             "firewall" => {
                 if let Some(m) = super::firewall::parse_firewall(&mut cx, node) {
                     settings.firewall_default = m;
+                }
+            }
+            "min-age" => {
+                if let Some((d, _)) = cx.duration_node(node) {
+                    settings.min_age = Some(d);
                 }
             }
             _ => unreachable!("checked against SETTINGS_FIELDS"),
@@ -142,6 +147,11 @@ mod tests {
         assert_eq!(s.gateway.port, 9000);
         assert_eq!(s.gateway.port(), Some(9000));
         assert_eq!(s.firewall_default, FirewallMode::Review);
+        assert_eq!(s.min_age, None);
+        let s = parse_settings(Path::new("/c/xy.kdl"), "min-age \"7d\"\n").unwrap();
+        assert_eq!(s.min_age, Some(std::time::Duration::from_secs(7 * 86400)));
+        let d = one_error("min-age \"soon\"");
+        assert_eq!(d.kind, DiagnosticKind::BadDuration);
         let off = parse_settings(Path::new("/c/xy.kdl"), "gateway { port 0; }").unwrap();
         assert_eq!(off.gateway.port(), None);
     }

@@ -1,0 +1,317 @@
+//! npm's steps of a pinned install: `npm view` for the exact version, its
+//! publish time and its `bin`; `npm install --save-exact` (or `npm ci` from
+//! an earlier lockfile) into the version directory; the check that
+//! `package-lock.json` pins every dependency by integrity hash; the `node`
+//! that runs the entry point.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+use xy_core::package::{Ecosystem, PackageRef};
+
+use super::{Built, Resolved, parse_rfc3339, program, run};
+use crate::cli::InstallFlags;
+use crate::error::{Exit, Failure};
+
+/// The lockfile npm writes.
+pub(crate) const LOCKFILE: &str = "package-lock.json";
+
+const NO_NPM: &str = "install Node.js with npm (https://nodejs.org) to use --npm";
+
+/// One version as `npm view <pkg>@<ver> version time bin --json` shows it.
+#[derive(Debug, Deserialize)]
+struct View {
+    version: String,
+    #[serde(default)]
+    time: BTreeMap<String, String>,
+    #[serde(default)]
+    bin: Option<serde_json::Value>,
+}
+
+/// The exact version `want` (a version, range or tag; `latest` when
+/// `None`) names.
+pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failure> {
+    let npm = program("npm", NO_NPM)?;
+    let spec = format!("{name}@{}", want.unwrap_or("latest"));
+    let out = run(
+        Command::new(npm)
+            .args(["view", &spec, "version", "time", "bin", "--json"])
+            .env("npm_config_update_notifier", "false"),
+        &format!("`npm view {spec}`"),
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let view = parse_view(&text).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot read `npm view {spec}`'s answer: {e}"),
+        )
+    })?;
+    let view = view.ok_or_else(|| {
+        Failure::new(
+            Exit::Operational,
+            format!(
+                "no version of {name} matches {:?}",
+                want.unwrap_or("latest")
+            ),
+        )
+    })?;
+    let pkg: PackageRef = format!("npm:{name}@{}", view.version).parse().map_err(
+        |e: xy_core::package::PackageRefError| Failure::new(Exit::Operational, e.to_string()),
+    )?;
+    // Known before anything is installed: a package without a program is
+    // refused here, not after the download.
+    let bin = view
+        .bin
+        .as_ref()
+        .ok_or_else(|| format!("{pkg} has no `bin`: there is no program to run"))
+        .and_then(|b| pick_bin(name, b))
+        .map_err(|e| Failure::new(Exit::Operational, e))?;
+    Ok(Resolved {
+        published: view.time.get(&pkg.version).and_then(|t| parse_rfc3339(t)),
+        pkg,
+        bin: Some(bin),
+    })
+}
+
+/// `npm view --json`'s answer: one object, or (a range matching several
+/// versions) an array of them in ascending order, of which the newest
+/// wins; empty when nothing matches.
+fn parse_view(text: &str) -> Result<Option<View>, String> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let one = match v {
+        serde_json::Value::Array(mut all) => match all.pop() {
+            Some(last) => last,
+            None => return Ok(None),
+        },
+        other => other,
+    };
+    serde_json::from_value(one)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// The `bin` to run: the only one, else the one named like the package
+/// (without its scope).
+fn pick_bin(name: &str, bin: &serde_json::Value) -> Result<String, String> {
+    let short = name.rsplit('/').next().unwrap_or(name);
+    match bin {
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Object(m) => {
+            let paths: Vec<(&String, &str)> = m
+                .iter()
+                .filter_map(|(k, v)| Some((k, v.as_str()?)))
+                .collect();
+            match paths.as_slice() {
+                [(_, p)] => Ok((*p).to_owned()),
+                _ => paths
+                    .iter()
+                    .find(|(k, _)| *k == short)
+                    .map(|(_, p)| (*p).to_owned())
+                    .ok_or_else(|| {
+                        format!(
+                            "{name} has several programs ({}) and none is named {short}",
+                            m.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )
+                    }),
+            }
+        }
+        _ => Err(format!("{name}'s `bin` is neither a path nor a map")),
+    }
+}
+
+/// `<dir>/node_modules/<pkg>/<bin>`.
+pub(crate) fn entry_path(dir: &Path, name: &str, bin: &str) -> PathBuf {
+    let mut p = dir.join("node_modules").join(name);
+    for part in bin.split('/').filter(|s| !s.is_empty() && *s != ".") {
+        p.push(part);
+    }
+    p
+}
+
+/// The `node` npm runs with: the first on PATH, canonicalized so the
+/// config survives a shim being re-pointed.
+pub(crate) fn node() -> Result<PathBuf, Failure> {
+    let node = program("node", NO_NPM)?;
+    Ok(node.canonicalize().unwrap_or(node))
+}
+
+/// Installs `r` into `tmp`, which becomes `target`: `npm ci` from
+/// `previous`'s lockfile when the same version was installed before, else
+/// `npm install --save-exact`. Scripts are off unless `--allow-scripts`.
+pub(crate) fn install(
+    tmp: &Path,
+    target: &Path,
+    previous: Option<&Path>,
+    r: &Resolved,
+    flags: &InstallFlags,
+) -> Result<Built, Failure> {
+    debug_assert_eq!(r.pkg.ecosystem, Ecosystem::Npm);
+    let npm = program("npm", NO_NPM)?;
+    let node = node()?;
+    let mut cmd = Command::new(&npm);
+    cmd.env("npm_config_update_notifier", "false");
+    let reuse = previous
+        .map(|p| (p.join("package.json"), p.join(LOCKFILE)))
+        .filter(|(pj, lock)| pj.is_file() && lock.is_file());
+    let what = if let Some((pj, lock)) = reuse {
+        for (from, name) in [(pj, "package.json"), (lock, LOCKFILE)] {
+            std::fs::copy(&from, tmp.join(name)).map_err(|e| {
+                Failure::new(
+                    Exit::Operational,
+                    format!("cannot copy {}: {e}", from.display()),
+                )
+            })?;
+        }
+        cmd.arg("ci");
+        "`npm ci`"
+    } else {
+        cmd.arg("install")
+            .arg("--save-exact")
+            .arg(format!("{}@{}", r.pkg.name, r.pkg.version));
+        "`npm install`"
+    };
+    cmd.arg("--prefix")
+        .arg(tmp)
+        .args(["--no-audit", "--no-fund"]);
+    if !flags.allow_scripts {
+        cmd.arg("--ignore-scripts");
+    }
+    run(&mut cmd, what)?;
+    let lock = std::fs::read_to_string(tmp.join(LOCKFILE)).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("npm wrote no {LOCKFILE} in {}: {e}", tmp.display()),
+        )
+    })?;
+    let unpinned = unpinned(&lock)
+        .map_err(|e| Failure::new(Exit::Operational, format!("cannot read {LOCKFILE}: {e}")))?;
+    if !unpinned.is_empty() {
+        return Err(Failure::new(
+            Exit::Operational,
+            format!(
+                "{LOCKFILE} pins {} without an integrity hash; nothing was installed",
+                unpinned.join(", ")
+            ),
+        ));
+    }
+    // The installed manifest decides, not the registry's summary.
+    let manifest = tmp
+        .join("node_modules")
+        .join(&r.pkg.name)
+        .join("package.json");
+    let pj: serde_json::Value = std::fs::read_to_string(&manifest)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| {
+            Failure::new(
+                Exit::Operational,
+                format!("cannot read {}", manifest.display()),
+            )
+        })?;
+    let bin = pj
+        .get("bin")
+        .ok_or_else(|| {
+            Failure::new(
+                Exit::Operational,
+                format!("{} has no `bin`: there is no program to run", r.pkg),
+            )
+        })
+        .and_then(|b| pick_bin(&r.pkg.name, b).map_err(|e| Failure::new(Exit::Operational, e)))?;
+    let entry = entry_path(target, &r.pkg.name, &bin);
+    let in_tmp = entry_path(tmp, &r.pkg.name, &bin);
+    if !in_tmp.is_file() {
+        return Err(Failure::new(
+            Exit::Operational,
+            format!("{}'s `bin` {bin} is not in the package", r.pkg),
+        ));
+    }
+    Ok(Built {
+        runtime: node,
+        entry,
+        lockfile: LOCKFILE,
+    })
+}
+
+/// The lockfile's installed packages that carry no `integrity` (links to
+/// local folders and bundled dependencies have none by nature and are
+/// pinned by their parent).
+fn unpinned(lock: &str) -> Result<Vec<String>, String> {
+    let v: serde_json::Value = serde_json::from_str(lock).map_err(|e| e.to_string())?;
+    let packages = v
+        .get("packages")
+        .and_then(|p| p.as_object())
+        .ok_or("no `packages` (lockfileVersion 2 or later expected)")?;
+    Ok(packages
+        .iter()
+        .filter(|(k, _)| !k.is_empty())
+        .filter(|(_, p)| {
+            let yes = |key: &str| p.get(key).and_then(serde_json::Value::as_bool) == Some(true);
+            !yes("link")
+                && !yes("inBundle")
+                && !p
+                    .get("integrity")
+                    .and_then(|i| i.as_str())
+                    .is_some_and(|i| i.starts_with("sha"))
+        })
+        .map(|(k, _)| k.clone())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_of_one_or_several_versions_parse() {
+        let one = r#"{"version":"2026.8.31","time":{"2026.8.31":"2026-09-01T22:46:36.382000+00:00"},
+                     "bin":{"mcp-server-memory":"dist/index.js"}}"#;
+        let v = parse_view(one).unwrap().unwrap();
+        assert_eq!(v.version, "2026.8.31");
+        assert_eq!(
+            pick_bin(
+                "@modelcontextprotocol/server-memory",
+                v.bin.as_ref().unwrap()
+            )
+            .unwrap(),
+            "dist/index.js"
+        );
+        let several = r#"[{"version":"1.0.0"},{"version":"1.2.0","time":{}}]"#;
+        assert_eq!(parse_view(several).unwrap().unwrap().version, "1.2.0");
+        assert!(parse_view("").unwrap().is_none());
+        assert!(parse_view("[]").unwrap().is_none());
+        assert!(parse_view("{").is_err());
+    }
+
+    #[test]
+    fn the_bin_named_like_the_package_wins() {
+        let b = serde_json::json!({"other": "o.js", "srv": "./s.js"});
+        assert_eq!(pick_bin("@x/srv", &b).unwrap(), "./s.js");
+        assert!(pick_bin("@x/none", &b).unwrap_err().contains("other, srv"));
+        assert_eq!(
+            pick_bin("a", &serde_json::json!("cli.js")).unwrap(),
+            "cli.js"
+        );
+        assert_eq!(
+            entry_path(Path::new("/d"), "@x/srv", "./dist//s.js"),
+            Path::new("/d/node_modules/@x/srv/dist/s.js")
+        );
+    }
+
+    #[test]
+    fn a_dependency_without_integrity_is_found() {
+        let lock = r#"{"lockfileVersion":3,"packages":{
+            "": {"dependencies":{"a":"1.0.0"}},
+            "node_modules/a": {"version":"1.0.0","integrity":"sha512-xx"},
+            "node_modules/b": {"version":"1.0.0"},
+            "node_modules/c": {"link":true},
+            "node_modules/a/node_modules/d": {"inBundle":true}
+        }}"#;
+        assert_eq!(unpinned(lock).unwrap(), ["node_modules/b"]);
+        assert!(unpinned(r#"{"lockfileVersion":1}"#).is_err());
+    }
+}

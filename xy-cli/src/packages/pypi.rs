@@ -1,0 +1,329 @@
+//! PyPI's steps of a pinned install: the PyPI JSON API for the exact
+//! version and its upload time (fetched by the `python3` the install uses,
+//! so its proxy and certificate settings apply); a venv in the version
+//! directory; `pip download` of every wheel, each hashed into
+//! `requirements.lock` as `--hash=sha256:…`; `pip install --no-index
+//! --require-hashes` from those files only; the distribution's console
+//! script run by the venv's python.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use xy_core::package::PackageRef;
+
+use super::{Built, Resolved, parse_rfc3339, program, run};
+use crate::error::{Exit, Failure};
+
+/// The hash-pinned requirements file.
+pub(crate) const LOCKFILE: &str = "requirements.lock";
+
+const NO_PYTHON: &str = "install Python 3 (with its venv module) to use --pypi";
+
+/// The JSON API's base; `XY_PYPI_URL` points it at a mirror.
+fn api_base() -> String {
+    std::env::var("XY_PYPI_URL").unwrap_or_else(|_| "https://pypi.org/pypi".to_owned())
+}
+
+/// Reads the JSON API for `name` (`want`: an exact version, else the
+/// newest release) and prints `{version, uploaded}`, or `{missing}` when
+/// no such release exists. The project document, not the per-version one:
+/// it lists every release's files, and some mirrors serve only it.
+const RESOLVE_PY: &str = r#"
+import json, sys, urllib.request
+base, name, want = sys.argv[1], sys.argv[2], sys.argv[3]
+with urllib.request.urlopen(f"{base}/{name}/json", timeout=30) as r:
+    d = json.load(r)
+version = want or d["info"]["version"]
+files = d.get("releases", {}).get(version)
+if files is None:
+    print(json.dumps({"missing": version}))
+else:
+    times = [u["upload_time_iso_8601"] for u in files if u.get("upload_time_iso_8601")]
+    print(json.dumps({"version": version, "uploaded": min(times) if times else None}))
+"#;
+
+/// The console scripts of a distribution, as a JSON list.
+const SCRIPTS_PY: &str = r#"
+import json, sys, importlib.metadata as m
+d = m.distribution(sys.argv[1])
+print(json.dumps(sorted(e.name for e in d.entry_points if e.group == "console_scripts")))
+"#;
+
+/// The exact version `want` names (`None`: the newest). Ranges are not
+/// resolved: PyPI's API answers exact versions only.
+pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failure> {
+    if let Some(v) = want
+        && !xy_core::package::is_exact_version(xy_core::package::Ecosystem::Pypi, v)
+    {
+        return Err(Failure::new(
+            Exit::Operational,
+            format!(
+                "{v:?} is not an exact version: write {name}==<version>, or no version for the newest"
+            ),
+        ));
+    }
+    let python = program("python3", NO_PYTHON)?;
+    let out = run(
+        Command::new(python).args(["-c", RESOLVE_PY, &api_base(), name, want.unwrap_or("")]),
+        &format!("the PyPI lookup of {name}"),
+    )?;
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        version: String,
+        uploaded: Option<String>,
+        missing: Option<String>,
+    }
+    let a: Answer = serde_json::from_slice(&out.stdout).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot read PyPI's answer for {name}: {e}"),
+        )
+    })?;
+    if let Some(v) = a.missing {
+        return Err(Failure::new(
+            Exit::Operational,
+            format!("PyPI has no release {v} of {name}"),
+        ));
+    }
+    let pkg: PackageRef = format!("pypi:{name}=={}", a.version).parse().map_err(
+        |e: xy_core::package::PackageRefError| Failure::new(Exit::Operational, e.to_string()),
+    )?;
+    Ok(Resolved {
+        pkg,
+        published: a.uploaded.as_deref().and_then(parse_rfc3339),
+        bin: None,
+    })
+}
+
+/// `<dir>/venv/bin`.
+pub(crate) fn venv_bin(dir: &Path) -> PathBuf {
+    dir.join("venv").join("bin")
+}
+
+/// `<dir>/venv/bin/python`: the config's runtime (not canonicalized: the
+/// link inside the venv is what makes it the venv's interpreter).
+pub(crate) fn venv_python(dir: &Path) -> PathBuf {
+    venv_bin(dir).join("python")
+}
+
+/// Builds the venv in `tmp` (which becomes `target`): the wheels of
+/// `previous`'s lock when this version was installed before, else those
+/// `pip download` picks, hashed into the lock; then installed from those
+/// files only, every hash checked.
+pub(crate) fn install(
+    tmp: &Path,
+    target: &Path,
+    previous: Option<&Path>,
+    r: &Resolved,
+) -> Result<Built, Failure> {
+    let python3 = program("python3", NO_PYTHON)?;
+    run(
+        Command::new(&python3)
+            .args(["-m", "venv"])
+            .arg(tmp.join("venv")),
+        "`python3 -m venv`",
+    )?;
+    let py = venv_python(tmp);
+    let wheels = tmp.join("wheels");
+    let lock = tmp.join(LOCKFILE);
+    let pip = |args: &[&std::ffi::OsStr]| {
+        let mut c = Command::new(&py);
+        c.args(["-m", "pip"])
+            .args(args)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+        c
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let old_lock = previous.map(|p| p.join(LOCKFILE)).filter(|l| l.is_file());
+    if let Some(old) = old_lock {
+        std::fs::copy(&old, &lock).map_err(|e| {
+            Failure::new(
+                Exit::Operational,
+                format!("cannot copy {}: {e}", old.display()),
+            )
+        })?;
+        run(
+            &mut pip(&[
+                os("download"),
+                os("--only-binary=:all:"),
+                os("--no-deps"),
+                os("--require-hashes"),
+                os("-r"),
+                lock.as_os_str(),
+                os("-d"),
+                wheels.as_os_str(),
+            ]),
+            "`pip download` of the locked wheels",
+        )?;
+    } else {
+        let spec = format!("{}=={}", r.pkg.name, r.pkg.version);
+        run(
+            &mut pip(&[
+                os("download"),
+                os("--only-binary=:all:"),
+                os("-d"),
+                wheels.as_os_str(),
+                std::ffi::OsStr::new(&spec),
+            ]),
+            &format!("`pip download {spec}`"),
+        )?;
+        let text = lock_text(&wheels)?;
+        std::fs::write(&lock, text).map_err(|e| {
+            Failure::new(
+                Exit::Operational,
+                format!("cannot write {}: {e}", lock.display()),
+            )
+        })?;
+    }
+    run(
+        &mut pip(&[
+            os("install"),
+            os("--no-index"),
+            os("--find-links"),
+            wheels.as_os_str(),
+            os("--require-hashes"),
+            os("--only-binary=:all:"),
+            os("-r"),
+            lock.as_os_str(),
+        ]),
+        "`pip install --require-hashes`",
+    )?;
+    // The lock is what reproduces the install; the wheels are not kept.
+    let _ = std::fs::remove_dir_all(&wheels);
+    let out = run(
+        Command::new(&py).args(["-c", SCRIPTS_PY, &r.pkg.name]),
+        "reading the console scripts",
+    )?;
+    let scripts: Vec<String> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let script =
+        pick_script(&r.pkg.name, &scripts).map_err(|e| Failure::new(Exit::Operational, e))?;
+    Ok(Built {
+        runtime: venv_python(target),
+        entry: venv_bin(target).join(script),
+        lockfile: LOCKFILE,
+    })
+}
+
+/// `requirements.lock` for the wheels in `dir`: one `name==version
+/// --hash=sha256:…` line per file, sorted.
+fn lock_text(dir: &Path) -> Result<String, Failure> {
+    let io = |e: std::io::Error| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot read {}: {e}", dir.display()),
+        )
+    };
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io)? {
+        let path = e.map_err(io)?.path();
+        let file = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let (name, version) = wheel_name(&file).ok_or_else(|| {
+            Failure::new(
+                Exit::Operational,
+                format!("pip downloaded {file}, which is not a wheel"),
+            )
+        })?;
+        let bytes = std::fs::read(&path).map_err(io)?;
+        lines.push(format!(
+            "{name}=={version} --hash=sha256:{}",
+            xy_core::firewall::sha256_hex(&bytes)
+        ));
+    }
+    lines.sort();
+    let mut s = String::from(
+        "# Written by `xyctl add --pypi`: every wheel of this install, pinned by hash.\n",
+    );
+    for l in lines {
+        s.push_str(&l);
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+/// `(distribution, version)` from a wheel's file name
+/// (`{dist}-{version}(-{build})?-{py}-{abi}-{platform}.whl`).
+fn wheel_name(file: &str) -> Option<(&str, &str)> {
+    let stem = file.strip_suffix(".whl")?;
+    let parts: Vec<&str> = stem.split('-').collect();
+    (parts.len() == 5 || parts.len() == 6).then(|| (parts[0], parts[1]))
+}
+
+/// The console script to run: the only one, else the one named like the
+/// project (PEP 503 normalized).
+fn pick_script(name: &str, scripts: &[String]) -> Result<String, String> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '.'], "-");
+    match scripts {
+        [] => Err(format!(
+            "{name} has no console script: there is no program to run"
+        )),
+        [one] => Ok(one.clone()),
+        many => many
+            .iter()
+            .find(|s| norm(s) == norm(name))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "{name} has several console scripts ({}) and none is named {name}",
+                    many.join(", ")
+                )
+            }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wheel_names_split() {
+        assert_eq!(
+            wheel_name("mcp_server_time-2026.10.19-py3-none-any.whl"),
+            Some(("mcp_server_time", "2026.10.19"))
+        );
+        assert_eq!(
+            wheel_name("pydantic_core-2.33.2-1-cp311-cp311-manylinux_2_17_x86_64.whl"),
+            Some(("pydantic_core", "2.33.2"))
+        );
+        assert_eq!(wheel_name("x-1.0.tar.gz"), None);
+        assert_eq!(wheel_name("x-1.0.whl"), None);
+    }
+
+    #[test]
+    fn the_script_named_like_the_project_wins() {
+        let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(pick_script("a", &s(&["only"])).unwrap(), "only");
+        assert_eq!(
+            pick_script("mcp_server.time", &s(&["mcp-server-time", "other"])).unwrap(),
+            "mcp-server-time"
+        );
+        assert!(pick_script("a", &s(&[])).is_err());
+        assert!(
+            pick_script("a", &s(&["b", "c"]))
+                .unwrap_err()
+                .contains("b, c")
+        );
+    }
+
+    #[test]
+    fn a_lock_hashes_every_wheel() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("b-2.0-py3-none-any.whl"), b"b").unwrap();
+        std::fs::write(d.path().join("a-1.0-py3-none-any.whl"), b"").unwrap();
+        let text = lock_text(d.path()).unwrap();
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(
+            lines,
+            [
+                "a==1.0 --hash=sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                "b==2.0 --hash=sha256:3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d",
+            ]
+        );
+        std::fs::write(d.path().join("c.tar.gz"), b"").unwrap();
+        assert!(lock_text(d.path()).is_err());
+    }
+}

@@ -1,0 +1,526 @@
+//! SPEC §22, pinned installs, against the real registries (npm, PyPI):
+//! skipped LOUDLY when a registry cannot be reached. A private HOME,
+//! XDG dirs and `XDG_DATA_HOME` per test; the real `xyctl`, and the real
+//! `xyd` it starts where the server must answer through xy.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Home, Run, wait_for, wait_some};
+
+const MEMORY: &str = "@modelcontextprotocol/server-memory";
+/// Old enough for the default `min-age`.
+const MEMORY_VERSION: &str = "2026.8.31";
+/// Older versions, for `upgrade --to` and the pruning of a third one.
+const MEMORY_OLDER: &str = "2026.7.4";
+const MEMORY_OLDEST: &str = "2026.1.26";
+
+/// A port of this test process (tests run at once and beside other test
+/// binaries: the first free port from 8400 can be taken between the choice
+/// and the bind).
+fn port(i: u16) -> String {
+    let base = 50_000 + u16::try_from(std::process::id() % 300).unwrap() * 10;
+    (base + i).to_string()
+}
+
+/// Prints the skip so nobody can miss it, and says whether to skip.
+fn registry_unreachable(test: &str, probe: &mut Command) -> bool {
+    let ok = probe
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let bar = "!".repeat(78);
+        xy_testbins::out::err(&bar);
+        xy_testbins::out::err(&format!(
+            "!!!!!! SKIP {test}: the registry cannot be reached (or the tool is missing)"
+        ));
+        xy_testbins::out::err(
+            "!!!!!! This test checked NOTHING. Run it where the registry is reachable.",
+        );
+        xy_testbins::out::err(&bar);
+    }
+    !ok
+}
+
+fn npm_unreachable(test: &str) -> bool {
+    registry_unreachable(
+        test,
+        Command::new("npm").args(["view", &format!("{MEMORY}@{MEMORY_VERSION}"), "version"]),
+    )
+}
+
+/// A world with its own data dir, for every command and the daemon.
+struct World {
+    h: Home,
+    data: PathBuf,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        let h = Home::with_xdg(tag);
+        let data = h.home().join("data");
+        World { h, data }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.h.cmd(args);
+        c.env("XDG_DATA_HOME", &self.data);
+        // The private HOME drops the machine's package-manager settings;
+        // its certificates and proxies are what reaches the registry here.
+        for (k, v) in std::env::vars_os() {
+            let key = k.to_string_lossy();
+            let lower = key.to_ascii_lowercase();
+            if lower.ends_with("_proxy")
+                || lower.starts_with("npm_config_")
+                || key.starts_with("PIP_")
+                || matches!(
+                    key.as_ref(),
+                    "NODE_EXTRA_CA_CERTS"
+                        | "SSL_CERT_FILE"
+                        | "SSL_CERT_DIR"
+                        | "REQUESTS_CA_BUNDLE"
+                        | "CURL_CA_BUNDLE"
+                )
+            {
+                c.env(k, v);
+            }
+        }
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        Run(self.cmd(args).output().unwrap())
+    }
+
+    fn packages(&self, name: &str) -> PathBuf {
+        self.data.join("xy/packages").join(name)
+    }
+
+    fn config(&self, name: &str) -> String {
+        std::fs::read_to_string(self.h.config_dir().join(format!("{name}.kdl"))).unwrap()
+    }
+
+    fn status(&self, name: &str) -> Value {
+        let out = self.run(&["status", name, "--json"]).ok();
+        serde_json::from_str(out.trim()).unwrap()
+    }
+
+    fn running_pid(&self, name: &str, not: Option<u64>) -> u64 {
+        wait_some(Duration::from_secs(180), &format!("{name} running"), || {
+            let s = self.status(name);
+            (s["state"] == "running")
+                .then(|| s["pid"].as_u64())
+                .flatten()
+                .filter(|p| Some(*p) != not)
+        })
+    }
+}
+
+/// The tool names `tools/list` answers through `xyctl connect <name>`.
+fn tools_through_xy(w: &World, name: &str) -> Vec<String> {
+    let mut child = w
+        .cmd(&["connect", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""id":1"#), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
+    let v: Value = loop {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "connect closed");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    v["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {v}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn lockfile(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("package-lock.json")).unwrap()).unwrap()
+}
+
+/// Install, offline start, lockfile, reinstall, and the two refusals.
+#[test]
+fn npm_install_is_pinned_confirmed_and_starts_offline() {
+    if npm_unreachable("npm_install_is_pinned_confirmed_and_starts_offline") {
+        return;
+    }
+    let w = World::new("xypk");
+    let spec = format!("{MEMORY}@{MEMORY_VERSION}");
+
+    // Without --yes and without a terminal: nothing installed, nothing written.
+    let err = w
+        .run(&["--no-spawn", "add", "mem", "--npm", &spec])
+        .fails(1);
+    assert!(err.contains("--yes"), "{err}");
+    assert!(!w.packages("mem").exists());
+    assert!(!w.h.config_dir().join("mem.kdl").exists());
+
+    // Too fresh for the asked min-age: refused with its publish time.
+    let err = w
+        .run(&[
+            "--no-spawn",
+            "add",
+            "mem",
+            "--npm",
+            &spec,
+            "--yes",
+            "--min-age",
+            "100000d",
+        ])
+        .fails(1);
+    assert!(err.contains("published 2026-09-01T"), "{err}");
+    assert!(err.contains("--allow-fresh"), "{err}");
+    assert!(!w.packages("mem").exists());
+
+    let p = port(0);
+    let out = w
+        .run(&[
+            "--no-spawn",
+            "add",
+            "mem",
+            "--npm",
+            &spec,
+            "--yes",
+            "--port",
+            &p,
+        ])
+        .ok();
+    // The plan names the package, the install dir and the command.
+    let dir = w.packages("mem").join(MEMORY_VERSION);
+    assert!(out.contains(&format!("npm:{spec}")), "{out}");
+    assert!(out.contains(&dir.display().to_string()), "{out}");
+    let lock = lockfile(&dir);
+    let pkgs = lock["packages"].as_object().unwrap();
+    let deps: Vec<_> = pkgs.iter().filter(|(k, _)| !k.is_empty()).collect();
+    assert!(deps.len() > 10, "{} packages", deps.len());
+    for (k, p) in &deps {
+        assert!(
+            p["integrity"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("sha512-")),
+            "{k} has no integrity: {p}"
+        );
+    }
+    let text = w.config("mem");
+    assert!(!text.contains("npx"), "{text}");
+    assert!(text.contains(&format!("package \"npm:{spec}\"")), "{text}");
+    assert!(text.contains("transport \"stdio\""), "{text}");
+    let config = xy_core::config::parse_server("mem", Path::new("mem.kdl"), &text).unwrap();
+    assert!(Path::new(&config.command).is_absolute(), "{text}");
+    assert!(config.command.ends_with("/node"), "{text}");
+    let entry = PathBuf::from(&config.args[0]);
+    assert!(entry.starts_with(&dir) && entry.is_file(), "{text}");
+
+    // A reinstall (`npm ci` from the lock) restores the tree, same lockfile.
+    let lock_before = std::fs::read(dir.join("package-lock.json")).unwrap();
+    std::fs::remove_file(&entry).unwrap();
+    w.run(&[
+        "--no-spawn",
+        "add",
+        "mem",
+        "--npm",
+        &spec,
+        "--yes",
+        "--force",
+        "--port",
+        &p,
+    ])
+    .ok();
+    assert!(entry.is_file(), "the reinstall restored the entry point");
+    assert_eq!(
+        std::fs::read(dir.join("package-lock.json")).unwrap(),
+        lock_before
+    );
+    assert_eq!(w.config("mem"), text);
+
+    // The daemon (and so the server) cannot reach the registry: it starts
+    // and answers anyway.
+    let mut start = w.cmd(&["list"]);
+    start.env("npm_config_registry", "http://127.0.0.1:9");
+    Run(start.output().unwrap()).ok();
+    w.running_pid("mem", None);
+    let tools = tools_through_xy(&w, "mem");
+    assert!(tools.iter().any(|t| t == "read_graph"), "{tools:?}");
+
+    let st = w.status("mem");
+    assert_eq!(st["package"]["ecosystem"], "npm", "{st}");
+    assert_eq!(st["package"]["name"], MEMORY, "{st}");
+    assert_eq!(st["package"]["version"], MEMORY_VERSION, "{st}");
+    assert!(st["package"]["installed_at"].is_string(), "{st}");
+    let human = w.run(&["status", "mem"]).ok();
+    assert!(
+        human.contains(&format!("npm:{spec} (installed 20")),
+        "{human}"
+    );
+}
+
+/// `upgrade --to` installs beside and restarts; `rollback` goes back; a
+/// third version prunes the oldest.
+#[test]
+fn upgrade_and_rollback_switch_versions_and_keep_two() {
+    if npm_unreachable("upgrade_and_rollback_switch_versions_and_keep_two") {
+        return;
+    }
+    let w = World::new("xypu");
+    w.run(&[
+        "add",
+        "mem",
+        "--npm",
+        &format!("{MEMORY}@{MEMORY_VERSION}"),
+        "--yes",
+        "--port",
+        &port(1),
+    ])
+    .ok();
+    let pid1 = w.running_pid("mem", None);
+
+    let out = w
+        .run(&["upgrade", "mem", "--to", MEMORY_OLDER, "--yes"])
+        .ok();
+    assert!(out.contains(&format!("@{MEMORY_OLDER}")), "{out}");
+    let pid2 = w.running_pid("mem", Some(pid1));
+    assert_eq!(w.status("mem")["package"]["version"], MEMORY_OLDER);
+    assert!(
+        w.config("mem")
+            .contains(&format!("/{MEMORY_OLDER}/node_modules/"))
+    );
+    assert!(w.packages("mem").join(MEMORY_VERSION).is_dir());
+    assert!(w.packages("mem").join(MEMORY_OLDER).is_dir());
+    assert!(
+        tools_through_xy(&w, "mem")
+            .iter()
+            .any(|t| t == "read_graph")
+    );
+
+    w.run(&["rollback", "mem"]).ok();
+    let pid3 = w.running_pid("mem", Some(pid2));
+    assert_ne!(pid3, pid1);
+    assert_eq!(w.status("mem")["package"]["version"], MEMORY_VERSION);
+    assert!(
+        w.packages("mem").join(MEMORY_OLDER).is_dir(),
+        "rollback keeps both"
+    );
+
+    w.run(&["upgrade", "mem", "--to", MEMORY_OLDEST, "--yes"])
+        .ok();
+    w.running_pid("mem", Some(pid3));
+    assert_eq!(w.status("mem")["package"]["version"], MEMORY_OLDEST);
+    let mut kept: Vec<String> = std::fs::read_dir(w.packages("mem"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, [MEMORY_OLDEST, MEMORY_VERSION]);
+
+    // Not a pinned server: a clear refusal.
+    w.h.write_config(
+        "plain",
+        "command \"/bin/sleep\"\nargs \"1000\"\nport 8499\nautostart #false\n",
+    );
+    let err = w.run(&["upgrade", "plain", "--yes"]).fails(1);
+    assert!(err.contains("not a pinned install"), "{err}");
+}
+
+/// `xyctl list` hints at servers started with `npx`/`uvx`.
+#[test]
+fn list_hints_at_unpinned_npx_servers() {
+    let w = World::new("xyph");
+    w.h.write_config(
+        "loose",
+        "command \"npx\"\nargs \"-y\" \"@modelcontextprotocol/server-memory\"\ntransport \"stdio\"\nport 8498\nautostart #false\n",
+    );
+    w.h.write_config(
+        "fine",
+        "command \"/bin/sleep\"\nargs \"1000\"\nport 8497\nautostart #false\n",
+    );
+    let r = w.run(&["list"]);
+    r.ok();
+    let err = r.stderr();
+    assert!(
+        err.contains(
+            "hint: loose runs npx, which fetches whatever is newest at every start; \
+             pin it: xyctl add loose --npm @modelcontextprotocol/server-memory --force"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("fine"), "{err}");
+    let r = w.run(&["list", "--json"]);
+    r.ok();
+    assert!(!r.stderr().contains("hint"), "--json stays quiet");
+}
+
+/// The same for PyPI: a venv, wheels pinned by sha256, the console script.
+#[test]
+fn pypi_install_is_hash_pinned_and_answers() {
+    if registry_unreachable(
+        "pypi_install_is_hash_pinned_and_answers",
+        Command::new("python3").args([
+            "-c",
+            "import urllib.request; urllib.request.urlopen('https://pypi.org/pypi/mcp-server-time/json', timeout=20)",
+        ]),
+    ) {
+        return;
+    }
+    let w = World::new("xypy");
+    w.run(&[
+        "add",
+        "tm",
+        "--pypi",
+        "mcp-server-time==2026.10.19",
+        "--yes",
+        "--port",
+        &port(2),
+        "--",
+        "--local-timezone",
+        "UTC",
+    ])
+    .ok();
+    let dir = w.packages("tm").join("2026.10.19");
+    let lock = std::fs::read_to_string(dir.join("requirements.lock")).unwrap();
+    let lines: Vec<&str> = lock.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(lines.len() > 5, "{lock}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("==") && l.contains(" --hash=sha256:")),
+        "{lock}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("mcp_server_time==2026.10.19 ")),
+        "{lock}"
+    );
+    let text = w.config("tm");
+    assert!(!text.contains("uvx"), "{text}");
+    assert!(
+        text.contains("package \"pypi:mcp-server-time==2026.10.19\""),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("command \"{}/venv/bin/python\"", dir.display())),
+        "{text}"
+    );
+    wait_for(Duration::from_secs(180), "tm running", || {
+        let s = w.status("tm");
+        assert_ne!(
+            s["state"],
+            "failed",
+            "{s}\n{}",
+            w.run(&["logs", "tm"]).stdout()
+        );
+        s["state"] == "running"
+    });
+    let tools = tools_through_xy(&w, "tm");
+    assert!(tools.iter().any(|t| t == "get_current_time"), "{tools:?}");
+    assert_eq!(w.status("tm")["package"]["ecosystem"], "pypi");
+    wait_for(Duration::from_secs(5), "status says installed", || {
+        w.status("tm")["package"]["installed_at"].is_string()
+    });
+}
+
+/// `--registry server.json`: the npm package it names, its arguments and
+/// plain variables, and a `secrets` placeholder for the secret one.
+#[test]
+fn a_server_json_installs_with_a_secrets_placeholder() {
+    if npm_unreachable("a_server_json_installs_with_a_secrets_placeholder") {
+        return;
+    }
+    let w = World::new("xypr");
+    let json = w.h.home().join("server.json");
+    std::fs::write(
+        &json,
+        format!(
+            r#"{{"$schema":"https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+               "name":"io.github.modelcontextprotocol/server-memory","version":"{MEMORY_VERSION}",
+               "packages":[{{"registryType":"npm","identifier":"{MEMORY}","version":"{MEMORY_VERSION}",
+                 "transport":{{"type":"stdio"}},
+                 "environmentVariables":[
+                   {{"name":"MEMORY_API_TOKEN","isSecret":true,"isRequired":true}},
+                   {{"name":"MEMORY_FILE_PATH","default":"/tmp/xy-memory.json"}}]}}]}}"#
+        ),
+    )
+    .unwrap();
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "mem",
+        "--registry",
+        json.to_str().unwrap(),
+        "--yes",
+        "--port",
+        &port(3),
+    ]);
+    r.ok();
+    assert!(
+        r.stderr().contains("fill in the secret MEMORY_API_TOKEN"),
+        "{}",
+        r.stderr()
+    );
+    let text = w.config("mem");
+    assert!(
+        text.contains(&format!("package \"npm:{MEMORY}@{MEMORY_VERSION}\"")),
+        "{text}"
+    );
+    let config = xy_core::config::parse_server("mem", Path::new("mem.kdl"), &text).unwrap();
+    assert_eq!(config.env["MEMORY_FILE_PATH"], "/tmp/xy-memory.json");
+    assert_eq!(config.secrets.len(), 1, "{text}");
+    assert_eq!(config.secrets[0].name, "MEMORY_API_TOKEN");
+    assert!(
+        text.contains("MEMORY_API_TOKEN file=\"") && !text.contains("isSecret"),
+        "{text}"
+    );
+}
+
+/// A package without a program is refused before anything is downloaded.
+#[test]
+fn a_package_without_a_bin_is_refused_before_installing() {
+    if npm_unreachable("a_package_without_a_bin_is_refused_before_installing") {
+        return;
+    }
+    let w = World::new("xypb");
+    let err = w
+        .run(&[
+            "--no-spawn",
+            "add",
+            "lp",
+            "--npm",
+            "left-pad@1.3.0",
+            "--yes",
+        ])
+        .fails(1);
+    assert!(err.contains("has no `bin`"), "{err}");
+    assert!(!w.packages("lp").exists());
+    assert!(!w.h.config_dir().join("lp.kdl").exists());
+}
