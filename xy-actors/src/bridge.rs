@@ -27,6 +27,7 @@ mod era;
 mod handshake;
 pub(crate) mod http;
 pub(crate) mod listing;
+mod mrtr;
 pub(crate) mod raw;
 pub(crate) mod record;
 pub(crate) mod route;
@@ -39,7 +40,7 @@ use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
 use record::{CallStart, Recorder};
-use route::{META_SUBSCRIPTION, Outbox, Router, error};
+use route::{Asks, META_SUBSCRIPTION, MrtrCall, Outbox, Router, error};
 use sessions::Sessions;
 use xy_core::protocol::mcp::CallOutcome;
 
@@ -134,6 +135,9 @@ pub(crate) enum BridgeMsg {
     },
     /// Once a second: expire waiting requests, prune closed exchanges.
     Tick,
+    /// The child's questions for the client of its request (child-side
+    /// id) have been gathered: ask them (MRTR).
+    Ask(u64),
     /// The firewall's new verdicts (from the ServerActor): clients are
     /// told when the visible set changed.
     Firewall(Arc<Verdicts>),
@@ -362,6 +366,11 @@ impl Actor for BridgeActor {
                 let _ = ack.send(known);
             }
             BridgeMsg::Tick => st.tick(),
+            BridgeMsg::Ask(k) => {
+                for m in st.router.ask(k, Instant::now()) {
+                    st.write(&m);
+                }
+            }
             BridgeMsg::Firewall(v) => st.set_verdicts(v),
             #[cfg(test)]
             BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),
@@ -585,8 +594,16 @@ impl BridgeState {
             self.start_listing();
         }
         let (action, own) = self.router.on_child(msg);
-        if let route::ChildAction::ToChild(m) = action {
-            self.write(&m);
+        match action {
+            route::ChildAction::Nothing => {}
+            route::ChildAction::ToChild(msgs) => {
+                for m in msgs {
+                    self.write(&m);
+                }
+            }
+            route::ChildAction::Gather(k) => {
+                myself.send_after(mrtr::GATHER, move || BridgeMsg::Ask(k));
+            }
         }
         let Some(mut own) = own else { return };
         if self
@@ -770,6 +787,7 @@ impl BridgeState {
             return;
         }
         let call = raw.tool().map(|tool| self.call_start(&p, tool, None));
+        let caps = p.session.as_deref().and_then(|s| self.sessions.caps(s));
         let Post {
             session,
             outbox,
@@ -777,6 +795,7 @@ impl BridgeState {
             ..
         } = *p;
         let child_id = self.router.forward_raw(raw.id.clone(), session, outbox);
+        self.router.set_asks(child_id, caps, Asks::Direct);
         if let Some(call) = call {
             self.router.track(child_id, call);
         }
@@ -789,7 +808,7 @@ impl BridgeState {
         let _ = ack.send(Ack::Exchange { session: None });
     }
 
-    fn request(&mut self, p: Box<Post>, method: &str, id: &Value) {
+    fn request(&mut self, mut p: Box<Post>, method: &str, id: &Value) {
         // A probe's ping or discover does no work: it keeps nothing alive.
         if !matches!(method, "ping" | "server/discover") {
             self.last_activity = Instant::now();
@@ -852,6 +871,9 @@ impl BridgeState {
             if let Some(client) = record::client_name(p.msg.pointer("/params/clientInfo")) {
                 self.sessions.set_client(&session, client);
             }
+            if let Some(caps) = p.msg.pointer("/params/capabilities") {
+                self.sessions.set_caps(&session, caps.clone());
+            }
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
             self.reply(p, answer, Some(session));
             return;
@@ -903,6 +925,48 @@ impl BridgeState {
             self.busy(p, id);
             return;
         }
+        // What the child may ask this client, and how (SPEC §19).
+        let caps = if p.era2026 {
+            p.msg
+                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
+                .cloned()
+                .map(Arc::new)
+        } else {
+            p.session.as_deref().and_then(|s| self.sessions.caps(s))
+        };
+        let mut asks = match (p.era2026, child_2025) {
+            (true, true) if mrtr::takes_input(method) => {
+                Asks::Mrtr(Box::new(MrtrCall::new(method, mrtr::request_name(&p.msg))))
+            }
+            (true, true) => Asks::Refuse,
+            _ => Asks::Direct,
+        };
+        if let Asks::Mrtr(_) = asks {
+            if p.msg.pointer("/params/requestState").is_some() {
+                // A retry: its answers go to the child's waiting questions.
+                match self
+                    .router
+                    .retry(&p.msg, id.clone(), p.outbox.clone(), Instant::now())
+                {
+                    Ok(to_child) => {
+                        for m in to_child {
+                            self.write(&m);
+                        }
+                        let _ = p.ack.send(Ack::Exchange { session: None });
+                    }
+                    Err((code, m)) => {
+                        self.unsent(&p, CallOutcome::RpcError);
+                        self.reply(p, error(id, code, m, None), None);
+                    }
+                }
+                return;
+            }
+            // Answers with no state xy issued answer nothing it waits for:
+            // a fresh request, which a 2025 child takes without them.
+            if let Some(params) = p.msg.get_mut("params").and_then(Value::as_object_mut) {
+                params.remove("inputResponses");
+            }
+        }
         let call = (method == "tools/call")
             .then(|| record::tool_of(&p.msg).map(str::to_owned))
             .flatten()
@@ -913,6 +977,12 @@ impl BridgeState {
         let (msg, answer) = self.hs.era.translate(p.era2026, method, id, p.msg);
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
         let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
+        if !p.era2026 && !child_2025 {
+            // A 2025 client, a 2026 child: its `InputRequiredResult`s become
+            // requests to the client, their answers the retry.
+            asks = Asks::Relay(Box::new(msg.clone()));
+        }
+        self.router.set_asks(child_id, caps, asks);
         if let Some(call) = call {
             self.router.track(child_id, call);
         }
@@ -1091,6 +1161,9 @@ impl BridgeState {
 
     fn tick(&mut self) {
         let now = Instant::now();
+        for m in self.router.expire_waiting(now) {
+            self.write(&m);
+        }
         for child_id in self.router.prune() {
             // A 2026 client closed its response stream: its cancellation.
             self.write(&json!({
