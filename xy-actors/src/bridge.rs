@@ -32,6 +32,7 @@ pub(crate) mod raw;
 pub(crate) mod record;
 pub(crate) mod route;
 mod sessions;
+mod tasks;
 
 use budget::{Kept, STDIN_BUDGET};
 pub(crate) use child::ChildStdio;
@@ -559,12 +560,26 @@ impl BridgeState {
             self.name
         );
         self.router.fail_all_but(&message, &keep);
+        self.tasks_lost(&format!(
+            "xy: server {} restarted ({why}); the task was lost with its process",
+            self.name
+        ));
         self.gone = Some(why.to_owned());
         self.job = None;
     }
 
+    /// The child's open tasks died with it: every client following one is
+    /// told it failed, and why; asking about one later says so too.
+    fn tasks_lost(&mut self, why: &str) {
+        for id in self.router.tasks.child_gone(why, Instant::now()) {
+            let task = tasks::failed(&id, why);
+            self.router.task_news(&id, &task);
+        }
+    }
+
     fn close(&mut self, why: &str) {
         let message = format!("xy: server {} stopped ({why})", self.name);
+        self.tasks_lost(&message);
         self.router.close_all(&message);
         for (_, p) in std::mem::take(&mut self.waiting) {
             self.unsent(&p, CallOutcome::ChildGone);
@@ -761,6 +776,7 @@ impl BridgeState {
                 .as_ref()
                 .is_some_and(|s| self.sessions.contains(s, Instant::now()))
             && !matches!(raw.method.as_str(), "initialize" | "subscriptions/listen")
+            && !(tasks::names_task(&raw.method) && self.router.tasks.any_lost())
     }
 
     /// The fast path of [`BridgeState::request`] (see [`Self::can_forward_raw`]).
@@ -855,6 +871,23 @@ impl BridgeState {
             }
         }
         let child_2025 = self.hs.era.init.is_some();
+        if tasks::names_task(method)
+            && let Some(task) = p.msg.pointer("/params/taskId").and_then(Value::as_str)
+            && let Some(why) = self.router.tasks.lost(task)
+        {
+            // The child that had it is gone: what happened, not "unknown task".
+            let answer = if method == "tasks/get" {
+                let mut t = tasks::failed(task, why);
+                if p.era2026 {
+                    t["resultType"] = json!("task");
+                }
+                json!({"jsonrpc": "2.0", "id": id, "result": t})
+            } else {
+                error(id, -32603, why, None)
+            };
+            self.reply(p, answer, None);
+            return;
+        }
         // xy did the handshake with the child: a client's `initialize` (even
         // one carrying 2026 metadata) is answered here, never forwarded.
         if method == "initialize" {
@@ -1161,6 +1194,7 @@ impl BridgeState {
 
     fn tick(&mut self) {
         let now = Instant::now();
+        self.router.tasks.expire(now);
         for m in self.router.expire_waiting(now) {
             self.write(&m);
         }
@@ -1220,7 +1254,11 @@ impl BridgeState {
         let Some(idle_stop) = self.idle_stop else {
             return;
         };
-        if self.router.in_flight() > 0 || self.router.streams() > 0 || !self.waiting.is_empty() {
+        if self.router.in_flight() > 0
+            || self.router.streams() > 0
+            || !self.waiting.is_empty()
+            || self.router.tasks.open() > 0
+        {
             self.last_activity = now;
             return;
         }

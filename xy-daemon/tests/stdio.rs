@@ -9,7 +9,9 @@ mod bounds;
 mod calls;
 pub(crate) mod client;
 mod firewall;
+mod mrtr;
 mod restart;
+mod tasks;
 
 use std::io::{Read, Write};
 use std::path::Path;

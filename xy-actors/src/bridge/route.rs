@@ -19,6 +19,7 @@ use xy_core::firewall::Kind;
 use super::mrtr::{self, Ask, Refused, Seal};
 use super::raw;
 use super::record::{CallStart, Recorder};
+use super::tasks::Tasks;
 use crate::firewall::Verdicts;
 use xy_core::protocol::mcp::CallOutcome;
 
@@ -289,6 +290,8 @@ pub(crate) struct Router {
     /// A 2026 child's input requests out with 2025 clients, by the
     /// child-side id of the request.
     relays: HashMap<u64, Relay>,
+    /// The child's tasks seen passing.
+    pub(crate) tasks: Tasks,
 }
 
 impl Router {
@@ -440,6 +443,13 @@ impl Router {
         };
         if let Some((_, ours)) = &p.token {
             self.tokens.remove(ours);
+        }
+        // Only an answer that names a task is parsed, to follow the task.
+        if memchr::memmem::find(line, b"\"taskId\"").is_some()
+            && let Ok(v) = serde_json::from_slice::<Value>(line)
+            && let Some(r) = v.get("result")
+        {
+            self.tasks.seen(r, Instant::now());
         }
         let client_id = serde_json::to_vec(&p.client_id).unwrap_or_default();
         let bytes = raw::with_id(line, at, &client_id);
@@ -627,7 +637,8 @@ impl Router {
             self.ended(&p, raw::Said::of(&msg).into());
         }
         msg["id"] = p.client_id;
-        if msg.get("result").is_some() {
+        if let Some(r) = msg.get("result") {
+            self.tasks.seen(r, Instant::now());
             match p.answer {
                 Answer::AsIs => {}
                 Answer::Complete { cacheable } => {
@@ -651,7 +662,10 @@ impl Router {
     /// The child asked forwarded request `k`'s client for something it did
     /// not declare (`need`): refused on the client's behalf. A 2026 client's
     /// request fails with -32021 and the child's is cancelled; a 2025
-    /// client's child gets an error, as such a client would answer.
+    /// client's child gets an error, as such a client would answer. So does
+    /// the child for `roots/list`, whoever asks: servers ask for roots on
+    /// their own (after the handshake, on `roots/list_changed`), so the
+    /// request in flight is likely not its cause and is left alone.
     fn lacks(
         &mut self,
         k: u64,
@@ -667,10 +681,11 @@ impl Router {
             .unwrap_or_default();
         let m = format!("xy: the client did not declare the {what} capability {method} needs");
         let mut out = vec![refuse(-32601, m, Some(data.clone()))];
-        let mrtr = self
-            .pending
-            .get(&k)
-            .is_some_and(|p| matches!(p.asks, Asks::Mrtr(_) | Asks::Refuse));
+        let mrtr = method != "roots/list"
+            && self
+                .pending
+                .get(&k)
+                .is_some_and(|p| matches!(p.asks, Asks::Mrtr(_) | Asks::Refuse));
         if !mrtr {
             return ChildAction::ToChild(out);
         }
@@ -1070,6 +1085,11 @@ impl Router {
     }
 
     fn notification(&mut self, method: &str, mut msg: Value) {
+        if matches!(method, "notifications/tasks" | "notifications/tasks/status")
+            && let Some(p) = msg.get("params")
+        {
+            self.tasks.seen(p, Instant::now());
+        }
         // Progress: back to the request that asked for it, its token restored.
         if method == "notifications/progress" {
             let token = msg
@@ -1112,6 +1132,35 @@ impl Router {
             return;
         }
         self.broadcast(method, &msg);
+    }
+
+    /// Tells every listener that follows task `id` its new state `task`:
+    /// 2025 GET streams as `notifications/tasks/status`, 2026 listen
+    /// streams whose `taskIds` name it as `notifications/tasks`.
+    pub(crate) fn task_news(&mut self, id: &str, task: &Value) {
+        self.listeners.retain(|_, l| !l.outbox.is_closed());
+        for l in self.listeners.values() {
+            let msg = match &l.subscription {
+                None => {
+                    json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task})
+                }
+                Some(sub) => {
+                    let follows = l
+                        .filter
+                        .as_ref()
+                        .and_then(|f| f.get("taskIds"))
+                        .and_then(Value::as_array)
+                        .is_some_and(|ids| ids.iter().any(|i| i == id));
+                    if !follows {
+                        continue;
+                    }
+                    let mut params = task.clone();
+                    params["_meta"] = json!({META_SUBSCRIPTION: sub});
+                    json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
+                }
+            };
+            let _ = l.outbox.try_send(msg.into());
+        }
     }
 
     /// Fans a notification out to every listener that wants it.
@@ -1894,6 +1943,20 @@ mod tests {
             json!({"sampling":{}})
         );
         assert_eq!(r.in_flight(), 0);
+        // Roots are asked for unprompted too: only the child hears no.
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+        let ChildAction::ToChild(out) = act else {
+            panic!("{act:?}")
+        };
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0]["error"]["data"]["requiredCapabilities"],
+            json!({"roots":{}})
+        );
+        assert!(ra.try_recv().is_err());
+        r.fail(k, "x");
         // 2025: the child gets the error the client would give; nothing else.
         let (b, mut rb) = outbox();
         let m = r.forward(
