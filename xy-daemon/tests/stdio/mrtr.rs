@@ -7,6 +7,7 @@
 //! in 2025 mode (`xy-test-mcp --era 2025`).
 
 use serde_json::{Value, json};
+use xy_testbins::interop::{self, Interop};
 
 use super::client::{Era, Mcp};
 use super::{stdio_config, url};
@@ -229,4 +230,41 @@ fn a_question_the_client_did_not_declare_is_refused_on_its_behalf() {
     assert!(text.contains("file:///r"), "{done}");
     // The tool list is the same for every client, whatever it declared.
     assert_eq!(bare.tool_names(), old.tool_names());
+}
+
+/// The official Python SDK's client answers two rounds of elicitation
+/// through xy from a 2025 child: in 2026 mode the SDK drives the
+/// `InputRequiredResult` rounds xy makes, in legacy mode it answers the
+/// child's own requests.
+#[test]
+fn the_python_sdk_answers_a_2025_childs_elicitations_in_both_eras() {
+    let sdk = match interop::python_sdk() {
+        Interop::Ready(sdk) => sdk,
+        Interop::Skip(skip) => {
+            return skip.announce("the_python_sdk_answers_a_2025_childs_elicitations_in_both_eras");
+        }
+    };
+    let port = free_port();
+    let d = TestDaemon::start(&[("ask", asking_config(port))]);
+    d.running_pid("ask");
+    for mode in ["2026-07-28", "legacy"] {
+        let (python, args) = sdk.elicit_command(mode, &url(port), "elicit", &json!({"rounds": 2}));
+        let out = std::process::Command::new(&python)
+            .args(&args)
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+        assert_eq!(
+            got["asked"],
+            json!(["Round 1: your answer?", "Round 2: your answer?"]),
+            "{mode}: {got}"
+        );
+        assert_eq!(got["text"], json!(["answers: py-1,py-2"]), "{mode}: {got}");
+        assert_eq!(got["is_error"], false, "{mode}: {got}");
+    }
 }
