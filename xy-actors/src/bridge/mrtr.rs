@@ -16,7 +16,7 @@ use sha2::Sha256;
 /// How long xy gathers a child's questions before answering the client
 /// with them: a child that asks several at once (in one burst) gets them
 /// into one `InputRequiredResult`, one round (D-E1).
-pub(crate) const GATHER: Duration = Duration::from_millis(10);
+pub(crate) const GATHER: Duration = Duration::from_millis(2);
 /// How long a child's question waits for the client's retry; then the
 /// child gets an error and its request is cancelled (D-E1). A person may
 /// be filling in a form.

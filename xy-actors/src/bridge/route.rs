@@ -259,6 +259,8 @@ pub(crate) enum ChildAction {
 enum Cause {
     /// The client of forwarded request (child-side id) `.0`.
     Request(u64),
+    /// The request of MRTR exchange `.0`, waiting for its client's retry.
+    Waiting(String),
     /// A 2025 session's GET stream.
     Stream(Outbox, Option<String>),
 }
@@ -716,6 +718,45 @@ impl Router {
         ChildAction::ToChild(out)
     }
 
+    /// The child asks more of a client whose request waits for its retry
+    /// (the question missed the round's gathering): it joins the waiting
+    /// questions, and the retry, which cannot answer it, asks it in the
+    /// next round.
+    fn ask_later(
+        &mut self,
+        x: &str,
+        method: &str,
+        msg: Value,
+        child_id: Value,
+        refuse: impl Fn(i64, String, Option<Value>) -> Value,
+    ) -> ChildAction {
+        let Some(w) = self.waiting.get_mut(x) else {
+            return ChildAction::Nothing;
+        };
+        if !mrtr::is_input_request(method) {
+            let m = format!(
+                "xy: the client speaks the 2026 era, which has no server-to-client {method}"
+            );
+            return ChildAction::ToChild(vec![refuse(-32601, m, None)]);
+        }
+        if let Some(need) = w
+            .pending
+            .caps
+            .as_ref()
+            .and_then(|c| mrtr::missing(method, msg.get("params"), c))
+        {
+            let data = json!({"requiredCapabilities": need});
+            let m = format!("xy: the client did not declare the capability {method} needs");
+            return ChildAction::ToChild(vec![refuse(-32601, m, Some(data))]);
+        }
+        let ask = Ask::new(&msg, method, child_id, |key| {
+            w.asks.iter().any(|a| a.key == key)
+        });
+        w.bytes += ask.bytes;
+        w.asks.push(ask);
+        ChildAction::ToChild(self.bound_waiting())
+    }
+
     /// The questions gathered for forwarded request `k` go to its 2026
     /// client as an `InputRequiredResult`; the request waits for the
     /// retry. Returns messages for the child (errors, when the client or
@@ -1028,6 +1069,10 @@ impl Router {
                         return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
                     }
                     Some(Cause::Stream(outbox, session)) => (outbox, session),
+                    Some(Cause::Waiting(x)) => {
+                        let id = child_id.clone();
+                        return (self.ask_later(&x, &method, msg, id, refuse), None);
+                    }
                     Some(Cause::Request(k)) => {
                         let p = &self.pending[&k];
                         let input = mrtr::is_input_request(&method);
@@ -1180,6 +1225,13 @@ impl Router {
                 Some(sub) => {
                     let wanted = match (&l.filter, key) {
                         (None, _) => true,
+                        // A task's news, to the streams that follow it.
+                        (Some(f), None) if method == "notifications/tasks" => {
+                            let id = msg.pointer("/params/taskId");
+                            f.get("taskIds")
+                                .and_then(Value::as_array)
+                                .is_some_and(|ids| id.is_some_and(|id| ids.contains(id)))
+                        }
                         (Some(f), Some(k)) => f.get(k).and_then(Value::as_bool) == Some(true),
                         // resources/updated and the rest: only with a
                         // resource subscription, which xy does not forward.
@@ -1206,11 +1258,25 @@ impl Router {
     /// between the two; see docs/stdio.md).
     /// Its 2025 session, if any, goes with it.
     fn cause(&self, _msg: &Value) -> Option<Cause> {
-        self.pending
+        // A request waiting for its client's MRTR retry is still in flight
+        // at the child (which may ask it more).
+        let newest = self
+            .pending
             .iter()
             .filter(|(_, p)| !p.outbox.is_closed())
-            .max_by_key(|(id, _)| **id)
-            .map(|(id, _)| Cause::Request(*id))
+            .map(|(id, _)| (*id, None))
+            .chain(
+                self.waiting
+                    .iter()
+                    .filter(|(_, w)| w.done.is_none())
+                    .map(|(x, w)| (w.child_req, Some(x))),
+            )
+            .max_by_key(|(id, _)| *id);
+        newest
+            .map(|(id, x)| match x {
+                None => Cause::Request(id),
+                Some(x) => Cause::Waiting(x.clone()),
+            })
             .or_else(|| {
                 self.listeners
                     .values()
@@ -1869,6 +1935,44 @@ mod tests {
             .collect();
         assert_eq!(asked, ["roots-2"]);
         assert_ne!(again["result"]["requestState"], state);
+    }
+
+    #[test]
+    fn a_question_that_misses_the_round_is_asked_in_the_next() {
+        let mut r = Router::default();
+        let now = Instant::now();
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", all_caps(), a);
+        r.on_child(
+            json!({"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"?"}}),
+        );
+        r.ask(k, now);
+        let state = ra.try_recv().unwrap()["result"]["requestState"].clone();
+        // Late: the client has its InputRequiredResult already.
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":2,"method":"roots/list"}));
+        assert_eq!(act, ChildAction::ToChild(vec![]));
+        let (b, mut rb) = outbox();
+        let to_child = r
+            .retry(
+                &retry_of(
+                    "ask",
+                    2,
+                    &state,
+                    json!({"elicitation-1":{"action":"accept"}}),
+                ),
+                json!(2),
+                b,
+                now,
+            )
+            .unwrap();
+        assert_eq!(to_child[0]["id"], json!(1));
+        let next = rb.try_recv().unwrap();
+        let keys: Vec<&String> = next["result"]["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(keys, ["roots-2"]);
     }
 
     #[test]
