@@ -610,6 +610,28 @@ impl Router {
             // Only a state: retry at once.
             return ChildAction::ToChild(vec![self.relay_retry(n, relay)]);
         }
+        // As many relays wait at most as exchanges do; the oldest goes.
+        while self.relays.len() >= mrtr::MAX_WAITING {
+            let Some(oldest) = self
+                .relays
+                .iter()
+                .min_by_key(|(_, r)| r.deadline)
+                .map(|(m, _)| *m)
+            else {
+                break;
+            };
+            if let Some(r) = self.relays.remove(&oldest) {
+                self.s2c
+                    .retain(|_, q| q.relay.as_ref().is_none_or(|(m, _)| *m != oldest));
+                self.ended(&r.pending, CallOutcome::RpcError);
+                let m =
+                    "xy: too many requests wait for their clients' answers; the oldest was dropped";
+                let _ = r
+                    .pending
+                    .outbox
+                    .try_send(error(&r.pending.client_id, -32603, m, None).into());
+            }
+        }
         for (key, r) in requests {
             let ours = format!("xy-s2c-{}", unguessable());
             let mut ask = json!({"jsonrpc": "2.0", "id": ours, "method": r.get("method").cloned().unwrap_or(Value::Null)});
@@ -1037,10 +1059,12 @@ impl Router {
                 };
                 let Some(p) = self.pending.remove(&n) else {
                     if let Some(w) = self.waiting.values_mut().find(|w| w.child_req == n) {
-                        // Answered while its client is away: the retry gets it.
+                        // Answered while its client is away: the retry gets
+                        // it (kept within the same bounds as questions).
+                        w.bytes = serde_json::to_vec(&msg).map_or(0, |v| v.len());
                         w.done = Some(msg);
                         w.asks.clear();
-                        return (ChildAction::Nothing, None);
+                        return (ChildAction::ToChild(self.bound_waiting()), None);
                     }
                     return (ChildAction::Nothing, Some(msg));
                 };
