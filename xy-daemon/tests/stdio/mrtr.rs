@@ -294,3 +294,36 @@ fn the_python_sdk_answers_a_2025_childs_elicitations_in_both_eras() {
         assert_eq!(got["is_error"], false, "{mode}: {got}");
     }
 }
+
+/// At most 256 exchanges wait for retries per endpoint: past that the
+/// oldest is given up (its state refused, its question answered with an
+/// error at the child), the newest still completes, the child serves on.
+#[test]
+fn waiting_exchanges_are_bounded_and_the_oldest_given_up() {
+    let port = free_port();
+    let d = TestDaemon::start(&[("ask", asking_config(port))]);
+    d.running_pid("ask");
+    let mut c = Mcp::declaring(&url(port), Era::V2026, every_cap());
+    let mut first = None;
+    let mut last = None;
+    for _ in 0..=256 {
+        let r = c.result("tools/call", call("elicit", json!({}), None));
+        let k = only_key(&r, "elicitation/create");
+        first.get_or_insert((k.clone(), r["requestState"].clone()));
+        last = Some((k, r["requestState"].clone()));
+    }
+    let (k, s) = first.unwrap();
+    let r = c.request(
+        "tools/call",
+        call("elicit", json!({}), Some((json!({&k: answer("a")}), &s))),
+    );
+    assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
+    let (k, s) = last.unwrap();
+    let done = c.result(
+        "tools/call",
+        call("elicit", json!({}), Some((json!({&k: answer("a")}), &s))),
+    );
+    assert_eq!(done["content"][0]["text"], "answers: a", "{done}");
+    let echo = c.result("tools/call", call("echo", json!({"text": "on"}), None));
+    assert_eq!(echo["content"][0]["text"], "on");
+}
