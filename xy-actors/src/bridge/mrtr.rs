@@ -203,7 +203,8 @@ impl Refused {
     }
 }
 
-/// A per-daemon-run HMAC-SHA256 key that seals `requestState`s: the
+/// A random HMAC-SHA256 key (one per endpoint and daemon run: a state
+/// issued for one server opens at no other) that seals `requestState`s: the
 /// exchange id, the round and the expiry, so a client can neither forge
 /// one nor move one to another exchange or round.
 pub(crate) struct Seal {
