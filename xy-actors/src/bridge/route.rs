@@ -2235,6 +2235,38 @@ mod tests {
     }
 
     #[test]
+    fn task_news_reach_2025_streams_and_the_2026_streams_following_the_task() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let (c, mut rc) = outbox();
+        r.listen(Some("s".into()), None, None, a);
+        let mut f = Map::new();
+        f.insert("taskIds".into(), json!(["t1"]));
+        r.listen(None, Some(json!("L")), Some(f), b);
+        let mut f = Map::new();
+        f.insert("taskIds".into(), json!(["t2"]));
+        r.listen(None, Some(json!("M")), Some(f), c);
+        r.task_news("t1", &super::super::tasks::failed("t1", "gone"));
+        let got = ra.try_recv().unwrap();
+        assert_eq!(got["method"], "notifications/tasks/status");
+        assert_eq!(got["params"]["status"], "failed");
+        let got = rb.try_recv().unwrap();
+        assert_eq!(got["method"], "notifications/tasks");
+        assert_eq!(got["params"]["_meta"][META_SUBSCRIPTION], "L");
+        assert!(rc.try_recv().is_err(), "follows another task");
+        // A child's own task notification: to the stream following it.
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/tasks",
+            "params":{"taskId":"t2","status":"working"}}));
+        assert_eq!(
+            rc.try_recv().unwrap()["params"]["_meta"][META_SUBSCRIPTION],
+            "M"
+        );
+        assert!(rb.try_recv().is_err());
+        assert_eq!(r.tasks.open(), 1, "followed as it passed");
+    }
+
+    #[test]
     fn own_answers_are_handed_back() {
         let mut r = Router::default();
         let id = r.own_id();
