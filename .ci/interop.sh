@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the MCP implementations nobody here wrote (the pinned Python `mcp`
-# SDK in a venv, `@modelcontextprotocol/server-everything` and the reference
-# servers the firewall is checked against, from npm) into the
+# SDK in a venv, `@modelcontextprotocol/server-everything`, the reference
+# servers the firewall is checked against, and the conformance suite with
+# Node 22 and the TypeScript SDK, from npm) into the
 # interop cache (target/interop, or $XY_INTEROP_CACHE) once, before the tests,
 # so no test pays for the install. The versions are pinned in
 # xy-testbins/src/interop.rs; an unreachable registry is a loud skip there.

@@ -76,6 +76,7 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         firewall: None,
+        sandbox: None,
         autostart: true,
     }
 }

@@ -33,6 +33,7 @@ pub(crate) mod record;
 pub(crate) mod route;
 mod sessions;
 mod tasks;
+mod validate;
 
 use budget::{Kept, STDIN_BUDGET};
 pub(crate) use child::ChildStdio;
@@ -216,6 +217,9 @@ pub(crate) struct BridgeState {
     resend: Vec<(u64, Instant, Bytes)>,
     /// xy's own listing of the current child, while it runs.
     job: Option<listing::Job>,
+    /// xy's own `subscriptions/listen` to a 2026-only child (its id): the
+    /// list-changed notifications 2025 sessions' GET streams get.
+    own_listen: Option<u64>,
 }
 
 impl Actor for BridgeActor {
@@ -257,6 +261,7 @@ impl Actor for BridgeActor {
             kept: Kept::default(),
             resend: Vec::new(),
             job: None,
+            own_listen: None,
         })
     }
 
@@ -337,9 +342,17 @@ impl Actor for BridgeActor {
             BridgeMsg::HandshakeTimeout { run, id } => {
                 // A slow child (`npx -y` downloading its package first) answers
                 // late, from the pipe: keep waiting; requests meanwhile wait
-                // their own bounded time and fail with -32603.
+                // their own bounded time and fail with -32603. An unanswered
+                // `server/discover` is followed by `initialize` (a legacy
+                // child may answer nothing before it).
                 if st.child.as_ref().is_some_and(|c| c.run == run) && st.hs.waits_for(id) {
-                    tracing::warn!(server = %st.name, "stdio bridge: the child has not answered the handshake after {}s; still waiting", HANDSHAKE_STEP.as_secs());
+                    let router = &mut st.router;
+                    if let Some(step) = st.hs.on_timeout(id, || router.own_id()) {
+                        tracing::info!(server = %st.name, "stdio bridge: no answer to server/discover after {}s; sending initialize", HANDSHAKE_STEP.as_secs());
+                        st.handshake_step(&myself, run, step);
+                    } else {
+                        tracing::warn!(server = %st.name, "stdio bridge: the child has not answered the handshake after {}s; still waiting", HANDSHAKE_STEP.as_secs());
+                    }
                 }
             }
             BridgeMsg::Post(post) => st.on_post(post),
@@ -486,9 +499,10 @@ impl BridgeState {
         // A child spawned by `start` (not by a request) gets its full
         // `idle-stop` too, however long the server sat idle before.
         self.last_activity = Instant::now();
-        // `initialize` first; a 2026-only child refuses it and then gets
-        // `server/discover` (first, for its successors; see `handshake`).
-        // 2026 requests to a 2025 child are translated (see `request`).
+        // `server/discover` first, then `initialize` unless the child speaks
+        // only 2026 (see `handshake`). Requests across eras are translated
+        // (see `request`).
+        self.own_listen = None;
         let step = self.hs.begin(self.router.own_id());
         self.handshake_step(myself, run, step);
     }
@@ -519,6 +533,7 @@ impl BridgeState {
                 self.gone = None;
                 self.job = None;
                 self.start_listing();
+                self.listen_to_child();
                 for (id, _, line) in std::mem::take(&mut self.resend) {
                     if self.router.is_pending(id) {
                         self.write_request(id, line);
@@ -547,7 +562,8 @@ impl BridgeState {
     fn detach(&mut self, why: &str) {
         // Bytes the child read = bytes the pipe took - bytes still in it.
         let read = self.child.take().map_or(u64::MAX, |c| c.read_by_child());
-        self.hs.state = Hs::Detached;
+        self.hs.detached();
+        self.own_listen = None;
         let deadline = Instant::now() + WAIT_FOR_CHILD;
         for (id, (start, line)) in self.kept.take() {
             if start >= read && self.router.is_pending(id) {
@@ -594,10 +610,11 @@ impl BridgeState {
         self.job = None;
         self.kept.clear();
         self.resend.clear();
+        self.own_listen = None;
         self.hs.state = Hs::Detached;
     }
 
-    fn on_child(&mut self, myself: &ActorRef<BridgeMsg>, msg: Value) {
+    fn on_child(&mut self, myself: &ActorRef<BridgeMsg>, mut msg: Value) {
         // The child's own list changed: xy lists it again (and clients
         // are told, as before, by the broadcast below).
         if msg.get("id").is_none()
@@ -607,6 +624,25 @@ impl BridgeState {
             )
         {
             self.start_listing();
+        }
+        // On xy's own listen stream: for every listener, without xy's
+        // subscription id (each 2026 stream gets its own in `broadcast`).
+        if let Some(own) = self.own_listen
+            && msg.get("id").is_none()
+            && let Some(meta) = msg
+                .pointer_mut("/params/_meta")
+                .and_then(Value::as_object_mut)
+            && meta.get(META_SUBSCRIPTION).and_then(Value::as_u64) == Some(own)
+        {
+            meta.remove(META_SUBSCRIPTION);
+            if meta.is_empty() {
+                msg["params"].as_object_mut().map(|p| p.remove("_meta"));
+            }
+            let method = msg["method"].as_str().unwrap_or("").to_owned();
+            if method != "notifications/subscriptions/acknowledged" {
+                self.router.broadcast(&method, &msg);
+            }
+            return;
         }
         let (action, own) = self.router.on_child(msg);
         match action {
@@ -643,6 +679,41 @@ impl BridgeState {
         if let Some(step) = self.hs.on_answer(&own, || router.own_id()) {
             self.handshake_step(myself, run, step);
         }
+    }
+
+    /// A 2026-only child sends list-changed notifications on a
+    /// `subscriptions/listen` stream: xy opens one of its own for the
+    /// lists the child says change, and fans them out to every listener
+    /// (2025 sessions' GET streams, the 2026 listen streams xy serves).
+    fn listen_to_child(&mut self) {
+        let Some(d) = self
+            .hs
+            .era
+            .discover
+            .as_ref()
+            .filter(|_| self.hs.era.init.is_none())
+        else {
+            return;
+        };
+        let mut wanted = Map::new();
+        for (cap, key) in [
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resources", "resourcesListChanged"),
+        ] {
+            if d.pointer(&format!("/capabilities/{cap}/listChanged")) == Some(&json!(true)) {
+                wanted.insert(key.to_owned(), json!(true));
+            }
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let id = self.router.own_id();
+        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"notifications": wanted}});
+        era::add_envelope(&mut msg, None);
+        self.own_listen = Some(id);
+        self.write(&msg);
     }
 
     /// Whether a request may wait for a child (one is coming).
@@ -684,15 +755,24 @@ impl BridgeState {
             return;
         }
         // The transport spec: an invalid or unsupported MCP-Protocol-Version
-        // is a 400.
-        if let Some(v) = p.version.as_deref()
-            && !VERSIONS.contains(&v)
-        {
+        // is a 400. A 2026-form request (its `_meta` version equal to the
+        // header, checked on the HTTP side) is served in `2026-07-28` only,
+        // and is told the versions `server/discover` lists; a 2025-form one
+        // every version the endpoint takes.
+        let unsupported = match p.version.as_deref() {
+            Some(v) if p.era2026 => v != route::V2026,
+            Some(v) => !VERSIONS.contains(&v),
+            None => false,
+        };
+        if unsupported {
             let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
-            let mut e = self.hs.era.unsupported(&id, Some(json!(v)));
-            if self.hs.era.versions.is_empty() || self.hs.era.init.is_some() {
-                e["error"]["data"]["supported"] = json!(VERSIONS);
-            }
+            let requested = p.version.clone().map(Value::String);
+            let mut e = self.hs.era.unsupported(&id, requested);
+            e["error"]["data"]["supported"] = if p.era2026 {
+                json!(self.hs.era.served_2026_versions())
+            } else {
+                json!(VERSIONS)
+            };
             let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, e));
             return;
         }
@@ -888,8 +968,9 @@ impl BridgeState {
             self.reply(p, answer, None);
             return;
         }
-        // xy did the handshake with the child: a client's `initialize` (even
-        // one carrying 2026 metadata) is answered here, never forwarded.
+        // xy did the handshake with the child: a client's `initialize` is
+        // answered here, never forwarded (in 2026 form it was refused on
+        // the HTTP side: the 2026 era has no `initialize`).
         if method == "initialize" {
             let asked = p.msg.pointer("/params/protocolVersion");
             let Some(init) = self.hs.era.initialize_result(asked.and_then(Value::as_str)) else {
@@ -907,20 +988,23 @@ impl BridgeState {
             if let Some(caps) = p.msg.pointer("/params/capabilities") {
                 self.sessions.set_caps(&session, caps.clone());
             }
+            self.sessions
+                .set_envelope(&session, era::session_envelope(p.msg.get("params")));
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
             self.reply(p, answer, Some(session));
             return;
         }
-        if !p.era2026 && !child_2025 {
-            let requested = p.msg.pointer("/params/protocolVersion").cloned();
-            let e = self.hs.era.unsupported(id, requested);
-            self.unsent(&p, CallOutcome::RpcError);
-            self.reply(p, e, None);
+        // A 2025 client of a 2026-only child: the 2026 era has no log
+        // level to set (it goes in each request's `_meta`); xy takes it.
+        if !p.era2026 && !child_2025 && method == "logging/setLevel" {
+            self.reply(p, json!({"jsonrpc": "2.0", "id": id, "result": {}}), None);
             return;
         }
-        // A 2025-mode child sends list-changed to its one client, xy: xy
-        // serves 2026 listen streams itself and fans them out.
-        if method == "subscriptions/listen" && child_2025 {
+        // xy serves 2026 listen streams itself and fans out what the child
+        // announces: a 2025-mode child sends list-changed to its one
+        // client, xy; a 2026 child on xy's own listen stream (or, when it
+        // serves none, as plain notifications).
+        if method == "subscriptions/listen" {
             let filter: Option<Map<String, Value>> = p
                 .msg
                 .pointer("/params/notifications")
@@ -1007,7 +1091,11 @@ impl BridgeState {
                 let client = record::meta_client(&p.msg);
                 self.call_start(&p, &tool, client)
             });
-        let (msg, answer) = self.hs.era.translate(p.era2026, method, id, p.msg);
+        let envelope = p.session.as_deref().and_then(|s| self.sessions.envelope(s));
+        let (msg, answer) =
+            self.hs
+                .era
+                .translate(p.era2026, method, id, p.msg, envelope.as_deref());
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
         let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
         if !p.era2026 && !child_2025 {

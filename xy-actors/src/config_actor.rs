@@ -146,6 +146,7 @@ mod tests {
             hooks: Default::default(),
             agent: Default::default(),
             firewall: None,
+            sandbox: None,
             autostart: true,
         }
     }

@@ -73,9 +73,10 @@ pub(crate) fn classify(input: &Input<'_>) -> Cause {
             SpawnErrorKind::NotFound => Cause::CommandNotFound,
             SpawnErrorKind::PermissionDenied => Cause::PermissionDenied,
             SpawnErrorKind::ExecFormat => Cause::ExecFormat,
-            SpawnErrorKind::WorkingDir | SpawnErrorKind::Secret | SpawnErrorKind::Other => {
-                Cause::Other(error.to_owned())
-            }
+            SpawnErrorKind::WorkingDir
+            | SpawnErrorKind::Secret
+            | SpawnErrorKind::SandboxUnavailable
+            | SpawnErrorKind::Other => Cause::Other(error.to_owned()),
         };
     }
     if input.port_holder.is_some()

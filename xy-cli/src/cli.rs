@@ -62,10 +62,13 @@ pub(crate) enum ColorChoice {
 pub(crate) enum Command {
     /// Show every configured server and its state.
     List(JsonFlag),
-    /// Show one server in detail: settings, transitions, recent log lines.
+    /// Show one server in detail: settings, sandbox, transitions, recent log lines.
     Status {
         /// The server's name (its config file stem).
         name: String,
+        /// List every sandbox path, the system ones included.
+        #[arg(long, short = 'v')]
+        verbose: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -119,6 +122,10 @@ pub(crate) enum Command {
     /// Serve MCP on stdin/stdout so an AI agent can see its tool servers'
     /// state and logs, and restart those whose config allows it.
     Mcp,
+    /// Check a server's sandbox: run the exfiltration probes under its
+    /// rules and show what gets through.
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -217,6 +224,21 @@ pub(crate) enum ConfigCmd {
     },
 }
 
+/// `sandbox …`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum SandboxCmd {
+    /// Run the probes (read ~/.ssh, write ~/.bashrc, reach xy's state and
+    /// socket, connect out, the same from a grandchild) in a child confined
+    /// as the server's next spawn would be. Exit 0 when every outcome is
+    /// what the rules say, 1 when one differs.
+    Test {
+        /// The server's name.
+        name: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
 /// Shells `completions` supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Shell {
@@ -288,6 +310,25 @@ mod tests {
             cli.command,
             Command::Daemon(DaemonCmd::Restart { force: true })
         ));
+    }
+
+    #[test]
+    fn sandbox_test_and_status_verbose() {
+        let Command::Sandbox(SandboxCmd::Test { name, json }) =
+            parse(&["sandbox", "test", "notes", "--json"])
+                .unwrap()
+                .command
+        else {
+            panic!("not sandbox test")
+        };
+        assert_eq!(name, "notes");
+        assert!(json.json);
+        assert!(parse(&["sandbox", "test"]).is_err());
+        let Command::Status { verbose, .. } = parse(&["status", "notes", "-v"]).unwrap().command
+        else {
+            panic!("not status")
+        };
+        assert!(verbose);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub(crate) mod events;
 pub(crate) mod list;
 pub(crate) mod logs;
 pub(crate) mod reload;
+pub(crate) mod sandbox;
 pub(crate) mod service;
 pub(crate) mod status;
 pub(crate) mod tools;
@@ -25,7 +26,11 @@ pub(crate) mod tools;
 pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
     match cmd {
         Command::List(j) => list::run(ctx, j.json),
-        Command::Status { name, json } => status::run(ctx, &name, json.json),
+        Command::Status {
+            name,
+            verbose,
+            json,
+        } => status::run(ctx, &name, verbose, json.json),
         Command::Tools(args) => tools::run(ctx, args),
         Command::Start(t) => control::run(ctx, control::Action::Start, &t),
         Command::Stop(t) => control::run(ctx, control::Action::Stop, &t),
@@ -44,6 +49,7 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Clients(args) => clients::run(ctx, &args),
         Command::Connect { name } => connect::run(ctx, &name),
         Command::Mcp => crate::mcp::run(ctx),
+        Command::Sandbox(cmd) => sandbox::run(ctx, &cmd),
         Command::Completions { shell } => completions::run(shell),
     }
 }

@@ -16,6 +16,7 @@ mod relay;
 mod render;
 mod server_file;
 mod service;
+mod starter;
 mod top;
 
 use std::process::ExitCode;

@@ -110,7 +110,7 @@ pub(crate) fn no_autostart(text: &mut String) {
 }
 
 /// A KDL v2 quoted string.
-fn quote(v: &str) -> String {
+pub(crate) fn quote(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);
     s.push('"');
     for c in v.chars() {

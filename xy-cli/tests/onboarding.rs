@@ -163,6 +163,58 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
 }
 
+/// SPEC §21: `add` writes a starter `sandbox` block (the launcher's cache,
+/// the directories named in the arguments, network "any") that the
+/// daemon's loader and `config check` accept; `--no-sandbox` writes none.
+#[test]
+fn add_writes_a_starter_sandbox_block_unless_no_sandbox() {
+    let h = Home::new("xyo");
+    let notes = h.home().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    let r = h.run(&[
+        "add",
+        "files",
+        "--no-start",
+        "--",
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        notes.to_str().unwrap(),
+        "~/missing",
+    ]);
+    r.ok();
+    let text = std::fs::read_to_string(h.config_dir().join("files.kdl")).unwrap();
+    assert!(
+        text.contains(
+            "sandbox {\n    write \"~/.npm\"\n    write \"~/notes\"\n    network \"any\"\n}\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("missing\"\n    "),
+        "only existing paths: {text}"
+    );
+    assert!(
+        h.home().join(".npm").is_dir(),
+        "the npm cache is created for the rule"
+    );
+    h.run(&["config", "check", h.config_dir().to_str().unwrap()])
+        .ok();
+
+    let r = h.run(&[
+        "add",
+        "open",
+        "--no-start",
+        "--no-sandbox",
+        "--",
+        "/bin/sleep",
+        "300",
+    ]);
+    r.ok();
+    let text = std::fs::read_to_string(h.config_dir().join("open.kdl")).unwrap();
+    assert!(!text.contains("sandbox"), "{text}");
+}
+
 #[test]
 fn remove_keeps_the_file_recoverable() {
     let h = Home::new("xyo");
@@ -504,6 +556,11 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
     let beta = std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap();
     assert!(beta.contains("transport \"stdio\"\n"), "{beta}");
     assert!(beta.contains("API_KEY \"s3cret\""), "{beta}");
+    assert!(
+        beta.contains("// Starter sandbox from `xyctl import`")
+            && beta.contains("network \"any\"\n}\n"),
+        "{beta}"
+    );
     let mode = std::fs::metadata(h.config_dir().join("beta.kdl"))
         .unwrap()
         .permissions()

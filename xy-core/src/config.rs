@@ -262,6 +262,9 @@ pub struct ServerConfig {
     /// Not part of [`settings`](ServerConfig::settings): a new mode is
     /// applied to the tools the running child listed, without a restart.
     pub firewall: Option<crate::firewall::FirewallMode>,
+    /// `sandbox { … }` (SPEC §21); `None`: the child runs unconfined. Part
+    /// of [`settings`](ServerConfig::settings): a changed block restarts it.
+    pub sandbox: Option<crate::sandbox::SandboxConfig>,
     /// `autostart` (default `#true`): whether boot and reload start the
     /// server. `#false` (what `xyctl add --no-start` writes) leaves it
     /// `stopped` until `xyctl start`. Not part of
@@ -292,6 +295,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("health", &self.health)
             .field("agent", &self.agent)
             .field("firewall", &self.firewall)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -318,6 +322,7 @@ pub struct Settings<'a> {
     stop: &'a StopConfig,
     health: Option<&'a HealthConfig>,
     agent: &'a AgentConfig,
+    sandbox: Option<&'a crate::sandbox::SandboxConfig>,
 }
 
 impl ServerConfig {
@@ -344,6 +349,7 @@ impl ServerConfig {
             agent,
             // Applied to the running child's tools without a restart.
             firewall: _,
+            sandbox,
             // Whether boot and reload start it, not how it runs.
             autostart: _,
         } = self;
@@ -363,6 +369,7 @@ impl ServerConfig {
             stop,
             health: health.as_ref(),
             agent,
+            sandbox: sandbox.as_ref(),
         }
     }
 

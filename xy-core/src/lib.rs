@@ -20,6 +20,7 @@ pub mod config;
 pub mod firewall;
 pub mod paths;
 pub mod protocol;
+pub mod sandbox;
 pub mod time;
 
 /// The version both binaries report and compare (version-skew warning).

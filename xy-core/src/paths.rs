@@ -121,6 +121,12 @@ impl Paths {
         self.run_dir.join(format!("{name}.json"))
     }
 
+    /// The private temp dir (`TMPDIR`) of one sandboxed server (SPEC §21):
+    /// under xy's state dir, which the child cannot otherwise read.
+    pub fn sandbox_temp(&self, name: &str) -> PathBuf {
+        self.state_dir.join("sandbox").join(name).join("tmp")
+    }
+
     /// Fails when the socket path is too long for `sockaddr_un`.
     pub fn check_socket(&self) -> Result<(), PathError> {
         check_socket_path(&self.socket)

@@ -14,6 +14,8 @@ mod transport;
 pub use transport::{DEFAULT_MCP_PATH, Transport, endpoint_url};
 mod secrets;
 pub use secrets::SecretInfo;
+mod sandbox;
+pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
 mod failure;
 pub use failure::{
     ConfigInvalidData, DiagnosticData, PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData,
@@ -61,6 +63,8 @@ pub mod method {
     pub const TOOLS_APPROVE: &str = "tools_approve";
     /// `tools_deny {name, tools}` → [`super::mcp::ToolsDenyResult`]
     pub const TOOLS_DENY: &str = "tools_deny";
+    /// `sandbox_test {name}` → [`super::SandboxTestResult`]
+    pub const SANDBOX_TEST: &str = "sandbox_test";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
@@ -83,7 +87,7 @@ pub mod method {
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         LIST,
         STATUS,
         START,
@@ -101,6 +105,7 @@ pub mod method {
         CALLS_CANCEL,
         TOOLS_APPROVE,
         TOOLS_DENY,
+        SANDBOX_TEST,
     ];
 }
 
@@ -486,6 +491,9 @@ pub struct StatusResult {
     /// `secrets { }`: each secret's name and source kind (SPEC §16).
     #[serde(default)]
     pub secrets: Vec<SecretInfo>,
+    /// The effective `sandbox` rules (SPEC §21); `null`: unconfined.
+    #[serde(default)]
+    pub sandbox: Option<SandboxStatus>,
 }
 
 /// One recorded change of [`HealthState`].

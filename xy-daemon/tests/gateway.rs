@@ -386,11 +386,13 @@ fn another_uid_is_refused_by_the_gateway() {
     let url = gateway_url(gw, "bridged");
     wait_served(&url);
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
     .to_string();
     let request = format!(
         "POST /bridged/mcp HTTP/1.1\r\nHost: 127.0.0.1:{gw}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/list\r\n\
          Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
@@ -429,4 +431,49 @@ fn post_as(uid: Option<u32>, port: u16, request: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The gateway's route to a bridged stdio server is the bridge's own HTTP
+/// handling: a 2026-form request is validated there too (SPEC §19), and
+/// the 2025 forms still work through it.
+#[test]
+fn the_gateway_route_to_a_bridged_server_validates_2026_requests() {
+    let gw = free_port();
+    let own = free_port();
+    let _d = start(gw, &[("bridged", stdio_config(own))]);
+    let url = gateway_url(gw, "bridged");
+    wait_served(&url);
+    let c = Mcp::new(&url, Era::V2026);
+    let heads = |method: &str| {
+        vec![
+            ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+            ("Mcp-Method", method.to_owned()),
+        ]
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    let r = c.post(&body, &heads("tools/list"));
+    assert_eq!(
+        (r.status, r.response()["error"]["code"].clone()),
+        (400, json!(-32602)),
+        "{r:?}"
+    );
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"_meta": meta}});
+    let r = c.post(&body, &heads("prompts/list"));
+    assert_eq!(
+        (r.status, r.response()["error"]["code"].clone()),
+        (400, json!(-32020)),
+        "{r:?}"
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": meta}});
+    let r = c.post(&body, &heads("ping"));
+    assert_eq!(
+        (r.status, r.response()["error"]["code"].clone()),
+        (404, json!(-32601)),
+        "{r:?}"
+    );
+    let mut old = Mcp::connected(&url, Era::V2025);
+    assert!(old.tool_names().contains(&"echo".to_owned()));
 }

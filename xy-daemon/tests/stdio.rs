@@ -8,6 +8,7 @@ mod audit;
 mod bounds;
 mod calls;
 pub(crate) mod client;
+mod era;
 mod firewall;
 mod mrtr;
 mod restart;
@@ -377,18 +378,32 @@ fn a_wedged_stdio_child_is_found_by_the_probe_and_restarted() {
     assert_eq!(d.entry("w")["pid"].as_i64(), Some(new));
 }
 
+/// A 2026-only child (the rmcp test server in its `2026` mode, which
+/// refuses `initialize`) serves 2025 clients too: xy discovers it without
+/// ever sending `initialize` (no first-start restart), answers a 2025
+/// `initialize` from its `server/discover`, and translates each request of
+/// the session (list, call with progress, list_changed on the GET stream,
+/// `ping`); a `kill -9` costs neither era its session or stream.
 #[test]
-fn a_2026_only_child_refuses_2025_clients_with_the_protocol_error() {
+fn a_2026_only_child_serves_2025_clients_and_both_survive_kill_9() {
     let port = free_port();
     let d = TestDaemon::start(&[("n", rmcp_config(port, "2026", ""))]);
     d.running_pid("n");
-    let mut b = Mcp::connected(&url(port), Era::V2026);
-    assert!(b.tool_names().contains(&"echo".to_owned()));
     let mut a = Mcp::new(&url(port), Era::V2025);
     let r = a.initialize();
-    let e = &r.response()["error"];
-    assert_eq!(e["code"], -32022, "{r:?}");
-    assert_eq!(e["data"]["supported"], json!(["2026-07-28"]), "{r:?}");
+    let init = &r.response()["result"];
+    assert_eq!(init["protocolVersion"], client::V2025, "{r:?}");
+    assert_eq!(init["serverInfo"]["name"], "xy-test-mcp", "{r:?}");
+    assert!(init["capabilities"]["tools"].is_object(), "{r:?}");
+    assert_eq!(a.result("ping", json!({})), json!({}));
+    assert_eq!(
+        a.result("logging/setLevel", json!({"level": "info"})),
+        json!({})
+    );
+    let mut c = two_clients(&url(port), &RMCP);
+    assert_eq!(d.entry("n")["restart_count"], 0, "no first-start restart");
+    survives_kill_9(&d, "n", &RMCP, &mut c);
+    assert_eq!(d.entry("n")["restart_count"], 1, "only the kill");
 }
 
 /// One raw HTTP/1.1 request; returns the status code.
@@ -427,7 +442,7 @@ fn host_origin_and_size_checks() {
         format!(
             "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-             Content-Length: {len}\r\nConnection: close\r\n\r\n"
+             Mcp-Method: tools/list\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
         )
     };
     let ok = format!("127.0.0.1:{port}");

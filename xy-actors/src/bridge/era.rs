@@ -37,6 +37,49 @@ pub(crate) fn strip_envelope(msg: &mut Value) {
     }
 }
 
+/// The 2026 envelope of a 2025 session's requests: `clientCapabilities`
+/// and `clientInfo` from its `initialize` params.
+pub(crate) fn session_envelope(initialize_params: Option<&Value>) -> Value {
+    let p = initialize_params;
+    let caps = p
+        .and_then(|p| p.get("capabilities"))
+        .filter(|c| c.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut e = json!({"io.modelcontextprotocol/clientCapabilities": caps});
+    if let Some(info) = p
+        .and_then(|p| p.get("clientInfo"))
+        .filter(|i| i.is_object())
+    {
+        e["io.modelcontextprotocol/clientInfo"] = info.clone();
+    }
+    e
+}
+
+/// Adds the 2026 request envelope to a 2025 client's request for a
+/// 2026-only child: the protocol version, and its session's capabilities
+/// and client info (none declared: `{}`). Keys the request has win.
+pub(crate) fn add_envelope(msg: &mut Value, envelope: Option<&Value>) {
+    if msg.get("params").is_none_or(Value::is_null) {
+        msg["params"] = json!({});
+    }
+    let Some(params) = msg["params"].as_object_mut() else {
+        return;
+    };
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    meta.entry(META_VERSION).or_insert_with(|| json!(V2026));
+    if let Some(Value::Object(e)) = envelope {
+        for (k, v) in e {
+            meta.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    meta.entry("io.modelcontextprotocol/clientCapabilities")
+        .or_insert_with(|| json!({}));
+}
+
 /// The methods whose 2026-era results carry `ttlMs` and `cacheScope`
 /// (2026-07-28, SEP-2549; the Python SDK's client rejects them without).
 pub(crate) fn cacheable(method: &str) -> bool {
@@ -66,7 +109,9 @@ impl ChildEra {
     /// The answer to a client's `initialize`, from the child's own
     /// `initialize` result; `None` when the child does not speak 2025.
     pub(crate) fn initialize_result(&self, asked: Option<&str>) -> Option<Value> {
-        let mut init = self.init.clone()?;
+        let Some(mut init) = self.init.clone() else {
+            return self.init_from_discover(asked);
+        };
         // MCP version negotiation: a server that supports the version the
         // client asks for answers with that same version (an older SDK
         // client refuses a newer one). xy relays any 2025-era version up to
@@ -82,19 +127,58 @@ impl ChildEra {
         Some(init)
     }
 
+    /// A 2025 client's `initialize` answered for a 2026-only child, from
+    /// its `server/discover` result: the version the client asked for when
+    /// it is a 2025-era one the endpoint takes (xy translates each request
+    /// of the session), else `2025-11-25`.
+    fn init_from_discover(&self, asked: Option<&str>) -> Option<Value> {
+        let d = self.discover.as_ref()?;
+        let version = asked
+            .filter(|a| VERSIONS.contains(a) && *a < V2026)
+            .unwrap_or(V2025);
+        let info = d
+            .pointer("/_meta/io.modelcontextprotocol~1serverInfo")
+            .cloned()
+            .unwrap_or_else(|| json!({"name": "unknown", "version": ""}));
+        let mut init = json!({
+            "protocolVersion": version,
+            "capabilities": d.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            "serverInfo": info,
+        });
+        if let Some(i) = d.get("instructions") {
+            init["instructions"] = i.clone();
+        }
+        Some(init)
+    }
+
     /// A client request as the child takes it, and what to do with its
     /// answer. A 2026-era client, a child in the 2025 era: the request
     /// loses the 2026 envelope (such a child refuses it), its answer gains
     /// `resultType`. `server/discover` is answered from the child's
     /// handshake once a `ping` shows the child answers (so the `mcp` probe
     /// still finds a wedged child).
+    ///
+    /// A 2025 client, a 2026-only child: the request gains the envelope
+    /// its session's `initialize` declared (`envelope`: capabilities and
+    /// client info); its `ping` becomes a `server/discover` answered `{}`
+    /// (the child has no `ping`; the answer still shows it answers).
     pub(crate) fn translate(
         &self,
         era2026: bool,
         method: &str,
         id: &Value,
         mut msg: Value,
+        envelope: Option<&Value>,
     ) -> (Value, Answer) {
+        if !era2026 && self.init.is_none() && self.discover.is_some() {
+            if method == "ping" {
+                msg = json!({"jsonrpc": "2.0", "id": id, "method": "server/discover"});
+                add_envelope(&mut msg, envelope);
+                return (msg, Answer::Replace(json!({})));
+            }
+            add_envelope(&mut msg, envelope);
+            return (msg, Answer::AsIs);
+        }
         if !era2026 || self.discover.is_some() {
             return (msg, Answer::AsIs);
         }
@@ -112,8 +196,7 @@ impl ChildEra {
     /// from the child's `initialize` result.
     pub(crate) fn discover_from_init(&self) -> Value {
         let init = self.init.clone().unwrap_or_default();
-        let mut versions = self.versions.clone();
-        versions.push(V2026.to_owned());
+        let versions = self.served_2026_versions();
         let mut r = json!({
             "supportedVersions": versions,
             "capabilities": init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
@@ -128,6 +211,17 @@ impl ChildEra {
             r["_meta"] = json!({"io.modelcontextprotocol/serverInfo": info});
         }
         r
+    }
+
+    /// The versions `server/discover` lists at the endpoint: a 2026 child's
+    /// own, else the 2025 child's version and `2026-07-28` (xy translates).
+    /// A 2026-era `-32022` lists the same (what the conformance suite checks).
+    pub(crate) fn served_2026_versions(&self) -> Vec<String> {
+        let mut versions = self.versions.clone();
+        if self.discover.is_none() && !versions.iter().any(|v| v == V2026) {
+            versions.push(V2026.to_owned());
+        }
+        versions
     }
 
     /// The `Unsupported protocol version` error, listing what the child speaks.
@@ -157,6 +251,70 @@ mod tests {
         let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{META_VERSION:V2026}}});
         strip_envelope(&mut m);
         assert_eq!(m["params"], json!({}));
+    }
+
+    #[test]
+    fn a_2025_session_of_a_2026_child_is_initialized_from_discover_and_enveloped() {
+        let era = ChildEra {
+            discover: Some(
+                json!({"supportedVersions": [V2026], "capabilities": {"tools": {}},
+                "instructions": "hi",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "n", "version": "2"}}}),
+            ),
+            versions: vec![V2026.to_owned()],
+            ..ChildEra::default()
+        };
+        let init = era.initialize_result(Some("2025-06-18")).unwrap();
+        assert_eq!(
+            init,
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "n", "version": "2"}, "instructions": "hi"})
+        );
+        assert_eq!(
+            era.initialize_result(Some(V2026)).unwrap()["protocolVersion"],
+            V2025
+        );
+        let envelope = session_envelope(Some(&json!({"capabilities": {"roots": {}},
+            "clientInfo": {"name": "c", "version": "1"}, "protocolVersion": V2025})));
+        let req = json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
+            "params":{"name":"echo","_meta":{"progressToken":"t"}}});
+        let (m, a) = era.translate(false, "tools/call", &json!(3), req, Some(&envelope));
+        assert_eq!(a, Answer::AsIs);
+        assert_eq!(
+            m["params"]["_meta"],
+            json!({"progressToken": "t", META_VERSION: V2026,
+                "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+                "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}})
+        );
+        let ping = json!({"jsonrpc":"2.0","id":4,"method":"ping"});
+        let (m, a) = era.translate(false, "ping", &json!(4), ping, None);
+        assert_eq!(m["method"], "server/discover");
+        assert_eq!(m["params"]["_meta"][META_VERSION], V2026);
+        assert_eq!(a, Answer::Replace(json!({})));
+        // A 2026 client of the same child: as it came.
+        let req = json!({"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{}}});
+        assert_eq!(
+            era.translate(true, "tools/list", &json!(5), req.clone(), None),
+            (req, Answer::AsIs)
+        );
+    }
+
+    #[test]
+    fn served_versions_are_what_discover_lists() {
+        let mut era = ChildEra {
+            versions: vec![V2025.to_owned()],
+            init: Some(json!({"protocolVersion": V2025})),
+            ..ChildEra::default()
+        };
+        assert_eq!(era.served_2026_versions(), [V2025, V2026]);
+        assert_eq!(
+            era.discover_from_init()["supportedVersions"],
+            json!([V2025, V2026])
+        );
+        era.init = None;
+        era.discover = Some(json!({}));
+        era.versions = vec![V2026.to_owned()];
+        assert_eq!(era.served_2026_versions(), [V2026]);
     }
 
     #[test]

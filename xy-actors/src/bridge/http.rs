@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::raw::RawRequest;
-use super::route::{META_VERSION, Out, Outbox, V2026};
+use super::route::{Out, Outbox};
+use super::validate::{self, Mirrored, TRACE_KEYS};
 use super::{Ack, BridgeMsg, Post};
 
 /// Largest request body accepted (SPEC §13).
@@ -291,15 +292,19 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
             "xy: the server is busy: too many request bodies in flight; try again later",
         );
     };
-    let header_version = header_str(&req, PROTOCOL).map(str::to_owned);
+    let header_version = header_str(&req, PROTOCOL).map(|v| v.trim().to_owned());
+    let mcp_method = header_str(&req, "mcp-method").map(str::to_owned);
+    let mcp_name = header_str(&req, "mcp-name").map(str::to_owned);
+    let trace = trace_context(&req);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Err(_) => return empty(StatusCode::BAD_REQUEST),
     };
-    // An ordinary request goes to the actor unparsed (D49).
-    let era2026_header = header_version.as_deref().is_some_and(|v| v >= V2026);
-    let raw = if era2026_header {
+    // An ordinary request goes to the actor unparsed (D49): a 2025-form one
+    // without trace context to carry into its `_meta`.
+    let era2026_header = validate::is_2026_form(header_version.as_deref(), &Value::Null);
+    let raw = if era2026_header || !trace.is_empty() {
         None
     } else {
         RawRequest::parse(&body)
@@ -326,13 +331,20 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
             "one JSON-RPC 2.0 message per POST (batches are not supported)",
         );
     }
-    let era2026 = era2026_header
-        || msg
-            .get("params")
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(META_VERSION))
-            .and_then(Value::as_str)
-            .is_some_and(|v| v >= V2026);
+    // A raw request has no `_meta`: it is in 2025 form.
+    let era2026 = raw.is_none() && validate::is_2026_form(header_version.as_deref(), &msg);
+    if era2026 {
+        let mirrored = Mirrored {
+            version: header_version.as_deref(),
+            method: mcp_method.as_deref(),
+            name: mcp_name.as_deref(),
+        };
+        if let Err(r) = validate::check_2026(mirrored, &msg) {
+            return with_trace(json_response(r.status, &r.body), &trace);
+        }
+    }
+    let mut msg = msg;
+    carry_trace(&mut msg, &trace);
     let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
     let (ack_tx, ack_rx) = oneshot::channel();
     let post = Post {
@@ -358,22 +370,88 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     }
     let ack = ack_rx.await;
     drop(room);
-    match ack {
+    let r = match ack {
         Ok(Ack::Accepted) => empty(StatusCode::ACCEPTED),
         Ok(Ack::Refused(status, body)) => json_response(status, &body),
-        Ok(Ack::Exchange { session }) => answer(rx, session).await,
+        Ok(Ack::Exchange { session }) => answer(rx, session, era2026).await,
         Err(_) => rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
             Value::Null,
             -32603,
             "the server's bridge is restarting",
         ),
+    };
+    with_trace(r, &trace)
+}
+
+/// The request's W3C trace context headers (`traceparent`, `tracestate`)
+/// that carry a value.
+fn trace_context<B>(req: &Request<B>) -> Vec<(&'static str, HeaderValue)> {
+    TRACE_KEYS
+        .iter()
+        .filter_map(|k| req.headers().get(*k).map(|v| (*k, v.clone())))
+        .filter(|(_, v)| v.to_str().is_ok_and(|s| !s.trim().is_empty()))
+        .collect()
+}
+
+/// Trace context from the HTTP headers into a request's `_meta` (the keys
+/// 2026-07-28 reserves for it, in either era), unless `_meta` names its
+/// own: the body is what the child acts on.
+fn carry_trace(msg: &mut Value, trace: &[(&'static str, HeaderValue)]) {
+    if trace.is_empty() || msg.get("method").is_none() || msg.get("id").is_none() {
+        return;
     }
+    if msg.get("params").is_none_or(Value::is_null) {
+        msg["params"] = json!({});
+    }
+    let Some(params) = msg["params"].as_object_mut() else {
+        return;
+    };
+    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    for (k, v) in trace {
+        if let Ok(v) = v.to_str() {
+            meta.entry(*k).or_insert_with(|| json!(v.trim()));
+        }
+    }
+}
+
+/// The response carries the request's trace context back unchanged.
+fn with_trace(
+    mut r: Response<OutBody>,
+    trace: &[(&'static str, HeaderValue)],
+) -> Response<OutBody> {
+    for (k, v) in trace {
+        r.headers_mut().insert(*k, v.clone());
+    }
+    r
+}
+
+/// The HTTP status of a 2026-form request's answer: `404` for an unknown
+/// method, `400` for the protocol's refusals ([`validate::status_of_error`]).
+fn status_2026(first: &Out) -> StatusCode {
+    let code = match first {
+        Out::Msg(v) => v.pointer("/error/code").and_then(Value::as_i64),
+        // Only an error answer is parsed again.
+        Out::Answer(b) if memchr::memmem::find(b, b"\"error\"").is_some() => {
+            serde_json::from_slice::<Value>(b)
+                .ok()
+                .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
+        }
+        Out::Answer(_) => None,
+    };
+    code.map_or(StatusCode::OK, validate::status_of_error)
 }
 
 /// A plain JSON answer when the first message is the response itself,
 /// else an SSE stream that carries what comes before it, then it.
-async fn answer(mut rx: mpsc::Receiver<Out>, session: Option<String>) -> Response<OutBody> {
+async fn answer(
+    mut rx: mpsc::Receiver<Out>,
+    session: Option<String>,
+    era2026: bool,
+) -> Response<OutBody> {
     let Some(first) = rx.recv().await else {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -383,7 +461,12 @@ async fn answer(mut rx: mpsc::Receiver<Out>, session: Option<String>) -> Respons
         );
     };
     if first.is_response() {
-        let mut r = json_bytes(StatusCode::OK, first.into_bytes());
+        let status = if era2026 {
+            status_2026(&first)
+        } else {
+            StatusCode::OK
+        };
+        let mut r = json_bytes(status, first.into_bytes());
         if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
             r.headers_mut().insert(SESSION, s);
         }
@@ -478,6 +561,58 @@ mod tests {
         ] {
             assert!(!loopback_host(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn trace_context_goes_into_meta_unless_the_body_has_its_own() {
+        let req = Request::builder()
+            .header("traceparent", " 00-aa-bb-01 ")
+            .header("tracestate", "k=v")
+            .body(())
+            .unwrap();
+        let trace = trace_context(&req);
+        assert_eq!(trace.len(), 2);
+        let mut m = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        carry_trace(&mut m, &trace);
+        assert_eq!(
+            m["params"]["_meta"],
+            json!({"traceparent": "00-aa-bb-01", "tracestate": "k=v"})
+        );
+        let mut own = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"_meta": {"traceparent": "mine"}}});
+        carry_trace(&mut own, &trace);
+        assert_eq!(own["params"]["_meta"]["traceparent"], "mine");
+        // Notifications and answers carry nothing.
+        let mut note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled"});
+        carry_trace(&mut note, &trace);
+        assert!(note.get("params").is_none());
+        let r = with_trace(empty(StatusCode::OK), &trace);
+        assert_eq!(
+            r.headers()["traceparent"],
+            " 00-aa-bb-01 ",
+            "back unchanged"
+        );
+    }
+
+    #[test]
+    fn a_2026_answers_error_sets_its_status() {
+        let err = |code: i64| Out::Msg(json!({"jsonrpc": "2.0", "id": 1, "error": {"code": code}}));
+        assert_eq!(status_2026(&err(-32601)), StatusCode::NOT_FOUND);
+        assert_eq!(status_2026(&err(-32021)), StatusCode::BAD_REQUEST);
+        assert_eq!(status_2026(&err(-32603)), StatusCode::OK);
+        let bytes = |t: &'static str| Out::Answer(Bytes::from_static(t.as_bytes()));
+        assert_eq!(
+            status_2026(&bytes(
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"m"}}"#
+            )),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            status_2026(&bytes(
+                r#"{"jsonrpc":"2.0","id":1,"result":{"text":"\"error\""}}"#
+            )),
+            StatusCode::OK
+        );
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub(crate) struct Sessions {
     /// What the client that opened a session said of itself in its
     /// `initialize`. Kept beside `last_use`, keyed alike, dropped with it.
     clients: HashMap<String, Known>,
+    /// The 2026 `_meta` envelope (`clientCapabilities`, `clientInfo`) a
+    /// session's `initialize` declared, for its requests to a 2026-only
+    /// child (SPEC §19). Kept and dropped like `clients`.
+    envelopes: HashMap<String, Arc<Value>>,
     idle: Duration,
     cap: usize,
 }
@@ -47,6 +51,7 @@ impl Sessions {
         Sessions {
             last_use: HashMap::new(),
             clients: HashMap::new(),
+            envelopes: HashMap::new(),
             idle,
             cap: cap.max(1),
         }
@@ -62,8 +67,7 @@ impl Sessions {
                 .min_by_key(|(_, t)| **t)
                 .map(|(k, _)| k.clone());
             if let Some(k) = &oldest {
-                self.last_use.remove(k);
-                self.clients.remove(k);
+                self.forget(k);
             }
             oldest
         } else {
@@ -80,8 +84,7 @@ impl Sessions {
             return false;
         };
         if now.saturating_duration_since(*t) >= self.idle {
-            self.last_use.remove(id);
-            self.clients.remove(id);
+            self.forget(id);
             return false;
         }
         *t = now;
@@ -97,10 +100,15 @@ impl Sessions {
 
     /// Ends `id`; whether it was live.
     pub(crate) fn remove(&mut self, id: &str, now: Instant) -> bool {
-        self.clients.remove(id);
-        self.last_use
-            .remove(id)
+        self.forget(id)
             .is_some_and(|t| now.saturating_duration_since(t) < self.idle)
+    }
+
+    /// Drops `id` and what is kept beside it; when it was last used.
+    fn forget(&mut self, id: &str) -> Option<Instant> {
+        self.clients.remove(id);
+        self.envelopes.remove(id);
+        self.last_use.remove(id)
     }
 
     /// Forgets the sessions idle for too long; returns them.
@@ -113,8 +121,7 @@ impl Sessions {
             .map(|(k, _)| k.clone())
             .collect();
         for k in &gone {
-            self.last_use.remove(k);
-            self.clients.remove(k);
+            self.forget(k);
         }
         gone
     }
@@ -122,6 +129,19 @@ impl Sessions {
     pub(crate) fn clear(&mut self) {
         self.last_use.clear();
         self.clients.clear();
+        self.envelopes.clear();
+    }
+
+    /// Keeps the 2026 envelope of a live session's requests.
+    pub(crate) fn set_envelope(&mut self, id: &str, envelope: Value) {
+        if self.last_use.contains_key(id) {
+            self.envelopes.insert(id.to_owned(), Arc::new(envelope));
+        }
+    }
+
+    /// The 2026 envelope of a session's requests, if it has one.
+    pub(crate) fn envelope(&self, id: &str) -> Option<Arc<Value>> {
+        self.envelopes.get(id).cloned()
     }
 
     /// Names the client of a live session.

@@ -79,6 +79,7 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         firewall: None,
+        sandbox: None,
         autostart: true,
     }
 }

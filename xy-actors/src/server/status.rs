@@ -40,6 +40,9 @@ impl ServerActorState {
                     source: s.source.kind().to_owned(),
                 })
                 .collect(),
+            // Filled by the sandbox work (SPEC §21): the rules of the
+            // current spawn.
+            sandbox: None,
         }
     }
 

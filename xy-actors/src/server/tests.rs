@@ -41,6 +41,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         firewall: None,
+        sandbox: None,
         autostart: true,
     }
 }

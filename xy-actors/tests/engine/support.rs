@@ -52,6 +52,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         hooks: Default::default(),
         agent: Default::default(),
         firewall: None,
+        sandbox: None,
         autostart: true,
     }
 }

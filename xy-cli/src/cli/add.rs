@@ -36,6 +36,10 @@ pub(crate) struct AddArgs {
     /// Replace an existing config of that name.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Write no starter `sandbox { }` block: the server runs with your
+    /// full rights.
+    #[arg(long)]
+    pub(crate) no_sandbox: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<String>,

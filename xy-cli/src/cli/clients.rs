@@ -19,6 +19,10 @@ pub(crate) struct ImportArgs {
     /// The client's config file (default: its usual place on this OS).
     #[arg(long, value_name = "PATH")]
     pub(crate) file: Option<PathBuf>,
+    /// Write no starter `sandbox { }` blocks: the servers run with your
+    /// full rights.
+    #[arg(long)]
+    pub(crate) no_sandbox: bool,
 }
 
 /// `clients`.

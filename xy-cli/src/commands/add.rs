@@ -97,6 +97,13 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         &spec,
         "Written by `xyctl add`; edit freely, then `xyctl reload`.",
     );
+    let mut create = Vec::new();
+    if !a.no_sandbox
+        && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl add")
+    {
+        text.push_str(&block);
+        create = dirs;
+    }
     if a.no_start {
         server_file::no_autostart(&mut text);
     }
@@ -104,6 +111,9 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         .map_err(|e| write_failure(e, ctx.err.color))?;
     let file = dir.join(format!("{}.kdl", a.name));
     output::note(&ctx.err, &format!("wrote {}", file.display()));
+    for warning in crate::starter::create_dirs(&create) {
+        output::note(&ctx.err, &warning);
+    }
     match client {
         // The reload makes the daemon know it either way; `autostart #false`
         // leaves it `stopped`.

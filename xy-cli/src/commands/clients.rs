@@ -133,7 +133,14 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
             e.name,
             path.display()
         );
-        let text = server_file::render(&spec, &comment);
+        let mut text = server_file::render(&spec, &comment);
+        let mut create = Vec::new();
+        if !a.no_sandbox
+            && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl import")
+        {
+            text.push_str(&block);
+            create = dirs;
+        }
         let port_s = port.to_string();
         if a.dry_run {
             // Validated all the same, so a dry run shows what would fail.
@@ -149,6 +156,9 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
         match server_file::write(&dir, &name, &text, false) {
             Ok(_) => {
                 created += 1;
+                for warning in crate::starter::create_dirs(&create) {
+                    output::note(&ctx.err, &warning);
+                }
                 rows.push(row(&e.name, &shown, &port_s, "created"));
             }
             Err(err) => {

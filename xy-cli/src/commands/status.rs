@@ -9,7 +9,7 @@ use crate::{daemon_conn, output, render};
 /// Log lines shown under the status page.
 const STATUS_TAIL: u32 = 10;
 
-pub(crate) fn run(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
+pub(crate) fn run(ctx: &Ctx, name: &str, verbose: bool, json: bool) -> Result<Exit, Failure> {
     let mut client = daemon_conn::connect(ctx)?;
     let params = NameParams {
         name: name.to_owned(),
@@ -25,6 +25,11 @@ pub(crate) fn run(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {
     let log = client
         .log_tail(name, STATUS_TAIL, READ_TIMEOUT)
         .unwrap_or_default();
-    output::stdout(&render::render_status(&status, &log, &ctx.out));
+    output::stdout(&render::render_status(
+        &status,
+        &log,
+        &render::SandboxView::from_env(verbose),
+        &ctx.out,
+    ));
     Ok(Exit::Success)
 }

@@ -151,7 +151,8 @@ pub(crate) fn server_status(ctx: &Ctx, name: &str) -> Result<Answer, Refusal> {
     let log = c
         .log_tail(name, STATUS_TAIL, READ_TIMEOUT)
         .unwrap_or_default();
-    let mut text = render::render_status(&status, &log, &PLAIN);
+    let mut text =
+        render::render_status(&status, &log, &render::SandboxView::from_env(false), &PLAIN);
     text.push_str(&restart_hint(&status));
     Ok(Answer {
         text,

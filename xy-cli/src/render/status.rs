@@ -7,12 +7,18 @@ use xy_core::protocol::{HealthState, LogNotification, StatusResult};
 use xy_core::time::human_secs;
 
 use super::list::{format_bytes, format_cpu, new_table, tighten};
+use super::sandbox::{SandboxView, render_sandbox_section, sandbox_field};
 use super::{
     LogPrefix, Paint, Style, date_time, format_last_exit, ms, render_log_line, trim_lines,
 };
 
-/// The whole status page.
-pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &Style) -> String {
+/// The whole status page; `view` says how to show the sandbox's paths.
+pub(crate) fn render_status(
+    s: &StatusResult,
+    log: &[LogNotification],
+    view: &SandboxView,
+    style: &Style,
+) -> String {
     let e = &s.entry;
     let mut out = String::new();
     let _ = writeln!(
@@ -119,11 +125,13 @@ pub(crate) fn render_status(s: &StatusResult, log: &[LogNotification], style: &S
         ),
     ));
     fields.push(("stop grace", ms(s.stop.grace_ms)));
+    fields.push(("sandbox", sandbox_field(s.sandbox.as_ref())));
     fields.push(("config", s.config_file.clone()));
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in &fields {
         let _ = writeln!(out, "  {k:<width$}  {v}");
     }
+    out.push_str(&render_sandbox_section(s.sandbox.as_ref(), view, style));
 
     out.push('\n');
     out.push_str(&style.paint("Transitions", Paint::Bold));
@@ -343,6 +351,7 @@ pub(crate) mod tests {
             }],
             mcp: None,
             secrets: Vec::new(),
+            sandbox: None,
         }
     }
 
@@ -385,6 +394,7 @@ insikt  running
   env          API_TOKEN, RUST_LOG (values hidden)
   restart      on-failure, backoff 1s to 30s, at most 5 per minute
   stop grace   10s
+  sandbox      off: no sandbox block, the server runs with your full rights
   config       /home/u/.config/xy/servers/insikt.kdl
 
 Transitions
@@ -400,7 +410,10 @@ Recent log
   05:01:41.120 listening on 127.0.0.1:8421
   05:01:41.305 [err] warning: cache is cold
 ";
-        assert_eq!(render_status(&sample(), &log(), &Style::PLAIN), want);
+        assert_eq!(
+            render_status(&sample(), &log(), &SandboxView::default(), &Style::PLAIN),
+            want
+        );
     }
 
     #[test]
@@ -410,7 +423,7 @@ Recent log
         s.env_keys.clear();
         s.working_dir = None;
         s.entry.last_exit = None;
-        let out = render_status(&s, &[], &Style::PLAIN);
+        let out = render_status(&s, &[], &SandboxView::default(), &Style::PLAIN);
         assert!(out.contains("  env          -\n"), "{out}");
         assert!(out.contains("  working dir  -\n"), "{out}");
         assert!(out.contains("  last exit    -\n"), "{out}");
@@ -427,7 +440,7 @@ Recent log
         s.entry.rss_bytes = None;
         s.entry.health = Health::default();
         s.explain = Some("port in use: port 8421 is held by pid 4242 (node s.js)".into());
-        let out = render_status(&s, &[], &Style::PLAIN);
+        let out = render_status(&s, &[], &SandboxView::default(), &Style::PLAIN);
         assert!(
             out.contains("  why          port in use: port 8421 is held by pid 4242 (node s.js)\n"),
             "{out}"
@@ -442,7 +455,7 @@ Recent log
         );
         s.health_config = None;
         s.health_history.clear();
-        let out = render_status(&s, &[], &Style::PLAIN);
+        let out = render_status(&s, &[], &SandboxView::default(), &Style::PLAIN);
         assert!(
             out.contains("  health       - (no probe configured)\n"),
             "{out}"
@@ -454,7 +467,7 @@ Recent log
         s.entry.health.state = HealthState::Unhealthy;
         s.health_config = sample().health_config;
         s.entry.health.error = Some("no answer within 2s".into());
-        let out = render_status(&s, &[], &Style::PLAIN);
+        let out = render_status(&s, &[], &SandboxView::default(), &Style::PLAIN);
         assert!(
             out.contains("  health       unhealthy: no answer within 2s\n"),
             "{out}"

@@ -13,6 +13,7 @@ use miette::SourceSpan;
 
 mod agent;
 mod firewall;
+mod sandbox;
 mod secrets;
 pub(super) mod settings;
 
@@ -46,6 +47,8 @@ const TOP_FIELDS: &[&str] = &[
     "agent",
     // SPEC §20 (parsed in `parse/firewall.rs`).
     "firewall",
+    // SPEC §21 (parsed in `parse/sandbox.rs`).
+    "sandbox",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -289,6 +292,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             }
             "agent" => b.agent = agent::parse_agent(&mut cx, node),
             "firewall" => b.firewall = firewall::parse_firewall(&mut cx, node),
+            "sandbox" => b.sandbox = sandbox::parse_sandbox(&mut cx, node),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
@@ -365,6 +369,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 health: b.health,
                 agent: b.agent,
                 firewall: b.firewall,
+                sandbox: b.sandbox,
                 autostart: b.autostart.unwrap_or(true),
             };
             Some(config)
@@ -402,6 +407,7 @@ struct Builder {
     hooks: super::HooksConfig,
     agent: super::AgentConfig,
     firewall: Option<crate::firewall::FirewallMode>,
+    sandbox: Option<crate::sandbox::SandboxConfig>,
     /// `autostart`; `None`: not written (`#true`).
     autostart: Option<bool>,
 }
@@ -1176,6 +1182,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("agent")
     } else if firewall::FIREWALL_FIELDS.contains(&key) {
         Some("firewall")
+    } else if sandbox::SANDBOX_FIELDS.contains(&key) {
+        Some("sandbox")
     } else {
         None
     }

@@ -24,6 +24,9 @@ pub enum SpawnErrorKind {
     PortHeld,
     /// A secret could not be looked up (SPEC §16).
     Secret,
+    /// The OS cannot enforce a rule of the `sandbox` block (SPEC §21);
+    /// `error` names the rule. The child is never run unconfined instead.
+    SandboxUnavailable,
     /// Anything else; `error` says what.
     #[default]
     #[serde(other)]

@@ -21,8 +21,15 @@ pub mod wire {
     pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
     /// `_meta` key of a result: the server's name and version (2026).
     pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-    /// JSON-RPC: method not found.
+    /// JSON-RPC: method not found (over 2026 streamable HTTP: `404`).
     pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// JSON-RPC: invalid params (a 2026 request's missing or malformed `_meta`).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// HeaderMismatch (2026): `MCP-Protocol-Version`, `Mcp-Method` or
+    /// `Mcp-Name` missing or not what the body says.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// MissingRequiredClientCapability (2026).
+    pub const MISSING_CAPABILITY: i64 = -32021;
     /// UnsupportedProtocolVersion (final 2026 code).
     pub const UNSUPPORTED_VERSION: i64 = -32022;
     /// UnsupportedProtocolVersion in the 2026 drafts.

@@ -65,7 +65,8 @@ fn method_names() {
             "calls",
             "calls_cancel",
             "tools_approve",
-            "tools_deny"
+            "tools_deny",
+            "sandbox_test"
         ]
     );
     assert_eq!(method::LOG, "log");
@@ -226,6 +227,7 @@ fn status_result() {
             listed_at: Some("2026-11-30T05:04:55.002Z".into()),
         }),
         secrets: Vec::new(),
+        sandbox: None,
     };
     pin(
         &s,
@@ -257,7 +259,8 @@ fn status_result() {
                     "server_version": "0.4.1", "tool_count": 3, "tools_added": ["search"],
                     "tools_removed": [], "tools_changed": [],
                     "listed_at": "2026-11-30T05:04:55.002Z"},
-            "secrets": []
+            "secrets": [],
+            "sandbox": null
         }),
     );
 }

@@ -65,11 +65,11 @@ fn invalid_request_ids_are_refused_and_colliding_ids_answered_apart() {
     }
 }
 
-/// An `initialize` that carries 2026-era metadata (header and `_meta`) is
-/// still answered by xy from its own handshake with the child (a session
-/// minted), never forwarded to the child as a second handshake.
+/// An `initialize` in 2026 form (header and `_meta`) is a method the 2026
+/// era removed: `404` with `-32601` (SPEC §19), never a session and never
+/// the child's; the same `initialize` in 2025 form still opens a session.
 #[test]
-fn initialize_with_2026_metadata_is_answered_by_xy_not_the_child() {
+fn initialize_in_2026_form_is_not_found_and_in_2025_form_opens_a_session() {
     let port = free_port();
     let d = TestDaemon::start(&[("in", rmcp_config(port, "2025", ""))]);
     d.running_pid("in");
@@ -79,13 +79,17 @@ fn initialize_with_2026_metadata_is_answered_by_xy_not_the_child() {
         json!({"protocolVersion": V2025, "capabilities": {},
             "clientInfo": {"name": "t", "version": "1"}}),
     );
-    let result = &r.response()["result"];
-    assert_eq!(result["serverInfo"]["name"], "xy-test-mcp", "{r:?}");
-    assert!(r.session.is_some(), "xy mints a session: {r:?}");
-    assert!(
-        result.get("resultType").is_none(),
-        "forwarded to the child and translated: {r:?}"
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(r.response()["error"]["code"], -32601, "{r:?}");
+    assert!(r.session.is_none(), "no session minted: {r:?}");
+    let mut old = Mcp::new(&url(port), Era::V2025);
+    let r = old.initialize();
+    assert_eq!(
+        r.response()["result"]["serverInfo"]["name"],
+        "xy-test-mcp",
+        "{r:?}"
     );
+    assert!(r.session.is_some(), "xy mints a session: {r:?}");
 }
 
 /// `start` of an idle on-demand server spawns the child, which then gets

@@ -140,7 +140,12 @@ impl Mcp {
                     ("MCP-Protocol-Version", V2026.to_owned()),
                     ("Mcp-Method", method.to_owned()),
                 ];
-                if let Some(n) = params.get("name").and_then(Value::as_str) {
+                let name = match method {
+                    "tools/call" | "prompts/get" => params.get("name"),
+                    "resources/read" => params.get("uri"),
+                    _ => None,
+                };
+                if let Some(n) = name.and_then(Value::as_str) {
                     h.push(("Mcp-Name", n.to_owned()));
                 }
                 h
@@ -223,7 +228,8 @@ impl Mcp {
         }
     }
 
-    fn send(
+    /// One POST; the HTTP response as it comes (headers and all).
+    pub(crate) fn send(
         &self,
         body: &Value,
         headers: &[(&'static str, String)],

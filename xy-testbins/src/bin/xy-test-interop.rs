@@ -1,5 +1,5 @@
 //! `xy-test-interop install`: installs the pinned Python SDK,
-//! server-everything and the reference servers into the interop cache (`xy_testbins::interop`), so CI
+//! server-everything, the conformance suite and the reference servers into the interop cache (`xy_testbins::interop`), so CI
 //! pays for it once up front. Exit 0 installed, 0 with a loud message when
 //! skipped (no python3/npm, registry unreachable), non-zero on a real failure.
 
@@ -37,6 +37,16 @@ fn main() {
             se.entry.display()
         )),
         Interop::Skip(skip) => skip.announce("install server-everything"),
+    }
+    match interop::conformance() {
+        Interop::Ready(c) => out(&format!(
+            "conformance {} (node {}, sdk {}): {}",
+            interop::CONFORMANCE_VERSION,
+            interop::NODE22_VERSION,
+            interop::TS_SDK_VERSION,
+            c.cli.display()
+        )),
+        Interop::Skip(skip) => skip.announce("install the conformance suite"),
     }
     for (package, version) in interop::REFERENCE_SERVERS {
         match interop::npm_server(package, version) {

@@ -4,7 +4,8 @@
 //! or ask the client something first (`ask`, a `roots/list` request);
 //! and, for call records, tools that end each way a call can: `fail` (a
 //! result with `isError: true`), `reject` (a JSON-RPC error) and `die`
-//! (the process exits without answering).
+//! (the process exits without answering); `meta` answers with the
+//! request's `params._meta` as its text (what reached the child).
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
 //! test sees whether a `notifications/cancelled` reached it; with a
 //! progress token it sends one progress notification as it starts.
@@ -91,7 +92,7 @@ fn main() {
             ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("tools/list", Some(id)) => {
                 let tools: Vec<Value> = [
-                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "task",
+                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task",
                 ]
                 .iter()
                 .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
@@ -159,6 +160,10 @@ fn main() {
                             "error": {"code": -32602, "message": "rejected"}}),
                     ),
                     Some("die") => std::process::exit(3),
+                    Some("meta") => {
+                        let meta = msg.pointer("/params/_meta").cloned().unwrap_or(Value::Null);
+                        send(&out, &text(&id, &meta.to_string()));
+                    }
                     Some("task") => {
                         next_task += 1;
                         // Unique across restarts, as a real server's are.

@@ -1,0 +1,711 @@
+//! The sandbox's vocabulary (SPEC §21), shared by the daemon (which
+//! enforces it), `xyctl` (which renders it) and the config parser: the
+//! block as written ([`SandboxConfig`]), the rules a spawn actually gets
+//! once defaults are added ([`Rules`], from the pure [`effective`]), and
+//! the one-line explanation of a denial in terms of the block
+//! ([`explain_denial`]). No I/O: the caller hands in the home directory,
+//! the resolved program and the private temp dir.
+
+pub mod denials;
+pub mod seatbelt;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// `network "…"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// No network rule (the default).
+    #[default]
+    Any,
+    /// No outbound connections, no UDP, no Unix sockets outside the allowed
+    /// paths; listening only on a supervised HTTP server's own port.
+    None,
+    /// Outbound only to the `allow-host` lines (through xy's egress proxy
+    /// where the kernel cannot filter by host).
+    Allow,
+}
+
+impl NetworkMode {
+    /// The word as written in a config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Any => "any",
+            NetworkMode::None => "none",
+            NetworkMode::Allow => "allow",
+        }
+    }
+
+    /// Parses the config word.
+    pub fn parse(s: &str) -> Option<NetworkMode> {
+        match s {
+            "any" => Some(NetworkMode::Any),
+            "none" => Some(NetworkMode::None),
+            "allow" => Some(NetworkMode::Allow),
+            _ => None,
+        }
+    }
+}
+
+/// One `allow-host "host:port"` line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostPort {
+    /// A DNS name or an IP literal (IPv6 without brackets), lowercase.
+    pub host: String,
+    /// The TCP port.
+    pub port: u16,
+}
+
+impl HostPort {
+    /// Parses `host:port` (`[v6]:port` for IPv6 literals). The host is
+    /// lowercased; `*` and empty hosts are refused (a wildcard is what
+    /// `network "any"` says).
+    pub fn parse(s: &str) -> Result<HostPort, String> {
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (h, p) = rest
+                .split_once("]:")
+                .ok_or_else(|| format!("{s:?} is not [ipv6]:port"))?;
+            (h, p)
+        } else {
+            s.rsplit_once(':').ok_or_else(|| {
+                format!("{s:?} has no port; write host:port, e.g. \"api.github.com:443\"")
+            })?
+        };
+        if host.is_empty() || host.contains('*') || host.contains('/') {
+            return Err(format!("{host:?} is not a host name or IP address"));
+        }
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("{port:?} is not a port (1–65535)"))?;
+        Ok(HostPort {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// `sandbox { … }` as written (paths unexpanded: `~` is resolved at spawn,
+/// against the home directory the child gets).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SandboxConfig {
+    /// `read` paths: absolute or `~/…`.
+    pub read: Vec<String>,
+    /// `write` paths (readable too).
+    pub write: Vec<String>,
+    /// `network`.
+    pub network: NetworkMode,
+    /// `allow-host` lines (only with [`NetworkMode::Allow`]).
+    pub allow_hosts: Vec<HostPort>,
+}
+
+/// Expands a leading `~` against `home`; other paths are returned as they are.
+pub fn expand_home(path: &str, home: &Path) -> PathBuf {
+    if path == "~" {
+        home.to_path_buf()
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        home.join(rest)
+    } else {
+        PathBuf::from(path)
+    }
+}
+
+/// Shows `path` with the home directory as `~`, the way users write it.
+pub fn tilde(path: &Path, home: &Path) -> String {
+    match path.strip_prefix(home) {
+        Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+        Ok(rest) => format!("~/{}", rest.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// Why a path is in the effective rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleSource {
+    /// System library and binary directories, devices, `/proc`.
+    System,
+    /// The command's own directory and package (and its interpreter's).
+    Program,
+    /// The working directory.
+    WorkingDir,
+    /// The private temp dir (`TMPDIR`).
+    Temp,
+    /// `sandbox.read` / `sandbox.write` as written.
+    Config,
+}
+
+/// One path of the effective rules.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PathRule {
+    /// The absolute path (everything beneath it is covered).
+    pub path: PathBuf,
+    /// Why it is there.
+    pub source: RuleSource,
+}
+
+/// The OS whose system paths [`effective`] adds (a parameter, so both
+/// lists are tested on Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Os {
+    /// Linux.
+    Linux,
+    /// macOS.
+    Macos,
+}
+
+impl Os {
+    /// The OS this build runs on.
+    pub fn current() -> Os {
+        if cfg!(target_os = "macos") {
+            Os::Macos
+        } else {
+            Os::Linux
+        }
+    }
+}
+
+/// What a program needs to read on every system: libraries, binaries,
+/// configuration (`/etc`: resolver, TLS roots, time zones), `/proc` and
+/// `/sys` for runtimes that size themselves from them. Never `/home`,
+/// `/root`, `/run` or `/tmp` wholesale: those hold other people's and
+/// other servers' files, and xy's own socket.
+pub fn system_read(os: Os) -> &'static [&'static str] {
+    match os {
+        Os::Linux => &[
+            "/usr",
+            "/lib",
+            "/lib32",
+            "/lib64",
+            "/libx32",
+            "/bin",
+            "/sbin",
+            "/etc",
+            "/opt",
+            "/nix/store",
+            "/snap",
+            "/proc",
+            "/sys",
+            "/dev",
+            "/run/systemd/resolve",
+        ],
+        Os::Macos => &[
+            "/System",
+            "/usr",
+            "/bin",
+            "/sbin",
+            "/Library/Apple",
+            "/Library/Frameworks",
+            "/Library/Preferences",
+            "/opt/homebrew",
+            "/usr/local",
+            "/private/etc",
+            "/etc",
+            "/private/var/db/timezone",
+            "/private/var/db/dyld",
+            "/dev",
+            "/Applications/Xcode.app/Contents/Developer",
+            "/Library/Developer/CommandLineTools",
+        ],
+    }
+}
+
+/// Device files any program may write (the null sink, terminals).
+pub fn system_write(os: Os) -> &'static [&'static str] {
+    match os {
+        Os::Linux => &[
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/tty",
+            "/dev/pts",
+            "/dev/shm",
+        ],
+        Os::Macos => &["/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper"],
+    }
+}
+
+/// What [`effective`] needs to know about the spawn.
+#[derive(Debug, Clone)]
+pub struct SpawnFacts<'a> {
+    /// The home directory the child gets (`~` expands against it).
+    pub home: &'a Path,
+    /// The resolved command, symlinks followed.
+    pub program: &'a Path,
+    /// The interpreter of a `#!` script (`/usr/bin/env node` → node's
+    /// resolved path), symlinks followed.
+    pub interpreter: Option<&'a Path>,
+    /// The script an interpreter runs (`node /x/dist/index.js`: the first
+    /// argument that is an existing file, from [`script_candidate`]),
+    /// symlinks followed: its package is the program's as much as the
+    /// interpreter's is.
+    pub script: Option<&'a Path>,
+    /// The working directory (the daemon's cwd when none is configured).
+    pub working_dir: &'a Path,
+    /// The private temp dir given as `TMPDIR`.
+    pub temp_dir: &'a Path,
+    /// The port a supervised HTTP server listens on (`None` for stdio).
+    pub listen_port: Option<u16>,
+    /// The OS.
+    pub os: Os,
+}
+
+/// The rules a spawn gets: the block plus the defaults SPEC §21 promises.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rules {
+    /// Readable paths (write paths are readable too, but listed only there).
+    pub read: Vec<PathRule>,
+    /// Writable (and readable) paths.
+    pub write: Vec<PathRule>,
+    /// The network mode.
+    pub network: NetworkMode,
+    /// `allow-host` lines.
+    pub allow_hosts: Vec<HostPort>,
+    /// The one port the child may listen on under `network "none"` or
+    /// `"allow"` (a supervised HTTP server's own).
+    pub listen_port: Option<u16>,
+}
+
+/// A program's package: the directory holding its file, and when that is a
+/// `bin` directory (`…/node/v22/bin/node`, `…/venv/bin/python`), the
+/// directory above, where its libraries live.
+pub fn package_root(program: &Path) -> Option<PathBuf> {
+    let dir = program.parent()?;
+    if dir.file_name().is_some_and(|n| n == "bin" || n == ".bin") {
+        // `node_modules/.bin/x` → the `node_modules` tree.
+        return dir.parent().map(Path::to_path_buf);
+    }
+    Some(dir.to_path_buf())
+}
+
+/// The argument an interpreter would run as its script: the first one
+/// that is not an option and looks like a file path (has a `/` or a script
+/// extension), resolved against `working_dir`. The caller checks that it
+/// exists.
+pub fn script_candidate(args: &[String], working_dir: &Path) -> Option<PathBuf> {
+    const SCRIPT_EXT: &[&str] = &[
+        "js", "mjs", "cjs", "ts", "mts", "py", "rb", "pl", "php", "jar",
+    ];
+    let arg = args.iter().find(|a| !a.starts_with('-'))?;
+    let looks_like_file = arg.contains('/')
+        || Path::new(arg)
+            .extension()
+            .is_some_and(|e| SCRIPT_EXT.iter().any(|x| e == *x));
+    if !looks_like_file {
+        return None;
+    }
+    Some(working_dir.join(arg))
+}
+
+/// What a script's rule covers: the outermost `node_modules` it lives in
+/// (dependencies are hoisted beside it), else the `site-packages` it lives
+/// in, else its [`program_rule`].
+fn script_rule(script: &Path, home: &Path) -> PathBuf {
+    let tree = script
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last()
+        .or_else(|| {
+            script.ancestors().find(|a| {
+                a.file_name()
+                    .is_some_and(|n| n == "site-packages" || n == "dist-packages")
+            })
+        });
+    match tree {
+        Some(t) => t.to_path_buf(),
+        None => program_rule(script, home),
+    }
+}
+
+/// What a program's rule covers: its [`package_root`], unless that would
+/// be the home dir, above it, or a dot dir straight under it (`~/.local`
+/// holds xy's own state, `~/.config` every tool's tokens); then the
+/// program's own directory, and when that is the home dir too, the file.
+fn program_rule(program: &Path, home: &Path) -> PathBuf {
+    let too_wide = |p: &Path| {
+        home.starts_with(p)
+            || (p.parent() == Some(home)
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.')))
+    };
+    match package_root(program) {
+        Some(root) if !too_wide(&root) => root,
+        _ => match program.parent() {
+            Some(dir) if !home.starts_with(dir) => dir.to_path_buf(),
+            _ => program.to_path_buf(),
+        },
+    }
+}
+
+/// The effective rules of `config` for a spawn described by `facts`.
+/// Paths are de-duplicated; a path already covered by an earlier rule of
+/// the same list is kept (the source is what users read), the order is
+/// system, program, working dir, temp, config.
+pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
+    let mut read: Vec<PathRule> = Vec::new();
+    let mut write: Vec<PathRule> = Vec::new();
+    let add = |list: &mut Vec<PathRule>, path: PathBuf, source: RuleSource| {
+        if !list.iter().any(|r| r.path == path) {
+            list.push(PathRule { path, source });
+        }
+    };
+    for p in system_read(facts.os) {
+        add(&mut read, PathBuf::from(p), RuleSource::System);
+    }
+    if let Some(script) = facts.script {
+        add(
+            &mut read,
+            script_rule(script, facts.home),
+            RuleSource::Program,
+        );
+    }
+    for p in [Some(facts.program), facts.interpreter]
+        .into_iter()
+        .flatten()
+    {
+        add(&mut read, program_rule(p, facts.home), RuleSource::Program);
+    }
+    for p in &config.read {
+        add(&mut read, expand_home(p, facts.home), RuleSource::Config);
+    }
+    for p in system_write(facts.os) {
+        add(&mut write, PathBuf::from(p), RuleSource::System);
+    }
+    // A working dir that is `/`, the home dir or above it (a daemon started
+    // from `~`, a service whose cwd is `/`) would open everything the
+    // sandbox exists to close: it stays the child's cwd, but gets no rule.
+    if !facts.home.starts_with(facts.working_dir) {
+        add(
+            &mut write,
+            facts.working_dir.to_path_buf(),
+            RuleSource::WorkingDir,
+        );
+    }
+    add(&mut write, facts.temp_dir.to_path_buf(), RuleSource::Temp);
+    for p in &config.write {
+        add(&mut write, expand_home(p, facts.home), RuleSource::Config);
+    }
+    Rules {
+        read,
+        write,
+        network: config.network,
+        allow_hosts: config.allow_hosts.clone(),
+        listen_port: match config.network {
+            NetworkMode::Any => None,
+            NetworkMode::None | NetworkMode::Allow => facts.listen_port,
+        },
+    }
+}
+
+impl Rules {
+    /// Whether `path` is readable under these rules.
+    pub fn can_read(&self, path: &Path) -> bool {
+        self.read
+            .iter()
+            .chain(&self.write)
+            .any(|r| path.starts_with(&r.path))
+    }
+
+    /// Whether `path` is writable under these rules.
+    pub fn can_write(&self, path: &Path) -> bool {
+        self.write.iter().any(|r| path.starts_with(&r.path))
+    }
+}
+
+/// An operation the kernel (or the child's own error line) says was denied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// Opening, listing or executing a path for reading.
+    Read(PathBuf),
+    /// Creating, writing or removing a path.
+    Write(PathBuf),
+    /// An outbound connection (`host:port` or an address as the child
+    /// printed it).
+    Connect(String),
+    /// Listening on a port.
+    Bind(u16),
+    /// Anything else the child reported as denied (no path or address).
+    Other(String),
+}
+
+/// One line explaining `denied` in terms of the block, e.g.
+/// `sandbox: write to ~/.bashrc denied (not under sandbox.write)`.
+pub fn explain_denial(rules: &Rules, denied: &Denied, home: &Path) -> String {
+    match denied {
+        Denied::Read(p) => {
+            let reason = if rules.can_read(p) {
+                "readable under the rules; the file's own permissions refused it"
+            } else {
+                "not under sandbox.read"
+            };
+            format!("sandbox: read of {} denied ({reason})", tilde(p, home))
+        }
+        Denied::Write(p) => {
+            let reason = if rules.can_write(p) {
+                "writable under the rules; the file's own permissions refused it"
+            } else {
+                "not under sandbox.write"
+            };
+            format!("sandbox: write to {} denied ({reason})", tilde(p, home))
+        }
+        Denied::Connect(addr) => {
+            let reason = match rules.network {
+                NetworkMode::Any => "network \"any\": not the sandbox; check a firewall".to_owned(),
+                NetworkMode::None => "network \"none\"".to_owned(),
+                NetworkMode::Allow => format!(
+                    "network \"allow\": not an allow-host line ({})",
+                    rules
+                        .allow_hosts
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            format!("sandbox: connection to {addr} denied ({reason})")
+        }
+        Denied::Bind(port) => format!(
+            "sandbox: listening on port {port} denied (network \"{}\" allows only {})",
+            rules.network.as_str(),
+            rules
+                .listen_port
+                .map_or_else(|| "no port".to_owned(), |p| format!("port {p}"))
+        ),
+        Denied::Other(what) => format!("sandbox: {what} denied"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts<'a>(home: &'a Path, program: &'a Path) -> SpawnFacts<'a> {
+        SpawnFacts {
+            home,
+            program,
+            interpreter: None,
+            script: None,
+            working_dir: Path::new("/home/me/work"),
+            temp_dir: Path::new("/home/me/.local/state/xy/sandbox/notes/tmp"),
+            listen_port: Some(8421),
+            os: Os::Linux,
+        }
+    }
+
+    #[test]
+    fn host_port_parses_names_v4_v6_and_refuses_wildcards() {
+        assert_eq!(
+            HostPort::parse("API.github.com:443").unwrap(),
+            HostPort {
+                host: "api.github.com".into(),
+                port: 443
+            }
+        );
+        assert_eq!(
+            HostPort::parse("[::1]:8080").unwrap().to_string(),
+            "[::1]:8080"
+        );
+        assert_eq!(HostPort::parse("10.0.0.1:53").unwrap().port, 53);
+        assert!(HostPort::parse("example.com").is_err());
+        assert!(HostPort::parse("*.example.com:443").is_err());
+        assert!(HostPort::parse("example.com:0").is_err());
+        assert!(HostPort::parse("example.com:99999").is_err());
+        assert!(HostPort::parse(":443").is_err());
+    }
+
+    #[test]
+    fn effective_rules_add_the_promised_defaults_and_never_the_home() {
+        let home = Path::new("/home/me");
+        let program = Path::new("/home/me/.nvm/versions/node/v22/bin/node");
+        let config = SandboxConfig {
+            read: vec!["~/notes".into()],
+            write: vec!["~/notes/inbox".into()],
+            network: NetworkMode::None,
+            allow_hosts: vec![],
+        };
+        let rules = effective(&config, &facts(home, program));
+        assert!(rules.can_read(Path::new("/usr/lib/libc.so.6")));
+        assert!(rules.can_read(Path::new("/home/me/.nvm/versions/node/v22/lib/x.js")));
+        assert!(rules.can_read(Path::new("/home/me/notes/a.md")));
+        assert!(rules.can_write(Path::new("/home/me/notes/inbox/new.md")));
+        assert!(!rules.can_write(Path::new("/home/me/notes/a.md")));
+        assert!(rules.can_write(Path::new("/home/me/work/out.txt")));
+        assert!(rules.can_write(Path::new("/home/me/.local/state/xy/sandbox/notes/tmp/x")));
+        for secret in [
+            "/home/me/.ssh/id_rsa",
+            "/home/me/.bashrc",
+            "/home/me/.local/state/xy/xy.pid",
+            "/root/.aws/credentials",
+            "/tmp/other",
+            "/run/user/1000/xy.sock",
+        ] {
+            assert!(
+                !rules.can_read(Path::new(secret)),
+                "{secret} must not be readable"
+            );
+        }
+        assert_eq!(rules.listen_port, Some(8421));
+        assert_eq!(
+            effective(&SandboxConfig::default(), &facts(home, program)).listen_port,
+            None,
+            "network \"any\" needs no listen rule"
+        );
+    }
+
+    #[test]
+    fn a_working_dir_at_or_above_home_opens_nothing() {
+        let home = Path::new("/home/me");
+        let program = Path::new("/usr/bin/node");
+        for cwd in ["/", "/home", "/home/me"] {
+            let f = SpawnFacts {
+                working_dir: Path::new(cwd),
+                ..facts(home, program)
+            };
+            let rules = effective(&SandboxConfig::default(), &f);
+            assert!(!rules.can_write(Path::new("/home/me/.bashrc")), "{cwd}");
+            assert!(!rules.can_read(Path::new("/home/me/.ssh/id_rsa")), "{cwd}");
+            assert!(
+                rules
+                    .write
+                    .iter()
+                    .all(|r| r.source != RuleSource::WorkingDir)
+            );
+        }
+    }
+
+    #[test]
+    fn a_program_in_the_home_opens_only_its_own_directory() {
+        let home = Path::new("/home/me");
+        for (program, covered) in [
+            ("/home/me/bin/server", "/home/me/bin"),
+            ("/home/me/.local/bin/uvx", "/home/me/.local/bin"),
+            ("/home/me/server", "/home/me/server"),
+            (
+                "/home/me/.nvm/versions/node/v22/bin/node",
+                "/home/me/.nvm/versions/node/v22",
+            ),
+        ] {
+            let rules = effective(&SandboxConfig::default(), &facts(home, Path::new(program)));
+            let got: Vec<_> = rules
+                .read
+                .iter()
+                .filter(|r| r.source == RuleSource::Program)
+                .map(|r| r.path.display().to_string())
+                .collect();
+            assert_eq!(got, [covered], "{program}");
+            assert!(!rules.can_read(Path::new("/home/me/.local/state/xy/xy.pid")));
+        }
+    }
+
+    #[test]
+    fn an_interpreters_script_opens_its_package_tree() {
+        let home = Path::new("/home/me");
+        let cwd = Path::new("/srv/app");
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            script_candidate(
+                &args(&["--enable-source-maps", "dist/index.js", "/data"]),
+                cwd
+            ),
+            Some(PathBuf::from("/srv/app/dist/index.js"))
+        );
+        assert_eq!(
+            script_candidate(&args(&["server.py"]), cwd),
+            Some(PathBuf::from("/srv/app/server.py"))
+        );
+        assert_eq!(script_candidate(&args(&["--stdio"]), cwd), None);
+        assert_eq!(
+            script_candidate(&args(&["serve", "/x"]), cwd),
+            None,
+            "a subcommand is not a script"
+        );
+        for (script, covered) in [
+            (
+                "/p/node_modules/@scope/server/node_modules/x/index.js",
+                "/p/node_modules",
+            ),
+            (
+                "/home/me/.npm/_npx/ab12/node_modules/@s/server/dist/index.js",
+                "/home/me/.npm/_npx/ab12/node_modules",
+            ),
+            (
+                "/venv/lib/python3.12/site-packages/server/__main__.py",
+                "/venv/lib/python3.12/site-packages",
+            ),
+            ("/srv/app/server.py", "/srv/app"),
+            ("/home/me/server.py", "/home/me/server.py"),
+        ] {
+            let f = SpawnFacts {
+                script: Some(Path::new(script)),
+                ..facts(home, Path::new("/usr/bin/node"))
+            };
+            let rules = effective(&SandboxConfig::default(), &f);
+            assert!(
+                rules
+                    .read
+                    .iter()
+                    .any(|r| r.source == RuleSource::Program && r.path == Path::new(covered)),
+                "{script}: {:?}",
+                rules.read
+            );
+            assert!(
+                !rules.can_read(Path::new("/home/me/.ssh/id_rsa")),
+                "{script}"
+            );
+        }
+    }
+
+    #[test]
+    fn package_root_climbs_out_of_bin() {
+        assert_eq!(
+            package_root(Path::new("/opt/node/bin/node")).unwrap(),
+            PathBuf::from("/opt/node")
+        );
+        assert_eq!(
+            package_root(Path::new("/p/node_modules/.bin/server")).unwrap(),
+            PathBuf::from("/p/node_modules")
+        );
+        assert_eq!(
+            package_root(Path::new("/srv/tools/server.py")).unwrap(),
+            PathBuf::from("/srv/tools")
+        );
+    }
+
+    #[test]
+    fn denials_are_explained_in_terms_of_the_block() {
+        let home = Path::new("/home/me");
+        let program = Path::new("/usr/bin/node");
+        let config = SandboxConfig {
+            network: NetworkMode::Allow,
+            allow_hosts: vec![HostPort::parse("api.github.com:443").unwrap()],
+            ..SandboxConfig::default()
+        };
+        let rules = effective(&config, &facts(home, program));
+        assert_eq!(
+            explain_denial(&rules, &Denied::Read("/home/me/.ssh/id_rsa".into()), home),
+            "sandbox: read of ~/.ssh/id_rsa denied (not under sandbox.read)"
+        );
+        assert_eq!(
+            explain_denial(&rules, &Denied::Write("/home/me/.bashrc".into()), home),
+            "sandbox: write to ~/.bashrc denied (not under sandbox.write)"
+        );
+        assert_eq!(
+            explain_denial(&rules, &Denied::Connect("evil.example:443".into()), home),
+            "sandbox: connection to evil.example:443 denied (network \"allow\": not an allow-host line (api.github.com:443))"
+        );
+        assert!(explain_denial(&rules, &Denied::Bind(9999), home).contains("only port 8421"));
+    }
+}
