@@ -27,10 +27,12 @@ mod era;
 mod handshake;
 pub(crate) mod http;
 pub(crate) mod listing;
+mod mrtr;
 pub(crate) mod raw;
 pub(crate) mod record;
 pub(crate) mod route;
 mod sessions;
+mod tasks;
 mod validate;
 
 use budget::{Kept, STDIN_BUDGET};
@@ -40,7 +42,7 @@ use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
 use record::{CallStart, Recorder};
-use route::{META_SUBSCRIPTION, Outbox, Router, error};
+use route::{Asks, META_SUBSCRIPTION, MrtrCall, Outbox, Router, error};
 use sessions::Sessions;
 use xy_core::protocol::mcp::CallOutcome;
 
@@ -135,6 +137,9 @@ pub(crate) enum BridgeMsg {
     },
     /// Once a second: expire waiting requests, prune closed exchanges.
     Tick,
+    /// The child's questions for the client of its request (child-side
+    /// id) have been gathered: ask them (MRTR).
+    Ask(u64),
     /// The firewall's new verdicts (from the ServerActor): clients are
     /// told when the visible set changed.
     Firewall(Arc<Verdicts>),
@@ -375,6 +380,11 @@ impl Actor for BridgeActor {
                 let _ = ack.send(known);
             }
             BridgeMsg::Tick => st.tick(),
+            BridgeMsg::Ask(k) => {
+                for m in st.router.ask(k, Instant::now()) {
+                    st.write(&m);
+                }
+            }
             BridgeMsg::Firewall(v) => st.set_verdicts(v),
             #[cfg(test)]
             BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),
@@ -566,12 +576,26 @@ impl BridgeState {
             self.name
         );
         self.router.fail_all_but(&message, &keep);
+        self.tasks_lost(&format!(
+            "xy: server {} restarted ({why}); the task was lost with its process",
+            self.name
+        ));
         self.gone = Some(why.to_owned());
         self.job = None;
     }
 
+    /// The child's open tasks died with it: every client following one is
+    /// told it failed, and why; asking about one later says so too.
+    fn tasks_lost(&mut self, why: &str) {
+        for id in self.router.tasks.child_gone(why, Instant::now()) {
+            let task = tasks::failed(&id, why);
+            self.router.task_news(&id, &task);
+        }
+    }
+
     fn close(&mut self, why: &str) {
         let message = format!("xy: server {} stopped ({why})", self.name);
+        self.tasks_lost(&message);
         self.router.close_all(&message);
         for (_, p) in std::mem::take(&mut self.waiting) {
             self.unsent(&p, CallOutcome::ChildGone);
@@ -621,8 +645,16 @@ impl BridgeState {
             return;
         }
         let (action, own) = self.router.on_child(msg);
-        if let route::ChildAction::ToChild(m) = action {
-            self.write(&m);
+        match action {
+            route::ChildAction::Nothing => {}
+            route::ChildAction::ToChild(msgs) => {
+                for m in msgs {
+                    self.write(&m);
+                }
+            }
+            route::ChildAction::Gather(k) => {
+                myself.send_after(mrtr::GATHER, move || BridgeMsg::Ask(k));
+            }
         }
         let Some(mut own) = own else { return };
         if self
@@ -824,6 +856,7 @@ impl BridgeState {
                 .as_ref()
                 .is_some_and(|s| self.sessions.contains(s, Instant::now()))
             && !matches!(raw.method.as_str(), "initialize" | "subscriptions/listen")
+            && !(tasks::names_task(&raw.method) && self.router.tasks.any_lost())
     }
 
     /// The fast path of [`BridgeState::request`] (see [`Self::can_forward_raw`]).
@@ -850,6 +883,7 @@ impl BridgeState {
             return;
         }
         let call = raw.tool().map(|tool| self.call_start(&p, tool, None));
+        let caps = p.session.as_deref().and_then(|s| self.sessions.caps(s));
         let Post {
             session,
             outbox,
@@ -857,6 +891,7 @@ impl BridgeState {
             ..
         } = *p;
         let child_id = self.router.forward_raw(raw.id.clone(), session, outbox);
+        self.router.set_asks(child_id, caps, Asks::Direct);
         if let Some(call) = call {
             self.router.track(child_id, call);
         }
@@ -869,7 +904,7 @@ impl BridgeState {
         let _ = ack.send(Ack::Exchange { session: None });
     }
 
-    fn request(&mut self, p: Box<Post>, method: &str, id: &Value) {
+    fn request(&mut self, mut p: Box<Post>, method: &str, id: &Value) {
         // A probe's ping or discover does no work: it keeps nothing alive.
         if !matches!(method, "ping" | "server/discover") {
             self.last_activity = Instant::now();
@@ -916,6 +951,23 @@ impl BridgeState {
             }
         }
         let child_2025 = self.hs.era.init.is_some();
+        if tasks::names_task(method)
+            && let Some(task) = p.msg.pointer("/params/taskId").and_then(Value::as_str)
+            && let Some(why) = self.router.tasks.lost(task)
+        {
+            // The child that had it is gone: what happened, not "unknown task".
+            let answer = if method == "tasks/get" {
+                let mut t = tasks::failed(task, why);
+                if p.era2026 {
+                    t["resultType"] = json!("task");
+                }
+                json!({"jsonrpc": "2.0", "id": id, "result": t})
+            } else {
+                error(id, -32603, why, None)
+            };
+            self.reply(p, answer, None);
+            return;
+        }
         // xy did the handshake with the child: a client's `initialize` is
         // answered here, never forwarded (in 2026 form it was refused on
         // the HTTP side: the 2026 era has no `initialize`).
@@ -932,6 +984,9 @@ impl BridgeState {
             }
             if let Some(client) = record::client_name(p.msg.pointer("/params/clientInfo")) {
                 self.sessions.set_client(&session, client);
+            }
+            if let Some(caps) = p.msg.pointer("/params/capabilities") {
+                self.sessions.set_caps(&session, caps.clone());
             }
             self.sessions
                 .set_envelope(&session, era::session_envelope(p.msg.get("params")));
@@ -987,6 +1042,48 @@ impl BridgeState {
             self.busy(p, id);
             return;
         }
+        // What the child may ask this client, and how (SPEC §19).
+        let caps = if p.era2026 {
+            p.msg
+                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
+                .cloned()
+                .map(Arc::new)
+        } else {
+            p.session.as_deref().and_then(|s| self.sessions.caps(s))
+        };
+        let mut asks = match (p.era2026, child_2025) {
+            (true, true) if mrtr::takes_input(method) => {
+                Asks::Mrtr(Box::new(MrtrCall::new(method, mrtr::request_name(&p.msg))))
+            }
+            (true, true) => Asks::Refuse,
+            _ => Asks::Direct,
+        };
+        if let Asks::Mrtr(_) = asks {
+            if p.msg.pointer("/params/requestState").is_some() {
+                // A retry: its answers go to the child's waiting questions.
+                match self
+                    .router
+                    .retry(&p.msg, id.clone(), p.outbox.clone(), Instant::now())
+                {
+                    Ok(to_child) => {
+                        for m in to_child {
+                            self.write(&m);
+                        }
+                        let _ = p.ack.send(Ack::Exchange { session: None });
+                    }
+                    Err((code, m)) => {
+                        self.unsent(&p, CallOutcome::RpcError);
+                        self.reply(p, error(id, code, m, None), None);
+                    }
+                }
+                return;
+            }
+            // Answers with no state xy issued answer nothing it waits for:
+            // a fresh request, which a 2025 child takes without them.
+            if let Some(params) = p.msg.get_mut("params").and_then(Value::as_object_mut) {
+                params.remove("inputResponses");
+            }
+        }
         let call = (method == "tools/call")
             .then(|| record::tool_of(&p.msg).map(str::to_owned))
             .flatten()
@@ -1001,6 +1098,12 @@ impl BridgeState {
                 .translate(p.era2026, method, id, p.msg, envelope.as_deref());
         let msg = self.router.forward(msg, p.session, p.outbox, answer);
         let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
+        if !p.era2026 && !child_2025 {
+            // A 2025 client, a 2026 child: its `InputRequiredResult`s become
+            // requests to the client, their answers the retry.
+            asks = Asks::Relay(Box::new(msg.clone()));
+        }
+        self.router.set_asks(child_id, caps, asks);
         if let Some(call) = call {
             self.router.track(child_id, call);
         }
@@ -1179,6 +1282,10 @@ impl BridgeState {
 
     fn tick(&mut self) {
         let now = Instant::now();
+        self.router.tasks.expire(now);
+        for m in self.router.expire_waiting(now) {
+            self.write(&m);
+        }
         for child_id in self.router.prune() {
             // A 2026 client closed its response stream: its cancellation.
             self.write(&json!({
@@ -1235,7 +1342,11 @@ impl BridgeState {
         let Some(idle_stop) = self.idle_stop else {
             return;
         };
-        if self.router.in_flight() > 0 || self.router.streams() > 0 || !self.waiting.is_empty() {
+        if self.router.in_flight() > 0
+            || self.router.streams() > 0
+            || !self.waiting.is_empty()
+            || self.router.tasks.open() > 0
+        {
             self.last_activity = now;
             return;
         }

@@ -10,8 +10,10 @@ mod calls;
 pub(crate) mod client;
 mod era;
 mod firewall;
+mod mrtr;
 mod restart;
 mod sandboxed;
+mod tasks;
 
 use std::io::{Read, Write};
 use std::path::Path;

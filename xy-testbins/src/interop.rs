@@ -50,6 +50,7 @@ const FASTMCP_SCRIPT: &str = include_str!("../interop/fastmcp_server.py");
 const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
 const SDK_CALLS_SCRIPT: &str = include_str!("../interop/sdk_calls.py");
 const SDK_STEPS_SCRIPT: &str = include_str!("../interop/sdk_steps.py");
+const SDK_ELICIT_SCRIPT: &str = include_str!("../interop/sdk_elicit.py");
 /// The conformance suite's server under test on the Python SDK.
 const CONFORMANCE_PY_SCRIPT: &str = include_str!("../interop/conformance_server.py");
 /// The conformance suite's server under test (TypeScript SDK, stdio or HTTP).
@@ -105,6 +106,8 @@ pub struct PythonSdk {
     pub calls_script: PathBuf,
     /// The SDK step-by-step script (see `interop/sdk_steps.py`).
     pub steps_script: PathBuf,
+    /// The SDK elicitation script over HTTP (see `interop/sdk_elicit.py`).
+    pub elicit_script: PathBuf,
     /// The conformance suite's server under test (see
     /// `interop/conformance_server.py`).
     pub conformance_script: PathBuf,
@@ -170,6 +173,31 @@ impl PythonSdk {
             "--".to_owned(),
         ];
         args.extend(command.iter().cloned());
+        (self.python.clone(), args)
+    }
+
+    /// `python sdk_elicit.py --mode MODE --url URL --tool TOOL --args JSON`:
+    /// the SDK's `Client` over streamable HTTP calls `tool`, answering each
+    /// elicitation `py-<n>`, and prints one JSON line `{protocol_version,
+    /// asked, text, is_error}`.
+    pub fn elicit_command(
+        &self,
+        mode: &str,
+        url: &str,
+        tool: &str,
+        args: &serde_json::Value,
+    ) -> (PathBuf, Vec<String>) {
+        let args = vec![
+            self.elicit_script.display().to_string(),
+            "--mode".to_owned(),
+            mode.to_owned(),
+            "--url".to_owned(),
+            url.to_owned(),
+            "--tool".to_owned(),
+            tool.to_owned(),
+            "--args".to_owned(),
+            args.to_string(),
+        ];
         (self.python.clone(), args)
     }
 
@@ -423,6 +451,8 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     write_if_changed(&calls_script, SDK_CALLS_SCRIPT);
     let steps_script = dir.join("sdk_steps.py");
     write_if_changed(&steps_script, SDK_STEPS_SCRIPT);
+    let elicit_script = dir.join("sdk_elicit.py");
+    write_if_changed(&elicit_script, SDK_ELICIT_SCRIPT);
     let conformance_script = dir.join("conformance_server.py");
     write_if_changed(&conformance_script, CONFORMANCE_PY_SCRIPT);
     Interop::Ready(PythonSdk {
@@ -431,6 +461,7 @@ pub fn python_sdk() -> Interop<PythonSdk> {
         client_script,
         calls_script,
         steps_script,
+        elicit_script,
         conformance_script,
     })
 }

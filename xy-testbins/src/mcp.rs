@@ -14,7 +14,7 @@
 //! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` |
 //! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
 //! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
-//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`, any other name echoes `text` |
+//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered); any other name echoes `text` |
 //! | `--describe NAME=TEXT` | a tool's description (repeatable), so a test can change a tool between spawns |
 //! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
 //! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
@@ -92,6 +92,12 @@ impl ToolSpec {
         let description = match name {
             "progress" => "Sends three progress notifications, then returns.".to_owned(),
             "touch" => "Sends notifications/tools/list_changed, then returns.".to_owned(),
+            "elicit" => {
+                "Asks the client for an answer `rounds` times, one after another.".to_owned()
+            }
+            "sample" => "Asks the client to sample a message.".to_owned(),
+            "roots" => "Asks the client for its roots.".to_owned(),
+            "asks" => "Asks the client an elicitation and its roots at once.".to_owned(),
             _ => format!("Returns the given text unchanged ({name})."),
         };
         ToolSpec {
@@ -301,6 +307,7 @@ impl TestServer {
                 "properties": {
                     "text": {"type": "string", "description": "Text to echo back"},
                     "ms": {"type": "integer", "description": "Milliseconds between progress notifications (progress)"},
+                    "rounds": {"type": "integer", "description": "How many elicitations, one after another (elicit)"},
                 },
             },
         }))
@@ -404,6 +411,69 @@ impl ServerHandler for TestServer {
             "touch" => {
                 let _ = context.peer.notify_tool_list_changed().await;
             }
+            "elicit" | "sample" | "roots" | "asks" => {
+                let rounds = request
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("rounds"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1);
+                let said = match name {
+                    "elicit" => {
+                        let mut answers = Vec::new();
+                        for round in 1..=rounds {
+                            let a = ask(&context, elicitation(round)).await?;
+                            answers.push(
+                                a.pointer("/content/answer")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("-")
+                                    .to_owned(),
+                            );
+                        }
+                        format!("answers: {}", answers.join(","))
+                    }
+                    "sample" => {
+                        let a = ask(
+                            &context,
+                            json!({"method": "sampling/createMessage",
+                            "params": {"messages": [{"role": "user",
+                                "content": {"type": "text", "text": "Say hello"}}],
+                                "maxTokens": 10}}),
+                        )
+                        .await?;
+                        format!(
+                            "sampled: {}",
+                            a.pointer("/content/text")
+                                .and_then(Value::as_str)
+                                .unwrap_or("-")
+                        )
+                    }
+                    "roots" => {
+                        let a = ask(&context, json!({"method": "roots/list"})).await?;
+                        format!("roots: {}", a["roots"])
+                    }
+                    _ => {
+                        let (e, r) = tokio::join!(
+                            ask(&context, elicitation(1)),
+                            ask(&context, json!({"method": "roots/list"}))
+                        );
+                        let e = e?;
+                        format!(
+                            "answer: {}; roots: {}",
+                            e.pointer("/content/answer")
+                                .and_then(Value::as_str)
+                                .unwrap_or("-"),
+                            r?["roots"]
+                        )
+                    }
+                };
+                let result: CallToolResult = serde_json::from_value(json!({
+                    "content": [{"type": "text", "text": said}],
+                    "isError": false,
+                }))
+                .expect("a valid tool result");
+                return Ok(result.into());
+            }
             _ => {}
         }
         let result: CallToolResult = serde_json::from_value(json!({
@@ -413,6 +483,27 @@ impl ServerHandler for TestServer {
         .expect("a valid tool result");
         Ok(result.into())
     }
+}
+
+/// The `elicitation/create` of round `round` (one string, `answer`).
+fn elicitation(round: u64) -> Value {
+    json!({"method": "elicitation/create", "params": {
+        "message": format!("Round {round}: your answer?"),
+        "requestedSchema": {"type": "object",
+            "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+    }})
+}
+
+/// Asks the client `req` (`{method, params}`); its result as JSON. The
+/// client's refusal is the tool call's error.
+async fn ask(context: &RequestContext<RoleServer>, req: Value) -> Result<Value, McpError> {
+    let req: rmcp::model::ServerRequest = serde_json::from_value(req).expect("a valid request");
+    let got = context
+        .peer
+        .send_request(req)
+        .await
+        .map_err(|e| McpError::internal_error(format!("the client refused: {e}"), None))?;
+    Ok(serde_json::to_value(got).unwrap_or(Value::Null))
 }
 
 #[cfg(test)]

@@ -10,13 +10,16 @@ use std::ops::Range;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use std::sync::Arc;
 
 use xy_core::firewall::Kind;
 
+use super::mrtr::{self, Ask, Refused, Seal};
 use super::raw;
 use super::record::{CallStart, Recorder};
+use super::tasks::Tasks;
 use crate::firewall::Verdicts;
 use xy_core::protocol::mcp::CallOutcome;
 
@@ -44,6 +47,12 @@ pub(crate) fn unguessable() -> String {
         b.copy_from_slice(&n.to_le_bytes());
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `notifications/cancelled` for the child's request `id`.
+fn cancelled(id: u64, reason: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": reason}})
 }
 
 /// A JSON-RPC error answer to `id`.
@@ -112,6 +121,74 @@ pub(crate) enum Answer {
     Replace(Value),
 }
 
+/// How the child's requests to a client (elicitation, sampling, roots)
+/// reach the client of a forwarded request (SPEC §19).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Asks {
+    /// As server-to-client requests on the request's stream (both sides
+    /// speak the 2025 era).
+    Direct,
+    /// A 2026 client, a 2025 child, a request that may take input: the
+    /// client gets an `InputRequiredResult`, its retry's answers go to the
+    /// child (MRTR).
+    Mrtr(Box<MrtrCall>),
+    /// A 2026 client and a request that takes no input: refused to the child.
+    Refuse,
+    /// A 2025 client, a 2026 child: the child's `InputRequiredResult`
+    /// becomes server-to-client requests, their answers its retry. Holds
+    /// the request as the child got it (retried with a fresh id).
+    Relay(Box<Value>),
+}
+
+/// A client request carried over MRTR rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MrtrCall {
+    /// Its method and name (a retry must name the same).
+    pub(crate) method: String,
+    pub(crate) name: Option<String>,
+    /// Its exchange id and last round, once it has had one.
+    exchange: Option<(String, u32)>,
+}
+
+impl MrtrCall {
+    pub(crate) fn new(method: &str, name: Option<String>) -> MrtrCall {
+        MrtrCall {
+            method: method.to_owned(),
+            name,
+            exchange: None,
+        }
+    }
+}
+
+/// A client request whose child asked its client something: waits, out of
+/// the pending table (its response went out), for the client's retry.
+struct Waiting {
+    pending: Pending,
+    /// The child-side id of the request.
+    child_req: u64,
+    /// The round whose `requestState` is good (once).
+    round: u32,
+    /// The child's questions not answered yet.
+    asks: Vec<Ask>,
+    /// The child's answer to the request, if it came meanwhile: what the
+    /// retry gets.
+    done: Option<Value>,
+    deadline: Instant,
+    bytes: usize,
+}
+
+/// A 2026 child's `InputRequiredResult` being asked of a 2025 client.
+struct Relay {
+    pending: Pending,
+    /// The request as the child got it.
+    request: Value,
+    state: Option<Value>,
+    answers: Map<String, Value>,
+    /// Keys not answered yet.
+    open: usize,
+    deadline: Instant,
+}
+
 /// A request forwarded to the child.
 struct Pending {
     /// What to do with the answer.
@@ -129,6 +206,10 @@ struct Pending {
     /// A `tools/list` or `prompts/list`: its result loses the held-back
     /// items (SPEC §20).
     filter: Option<Kind>,
+    /// The client's capabilities, when known: what the child may ask it.
+    caps: Option<Arc<Value>>,
+    /// How the child's questions reach the client.
+    asks: Asks,
 }
 
 /// A request the child sent to a client.
@@ -138,6 +219,9 @@ struct ServerRequest {
     /// The 2025 session of the exchange it was sent to (`None`: a
     /// sessionless 2026 exchange, where the unguessable id is the proof).
     session: Option<String>,
+    /// One of a 2026 child's input requests relayed to a 2025 client: the
+    /// relay (the child-side id of the request it answers) and its key.
+    relay: Option<(u64, String)>,
 }
 
 /// A client's answer to a server-to-client request that was sent to
@@ -162,8 +246,23 @@ struct Listener {
 pub(crate) enum ChildAction {
     /// Nothing (dropped: unknown id, closed client).
     Nothing,
-    /// A message for the child (an error answer to its request).
-    ToChild(Value),
+    /// Messages for the child (an error answer to its request, a
+    /// cancellation).
+    ToChild(Vec<Value>),
+    /// The child asked the client of forwarded request `id` something over
+    /// MRTR: gather its questions for [`mrtr::GATHER`], then
+    /// [`Router::ask`].
+    Gather(u64),
+}
+
+/// Where a child's request to a client goes.
+enum Cause {
+    /// The client of forwarded request (child-side id) `.0`.
+    Request(u64),
+    /// The request of MRTR exchange `.0`, waiting for its client's retry.
+    Waiting(String),
+    /// A 2025 session's GET stream.
+    Stream(Outbox, Option<String>),
 }
 
 /// The tables.
@@ -183,6 +282,18 @@ pub(crate) struct Router {
     /// The firewall's verdicts answers are filtered with (the bridge keeps
     /// them current).
     pub(crate) firewall: Arc<Verdicts>,
+    /// Seals the `requestState`s xy issues.
+    seal: Seal,
+    /// The child's questions being gathered, by the child-side id of the
+    /// request they belong to.
+    gathering: HashMap<u64, Vec<Ask>>,
+    /// Requests waiting for their client's MRTR retry, by exchange id.
+    waiting: HashMap<String, Waiting>,
+    /// A 2026 child's input requests out with 2025 clients, by the
+    /// child-side id of the request.
+    relays: HashMap<u64, Relay>,
+    /// The child's tasks seen passing.
+    pub(crate) tasks: Tasks,
 }
 
 impl Router {
@@ -217,9 +328,19 @@ impl Router {
         }
     }
 
-    /// Number of requests waiting for the child.
+    /// Says what forwarded request `id`'s client declared it can be asked
+    /// (`caps`; `None`: unknown) and how the child's questions reach it.
+    pub(crate) fn set_asks(&mut self, id: u64, caps: Option<Arc<Value>>, asks: Asks) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.caps = caps;
+            p.asks = asks;
+        }
+    }
+
+    /// Number of requests waiting for the child (or for their client's
+    /// answers to the child's questions: the child holds their state).
     pub(crate) fn in_flight(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.waiting.len() + self.relays.len()
     }
 
     /// Number of open broadcast streams.
@@ -268,6 +389,8 @@ impl Router {
                 outbox,
                 call: None,
                 filter: None,
+                caps: None,
+                asks: Asks::Direct,
             },
         );
         msg
@@ -292,6 +415,8 @@ impl Router {
                 outbox,
                 call: None,
                 filter: None,
+                caps: None,
+                asks: Asks::Direct,
             },
         );
         id
@@ -320,6 +445,13 @@ impl Router {
         };
         if let Some((_, ours)) = &p.token {
             self.tokens.remove(ours);
+        }
+        // Only an answer that names a task is parsed, to follow the task.
+        if memchr::memmem::find(line, b"\"taskId\"").is_some()
+            && let Ok(v) = serde_json::from_slice::<Value>(line)
+            && let Some(r) = v.get("result")
+        {
+            self.tasks.seen(r, Instant::now());
         }
         let client_id = serde_json::to_vec(&p.client_id).unwrap_or_default();
         let bytes = raw::with_id(line, at, &client_id);
@@ -360,8 +492,491 @@ impl Router {
         }
         let key = key.to_owned();
         let req = self.s2c.remove(&key).ok_or(NotYours)?;
+        if let Some((n, k)) = req.relay {
+            return Ok(self.relay_answer(n, k, &msg));
+        }
         msg["id"] = req.child_id;
         Ok(Some(msg))
+    }
+
+    /// A 2025 client's answer to input request `key` of the relay of the
+    /// child's request `n`: once every one is answered, the retry for the
+    /// child.
+    fn relay_answer(&mut self, n: u64, key: String, msg: &Value) -> Option<Value> {
+        let r = self.relays.get_mut(&n)?;
+        match msg.get("result") {
+            Some(result) => {
+                if r.answers.insert(key, result.clone()).is_none() {
+                    r.open = r.open.saturating_sub(1);
+                }
+                if r.open > 0 {
+                    return None;
+                }
+                let r = self.relays.remove(&n)?;
+                Some(self.relay_retry(n, r))
+            }
+            None => {
+                // The client refused: so does its request.
+                let r = self.relays.remove(&n)?;
+                self.s2c
+                    .retain(|_, q| q.relay.as_ref().is_none_or(|(m, _)| *m != n));
+                let e = msg
+                    .get("error")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"code": -32603, "message": "no answer"}));
+                self.ended(&r.pending, CallOutcome::RpcError);
+                let _ = r.pending.outbox.try_send(
+                    json!({"jsonrpc": "2.0", "id": r.pending.client_id, "error": e}).into(),
+                );
+                None
+            }
+        }
+    }
+
+    /// The retry of relayed request `n` with its client's answers, under a
+    /// fresh child-side id (MRTR: the retry is another request).
+    fn relay_retry(&mut self, n: u64, r: Relay) -> Value {
+        let id = self.own_id();
+        let mut msg = r.request;
+        msg["id"] = json!(id);
+        if !msg["params"].is_object() {
+            msg["params"] = json!({});
+        }
+        let params = &mut msg["params"];
+        params["inputResponses"] = Value::Object(r.answers);
+        match r.state {
+            Some(st) => params["requestState"] = st,
+            None => {
+                if let Some(o) = params.as_object_mut() {
+                    o.remove("requestState");
+                }
+            }
+        }
+        for t in self.tokens.values_mut() {
+            if *t == n {
+                *t = id;
+            }
+        }
+        let mut pending = r.pending;
+        pending.asks = Asks::Relay(Box::new(msg.clone()));
+        self.pending.insert(id, pending);
+        msg
+    }
+
+    /// The child answered relayed request `n` with an `InputRequiredResult`:
+    /// its input requests go to the 2025 client as server-to-client
+    /// requests on the request's stream.
+    fn relay(&mut self, n: u64, p: Pending, msg: Value) -> ChildAction {
+        let Asks::Relay(request) = &p.asks else {
+            return ChildAction::Nothing;
+        };
+        let request = (**request).clone();
+        let result = &msg["result"];
+        let requests = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let state = result.get("requestState").cloned();
+        for r in requests.values() {
+            let method = r.get("method").and_then(Value::as_str).unwrap_or("");
+            let need = p
+                .caps
+                .as_ref()
+                .and_then(|c| mrtr::missing(method, r.get("params"), c));
+            if let Some(need) = need {
+                self.ended(&p, CallOutcome::RpcError);
+                let m =
+                    format!("xy: the server asked for {method}, which this client did not declare");
+                let e = error(
+                    &p.client_id,
+                    -32603,
+                    &m,
+                    Some(json!({"requiredCapabilities": need})),
+                );
+                let _ = p.outbox.try_send(e.into());
+                return ChildAction::Nothing;
+            }
+        }
+        let relay = Relay {
+            open: requests.len(),
+            pending: p,
+            request,
+            state,
+            answers: Map::new(),
+            deadline: Instant::now() + mrtr::TTL,
+        };
+        if requests.is_empty() {
+            // Only a state: retry at once.
+            return ChildAction::ToChild(vec![self.relay_retry(n, relay)]);
+        }
+        // As many relays wait at most as exchanges do; the oldest goes.
+        while self.relays.len() >= mrtr::MAX_WAITING {
+            let Some(oldest) = self
+                .relays
+                .iter()
+                .min_by_key(|(_, r)| r.deadline)
+                .map(|(m, _)| *m)
+            else {
+                break;
+            };
+            if let Some(r) = self.relays.remove(&oldest) {
+                self.s2c
+                    .retain(|_, q| q.relay.as_ref().is_none_or(|(m, _)| *m != oldest));
+                self.ended(&r.pending, CallOutcome::RpcError);
+                let m =
+                    "xy: too many requests wait for their clients' answers; the oldest was dropped";
+                let _ = r
+                    .pending
+                    .outbox
+                    .try_send(error(&r.pending.client_id, -32603, m, None).into());
+            }
+        }
+        for (key, r) in requests {
+            let ours = format!("xy-s2c-{}", unguessable());
+            let mut ask = json!({"jsonrpc": "2.0", "id": ours, "method": r.get("method").cloned().unwrap_or(Value::Null)});
+            if let Some(params) = r.get("params") {
+                ask["params"] = params.clone();
+            }
+            self.s2c.insert(
+                ours,
+                ServerRequest {
+                    child_id: Value::Null,
+                    session: relay.pending.session.clone(),
+                    relay: Some((n, key)),
+                },
+            );
+            let _ = relay.pending.outbox.try_send(ask.into());
+        }
+        self.relays.insert(n, relay);
+        ChildAction::Nothing
+    }
+
+    /// A child's answer to forwarded request `p`, to its client.
+    fn finish(&mut self, p: Pending, mut msg: Value) {
+        if let Some((_, ours)) = &p.token {
+            self.tokens.remove(ours);
+        }
+        if p.call.is_some() {
+            self.ended(&p, raw::Said::of(&msg).into());
+        }
+        msg["id"] = p.client_id;
+        if let Some(r) = msg.get("result") {
+            self.tasks.seen(r, Instant::now());
+            match p.answer {
+                Answer::AsIs => {}
+                Answer::Complete { cacheable } => {
+                    if let Some(r) = msg["result"].as_object_mut() {
+                        r.entry("resultType").or_insert(json!("complete"));
+                        if cacheable {
+                            r.entry("ttlMs").or_insert(json!(0));
+                            r.entry("cacheScope").or_insert(json!("private"));
+                        }
+                    }
+                }
+                Answer::Replace(result) => msg["result"] = result,
+            }
+            if let Some(kind) = p.filter {
+                self.firewall.filter(kind, &mut msg["result"]);
+            }
+        }
+        let _ = p.outbox.try_send(msg.into());
+    }
+
+    /// The child asked forwarded request `k`'s client for something it did
+    /// not declare (`need`): refused on the client's behalf. A 2026 client's
+    /// request fails with -32021 and the child's is cancelled; a 2025
+    /// client's child gets an error, as such a client would answer. So does
+    /// the child for `roots/list`, whoever asks: servers ask for roots on
+    /// their own (after the handshake, on `roots/list_changed`), so the
+    /// request in flight is likely not its cause and is left alone.
+    fn lacks(
+        &mut self,
+        k: u64,
+        method: &str,
+        need: Value,
+        refuse: impl Fn(i64, String, Option<Value>) -> Value,
+    ) -> ChildAction {
+        let data = json!({"requiredCapabilities": need});
+        let what = need
+            .as_object()
+            .and_then(|o| o.keys().next())
+            .cloned()
+            .unwrap_or_default();
+        let m = format!("xy: the client did not declare the {what} capability {method} needs");
+        let mut out = vec![refuse(-32601, m, Some(data.clone()))];
+        let mrtr = method != "roots/list"
+            && self
+                .pending
+                .get(&k)
+                .is_some_and(|p| matches!(p.asks, Asks::Mrtr(_) | Asks::Refuse));
+        if !mrtr {
+            return ChildAction::ToChild(out);
+        }
+        let Some(p) = self.pending.remove(&k) else {
+            return ChildAction::ToChild(out);
+        };
+        if let Some((_, ours)) = &p.token {
+            self.tokens.remove(ours);
+        }
+        self.ended(&p, CallOutcome::RpcError);
+        let text =
+            format!("Missing required client capability: the server asked for {what} ({method})");
+        let _ = p
+            .outbox
+            .try_send(error(&p.client_id, mrtr::MISSING_CAPABILITY, &text, Some(data)).into());
+        for a in self.gathering.remove(&k).unwrap_or_default() {
+            out.push(error(
+                &a.child_id,
+                -32603,
+                "xy: the client's request ended",
+                None,
+            ));
+        }
+        out.push(cancelled(
+            k,
+            "xy: the client lacks a capability the request needs",
+        ));
+        ChildAction::ToChild(out)
+    }
+
+    /// The child asks more of a client whose request waits for its retry
+    /// (the question missed the round's gathering): it joins the waiting
+    /// questions, and the retry, which cannot answer it, asks it in the
+    /// next round.
+    fn ask_later(
+        &mut self,
+        x: &str,
+        method: &str,
+        msg: Value,
+        child_id: Value,
+        refuse: impl Fn(i64, String, Option<Value>) -> Value,
+    ) -> ChildAction {
+        let Some(w) = self.waiting.get_mut(x) else {
+            return ChildAction::Nothing;
+        };
+        if !mrtr::is_input_request(method) {
+            let m = format!(
+                "xy: the client speaks the 2026 era, which has no server-to-client {method}"
+            );
+            return ChildAction::ToChild(vec![refuse(-32601, m, None)]);
+        }
+        if let Some(need) = w
+            .pending
+            .caps
+            .as_ref()
+            .and_then(|c| mrtr::missing(method, msg.get("params"), c))
+        {
+            let data = json!({"requiredCapabilities": need});
+            let m = format!("xy: the client did not declare the capability {method} needs");
+            return ChildAction::ToChild(vec![refuse(-32601, m, Some(data))]);
+        }
+        let ask = Ask::new(&msg, method, child_id, |key| {
+            w.asks.iter().any(|a| a.key == key)
+        });
+        w.bytes += ask.bytes;
+        w.asks.push(ask);
+        ChildAction::ToChild(self.bound_waiting())
+    }
+
+    /// The questions gathered for forwarded request `k` go to its 2026
+    /// client as an `InputRequiredResult`; the request waits for the
+    /// retry. Returns messages for the child (errors, when the client or
+    /// room is gone).
+    pub(crate) fn ask(&mut self, k: u64, now: Instant) -> Vec<Value> {
+        let asks = self.gathering.remove(&k).unwrap_or_default();
+        if asks.is_empty() {
+            return Vec::new();
+        }
+        let Some(mut p) = self.pending.remove(&k) else {
+            return asks
+                .iter()
+                .map(|a| error(&a.child_id, -32603, "xy: the client's request ended", None))
+                .collect();
+        };
+        let Asks::Mrtr(call) = &mut p.asks else {
+            self.pending.insert(k, p);
+            return Vec::new();
+        };
+        let (xid, round) = match &call.exchange {
+            Some((x, r)) => (x.clone(), r + 1),
+            None => (unguessable(), 1),
+        };
+        call.exchange = Some((xid.clone(), round));
+        let state = self.seal.seal(&xid, round, mrtr::unix_after(mrtr::TTL));
+        let answer = json!({"jsonrpc": "2.0", "id": p.client_id, "result": mrtr::input_required(&asks, &state)});
+        let _ = p.outbox.try_send(answer.into());
+        let bytes = asks.iter().map(|a| a.bytes).sum();
+        self.waiting.insert(
+            xid,
+            Waiting {
+                pending: p,
+                child_req: k,
+                round,
+                asks,
+                done: None,
+                deadline: now + mrtr::TTL,
+                bytes,
+            },
+        );
+        self.bound_waiting()
+    }
+
+    /// Past [`mrtr::MAX_WAITING`] exchanges or [`mrtr::MAX_WAITING_BYTES`],
+    /// the oldest go.
+    fn bound_waiting(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let bytes: usize = self.waiting.values().map(|w| w.bytes).sum();
+            if self.waiting.len() <= mrtr::MAX_WAITING && bytes <= mrtr::MAX_WAITING_BYTES {
+                return out;
+            }
+            let Some(oldest) = self
+                .waiting
+                .iter()
+                .min_by_key(|(_, w)| w.deadline)
+                .map(|(x, _)| x.clone())
+            else {
+                return out;
+            };
+            if let Some(w) = self.waiting.remove(&oldest) {
+                out.extend(self.drop_waiting(
+                    w,
+                    "xy: too many requests wait for their clients' answers; the oldest was dropped",
+                ));
+            }
+        }
+    }
+
+    /// A waiting exchange is given up: the child's questions get `why` as
+    /// an error, its request is cancelled.
+    fn drop_waiting(&mut self, w: Waiting, why: &str) -> Vec<Value> {
+        let mut out: Vec<Value> = w
+            .asks
+            .iter()
+            .map(|a| error(&a.child_id, -32603, why, None))
+            .collect();
+        if w.done.is_none() {
+            out.push(cancelled(w.child_req, why));
+        }
+        if let Some((_, ours)) = &w.pending.token {
+            self.tokens.remove(ours);
+        }
+        self.ended(&w.pending, CallOutcome::RpcError);
+        out
+    }
+
+    /// Gives up what waited for a client past its deadline. Returns
+    /// messages for the child.
+    pub(crate) fn expire_waiting(&mut self, now: Instant) -> Vec<Value> {
+        let late: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| now >= w.deadline)
+            .map(|(x, _)| x.clone())
+            .collect();
+        let mut out = Vec::new();
+        let why = format!(
+            "xy: the client did not answer within {}",
+            humantime::format_duration(mrtr::TTL)
+        );
+        for x in late {
+            if let Some(w) = self.waiting.remove(&x) {
+                out.extend(self.drop_waiting(w, &why));
+            }
+        }
+        let late: Vec<u64> = self
+            .relays
+            .iter()
+            .filter(|(_, r)| now >= r.deadline || r.pending.outbox.is_closed())
+            .map(|(n, _)| *n)
+            .collect();
+        for n in late {
+            if let Some(r) = self.relays.remove(&n) {
+                self.s2c
+                    .retain(|_, q| q.relay.as_ref().is_none_or(|(m, _)| *m != n));
+                self.ended(&r.pending, CallOutcome::RpcError);
+                let _ = r
+                    .pending
+                    .outbox
+                    .try_send(error(&r.pending.client_id, -32603, &why, None).into());
+            }
+        }
+        out
+    }
+
+    /// A 2026 client's retry carrying a `requestState` xy issued: the
+    /// answers in its `inputResponses` go to the child's waiting questions
+    /// (returned, for the child), and the request carries on with this
+    /// retry as its client request. A refused state: the JSON-RPC error
+    /// code and message for the client.
+    pub(crate) fn retry(
+        &mut self,
+        msg: &Value,
+        client_id: Value,
+        outbox: Outbox,
+        now: Instant,
+    ) -> Result<Vec<Value>, (i64, &'static str)> {
+        let refused = |r: Refused| (mrtr::BAD_STATE, r.message());
+        let state = msg
+            .pointer("/params/requestState")
+            .and_then(Value::as_str)
+            .ok_or(refused(Refused::Forged))?;
+        let (xid, round) = self.seal.open(state, mrtr::unix_now()).map_err(refused)?;
+        let w = self.waiting.get(&xid).ok_or(refused(Refused::Used))?;
+        if w.round != round {
+            return Err(refused(Refused::Used));
+        }
+        let Asks::Mrtr(call) = &w.pending.asks else {
+            return Err(refused(Refused::Used));
+        };
+        if msg.get("method").and_then(Value::as_str) != Some(call.method.as_str())
+            || mrtr::request_name(msg) != call.name
+        {
+            return Err(refused(Refused::Elsewhere));
+        }
+        let Some(mut w) = self.waiting.remove(&xid) else {
+            return Err(refused(Refused::Used));
+        };
+        let responses = msg
+            .pointer("/params/inputResponses")
+            .and_then(Value::as_object);
+        let mut to_child = Vec::new();
+        let mut left = Vec::new();
+        for a in std::mem::take(&mut w.asks) {
+            match responses.and_then(|r| r.get(&a.key)) {
+                Some(v) => to_child.push(json!({"jsonrpc": "2.0", "id": a.child_id, "result": v})),
+                None => left.push(a),
+            }
+        }
+        w.pending.client_id = client_id;
+        w.pending.outbox = outbox;
+        if let Some(done) = w.done.take() {
+            self.finish(w.pending, done);
+            return Ok(to_child);
+        }
+        if !left.is_empty() {
+            // What is still missing is asked again (the MRTR spec prefers
+            // that to an error), in the next round.
+            let round = round + 1;
+            if let Asks::Mrtr(call) = &mut w.pending.asks {
+                call.exchange = Some((xid.clone(), round));
+            }
+            let state = self.seal.seal(&xid, round, mrtr::unix_after(mrtr::TTL));
+            let answer = json!({"jsonrpc": "2.0", "id": w.pending.client_id, "result": mrtr::input_required(&left, &state)});
+            let _ = w.pending.outbox.try_send(answer.into());
+            w.round = round;
+            w.bytes = left.iter().map(|a| a.bytes).sum();
+            w.asks = left;
+            w.deadline = now + mrtr::TTL;
+            self.waiting.insert(xid, w);
+            return Ok(to_child);
+        }
+        if let Asks::Mrtr(call) = &mut w.pending.asks {
+            call.exchange = Some((xid, round));
+        }
+        self.pending.insert(w.child_req, w.pending);
+        Ok(to_child)
     }
 
     /// Registers a broadcast stream; returns its key (for [`Router::unlisten`]).
@@ -422,8 +1037,12 @@ impl Router {
                 r.finish(&call, CallOutcome::RpcError);
             }
         }
-        let pending = &self.pending;
-        self.tokens.retain(|_, id| pending.contains_key(id));
+        let (pending, waiting, relays) = (&self.pending, &self.waiting, &self.relays);
+        self.tokens.retain(|_, id| {
+            pending.contains_key(id)
+                || relays.contains_key(id)
+                || waiting.values().any(|w| w.child_req == *id)
+        });
         cancelled
     }
 
@@ -439,56 +1058,90 @@ impl Router {
                     return (ChildAction::Nothing, None);
                 };
                 let Some(p) = self.pending.remove(&n) else {
+                    if let Some(w) = self.waiting.values_mut().find(|w| w.child_req == n) {
+                        // Answered while its client is away: the retry gets
+                        // it (kept within the same bounds as questions).
+                        w.bytes = serde_json::to_vec(&msg).map_or(0, |v| v.len());
+                        w.done = Some(msg);
+                        w.asks.clear();
+                        return (ChildAction::ToChild(self.bound_waiting()), None);
+                    }
                     return (ChildAction::Nothing, Some(msg));
                 };
-                if let Some((_, ours)) = &p.token {
-                    self.tokens.remove(ours);
+                self.gathering.remove(&n);
+                if let Asks::Relay(_) = &p.asks
+                    && msg.pointer("/result/resultType").and_then(Value::as_str)
+                        == Some("input_required")
+                {
+                    return (self.relay(n, p, msg), None);
                 }
-                if p.call.is_some() {
-                    self.ended(&p, raw::Said::of(&msg).into());
-                }
-                msg["id"] = p.client_id;
-                if msg.get("result").is_some() {
-                    match p.answer {
-                        Answer::AsIs => {}
-                        Answer::Complete { cacheable } => {
-                            if let Some(r) = msg["result"].as_object_mut() {
-                                r.entry("resultType").or_insert(json!("complete"));
-                                if cacheable {
-                                    r.entry("ttlMs").or_insert(json!(0));
-                                    r.entry("cacheScope").or_insert(json!("private"));
-                                }
-                            }
-                        }
-                        Answer::Replace(result) => msg["result"] = result,
-                    }
-                    if let Some(kind) = p.filter {
-                        self.firewall.filter(kind, &mut msg["result"]);
-                    }
-                }
-                let _ = p.outbox.try_send(msg.into());
+                self.finish(p, msg);
                 (ChildAction::Nothing, None)
             }
             // A server-to-client request: to the exchange that caused it.
             (Some(method), Some(child_id)) => {
-                let Some((outbox, session)) = self.cause(&msg) else {
-                    return (
-                        ChildAction::ToChild(json!({
-                            "jsonrpc": "2.0",
-                            "id": child_id,
-                            "error": {
-                                "code": -32603,
-                                "message": format!(
-                                    "xy: no client to send {method} to (no request in flight)"
-                                ),
-                            },
-                        })),
-                        None,
-                    );
+                let refuse = |code: i64, message: String, data: Option<Value>| {
+                    let mut e = json!({"code": code, "message": message});
+                    if let Some(d) = data {
+                        e["data"] = d;
+                    }
+                    json!({"jsonrpc": "2.0", "id": child_id, "error": e})
+                };
+                let (outbox, session) = match self.cause(&msg) {
+                    None => {
+                        let m = format!("xy: no client to send {method} to (no request in flight)");
+                        return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
+                    }
+                    Some(Cause::Stream(outbox, session)) => (outbox, session),
+                    Some(Cause::Waiting(x)) => {
+                        let id = child_id.clone();
+                        return (self.ask_later(&x, &method, msg, id, refuse), None);
+                    }
+                    Some(Cause::Request(k)) => {
+                        let p = &self.pending[&k];
+                        let input = mrtr::is_input_request(&method);
+                        if input
+                            && let Some(caps) = &p.caps
+                            && let Some(need) = mrtr::missing(&method, msg.get("params"), caps)
+                        {
+                            return (self.lacks(k, &method, need, refuse), None);
+                        }
+                        match &p.asks {
+                            Asks::Mrtr(_) if input => {
+                                let list = self.gathering.entry(k).or_default();
+                                let first = list.is_empty();
+                                let ask = Ask::new(&msg, &method, child_id.clone(), |key| {
+                                    list.iter().any(|a| a.key == key)
+                                });
+                                list.push(ask);
+                                let act = if first {
+                                    ChildAction::Gather(k)
+                                } else {
+                                    ChildAction::Nothing
+                                };
+                                return (act, None);
+                            }
+                            Asks::Mrtr(_) | Asks::Refuse => {
+                                let m = format!(
+                                    "xy: the client speaks the 2026 era, which has no \
+                                     server-to-client {method} during this request"
+                                );
+                                return (ChildAction::ToChild(vec![refuse(-32601, m, None)]), None);
+                            }
+                            Asks::Direct | Asks::Relay(_) => (p.outbox.clone(), p.session.clone()),
+                        }
+                    }
                 };
                 let ours = format!("xy-s2c-{}", unguessable());
                 msg["id"] = json!(ours);
-                self.s2c.insert(ours, ServerRequest { child_id, session });
+                self.s2c.insert(
+                    ours,
+                    ServerRequest {
+                        child_id,
+                        session,
+                        relay: None,
+                    },
+                );
                 let _ = outbox.try_send(msg.into());
                 (ChildAction::Nothing, None)
             }
@@ -501,6 +1154,11 @@ impl Router {
     }
 
     fn notification(&mut self, method: &str, mut msg: Value) {
+        if matches!(method, "notifications/tasks" | "notifications/tasks/status")
+            && let Some(p) = msg.get("params")
+        {
+            self.tasks.seen(p, Instant::now());
+        }
         // Progress: back to the request that asked for it, its token restored.
         if method == "notifications/progress" {
             let token = msg
@@ -545,6 +1203,35 @@ impl Router {
         self.broadcast(method, &msg);
     }
 
+    /// Tells every listener that follows task `id` its new state `task`:
+    /// 2025 GET streams as `notifications/tasks/status`, 2026 listen
+    /// streams whose `taskIds` name it as `notifications/tasks`.
+    pub(crate) fn task_news(&mut self, id: &str, task: &Value) {
+        self.listeners.retain(|_, l| !l.outbox.is_closed());
+        for l in self.listeners.values() {
+            let msg = match &l.subscription {
+                None => {
+                    json!({"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task})
+                }
+                Some(sub) => {
+                    let follows = l
+                        .filter
+                        .as_ref()
+                        .and_then(|f| f.get("taskIds"))
+                        .and_then(Value::as_array)
+                        .is_some_and(|ids| ids.iter().any(|i| i == id));
+                    if !follows {
+                        continue;
+                    }
+                    let mut params = task.clone();
+                    params["_meta"] = json!({META_SUBSCRIPTION: sub});
+                    json!({"jsonrpc": "2.0", "method": "notifications/tasks", "params": params})
+                }
+            };
+            let _ = l.outbox.try_send(msg.into());
+        }
+    }
+
     /// Fans a notification out to every listener that wants it.
     pub(crate) fn broadcast(&mut self, method: &str, msg: &Value) {
         let key = match method {
@@ -562,6 +1249,13 @@ impl Router {
                 Some(sub) => {
                     let wanted = match (&l.filter, key) {
                         (None, _) => true,
+                        // A task's news, to the streams that follow it.
+                        (Some(f), None) if method == "notifications/tasks" => {
+                            let id = msg.pointer("/params/taskId");
+                            f.get("taskIds")
+                                .and_then(Value::as_array)
+                                .is_some_and(|ids| id.is_some_and(|id| ids.contains(id)))
+                        }
                         (Some(f), Some(k)) => f.get(k).and_then(Value::as_bool) == Some(true),
                         // resources/updated and the rest: only with a
                         // resource subscription, which xy does not forward.
@@ -587,17 +1281,31 @@ impl Router {
     /// request in flight, else the newest one (stdio carries no link
     /// between the two; see docs/stdio.md).
     /// Its 2025 session, if any, goes with it.
-    fn cause(&self, _msg: &Value) -> Option<(Outbox, Option<String>)> {
-        self.pending
+    fn cause(&self, _msg: &Value) -> Option<Cause> {
+        // A request waiting for its client's MRTR retry is still in flight
+        // at the child (which may ask it more).
+        let newest = self
+            .pending
             .iter()
             .filter(|(_, p)| !p.outbox.is_closed())
-            .max_by_key(|(id, _)| **id)
-            .map(|(_, p)| (p.outbox.clone(), p.session.clone()))
+            .map(|(id, _)| (*id, None))
+            .chain(
+                self.waiting
+                    .iter()
+                    .filter(|(_, w)| w.done.is_none())
+                    .map(|(x, w)| (w.child_req, Some(x))),
+            )
+            .max_by_key(|(id, _)| *id);
+        newest
+            .map(|(id, x)| match x {
+                None => Cause::Request(id),
+                Some(x) => Cause::Waiting(x.clone()),
+            })
             .or_else(|| {
                 self.listeners
                     .values()
                     .find(|l| l.subscription.is_none() && !l.outbox.is_closed())
-                    .map(|l| (l.outbox.clone(), l.session.clone()))
+                    .map(|l| Cause::Stream(l.outbox.clone(), l.session.clone()))
             })
     }
 
@@ -644,14 +1352,31 @@ impl Router {
         for id in ids {
             self.fail(id, message);
         }
-        // The child's own requests to clients died with it.
+        // The child's own requests to clients died with it; a request
+        // waiting for its client's answers gets the failure on its retry.
         self.s2c.clear();
+        self.gathering.clear();
+        for w in self.waiting.values_mut() {
+            w.asks.clear();
+            if w.done.is_none() {
+                w.done = Some(json!({"jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32603, "message": message}}));
+            }
+        }
+        for (_, r) in std::mem::take(&mut self.relays) {
+            self.ended(&r.pending, CallOutcome::ChildGone);
+            let _ = r
+                .pending
+                .outbox
+                .try_send(error(&r.pending.client_id, -32603, message, None).into());
+        }
     }
 
     /// Stop: fails what is in flight and closes every stream; a 2026
     /// listen stream first gets its final result.
     pub(crate) fn close_all(&mut self, message: &str) {
         self.fail_all(message);
+        self.waiting.clear();
         for (_, l) in self.listeners.drain() {
             if let Some(sub) = l.subscription {
                 let _ = l.outbox.try_send(
@@ -863,6 +1588,7 @@ mod tests {
         let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
         match act {
             ChildAction::ToChild(m) => {
+                let m = &m[0];
                 assert_eq!(m["id"], json!(3));
                 assert_eq!(m["error"]["code"], json!(-32603));
             }
@@ -1054,6 +1780,490 @@ mod tests {
             ]
         );
         assert_eq!(calls.total("s"), 4);
+    }
+
+    /// A 2026 client's `tools/call` of `name` forwarded to a 2025 child,
+    /// its client declaring `caps`; the child-side id.
+    fn mrtr_call(r: &mut Router, id: Value, name: &str, caps: Value, out: Outbox) -> u64 {
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name}}),
+            None,
+            out,
+            Answer::Complete { cacheable: false },
+        );
+        let k = m["id"].as_u64().unwrap();
+        r.set_asks(
+            k,
+            Some(Arc::new(caps)),
+            Asks::Mrtr(Box::new(MrtrCall::new("tools/call", Some(name.into())))),
+        );
+        k
+    }
+
+    fn retry_of(name: &str, id: u64, state: &Value, responses: Value) -> Value {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,
+            "inputResponses":responses,"requestState":state}})
+    }
+
+    fn all_caps() -> Value {
+        json!({"elicitation":{},"sampling":{},"roots":{}})
+    }
+
+    #[test]
+    fn a_2025_childs_questions_become_input_required_over_rounds() {
+        let mut r = Router::default();
+        let now = Instant::now();
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", all_caps(), a);
+        // Round 1: two questions in one burst, one InputRequiredResult.
+        let (act, _) = r.on_child(
+            json!({"jsonrpc":"2.0","id":"user_name","method":"elicitation/create",
+            "params":{"message":"name?","requestedSchema":{"type":"object"}}}),
+        );
+        assert_eq!(act, ChildAction::Gather(k));
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":5,"method":"roots/list"}));
+        assert_eq!(act, ChildAction::Nothing, "gathered with the first");
+        assert!(r.ask(k, now).is_empty());
+        let got = ra.try_recv().unwrap();
+        assert_eq!(got["id"], json!(1));
+        let res = &got["result"];
+        assert_eq!(res["resultType"], "input_required");
+        assert_eq!(
+            res["inputRequests"]["user_name"]["method"],
+            "elicitation/create"
+        );
+        assert_eq!(res["inputRequests"]["roots-5"]["method"], "roots/list");
+        let state1 = res["requestState"].clone();
+        assert_eq!(r.in_flight(), 1, "the child's request still waits");
+        // The retry answers both: they go to the child with its ids.
+        let (b, mut rb) = outbox();
+        let retry = retry_of(
+            "ask",
+            2,
+            &state1,
+            json!({"user_name":{"action":"accept","content":{"name":"A"}},"roots-5":{"roots":[]}}),
+        );
+        let to_child = r.retry(&retry, json!(2), b.clone(), now).unwrap();
+        assert_eq!(to_child.len(), 2);
+        assert!(
+            to_child
+                .iter()
+                .any(|m| m["id"] == "user_name" && m["result"]["action"] == "accept")
+        );
+        assert!(
+            to_child
+                .iter()
+                .any(|m| m["id"] == 5 && m["result"]["roots"] == json!([]))
+        );
+        // The same state again: replayed, refused.
+        let (c, _rc) = outbox();
+        assert_eq!(
+            r.retry(&retry, json!(3), c.clone(), now).unwrap_err().0,
+            mrtr::BAD_STATE
+        );
+        // Round 2: another question, answered on the retry's stream.
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":6,"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}));
+        assert_eq!(act, ChildAction::Gather(k));
+        r.ask(k, now);
+        let got = rb.try_recv().unwrap();
+        assert_eq!(got["id"], json!(2));
+        let state2 = got["result"]["requestState"].clone();
+        assert_ne!(state1, state2);
+        // The round-1 state cannot stand in for round 2.
+        assert_eq!(
+            r.retry(&retry, json!(4), c.clone(), now).unwrap_err().0,
+            mrtr::BAD_STATE
+        );
+        let (d, mut rd) = outbox();
+        let to_child = r
+            .retry(
+                &retry_of(
+                    "ask",
+                    7,
+                    &state2,
+                    json!({"sampling-6":{"role":"assistant"}}),
+                ),
+                json!(7),
+                d,
+                now,
+            )
+            .unwrap();
+        assert_eq!(to_child[0]["id"], json!(6));
+        // The child's result answers the last retry, completed for 2026.
+        r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[]}}));
+        let got = rd.try_recv().unwrap();
+        assert_eq!(got["id"], json!(7));
+        assert_eq!(got["result"]["resultType"], "complete");
+        assert_eq!(r.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_forged_or_misplaced_state_is_refused_and_missing_answers_asked_again() {
+        let mut r = Router::default();
+        let now = Instant::now();
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", all_caps(), a);
+        r.on_child(
+            json!({"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"?"}}),
+        );
+        r.on_child(json!({"jsonrpc":"2.0","id":2,"method":"roots/list"}));
+        r.ask(k, now);
+        let state = ra.try_recv().unwrap()["result"]["requestState"].clone();
+        let (b, mut rb) = outbox();
+        let s = state.as_str().unwrap();
+        let forged = format!("{}0", &s[..s.len() - 1]);
+        let forged = if forged == s {
+            format!("{}1", &s[..s.len() - 1])
+        } else {
+            forged
+        };
+        let e = r
+            .retry(
+                &retry_of("ask", 2, &json!(forged), json!({})),
+                json!(2),
+                b.clone(),
+                now,
+            )
+            .unwrap_err();
+        assert_eq!(e.0, mrtr::BAD_STATE);
+        assert!(e.1.contains("altered"), "{e:?}");
+        let e = r
+            .retry(
+                &retry_of("other", 2, &state, json!({})),
+                json!(2),
+                b.clone(),
+                now,
+            )
+            .unwrap_err();
+        assert!(e.1.contains("another request"), "{e:?}");
+        // One of two answered: that one goes on, the other is asked again.
+        let to_child = r
+            .retry(
+                &retry_of(
+                    "ask",
+                    2,
+                    &state,
+                    json!({"elicitation-1":{"action":"decline"}}),
+                ),
+                json!(2),
+                b,
+                now,
+            )
+            .unwrap();
+        assert_eq!(to_child.len(), 1);
+        let again = rb.try_recv().unwrap();
+        let asked: Vec<&String> = again["result"]["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(asked, ["roots-2"]);
+        assert_ne!(again["result"]["requestState"], state);
+    }
+
+    #[test]
+    fn a_question_that_misses_the_round_is_asked_in_the_next() {
+        let mut r = Router::default();
+        let now = Instant::now();
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", all_caps(), a);
+        r.on_child(
+            json!({"jsonrpc":"2.0","id":1,"method":"elicitation/create","params":{"message":"?"}}),
+        );
+        r.ask(k, now);
+        let state = ra.try_recv().unwrap()["result"]["requestState"].clone();
+        // Late: the client has its InputRequiredResult already.
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":2,"method":"roots/list"}));
+        assert_eq!(act, ChildAction::ToChild(vec![]));
+        let (b, mut rb) = outbox();
+        let to_child = r
+            .retry(
+                &retry_of(
+                    "ask",
+                    2,
+                    &state,
+                    json!({"elicitation-1":{"action":"accept"}}),
+                ),
+                json!(2),
+                b,
+                now,
+            )
+            .unwrap();
+        assert_eq!(to_child[0]["id"], json!(1));
+        let next = rb.try_recv().unwrap();
+        let keys: Vec<&String> = next["result"]["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        assert_eq!(keys, ["roots-2"]);
+    }
+
+    #[test]
+    fn an_unanswered_question_expires_and_the_child_hears_of_it() {
+        let mut r = Router::default();
+        let now = Instant::now();
+        let (a, _ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", all_caps(), a);
+        r.on_child(json!({"jsonrpc":"2.0","id":9,"method":"roots/list"}));
+        r.ask(k, now);
+        assert!(
+            r.expire_waiting(now + mrtr::TTL - std::time::Duration::from_secs(1))
+                .is_empty()
+        );
+        let out = r.expire_waiting(now + mrtr::TTL);
+        assert_eq!(out[0]["id"], json!(9));
+        assert_eq!(out[0]["error"]["code"], json!(-32603));
+        assert_eq!(out[1]["method"], "notifications/cancelled");
+        assert_eq!(out[1]["params"]["requestId"], json!(k));
+        assert_eq!(r.in_flight(), 0);
+    }
+
+    #[test]
+    fn waiting_exchanges_are_bounded_the_oldest_going_first() {
+        let mut r = Router::default();
+        let t0 = Instant::now();
+        let mut first = None;
+        let mut dropped = Vec::new();
+        for i in 0..=mrtr::MAX_WAITING {
+            let (a, _ra) = outbox();
+            let k = mrtr_call(&mut r, json!(i), "ask", all_caps(), a);
+            first.get_or_insert(k);
+            let pad = "p".repeat(200);
+            r.on_child(
+                json!({"jsonrpc":"2.0","id":1000 + i,"method":"roots/list","params":{"pad":pad}}),
+            );
+            dropped.extend(r.ask(k, t0 + std::time::Duration::from_millis(i as u64)));
+        }
+        assert_eq!(r.in_flight(), mrtr::MAX_WAITING);
+        assert_eq!(dropped[0]["id"], json!(1000), "the oldest question");
+        assert_eq!(dropped[1]["params"]["requestId"], json!(first.unwrap()));
+        // Bytes bound too: one huge question evicts the rest.
+        let (a, _ra) = outbox();
+        let k = mrtr_call(&mut r, json!("big"), "ask", all_caps(), a);
+        let big = "x".repeat(mrtr::MAX_WAITING_BYTES - 100);
+        r.on_child(json!({"jsonrpc":"2.0","id":"big","method":"elicitation/create","params":{"message":big}}));
+        r.ask(k, t0 + std::time::Duration::from_secs(60));
+        let bytes: usize = r.waiting.values().map(|w| w.bytes).sum();
+        assert!(bytes <= mrtr::MAX_WAITING_BYTES);
+        assert!(r.waiting.len() < mrtr::MAX_WAITING);
+    }
+
+    #[test]
+    fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
+        let mut r = Router::default();
+        // 2026: the client's request fails -32021, the child's is cancelled.
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", json!({"elicitation":{}}), a);
+        let (act, _) = r.on_child(
+            json!({"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{}}),
+        );
+        let ChildAction::ToChild(out) = act else {
+            panic!("{act:?}")
+        };
+        assert_eq!(out[0]["id"], json!(4));
+        assert!(out[0]["error"].is_object());
+        assert_eq!(out[1]["params"]["requestId"], json!(k));
+        let got = ra.try_recv().unwrap();
+        assert_eq!(got["error"]["code"], json!(mrtr::MISSING_CAPABILITY));
+        assert_eq!(
+            got["error"]["data"]["requiredCapabilities"],
+            json!({"sampling":{}})
+        );
+        assert_eq!(r.in_flight(), 0);
+        // Roots are asked for unprompted too: only the child hears no.
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+        let ChildAction::ToChild(out) = act else {
+            panic!("{act:?}")
+        };
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0]["error"]["data"]["requiredCapabilities"],
+            json!({"roots":{}})
+        );
+        assert!(ra.try_recv().is_err());
+        r.fail(k, "x");
+        // 2025: the child gets the error the client would give; nothing else.
+        let (b, mut rb) = outbox();
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call"}),
+            Some("s".into()),
+            b,
+            Answer::AsIs,
+        );
+        let k = m["id"].as_u64().unwrap();
+        r.set_asks(k, Some(Arc::new(json!({}))), Asks::Direct);
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":5,"method":"roots/list"}));
+        let ChildAction::ToChild(out) = act else {
+            panic!("{act:?}")
+        };
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            out[0]["error"]["data"]["requiredCapabilities"],
+            json!({"roots":{}})
+        );
+        assert!(rb.try_recv().is_err());
+        assert!(r.is_pending(k));
+        // A 2026 request that takes no input: the child is told no.
+        let (c, _rc) = outbox();
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+            None,
+            c,
+            Answer::AsIs,
+        );
+        r.fail(k, "x");
+        let k2 = m["id"].as_u64().unwrap();
+        r.set_asks(k2, Some(Arc::new(all_caps())), Asks::Refuse);
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":6,"method":"roots/list"}));
+        let ChildAction::ToChild(out) = act else {
+            panic!("{act:?}")
+        };
+        assert_eq!(out[0]["error"]["code"], json!(-32601));
+    }
+
+    #[test]
+    fn the_childs_answer_while_its_client_is_away_goes_to_the_retry_and_a_restart_fails_it() {
+        let mut r = Router::default();
+        let now = Instant::now();
+        let (a, mut ra) = outbox();
+        let k = mrtr_call(&mut r, json!(1), "ask", all_caps(), a.clone());
+        r.on_child(json!({"jsonrpc":"2.0","id":1,"method":"roots/list"}));
+        r.ask(k, now);
+        let state = ra.try_recv().unwrap()["result"]["requestState"].clone();
+        r.on_child(
+            json!({"jsonrpc":"2.0","id":k,"result":{"content":[{"type":"text","text":"gave up"}]}}),
+        );
+        let (b, mut rb) = outbox();
+        let to_child = r
+            .retry(
+                &retry_of("ask", 2, &state, json!({"roots-1":{"roots":[]}})),
+                json!(2),
+                b,
+                now,
+            )
+            .unwrap();
+        assert!(to_child.is_empty(), "the child is done with it");
+        assert_eq!(
+            rb.try_recv().unwrap()["result"]["content"][0]["text"],
+            "gave up"
+        );
+        // A restart while waiting: the retry gets the failure.
+        let k = mrtr_call(&mut r, json!(3), "ask", all_caps(), a);
+        r.on_child(json!({"jsonrpc":"2.0","id":2,"method":"roots/list"}));
+        r.ask(k, now);
+        let state = ra.try_recv().unwrap()["result"]["requestState"].clone();
+        r.fail_all("xy: restarting");
+        let (c, mut rc) = outbox();
+        r.retry(&retry_of("ask", 4, &state, json!({})), json!(4), c, now)
+            .unwrap();
+        let got = rc.try_recv().unwrap();
+        assert_eq!(got["id"], json!(4));
+        assert_eq!(got["error"]["message"], "xy: restarting");
+    }
+
+    #[test]
+    fn a_2026_childs_input_required_is_asked_of_a_2025_client_and_retried() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let req = json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"ask","_meta":{"progressToken":"p"}}});
+        let m = r.forward(req, Some("S".into()), a, Answer::AsIs);
+        let k = m["id"].as_u64().unwrap();
+        r.set_asks(
+            k,
+            Some(Arc::new(all_caps())),
+            Asks::Relay(Box::new(m.clone())),
+        );
+        let (act, _) = r.on_child(
+            json!({"jsonrpc":"2.0","id":k,"result":{"resultType":"input_required",
+            "inputRequests":{"who":{"method":"elicitation/create","params":{"message":"?"}},
+                             "where":{"method":"roots/list"}},
+            "requestState":"opaque"}}),
+        );
+        assert_eq!(act, ChildAction::Nothing);
+        let q1 = ra.try_recv().unwrap();
+        let q2 = ra.try_recv().unwrap();
+        assert!(q1["id"].as_str().unwrap().starts_with("xy-s2c-"));
+        let by = |m: &str| {
+            if q1["method"] == m {
+                q1["id"].clone()
+            } else {
+                q2["id"].clone()
+            }
+        };
+        let e_id = by("elicitation/create");
+        let r_id = by("roots/list");
+        assert_eq!(
+            r.client_response(
+                json!({"jsonrpc":"2.0","id":e_id.clone(),"result":{}}),
+                Some("T")
+            ),
+            Err(NotYours)
+        );
+        assert_eq!(
+            r.client_response(
+                json!({"jsonrpc":"2.0","id":e_id,"result":{"action":"accept","content":{"n":1}}}),
+                Some("S")
+            ),
+            Ok(None)
+        );
+        let retry = r
+            .client_response(
+                json!({"jsonrpc":"2.0","id":r_id,"result":{"roots":[]}}),
+                Some("S"),
+            )
+            .unwrap()
+            .unwrap();
+        let k2 = retry["id"].as_u64().unwrap();
+        assert_ne!(k2, k, "a retry is another request");
+        assert_eq!(retry["params"]["requestState"], "opaque");
+        assert_eq!(retry["params"]["inputResponses"]["who"]["action"], "accept");
+        assert_eq!(
+            retry["params"]["inputResponses"]["where"]["roots"],
+            json!([])
+        );
+        assert_eq!(retry["params"]["name"], "ask");
+        // Progress of the retry still reaches the client, its token restored.
+        let token = retry["params"]["_meta"]["progressToken"].clone();
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":token,"progress":1}}));
+        assert_eq!(ra.try_recv().unwrap()["params"]["progressToken"], "p");
+        r.on_child(json!({"jsonrpc":"2.0","id":k2,"result":{"content":[]}}));
+        assert_eq!(ra.try_recv().unwrap()["id"], "c1");
+        assert_eq!(r.in_flight(), 0);
+    }
+
+    #[test]
+    fn task_news_reach_2025_streams_and_the_2026_streams_following_the_task() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let (b, mut rb) = outbox();
+        let (c, mut rc) = outbox();
+        r.listen(Some("s".into()), None, None, a);
+        let mut f = Map::new();
+        f.insert("taskIds".into(), json!(["t1"]));
+        r.listen(None, Some(json!("L")), Some(f), b);
+        let mut f = Map::new();
+        f.insert("taskIds".into(), json!(["t2"]));
+        r.listen(None, Some(json!("M")), Some(f), c);
+        r.task_news("t1", &super::super::tasks::failed("t1", "gone"));
+        let got = ra.try_recv().unwrap();
+        assert_eq!(got["method"], "notifications/tasks/status");
+        assert_eq!(got["params"]["status"], "failed");
+        let got = rb.try_recv().unwrap();
+        assert_eq!(got["method"], "notifications/tasks");
+        assert_eq!(got["params"]["_meta"][META_SUBSCRIPTION], "L");
+        assert!(rc.try_recv().is_err(), "follows another task");
+        // A child's own task notification: to the stream following it.
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/tasks",
+            "params":{"taskId":"t2","status":"working"}}));
+        assert_eq!(
+            rc.try_recv().unwrap()["params"]["_meta"][META_SUBSCRIPTION],
+            "M"
+        );
+        assert!(rb.try_recv().is_err());
+        assert_eq!(r.tasks.open(), 1, "followed as it passed");
     }
 
     #[test]

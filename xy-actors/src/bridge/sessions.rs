@@ -16,14 +16,22 @@ pub(crate) const IDLE: Duration = Duration::from_secs(24 * 60 * 60);
 /// Live sessions per endpoint, at most.
 pub(crate) const MAX_SESSIONS: usize = 1000;
 
+/// What a 2025 client said of itself in its `initialize`.
+#[derive(Debug, Default)]
+struct Known {
+    /// Its `clientInfo`, named in its call records (SPEC §20).
+    client: Option<Arc<str>>,
+    /// Its `capabilities`: what a child may ask of it (SPEC §19).
+    caps: Option<Arc<Value>>,
+}
+
 /// Session id → when it was last used.
 #[derive(Debug)]
 pub(crate) struct Sessions {
     last_use: HashMap<String, Instant>,
-    /// The client that opened a session (its `initialize`'s `clientInfo`),
-    /// named in its call records (SPEC §20). Kept beside `last_use`, keyed
-    /// alike, dropped with it.
-    clients: HashMap<String, Arc<str>>,
+    /// What the client that opened a session said of itself in its
+    /// `initialize`. Kept beside `last_use`, keyed alike, dropped with it.
+    clients: HashMap<String, Known>,
     /// The 2026 `_meta` envelope (`clientCapabilities`, `clientInfo`) a
     /// session's `initialize` declared, for its requests to a 2026-only
     /// child (SPEC §19). Kept and dropped like `clients`.
@@ -139,13 +147,25 @@ impl Sessions {
     /// Names the client of a live session.
     pub(crate) fn set_client(&mut self, id: &str, client: Arc<str>) {
         if self.last_use.contains_key(id) {
-            self.clients.insert(id.to_owned(), client);
+            self.clients.entry(id.to_owned()).or_default().client = Some(client);
         }
     }
 
     /// The client of a session, if it named itself.
     pub(crate) fn client(&self, id: &str) -> Option<&Arc<str>> {
-        self.clients.get(id)
+        self.clients.get(id).and_then(|k| k.client.as_ref())
+    }
+
+    /// Keeps the capabilities a live session's client declared.
+    pub(crate) fn set_caps(&mut self, id: &str, caps: Value) {
+        if self.last_use.contains_key(id) {
+            self.clients.entry(id.to_owned()).or_default().caps = Some(Arc::new(caps));
+        }
+    }
+
+    /// The capabilities a session's client declared (`None`: unknown).
+    pub(crate) fn caps(&self, id: &str) -> Option<Arc<Value>> {
+        self.clients.get(id).and_then(|k| k.caps.clone())
     }
 
     #[cfg(test)]

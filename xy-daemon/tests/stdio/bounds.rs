@@ -60,7 +60,7 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     assert_eq!(
         c.tool_names(),
         [
-            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta"
+            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task"
         ]
     );
     let session = c.session.clone().unwrap();
@@ -261,7 +261,8 @@ fn one_client_cannot_cancel_or_answer_for_another() {
     let port = free_port();
     let d = TestDaemon::start(&[("sc", raw_config(port))]);
     d.running_pid("sc");
-    let a = Mcp::connected(&url(port), Era::V2025);
+    // A declares roots: the child may ask it (SPEC §19).
+    let a = Mcp::declaring(&url(port), Era::V2025, json!({"roots": {}}));
     let b = Mcp::connected(&url(port), Era::V2025);
     let c = Mcp::new(&url(port), Era::V2026);
     let slow = |id: u64| {
@@ -330,10 +331,10 @@ fn the_least_recently_used_of_1000_sessions_goes_first() {
     let mut newest = Mcp::connected(&url(port), Era::V2025);
     assert_eq!(second.post(&ping, &second.session_headers()).status, 404);
     assert_eq!(first.post(&ping, &first.session_headers()).status, 200);
-    assert_eq!(newest.tool_names().len(), 8);
+    assert_eq!(newest.tool_names().len(), 9);
     // The evicted client initialises again and carries on.
     second.initialize();
-    assert_eq!(second.tool_names().len(), 8);
+    assert_eq!(second.tool_names().len(), 9);
 }
 
 /// A 2026 client cancels by closing its request's response stream (D64):

@@ -53,6 +53,9 @@ pub(crate) struct Mcp {
     pub(crate) url: String,
     pub(crate) era: Era,
     pub(crate) session: Option<String>,
+    /// The capabilities it declares (`initialize`, or every 2026 request's
+    /// `_meta`): none unless a test says.
+    pub(crate) caps: Value,
     next_id: u64,
 }
 
@@ -68,8 +71,20 @@ impl Mcp {
             url: url.to_owned(),
             era,
             session: None,
+            caps: json!({}),
             next_id: 0,
         }
+    }
+
+    /// A connected client declaring `caps`.
+    pub(crate) fn declaring(url: &str, era: Era, caps: Value) -> Mcp {
+        let mut c = Mcp::new(url, era);
+        c.caps = caps;
+        if era == Era::V2025 {
+            let r = c.initialize();
+            assert!(r.response().get("result").is_some(), "initialize: {r:?}");
+        }
+        c
     }
 
     /// A client that has done the 2025 handshake (a 2026 client needs none).
@@ -85,7 +100,7 @@ impl Mcp {
     pub(crate) fn initialize(&mut self) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": V2025,
-            "capabilities": {},
+            "capabilities": self.caps,
             "clientInfo": {"name": "xy-stdio-test", "version": "1"},
         }});
         let reply = self.post(&body, &[]);
@@ -120,7 +135,7 @@ impl Mcp {
                     .entry("_meta")
                     .or_insert_with(|| json!({}));
                 meta["io.modelcontextprotocol/protocolVersion"] = json!(V2026);
-                meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+                meta["io.modelcontextprotocol/clientCapabilities"] = self.caps.clone();
                 let mut h = vec![
                     ("MCP-Protocol-Version", V2026.to_owned()),
                     ("Mcp-Method", method.to_owned()),

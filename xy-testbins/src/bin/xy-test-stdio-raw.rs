@@ -9,6 +9,9 @@
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
 //! test sees whether a `notifications/cancelled` reached it; with a
 //! progress token it sends one progress notification as it starts.
+//! `task` starts a task (the 2025-11-25 tasks utility: a `CreateTaskResult`
+//! at once) that completes after `ms` (default a minute); `tasks/get` and
+//! `tasks/cancel` serve its state.
 //! `--refuse-echo NAME` makes it refuse the handshake (`initialize` and
 //! `server/discover`) with an error quoting variable `NAME`, as a server
 //! that quotes its token in an error would.
@@ -49,6 +52,9 @@ fn main() {
     let slow: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
     let mut asks: HashMap<String, Value> = HashMap::new();
     let mut next_ask = 0u64;
+    // Task id → its status.
+    let tasks: Arc<Mutex<HashMap<String, &'static str>>> = Arc::default();
+    let mut next_task = 0u64;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
@@ -86,7 +92,7 @@ fn main() {
             ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("tools/list", Some(id)) => {
                 let tools: Vec<Value> = [
-                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta",
+                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task",
                 ]
                 .iter()
                 .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
@@ -158,7 +164,57 @@ fn main() {
                         let meta = msg.pointer("/params/_meta").cloned().unwrap_or(Value::Null);
                         send(&out, &text(&id, &meta.to_string()));
                     }
+                    Some("task") => {
+                        next_task += 1;
+                        // Unique across restarts, as a real server's are.
+                        let task = format!("task-{}-{next_task}", std::process::id());
+                        tasks.lock().unwrap().insert(task.clone(), "working");
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": {"task": {
+                                "taskId": task, "status": "working", "ttl": 600_000,
+                                "pollInterval": 100, "createdAt": "2026-01-01T00:00:00Z",
+                                "lastUpdatedAt": "2026-01-01T00:00:00Z"}}}),
+                        );
+                        let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(60_000);
+                        let tasks = tasks.clone();
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_millis(ms));
+                            if let Some(s) = tasks.lock().unwrap().get_mut(&task)
+                                && *s == "working"
+                            {
+                                *s = "completed";
+                            }
+                        });
+                    }
                     _ => send(&out, &text(&id, said)),
+                }
+            }
+            ("tasks/get" | "tasks/cancel", Some(id)) => {
+                let task = msg
+                    .pointer("/params/taskId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let mut all = tasks.lock().unwrap();
+                match all.get_mut(&task) {
+                    Some(status) => {
+                        if method == "tasks/cancel" && *status == "working" {
+                            *status = "cancelled";
+                        }
+                        send(
+                            &out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "taskId": task, "status": *status, "ttl": 600_000,
+                                "createdAt": "2026-01-01T00:00:00Z",
+                                "lastUpdatedAt": "2026-01-01T00:00:00Z"}}),
+                        );
+                    }
+                    None => send(
+                        &out,
+                        &json!({"jsonrpc": "2.0", "id": id,
+                            "error": {"code": -32602, "message": "Failed to retrieve task: Task not found"}}),
+                    ),
                 }
             }
             ("notifications/cancelled", None) => {
