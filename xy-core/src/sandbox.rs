@@ -292,14 +292,33 @@ pub fn package_root(program: &Path) -> Option<PathBuf> {
     Some(dir.to_path_buf())
 }
 
-/// The argument an interpreter would run as its script: the first one
-/// that is not an option and looks like a file path (has a `/` or a script
-/// extension), resolved against `working_dir`. The caller checks that it
-/// exists.
-pub fn script_candidate(args: &[String], working_dir: &Path) -> Option<PathBuf> {
+/// Whether `program` (resolved) is a language runtime that runs a script
+/// named as its first argument: `node`, `python3.12`, `bun`, …
+pub fn is_interpreter(program: &Path) -> bool {
+    const RUNTIMES: &[&str] = &[
+        "node", "nodejs", "bun", "deno", "python", "pythonw", "pypy", "ruby", "perl", "php",
+        "java", "tsx", "ts-node",
+    ];
+    let Some(name) = program.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    RUNTIMES.contains(&base)
+}
+
+/// The script an interpreter would run: when `program` is one
+/// ([`is_interpreter`]), its first argument that is not an option and
+/// looks like a file path (has a `/` or a script extension), resolved
+/// against `working_dir`. The caller checks that it exists. Any other
+/// program's arguments open nothing: an argument naming a file is data,
+/// and only a rule the user wrote may open it.
+pub fn script_candidate(program: &Path, args: &[String], working_dir: &Path) -> Option<PathBuf> {
     const SCRIPT_EXT: &[&str] = &[
         "js", "mjs", "cjs", "ts", "mts", "py", "rb", "pl", "php", "jar",
     ];
+    if !is_interpreter(program) {
+        return None;
+    }
     let arg = args.iter().find(|a| !a.starts_with('-'))?;
     let looks_like_file = arg.contains('/')
         || Path::new(arg)
@@ -314,7 +333,7 @@ pub fn script_candidate(args: &[String], working_dir: &Path) -> Option<PathBuf> 
 /// What a script's rule covers: the outermost `node_modules` it lives in
 /// (dependencies are hoisted beside it), else the `site-packages` it lives
 /// in, else its [`program_rule`].
-fn script_rule(script: &Path, home: &Path) -> PathBuf {
+fn script_rule(script: &Path, home: &Path) -> Option<PathBuf> {
     let tree = script
         .ancestors()
         .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
@@ -326,8 +345,17 @@ fn script_rule(script: &Path, home: &Path) -> PathBuf {
             })
         });
     match tree {
-        Some(t) => t.to_path_buf(),
-        None => program_rule(script, home),
+        Some(t) => Some(t.to_path_buf()),
+        // A script inside `~/.ssh`, `~/.aws`, … is not a program's package.
+        None if script
+            .strip_prefix(home)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.')) =>
+        {
+            None
+        }
+        None => Some(program_rule(script, home)),
     }
 }
 
@@ -366,12 +394,10 @@ pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
     for p in system_read(facts.os) {
         add(&mut read, PathBuf::from(p), RuleSource::System);
     }
-    if let Some(script) = facts.script {
-        add(
-            &mut read,
-            script_rule(script, facts.home),
-            RuleSource::Program,
-        );
+    if let Some(script) = facts.script
+        && let Some(rule) = script_rule(script, facts.home)
+    {
+        add(&mut read, rule, RuleSource::Program);
     }
     for p in [Some(facts.program), facts.interpreter]
         .into_iter()
@@ -615,23 +641,50 @@ mod tests {
     fn an_interpreters_script_opens_its_package_tree() {
         let home = Path::new("/home/me");
         let cwd = Path::new("/srv/app");
+        let node = Path::new("/usr/bin/node");
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
             script_candidate(
+                node,
                 &args(&["--enable-source-maps", "dist/index.js", "/data"]),
                 cwd
             ),
             Some(PathBuf::from("/srv/app/dist/index.js"))
         );
         assert_eq!(
-            script_candidate(&args(&["server.py"]), cwd),
+            script_candidate(Path::new("/usr/bin/python3.11"), &args(&["server.py"]), cwd),
             Some(PathBuf::from("/srv/app/server.py"))
         );
-        assert_eq!(script_candidate(&args(&["--stdio"]), cwd), None);
+        assert_eq!(script_candidate(node, &args(&["--stdio"]), cwd), None);
         assert_eq!(
-            script_candidate(&args(&["serve", "/x"]), cwd),
+            script_candidate(node, &args(&["serve", "/x"]), cwd),
             None,
             "a subcommand is not a script"
+        );
+        // Not an interpreter: an argument naming a file is data, never a rule.
+        assert_eq!(
+            script_candidate(
+                Path::new("/usr/local/bin/tool"),
+                &args(&["--read", "/home/me/.ssh/id_rsa"]),
+                cwd
+            ),
+            None
+        );
+        assert!(is_interpreter(Path::new("/opt/homebrew/bin/python3")));
+        assert!(is_interpreter(Path::new(
+            "/home/me/.nvm/versions/node/v22/bin/node"
+        )));
+        assert!(!is_interpreter(Path::new("/usr/bin/npx")));
+        // A script in a dot dir straight under the home opens nothing.
+        let f = SpawnFacts {
+            script: Some(Path::new("/home/me/.ssh/run.py")),
+            ..facts(home, node)
+        };
+        let rules = effective(&SandboxConfig::default(), &f);
+        assert!(
+            !rules.can_read(Path::new("/home/me/.ssh/id_rsa")),
+            "{:?}",
+            rules.read
         );
         for (script, covered) in [
             (

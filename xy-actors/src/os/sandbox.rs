@@ -175,7 +175,7 @@ pub(crate) fn prepare(
         Some(d) => std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()),
         None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
     };
-    let script = xy_core::sandbox::script_candidate(&config.args, &working_dir)
+    let script = xy_core::sandbox::script_candidate(&canonical, &config.args, &working_dir)
         .and_then(|s| std::fs::canonicalize(s).ok())
         .filter(|s| s.is_file());
     let temp_dir = env.temp_dir(&config.name);
