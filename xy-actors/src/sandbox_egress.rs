@@ -1,4 +1,4 @@
-//! xy's egress proxy for `network "allow"` (SPEC §21, D-A4): one loopback
+//! xy's egress proxy for `network "allow"` (SPEC §21, D104): one loopback
 //! HTTP proxy per daemon, started on first use. Each sandboxed spawn gets a
 //! token, named in the proxy URL's userinfo (`http://<server>:<token>@
 //! 127.0.0.1:<port>`, so clients send it as `Proxy-Authorization: Basic`);

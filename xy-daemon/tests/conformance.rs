@@ -21,7 +21,7 @@ use crate::helper::{DEADLINE, TestDaemon, free_port, port_answers, wait_for};
 /// `(server under test, "scenario/check-id" prefix)` (`""`: any server):
 /// MRTR (`input-required-result-*`, and a 2026 child's elicitation or
 /// sampling for a 2025 client: the Python SDK's child is a 2026 child,
-/// D-C1), capability-faithful sharing (`-32021`) and the tasks extension
+/// D93), capability-faithful sharing (`-32021`) and the tasks extension
 /// are another helper's part of issue 27. Printed when used, so none hides.
 const KNOWN_GAPS: &[(&str, &str)] = &[
     ("", "input-required-result-"),

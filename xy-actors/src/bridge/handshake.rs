@@ -239,7 +239,7 @@ impl Handshake {
             "jsonrpc": "2.0", "id": id, "method": "initialize",
             "params": {
                 "protocolVersion": V2025,
-                // Every capability a client can have (D-E2): what the child
+                // Every capability a client can have (D112): what the child
                 // offers does not depend on xy; xy refuses per client.
                 "capabilities": super::mrtr::all_client_capabilities(),
                 "clientInfo": {"name": "xy", "version": xy_core::VERSION},

@@ -60,7 +60,7 @@ fn request(id: u64, method: &str, cursor: Option<&str>, era2026: bool) -> Value 
     if era2026 {
         params["_meta"] = json!({
             META_VERSION: V2026,
-            // As a 2025 child is initialised (D-E2): xy lists what the
+            // As a 2025 child is initialised (D112): xy lists what the
             // child offers any client, not what it offers a client with none.
             "io.modelcontextprotocol/clientCapabilities": super::mrtr::all_client_capabilities(),
             "io.modelcontextprotocol/clientInfo": {"name": "xy", "version": xy_core::VERSION},

@@ -15,10 +15,10 @@ use sha2::Sha256;
 
 /// How long xy gathers a child's questions before answering the client
 /// with them: a child that asks several at once (in one burst) gets them
-/// into one `InputRequiredResult`, one round (D-E1).
+/// into one `InputRequiredResult`, one round (D111).
 pub(crate) const GATHER: Duration = Duration::from_millis(2);
 /// How long a child's question waits for the client's retry; then the
-/// child gets an error and its request is cancelled (D-E1). A person may
+/// child gets an error and its request is cancelled (D111). A person may
 /// be filling in a form.
 pub(crate) const TTL: Duration = Duration::from_secs(10 * 60);
 /// Exchanges waiting for a retry, at most, per endpoint (the oldest goes).
@@ -98,7 +98,7 @@ pub(crate) fn missing(method: &str, params: Option<&Value>, caps: &Value) -> Opt
 /// The capabilities xy declares to a 2025 child it initialises: every
 /// one a client can have, so the child offers all it has (its tool list
 /// is the same for every client); a request for one the asking client
-/// lacks is refused on that client's behalf ([`missing`], D-E2).
+/// lacks is refused on that client's behalf ([`missing`], D112).
 pub(crate) fn all_client_capabilities() -> Value {
     json!({
         "roots": {"listChanged": true},

@@ -287,7 +287,7 @@ pub(crate) const MAX_DENIALS: usize = 10;
 
 /// One sandboxed spawn as `status` shows it: its rules and enforcement,
 /// and the denials reported for it (by the egress proxy; the child's own
-/// error lines are read from the log ring when `status` is asked, D-A3).
+/// error lines are read from the log ring when `status` is asked, D103).
 #[derive(Debug)]
 pub(crate) struct SandboxRun {
     status: SandboxStatus,

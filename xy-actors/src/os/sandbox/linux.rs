@@ -1,4 +1,4 @@
-//! Linux enforcement (SPEC §21, D-A1): a Landlock ruleset for files (and
+//! Linux enforcement (SPEC §21, D101): a Landlock ruleset for files (and
 //! TCP ports under `network "none"`/`"allow"`) and a seccomp filter for
 //! what Landlock does not cover (AF_UNIX and non-TCP sockets, io_uring,
 //! TCP Fast Open), both built in the parent; the child only calls
@@ -47,7 +47,7 @@ pub(crate) struct Enforcer {
 ///
 /// - Every sandbox: `socket(AF_UNIX, …)` (Landlock up to ABI 8 does not
 ///   confine Unix `connect`, and xyd's control socket must stay out of
-///   reach: D-A2) and `io_uring_setup` (io_uring operations bypass seccomp).
+///   reach: D102) and `io_uring_setup` (io_uring operations bypass seccomp).
 ///   `socketpair` stays allowed: runtimes use it for their own pipes.
 /// - `network "none"`/`"allow"`: every `socket()` but AF_INET/AF_INET6 +
 ///   SOCK_STREAM + protocol 0/TCP (so UDP, raw, SCTP, MPTCP, netlink and
