@@ -10,6 +10,21 @@ use serde_json::{Value, json};
 
 use crate::helper::*;
 
+/// The port of slot `n`: a free port, the same for every use of `n` in
+/// this test binary. These children really listen on their ports (the
+/// `listen` probe), so the fixed `helper::port` numbers, distinct only
+/// within one daemon, would collide with other tests running at once.
+fn port(n: u16) -> u16 {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static PORTS: OnceLock<Mutex<HashMap<u16, u16>>> = OnceLock::new();
+    let mut ports = PORTS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *ports.entry(n).or_insert_with(free_port)
+}
+
 /// A temp HOME with secrets in it, a working dir per server, listeners.
 struct Scene {
     env: Env,
