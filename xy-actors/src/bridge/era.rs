@@ -56,18 +56,24 @@ pub(crate) fn session_envelope(initialize_params: Option<&Value>) -> Value {
     e
 }
 
+/// A request's `params._meta` object, made (with `params`) when missing;
+/// `None` when either is there but not an object.
+pub(crate) fn request_meta_mut(msg: &mut Value) -> Option<&mut serde_json::Map<String, Value>> {
+    if msg.get("params").is_none_or(Value::is_null) {
+        msg["params"] = json!({});
+    }
+    msg["params"]
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+}
+
 /// Adds the 2026 request envelope to a 2025 client's request for a
 /// 2026-only child: the protocol version, and its session's capabilities
 /// and client info (none declared: `{}`). Keys the request has win.
 pub(crate) fn add_envelope(msg: &mut Value, envelope: Option<&Value>) {
-    if msg.get("params").is_none_or(Value::is_null) {
-        msg["params"] = json!({});
-    }
-    let Some(params) = msg["params"].as_object_mut() else {
-        return;
-    };
-    let meta = params.entry("_meta").or_insert_with(|| json!({}));
-    let Some(meta) = meta.as_object_mut() else {
+    let Some(meta) = request_meta_mut(msg) else {
         return;
     };
     meta.entry(META_VERSION).or_insert_with(|| json!(V2026));

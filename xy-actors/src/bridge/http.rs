@@ -401,14 +401,7 @@ fn carry_trace(msg: &mut Value, trace: &[(&'static str, HeaderValue)]) {
     if trace.is_empty() || msg.get("method").is_none() || msg.get("id").is_none() {
         return;
     }
-    if msg.get("params").is_none_or(Value::is_null) {
-        msg["params"] = json!({});
-    }
-    let Some(params) = msg["params"].as_object_mut() else {
-        return;
-    };
-    let meta = params.entry("_meta").or_insert_with(|| json!({}));
-    let Some(meta) = meta.as_object_mut() else {
+    let Some(meta) = super::era::request_meta_mut(msg) else {
         return;
     };
     for (k, v) in trace {
