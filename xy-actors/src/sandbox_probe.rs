@@ -150,28 +150,12 @@ pub(crate) async fn run(
     );
     let input = serde_json::to_vec(&list).map_err(|e| EngineError::Internal(e.to_string()))?;
 
-    let mut cmd = match &prepared {
-        Some(p) => p.command(&xyd),
-        None => tokio::process::Command::new(&xyd),
-    };
+    // The server's own spawn path: what confines the probe confines the server.
+    let (mut cmd, run) = crate::os::sandbox::command(config, &xyd, prepared.as_mut(), egress);
     cmd.arg("--sandbox-probe")
-        .envs(&config.env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
-    if let Some(dir) = &config.working_dir {
-        cmd.current_dir(dir);
-    }
-    crate::os::limits::restore_for_child(&mut cmd);
-    let run = prepared.as_mut().map(|p| {
-        p.apply(&mut cmd);
-        p.run()
-    });
-    if let (Some((_, authorization)), Some(run)) = (egress, &run) {
-        crate::sandbox_egress::proxy().activate(authorization, run);
-    }
+        .stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| internal("spawning the probe", e))?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take();

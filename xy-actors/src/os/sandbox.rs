@@ -253,6 +253,39 @@ pub(crate) fn prepare(
     }))
 }
 
+/// The command a server's child (or the probe run as if it were one) is
+/// spawned with: `program` — behind `sandbox-exec` on macOS when confined —
+/// with `config`'s env and working dir, in its own process group, killed on
+/// drop, the descriptor limit given back, then the sandbox's environment
+/// and enforcement put on last (they win over the config's env), and the
+/// spawn's egress grant activated for the returned run (what `status`
+/// shows, and where the proxy records refusals). Arguments and stdio are
+/// the caller's.
+pub(crate) fn command(
+    config: &ServerConfig,
+    program: &Path,
+    sandbox: Option<&mut Prepared>,
+    egress: Option<(ProxyGrant, String)>,
+) -> (tokio::process::Command, Option<Arc<SandboxRun>>) {
+    let mut cmd = match &sandbox {
+        Some(s) => s.command(program),
+        None => tokio::process::Command::new(program),
+    };
+    cmd.envs(&config.env).process_group(0).kill_on_drop(true);
+    if let Some(dir) = &config.working_dir {
+        cmd.current_dir(dir);
+    }
+    crate::os::limits::restore_for_child(&mut cmd);
+    let run = sandbox.map(|s| {
+        s.apply(&mut cmd);
+        s.run()
+    });
+    if let (Some((_, authorization)), Some(run)) = (egress, &run) {
+        crate::sandbox_egress::proxy().activate(authorization, run);
+    }
+    (cmd, run)
+}
+
 impl Prepared {
     /// The command to spawn for `program` (on macOS, `sandbox-exec` in front).
     pub(crate) fn command(&self, program: &Path) -> tokio::process::Command {

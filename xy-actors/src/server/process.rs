@@ -168,28 +168,12 @@ impl ChildSpawner for RealSpawner {
             egress.as_ref().map(|(g, _)| g),
             &[],
         )?;
-        let mut cmd = match &sandbox {
-            Some(s) => s.command(&program),
-            None => tokio::process::Command::new(&program),
-        };
+        let (mut cmd, run) =
+            crate::os::sandbox::command(config, &program, sandbox.as_mut(), egress);
         cmd.args(&config.args)
-            .envs(&config.env)
             .stdin(if stdio { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(dir) = &config.working_dir {
-            cmd.current_dir(dir);
-        }
-        crate::os::limits::restore_for_child(&mut cmd);
-        let run = sandbox.as_mut().map(|s| {
-            s.apply(&mut cmd);
-            s.run()
-        });
-        if let (Some((_, authorization)), Some(run)) = (egress, &run) {
-            crate::sandbox_egress::proxy().activate(authorization, run);
-        }
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| SpawnError {
             path: shown.clone(),
             error: e.to_string(),
