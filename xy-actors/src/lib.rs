@@ -13,6 +13,10 @@ mod atomic_file;
 mod bridge;
 mod calls;
 mod config_actor;
+// The remote-server seam (SPEC §23): used once the remote upstream and the
+// OAuth broker land on it.
+#[allow(dead_code)]
+mod credentials;
 mod edge;
 mod engine;
 mod events;
@@ -21,6 +25,8 @@ mod firewall;
 mod gateway;
 mod health;
 mod hooks;
+#[allow(dead_code)]
+mod http_client;
 mod ledger;
 mod log_router;
 mod logs;

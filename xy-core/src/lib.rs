@@ -7,6 +7,7 @@
 //! - [`firewall`]: the tool firewall's modes, states and digest (SPEC §20).
 //! - [`package`]: pinned installs' `package` references and install records
 //!   (SPEC §22).
+//! - [`remote`]: remote servers' `url`, `headers` and `auth` (SPEC §23).
 //! - [`time`]: durations and timestamps as xy writes them.
 //! - `client` (feature `client`): the one blocking JSON-line client of the
 //!   socket, for `xyctl`, the integration tests and the benches.
@@ -23,6 +24,7 @@ pub mod firewall;
 pub mod package;
 pub mod paths;
 pub mod protocol;
+pub mod remote;
 pub mod sandbox;
 pub mod time;
 
