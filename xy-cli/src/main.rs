@@ -9,6 +9,7 @@ mod commands;
 mod ctx;
 mod daemon_conn;
 mod error;
+mod http;
 mod mcp;
 mod output;
 mod packages;

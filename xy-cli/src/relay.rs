@@ -23,7 +23,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -186,11 +185,7 @@ impl Shared {
 /// Runs the bridge until stdin ends; then waits for the answers still
 /// coming, ends a 2025 session, and returns.
 pub(crate) fn run(url: &str) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_connect(Some(Duration::from_secs(10)))
-        .build()
-        .into();
+    let agent = crate::http::agent();
     let shared = Arc::new(Shared {
         url: url.to_owned(),
         agent,

@@ -1,6 +1,6 @@
 //! PyPI's steps of a pinned install: the PyPI JSON API for the exact
-//! version and its upload time (fetched by the `python3` the install uses,
-//! so its proxy and certificate settings apply); a venv in the version
+//! version and its upload time (over [`crate::http`]: the system's roots,
+//! the `HTTPS_PROXY`/`NO_PROXY` settings); a venv in the version
 //! directory; `pip download` of every wheel, each hashed into
 //! `requirements.lock` as `--hash=sha256:…`; `pip install --no-index
 //! --require-hashes` from those files only; the distribution's console
@@ -24,24 +24,6 @@ fn api_base() -> String {
     std::env::var("XY_PYPI_URL").unwrap_or_else(|_| "https://pypi.org/pypi".to_owned())
 }
 
-/// Reads the JSON API for `name` (`want`: an exact version, else the
-/// newest release) and prints `{version, uploaded}`, or `{missing}` when
-/// no such release exists. The project document, not the per-version one:
-/// it lists every release's files, and some mirrors serve only it.
-const RESOLVE_PY: &str = r#"
-import json, sys, urllib.request
-base, name, want = sys.argv[1], sys.argv[2], sys.argv[3]
-with urllib.request.urlopen(f"{base}/{name}/json", timeout=30) as r:
-    d = json.load(r)
-version = want or d["info"]["version"]
-files = d.get("releases", {}).get(version)
-if files is None:
-    print(json.dumps({"missing": version}))
-else:
-    times = [u["upload_time_iso_8601"] for u in files if u.get("upload_time_iso_8601")]
-    print(json.dumps({"version": version, "uploaded": min(times) if times else None}))
-"#;
-
 /// The console scripts of a distribution, as a JSON list.
 const SCRIPTS_PY: &str = r#"
 import json, sys, importlib.metadata as m
@@ -62,30 +44,18 @@ pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failur
             ),
         ));
     }
-    let python = program("python3", NO_PYTHON)?;
-    let out = run(
-        Command::new(python).args(["-c", RESOLVE_PY, &api_base(), name, want.unwrap_or("")]),
-        &format!("the PyPI lookup of {name}"),
-    )?;
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        #[serde(default)]
-        version: String,
-        uploaded: Option<String>,
-        missing: Option<String>,
-    }
-    let a: Answer = serde_json::from_slice(&out.stdout).map_err(|e| {
-        Failure::new(
-            Exit::Operational,
-            format!("cannot read PyPI's answer for {name}: {e}"),
-        )
-    })?;
-    if let Some(v) = a.missing {
-        return Err(Failure::new(
-            Exit::Operational,
-            format!("PyPI has no release {v} of {name}"),
-        ));
-    }
+    // The project document, not the per-version one: it lists every
+    // release's files, and some mirrors serve only it.
+    let url = format!("{}/{name}/json", api_base().trim_end_matches('/'));
+    let (status, doc) = crate::http::get_json(&url, LOOKUP_TIMEOUT)
+        .map_err(|e| Failure::new(Exit::Operational, e))?;
+    let fail = |m: String| Failure::new(Exit::Operational, m);
+    let a = match (status, doc) {
+        (200, Some(doc)) => release(&doc, want).map_err(|e| fail(format!("{url}: {e}")))?,
+        (404, _) => return Err(fail(format!("PyPI has no project {name} ({url})"))),
+        (200, None) => return Err(fail(format!("{url} answered with no JSON"))),
+        (s, _) => return Err(fail(format!("{url} answered {s}"))),
+    };
     let pkg: PackageRef = format!("pypi:{name}=={}", a.version).parse().map_err(
         |e: xy_core::package::PackageRefError| Failure::new(Exit::Operational, e.to_string()),
     )?;
@@ -94,6 +64,41 @@ pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failur
         published: a.uploaded.as_deref().and_then(parse_rfc3339),
         bin: None,
     })
+}
+
+/// How long a lookup may take.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A release as the project document describes it.
+#[derive(Debug, PartialEq, Eq)]
+struct Release {
+    version: String,
+    /// The earliest upload of its files: when it became installable.
+    uploaded: Option<String>,
+}
+
+/// `want` (else the newest, `info.version`) in a project document
+/// (`/pypi/<pkg>/json`); an error when it has no such release.
+fn release(doc: &serde_json::Value, want: Option<&str>) -> Result<Release, String> {
+    let version = match want {
+        Some(v) => v.to_owned(),
+        None => doc
+            .pointer("/info/version")
+            .and_then(|v| v.as_str())
+            .ok_or("no info.version")?
+            .to_owned(),
+    };
+    let files = doc
+        .get("releases")
+        .and_then(|r| r.get(&version))
+        .and_then(|f| f.as_array())
+        .ok_or_else(|| format!("PyPI has no release {version}"))?;
+    let uploaded = files
+        .iter()
+        .filter_map(|f| f.get("upload_time_iso_8601")?.as_str())
+        .min()
+        .map(str::to_owned);
+    Ok(Release { version, uploaded })
 }
 
 /// `<dir>/venv/bin`.
@@ -278,6 +283,32 @@ fn pick_script(name: &str, scripts: &[String]) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_release_is_found_with_its_first_upload() {
+        let doc = serde_json::json!({
+            "info": {"version": "2.0"},
+            "releases": {
+                "1.0": [{"upload_time_iso_8601": "2024-01-02T00:00:00.000000Z"},
+                        {"upload_time_iso_8601": "2024-01-01T00:00:00.000000Z"}],
+                "2.0": [],
+            }
+        });
+        assert_eq!(
+            release(&doc, Some("1.0")).unwrap(),
+            Release {
+                version: "1.0".into(),
+                uploaded: Some("2024-01-01T00:00:00.000000Z".into())
+            }
+        );
+        // A release without files has no known age.
+        assert_eq!(release(&doc, None).unwrap().uploaded, None);
+        assert!(
+            release(&doc, Some("3.0"))
+                .unwrap_err()
+                .contains("no release 3.0")
+        );
+    }
 
     #[test]
     fn wheel_names_split() {
