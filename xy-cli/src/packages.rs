@@ -100,7 +100,7 @@ pub(crate) fn for_add(
     port: u16,
 ) -> Result<Option<Installed>, Failure> {
     let from_json = match &a.pin.registry {
-        Some(f) => Some(registry::read(f)?),
+        Some(arg) => Some(registry::load(arg, a.pin.registry_url.as_deref())?),
         None => None,
     };
     let (ecosystem, spec) = match (&a.pin.npm, &a.pin.pypi, &from_json) {
@@ -139,8 +139,14 @@ pub(crate) fn for_add(
             .map(|s| s.replace("{port}", &port.to_string())),
     );
     let target = paths.packages_dir(&a.name, &resolved.pkg.version);
+    if let Some(e) = &from_json {
+        for n in &e.notes {
+            output::warn(&ctx.err, n);
+        }
+    }
     let plan = Plan {
         server: &a.name,
+        source: from_json.as_ref().map(|e| e.source.as_str()),
         resolved: &resolved,
         dir: &target,
         runtime_args: &runtime_args,
@@ -271,6 +277,8 @@ fn human_age(d: Duration) -> String {
 /// What the user is asked to approve.
 struct Plan<'a> {
     server: &'a str,
+    /// The `server.json` it comes from (`--registry`).
+    source: Option<&'a str>,
     resolved: &'a Resolved,
     dir: &'a Path,
     runtime_args: &'a [String],
@@ -315,13 +323,16 @@ impl Plan<'_> {
                     .to_owned(),
             ),
         };
-        let mut s = format!(
-            "server    {}\npackage   {} (published {published})\ninstall   {}/\n          {how}\n\
+        let mut s = format!("server    {}\n", self.server);
+        if let Some(src) = self.source {
+            s.push_str(&format!("registry  {src}\n"));
+        }
+        s.push_str(&format!(
+            "package   {} (published {published})\ninstall   {}/\n          {how}\n\
              command   {runtime}\nargs      ",
-            self.server,
             r.pkg,
             self.dir.display()
-        );
+        ));
         for a in self.runtime_args {
             s.push_str(a);
             s.push(' ');
@@ -489,6 +500,7 @@ pub(crate) fn upgrade(ctx: &Ctx, a: &UpgradeArgs) -> Result<Exit, Failure> {
     let extra = current.extra_args();
     let plan = Plan {
         server: &a.name,
+        source: None,
         resolved: &resolved,
         dir: &target,
         runtime_args: &[],

@@ -524,3 +524,230 @@ fn a_package_without_a_bin_is_refused_before_installing() {
     assert!(!w.packages("lp").exists());
     assert!(!w.h.config_dir().join("lp.kdl").exists());
 }
+
+/// A local MCP Registry (`tests/data/registry/serve.py`, API v0.1) serving
+/// `entries`; killed on drop.
+struct Registry {
+    child: std::process::Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Registry {
+    fn start(dir: &Path, entries: &Value) -> Registry {
+        let file = dir.join("entries.json");
+        std::fs::write(&file, entries.to_string()).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/registry/serve.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(&file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the test registry");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+        Registry {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log: dir.join("entries.json.log"),
+        }
+    }
+
+    /// The request paths it served.
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A registry entry as the official registry answers it.
+fn entry(name: &str, version: &str, server: Value) -> Value {
+    let mut s = serde_json::json!({
+        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+        "name": name,
+        "description": format!("{name} for tests"),
+        "version": version,
+    });
+    s.as_object_mut()
+        .unwrap()
+        .extend(server.as_object().unwrap().clone());
+    serde_json::json!({
+        "server": s,
+        "_meta": {"io.modelcontextprotocol.registry/official": {
+            "status": "active", "publishedAt": "2026-09-02T10:00:00Z",
+            "updatedAt": "2026-09-02T10:00:00Z", "isLatest": true}}
+    })
+}
+
+fn npm_package(version: &str) -> Value {
+    serde_json::json!({"packages": [{
+        "registryType": "npm", "registryBaseUrl": "https://registry.npmjs.org",
+        "identifier": MEMORY, "version": version, "transport": {"type": "stdio"},
+        "environmentVariables": [
+            {"name": "MEMORY_API_TOKEN", "isSecret": true, "isRequired": true},
+            {"name": "MEMORY_FILE_PATH", "default": "/tmp/xy-memory.json"}]}]})
+}
+
+fn registry_entries() -> Value {
+    Value::Array(vec![
+        entry(
+            "io.github.modelcontextprotocol/server-memory",
+            MEMORY_VERSION,
+            npm_package(MEMORY_VERSION),
+        ),
+        entry(
+            "io.github.example/memory-bank",
+            MEMORY_OLDER,
+            npm_package(MEMORY_OLDER),
+        ),
+        entry(
+            "io.github.example/weather",
+            "1.0.0",
+            serde_json::json!({"remotes": [
+                {"type": "streamable-http", "url": "https://weather.example.com/mcp"}]}),
+        ),
+    ])
+}
+
+/// `--registry <name>` answers without installing anything: not found
+/// (with close names), a version that does not exist, an ambiguous
+/// search, a remote-only entry, plain http to a non-loopback registry.
+#[test]
+fn registry_lookups_that_cannot_install_say_why() {
+    let w = World::new("xyrl");
+    let reg = Registry::start(w.h.home(), &registry_entries());
+    let add = |server: &str, arg: &str| {
+        w.run(&[
+            "--no-spawn",
+            "add",
+            server,
+            "--registry",
+            arg,
+            "--registry-url",
+            &reg.url,
+            "--yes",
+        ])
+    };
+    let err = add("m", "io.github.nobody/memory").fails(1);
+    assert!(
+        err.contains("io.github.nobody/memory is not in http://127.0.0.1:")
+            && err.contains("similar names: io.github.example/memory-bank"),
+        "{err}"
+    );
+    let err = add("m", "io.github.modelcontextprotocol/server-memory@9.9.9").fails(1);
+    assert!(err.contains("has no version 9.9.9"), "{err}");
+    let err = add("m", "memory").fails(1);
+    assert!(
+        err.contains("2 servers in http://127.0.0.1:")
+            && err.contains("io.github.example/memory-bank")
+            && err.contains("io.github.modelcontextprotocol/server-memory")
+            && err.contains("pass the full name"),
+        "{err}"
+    );
+    let err = add("m", "nothing-like-it").fails(1);
+    assert!(err.contains("no server in"), "{err}");
+    let err = add("m", "io.github.example/weather").fails(1);
+    assert!(
+        err.contains("--url https://weather.example.com/mcp"),
+        "{err}"
+    );
+    let err = w
+        .run(&[
+            "--no-spawn",
+            "add",
+            "m",
+            "--registry",
+            "memory",
+            "--registry-url",
+            "http://registry.example.com",
+            "--yes",
+        ])
+        .fails(1);
+    assert!(err.contains("only for a loopback host"), "{err}");
+    // The name is one path segment (`%2F`), as the API asks.
+    assert!(
+        reg.requests()
+            .contains(&"/v0.1/servers/io.github.example%2Fweather/versions/latest".to_owned()),
+        "{:?}",
+        reg.requests()
+    );
+    assert!(!w.h.config_dir().join("m.kdl").exists());
+    assert!(!w.packages("m").exists());
+}
+
+/// `--registry <name>` installs what the registry's entry names, as
+/// `--registry <file>` does; a word matching one name finds it, and the
+/// plan names the entry.
+#[test]
+fn a_registry_name_installs_its_package() {
+    if npm_unreachable("a_registry_name_installs_its_package") {
+        return;
+    }
+    let w = World::new("xyrn");
+    let reg = Registry::start(w.h.home(), &registry_entries());
+    // A word that matches one server, without a terminal: the plan shows
+    // the entry it found, and nothing is installed.
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "bank",
+        "--registry",
+        "bank",
+        "--registry-url",
+        &reg.url,
+    ]);
+    let err = r.fails(1);
+    assert!(err.contains("confirming needs a terminal"), "{err}");
+    assert!(
+        r.stdout().contains(&format!(
+            "registry  io.github.example/memory-bank {MEMORY_OLDER} from {}",
+            reg.url
+        )) && r.stdout().contains(&format!("npm:{MEMORY}@{MEMORY_OLDER}")),
+        "{}",
+        r.stdout()
+    );
+    assert!(!w.packages("bank").exists());
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "mem",
+        "--registry",
+        "io.github.modelcontextprotocol/server-memory",
+        "--registry-url",
+        &reg.url,
+        "--yes",
+        "--port",
+        &port(4),
+    ]);
+    r.ok();
+    assert!(
+        r.stderr().contains("fill in the secret MEMORY_API_TOKEN"),
+        "{}",
+        r.stderr()
+    );
+    let text = w.config("mem");
+    assert!(
+        text.contains(&format!("package \"npm:{MEMORY}@{MEMORY_VERSION}\"")),
+        "{text}"
+    );
+    assert!(!text.contains("npx"), "{text}");
+    let config = xy_core::config::parse_server("mem", Path::new("mem.kdl"), &text).unwrap();
+    assert_eq!(config.env["MEMORY_FILE_PATH"], "/tmp/xy-memory.json");
+    assert_eq!(config.secrets[0].name, "MEMORY_API_TOKEN");
+    let lock = lockfile(&w.packages("mem").join(MEMORY_VERSION));
+    assert!(lock["packages"].as_object().unwrap().len() > 5);
+}

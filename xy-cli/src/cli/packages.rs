@@ -17,11 +17,17 @@ pub(crate) struct PinArgs {
     /// into a venv with hash-pinned wheels, and run its console script.
     #[arg(long, value_name = "PKG[==VER]", conflicts_with = "registry")]
     pub(crate) pypi: Option<String>,
-    /// Install what an MCP Registry `server.json` (a local file) names: its
-    /// npm or PyPI package, arguments and environment; secret variables
-    /// become `secrets` placeholders to fill in.
-    #[arg(long, value_name = "SERVER.JSON", conflicts_with = "npm")]
-    pub(crate) registry: Option<std::path::PathBuf>,
+    /// Install what an MCP Registry entry names: its npm or PyPI package,
+    /// arguments and environment (secret variables become `secrets`
+    /// placeholders to fill in). A `server.json` file, or a server's name
+    /// in the registry (`io.github.owner/server[@version]`, or a word that
+    /// matches one name).
+    #[arg(long, value_name = "SERVER.JSON|NAME", conflicts_with = "npm")]
+    pub(crate) registry: Option<String>,
+    /// The MCP Registry `--registry <name>` looks in (default the official
+    /// https://registry.modelcontextprotocol.io).
+    #[arg(long, value_name = "URL", requires = "registry")]
+    pub(crate) registry_url: Option<String>,
     #[command(flatten)]
     pub(crate) install: InstallFlags,
 }
