@@ -21,6 +21,7 @@ use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
 use crate::{output, server_file};
 
+pub(crate) mod import;
 pub(crate) mod npm;
 pub(crate) mod pypi;
 pub(crate) mod registry;
@@ -353,8 +354,20 @@ impl Plan<'_> {
 /// Shows the plan and asks on a terminal; `--yes` skips the question;
 /// without either nothing is installed.
 fn confirm(ctx: &Ctx, plan: &Plan<'_>) -> Result<(), Failure> {
-    output::stdout(&plan.render()?);
-    if plan.flags.yes {
+    confirm_all(ctx, std::slice::from_ref(plan), plan.flags)
+}
+
+/// [`confirm`] for several installs: every plan shown, one question.
+fn confirm_all(ctx: &Ctx, plans: &[Plan<'_>], flags: &InstallFlags) -> Result<(), Failure> {
+    let mut text = String::new();
+    for (i, p) in plans.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(&p.render()?);
+    }
+    output::stdout(&text);
+    if flags.yes {
         return Ok(());
     }
     let stdin = std::io::stdin();
@@ -364,7 +377,11 @@ fn confirm(ctx: &Ctx, plan: &Plan<'_>) -> Result<(), Failure> {
             "not installed: confirming needs a terminal; pass --yes to install without asking",
         ));
     }
-    output::stderr("Install? [y/N] ");
+    if plans.len() > 1 {
+        output::stderr(&format!("Install these {} packages? [y/N] ", plans.len()));
+    } else {
+        output::stderr("Install? [y/N] ");
+    }
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     stdin

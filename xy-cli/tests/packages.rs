@@ -751,3 +751,89 @@ fn a_registry_name_installs_its_package() {
     let lock = lockfile(&w.packages("mem").join(MEMORY_VERSION));
     assert!(lock["packages"].as_object().unwrap().len() > 5);
 }
+
+/// `import --pin`: the `npx -y <pkg>@<ver>` entry becomes a pinned install
+/// after one confirmation; an `npx` line xy cannot read and a plain
+/// command are imported as they are (the first with a reason); without
+/// `--yes` and without a terminal nothing is installed or written.
+#[test]
+fn import_pin_turns_npx_entries_into_pinned_installs() {
+    if npm_unreachable("import_pin_turns_npx_entries_into_pinned_installs") {
+        return;
+    }
+    let w = World::new("xypi");
+    let file = w.h.home().join("claude_desktop_config.json");
+    std::fs::write(
+        &file,
+        format!(
+            r#"{{"mcpServers": {{
+                "memory": {{"command": "npx", "args": ["-y", "{MEMORY}@{MEMORY_VERSION}"],
+                            "env": {{"MEMORY_FILE_PATH": "/tmp/xy-pin-memory.json"}}}},
+                "odd": {{"command": "npx", "args": ["--package=left-pad", "left-pad"]}},
+                "plain": {{"command": "/bin/cat", "args": []}}
+            }}}}"#
+        ),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let import = |extra: &[&str]| {
+        let mut args = vec![
+            "--no-spawn",
+            "import",
+            "claude-desktop",
+            "--file",
+            f,
+            "--pin",
+        ];
+        args.extend_from_slice(extra);
+        w.run(&args)
+    };
+    // No terminal, no --yes: the plan is shown, nothing happens.
+    let r = import(&[]);
+    let err = r.fails(1);
+    assert!(err.contains("confirming needs a terminal"), "{err}");
+    assert!(
+        r.stdout()
+            .contains(&format!("npm:{MEMORY}@{MEMORY_VERSION}")),
+        "{}",
+        r.stdout()
+    );
+    assert!(!w.packages("memory").exists());
+    assert!(!w.h.config_dir().join("memory.kdl").exists());
+    assert!(!w.h.config_dir().join("plain.kdl").exists());
+    // A dry run says what would be pinned and installs nothing.
+    let out = import(&["--dry-run"]).ok();
+    assert!(
+        out.contains(&format!(
+            "would be created, pinned npm:{MEMORY}@{MEMORY_VERSION}"
+        )),
+        "{out}"
+    );
+    assert!(!w.packages("memory").exists());
+
+    let out = import(&["--yes"]).ok();
+    assert!(
+        out.contains(&format!("created, pinned npm:{MEMORY}@{MEMORY_VERSION}")),
+        "{out}"
+    );
+    assert!(
+        out.contains("created (not pinned: its `npx` arguments"),
+        "{out}"
+    );
+    let memory = w.config("memory");
+    assert!(!memory.contains("npx"), "{memory}");
+    assert!(
+        memory.contains(&format!("package \"npm:{MEMORY}@{MEMORY_VERSION}\"")),
+        "{memory}"
+    );
+    let config = xy_core::config::parse_server("memory", Path::new("memory.kdl"), &memory).unwrap();
+    assert_eq!(config.env["MEMORY_FILE_PATH"], "/tmp/xy-pin-memory.json");
+    let dir = w.packages("memory").join(MEMORY_VERSION);
+    assert!(
+        config.args[0].starts_with(&dir.display().to_string()),
+        "{memory}"
+    );
+    assert!(lockfile(&dir)["packages"].as_object().unwrap().len() > 5);
+    assert!(w.config("odd").contains("\"npx\""));
+    assert!(!w.config("plain").contains("package "));
+}

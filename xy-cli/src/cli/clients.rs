@@ -23,6 +23,12 @@ pub(crate) struct ImportArgs {
     /// full rights.
     #[arg(long)]
     pub(crate) no_sandbox: bool,
+    /// Turn `npx -y <pkg>` / `uvx <pkg>` entries into pinned installs (as
+    /// `xyctl add --npm/--pypi` does; one confirmation for all of them).
+    #[arg(long)]
+    pub(crate) pin: bool,
+    #[command(flatten)]
+    pub(crate) install: crate::cli::InstallFlags,
 }
 
 /// `clients`.

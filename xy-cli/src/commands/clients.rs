@@ -13,6 +13,7 @@ use crate::cli::{ClientsArgs, ClientsCmd, ImportArgs};
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::error::{Exit, Failure};
+use crate::packages::import::{Candidate, Outcome};
 use crate::server_file::{self, ServerSpec};
 use crate::{daemon_conn, output, render};
 use xy_core::client::Client;
@@ -59,6 +60,18 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
     let path = path_of(a.client, a.file.as_ref())?;
     let (_, _, entries) = read(a.client, &path)?;
     let (client, dir) = daemon_and_dir(ctx)?;
+    // SPEC §22: `--pin` resolves, confirms and installs before any file
+    // is written; the loop below then writes the pinned commands.
+    let mut pins = if a.pin {
+        crate::packages::import::prepare(
+            ctx,
+            &pin_candidates(&entries, &dir),
+            &a.install,
+            a.dry_run,
+        )?
+    } else {
+        Default::default()
+    };
     let mut used = server_file::used_ports(&dir);
     let mut taken: BTreeSet<String> = BTreeSet::new();
     let mut rows = Vec::new();
@@ -91,14 +104,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
                 continue;
             }
         };
-        let mut name = server_file::usable_name(&e.name);
-        let base = name.clone();
-        let mut n = 2;
-        while taken.contains(&name) {
-            name = format!("{base}-{n}");
-            n += 1;
-        }
-        taken.insert(name.clone());
+        let name = unique_name(&e.name, &mut taken);
         let shown = if name == e.name {
             name.clone()
         } else {
@@ -118,6 +124,11 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
             continue;
         };
         used.insert(port);
+        let pin = pins.take(&name);
+        let (command, args) = match &pin {
+            Some(Outcome::Pinned(p)) => (&p.command, &p.args),
+            _ => (command, args),
+        };
         let spec = ServerSpec {
             command: command.clone(),
             args: args.clone(),
@@ -134,6 +145,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
             path.display()
         );
         let mut text = server_file::render(&spec, &comment);
+        let pinned = pin_note(pin.as_ref(), &mut text);
         let mut create = Vec::new();
         if !a.no_sandbox
             && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl import")
@@ -147,7 +159,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
             let result =
                 match xy_core::config::parse_server(&name, &dir.join(format!("{name}.kdl")), &text)
                 {
-                    Ok(_) => "would be created".to_owned(),
+                    Ok(_) => format!("would be created{pinned}"),
                     Err(errs) => format!("invalid: {}", first_line(&errs.render(false))),
                 };
             rows.push(row(&e.name, &shown, &port_s, &result));
@@ -159,7 +171,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
                 for warning in crate::starter::create_dirs(&create) {
                     output::note(&ctx.err, &warning);
                 }
-                rows.push(row(&e.name, &shown, &port_s, "created"));
+                rows.push(row(&e.name, &shown, &port_s, &format!("created{pinned}")));
             }
             Err(err) => {
                 rows.push(row(&e.name, &shown, &port_s, "invalid: nothing written"));
@@ -193,6 +205,53 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
     match invalid.into_iter().next() {
         Some(f) => Err(f),
         None => Ok(Exit::Success),
+    }
+}
+
+/// A usable xy name for client entry `entry`, made unique among `taken`
+/// (`name-2`, `name-3`, …) and added to it.
+fn unique_name(entry: &str, taken: &mut BTreeSet<String>) -> String {
+    let base = server_file::usable_name(entry);
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    taken.insert(name.clone());
+    name
+}
+
+/// The stdio entries `import` will create, under the names it will give
+/// them (the same walk as its loop).
+fn pin_candidates(entries: &[Entry], dir: &Path) -> Vec<Candidate> {
+    let mut taken = BTreeSet::new();
+    entries
+        .iter()
+        .filter_map(|e| match &e.spec {
+            Spec::Stdio { command, args, .. } => {
+                let name = unique_name(&e.name, &mut taken);
+                (!dir.join(format!("{name}.kdl")).exists()).then(|| Candidate {
+                    name,
+                    command: command.clone(),
+                    args: args.clone(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A pinned install's `package` node into `text`; the row's note.
+fn pin_note(pin: Option<&Outcome>, text: &mut String) -> String {
+    match pin {
+        Some(Outcome::Pinned(p)) => {
+            p.annotate(text);
+            format!(", pinned {}", p.package)
+        }
+        Some(Outcome::WouldPin(pkg)) => format!(", pinned {pkg}"),
+        Some(Outcome::Unpinned(why)) => format!(" (not pinned: {why})"),
+        None => String::new(),
     }
 }
 
