@@ -37,6 +37,7 @@ struct Remote {
 #[serde(rename_all = "camelCase")]
 struct Package {
     registry_type: String,
+    registry_base_url: Option<String>,
     identifier: String,
     version: Option<String>,
     transport: Option<Transport>,
@@ -153,8 +154,9 @@ pub(crate) fn load(arg: &str, base: Option<&str>) -> Result<Entry, Failure> {
     let mut e = from_server_json(sj)
         .map_err(|e| Failure::new(Exit::Operational, format!("{full} {ver} ({base}): {e}")))?;
     e.source = format!("{full} {ver} from {base}");
-    e.notes = status_notes(&meta)
+    let status = status_notes(&meta)
         .map_err(|m| Failure::new(Exit::Operational, format!("{full} {ver} ({base}): {m}")))?;
+    e.notes.extend(status);
     Ok(e)
 }
 
@@ -407,6 +409,20 @@ fn from_server_json(sj: ServerJson) -> Result<Entry, String> {
         Some(v) => format!("{}{}{v}", p.identifier, ecosystem.separator()),
         None => p.identifier.clone(),
     };
+    let mut notes = Vec::new();
+    let public = match ecosystem {
+        Ecosystem::Npm => ("https://registry.npmjs.org", "npm"),
+        Ecosystem::Pypi => ("https://pypi.org", "pip"),
+    };
+    if let Some(u) = &p.registry_base_url
+        && u.trim_end_matches('/') != public.0
+    {
+        notes.push(format!(
+            "the entry names the package registry {u}; the package is installed from {}'s \
+             configured registry",
+            public.1
+        ));
+    }
     let mut todo = Vec::new();
     let runtime_args = arguments(&p.runtime_arguments, &mut todo);
     let package_args = arguments(&p.package_arguments, &mut todo);
@@ -433,7 +449,7 @@ fn from_server_json(sj: ServerJson) -> Result<Entry, String> {
         secrets,
         todo,
         source: String::new(),
-        notes: Vec::new(),
+        notes,
     })
 }
 
@@ -512,6 +528,23 @@ mod tests {
         assert!(err.contains("npm (streamable-http)"), "{err}");
         assert!(err.contains("--url https://x"), "{err}");
         assert!(parse("{").unwrap_err().contains("not a server.json"));
+    }
+
+    #[test]
+    fn another_package_registry_is_said() {
+        let e = parse(
+            r#"{"packages":[{"registryType":"npm","registryBaseUrl":"https://npm.example.com",
+               "identifier":"a","version":"1.0.0"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(e.notes.len(), 1, "{:?}", e.notes);
+        assert!(e.notes[0].contains("https://npm.example.com"));
+        let e = parse(
+            r#"{"packages":[{"registryType":"npm","registryBaseUrl":"https://registry.npmjs.org/",
+               "identifier":"a","version":"1.0.0"}]}"#,
+        )
+        .unwrap();
+        assert!(e.notes.is_empty());
     }
 
     #[test]
