@@ -26,6 +26,9 @@ fn daemon_for(fx: &Fixture) -> TestDaemon {
         &[
             ("XY_TEST_OAUTH_TARGETS", targets.into()),
             ("XY_AUTH_STORE", "file".into()),
+            // Everything, rmcp's and reqwest's debug lines included, goes to
+            // daemon.log, which the token search reads.
+            ("XY_LOG", "debug".into()),
         ],
     )
 }
@@ -136,7 +139,8 @@ fn auth_login_no_browser_completes_when_the_url_is_followed_and_tokens_stay_in_t
         let mode = std::fs::metadata(&store).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
-    // Nowhere else under the state dir …
+    // Nowhere else under the state dir (daemon.log, at debug, is one) …
+    assert!(d.env.daemon_log().contains("OAuth login completed"));
     for f in files_under(&d.env.state_dir()) {
         if f == store || f.extension().is_some_and(|e| e == "sock") {
             continue;
