@@ -19,6 +19,8 @@ use xy_core::config::ServerConfig;
 use xy_core::protocol::{AuthLoginResult, AuthLoginWaitResult, AuthState, AuthStatusEntry};
 use xy_core::remote::OAuthConfig;
 
+#[cfg(test)]
+mod conformance;
 mod grant;
 mod http;
 mod login;

@@ -59,6 +59,11 @@ struct State {
     generation: u64,
     /// Scopes a `403 insufficient_scope` asked for; the next login adds them.
     missing_scopes: Vec<String>,
+    /// The last `WWW-Authenticate` the server answered a request with: the
+    /// next login starts discovery from it (its `resource_metadata` and
+    /// `scope`), which a request the server lets through unauthenticated
+    /// (`initialize`, often) would not show.
+    challenge: Option<String>,
 }
 
 /// What a caller needs from the current token, copied out of the lock.
@@ -351,6 +356,11 @@ impl Grant {
         Ok(Some((info, why)))
     }
 
+    /// The challenge of the last rejected request, if any.
+    pub(super) fn challenge(&self) -> Option<String> {
+        self.shared.lock().challenge.clone()
+    }
+
     pub(super) fn missing_scopes(&self) -> Vec<String> {
         self.shared.lock().missing_scopes.clone()
     }
@@ -474,6 +484,9 @@ impl Credentials for Grant {
         www_authenticate: Option<String>,
     ) -> BoxFuture<'_, Result<(), CredentialError>> {
         Box::pin(async move {
+            if www_authenticate.is_some() {
+                self.shared.lock().challenge = www_authenticate.clone();
+            }
             let params = www_authenticate.as_deref().and_then(|w| {
                 reqwest::Url::parse(&self.shared.url)
                     .ok()

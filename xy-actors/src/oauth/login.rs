@@ -75,8 +75,12 @@ pub(super) async fn start(setup: LoginSetup) -> Result<(Login, AuthLoginResult),
     let url = grant.url().to_owned();
     let failed = |step: &str, e: AuthError| OAuthError::LoginFailed(format!("{step}: {e}"));
 
-    // The resource's own `401` names its metadata (RFC 9728 §5.1).
-    let challenge = probe(&setup.http, &url).await?;
+    // The resource's own `401` names its metadata (RFC 9728 §5.1): the one
+    // a request through xy got, else an unauthenticated `initialize`'s.
+    let challenge = match grant.challenge() {
+        Some(c) => Some(c),
+        None => probe(&setup.http, &url).await?,
+    };
     let http: Arc<dyn rmcp::transport::auth::OAuthHttpClient> = setup.http.clone();
     let mut manager = AuthorizationManager::new_with_oauth_http_client(url.as_str(), http)
         .await
