@@ -71,6 +71,8 @@ struct Inner {
     settings: tokio::sync::watch::Sender<xy_core::config::DaemonSettings>,
     /// Where sandbox temp dirs live (`sandbox_test` spawns its probe there).
     sandbox_env: crate::os::sandbox::SandboxEnv,
+    /// The OAuth broker: one grant per remote server (SPEC §23).
+    oauth: crate::oauth::OAuthBroker,
     /// A server whose reload step fails on purpose (unit tests).
     #[cfg(test)]
     reload_fault: std::sync::Mutex<Option<String>>,
@@ -117,6 +119,7 @@ impl Engine {
             .map(|c| c.name.clone())
             .collect();
         let follow_bytes = opts.follow_bytes;
+        let oauth = crate::oauth::OAuthBroker::new(opts.oauth.clone());
         let settings = configs.settings.clone();
         let (routes, routes_rx) = tokio::sync::watch::channel(crate::gateway::Routes::default());
         let (gateway, _) = Actor::spawn(
@@ -165,6 +168,7 @@ impl Engine {
                 gateway_port: std::sync::atomic::AtomicU16::new(0),
                 settings: tokio::sync::watch::channel(settings.clone()).0,
                 sandbox_env,
+                oauth,
                 #[cfg(test)]
                 reload_fault: std::sync::Mutex::default(),
             }),
@@ -337,13 +341,46 @@ impl Engine {
         name: &str,
         socket: &std::path::Path,
     ) -> Result<xy_core::protocol::SandboxTestResult, EngineError> {
+        let config = self.server_config(name).await?;
+        crate::sandbox_probe::run(&config, &self.inner.sandbox_env, socket).await
+    }
+
+    /// One server's config as loaded (`-32001` for an unknown name).
+    pub async fn server_config(
+        &self,
+        name: &str,
+    ) -> Result<xy_core::config::ServerConfig, EngineError> {
         let owners = self.owners().await?;
-        let config = ask(&owners.config, "config lookup", QUERY_TIMEOUT, |r| {
+        ask(&owners.config, "config lookup", QUERY_TIMEOUT, |r| {
             ConfigMsg::Get(name.to_owned(), r)
         })
         .await?
-        .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))?;
-        crate::sandbox_probe::run(&config, &self.inner.sandbox_env, socket).await
+        .ok_or_else(|| EngineError::ServerNotFound(vec![name.to_owned()]))
+    }
+
+    /// Every configured server's config, sorted by name.
+    pub async fn server_configs(&self) -> Result<Vec<xy_core::config::ServerConfig>, EngineError> {
+        let mut names: Vec<String> = self
+            .refs()
+            .await?
+            .servers
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        names.sort();
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            // A server removed meanwhile is skipped, not an error.
+            if let Ok(c) = self.server_config(&n).await {
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The OAuth broker (SPEC §23): logins, grants, and their events.
+    pub fn oauth(&self) -> &crate::oauth::OAuthBroker {
+        &self.inner.oauth
     }
 
     /// The tool ledger of one server (SPEC §12 `tools`).

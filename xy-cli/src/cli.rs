@@ -136,6 +136,10 @@ pub(crate) enum Command {
     /// rules and show what gets through.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
+    /// Log in to a remote server's OAuth authorization server once, for
+    /// every client; show or forget the grant.
+    #[command(subcommand)]
+    Auth(AuthCmd),
     /// Print a shell completion script.
     Completions {
         /// The shell.
@@ -234,6 +238,38 @@ pub(crate) enum ConfigCmd {
     },
 }
 
+/// `auth …`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum AuthCmd {
+    /// Open the browser at the server's authorization page and wait until
+    /// the login completes (Ctrl-C stops waiting).
+    Login {
+        /// The server's name.
+        name: String,
+        /// Print the URL instead of opening a browser (headless machines,
+        /// SSH sessions).
+        #[arg(long)]
+        no_browser: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Show each OAuth server's grant: logged in (issuer, scopes, expiry),
+    /// not logged in, or login needed.
+    Status {
+        /// One server (default: every server with `auth { oauth }`).
+        name: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Forget a server's grant (the tokens are deleted from the store).
+    Logout {
+        /// The server's name.
+        name: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
 /// `sandbox …`.
 #[derive(Debug, Clone, Subcommand)]
 pub(crate) enum SandboxCmd {
@@ -320,6 +356,28 @@ mod tests {
             cli.command,
             Command::Daemon(DaemonCmd::Restart { force: true })
         ));
+    }
+
+    #[test]
+    fn auth_subcommands() {
+        let Command::Auth(AuthCmd::Login {
+            name, no_browser, ..
+        }) = parse(&["auth", "login", "linear", "--no-browser"])
+            .unwrap()
+            .command
+        else {
+            panic!("not auth login")
+        };
+        assert_eq!(name, "linear");
+        assert!(no_browser);
+        let Command::Auth(AuthCmd::Status { name, json }) =
+            parse(&["auth", "status", "--json"]).unwrap().command
+        else {
+            panic!("not auth status")
+        };
+        assert_eq!(name, None);
+        assert!(json.json);
+        assert!(parse(&["auth", "logout"]).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 
 pub(crate) mod add;
+pub(crate) mod auth;
 pub(crate) mod calls;
 pub(crate) mod clients;
 pub(crate) mod completions;
@@ -52,6 +53,7 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Connect { name } => connect::run(ctx, &name),
         Command::Mcp => crate::mcp::run(ctx),
         Command::Sandbox(cmd) => sandbox::run(ctx, &cmd),
+        Command::Auth(cmd) => auth::run(ctx, &cmd),
         Command::Completions { shell } => completions::run(shell),
     }
 }

@@ -2,6 +2,7 @@
 //! `xyctl` prints, given a [`Style`]. No I/O here, so every output is
 //! snapshot-tested with fixed inputs.
 
+mod auth;
 mod calls;
 mod columns;
 mod control;
@@ -15,6 +16,7 @@ mod status;
 mod style;
 mod tools;
 
+pub(crate) use auth::{render_auth_status, render_login_done};
 pub(crate) use calls::{CallColumns, render_calls};
 pub(crate) use control::{render_reload, render_restart, render_start, render_stop};
 pub(crate) use daemon::render_daemon_status;

@@ -18,6 +18,12 @@ mod package;
 mod sandbox;
 pub use package::PackageStatus;
 pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
+mod auth;
+pub use auth::{
+    AuthGrantInfo, AuthLoginParams, AuthLoginResult, AuthLoginWaitParams, AuthLoginWaitResult,
+    AuthLogoutParams, AuthLogoutResult, AuthState, AuthStatusEntry, AuthStatusParams,
+    AuthStatusResult, ClientIdKind,
+};
 mod failure;
 pub use failure::{
     ConfigInvalidData, DiagnosticData, PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData,
@@ -67,6 +73,14 @@ pub mod method {
     pub const TOOLS_DENY: &str = "tools_deny";
     /// `sandbox_test {name}` → [`super::SandboxTestResult`]
     pub const SANDBOX_TEST: &str = "sandbox_test";
+    /// `auth_login {name}` → [`super::AuthLoginResult`]
+    pub const AUTH_LOGIN: &str = "auth_login";
+    /// `auth_login_wait {login_id, timeout_ms?}` → [`super::AuthLoginWaitResult`]
+    pub const AUTH_LOGIN_WAIT: &str = "auth_login_wait";
+    /// `auth_status {name?}` → [`super::AuthStatusResult`]
+    pub const AUTH_STATUS: &str = "auth_status";
+    /// `auth_logout {name}` → [`super::AuthLogoutResult`]
+    pub const AUTH_LOGOUT: &str = "auth_logout";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
@@ -89,7 +103,7 @@ pub mod method {
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 22] = [
         LIST,
         STATUS,
         START,
@@ -108,6 +122,10 @@ pub mod method {
         TOOLS_APPROVE,
         TOOLS_DENY,
         SANDBOX_TEST,
+        AUTH_LOGIN,
+        AUTH_LOGIN_WAIT,
+        AUTH_STATUS,
+        AUTH_LOGOUT,
     ];
 }
 
@@ -136,11 +154,15 @@ pub enum ErrorCode {
     NotRunning,
     /// `-32006`: the child could not be spawned; `data` holds path and OS error.
     SpawnFailed,
+    /// `-32007`: an OAuth login failed (discovery, registration, a refused
+    /// or mismatched authorization response, the token exchange); the
+    /// message says which step and never holds a token.
+    AuthFailed,
 }
 
 impl ErrorCode {
     /// Every code, for exhaustive tests and docs.
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -152,6 +174,7 @@ impl ErrorCode {
         ErrorCode::AlreadyRunning,
         ErrorCode::NotRunning,
         ErrorCode::SpawnFailed,
+        ErrorCode::AuthFailed,
     ];
 
     /// The numeric code on the wire.
@@ -168,6 +191,7 @@ impl ErrorCode {
             ErrorCode::AlreadyRunning => -32004,
             ErrorCode::NotRunning => -32005,
             ErrorCode::SpawnFailed => -32006,
+            ErrorCode::AuthFailed => -32007,
         }
     }
 
@@ -190,6 +214,7 @@ impl ErrorCode {
             ErrorCode::AlreadyRunning => "AlreadyRunning",
             ErrorCode::NotRunning => "NotRunning",
             ErrorCode::SpawnFailed => "SpawnFailed",
+            ErrorCode::AuthFailed => "AuthFailed",
         }
     }
 }

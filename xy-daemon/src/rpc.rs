@@ -16,6 +16,7 @@ use xy_core::protocol::{BootPhase, BootProgress, ErrorCode, RpcError};
 
 use crate::transport::{Conn, Handlers};
 
+mod auth;
 mod calls;
 mod config;
 mod daemon;
@@ -149,6 +150,7 @@ pub(crate) fn module(ctx: Arc<DaemonCtx>) -> Handlers {
     events::register(&mut m);
     calls::register(&mut m);
     daemon::register(&mut m);
+    auth::register(&mut m);
     let mut handlers = Handlers::from(jsonrpsee::Methods::from(m));
     servers::register_direct(&mut handlers, &ctx);
     handlers

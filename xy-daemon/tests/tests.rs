@@ -3,6 +3,7 @@
 
 mod helper;
 
+mod auth;
 mod boot;
 mod conformance;
 mod crash;

@@ -342,6 +342,27 @@ impl Conformance {
         args.extend(["-o".to_owned(), out.display().to_string()]);
         (self.node.clone(), args)
     }
+
+    /// `conformance client --command COMMAND <selection…> -o OUT`: the
+    /// client scenarios (e.g. `["--suite", "auth"]`) against the client
+    /// `command` (split on spaces; the scenario's URL is appended); each
+    /// scenario's checks land in `OUT/<scenario>-<time>/checks.json`.
+    pub fn client_suite_command(
+        &self,
+        command: &str,
+        selection: &[&str],
+        out: &Path,
+    ) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            self.cli.display().to_string(),
+            "client".to_owned(),
+            "--command".to_owned(),
+            command.to_owned(),
+        ];
+        args.extend(selection.iter().map(|s| (*s).to_owned()));
+        args.extend(["-o".to_owned(), out.display().to_string()]);
+        (self.node.clone(), args)
+    }
 }
 
 /// Ensures the conformance suite, Node 22 and the TypeScript SDK are

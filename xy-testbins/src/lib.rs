@@ -3,11 +3,13 @@
 //! need, the rmcp-based MCP server behind `xy-test-mcp` ([`mcp`]), the
 //! installer of the official Python/TypeScript SDK servers for interop tests
 //! ([`interop`]), and [`locate`], which other crates' tests use to find these
-//! programs.
+//! programs, and [`oauth`], the OAuth fixture (a Python authorization server
+//! and protected resource) the OAuth tests start.
 
 pub mod args;
 pub mod interop;
 pub mod locate;
 pub mod mcp;
+pub mod oauth;
 pub mod out;
 pub mod sys;

@@ -33,6 +33,9 @@ pub struct EngineOptions {
     pub follow_bytes: usize,
     /// Events an `events` subscriber may fall behind before it is dropped.
     pub event_buffer: usize,
+    /// The OAuth broker's settings (SPEC §23). [`EngineOptions::new`] keeps
+    /// grants in `auth/` beside `run_dir` (or the macOS keychain).
+    pub oauth: crate::oauth::OAuthOptions,
 }
 
 impl EngineOptions {
@@ -46,6 +49,11 @@ impl EngineOptions {
             sandbox_dir: run_dir
                 .parent()
                 .map_or_else(|| run_dir.join("sandbox"), |p| p.join("sandbox")),
+            oauth: crate::oauth::OAuthOptions::new(
+                run_dir
+                    .parent()
+                    .map_or_else(|| run_dir.join("auth"), |p| p.join("auth")),
+            ),
             run_dir,
             ..EngineOptions::default()
         }
@@ -65,6 +73,7 @@ impl Default for EngineOptions {
             follow_buffer: DEFAULT_FOLLOW_BUFFER,
             follow_bytes: crate::logs::FOLLOW_BEHIND,
             event_buffer: crate::events::DEFAULT_EVENT_BUFFER,
+            oauth: crate::oauth::OAuthOptions::new(std::env::temp_dir().join("xy-auth")),
         }
     }
 }

@@ -66,7 +66,11 @@ fn method_names() {
             "calls_cancel",
             "tools_approve",
             "tools_deny",
-            "sandbox_test"
+            "sandbox_test",
+            "auth_login",
+            "auth_login_wait",
+            "auth_status",
+            "auth_logout"
         ]
     );
     assert_eq!(method::LOG, "log");
@@ -87,6 +91,7 @@ fn error_codes() {
         (ErrorCode::AlreadyRunning, -32004),
         (ErrorCode::NotRunning, -32005),
         (ErrorCode::SpawnFailed, -32006),
+        (ErrorCode::AuthFailed, -32007),
     ];
     for (c, n) in want {
         assert_eq!(c.code(), n);
