@@ -231,6 +231,7 @@ fn route(snap: &ServerSnapshot) -> Route {
             }
             other => Route::Down(other),
         },
+        Transport::Remote => Route::Down(snap.state),
     }
 }
 

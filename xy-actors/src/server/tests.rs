@@ -24,6 +24,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         args: vec![],
         port: 1,
         transport: Default::default(),
+        remote: None,
         path: "/mcp".into(),
         on_demand: None,
         env: Default::default(),

@@ -17,6 +17,9 @@ pub enum Transport {
     Http,
     /// The child speaks MCP on stdin/stdout; xy serves it over HTTP on `port`.
     Stdio,
+    /// No process: a `url "https://…"` server (SPEC §23) that xy serves on
+    /// `port` and the gateway by forwarding to its URL.
+    Remote,
 }
 
 impl Transport {
@@ -25,6 +28,7 @@ impl Transport {
         match self {
             Transport::Http => "http",
             Transport::Stdio => "stdio",
+            Transport::Remote => "remote",
         }
     }
 
@@ -33,6 +37,7 @@ impl Transport {
         match s {
             "http" => Some(Transport::Http),
             "stdio" => Some(Transport::Stdio),
+            "remote" => Some(Transport::Remote),
             _ => None,
         }
     }
@@ -58,7 +63,11 @@ mod tests {
 
     #[test]
     fn transport_spelling() {
-        for (t, w) in [(Transport::Http, "http"), (Transport::Stdio, "stdio")] {
+        for (t, w) in [
+            (Transport::Http, "http"),
+            (Transport::Stdio, "stdio"),
+            (Transport::Remote, "remote"),
+        ] {
             assert_eq!(serde_json::to_value(t).unwrap(), json!(w));
             assert_eq!(serde_json::from_value::<Transport>(json!(w)).unwrap(), t);
             assert_eq!(Transport::from_name(w), Some(t));
