@@ -32,6 +32,7 @@ mod log_router;
 mod logs;
 mod mcp_state;
 mod os;
+mod remote;
 mod sandbox_egress;
 mod sandbox_probe;
 mod secrets;

@@ -86,6 +86,8 @@ async fn fixture(config: ServerConfig) -> Fixture {
         events: bus,
         calls: crate::calls::Calls::new(None),
         directory: crate::firewall::Directory::default(),
+        proxy: crate::gateway::proxy::Proxy::new(None),
+        credentials_for: crate::remote::no_broker(),
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {

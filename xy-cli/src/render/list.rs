@@ -199,6 +199,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             ListEntry {
@@ -221,6 +222,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             ListEntry {
@@ -243,6 +245,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             ListEntry {
@@ -265,6 +268,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
         ]

@@ -303,6 +303,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             transitions: vec![
@@ -369,6 +370,7 @@ pub(crate) mod tests {
             secrets: Vec::new(),
             sandbox: None,
             package: None,
+            remote: None,
         }
     }
 

@@ -40,6 +40,7 @@ fn entry() -> ListEntry {
         tool_count: Some(3),
         tools_held: 0,
         agent_allow_restart: false,
+        remote_url: None,
         gateway_url: None,
     }
 }
@@ -151,6 +152,7 @@ fn list_entry_keys_always_present() {
         tool_count: None,
         tools_held: 0,
         agent_allow_restart: false,
+        remote_url: None,
         gateway_url: None,
         ..entry()
     };
@@ -229,6 +231,7 @@ fn status_result() {
         secrets: Vec::new(),
         sandbox: None,
         package: None,
+        remote: None,
     };
     pin(
         &s,
