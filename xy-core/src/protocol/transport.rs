@@ -102,7 +102,7 @@ mod tests {
             "transport": "stdio", "url": "http://127.0.0.1:8430/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
-            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "tools_held": 0, "agent_allow_restart": false,
+            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "tools_held": 0, "agent_allow_restart": false, "remote_url": null,
             "gateway_url": null
         });
         assert_eq!(serde_json::to_value(&e).unwrap(), want);
