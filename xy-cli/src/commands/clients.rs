@@ -64,24 +64,31 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
     let mut rows = Vec::new();
     let mut created = 0;
     let mut invalid = Vec::new();
+    let xy_ports = xy_ports(&dir, &used);
     for e in &entries {
-        let (command, args, env, cwd) = match &e.spec {
-            Spec::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => (command, args, env, cwd),
-            Spec::Url(url) => {
+        // SPEC §23: a URL entry, or `npx mcp-remote <url>`, becomes a remote server.
+        let remote = clients::remote_of(e);
+        let stdio = match (&e.spec, &remote) {
+            (Spec::Url(url), _) if on_xy_port(url, &xy_ports) => {
                 rows.push(row(
                     &e.name,
                     "-",
                     "-",
-                    &format!("skipped: already a URL ({url})"),
+                    &format!("skipped: already points at xy ({url})"),
                 ));
                 continue;
             }
-            Spec::Other => {
+            (_, Some(_)) => None,
+            (
+                Spec::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                },
+                None,
+            ) => Some((command, args, env, cwd)),
+            (Spec::Url(_) | Spec::Other, None) => {
                 rows.push(row(
                     &e.name,
                     "-",
@@ -118,29 +125,57 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
             continue;
         };
         used.insert(port);
-        let spec = ServerSpec {
-            command: command.clone(),
-            args: args.clone(),
-            port,
-            stdio: true,
-            env: env.clone(),
-            working_dir: cwd.clone(),
-            health: None,
-        };
         let comment = format!(
             "Imported from {} entry \"{}\" ({}) by `xyctl import`.",
             a.client.id(),
             e.name,
             path.display()
         );
-        let mut text = server_file::render(&spec, &comment);
         let mut create = Vec::new();
-        if !a.no_sandbox
-            && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl import")
-        {
-            text.push_str(&block);
-            create = dirs;
-        }
+        // A remote's header values go to secret files, written with the server.
+        let mut secret_values = Vec::new();
+        let text = match (stdio, &remote) {
+            (Some((command, args, env, cwd)), _) => {
+                let spec = ServerSpec {
+                    command: command.clone(),
+                    args: args.clone(),
+                    port,
+                    stdio: true,
+                    env: env.clone(),
+                    working_dir: cwd.clone(),
+                    health: None,
+                };
+                let mut text = server_file::render(&spec, &comment);
+                if !a.no_sandbox
+                    && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl import")
+                {
+                    text.push_str(&block);
+                    create = dirs;
+                }
+                text
+            }
+            (None, Some((url, headers))) => {
+                let secrets_dir = server_file::secrets_dir(&dir, &name);
+                let mut spec = server_file::RemoteSpec {
+                    url: url.clone(),
+                    port,
+                    headers: Vec::new(),
+                    secrets: Vec::new(),
+                };
+                for (header, value) in headers {
+                    let secret = server_file::secret_name_for(header);
+                    let file = secrets_dir.join(&secret);
+                    spec.headers.push((
+                        header.clone(),
+                        server_file::HeaderSource::Secret(secret.clone()),
+                    ));
+                    spec.secrets.push((secret, file.clone()));
+                    secret_values.push((file, value.clone()));
+                }
+                server_file::render_remote(&spec, &comment)
+            }
+            (None, None) => unreachable!("entries without either were skipped"),
+        };
         let port_s = port.to_string();
         if a.dry_run {
             // Validated all the same, so a dry run shows what would fail.
@@ -155,6 +190,14 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
         }
         match server_file::write(&dir, &name, &text, false) {
             Ok(_) => {
+                for (file, value) in &secret_values {
+                    if let Err(err) = server_file::write_secret(file, value) {
+                        output::warn(
+                            &ctx.err,
+                            &format!("cannot write the secret {}: {err}", file.display()),
+                        );
+                    }
+                }
                 created += 1;
                 for warning in crate::starter::create_dirs(&create) {
                     output::note(&ctx.err, &warning);
@@ -194,6 +237,29 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
         Some(f) => Err(f),
         None => Ok(Exit::Success),
     }
+}
+
+/// The loopback ports xy serves on: every server's and the gateway's.
+fn xy_ports(dir: &Path, used: &BTreeSet<u16>) -> BTreeSet<u16> {
+    let mut ports = used.clone();
+    let settings = dir
+        .parent()
+        .map(|d| d.join(xy_core::config::SETTINGS_FILE))
+        .and_then(|f| xy_core::config::load_settings(&f).ok())
+        .unwrap_or_default();
+    if let Some(p) = settings.gateway.port() {
+        ports.insert(p);
+    }
+    ports
+}
+
+/// A loopback URL on one of xy's ports: an entry `clients apply` wrote.
+fn on_xy_port(url: &str, xy_ports: &BTreeSet<u16>) -> bool {
+    let Some(rest) = url.strip_prefix("http://127.0.0.1:") else {
+        return false;
+    };
+    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    port.parse::<u16>().is_ok_and(|p| xy_ports.contains(&p))
 }
 
 fn first_line(s: &str) -> String {
