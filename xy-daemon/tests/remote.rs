@@ -178,6 +178,17 @@ fn a_static_bearer_from_a_secret_reaches_the_upstream_and_nothing_else() {
     wait_for("healthy", DEADLINE, || {
         d.entry("far")["health"]["state"] == "healthy"
     });
+    // Events of a reconnect carry no value either.
+    let mut ev = d.client();
+    ev.result("events", Some(json!({"names": ["far"]})));
+    d.result("restart", Some(json!({"name": "far"})));
+    let mut events = Vec::new();
+    while !events
+        .iter()
+        .any(|e: &Value| e["params"]["kind"] == "health" && e["params"]["to"] == "healthy")
+    {
+        events.push(ev.recv());
+    }
     // A client's own credentials stay with xy.
     let c = Mcp::new(&format!("http://127.0.0.1:{gw}/far/mcp"), Era::V2026);
     let r = c.post(
@@ -213,6 +224,7 @@ fn a_static_bearer_from_a_secret_reaches_the_upstream_and_nothing_else() {
         "{status}"
     );
     for out in [
+        serde_json::to_string(&events).unwrap(),
         status.to_string(),
         d.result("list", None).to_string(),
         d.result("daemon_status", None).to_string(),

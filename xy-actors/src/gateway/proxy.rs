@@ -378,7 +378,11 @@ enum RemoteFailure {
 /// The answer to a request no credentials could be had for: a tool error
 /// for a `tools/call` (the model reads it), a `-32603` for any other
 /// request, `503` for a request that is not one (a GET stream).
-fn credentials_answer(why: &str, body: &Bytes, headers: &HeaderMap) -> Response<GatewayBody> {
+pub(crate) fn credentials_answer(
+    why: &str,
+    body: &Bytes,
+    headers: &HeaderMap,
+) -> Response<GatewayBody> {
     let msg = serde_json::from_slice::<Value>(body).ok();
     let id = msg.as_ref().and_then(|m| m.get("id")).cloned();
     let method = msg
