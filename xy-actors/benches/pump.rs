@@ -61,6 +61,7 @@ fn server(name: &str, command: &Path, args: &[String]) -> ServerConfig {
         args: args.to_vec(),
         port: 1,
         transport: Default::default(),
+        remote: None,
         path: "/mcp".into(),
         on_demand: None,
         env: Default::default(),

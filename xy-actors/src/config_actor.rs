@@ -134,6 +134,7 @@ mod tests {
             args: vec![],
             port: v,
             transport: Default::default(),
+            remote: None,
             path: "/mcp".into(),
             on_demand: None,
             env: Default::default(),

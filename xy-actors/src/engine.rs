@@ -122,12 +122,13 @@ impl Engine {
         let oauth = crate::oauth::OAuthBroker::new(opts.oauth.clone());
         let settings = configs.settings.clone();
         let (routes, routes_rx) = tokio::sync::watch::channel(crate::gateway::Routes::default());
+        let proxy = crate::gateway::proxy::Proxy::new(Some(calls.clone()));
         let (gateway, _) = Actor::spawn(
             None,
             crate::gateway::GatewayActor,
             crate::gateway::Shared {
                 routes: routes_rx,
-                proxy: crate::gateway::proxy::Proxy::new(Some(calls.clone())),
+                proxy: proxy.clone(),
             },
         )
         .await
@@ -145,6 +146,9 @@ impl Engine {
             },
             spawner,
             tools_dir: opts.tools_dir,
+            proxy,
+            // The OAuth broker is wired in here (SPEC §23).
+            credentials_for: crate::remote::no_broker(),
         };
         // Unnamed: several engines may live in one process (tests).
         let (root, task) = match Actor::spawn(None, RootSupervisor, args).await {

@@ -208,11 +208,17 @@ enum Route {
         url: String,
         state: ServerState,
         fw: proxy::Firewall,
+        /// A remote server's upstream; `None`: an HTTP server's own port.
+        remote: Option<Arc<crate::remote::Upstream>>,
     },
     Down(ServerState),
 }
 
 fn route(snap: &ServerSnapshot) -> Route {
+    let firewall = || proxy::Firewall {
+        verdicts: snap.firewall.as_ref().map(|f| f.current()),
+        relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
+    };
     match snap.transport {
         Transport::Stdio => match &snap.bridge {
             Some(b) if b.listening => Route::Bridge(b.endpoint.clone()),
@@ -223,13 +229,24 @@ fn route(snap: &ServerSnapshot) -> Route {
                 Route::Proxy {
                     url: snap.url.clone(),
                     state: snap.state,
-                    fw: proxy::Firewall {
-                        verdicts: snap.firewall.as_ref().map(|f| f.current()),
-                        relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
-                    },
+                    fw: firewall(),
+                    remote: None,
                 }
             }
             other => Route::Down(other),
+        },
+        // Served while xy holds an upstream for it: from the connect on
+        // (`starting`), through a reconnect.
+        Transport::Remote => match (&snap.remote, snap.state) {
+            (Some(up), ServerState::Running | ServerState::Starting | ServerState::Restarting) => {
+                Route::Proxy {
+                    url: up.url().to_owned(),
+                    state: snap.state,
+                    fw: firewall(),
+                    remote: Some(Arc::clone(up)),
+                }
+            }
+            (_, other) => Route::Down(other),
         },
     }
 }
@@ -266,10 +283,53 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody
         Some(Route::Bridge(ep)) => bridge_http::dispatch(req, ep)
             .await
             .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
-        Some(Route::Proxy { url, state, fw }) => {
-            shared.proxy.forward(name, &url, state, fw, req).await
+        Some(Route::Proxy {
+            url,
+            state,
+            fw,
+            remote,
+        }) => {
+            shared
+                .proxy
+                .forward(name, &url, state, fw, remote, req)
+                .await
         }
         Some(Route::Down(state)) => down(name, state, None),
+    }
+}
+
+/// A remote server's own port (SPEC §23): its endpoint `path`, served
+/// exactly as the gateway serves `/<name>/mcp`, from its own snapshot.
+pub(crate) async fn serve_remote_port(
+    name: &str,
+    path: &str,
+    snap: &watch::Receiver<ServerSnapshot>,
+    proxy: &proxy::Proxy,
+    req: Request<Incoming>,
+) -> Response<GatewayBody> {
+    if let Err(why) = bridge_http::rebinding_check(&req) {
+        return error(StatusCode::FORBIDDEN, -32600, why.to_owned(), None);
+    }
+    if req.uri().path() != path {
+        return error(
+            StatusCode::NOT_FOUND,
+            -32600,
+            format!(
+                "not found: {}; this server is served at {path}",
+                req.uri().path()
+            ),
+            None,
+        );
+    }
+    let found = route(&snap.borrow());
+    match found {
+        Route::Proxy {
+            url,
+            state,
+            fw,
+            remote,
+        } => proxy.forward(name, &url, state, fw, remote, req).await,
+        Route::Bridge(_) | Route::Down(_) => down(name, snap.borrow().state, None),
     }
 }
 

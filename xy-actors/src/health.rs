@@ -98,13 +98,14 @@ impl ProbeTask {
     pub(crate) fn spawn(
         cfg: HealthConfig,
         port: u16,
+        remote: Option<Arc<crate::remote::Upstream>>,
         redactor: Option<Arc<Redactor>>,
         report: impl Fn(ProbeReport) -> bool + Send + 'static,
     ) -> ProbeTask {
         let (stop_tx, stop_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         let report = move |r: ProbeReport| report(r.scrubbed(redactor.as_deref()));
-        tokio::spawn(run(cfg, port, report, stop_rx, done_tx));
+        tokio::spawn(run(cfg, port, remote, report, stop_rx, done_tx));
         ProbeTask {
             stop: Some(stop_tx),
             done: Some(done_rx),
@@ -127,14 +128,18 @@ impl ProbeTask {
 async fn run(
     cfg: HealthConfig,
     port: u16,
+    remote: Option<Arc<crate::remote::Upstream>>,
     report: impl Fn(ProbeReport) -> bool + Send + 'static,
     mut stop: oneshot::Receiver<()>,
     done: oneshot::Sender<()>,
 ) {
-    let mut mcp = match &cfg.probe {
-        ProbeKind::Mcp(path) => Some(mcp::McpClient::new(port, path.clone())),
+    // A remote server is probed at its upstream, whatever the block says.
+    let mut mcp = match (&cfg.probe, remote) {
+        (_, Some(up)) => Some(mcp::McpClient::remote(port, up)),
+        (ProbeKind::Mcp(path), None) => Some(mcp::McpClient::new(port, path.clone())),
         _ => None,
     };
+    let as_mcp = ProbeKind::Mcp(String::new());
     let mut listed = false;
     let mut delay = cfg.interval.min(FIRST_PROBE);
     let mut phase = Some(phase(port, cfg.interval));
@@ -149,7 +154,11 @@ async fn run(
         // only while a probe runs, not in every idle probe task.
         let probe = tokio::time::timeout(
             cfg.timeout,
-            Box::pin(probe_once(&cfg.probe, port, mcp.as_mut())),
+            Box::pin(probe_once(
+                if mcp.is_some() { &as_mcp } else { &cfg.probe },
+                port,
+                mcp.as_mut(),
+            )),
         );
         // Not cut short by a stop: an `initialize` in flight may already
         // have opened a session the server will keep unless we learn its id
@@ -276,6 +285,17 @@ impl Tracker {
     /// Consecutive failures so far.
     pub(crate) fn consecutive(&self) -> u32 {
         self.consecutive
+    }
+
+    /// `unhealthy` now, for `why` (a remote's credentials failed: waiting
+    /// for probes to count would only delay what is already known).
+    pub(crate) fn fail_now(&mut self, why: &str, at: SystemTime) -> Option<Change> {
+        let from = self.health.state;
+        self.consecutive = self.consecutive.max(self.failures);
+        self.health.error = Some(why.to_owned());
+        self.health.checked_at = Some(xy_core::time::rfc3339_ms(at));
+        self.health.state = HealthState::Unhealthy;
+        (from != HealthState::Unhealthy).then(|| (from, HealthState::Unhealthy, why.to_owned()))
     }
 
     /// Takes one result; returns the change of verdict, if any. Failures
@@ -438,14 +458,14 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut c = HealthConfig::new(ProbeKind::Tcp);
         c.interval = Duration::from_millis(20);
-        let task = ProbeTask::spawn(c.clone(), port, None, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(c.clone(), port, None, None, move |r| tx.send(r).is_ok());
         let r = rx.recv().await.unwrap();
         assert_eq!(r.outcome, Ok("connected".into()));
         task.stop().await;
         drop(l);
         // A closed port fails.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = ProbeTask::spawn(c, port, None, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(c, port, None, None, move |r| tx.send(r).is_ok());
         let r = rx.recv().await.unwrap();
         assert!(r.outcome.unwrap_err().contains("connect to 127.0.0.1"));
         drop(task);

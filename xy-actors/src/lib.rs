@@ -33,6 +33,7 @@ mod logs;
 mod mcp_state;
 mod oauth;
 mod os;
+mod remote;
 mod sandbox_egress;
 mod sandbox_probe;
 mod secrets;

@@ -61,6 +61,7 @@ async fn port_comes_free(port: u16, deadline: Duration) -> bool {
 #[cfg(test)]
 pub(crate) mod mock;
 pub(crate) mod process;
+mod remote;
 mod snapshot;
 mod status;
 mod stdio;
@@ -204,6 +205,13 @@ pub(crate) enum ServerMsg {
             crate::secrets::SecretError,
         >,
     },
+    /// From the upstream of a remote server's run `run` (SPEC §23).
+    Upstream {
+        /// Connect number.
+        run: u64,
+        /// What it learned.
+        event: crate::remote::UpstreamEvent,
+    },
     /// Fault injection: panic in the handler.
     InjectPanic,
     /// Fault injection (unit tests): make the stdio bridge panic.
@@ -251,6 +259,10 @@ pub(crate) struct ServerArgs {
     pub(crate) calls: crate::calls::Calls,
     /// Every server's offered tool names (shadowing).
     pub(crate) directory: crate::firewall::Directory,
+    /// The gateway's proxy: a remote server's own port serves with it.
+    pub(crate) proxy: crate::gateway::proxy::Proxy,
+    /// Who supplies a remote server's `auth { oauth }` credentials.
+    pub(crate) credentials_for: crate::credentials::CredentialsFor,
 }
 
 /// The current child, armed while its group may be alive: dropping the
@@ -329,6 +341,14 @@ pub(crate) struct ServerActorState {
     /// Whether any start reached this actor (an on-demand server's first
     /// one only listens).
     started_once: bool,
+    /// See [`ServerArgs::proxy`].
+    proxy: crate::gateway::proxy::Proxy,
+    /// See [`ServerArgs::credentials_for`].
+    credentials_for: crate::credentials::CredentialsFor,
+    /// A remote server's upstream of the current run (SPEC §23).
+    upstream: Option<Arc<crate::remote::Upstream>>,
+    /// A remote server's own port, while connected.
+    remote_port: Option<remote::RemotePort>,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -366,8 +386,11 @@ impl Actor for ServerActor {
                 // starting again, or the start would find the port taken
                 // (an idle on-demand server would then spawn its child).
                 let me = myself.clone();
-                let port = (args.config.transport == xy_core::protocol::Transport::Stdio)
-                    .then_some(args.config.port);
+                let port = matches!(
+                    args.config.transport,
+                    xy_core::protocol::Transport::Stdio | xy_core::protocol::Transport::Remote
+                )
+                .then_some(args.config.port);
                 tokio::spawn(async move {
                     if let Some(pgid) = prior.pgid {
                         let _ = crate::os::group::signal_group(pgid, Signal::SIGKILL);
@@ -439,6 +462,10 @@ impl Actor for ServerActor {
             calls: args.calls,
             bridge: None,
             started_once: false,
+            proxy: args.proxy,
+            credentials_for: args.credentials_for,
+            upstream: None,
+            remote_port: None,
         };
         st.ensure_bridge(&myself).await;
         st.publish();
@@ -619,6 +646,11 @@ impl Actor for ServerActor {
             }
             // A preparation overtaken by a stop or a newer start.
             ServerMsg::Prepared { .. } => {}
+            ServerMsg::Upstream { run, event } if run == st.run && st.upstream.is_some() => {
+                st.on_upstream(&myself, event);
+            }
+            // From an upstream dropped since.
+            ServerMsg::Upstream { .. } => {}
             ServerMsg::InjectPanic => panic!("injected panic in ServerActor {}", st.config.name),
             #[cfg(test)]
             ServerMsg::InjectBridgePanic => {
@@ -701,7 +733,10 @@ impl ServerActorState {
                         let run = self.run;
                         myself.send_after(d, move || ServerMsg::BackoffElapsed { run });
                     }
-                    Action::CloseEndpoint => self.close_bridge("stop requested"),
+                    Action::CloseEndpoint => {
+                        self.close_bridge("stop requested");
+                        self.disconnect();
+                    }
                     Action::HoldEndpoint => self.hold_bridge(),
                     Action::OpenEndpoint => self.open_endpoint(myself, 0),
                 }
@@ -767,6 +802,9 @@ impl ServerActorState {
         self.run += 1;
         let run = self.run;
         self.why = WhyState::default();
+        if self.config.transport == Transport::Remote {
+            return self.connect(myself, run, secrets, holder);
+        }
         // A stdio server's port is xy's own: bind it (or name its holder).
         if self.config.transport == Transport::Stdio
             && let Err(failure) = self.ensure_listening(holder.clone())
@@ -892,6 +930,8 @@ impl ServerActorState {
                     }),
             )),
             S::Stopped | S::Idle => Some(StartOutcome::Cancelled),
+            // A remote server, connected: its first answer may take long.
+            S::Starting if self.lc.reaching => Some(StartOutcome::Started),
             S::Starting | S::Stopping => None,
         };
         if let Some(outcome) = outcome {

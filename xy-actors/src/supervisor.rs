@@ -129,6 +129,10 @@ pub(crate) struct RootArgs {
     pub(crate) calls: crate::calls::Calls,
     /// Where the gateway learns which servers exist.
     pub(crate) routes: watch::Sender<crate::gateway::Routes>,
+    /// The gateway's proxy, shared with remote servers' own ports.
+    pub(crate) proxy: crate::gateway::proxy::Proxy,
+    /// Who supplies remote servers' OAuth credentials (SPEC §23).
+    pub(crate) credentials_for: crate::credentials::CredentialsFor,
 }
 
 /// The root's state.
@@ -151,6 +155,10 @@ pub(crate) struct RootState {
     /// Every server's offered tool names, for shadowing (D80): created
     /// here, each ServerActor writes its own entry.
     directory: crate::firewall::Directory,
+    /// Handed to every ServerActor.
+    proxy: crate::gateway::proxy::Proxy,
+    /// Likewise.
+    credentials_for: crate::credentials::CredentialsFor,
 }
 
 /// See the module docs.
@@ -174,6 +182,8 @@ impl Actor for RootSupervisor {
             events,
             calls,
             routes,
+            proxy,
+            credentials_for,
         } = args;
         let servers: Vec<ServerConfig> = configs.servers.values().cloned().collect();
         let dir = configs.dir.clone();
@@ -201,6 +211,8 @@ impl Actor for RootSupervisor {
             calls,
             routes,
             directory: crate::firewall::Directory::default(),
+            proxy,
+            credentials_for,
         };
         // Not auto-started here: `Engine::start` starts them all and waits
         // for every first spawn, so the daemon serves only once they ran.
@@ -446,6 +458,8 @@ impl RootState {
             events: self.events.clone(),
             calls: self.calls.clone(),
             directory: self.directory.clone(),
+            proxy: self.proxy.clone(),
+            credentials_for: self.credentials_for.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         self.servers.insert(

@@ -105,7 +105,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Service(ServiceCmd),
     /// Add a server: write its config file, reload, print its state and URL.
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// Install a newer version of a pinned server beside the current one,
     /// switch its config to it and restart it (the last two are kept).
     Upgrade(UpgradeArgs),

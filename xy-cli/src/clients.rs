@@ -251,6 +251,64 @@ pub(crate) struct Entry {
     pub(crate) name: String,
     /// What it does.
     pub(crate) spec: Spec,
+    /// A URL entry's `headers` (Claude Code, Cursor, VS Code), in order.
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+/// What a client entry makes of a remote server (SPEC §23): a URL entry,
+/// or an `npx [-y] mcp-remote <url> [--header 'Name: value']…` entry (its
+/// `${VAR}`s taken from the entry's `env`). `None`: neither.
+pub(crate) fn remote_of(e: &Entry) -> Option<(String, Vec<(String, String)>)> {
+    match &e.spec {
+        Spec::Url(url) => Some((url.clone(), e.headers.clone())),
+        Spec::Stdio {
+            command, args, env, ..
+        } => {
+            let program = command.rsplit('/').next().unwrap_or(command);
+            if program != "npx" {
+                return None;
+            }
+            let mut rest = args.iter().skip_while(|a| a.starts_with('-'));
+            let pkg = rest.next()?;
+            if pkg != "mcp-remote" && !pkg.starts_with("mcp-remote@") {
+                return None;
+            }
+            let url = rest.next()?.clone();
+            let mut headers = Vec::new();
+            while let Some(a) = rest.next() {
+                if a == "--header"
+                    && let Some(h) = rest.next()
+                    && let Some((name, value)) = h.split_once(':')
+                {
+                    headers.push((name.trim().to_owned(), substitute(value.trim(), env)));
+                }
+            }
+            Some((url, headers))
+        }
+        Spec::Other => None,
+    }
+}
+
+/// `${VAR}` replaced from `env` (as `mcp-remote` does for its headers).
+fn substitute(value: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        match rest[at + 2..].find('}') {
+            Some(end) => {
+                let var = &rest[at + 2..at + 2 + end];
+                out.push_str(env.get(var).map_or("", String::as_str));
+                rest = &rest[at + 3 + end..];
+            }
+            None => {
+                out.push_str(&rest[at..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Where a rewritten entry points.

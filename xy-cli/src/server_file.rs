@@ -100,6 +100,102 @@ pub(crate) fn render(spec: &ServerSpec, comment: &str) -> String {
     s
 }
 
+/// A remote server's file (SPEC §23): what `add --url` and `import` of a
+/// URL or `mcp-remote` entry write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RemoteSpec {
+    /// `url`.
+    pub(crate) url: String,
+    /// `port` (where xy serves it on loopback).
+    pub(crate) port: u16,
+    /// `headers { }`: each name and either a literal or `secret="NAME"`.
+    pub(crate) headers: Vec<(String, HeaderSource)>,
+    /// `secrets { NAME file="…" }` for the headers' secrets.
+    pub(crate) secrets: Vec<(String, PathBuf)>,
+}
+
+/// Where one written header's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HeaderSource {
+    /// Written in the file.
+    Literal(String),
+    /// A §16 secret of the same file.
+    Secret(String),
+}
+
+/// The KDL v2 text of a remote server's file.
+pub(crate) fn render_remote(spec: &RemoteSpec, comment: &str) -> String {
+    let mut s = String::new();
+    for line in comment.lines() {
+        s.push_str("// ");
+        s.push_str(line);
+        s.push('\n');
+    }
+    s.push_str(&format!("url {}\nport {}\n", quote(&spec.url), spec.port));
+    if !spec.headers.is_empty() {
+        s.push_str("\nheaders {\n");
+        for (name, v) in &spec.headers {
+            let value = match v {
+                HeaderSource::Literal(l) => quote(l),
+                HeaderSource::Secret(n) => format!("secret={}", quote(n)),
+            };
+            s.push_str(&format!("    {} {value}\n", node_name(name)));
+        }
+        s.push_str("}\n");
+    }
+    if !spec.secrets.is_empty() {
+        s.push_str("\nsecrets {\n");
+        for (name, file) in &spec.secrets {
+            s.push_str(&format!(
+                "    {} file={}\n",
+                node_name(name),
+                quote(&file.display().to_string())
+            ));
+        }
+        s.push_str("}\n");
+    }
+    s
+}
+
+/// The secret name for a header's value: `Authorization` → `AUTHORIZATION`,
+/// `X-Api-Key` → `X_API_KEY`.
+pub(crate) fn secret_name_for(header: &str) -> String {
+    header
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Where a server's secret placeholders live: `<config>/xy/secrets/<name>/`
+/// beside `servers/` (as `add --registry` writes them).
+pub(crate) fn secrets_dir(config_dir: &Path, name: &str) -> PathBuf {
+    config_dir
+        .parent()
+        .unwrap_or(config_dir)
+        .join("secrets")
+        .join(name)
+}
+
+/// Writes a secret's value into `file` (`0600`, its directory `0700`).
+pub(crate) fn write_secret(file: &Path, value: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(dir) = file.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    atomic_file::write(file, value.as_bytes(), Mode::Exactly(0o600), None)
+        .map(|_| ())
+        .map_err(|e| e.into_io())
+}
+
 /// Marks a rendered server file `autostart #false` (`xyctl add
 /// --no-start`, SPEC §18): the daemon knows the server but leaves it
 /// `stopped` at boot and reload until `xyctl start`.

@@ -551,8 +551,13 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
     r.ok();
     let out = r.stdout();
     assert!(out.contains("My-Gamma (renamed)"), "{out}");
-    assert!(out.contains("skipped: already a URL"), "{out}");
-    assert!(out.contains("3 servers created"), "{out}");
+    // SPEC §23: a URL entry becomes a remote server.
+    assert!(out.contains("4 servers created"), "{out}");
+    let remote = std::fs::read_to_string(h.config_dir().join("remote.kdl")).unwrap();
+    assert!(
+        remote.contains("url \"https://mcp.example.com/mcp\"\n"),
+        "{remote}"
+    );
     let beta = std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap();
     assert!(beta.contains("transport \"stdio\"\n"), "{beta}");
     assert!(beta.contains("API_KEY \"s3cret\""), "{beta}");
@@ -573,9 +578,14 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
         .map(|e| e["name"].as_str().unwrap().to_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["My-Gamma", "alpha", "beta"]);
+    assert_eq!(names, ["My-Gamma", "alpha", "beta", "remote"]);
     assert!(
-        h.list().iter().all(|e| e["transport"] == "stdio"),
+        h.list().iter().all(|e| e["transport"]
+            == if e["name"] == "remote" {
+                "remote"
+            } else {
+                "stdio"
+            }),
         "{:?}",
         h.list()
     );

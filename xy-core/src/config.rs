@@ -225,15 +225,20 @@ pub struct ServerConfig {
     pub name: String,
     /// The file it was read from.
     pub source: PathBuf,
-    /// `command` as written: an absolute path or a bare program name.
+    /// `command` as written: an absolute path or a bare program name;
+    /// empty for a remote server (`url`, see [`remote`](ServerConfig::remote)).
     pub command: String,
     /// `args`.
     pub args: Vec<String>,
     /// `port`: the child's own port (`http`), or the port xy serves a stdio
     /// child on; checked for duplicates.
     pub port: u16,
-    /// `transport`: `http` (default) or `stdio`.
+    /// `transport`: `http` (default), `stdio`, or `remote` (implied by `url`).
     pub transport: Transport,
+    /// `url`, `headers { … }`, `auth { … }` (SPEC §23): `Some` exactly for a
+    /// `transport "remote"` server. Part of
+    /// [`settings`](ServerConfig::settings): a change reconnects it.
+    pub remote: Option<crate::remote::RemoteConfig>,
     /// `path`: the MCP endpoint path (default `/mcp`).
     pub path: String,
     /// `on-demand { … }`; only ever `Some` for a stdio server.
@@ -287,6 +292,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("args", &self.args)
             .field("port", &self.port)
             .field("transport", &self.transport)
+            .field("remote", &self.remote)
             .field("path", &self.path)
             .field("on_demand", &self.on_demand)
             .field("env_keys", &self.env.keys().collect::<Vec<_>>())
@@ -316,6 +322,7 @@ pub struct Settings<'a> {
     args: &'a [String],
     port: u16,
     transport: Transport,
+    remote: Option<&'a crate::remote::RemoteConfig>,
     path: &'a str,
     on_demand: Option<&'a OnDemandConfig>,
     env: &'a BTreeMap<String, String>,
@@ -342,6 +349,7 @@ impl ServerConfig {
             args,
             port,
             transport,
+            remote,
             path,
             on_demand,
             env,
@@ -365,6 +373,7 @@ impl ServerConfig {
             args,
             port: *port,
             transport: *transport,
+            remote: remote.as_ref(),
             path,
             on_demand: on_demand.as_ref(),
             env,

@@ -367,6 +367,10 @@ pub struct ListEntry {
     /// may start and restart this server through `xyctl mcp`.
     #[serde(default)]
     pub agent_allow_restart: bool,
+    /// A remote server's upstream (SPEC §23: its `url` as configured);
+    /// `null` for a server xy runs.
+    #[serde(default)]
+    pub remote_url: Option<String>,
     /// The server through xy's gateway (SPEC §20):
     /// `http://127.0.0.1:<gateway port>/<name>/mcp`; `null` when the
     /// gateway is off.
@@ -525,6 +529,10 @@ pub struct StatusResult {
     /// `package`.
     #[serde(default)]
     pub package: Option<PackageStatus>,
+    /// A remote server's upstream, header names and auth kind (SPEC §23);
+    /// `null` for a server xy runs. Never a header's value.
+    #[serde(default)]
+    pub remote: Option<crate::remote::RemoteStatus>,
 }
 
 /// One recorded change of [`HealthState`].

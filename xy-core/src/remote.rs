@@ -1,7 +1,10 @@
 //! Remote servers' configuration vocabulary (SPEC §23): the `url`, the
 //! static `headers { … }` and the `auth { oauth … }` block, as the config
 //! parser produces them and `xy-actors` (the remote upstream, the OAuth
-//! broker) consumes them. No parsing and no I/O here.
+//! broker) consumes them, and what `status` shows of them. No parsing and
+//! no I/O here.
+
+use serde::{Deserialize, Serialize};
 
 /// A `url "https://…"` server: no process; xy forwards to `url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,4 +56,57 @@ pub struct OAuthConfig {
     /// A pre-registered client id; `None`: Client ID Metadata Document or
     /// dynamic registration.
     pub client_id: Option<String>,
+}
+
+/// `status.remote` (SPEC §23): where the server is and how xy
+/// authenticates to it — header names and secret names, never values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteStatus {
+    /// The upstream `url`.
+    pub url: String,
+    /// `headers { }`, in file order.
+    pub headers: Vec<RemoteHeader>,
+    /// `"oauth"` with `auth { oauth }`, else `"none"`.
+    pub auth: String,
+    /// `auth { scopes … }` (empty without).
+    pub scopes: Vec<String>,
+    /// `auth { client-id … }`, else `null`.
+    pub client_id: Option<String>,
+}
+
+/// One configured header as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteHeader {
+    /// The header's name.
+    pub name: String,
+    /// The §16 secret its value comes from; `null` for a literal (whose
+    /// value is not shown either).
+    pub secret: Option<String>,
+}
+
+impl RemoteConfig {
+    /// What `status` shows.
+    pub fn status(&self) -> RemoteStatus {
+        RemoteStatus {
+            url: self.url.clone(),
+            headers: self
+                .headers
+                .iter()
+                .map(|h| RemoteHeader {
+                    name: h.name.clone(),
+                    secret: match &h.value {
+                        HeaderValueSpec::Secret(s) => Some(s.clone()),
+                        HeaderValueSpec::Literal(_) => None,
+                    },
+                })
+                .collect(),
+            auth: if self.auth.is_some() { "oauth" } else { "none" }.to_owned(),
+            scopes: self
+                .auth
+                .as_ref()
+                .map(|a| a.scopes.clone())
+                .unwrap_or_default(),
+            client_id: self.auth.as_ref().and_then(|a| a.client_id.clone()),
+        }
+    }
 }

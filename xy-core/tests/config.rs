@@ -870,7 +870,7 @@ fn display_is_one_line_per_diagnostic() {
     let err = DEMO.parse("port \"1\"\n").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "servers/demo.kdl:1:1: missing required field `command` (add a line like: command \"/usr/local/bin/my-mcp\")\n\
+        "servers/demo.kdl:1:1: missing required field `command` (add a line like: command \"/usr/local/bin/my-mcp\" (or url \"https://…/mcp\" for a remote server))\n\
          servers/demo.kdl:1:6: `port` expects an integer, found a string (remove the quotes: port 1)"
     );
     let _: &dyn std::error::Error = &err;

@@ -18,6 +18,7 @@ mod logs;
 mod mcp;
 mod peer;
 mod reload;
+mod remote;
 mod rpc;
 mod sandbox;
 mod secrets;

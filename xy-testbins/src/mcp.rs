@@ -26,6 +26,8 @@
 //! | `--hang` | same as `--fault hang` (kept for older tests) |
 //! | `--sessions-file PATH` | append `open <id>` / `close <id>` for every 2025 session opened by `initialize` and ended by `DELETE` |
 //! | `--bind-delay-ms N` | wait before binding (a child that runs but does not listen yet) |
+//! | `--require-auth VALUE` | answer `401` with `WWW-Authenticate: Bearer …` to every request whose `Authorization` is not exactly VALUE (a remote server behind a token) |
+//! | `--headers-file PATH` | append one JSON line per request: its method, JSON-RPC methods, `Host`, `Authorization` and `Cookie` as received |
 //!
 //! Every HTTP request is logged on stdout as `METHOD PATH rpc-methods STATUS`
 //! (e.g. `POST /mcp initialize 200`); SIGTERM logs `got SIGTERM, exiting` and
@@ -52,7 +54,7 @@ pub const USAGE: &str = "xy-test-mcp (--port N | --stdio) [--host ADDR] [--path 
 [--era 2025|2026|both] [--stateless] [--sse] [--tools a,b] [--describe NAME=TEXT] \
 [--tools-file PATH] [--page-size N] [--name NAME] [--version V] \
 [--fault hang|garbage|http500|rpc-error] [--echo-env NAME] [--fault-on m1,m2] [--fault-after N] [--hang] \
-[--sessions-file PATH] [--bind-delay-ms N]";
+[--sessions-file PATH] [--bind-delay-ms N] [--require-auth VALUE] [--headers-file PATH]";
 
 /// Which protocol era(s) the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +146,12 @@ pub struct Options {
     pub bind_delay_ms: u64,
     /// The variable `Fault::RpcError`'s message echoes.
     pub echo_env: Option<String>,
+    /// Every request must carry `Authorization: <this>`, else `401` with
+    /// `WWW-Authenticate: Bearer` (a remote server xy reaches, SPEC §23).
+    pub require_auth: Option<String>,
+    /// Where each request's `Host`, `Authorization` and `Cookie` are
+    /// appended, one JSON line each (what reached the server).
+    pub headers_file: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -166,6 +174,8 @@ impl Default for Options {
             sessions_file: None,
             bind_delay_ms: 0,
             echo_env: None,
+            require_auth: None,
+            headers_file: None,
         }
     }
 }
@@ -231,6 +241,8 @@ impl Options {
                 "--fault-after" => o.fault_after = args.value(&flag),
                 "--hang" => o.fault = Some(Fault::Hang),
                 "--sessions-file" => o.sessions_file = Some(args.value::<String>(&flag).into()),
+                "--require-auth" => o.require_auth = Some(args.value(&flag)),
+                "--headers-file" => o.headers_file = Some(args.value::<String>(&flag).into()),
                 "--bind-delay-ms" => o.bind_delay_ms = args.value(&flag),
                 "--echo-env" => o.echo_env = Some(args.value(&flag)),
                 // Exiting 1 on a taken port is the default; the flag documents intent.

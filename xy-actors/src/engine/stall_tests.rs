@@ -60,6 +60,7 @@ pub(super) fn config(name: &str, port: u16) -> ServerConfig {
         args: vec![],
         port,
         transport: Default::default(),
+        remote: None,
         path: "/mcp".into(),
         on_demand: None,
         env: Default::default(),

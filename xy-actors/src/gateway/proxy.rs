@@ -1,5 +1,7 @@
-//! The gateway's reverse proxy to an HTTP server's own port (SPEC §20), and
-//! where the firewall sees that traffic ([`super::firewall::Exchange`]).
+//! The gateway's reverse proxy to an HTTP server's own port (SPEC §20) or
+//! to a remote server's URL (SPEC §23, through its [`Upstream`], which adds
+//! the credentials), and where the firewall sees that traffic
+//! ([`super::firewall::Exchange`]).
 //!
 //! Both eras pass as they are: POST, GET and DELETE, every end-to-end header
 //! (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`,
@@ -38,6 +40,7 @@ use super::{GatewayBody, down, error};
 use crate::bridge::http::MAX_BODY;
 use crate::calls::Calls;
 use crate::firewall::Verdicts;
+use crate::remote::{Upstream, UpstreamError};
 
 /// What a body error is boxed as.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -159,14 +162,16 @@ impl Proxy {
     }
 
     /// Forwards `req` for server `name` to its endpoint `url`
-    /// (`http://127.0.0.1:<port><path>`), decided by the server's
-    /// firewall; `state` is named if it cannot be reached.
+    /// (`http://127.0.0.1:<port><path>`), or through `remote` to a remote
+    /// server's URL, decided by the server's firewall; `state` is named if
+    /// it cannot be reached.
     pub(crate) async fn forward(
         &self,
         name: &str,
         url: &str,
         state: ServerState,
         fw: Firewall,
+        remote: Option<Arc<Upstream>>,
         req: Request<Incoming>,
     ) -> Response<GatewayBody> {
         let (mut parts, body) = req.into_parts();
@@ -236,15 +241,33 @@ impl Proxy {
             // The body was replaced; hyper frames it from its exact size.
             parts.headers.remove(header::CONTENT_LENGTH);
         }
-        parts.uri = uri;
-        let upstream = Request::from_parts(parts, body);
-        let resp = match self.client.request(upstream).await {
+        let sent = match remote {
+            None => {
+                parts.uri = uri;
+                let upstream = Request::from_parts(parts, body);
+                self.client
+                    .request(upstream)
+                    .await
+                    .map(|r| r.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+                    .map_err(|e| format!("cannot be reached on {url}: {}", error_chain(&e)))
+            }
+            Some(up) => match self.to_remote(&up, parts, body).await {
+                Ok(r) => Ok(r),
+                Err(RemoteFailure::Unreachable(why)) => Err(why),
+                Err(RemoteFailure::Answer(r)) => {
+                    if let Some(ex) = &mut ex {
+                        ex.unreachable();
+                    }
+                    return r;
+                }
+            },
+        };
+        let resp = match sent {
             Ok(r) => r,
-            Err(e) => {
+            Err(why) => {
                 if let Some(ex) = &mut ex {
                     ex.unreachable();
                 }
-                let why = format!("cannot be reached on {url}: {}", error_chain(&e));
                 tracing::debug!(server = %name, "gateway: {why}");
                 let mut r = down(name, state, Some(&why));
                 *r.status_mut() = StatusCode::BAD_GATEWAY;
@@ -302,8 +325,84 @@ impl Proxy {
                 Response::from_parts(parts, full(bytes))
             }
             // `202`, or a body the seam does not understand: as it is.
-            _ => Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync()),
+            _ => Response::from_parts(parts, body),
         }
+    }
+
+    /// Sends a request to a remote upstream. Its body is read whole first
+    /// (bounded by the edge's limit): a `401` is retried once with fresh
+    /// credentials. A credentials failure is answered here, at once: a
+    /// `tools/call` gets a tool error, any other request a JSON-RPC error,
+    /// each with the supplier's message (SPEC §23: never a hang).
+    async fn to_remote(
+        &self,
+        up: &Upstream,
+        parts: hyper::http::request::Parts,
+        body: ReqBody,
+    ) -> Result<Response<GatewayBody>, RemoteFailure> {
+        let bytes = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => return Err(RemoteFailure::Answer(too_large())),
+        };
+        match up
+            .send(
+                parts.method,
+                parts.uri.query(),
+                &parts.headers,
+                bytes.clone(),
+            )
+            .await
+        {
+            Ok(r) => Ok(r),
+            Err(UpstreamError::Unreachable(why)) => Err(RemoteFailure::Unreachable(format!(
+                "cannot be reached at {}: {why}",
+                up.url()
+            ))),
+            Err(UpstreamError::Credentials(e)) => Err(RemoteFailure::Answer(credentials_answer(
+                &e.to_string(),
+                &bytes,
+                &parts.headers,
+            ))),
+        }
+    }
+}
+
+/// How sending to a remote failed.
+enum RemoteFailure {
+    /// No connection: answered like an unreachable child.
+    Unreachable(String),
+    /// Answered in the upstream's place.
+    Answer(Response<GatewayBody>),
+}
+
+/// The answer to a request no credentials could be had for: a tool error
+/// for a `tools/call` (the model reads it), a `-32603` for any other
+/// request, `503` for a request that is not one (a GET stream).
+pub(crate) fn credentials_answer(
+    why: &str,
+    body: &Bytes,
+    headers: &HeaderMap,
+) -> Response<GatewayBody> {
+    let msg = serde_json::from_slice::<Value>(body).ok();
+    let id = msg.as_ref().and_then(|m| m.get("id")).cloned();
+    let method = msg
+        .as_ref()
+        .and_then(|m| m.get("method"))
+        .and_then(Value::as_str);
+    let text = format!("xy: {why}");
+    match (id, method) {
+        (Some(id), Some("tools/call")) => answer(
+            &json!({"jsonrpc": "2.0", "id": id, "result": {
+                "content": [{"type": "text", "text": text}],
+                "isError": true,
+            }}),
+            headers,
+        ),
+        (Some(id), Some(_)) => answer(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text}}),
+            headers,
+        ),
+        _ => error(StatusCode::SERVICE_UNAVAILABLE, -32603, text, None),
     }
 }
 
@@ -373,7 +472,7 @@ enum Took {
 /// the one whose `data:` is the response to the request goes through the
 /// firewall first. After it, the rest streams unparsed.
 struct SseInspect {
-    inner: Incoming,
+    inner: GatewayBody,
     /// Bytes of the event being read.
     buf: BytesMut,
     /// The request whose response is awaited; `None` once it was seen.
@@ -489,7 +588,7 @@ impl Body for SseInspect {
                     }
                     Err(frame) => return Poll::Ready(Some(Ok(frame))),
                 },
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => this.ended = true,
                 Poll::Pending => return Poll::Pending,
             }

@@ -30,6 +30,9 @@ pub(crate) struct McpInfo {
 #[derive(Debug)]
 pub(crate) struct McpClient {
     port: u16,
+    /// A remote server's upstream (SPEC §23): every exchange goes there,
+    /// with its credentials, instead of to `127.0.0.1:<port>`.
+    remote: Option<std::sync::Arc<crate::remote::Upstream>>,
     path: String,
     /// The era found by the first successful probe of this spawn.
     era: Option<McpEra>,
@@ -62,12 +65,35 @@ impl McpClient {
     pub(crate) fn new(port: u16, path: String) -> McpClient {
         McpClient {
             port,
+            remote: None,
             path,
             era: None,
             session: None,
             initialized: false,
             info: None,
             next_id: 1,
+        }
+    }
+
+    /// A client of a remote server's upstream (`port` only names it in logs).
+    pub(crate) fn remote(port: u16, up: std::sync::Arc<crate::remote::Upstream>) -> McpClient {
+        McpClient {
+            remote: Some(up),
+            ..McpClient::new(port, String::new())
+        }
+    }
+
+    /// One HTTP exchange with the server, wherever it is.
+    async fn http(
+        &self,
+        method: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        done: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<Response, String> {
+        match &self.remote {
+            Some(up) => up.exchange(method, headers, body, done).await,
+            None => http::request(self.port, method, &self.path, headers, body, done).await,
         }
     }
 
@@ -148,7 +174,7 @@ impl McpClient {
         if let Some(v) = &version {
             headers.push(("MCP-Protocol-Version", v));
         }
-        let r = http::request(self.port, "DELETE", &self.path, &headers, None, &|_| false).await?;
+        let r = self.http("DELETE", &headers, None, &|_| false).await?;
         match r.status {
             200..=299 | 404 | 405 => Ok(()),
             s => Err(format!("DELETE answered HTTP {s}")),
@@ -450,16 +476,9 @@ impl McpClient {
             }
         }
         let done = move |b: &[u8]| id.is_some_and(|id| find_answer(b, id).is_some());
-        http::request(
-            self.port,
-            "POST",
-            &self.path,
-            &headers,
-            Some(body.as_slice()),
-            &done,
-        )
-        .await
-        .map_err(Failure::Other)
+        self.http("POST", &headers, Some(body.as_slice()), &done)
+            .await
+            .map_err(Failure::Other)
     }
 }
 

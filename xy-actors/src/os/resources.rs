@@ -301,6 +301,7 @@ mod tests {
             tool_count: None,
             tools_held: 0,
             agent_allow_restart: false,
+            remote_url: None,
             gateway_url: None,
         }
     }

@@ -23,23 +23,36 @@ impl ServerActorState {
         self.end_probe();
         // The era and the tools are learned again for every spawn.
         self.mcp.on_spawn();
-        if self.config.transport == xy_core::protocol::Transport::Http {
+        // xy lists an HTTP server, and a remote one, itself (SPEC §20); a
+        // stdio server's bridge does.
+        if self.config.transport != xy_core::protocol::Transport::Stdio {
             self.http_listing = Some(super::http_listing::spawn(
                 myself.clone(),
                 run,
                 self.config.port,
                 self.config.path.clone(),
+                self.upstream.clone(),
                 std::sync::Arc::clone(&self.relist),
             ));
         }
-        let Some(cfg) = self.config.health.clone() else {
-            return;
+        // A remote server is always probed (an `mcp` probe of its
+        // upstream): that is how xy knows it is there at all.
+        let cfg = match (&self.config.health, &self.upstream) {
+            (Some(h), _) => h.clone(),
+            (None, Some(_)) => xy_core::config::HealthConfig::new(xy_core::config::ProbeKind::Mcp(
+                self.config.path.clone(),
+            )),
+            (None, None) => return,
         };
         self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
         let me = myself.clone();
-        self.probe = Some(ProbeTask::spawn(cfg, self.config.port, r, move |report| {
-            me.cast(ServerMsg::Health { run, report }).is_ok()
-        }));
+        self.probe = Some(ProbeTask::spawn(
+            cfg,
+            self.config.port,
+            self.upstream.clone(),
+            r,
+            move |report| me.cast(ServerMsg::Health { run, report }).is_ok(),
+        ));
     }
 
     /// Stops the probe (it ends its session in the background); the
@@ -73,6 +86,31 @@ impl ServerActorState {
             return;
         };
         let failures = tracker.consecutive();
+        let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
+        self.health_changed(myself, (from, to, reason), failures, &error);
+    }
+
+    /// A remote's credentials failed (SPEC §23): `unhealthy` at once, the
+    /// supplier's message as the why (no probe count to wait for).
+    pub(super) fn credentials_failed(&mut self, myself: &ActorRef<ServerMsg>, why: &str) {
+        let Some(tracker) = self.tracker.as_mut() else {
+            return;
+        };
+        let Some(change) = tracker.fail_now(why, SystemTime::now()) else {
+            return;
+        };
+        let failures = tracker.consecutive();
+        self.health_changed(myself, change, failures, why);
+    }
+
+    /// Records, announces and acts on one change of verdict.
+    fn health_changed(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        (from, to, reason): crate::health::Change,
+        failures: u32,
+        error: &str,
+    ) {
         match to {
             HealthState::Unhealthy => {
                 tracing::warn!(server = %self.config.name, %from, %to, %reason, "health changed")
@@ -112,7 +150,6 @@ impl ServerActorState {
             .as_ref()
             .is_some_and(|h| h.restart_on_failure);
         if to == HealthState::Unhealthy && restart_on_failure {
-            let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
             let s = if failures == 1 { "" } else { "s" };
             let why = format!("{failures} failed health check{s} ({error})");
             // The lifecycle decides whether this run is ended (only a

@@ -56,12 +56,14 @@ impl Lister {
     }
 }
 
-/// Starts the listing of spawn `run` of the child at `port` (`path`).
+/// Starts the listing of spawn `run` of the child at `port` (`path`), or
+/// of a remote server's upstream.
 pub(super) fn spawn(
     me: ActorRef<ServerMsg>,
     run: u64,
     port: u16,
     path: String,
+    remote: Option<Arc<crate::remote::Upstream>>,
     relist: Arc<Notify>,
 ) -> Lister {
     let (tx, mut stop) = oneshot::channel::<()>();
@@ -69,7 +71,10 @@ pub(super) fn spawn(
     tokio::spawn(async move {
         // Dropped when the task ends, however it ends.
         let _done = done_tx;
-        let mut client = McpClient::new(port, path);
+        let mut client = match remote {
+            Some(up) => McpClient::remote(port, up),
+            None => McpClient::new(port, path),
+        };
         loop {
             let listed = tokio::select! {
                 _ = &mut stop => break,

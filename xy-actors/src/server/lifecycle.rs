@@ -41,6 +41,10 @@ pub(crate) struct Lifecycle {
     /// its exit is a failure for the policy even if the child exits 0 on
     /// SIGTERM. Kept until the next spawn so `explain` can say it.
     pub(crate) killed_for: Option<String>,
+    /// A remote server (SPEC §23) is connected (its upstream set up, its
+    /// port listening) and waits for the upstream's first answer to be
+    /// `running`: a `start` is answered already.
+    pub(crate) reaching: bool,
 }
 
 impl Default for Lifecycle {
@@ -56,6 +60,7 @@ impl Default for Lifecycle {
             run_started: None,
             to_idle: false,
             killed_for: None,
+            reaching: false,
         }
     }
 }
@@ -115,6 +120,11 @@ pub(crate) enum Event {
     /// The health verdict turned `unhealthy` and the config asks for a
     /// restart on failure; the text says why (`2 failed health checks (…)`).
     HealthFailed(String),
+    /// A remote server's upstream is set up and its port listens (its
+    /// "spawn"): no process, so nothing to wait for but an answer.
+    Connected,
+    /// A remote server's upstream answered for the first time this run.
+    Reached,
 }
 
 /// Who asked for a restart.
@@ -244,8 +254,15 @@ fn begin_restart(
             actions.push(Action::TermGroup);
             actions.push(Action::ScheduleGrace(grace));
         }
-        // The spawn being prepared reads the config in place when it runs.
-        S::Running | S::Starting => {}
+        // A remote server has no process: connect again.
+        S::Running => {
+            s.pending_start = false;
+            go(s, S::Starting, why.into(), actions);
+            actions.push(Action::Spawn);
+        }
+        // The spawn being prepared reads the config in place when it runs
+        // (a remote's connect too).
+        S::Starting => {}
         // Backing off: the old group is being killed already.
         S::Restarting if s.group_alive => {
             s.pending_start = true;
@@ -314,6 +331,19 @@ pub(crate) fn next(
             s.run_started = Some(now);
             go(&mut s, S::Running, "spawned".into(), &mut actions);
         }
+        (S::Starting, Event::Connected) => s.reaching = true,
+        (S::Starting, Event::Reached) if s.reaching => {
+            s.reaching = false;
+            s.run_started = Some(now);
+            go(
+                &mut s,
+                S::Running,
+                "the remote answered".into(),
+                &mut actions,
+            );
+        }
+        (_, ev @ (Event::Connected | Event::Reached)) => ignored(from, &ev),
+
         (S::Starting, Event::SpawnFailed(err)) => {
             s.run_started = None;
             go(
@@ -402,6 +432,7 @@ pub(crate) fn next(
         (_, Event::ChildExited { .. }) => s.run_started = None,
 
         (S::Running | S::Starting, Event::StopRequested) => {
+            s.reaching = false;
             actions.push(Action::CloseEndpoint);
             if s.group_alive {
                 go(&mut s, S::Stopping, "stop requested".into(), &mut actions);
@@ -537,6 +568,16 @@ pub(crate) fn next(
         // Only a running child is restarted for its health, and only once
         // per run: the SIGTERM (SIGKILL after `stop.grace`) ends it, and its
         // exit goes through the restart policy like any failure.
+        // A remote server (no process) reconnects.
+        (S::Running, Event::HealthFailed(why)) if !s.group_alive => {
+            go(
+                &mut s,
+                S::Starting,
+                format!("reconnecting: {why}"),
+                &mut actions,
+            );
+            actions.push(Action::Spawn);
+        }
         (S::Running, Event::HealthFailed(why)) if s.killed_for.is_none() => {
             s.killed_for = Some(why);
             actions.push(Action::HoldEndpoint);
@@ -549,6 +590,7 @@ pub(crate) fn next(
     if actions.contains(&Action::Spawn) {
         // A new run: why xy ended the previous one no longer applies.
         s.killed_for = None;
+        s.reaching = false;
     }
     (s, actions)
 }

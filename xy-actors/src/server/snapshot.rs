@@ -24,6 +24,8 @@ pub(crate) struct ServerSnapshot {
     pub(crate) transport: Transport,
     /// `http://127.0.0.1:<port><path>`.
     pub(crate) url: String,
+    /// A remote server's configured `url` (SPEC §23).
+    pub(crate) remote_url: Option<String>,
     /// Spawn time of the running child; uptime is computed when read.
     pub(crate) started: Option<Instant>,
     pub(crate) restart_count: u32,
@@ -47,6 +49,9 @@ pub(crate) struct ServerSnapshot {
     /// the gateway's proxy decides an HTTP server's traffic with them
     /// without a message to the actor. Not shown by `list`.
     pub(crate) firewall: Option<FirewallGate>,
+    /// A remote server's upstream while xy holds one (SPEC §23), for the
+    /// gateway and the server's own port. Not shown by `list`.
+    pub(crate) remote: Option<RemoteGate>,
     /// This snapshot's `list` row, serialised once (D41): every new
     /// snapshot starts with an empty cache, so it cannot go stale.
     pub(crate) row: RowCache,
@@ -111,6 +116,23 @@ impl std::fmt::Debug for BridgeGate {
     }
 }
 
+/// A remote server's upstream of the current run; equal only to itself.
+#[derive(Clone, Debug)]
+pub(crate) struct RemoteGate(pub(crate) Arc<crate::remote::Upstream>);
+
+impl PartialEq for RemoteGate {
+    fn eq(&self, other: &RemoteGate) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for RemoteGate {
+    type Target = Arc<crate::remote::Upstream>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// A [`ListRow`] built at most once per snapshot. Not part of a snapshot's
 /// equality: it follows from the other fields.
 #[derive(Debug, Clone, Default)]
@@ -131,6 +153,7 @@ impl ServerSnapshot {
             port: config.port,
             transport: config.transport,
             url: config.url(),
+            remote_url: config.remote.as_ref().map(|r| r.url.clone()),
             started: None,
             restart_count: 0,
             last_exit: None,
@@ -142,6 +165,7 @@ impl ServerSnapshot {
             child_coming: false,
             bridge: None,
             firewall: None,
+            remote: None,
             row: RowCache::default(),
         }
     }
@@ -173,6 +197,7 @@ impl ServerSnapshot {
             tool_count: self.tool_count,
             tools_held: self.tools_held,
             agent_allow_restart: self.agent_allow_restart,
+            remote_url: self.remote_url.clone(),
             // The engine's: it follows the daemon's settings.
             gateway_url: None,
         }
@@ -199,6 +224,7 @@ impl ServerActorState {
             .as_ref()
             .map_or(&default_health, |t| t.health());
         let url = self.config.url();
+        let remote_url = self.config.remote.as_ref().map(|r| r.url.as_str());
         let bridge_key = self
             .bridge
             .as_ref()
@@ -209,6 +235,7 @@ impl ServerActorState {
                 && s.port == self.config.port
                 && s.transport == self.config.transport
                 && s.url == url
+                && s.remote_url.as_deref() == remote_url
                 && s.started == started
                 && s.restart_count == self.lc.restart_count
                 && s.last_exit == self.last_exit
@@ -219,7 +246,9 @@ impl ServerActorState {
                 && s.grace == self.config.stop.grace
                 && s.child_coming == self.lc.child_coming()
                 && s.bridge.as_ref().map(BridgeGate::key) == bridge_key
-                && s.firewall.is_some();
+                && s.firewall.is_some()
+                && s.remote.as_ref().map(|r| Arc::as_ptr(&r.0))
+                    == self.upstream.as_ref().map(Arc::as_ptr);
             if !same {
                 *s = ServerSnapshot {
                     state: self.lc.phase,
@@ -227,6 +256,7 @@ impl ServerActorState {
                     port: self.config.port,
                     transport: self.config.transport,
                     url,
+                    remote_url: remote_url.map(str::to_owned),
                     started,
                     restart_count: self.lc.restart_count,
                     last_exit: self.last_exit.clone(),
@@ -244,6 +274,7 @@ impl ServerActorState {
                         verdicts: self.mcp.watch_verdicts(),
                         relist: Arc::clone(&self.relist),
                     }),
+                    remote: self.upstream.clone().map(RemoteGate),
                     row: RowCache::default(),
                 };
                 // Built here, once, rather than by the next `list`.

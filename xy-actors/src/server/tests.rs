@@ -24,6 +24,7 @@ fn cfg(policy: RestartPolicy, retries: u32) -> ServerConfig {
         args: vec![],
         port: 1,
         transport: Default::default(),
+        remote: None,
         path: "/mcp".into(),
         on_demand: None,
         env: Default::default(),
@@ -85,6 +86,8 @@ async fn fixture(config: ServerConfig) -> Fixture {
         events: bus,
         calls: crate::calls::Calls::new(None),
         directory: crate::firewall::Directory::default(),
+        proxy: crate::gateway::proxy::Proxy::new(None),
+        credentials_for: crate::remote::no_broker(),
     };
     let (actor, _) = Actor::spawn(None, ServerActor, args).await.unwrap();
     Fixture {

@@ -33,6 +33,7 @@ pub fn server(name: &str, bin_name: &str, args: &[&str]) -> ServerConfig {
         args,
         port: 0,
         transport: Default::default(),
+        remote: None,
         path: "/mcp".into(),
         on_demand: None,
         env: BTreeMap::new(),

@@ -40,13 +40,33 @@ pub(crate) struct AddArgs {
     /// full rights.
     #[arg(long)]
     pub(crate) no_sandbox: bool,
+    /// A remote server (SPEC §23): xy serves this `https://` URL (plain
+    /// `http://` only on loopback) at the port and the gateway; no command.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["stdio", "env", "working_dir", "health", "npm", "pypi", "registry"])]
+    pub(crate) url: Option<String>,
+    /// With `--url`: a header for every request, `'Name: value'`
+    /// (repeatable; written into the file as it is).
+    #[arg(long = "header", value_name = "NAME: VALUE", requires = "url", value_parser = parse_header)]
+    pub(crate) header: Vec<(String, String)>,
+    /// With `--url`: a header whose value is the §16 secret SECRET,
+    /// `Name=SECRET` (repeatable); a `secrets { SECRET file="…" }`
+    /// placeholder is written for you to fill in.
+    #[arg(long = "header-secret", value_name = "NAME=SECRET", requires = "url", value_parser = parse_env)]
+    pub(crate) header_secret: Vec<(String, String)>,
     /// SPEC §22: `--npm`/`--pypi` and their install flags.
     #[command(flatten)]
     pub(crate) pin: super::packages::PinArgs,
     /// The command and its arguments, after `--` (with `--npm`/`--pypi`/`--registry`:
     /// extra arguments for the installed entry point).
-    #[arg(last = true, required_unless_present_any = ["npm", "pypi", "registry"], value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present_any = ["npm", "pypi", "registry", "url"], value_name = "COMMAND")]
     pub(crate) command: Vec<String>,
+}
+
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    match s.split_once(':') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+        _ => Err(format!("`{s}` is not 'Name: value'")),
+    }
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {

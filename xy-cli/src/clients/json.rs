@@ -46,6 +46,15 @@ pub(super) fn entries(text: &str, key: &str) -> Result<Vec<Entry>, ClientError> 
         .map(|(name, v)| Entry {
             name,
             spec: spec_from_json(&v),
+            headers: v
+                .get("headers")
+                .and_then(Json::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, x)| x.as_str().map(|x| (k.clone(), x.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
         .collect())
 }

@@ -35,6 +35,17 @@ pub(super) fn entries(text: &str) -> Result<Vec<Entry>, ClientError> {
             spec: item
                 .as_table_like()
                 .map_or(super::Spec::Other, spec_from_table),
+            // Codex spells a URL entry's headers `http_headers`.
+            headers: item
+                .as_table_like()
+                .and_then(|t| t.get("http_headers"))
+                .and_then(Item::as_table_like)
+                .map(|h| {
+                    h.iter()
+                        .filter_map(|(k, v)| v.as_str().map(|v| (k.to_owned(), v.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
         .collect())
 }

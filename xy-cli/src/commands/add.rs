@@ -75,6 +75,9 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             })?
         }
     };
+    if let Some(url) = &a.url {
+        return add_remote(ctx, a, url, client, &dir, port);
+    }
     // SPEC §22: resolve, confirm and install first; nothing is written
     // unless the install completed.
     let pinned = crate::packages::for_add(ctx, a, &dir, port)?;
@@ -150,6 +153,84 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             a.name,
             fallback_url(port)
         )),
+    }
+    Ok(Exit::Success)
+}
+
+/// `add --url` (SPEC §23): a remote server's file, its secret
+/// placeholders named, then the reload and state line as for any server.
+fn add_remote(
+    ctx: &Ctx,
+    a: &AddArgs,
+    url: &str,
+    client: Option<Client>,
+    dir: &std::path::Path,
+    port: u16,
+) -> Result<Exit, Failure> {
+    if !a.command.is_empty() {
+        return Err(Failure::new(
+            Exit::Operational,
+            "`--url` adds a remote server: give no command after `--`".to_owned(),
+        ));
+    }
+    let secrets_dir = server_file::secrets_dir(dir, &a.name);
+    let mut headers: Vec<(String, server_file::HeaderSource)> = a
+        .header
+        .iter()
+        .map(|(k, v)| (k.clone(), server_file::HeaderSource::Literal(v.clone())))
+        .collect();
+    let mut secrets = Vec::new();
+    for (header, secret) in &a.header_secret {
+        headers.push((
+            header.clone(),
+            server_file::HeaderSource::Secret(secret.clone()),
+        ));
+        if !secrets.iter().any(|(n, _)| n == secret) {
+            secrets.push((secret.clone(), secrets_dir.join(secret)));
+        }
+    }
+    let spec = server_file::RemoteSpec {
+        url: url.to_owned(),
+        port,
+        headers,
+        secrets,
+    };
+    let mut text = server_file::render_remote(
+        &spec,
+        "Written by `xyctl add`; edit freely, then `xyctl reload`.",
+    );
+    if a.no_start {
+        server_file::no_autostart(&mut text);
+    }
+    server_file::write(dir, &a.name, &text, a.force)
+        .map_err(|e| write_failure(e, ctx.err.color))?;
+    let file = dir.join(format!("{}.kdl", a.name));
+    output::note(&ctx.err, &format!("wrote {}", file.display()));
+    for (name, path) in &spec.secrets {
+        if !path.exists() {
+            output::warn(
+                &ctx.err,
+                &format!(
+                    "fill in the secret {name}: write the header's whole value (e.g. `Bearer …`) \
+                     into {} (mode 0600), or give it another source in {}.kdl; then \
+                     `xyctl restart {}`",
+                    path.display(),
+                    a.name,
+                    a.name
+                ),
+            );
+        }
+    }
+    if let Some(mut c) = client {
+        let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
+        let line = state_line(&mut c, &a.name, port)?;
+        output::stdout(&line);
+    } else {
+        output::stdout(&format!(
+            "{}  not started  {}  (starts at the next `xyctl reload`)\n",
+            a.name,
+            fallback_url(port)
+        ));
     }
     Ok(Exit::Success)
 }

@@ -77,24 +77,31 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
     let mut rows = Vec::new();
     let mut created = 0;
     let mut invalid = Vec::new();
+    let xy_ports = xy_ports(&dir, &used);
     for e in &entries {
-        let (command, args, env, cwd) = match &e.spec {
-            Spec::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => (command, args, env, cwd),
-            Spec::Url(url) => {
+        // SPEC §23: a URL entry, or `npx mcp-remote <url>`, becomes a remote server.
+        let remote = clients::remote_of(e);
+        let stdio = match (&e.spec, &remote) {
+            (Spec::Url(url), _) if on_xy_port(url, &xy_ports) => {
                 rows.push(row(
                     &e.name,
                     "-",
                     "-",
-                    &format!("skipped: already a URL ({url})"),
+                    &format!("skipped: already points at xy ({url})"),
                 ));
                 continue;
             }
-            Spec::Other => {
+            (_, Some(_)) => None,
+            (
+                Spec::Stdio {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                },
+                None,
+            ) => Some((command, args, env, cwd)),
+            (Spec::Url(_) | Spec::Other, None) => {
                 rows.push(row(
                     &e.name,
                     "-",
@@ -125,34 +132,63 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
         };
         used.insert(port);
         let pin = pins.take(&name);
-        let (command, args) = match &pin {
-            Some(Outcome::Pinned(p)) => (&p.command, &p.args),
-            _ => (command, args),
-        };
-        let spec = ServerSpec {
-            command: command.clone(),
-            args: args.clone(),
-            port,
-            stdio: true,
-            env: env.clone(),
-            working_dir: cwd.clone(),
-            health: None,
-        };
         let comment = format!(
             "Imported from {} entry \"{}\" ({}) by `xyctl import`.",
             a.client.id(),
             e.name,
             path.display()
         );
-        let mut text = server_file::render(&spec, &comment);
-        let pinned = pin_note(pin.as_ref(), &mut text);
         let mut create = Vec::new();
-        if !a.no_sandbox
-            && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl import")
-        {
-            text.push_str(&block);
-            create = dirs;
-        }
+        // A remote's header values go to secret files, written with the server.
+        let mut secret_values = Vec::new();
+        let mut pinned = String::new();
+        let text = match (stdio, &remote) {
+            (Some((command, args, env, cwd)), _) => {
+                let (command, args) = match &pin {
+                    Some(Outcome::Pinned(p)) => (&p.command, &p.args),
+                    _ => (command, args),
+                };
+                let spec = ServerSpec {
+                    command: command.clone(),
+                    args: args.clone(),
+                    port,
+                    stdio: true,
+                    env: env.clone(),
+                    working_dir: cwd.clone(),
+                    health: None,
+                };
+                let mut text = server_file::render(&spec, &comment);
+                pinned = pin_note(pin.as_ref(), &mut text);
+                if !a.no_sandbox
+                    && let Some((block, dirs)) = crate::starter::block_for(&spec, "xyctl import")
+                {
+                    text.push_str(&block);
+                    create = dirs;
+                }
+                text
+            }
+            (None, Some((url, headers))) => {
+                let secrets_dir = server_file::secrets_dir(&dir, &name);
+                let mut spec = server_file::RemoteSpec {
+                    url: url.clone(),
+                    port,
+                    headers: Vec::new(),
+                    secrets: Vec::new(),
+                };
+                for (header, value) in headers {
+                    let secret = server_file::secret_name_for(header);
+                    let file = secrets_dir.join(&secret);
+                    spec.headers.push((
+                        header.clone(),
+                        server_file::HeaderSource::Secret(secret.clone()),
+                    ));
+                    spec.secrets.push((secret, file.clone()));
+                    secret_values.push((file, value.clone()));
+                }
+                server_file::render_remote(&spec, &comment)
+            }
+            (None, None) => unreachable!("entries without either were skipped"),
+        };
         let port_s = port.to_string();
         if a.dry_run {
             // Validated all the same, so a dry run shows what would fail.
@@ -167,6 +203,14 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
         }
         match server_file::write(&dir, &name, &text, false) {
             Ok(_) => {
+                for (file, value) in &secret_values {
+                    if let Err(err) = server_file::write_secret(file, value) {
+                        output::warn(
+                            &ctx.err,
+                            &format!("cannot write the secret {}: {err}", file.display()),
+                        );
+                    }
+                }
                 created += 1;
                 for warning in crate::starter::create_dirs(&create) {
                     output::note(&ctx.err, &warning);
@@ -225,21 +269,32 @@ fn unique_name(entry: &str, taken: &mut BTreeSet<String>) -> String {
 /// The stdio entries `import` will create, under the names it will give
 /// them (the same walk as its loop).
 fn pin_candidates(entries: &[Entry], dir: &Path) -> Vec<Candidate> {
+    let xy_ports = xy_ports(dir, &server_file::used_ports(dir));
     let mut taken = BTreeSet::new();
-    entries
-        .iter()
-        .filter_map(|e| match &e.spec {
-            Spec::Stdio { command, args, .. } => {
-                let name = unique_name(&e.name, &mut taken);
-                (!dir.join(format!("{name}.kdl")).exists()).then(|| Candidate {
-                    name,
-                    command: command.clone(),
-                    args: args.clone(),
-                })
+    let mut out = Vec::new();
+    for e in entries {
+        // Named exactly when the loop names it: URL and remote entries take a
+        // name too, so the names that follow them agree.
+        let remote = clients::remote_of(e);
+        match (&e.spec, &remote) {
+            (Spec::Url(url), _) if on_xy_port(url, &xy_ports) => continue,
+            (_, Some(_)) => {
+                unique_name(&e.name, &mut taken);
             }
-            _ => None,
-        })
-        .collect()
+            (Spec::Stdio { command, args, .. }, None) => {
+                let name = unique_name(&e.name, &mut taken);
+                if !dir.join(format!("{name}.kdl")).exists() {
+                    out.push(Candidate {
+                        name,
+                        command: command.clone(),
+                        args: args.clone(),
+                    });
+                }
+            }
+            (Spec::Url(_) | Spec::Other, None) => continue,
+        }
+    }
+    out
 }
 
 /// A pinned install's `package` node into `text`; the row's note.
@@ -253,6 +308,29 @@ fn pin_note(pin: Option<&Outcome>, text: &mut String) -> String {
         Some(Outcome::Unpinned(why)) => format!(" (not pinned: {why})"),
         None => String::new(),
     }
+}
+
+/// The loopback ports xy serves on: every server's and the gateway's.
+fn xy_ports(dir: &Path, used: &BTreeSet<u16>) -> BTreeSet<u16> {
+    let mut ports = used.clone();
+    let settings = dir
+        .parent()
+        .map(|d| d.join(xy_core::config::SETTINGS_FILE))
+        .and_then(|f| xy_core::config::load_settings(&f).ok())
+        .unwrap_or_default();
+    if let Some(p) = settings.gateway.port() {
+        ports.insert(p);
+    }
+    ports
+}
+
+/// A loopback URL on one of xy's ports: an entry `clients apply` wrote.
+fn on_xy_port(url: &str, xy_ports: &BTreeSet<u16>) -> bool {
+    let Some(rest) = url.strip_prefix("http://127.0.0.1:") else {
+        return false;
+    };
+    let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    port.parse::<u16>().is_ok_and(|p| xy_ports.contains(&p))
 }
 
 fn first_line(s: &str) -> String {

@@ -38,6 +38,11 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
     if tools {
         header.insert(3, "TOOLS");
     }
+    // SPEC §23: the REMOTE column appears once any server is remote.
+    let remote = entries.iter().any(|e| e.remote_url.is_some());
+    if remote {
+        header.push("REMOTE");
+    }
     let rows: Vec<Vec<Cell>> = entries
         .iter()
         .map(|e| {
@@ -59,6 +64,9 @@ pub(crate) fn render_list(entries: &[ListEntry], style: &Style) -> String {
                     3,
                     Cell::painted(tools_cell(e.tool_count, e.tools_held), paint),
                 );
+            }
+            if remote {
+                row.push(Cell::plain(e.remote_url.as_deref().unwrap_or("-")));
             }
             row
         })
@@ -199,6 +207,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             ListEntry {
@@ -221,6 +230,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             ListEntry {
@@ -243,6 +253,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             ListEntry {
@@ -265,6 +276,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
         ]

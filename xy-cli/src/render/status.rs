@@ -92,19 +92,48 @@ pub(crate) fn render_status(
             ),
         ));
     }
-    fields.push(("command", command_line(&s.command, &s.args)));
-    fields.push((
-        "working dir",
-        s.working_dir.clone().unwrap_or_else(|| "-".to_owned()),
-    ));
-    fields.push((
-        "env",
-        if s.env_keys.is_empty() {
-            "-".to_owned()
-        } else {
-            format!("{} (values hidden)", s.env_keys.join(", "))
-        },
-    ));
+    if let Some(r) = &s.remote {
+        // SPEC §23: no process; where it is and how xy authenticates.
+        fields.push(("remote", r.url.clone()));
+        let headers: Vec<String> = r
+            .headers
+            .iter()
+            .map(|h| match &h.secret {
+                Some(secret) => format!("{} secret=\"{secret}\"", h.name),
+                None => format!("{} (value in the file)", h.name),
+            })
+            .collect();
+        fields.push((
+            "headers",
+            if headers.is_empty() {
+                "-".to_owned()
+            } else {
+                headers.join(", ")
+            },
+        ));
+        let mut auth = r.auth.clone();
+        if !r.scopes.is_empty() {
+            auth.push_str(&format!(" (scopes {})", r.scopes.join(" ")));
+        }
+        if let Some(id) = &r.client_id {
+            auth.push_str(&format!(", client id {id}"));
+        }
+        fields.push(("auth", auth));
+    } else {
+        fields.push(("command", command_line(&s.command, &s.args)));
+        fields.push((
+            "working dir",
+            s.working_dir.clone().unwrap_or_else(|| "-".to_owned()),
+        ));
+        fields.push((
+            "env",
+            if s.env_keys.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{} (values hidden)", s.env_keys.join(", "))
+            },
+        ));
+    }
     if let Some(p) = &s.package {
         let sep = if p.ecosystem == "pypi" { "==" } else { "@" };
         fields.push((
@@ -303,6 +332,7 @@ pub(crate) mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: None,
             },
             transitions: vec![
@@ -369,6 +399,7 @@ pub(crate) mod tests {
             secrets: Vec::new(),
             sandbox: None,
             package: None,
+            remote: None,
         }
     }
 

@@ -251,6 +251,10 @@ fn display_name(path: &Path) -> String {
 /// (program installed, directory created) before it is started.
 fn warnings_for(config: &ServerConfig) -> Vec<ConfigWarning> {
     let mut out = Vec::new();
+    // A remote server runs no program.
+    if config.remote.is_some() {
+        return out;
+    }
     let warn = |message: String| ConfigWarning {
         file: config.source.clone(),
         name: config.name.clone(),

@@ -14,6 +14,7 @@ use miette::SourceSpan;
 mod agent;
 mod firewall;
 mod package;
+mod remote;
 mod sandbox;
 mod secrets;
 pub(super) mod settings;
@@ -52,6 +53,10 @@ const TOP_FIELDS: &[&str] = &[
     "sandbox",
     // SPEC §22 (parsed in `parse/package.rs`).
     "package",
+    // SPEC §23 (parsed in `parse/remote.rs`).
+    "url",
+    "headers",
+    "auth",
 ];
 /// Children of `restart { … }`.
 const RESTART_FIELDS: &[&str] = &[
@@ -214,8 +219,9 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                         Some(t) => b.transport = (t, Some(e.span())),
                         None => {
                             b.transport_bad = true;
-                            let mut help = "allowed values: \"http\", \"stdio\"".to_owned();
-                            if let Some(s) = suggest(&t, &["http", "stdio"]) {
+                            let mut help =
+                                "allowed values: \"http\", \"stdio\", \"remote\"".to_owned();
+                            if let Some(s) = suggest(&t, &["http", "stdio", "remote"]) {
                                 help = format!("did you mean \"{s}\"? {help}");
                             }
                             cx.push(
@@ -297,13 +303,20 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             "firewall" => b.firewall = firewall::parse_firewall(&mut cx, node),
             "sandbox" => b.sandbox = sandbox::parse_sandbox(&mut cx, node),
             "package" => b.package = package::parse_package(&mut cx, node),
+            "url" => b.url = remote::parse_url(&mut cx, node),
+            "headers" => {
+                b.headers = Some((remote::parse_headers(&mut cx, node), node.name().span()));
+            }
+            "auth" => b.auth = Some((remote::parse_auth(&mut cx, node), node.name().span())),
             _ => unreachable!("every TOP_FIELDS entry is matched"),
         }
     }
 
+    let is_remote = seen.iter().any(|(k, _)| *k == "url");
+    remote_checks(&mut cx, &doc, &mut b, is_remote);
     // A missing field has no text to point at: point at the start of the
     // file, where it would go.
-    if b.command.is_none() && !seen.iter().any(|(k, _)| *k == "command") {
+    if b.command.is_none() && !seen.iter().any(|(k, _)| *k == "command" || *k == "url") {
         cx.push(
             cx.diag(
                 DiagnosticKind::MissingField,
@@ -311,7 +324,10 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 "missing required field `command`",
             )
             .with_label("`command` is required")
-            .with_help("add a line like: command \"/usr/local/bin/my-mcp\""),
+            .with_help(
+                "add a line like: command \"/usr/local/bin/my-mcp\" (or url \"https://…/mcp\" \
+                 for a remote server)",
+            ),
         );
     }
     if b.port.is_none() && !seen.iter().any(|(k, _)| *k == "port") {
@@ -330,6 +346,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
     if let Some((_, span)) = &b.on_demand
         && b.transport.0 != Transport::Stdio
         && !b.transport_bad
+        && !is_remote
     {
         let mut d = cx
             .diag(
@@ -352,7 +369,19 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
     }
 
     let port = b.port.clone();
-    let config = match (cx.diags.is_empty(), b.command, b.port) {
+    let remote = b.url.map(|(url, _)| crate::remote::RemoteConfig {
+        url,
+        headers: b
+            .headers
+            .map(|(h, _)| h.into_iter().map(|h| h.spec).collect())
+            .unwrap_or_default(),
+        auth: b.auth.and_then(|(a, _)| a),
+    });
+    let command = match (&remote, b.command) {
+        (Some(_), _) => Some(String::new()),
+        (None, c) => c,
+    };
+    let config = match (cx.diags.is_empty(), command, b.port) {
         (true, Some(command), Some((port, _))) => {
             let config = ServerConfig {
                 name: name.to_owned(),
@@ -361,6 +390,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 args: b.args,
                 port,
                 transport: b.transport.0,
+                remote,
                 path: b.path.unwrap_or_else(|| DEFAULT_MCP_PATH.to_owned()),
                 on_demand: b.on_demand.map(|(o, _)| o),
                 env: secrets::merge_env(b.file_env, b.env),
@@ -416,6 +446,125 @@ struct Builder {
     package: Option<crate::package::PackageRef>,
     /// `autostart`; `None`: not written (`#true`).
     autostart: Option<bool>,
+    /// SPEC §23: `url` and the span of its value.
+    url: Option<(String, SourceSpan)>,
+    /// `headers { }` (each with its `secret=` span) and its node's span.
+    headers: Option<(Vec<remote::Header>, SourceSpan)>,
+    /// `auth { }` (`None` inside after a diagnostic) and its node's span.
+    auth: Option<(Option<crate::remote::OAuthConfig>, SourceSpan)>,
+}
+
+/// The whole-file rules of a remote server (SPEC §23): `url` xor
+/// `command`, `transport "remote"` exactly with `url`, `headers`/`auth`
+/// only with `url`, no process settings, every `secret=` declared.
+fn remote_checks(cx: &mut Cx<'_>, doc: &KdlDocument, b: &mut Builder, is_remote: bool) {
+    let node_span = |key: &str| {
+        doc.nodes()
+            .iter()
+            .find(|n| n.name().value() == key)
+            .map(|n| n.name().span())
+    };
+    if !is_remote {
+        if b.transport.0 == Transport::Remote
+            && let Some(span) = b.transport.1
+        {
+            let d = cx
+                .diag(
+                    DiagnosticKind::MissingField,
+                    span,
+                    "`transport \"remote\"` needs `url \"https://…\"`",
+                )
+                .with_label("no url")
+                .with_help("add a line like: url \"https://mcp.example.com/mcp\"");
+            cx.push(d);
+        }
+        for key in ["headers", "auth"] {
+            if let Some(span) = node_span(key) {
+                let d = cx
+                    .diag(
+                        DiagnosticKind::InvalidValue,
+                        span,
+                        format!("`{key}` is for remote servers (`url \"https://…\"`) only"),
+                    )
+                    .with_label("not a remote server")
+                    .with_help(
+                        "a local server gets its credentials through `env` or `secrets { }`",
+                    );
+                cx.push(d);
+            }
+        }
+        return;
+    }
+    if let Some(span) = node_span("command") {
+        let d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                span,
+                "`command` and `url` are given together: a server is either a program xy runs \
+                 or a remote one it reaches",
+            )
+            .with_label("remove one")
+            .with_help("keep `url` for a remote server, or `command` for a local one");
+        cx.push(d);
+    }
+    match b.transport {
+        (Transport::Remote, _) => {}
+        (t, Some(span)) if !b.transport_bad => {
+            let d = cx
+                .diag(
+                    DiagnosticKind::InvalidValue,
+                    span,
+                    format!(
+                        "a `url` server is `transport \"remote\"`, not {:?}",
+                        t.as_str()
+                    ),
+                )
+                .with_label("not remote")
+                .with_help("remove `transport` (a `url` implies \"remote\")");
+            cx.push(d);
+        }
+        _ => {}
+    }
+    b.transport.0 = Transport::Remote;
+    for key in remote::NOT_FOR_REMOTE {
+        if let Some(span) = node_span(key) {
+            let d = cx
+                .diag(
+                    DiagnosticKind::InvalidValue,
+                    span,
+                    format!("`{key}` does not apply to a remote server: xy runs no process for it"),
+                )
+                .with_label("not for a remote server")
+                .with_help(format!("remove `{key}`"));
+            cx.push(d);
+        }
+    }
+    if let Some((headers, _)) = &b.headers {
+        for remote::Header { spec: h, secret_at } in headers {
+            if let (crate::remote::HeaderValueSpec::Secret(name), Some(span)) =
+                (&h.value, secret_at)
+                && !b.secrets.iter().any(|s| &s.name == name)
+            {
+                let known: Vec<&str> = b.secrets.iter().map(|s| s.name.as_str()).collect();
+                let help = if known.is_empty() {
+                    format!(
+                        "declare it in this file: secrets {{ {name} file=\"~/.config/xy/{name}\" }}"
+                    )
+                } else {
+                    format!("declared here: {}", known.join(", "))
+                };
+                let d = cx
+                    .diag(
+                        DiagnosticKind::InvalidValue,
+                        *span,
+                        format!("header {} names secret {name:?}, which `secrets {{ }}` does not declare", h.name),
+                    )
+                    .with_label("unknown secret")
+                    .with_help(help);
+                cx.push(d);
+            }
+        }
+    }
 }
 
 fn check_name(cx: &mut Cx<'_>, name: &str) {
@@ -1190,6 +1339,8 @@ fn nested_home(key: &str) -> Option<&'static str> {
         Some("firewall")
     } else if sandbox::SANDBOX_FIELDS.contains(&key) {
         Some("sandbox")
+    } else if remote::AUTH_FIELDS.contains(&key) {
+        Some("auth")
     } else {
         None
     }

@@ -71,6 +71,7 @@ impl ListRow {
             tool_count,
             tools_held,
             agent_allow_restart,
+            remote_url,
             gateway_url: _,
         } = entry;
         let mut w = Vec::with_capacity(256 + name.len() + url.len());
@@ -91,6 +92,7 @@ impl ListRow {
         field(&mut w, ',', "tool_count", tool_count);
         field(&mut w, ',', "tools_held", tools_held);
         field(&mut w, ',', "agent_allow_restart", agent_allow_restart);
+        field(&mut w, ',', "remote_url", remote_url);
         let text = String::from_utf8(w)
             .expect("serde_json writes UTF-8")
             .into_boxed_str();
@@ -288,6 +290,7 @@ mod tests {
                                 tool_count: [None, Some(0), Some(u32::MAX)][i % 3],
                                 tools_held: 0,
                                 agent_allow_restart: i % 2 == 1,
+                                remote_url: None,
                                 gateway_url: [
                                     None,
                                     Some(crate::config::gateway_url(8399, name)),
@@ -329,6 +332,7 @@ mod tests {
                 tool_count: None,
                 tools_held: 0,
                 agent_allow_restart: false,
+                remote_url: None,
                 gateway_url: (i % 2 == 1).then(|| crate::config::gateway_url(1, ODD[i])),
             })
             .collect();
@@ -364,6 +368,7 @@ mod tests {
             tool_count: Some(3),
             tools_held: 0,
             agent_allow_restart: true,
+            remote_url: None,
             gateway_url: Some(crate::config::gateway_url(8399, ODD[2])),
         };
         let back: ListEntry = serde_json::from_slice(&cached_bytes(&e)).unwrap();

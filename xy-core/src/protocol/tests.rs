@@ -40,6 +40,7 @@ fn entry() -> ListEntry {
         tool_count: Some(3),
         tools_held: 0,
         agent_allow_restart: false,
+        remote_url: None,
         gateway_url: None,
     }
 }
@@ -140,7 +141,7 @@ fn list_entry_keys_always_present() {
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
                        "checked_at": "2026-11-30T05:06:59.001Z"},
-            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "tools_held": 0, "agent_allow_restart": false,
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "tools_held": 0, "agent_allow_restart": false, "remote_url": null,
             "gateway_url": null
         }),
     );
@@ -156,6 +157,7 @@ fn list_entry_keys_always_present() {
         tool_count: None,
         tools_held: 0,
         agent_allow_restart: false,
+        remote_url: None,
         gateway_url: None,
         ..entry()
     };
@@ -166,7 +168,7 @@ fn list_entry_keys_always_present() {
             "transport": "http", "url": "http://127.0.0.1:8421/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
-            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "tools_held": 0, "agent_allow_restart": false,
+            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "tools_held": 0, "agent_allow_restart": false, "remote_url": null,
             "gateway_url": null
         }),
     );
@@ -234,6 +236,7 @@ fn status_result() {
         secrets: Vec::new(),
         sandbox: None,
         package: None,
+        remote: None,
     };
     pin(
         &s,
@@ -244,7 +247,7 @@ fn status_result() {
             "last_exit": {"code": null, "signal": "SIGKILL", "ts": "2026-11-30T05:04:54.123Z"},
             "health": {"state": "healthy", "latency_ms": 3, "error": null,
                        "checked_at": "2026-11-30T05:06:59.001Z"},
-            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "tools_held": 0, "agent_allow_restart": false, "gateway_url": null,
+            "cpu_percent": 0.5, "rss_bytes": 12_582_912, "tool_count": 3, "tools_held": 0, "agent_allow_restart": false, "remote_url": null, "gateway_url": null,
             "transitions": [{"from": "starting", "to": "running",
                              "ts": "2026-11-30T05:04:54.123Z", "reason": "spawned pid 4242"}],
             "command": "/usr/bin/insikt-mcp", "args": ["--http"], "working_dir": null,
@@ -267,7 +270,8 @@ fn status_result() {
                     "listed_at": "2026-11-30T05:04:55.002Z"},
             "secrets": [],
             "sandbox": null,
-            "package": null
+            "package": null,
+            "remote": null
         }),
     );
 }

@@ -17,6 +17,9 @@ pub enum Transport {
     Http,
     /// The child speaks MCP on stdin/stdout; xy serves it over HTTP on `port`.
     Stdio,
+    /// No process: a `url "https://…"` server (SPEC §23) that xy serves on
+    /// `port` and the gateway by forwarding to its URL.
+    Remote,
 }
 
 impl Transport {
@@ -25,6 +28,7 @@ impl Transport {
         match self {
             Transport::Http => "http",
             Transport::Stdio => "stdio",
+            Transport::Remote => "remote",
         }
     }
 
@@ -33,6 +37,7 @@ impl Transport {
         match s {
             "http" => Some(Transport::Http),
             "stdio" => Some(Transport::Stdio),
+            "remote" => Some(Transport::Remote),
             _ => None,
         }
     }
@@ -58,7 +63,11 @@ mod tests {
 
     #[test]
     fn transport_spelling() {
-        for (t, w) in [(Transport::Http, "http"), (Transport::Stdio, "stdio")] {
+        for (t, w) in [
+            (Transport::Http, "http"),
+            (Transport::Stdio, "stdio"),
+            (Transport::Remote, "remote"),
+        ] {
             assert_eq!(serde_json::to_value(t).unwrap(), json!(w));
             assert_eq!(serde_json::from_value::<Transport>(json!(w)).unwrap(), t);
             assert_eq!(Transport::from_name(w), Some(t));
@@ -85,6 +94,7 @@ mod tests {
             tool_count: None,
             tools_held: 0,
             agent_allow_restart: false,
+            remote_url: None,
             gateway_url: None,
         };
         let want = json!({
@@ -92,7 +102,7 @@ mod tests {
             "transport": "stdio", "url": "http://127.0.0.1:8430/mcp",
             "uptime_secs": null, "restart_count": 0, "last_exit": null,
             "health": {"state": "unknown", "latency_ms": null, "error": null, "checked_at": null},
-            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "tools_held": 0, "agent_allow_restart": false,
+            "cpu_percent": null, "rss_bytes": null, "tool_count": null, "tools_held": 0, "agent_allow_restart": false, "remote_url": null,
             "gateway_url": null
         });
         assert_eq!(serde_json::to_value(&e).unwrap(), want);

@@ -134,6 +134,37 @@ impl Front {
         if path == "/health" {
             return (method, path, plain(StatusCode::OK, "ok"));
         }
+        if let Some(file) = &self.opts.headers_file {
+            let h = |n: &str| {
+                parts
+                    .headers
+                    .get(n)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let seen = serde_json::json!({
+                "method": method.as_str(),
+                "host": h("host"),
+                "authorization": h("authorization"),
+                "cookie": h("cookie"),
+                "rpc": methods,
+            });
+            append_line(file, &seen.to_string());
+        }
+        if let Some(want) = &self.opts.require_auth
+            && parts
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                != Some(want)
+        {
+            let mut r = plain(StatusCode::UNAUTHORIZED, "unauthorized");
+            r.headers_mut().insert(
+                "www-authenticate",
+                hyper::header::HeaderValue::from_static("Bearer realm=\"xy-test-mcp\""),
+            );
+            return (method, path, r);
+        }
         if path != self.opts.path {
             return (method, path, plain(StatusCode::NOT_FOUND, "not found"));
         }

@@ -152,6 +152,7 @@ async fn front(
                                         verdicts,
                                         relist: None,
                                     },
+                                    None,
                                     req,
                                 )
                                 .await,

@@ -745,3 +745,50 @@ fn a_stop_during_a_health_restart_is_an_ordinary_stop() {
     let (s, _) = step(&s, Event::GroupGone, p, now);
     assert_eq!(s.phase, S::Stopped);
 }
+
+/// SPEC §23: a remote server (no process group) is `running` from its
+/// upstream's first answer; a stop is instant; a restart and a health
+/// restart connect again.
+#[test]
+fn a_remote_connects_then_runs_at_the_first_answer() {
+    let now = Instant::now();
+    let p = RestartPolicy::OnFailure;
+    let (s, a) = step(&Lifecycle::default(), Event::StartRequested, p, now);
+    assert_eq!((s.phase, effects(&a)), (S::Starting, vec![Action::Spawn]));
+    // An answer before the connect is not one of this run's.
+    let (early, a) = step(&s, Event::Reached, p, now);
+    assert_eq!((early.phase, a), (S::Starting, vec![]));
+    let (s, a) = step(&s, Event::Connected, p, now);
+    assert!(s.reaching && a.is_empty());
+    let (s, a) = step(&s, Event::Reached, p, now);
+    assert_eq!(s.phase, S::Running);
+    assert!(!s.group_alive && !s.reaching && s.run_started == Some(now));
+    assert!(matches!(
+        &a[..],
+        [Action::Transition { to: S::Running, .. }]
+    ));
+    // A second answer changes nothing.
+    let (same, a) = step(&s, Event::Reached, p, now);
+    assert_eq!((same.phase, a), (S::Running, vec![]));
+    // A restart connects again.
+    let (r, a) = step(&s, Event::RestartRequested(RestartCause::Reload), p, now);
+    assert_eq!((r.phase, effects(&a)), (S::Starting, vec![Action::Spawn]));
+    // A failed health verdict (restart-on-failure) too.
+    let (h, a) = step(&s, health("2 failed health checks"), p, now);
+    assert_eq!((h.phase, effects(&a)), (S::Starting, vec![Action::Spawn]));
+    // A stop is instant, connected or still reaching.
+    let (st, a) = step(&s, Event::StopRequested, p, now);
+    assert_eq!(
+        (st.phase, effects(&a)),
+        (S::Stopped, vec![Action::CloseEndpoint])
+    );
+    let (reaching, _) = step(
+        &step(&Lifecycle::default(), Event::StartRequested, p, now).0,
+        Event::Connected,
+        p,
+        now,
+    );
+    let (st, _) = step(&reaching, Event::StopRequested, p, now);
+    assert_eq!(st.phase, S::Stopped);
+    assert!(!st.reaching);
+}
