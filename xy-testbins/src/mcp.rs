@@ -11,10 +11,11 @@
 //! | `--host ADDR` | bind address (default `127.0.0.1`) |
 //! | `--path /mcp` | the MCP endpoint path |
 //! | `--stdio` | speak MCP on stdin/stdout instead of HTTP (request log on stderr) |
-//! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` |
+//! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` (on stdio rmcp then exits, as rmcp-based 2026 servers do) |
+//! | `--refuse-initialize` | with `--stdio --era 2026`: answer `initialize` with `-32022` and keep serving (a 2026-only child that does not exit on it) |
 //! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
 //! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
-//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered); any other name echoes `text` |
+//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered; to a 2026-era request each asks with an `InputRequiredResult`, keys `answer-<round>`, `sample`, `roots`, and the answers so far in its `requestState`); any other name echoes `text` |
 //! | `--describe NAME=TEXT` | a tool's description (repeatable), so a test can change a tool between spawns |
 //! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
 //! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
@@ -52,7 +53,7 @@ pub const USAGE: &str = "xy-test-mcp (--port N | --stdio) [--host ADDR] [--path 
 [--era 2025|2026|both] [--stateless] [--sse] [--tools a,b] [--describe NAME=TEXT] \
 [--tools-file PATH] [--page-size N] [--name NAME] [--version V] \
 [--fault hang|garbage|http500|rpc-error] [--echo-env NAME] [--fault-on m1,m2] [--fault-after N] [--hang] \
-[--sessions-file PATH] [--bind-delay-ms N]";
+[--sessions-file PATH] [--bind-delay-ms N] [--refuse-initialize]";
 
 /// Which protocol era(s) the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +145,8 @@ pub struct Options {
     pub bind_delay_ms: u64,
     /// The variable `Fault::RpcError`'s message echoes.
     pub echo_env: Option<String>,
+    /// On stdio in the 2026 era, answer `initialize` with `-32022` and keep serving.
+    pub refuse_initialize: bool,
 }
 
 impl Default for Options {
@@ -166,6 +169,7 @@ impl Default for Options {
             sessions_file: None,
             bind_delay_ms: 0,
             echo_env: None,
+            refuse_initialize: false,
         }
     }
 }
@@ -233,6 +237,7 @@ impl Options {
                 "--sessions-file" => o.sessions_file = Some(args.value::<String>(&flag).into()),
                 "--bind-delay-ms" => o.bind_delay_ms = args.value(&flag),
                 "--echo-env" => o.echo_env = Some(args.value(&flag)),
+                "--refuse-initialize" => o.refuse_initialize = true,
                 // Exiting 1 on a taken port is the default; the flag documents intent.
                 "--fail-bind-exit" => {}
                 _ => args.unknown(&flag),
@@ -255,6 +260,9 @@ impl Options {
         }
         if !o.path.starts_with('/') {
             args.fail("--path must start with /");
+        }
+        if o.refuse_initialize && !(o.stdio && o.era == Era::V2026) {
+            args.fail("--refuse-initialize needs --stdio --era 2026");
         }
         if o.port.is_none() && !o.stdio {
             args.fail("--port is required (0 picks a free port), or --stdio");
@@ -342,7 +350,7 @@ impl ServerHandler for TestServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let all = &self.opts.tools;
         let start = match request.and_then(|r| r.cursor) {
@@ -365,6 +373,7 @@ impl ServerHandler for TestServer {
         if end < all.len() {
             result["nextCursor"] = json!(end.to_string());
         }
+        mark_complete(&mut result, &context);
         Ok(serde_json::from_value(result).expect("a valid tools/list result"))
     }
 
@@ -411,6 +420,13 @@ impl ServerHandler for TestServer {
             "touch" => {
                 let _ = context.peer.notify_tool_list_changed().await;
             }
+            "elicit" | "sample" | "roots" | "asks"
+                if context
+                    .protocol_version()
+                    .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28) =>
+            {
+                return Ok(input_required(name, &request));
+            }
             "elicit" | "sample" | "roots" | "asks" => {
                 let rounds = request
                     .arguments
@@ -433,14 +449,7 @@ impl ServerHandler for TestServer {
                         format!("answers: {}", answers.join(","))
                     }
                     "sample" => {
-                        let a = ask(
-                            &context,
-                            json!({"method": "sampling/createMessage",
-                            "params": {"messages": [{"role": "user",
-                                "content": {"type": "text", "text": "Say hello"}}],
-                                "maxTokens": 10}}),
-                        )
-                        .await?;
+                        let a = ask(&context, sampling()).await?;
                         format!(
                             "sampled: {}",
                             a.pointer("/content/text")
@@ -467,22 +476,136 @@ impl ServerHandler for TestServer {
                         )
                     }
                 };
-                let result: CallToolResult = serde_json::from_value(json!({
+                let mut result = json!({
                     "content": [{"type": "text", "text": said}],
                     "isError": false,
-                }))
-                .expect("a valid tool result");
+                });
+                mark_complete(&mut result, &context);
+                let result: CallToolResult =
+                    serde_json::from_value(result).expect("a valid tool result");
                 return Ok(result.into());
             }
             _ => {}
         }
-        let result: CallToolResult = serde_json::from_value(json!({
+        let mut result = json!({
             "content": [{"type": "text", "text": text}],
             "isError": false,
-        }))
-        .expect("a valid tool result");
+        });
+        mark_complete(&mut result, &context);
+        let result: CallToolResult = serde_json::from_value(result).expect("a valid tool result");
         Ok(result.into())
     }
+}
+
+/// A 2026-era call of an asking tool (the era has no server-to-client
+/// requests): asks what is still unanswered with an `InputRequiredResult`,
+/// the answers so far carried in `requestState` (a test server's state
+/// needs no seal), else completes as the 2025 path would.
+fn input_required(name: &str, request: &CallToolRequestParams) -> CallToolResponse {
+    let rounds = request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get("rounds"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let mut got: serde_json::Map<String, Value> = request
+        .request_state
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    for (k, v) in request.input_responses.iter().flatten() {
+        got.insert(k.clone(), v.clone());
+    }
+    let answer = |key: &str| {
+        got.get(key)
+            .and_then(|a| a.pointer("/content/answer"))
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let mut wanted = serde_json::Map::new();
+    match name {
+        "elicit" => {
+            if let Some(round) = (1..=rounds).find(|r| !got.contains_key(&format!("answer-{r}"))) {
+                wanted.insert(format!("answer-{round}"), elicitation(round));
+            }
+        }
+        "sample" => {
+            if !got.contains_key("sample") {
+                wanted.insert("sample".to_owned(), sampling());
+            }
+        }
+        "roots" => {
+            if !got.contains_key("roots") {
+                wanted.insert("roots".to_owned(), json!({"method": "roots/list"}));
+            }
+        }
+        _ => {
+            if !got.contains_key("answer-1") {
+                wanted.insert("answer-1".to_owned(), elicitation(1));
+            }
+            if !got.contains_key("roots") {
+                wanted.insert("roots".to_owned(), json!({"method": "roots/list"}));
+            }
+        }
+    }
+    if !wanted.is_empty() {
+        let result: rmcp::model::InputRequiredResult = serde_json::from_value(json!({
+            "resultType": "input_required",
+            "inputRequests": wanted,
+            "requestState": Value::Object(got).to_string(),
+        }))
+        .expect("a valid InputRequiredResult");
+        return result.into();
+    }
+    let said = match name {
+        "elicit" => {
+            let answers: Vec<String> = (1..=rounds)
+                .map(|r| answer(&format!("answer-{r}")))
+                .collect();
+            format!("answers: {}", answers.join(","))
+        }
+        "sample" => format!(
+            "sampled: {}",
+            got["sample"]
+                .pointer("/content/text")
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+        ),
+        "roots" => format!("roots: {}", got["roots"]["roots"]),
+        _ => format!(
+            "answer: {}; roots: {}",
+            answer("answer-1"),
+            got["roots"]["roots"]
+        ),
+    };
+    let result: CallToolResult = serde_json::from_value(json!({
+        "content": [{"type": "text", "text": said}],
+        "isError": false,
+        "resultType": "complete",
+    }))
+    .expect("a valid tool result");
+    result.into()
+}
+
+/// A 2026-era result says it is complete (`resultType`, which 2026 clients
+/// such as the Python SDK's require; rmcp's own constructors set it, a
+/// result built from JSON does not).
+fn mark_complete(result: &mut Value, context: &RequestContext<RoleServer>) {
+    if context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+    {
+        result["resultType"] = json!("complete");
+    }
+}
+
+/// The `sampling/createMessage` the `sample` tool asks.
+fn sampling() -> Value {
+    json!({"method": "sampling/createMessage",
+    "params": {"messages": [{"role": "user",
+        "content": {"type": "text", "text": "Say hello"}}],
+        "maxTokens": 10}})
 }
 
 /// The `elicitation/create` of round `round` (one string, `answer`).

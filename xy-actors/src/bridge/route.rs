@@ -435,6 +435,10 @@ impl Router {
     ) -> bool {
         if self.pending.get(&id).is_none_or(|p| {
             p.answer != Answer::AsIs
+                // A 2026 child's `InputRequiredResult` for a 2025 client
+                // becomes requests to it (D113), never its answer.
+                || (matches!(p.asks, Asks::Relay(_))
+                    && memchr::memmem::find(line, b"\"input_required\"").is_some())
                 || p.filter
                     .is_some_and(|k| !self.firewall.passes_as_is(k, line, at))
         }) {
@@ -2176,12 +2180,17 @@ mod tests {
             Some(Arc::new(all_caps())),
             Asks::Relay(Box::new(m.clone())),
         );
-        let (act, _) = r.on_child(
-            json!({"jsonrpc":"2.0","id":k,"result":{"resultType":"input_required",
-            "inputRequests":{"who":{"method":"elicitation/create","params":{"message":"?"}},
-                             "where":{"method":"roots/list"}},
-            "requestState":"opaque"}}),
-        );
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{k},"result":{{"resultType":"input_required",
+            "inputRequests":{{"who":{{"method":"elicitation/create","params":{{"message":"?"}}}},
+                             "where":{{"method":"roots/list"}}}},
+            "requestState":"opaque"}}}}"#
+        )
+        .replace('\n', "");
+        // Not the bytes fast path, though the answer would go as is.
+        let (id, at, said) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(!r.answer_raw(id, line.as_bytes(), &at, said));
+        let (act, _) = r.on_child(serde_json::from_str(&line).unwrap());
         assert_eq!(act, ChildAction::Nothing);
         let q1 = ra.try_recv().unwrap();
         let q2 = ra.try_recv().unwrap();
