@@ -4,8 +4,12 @@
 //! stdio children (the rmcp test server 2025-only, dual, 2026-only, and
 //! 2026-only exiting on `initialize`), all on one daemon. Each cell lists
 //! the tools, calls one, completes an elicitation, a sampling and a roots
-//! round trip and receives one list_changed. The grid is printed; the test
-//! fails naming every failing cell and what failed in it.
+//! round trip, receives one list_changed and one log message, subscribes to
+//! a resource, and (with a raw HTTP client of the cell's era, since the
+//! SDK's client cannot be given the header) sends trace context. The grid
+//! is printed. docs/stdio.md's matrix ("What each era gets") is read and
+//! every cell it claims is compared with what the run saw: the test fails
+//! naming every cell that differs, so the doc and the run cannot drift.
 
 use std::collections::BTreeMap;
 
@@ -14,36 +18,56 @@ use xy_testbins::interop::{self, Interop};
 use xy_testbins::out::err;
 
 use crate::helper::{TestDaemon, free_port, testbin};
+use crate::stdio::client::{Era, Mcp};
 use crate::stdio::stdio_config;
 
-/// The SDK client's modes (`sdk_matrix.py`) and the version each must
-/// end up speaking.
-const CLIENTS: [(&str, &str); 4] = [
-    ("legacy-2025-06-18", "2025-06-18"),
-    ("legacy", "2025-11-25"),
-    ("2026-07-28", "2026-07-28"),
-    ("auto", "2026-07-28"),
+const DOC: &str = include_str!("../../docs/stdio.md");
+/// The line above the matrix in docs/stdio.md.
+const DOC_MARK: &str = "<!-- era-matrix: checked by xy-daemon/tests/era_matrix.rs -->";
+
+/// The SDK client's modes (`sdk_matrix.py`), the version each must end up
+/// speaking, and the row label in the doc's matrix.
+const CLIENTS: [(&str, &str, &str); 4] = [
+    ("legacy-2025-06-18", "2025-06-18", "2025, `2025-06-18`"),
+    ("legacy", "2025-11-25", "2025, `2025-11-25`"),
+    ("2026-07-28", "2026-07-28", "2026-only"),
+    ("auto", "2026-07-28", "auto"),
 ];
 
-/// The children: server name and its `xy-test-mcp` era flags.
-const CHILDREN: [(&str, &[&str]); 4] = [
-    ("c2025", &["--era", "2025"]),
-    ("dual", &["--era", "both"]),
-    ("c2026", &["--era", "2026", "--refuse-initialize"]),
-    ("c2026-exits", &["--era", "2026"]),
+/// The children: server name, its `xy-test-mcp` era flags, and the doc's label.
+const CHILDREN: [(&str, &[&str], &str); 4] = [
+    ("c2025", &["--era", "2025"], "2025-only"),
+    ("dual", &["--era", "both"], "dual"),
+    (
+        "c2026",
+        &["--era", "2026", "--refuse-initialize"],
+        "2026-only",
+    ),
+    (
+        "c2026-exits",
+        &["--era", "2026"],
+        "2026-only, exits on `initialize`",
+    ),
 ];
 
-const TOOLS: [&str; 5] = ["echo", "elicit", "sample", "roots", "touch"];
+const TOOLS: [&str; 8] = [
+    "echo", "elicit", "sample", "roots", "touch", "log", "meta", "watch",
+];
 
-/// The features each cell exercises, in the grid's order.
-const FEATURES: [&str; 6] = [
+/// The features each cell exercises, in the grid's (and the doc's) order.
+const FEATURES: [&str; 9] = [
     "tools",
     "calls",
     "elicitation",
     "sampling",
     "roots",
     "list-changed",
+    "logging",
+    "resources subscribe",
+    "trace context",
 ];
+
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
 
 /// What one cell saw, judged feature by feature: `Ok(())` or what was
 /// wrong.
@@ -114,12 +138,84 @@ fn judge(mode: &str, version: &str, seen: &Value) -> BTreeMap<&'static str, Resu
         "list-changed",
         expect("list_changed", seen["list_changed"] == true),
     );
+    out.insert("logging", expect("logging", seen["logged"] == true));
+    out.insert(
+        "resources subscribe",
+        expect("subscribe", seen["subscribed"] == true),
+    );
     if connected.is_err() {
         for v in out.values_mut() {
             if v.is_ok() {
                 *v = connected.clone();
             }
         }
+    }
+    out
+}
+
+/// Trace context through xy for a client of `era`: the `traceparent`
+/// header reaches the child's `_meta` (its `meta` tool returns it) and
+/// comes back as a response header.
+fn trace_context(url: &str, era: Era) -> Result<(), String> {
+    let mut c = Mcp::connected(url, era);
+    let (heads, reply) = c.request_with(
+        "tools/call",
+        serde_json::json!({"name": "meta", "arguments": {}}),
+        &[("traceparent", TRACEPARENT.to_owned())],
+    );
+    let back = heads
+        .iter()
+        .find(|(k, _)| k == "traceparent")
+        .map(|(_, v)| v.as_str());
+    let text = reply.response()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let meta: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    match (
+        back == Some(TRACEPARENT),
+        meta["traceparent"] == TRACEPARENT,
+    ) {
+        (true, true) => Ok(()),
+        (b, m) => Err(format!(
+            "header back: {b}, in the child's _meta: {m} ({:?})",
+            reply.response()
+        )),
+    }
+}
+
+/// The doc's matrix: `(client label, child label) → feature → claim`
+/// (`✓` works, `✗` does not, `—` not in the client's era).
+fn doc_matrix() -> BTreeMap<(String, String), BTreeMap<String, String>> {
+    let mut lines = DOC.lines().skip_while(|l| l.trim() != DOC_MARK).skip(1);
+    let cells = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let head = cells(
+        lines
+            .next()
+            .expect("the matrix's header row under its mark"),
+    );
+    let want: Vec<String> = ["client", "child"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain(FEATURES.iter().map(|s| (*s).to_owned()))
+        .collect();
+    assert_eq!(head, want, "docs/stdio.md's matrix columns");
+    lines.next().expect("the separator row");
+    let mut out = BTreeMap::new();
+    for l in lines.take_while(|l| l.trim_start().starts_with('|')) {
+        let row = cells(l);
+        let claims = FEATURES
+            .iter()
+            .zip(&row[2..])
+            .map(|(f, c)| ((*f).to_owned(), c.clone()))
+            .collect();
+        out.insert((row[0].clone(), row[1].clone()), claims);
     }
     out
 }
@@ -135,7 +231,7 @@ fn every_client_era_reaches_every_child_era() {
     let configs: Vec<(&str, String)> = CHILDREN
         .iter()
         .zip(&ports)
-        .map(|((name, era), port)| {
+        .map(|((name, era, _), port)| {
             let mut args: Vec<String> = vec!["--stdio".into(), "--tools".into(), TOOLS.join(",")];
             args.extend(era.iter().map(|s| (*s).to_owned()));
             // The children share tool names: the firewall would hold all
@@ -148,20 +244,33 @@ fn every_client_era_reaches_every_child_era() {
         })
         .collect();
     let d = TestDaemon::start(&configs);
-    for (name, _) in CHILDREN {
+    for (name, _, _) in CHILDREN {
         d.running_pid(name);
     }
     let servers: Vec<(&str, String)> = CHILDREN
         .iter()
         .zip(&ports)
-        .map(|((name, _), port)| (*name, format!("http://127.0.0.1:{port}/mcp")))
+        .map(|((name, _, _), port)| (*name, format!("http://127.0.0.1:{port}/mcp")))
         .collect();
-    let modes: Vec<&str> = CLIENTS.iter().map(|(m, _)| *m).collect();
+    let modes: Vec<&str> = CLIENTS.iter().map(|(m, _, _)| *m).collect();
     let (python, args) = sdk.matrix_command(&modes, &servers);
-    let out = std::process::Command::new(&python)
-        .args(&args)
-        .output()
-        .expect("python runs");
+    // The raw trace-context checks run while the SDK's clients do.
+    let (out, traced) = std::thread::scope(|s| {
+        let traced = s.spawn(|| {
+            let mut t = BTreeMap::new();
+            for (name, url) in &servers {
+                for era in [Era::V2025, Era::V2026] {
+                    t.insert((*name, era == Era::V2026), trace_context(url, era));
+                }
+            }
+            t
+        });
+        let out = std::process::Command::new(&python)
+            .args(&args)
+            .output()
+            .expect("python runs");
+        (out, traced.join().expect("the trace-context checks"))
+    });
     assert!(
         out.status.success(),
         "sdk_matrix.py failed: {}",
@@ -177,47 +286,76 @@ fn every_client_era_reaches_every_child_era() {
         seen.insert(key, v);
     }
 
+    let doc = doc_matrix();
     let mut failures = Vec::new();
-    err("=== era matrix: client mode (version) × child; ok, or the features that failed ===");
+    err("=== era matrix: client mode (version) × child; ok, or the features that did not work ===");
     err(&format!(
         "{:<32} {}",
         "client \\ child",
         CHILDREN
             .iter()
-            .map(|(c, _)| format!("{c:<24}"))
+            .map(|(c, _, _)| format!("{c:<24} "))
             .collect::<String>()
     ));
-    for (mode, version) in CLIENTS {
+    for (mode, version, client_label) in CLIENTS {
         let mut row = format!("{:<32} ", format!("{mode} ({version})"));
-        for (child, _) in CHILDREN {
-            let cell = match seen.get(&(mode.to_owned(), child.to_owned())) {
-                None => {
-                    failures.push(format!("{mode} × {child}: no result"));
-                    "no result".to_owned()
-                }
-                Some(v) => {
-                    let judged = judge(mode, version, v);
-                    let bad: Vec<&str> = FEATURES
-                        .iter()
-                        .copied()
-                        .filter(|f| judged[f].is_err())
-                        .collect();
-                    for f in &bad {
-                        failures.push(format!(
-                            "{mode} × {child}: {f}: {}",
-                            judged[f].clone().unwrap_err()
-                        ));
-                    }
-                    if bad.is_empty() {
-                        "ok".to_owned()
-                    } else {
-                        bad.join(",")
-                    }
-                }
+        for (child, _, child_label) in CHILDREN {
+            let Some(v) = seen.get(&(mode.to_owned(), child.to_owned())) else {
+                failures.push(format!("{mode} × {child}: no result"));
+                row.push_str(&format!("{:<24} ", "no result"));
+                continue;
+            };
+            let mut judged = judge(mode, version, v);
+            judged.insert(
+                "trace context",
+                traced[&(child, version.starts_with("2026"))].clone(),
+            );
+            let bad: Vec<&str> = FEATURES
+                .iter()
+                .copied()
+                .filter(|f| judged[f].is_err())
+                .collect();
+            let cell = if bad.is_empty() {
+                "ok".to_owned()
+            } else {
+                bad.join(",")
             };
             row.push_str(&format!("{cell:<24} "));
+            // What the doc claims for this cell, against the run.
+            let key = (client_label.to_owned(), child_label.to_owned());
+            let Some(claims) = doc.get(&key) else {
+                failures.push(format!(
+                    "{mode} × {child}: docs/stdio.md's matrix has no row {key:?}"
+                ));
+                continue;
+            };
+            for f in FEATURES {
+                let claim = claims.get(f).map_or("(none)", String::as_str);
+                let ok = judged[f].is_ok();
+                let agrees = match claim {
+                    "✓" => ok,
+                    "✗" => !ok,
+                    "—" => !ok && version.starts_with("2026"),
+                    _ => false,
+                };
+                if !agrees {
+                    let saw = match &judged[f] {
+                        Ok(()) => "it works".to_owned(),
+                        Err(e) => format!("it failed: {e}"),
+                    };
+                    failures.push(format!(
+                        "{mode} × {child}: {f}: the doc says {claim}, {saw}"
+                    ));
+                }
+            }
         }
         err(&row);
+    }
+    if doc.len() != CLIENTS.len() * CHILDREN.len() {
+        failures.push(format!(
+            "docs/stdio.md's matrix has {} rows, the run 16",
+            doc.len()
+        ));
     }
     // xy never sends `initialize` to a 2026-only child: the one that
     // would exit on it never restarted.
@@ -227,7 +365,7 @@ fn every_client_era_reaches_every_child_era() {
     }
     assert!(
         failures.is_empty(),
-        "{} of 16 cells failed:\n{}",
+        "{} cells differ from docs/stdio.md's matrix:\n{}",
         failures
             .iter()
             .filter_map(|f| f.split(':').next())

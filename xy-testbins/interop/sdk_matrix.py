@@ -3,11 +3,15 @@ of its ways to pick a protocol era, against several servers, for xy's era
 matrix test (xy-daemon/tests/era_matrix.rs). For every (mode, server) cell
 it lists the tools, calls `echo`, calls `elicit` (one elicitation, answered
 `py-<mode>`), `sample` (answered `hello`) and `roots` (one root), then waits
-for one `notifications/tools/list_changed` after calling `touch`, and
-prints one JSON line of what it saw:
+for one `notifications/tools/list_changed` after calling `touch`, waits
+for the log message `log` sends (a 2025 session first sets its level with
+`logging/setLevel`; a 2026 client opts in per request, `log_level`), and
+subscribes to a resource (`resources/subscribe`, removed in 2026: there
+the refusal is what it records), and prints one JSON line of what it saw:
 
     {"mode", "server", "protocol_version", "tools", "echo", "elicit",
-     "asked", "sample", "roots", "list_changed", "errors": {step: text}}
+     "asked", "sample", "roots", "list_changed", "logged", "subscribed",
+     "errors": {step: text}}
 
 A step that fails records its error and the next step still runs.
 The servers are driven at once, one mode at a time: a list_changed one
@@ -67,8 +71,13 @@ def text_of(result) -> list:
 async def cell(mode: str, sdk_mode: str, server: str, url: str) -> dict:
     seen = {"mode": mode, "server": server, "protocol_version": None, "tools": None,
             "echo": None, "elicit": None, "asked": [], "sample": None, "roots": None,
-            "list_changed": False, "errors": {}}
+            "list_changed": False, "logged": False, "subscribed": False, "errors": {}}
     changed = anyio.Event()
+    logged = anyio.Event()
+
+    async def on_log(params) -> None:
+        if params.data == "logged":
+            logged.set()
 
     async def on_message(message) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
@@ -99,7 +108,8 @@ async def cell(mode: str, sdk_mode: str, server: str, url: str) -> dict:
     try:
         client = Client(url, mode=sdk_mode, raise_exceptions=True, cache=None,
                         elicitation_callback=elicit, sampling_callback=sample,
-                        list_roots_callback=roots, message_handler=on_message)
+                        list_roots_callback=roots, message_handler=on_message,
+                    logging_callback=on_log, log_level="info")
         async with client:
             seen["protocol_version"] = client.protocol_version
             listed = await step("tools", client.list_tools)
@@ -132,6 +142,21 @@ async def cell(mode: str, sdk_mode: str, server: str, url: str) -> dict:
                         return True
 
             seen["list_changed"] = bool(await step("list_changed", list_changed))
+
+            async def log() -> bool:
+                if not client.protocol_version.startswith("2026"):
+                    await client.set_logging_level("info")
+                await client.call_tool("log", {})
+                await logged.wait()
+                return True
+
+            seen["logged"] = bool(await step("logging", log))
+
+            async def subscribe() -> bool:
+                await client.subscribe_resource("test://watched")
+                return True
+
+            seen["subscribed"] = bool(await step("subscribe", subscribe))
     except BaseException as e:  # noqa: BLE001
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise

@@ -15,7 +15,7 @@
 //! | `--refuse-initialize` | with `--stdio --era 2026`: answer `initialize` with `-32022` and keep serving (a 2026-only child that does not exit on it) |
 //! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
 //! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
-//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered; to a 2026-era request each asks with an `InputRequiredResult`, keys `answer-<round>`, `sample`, `roots`, and the answers so far in its `requestState`); any other name echoes `text` |
+//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `log` sends one `notifications/message` (level `info`, data `logged`; naming it declares `logging` and takes `logging/setLevel`), `meta` returns its request's `_meta` as JSON text, `watch` declares `resources.subscribe` and takes `resources/subscribe`/`unsubscribe`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered; to a 2026-era request each asks with an `InputRequiredResult`, keys `answer-<round>`, `sample`, `roots`, and the answers so far in its `requestState`); any other name echoes `text` |
 //! | `--describe NAME=TEXT` | a tool's description (repeatable), so a test can change a tool between spawns |
 //! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
 //! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
@@ -99,6 +99,9 @@ impl ToolSpec {
             "sample" => "Asks the client to sample a message.".to_owned(),
             "roots" => "Asks the client for its roots.".to_owned(),
             "asks" => "Asks the client an elicitation and its roots at once.".to_owned(),
+            "log" => "Sends one log message, then returns.".to_owned(),
+            "meta" => "Returns its request's _meta as JSON.".to_owned(),
+            "watch" => "Stands for the resource subscriptions the server takes.".to_owned(),
             _ => format!("Returns the given text unchanged ({name})."),
         };
         ToolSpec {
@@ -306,6 +309,10 @@ impl TestServer {
         TestServer { opts }
     }
 
+    fn offers(&self, tool: &str) -> bool {
+        self.opts.tools.iter().any(|t| t.name == tool)
+    }
+
     fn tool(spec: &ToolSpec) -> Tool {
         serde_json::from_value(json!({
             "name": spec.name,
@@ -329,9 +336,16 @@ impl ServerHandler for TestServer {
             Era::V2026 => ProtocolVersion::V_2026_07_28,
             Era::V2025 | Era::Both => ProtocolVersion::V_2025_11_25,
         };
+        let mut capabilities = json!({"tools": {"listChanged": true}});
+        if self.offers("log") {
+            capabilities["logging"] = json!({});
+        }
+        if self.offers("watch") {
+            capabilities["resources"] = json!({"subscribe": true});
+        }
         serde_json::from_value(json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": capabilities,
             "serverInfo": {"name": self.opts.name, "version": self.opts.version},
         }))
         .expect("a valid server info")
@@ -377,6 +391,36 @@ impl ServerHandler for TestServer {
         Ok(serde_json::from_value(result).expect("a valid tools/list result"))
     }
 
+    #[allow(deprecated)] // logging, deprecated by SEP-2577, is what this tests
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.offers("log") {
+            Ok(())
+        } else {
+            Err(McpError::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >())
+        }
+    }
+
+    #[allow(deprecated)] // the 2025 era's subscriptions, which this server stands for
+    async fn subscribe(
+        &self,
+        _request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.offers("watch") {
+            Ok(())
+        } else {
+            Err(McpError::method_not_found::<
+                rmcp::model::SubscribeRequestMethod,
+            >())
+        }
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -419,6 +463,24 @@ impl ServerHandler for TestServer {
             }
             "touch" => {
                 let _ = context.peer.notify_tool_list_changed().await;
+            }
+            #[allow(deprecated)] // logging, deprecated by SEP-2577, is what this tests
+            "log" => {
+                let message = serde_json::from_value(json!({
+                    "level": "info", "logger": "xy-test-mcp", "data": "logged",
+                }))
+                .expect("a valid log message");
+                let _ = context.peer.notify_logging_message(message).await;
+            }
+            "meta" => {
+                let mut result = json!({
+                    "content": [{"type": "text", "text": serde_json::to_string(&context.meta).unwrap_or_default()}],
+                    "isError": false,
+                });
+                mark_complete(&mut result, &context);
+                let result: CallToolResult =
+                    serde_json::from_value(result).expect("a valid tool result");
+                return Ok(result.into());
             }
             "elicit" | "sample" | "roots" | "asks"
                 if context

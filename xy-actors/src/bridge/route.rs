@@ -210,6 +210,56 @@ struct Pending {
     caps: Option<Arc<Value>>,
     /// How the child's questions reach the client.
     asks: Asks,
+    /// Which of the child's log messages during it reach its client.
+    log: Log,
+}
+
+/// Which log messages (`notifications/message`) sent during a request
+/// reach its client, on the request's own stream (2026-07-28, SEP-2577:
+/// a 2026 client opts in per request with `_meta`'s `logLevel`; a 2025
+/// client set its level with `logging/setLevel`, which the child applied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Log {
+    /// A 2025 client: every message the child sends.
+    #[default]
+    Session,
+    /// A 2026 client that did not opt in: none.
+    Off,
+    /// A 2026 client: those at this severity (RFC 5424 rank) or above.
+    AtLeast(u8),
+}
+
+impl Log {
+    /// A 2026 request's opt-in, from its `_meta`.
+    pub(crate) fn of_2026(meta: Option<&Value>) -> Log {
+        meta.and_then(|m| m.get("io.modelcontextprotocol/logLevel"))
+            .and_then(Value::as_str)
+            .and_then(severity)
+            .map_or(Log::Off, Log::AtLeast)
+    }
+
+    fn passes(self, level: Option<&str>) -> bool {
+        match self {
+            Log::Session => true,
+            Log::Off => false,
+            Log::AtLeast(n) => level.and_then(severity).is_some_and(|l| l >= n),
+        }
+    }
+}
+
+/// An MCP logging level's rank, `debug` lowest.
+fn severity(level: &str) -> Option<u8> {
+    const LEVELS: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    LEVELS.iter().position(|l| *l == level).map(|n| n as u8)
 }
 
 /// A request the child sent to a client.
@@ -337,6 +387,14 @@ impl Router {
         }
     }
 
+    /// Says which of the child's log messages during forwarded request
+    /// `id` reach its client.
+    pub(crate) fn set_log(&mut self, id: u64, log: Log) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.log = log;
+        }
+    }
+
     /// Number of requests waiting for the child (or for their client's
     /// answers to the child's questions: the child holds their state).
     pub(crate) fn in_flight(&self) -> usize {
@@ -391,6 +449,7 @@ impl Router {
                 filter: None,
                 caps: None,
                 asks: Asks::Direct,
+                log: Log::Session,
             },
         );
         msg
@@ -417,6 +476,7 @@ impl Router {
                 filter: None,
                 caps: None,
                 asks: Asks::Direct,
+                log: Log::Session,
             },
         );
         id
@@ -1188,6 +1248,21 @@ impl Router {
         {
             if let Some(p) = self.pending.get(&sub) {
                 msg["params"]["_meta"][META_SUBSCRIPTION] = p.client_id.clone();
+                let _ = p.outbox.try_send(msg.into());
+            }
+            return;
+        }
+        // A log message during a request goes on that request's stream
+        // (stdio carries no link between the two, so with several in
+        // flight the newest one's, as for the child's questions), to the
+        // extent its client asked for logs; with none in flight, to the
+        // listeners, as before 2026 made logging request-scoped.
+        if method == "notifications/message"
+            && let Some(Cause::Request(k)) = self.cause(&msg)
+        {
+            let p = &self.pending[&k];
+            let level = msg.pointer("/params/level").and_then(Value::as_str);
+            if p.log.passes(level) {
                 let _ = p.outbox.try_send(msg.into());
             }
             return;
@@ -2166,6 +2241,37 @@ mod tests {
         let got = rc.try_recv().unwrap();
         assert_eq!(got["id"], json!(4));
         assert_eq!(got["error"]["message"], "xy: restarting");
+    }
+
+    #[test]
+    fn log_messages_go_on_the_requests_stream_as_far_as_its_client_asked() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"log"}}),
+            None,
+            a,
+            Answer::Complete { cacheable: false },
+        );
+        let k = m["id"].as_u64().unwrap();
+        let log = |level: &str| {
+            json!({"jsonrpc":"2.0","method":"notifications/message",
+                "params":{"level":level,"data":level}})
+        };
+        let meta = json!({"io.modelcontextprotocol/logLevel": "warning"});
+        r.set_log(k, Log::of_2026(Some(&meta)));
+        r.on_child(log("info"));
+        r.on_child(log("error"));
+        assert_eq!(ra.try_recv().unwrap()["params"]["data"], "error");
+        assert!(ra.try_recv().is_err(), "info is below warning");
+        // A 2026 client that did not opt in gets none.
+        r.set_log(k, Log::of_2026(Some(&json!({}))));
+        r.on_child(log("emergency"));
+        assert!(ra.try_recv().is_err());
+        // A 2025 client gets what the child sends (its setLevel is the child's).
+        r.set_log(k, Log::Session);
+        r.on_child(log("debug"));
+        assert_eq!(ra.try_recv().unwrap()["params"]["data"], "debug");
     }
 
     #[test]
