@@ -997,6 +997,17 @@ impl BridgeState {
         // A 2025 client of a 2026-only child: the 2026 era has no log
         // level to set (it goes in each request's `_meta`); xy takes it.
         if !p.era2026 && !child_2025 && method == "logging/setLevel" {
+            // The session's level becomes each later request's opt-in
+            // (`_meta`'s `logLevel`), which is how a 2026 child is asked
+            // for log messages.
+            if let (Some(s), Some(level)) = (
+                p.session.as_deref(),
+                p.msg.pointer("/params/level").filter(|l| l.is_string()),
+            ) && let Some(mut e) = self.sessions.envelope(s).map(|e| (*e).clone())
+            {
+                e["io.modelcontextprotocol/logLevel"] = level.clone();
+                self.sessions.set_envelope(s, e);
+            }
             self.reply(p, json!({"jsonrpc": "2.0", "id": id, "result": {}}), None);
             return;
         }
@@ -1091,6 +1102,11 @@ impl BridgeState {
                 let client = record::meta_client(&p.msg);
                 self.call_start(&p, &tool, client)
             });
+        let log = if p.era2026 {
+            route::Log::of_2026(p.msg.pointer("/params/_meta"))
+        } else {
+            route::Log::Session
+        };
         let envelope = p.session.as_deref().and_then(|s| self.sessions.envelope(s));
         let (msg, answer) =
             self.hs
@@ -1104,6 +1120,7 @@ impl BridgeState {
             asks = Asks::Relay(Box::new(msg.clone()));
         }
         self.router.set_asks(child_id, caps, asks);
+        self.router.set_log(child_id, log);
         if let Some(call) = call {
             self.router.track(child_id, call);
         }

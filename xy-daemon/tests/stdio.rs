@@ -27,7 +27,7 @@ use crate::helper::{
 use client::{Era, Mcp, Stream};
 
 /// A stdio server's config: `program args…` bridged on `port`.
-fn stdio_config(program: &Path, args: &[String], port: u16, extra: &str) -> String {
+pub(crate) fn stdio_config(program: &Path, args: &[String], port: u16, extra: &str) -> String {
     let args = args
         .iter()
         .map(|a| format!("{a:?}"))

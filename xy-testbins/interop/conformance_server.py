@@ -10,11 +10,14 @@ usage: python conformance_server.py (--port N | --stdio)
 import argparse
 import base64
 import json
+from typing import Annotated
 
 from pydantic import BaseModel
 
 from mcp import types
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.mcpserver.utilities.types import Audio, Image
 
@@ -30,8 +33,27 @@ def embedded(uri: str, mime: str, text: str) -> types.EmbeddedResource:
     )
 
 
-class Answer(BaseModel):
-    response: str
+class UserInfo(BaseModel):
+    """What the scenario's elicitation asks for."""
+
+    username: str
+    email: str
+
+
+# The SDK's era-agnostic way to ask the client (its `Resolve` markers): a
+# server-to-client request mid-call in a 2025 session, an
+# `InputRequiredResult` and its retry in the 2026 era. Behind xy this child
+# is served in the 2026 era (it fixes the era on `server/discover`), so a
+# tool calling `ctx.elicit()` directly would have no way to ask anyone.
+def ask_user(message: str) -> Elicit[UserInfo]:
+    return Elicit(message, UserInfo)
+
+
+def ask_llm(prompt: str) -> Sample:
+    return Sample(
+        [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
+        max_tokens=100,
+    )
 
 
 def build() -> MCPServer:
@@ -86,28 +108,20 @@ def build() -> MCPServer:
         raise RuntimeError("This tool intentionally returns an error for testing")
 
     @server.tool()
-    async def test_sampling(prompt: str, ctx: Context) -> str:
+    async def test_sampling(
+        prompt: str, sampled: Annotated[types.CreateMessageResult, Resolve(ask_llm)]
+    ) -> str:
         """Asks the client for a completion."""
-        try:
-            r = await ctx.request_context.session.create_message(
-                messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
-                max_tokens=100,
-            )
-            content = r.content
-            text = getattr(content, "text", None) or "No response"
-            return f"LLM response: {text}"
-        except Exception as e:  # noqa: BLE001 - the scenario reads the text
-            return f"Sampling not supported or error: {e}"
+        text = getattr(sampled.content, "text", None) or "No response"
+        return f"LLM response: {text}"
 
     @server.tool()
-    async def test_elicitation(message: str, ctx: Context) -> str:
+    async def test_elicitation(
+        message: str, answer: Annotated[ElicitationResult[UserInfo], Resolve(ask_user)]
+    ) -> str:
         """Asks the user through the client."""
-        try:
-            r = await ctx.elicit(message, schema=Answer)
-            data = r.data.model_dump() if getattr(r, "data", None) is not None else {}
-            return f"User response: action={r.action}, content={json.dumps(data)}"
-        except Exception as e:  # noqa: BLE001
-            return f"Elicitation not supported or error: {e}"
+        data = answer.data.model_dump() if isinstance(answer, AcceptedElicitation) else {}
+        return f"User response: action={answer.action}, content={json.dumps(data)}"
 
     @server.resource("test://static-text", mime_type="text/plain")
     def static_text() -> str:

@@ -51,6 +51,7 @@ const SDK_CLIENT_SCRIPT: &str = include_str!("../interop/sdk_client.py");
 const SDK_CALLS_SCRIPT: &str = include_str!("../interop/sdk_calls.py");
 const SDK_STEPS_SCRIPT: &str = include_str!("../interop/sdk_steps.py");
 const SDK_ELICIT_SCRIPT: &str = include_str!("../interop/sdk_elicit.py");
+const SDK_MATRIX_SCRIPT: &str = include_str!("../interop/sdk_matrix.py");
 /// The conformance suite's server under test on the Python SDK.
 const CONFORMANCE_PY_SCRIPT: &str = include_str!("../interop/conformance_server.py");
 /// The conformance suite's server under test (TypeScript SDK, stdio or HTTP).
@@ -108,6 +109,8 @@ pub struct PythonSdk {
     pub steps_script: PathBuf,
     /// The SDK elicitation script over HTTP (see `interop/sdk_elicit.py`).
     pub elicit_script: PathBuf,
+    /// The SDK era-matrix script over HTTP (see `interop/sdk_matrix.py`).
+    pub matrix_script: PathBuf,
     /// The conformance suite's server under test (see
     /// `interop/conformance_server.py`).
     pub conformance_script: PathBuf,
@@ -198,6 +201,28 @@ impl PythonSdk {
             "--args".to_owned(),
             args.to_string(),
         ];
+        (self.python.clone(), args)
+    }
+
+    /// `python sdk_matrix.py --modes M1,M2 --server NAME=URL…`: the SDK's
+    /// `Client` over streamable HTTP in each mode (`legacy-2025-06-18`,
+    /// `legacy`, `2026-07-28`, `auto`) against each server: lists tools,
+    /// calls `echo`, `elicit`, `sample`, `roots`, then `touch` until a
+    /// list_changed arrives; one JSON line per cell (see the script).
+    pub fn matrix_command(
+        &self,
+        modes: &[&str],
+        servers: &[(&str, String)],
+    ) -> (PathBuf, Vec<String>) {
+        let mut args = vec![
+            self.matrix_script.display().to_string(),
+            "--modes".to_owned(),
+            modes.join(","),
+        ];
+        for (name, url) in servers {
+            args.push("--server".to_owned());
+            args.push(format!("{name}={url}"));
+        }
         (self.python.clone(), args)
     }
 
@@ -460,6 +485,8 @@ pub fn python_sdk() -> Interop<PythonSdk> {
     write_if_changed(&steps_script, SDK_STEPS_SCRIPT);
     let elicit_script = dir.join("sdk_elicit.py");
     write_if_changed(&elicit_script, SDK_ELICIT_SCRIPT);
+    let matrix_script = dir.join("sdk_matrix.py");
+    write_if_changed(&matrix_script, SDK_MATRIX_SCRIPT);
     let conformance_script = dir.join("conformance_server.py");
     write_if_changed(&conformance_script, CONFORMANCE_PY_SCRIPT);
     Interop::Ready(PythonSdk {
@@ -469,6 +496,7 @@ pub fn python_sdk() -> Interop<PythonSdk> {
         calls_script,
         steps_script,
         elicit_script,
+        matrix_script,
         conformance_script,
     })
 }

@@ -11,10 +11,11 @@
 //! | `--host ADDR` | bind address (default `127.0.0.1`) |
 //! | `--path /mcp` | the MCP endpoint path |
 //! | `--stdio` | speak MCP on stdin/stdout instead of HTTP (request log on stderr) |
-//! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` |
+//! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` (on stdio rmcp then exits, as rmcp-based 2026 servers do) |
+//! | `--refuse-initialize` | with `--stdio --era 2026`: answer `initialize` with `-32022` and keep serving (a 2026-only child that does not exit on it) |
 //! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
 //! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
-//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered); any other name echoes `text` |
+//! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `log` sends one `notifications/message` (level `info`, data `logged`; naming it declares `logging` and takes `logging/setLevel`), `meta` returns its request's `_meta` as JSON text, `watch` declares `resources.subscribe` and takes `resources/subscribe`/`unsubscribe`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered; to a 2026-era request each asks with an `InputRequiredResult`, keys `answer-<round>`, `sample`, `roots`, and the answers so far in its `requestState`); any other name echoes `text` |
 //! | `--describe NAME=TEXT` | a tool's description (repeatable), so a test can change a tool between spawns |
 //! | `--tools-file PATH` | read the tool set at startup from a file: one tool per line, `name` or `name=description` (lets a test change tools between spawns without a reload) |
 //! | `--page-size N` | `tools/list` pages of N tools, linked by `nextCursor` |
@@ -54,7 +55,7 @@ pub const USAGE: &str = "xy-test-mcp (--port N | --stdio) [--host ADDR] [--path 
 [--era 2025|2026|both] [--stateless] [--sse] [--tools a,b] [--describe NAME=TEXT] \
 [--tools-file PATH] [--page-size N] [--name NAME] [--version V] \
 [--fault hang|garbage|http500|rpc-error] [--echo-env NAME] [--fault-on m1,m2] [--fault-after N] [--hang] \
-[--sessions-file PATH] [--bind-delay-ms N] [--require-auth VALUE] [--headers-file PATH]";
+[--sessions-file PATH] [--bind-delay-ms N] [--require-auth VALUE] [--headers-file PATH] [--refuse-initialize]";
 
 /// Which protocol era(s) the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +101,9 @@ impl ToolSpec {
             "sample" => "Asks the client to sample a message.".to_owned(),
             "roots" => "Asks the client for its roots.".to_owned(),
             "asks" => "Asks the client an elicitation and its roots at once.".to_owned(),
+            "log" => "Sends one log message, then returns.".to_owned(),
+            "meta" => "Returns its request's _meta as JSON.".to_owned(),
+            "watch" => "Stands for the resource subscriptions the server takes.".to_owned(),
             _ => format!("Returns the given text unchanged ({name})."),
         };
         ToolSpec {
@@ -152,6 +156,8 @@ pub struct Options {
     /// Where each request's `Host`, `Authorization` and `Cookie` are
     /// appended, one JSON line each (what reached the server).
     pub headers_file: Option<PathBuf>,
+    /// On stdio in the 2026 era, answer `initialize` with `-32022` and keep serving.
+    pub refuse_initialize: bool,
 }
 
 impl Default for Options {
@@ -176,6 +182,7 @@ impl Default for Options {
             echo_env: None,
             require_auth: None,
             headers_file: None,
+            refuse_initialize: false,
         }
     }
 }
@@ -245,6 +252,7 @@ impl Options {
                 "--headers-file" => o.headers_file = Some(args.value::<String>(&flag).into()),
                 "--bind-delay-ms" => o.bind_delay_ms = args.value(&flag),
                 "--echo-env" => o.echo_env = Some(args.value(&flag)),
+                "--refuse-initialize" => o.refuse_initialize = true,
                 // Exiting 1 on a taken port is the default; the flag documents intent.
                 "--fail-bind-exit" => {}
                 _ => args.unknown(&flag),
@@ -267,6 +275,9 @@ impl Options {
         }
         if !o.path.starts_with('/') {
             args.fail("--path must start with /");
+        }
+        if o.refuse_initialize && !(o.stdio && o.era == Era::V2026) {
+            args.fail("--refuse-initialize needs --stdio --era 2026");
         }
         if o.port.is_none() && !o.stdio {
             args.fail("--port is required (0 picks a free port), or --stdio");
@@ -310,6 +321,10 @@ impl TestServer {
         TestServer { opts }
     }
 
+    fn offers(&self, tool: &str) -> bool {
+        self.opts.tools.iter().any(|t| t.name == tool)
+    }
+
     fn tool(spec: &ToolSpec) -> Tool {
         serde_json::from_value(json!({
             "name": spec.name,
@@ -333,9 +348,16 @@ impl ServerHandler for TestServer {
             Era::V2026 => ProtocolVersion::V_2026_07_28,
             Era::V2025 | Era::Both => ProtocolVersion::V_2025_11_25,
         };
+        let mut capabilities = json!({"tools": {"listChanged": true}});
+        if self.offers("log") {
+            capabilities["logging"] = json!({});
+        }
+        if self.offers("watch") {
+            capabilities["resources"] = json!({"subscribe": true});
+        }
         serde_json::from_value(json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": capabilities,
             "serverInfo": {"name": self.opts.name, "version": self.opts.version},
         }))
         .expect("a valid server info")
@@ -354,7 +376,7 @@ impl ServerHandler for TestServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let all = &self.opts.tools;
         let start = match request.and_then(|r| r.cursor) {
@@ -377,7 +399,38 @@ impl ServerHandler for TestServer {
         if end < all.len() {
             result["nextCursor"] = json!(end.to_string());
         }
+        mark_complete(&mut result, &context);
         Ok(serde_json::from_value(result).expect("a valid tools/list result"))
+    }
+
+    #[allow(deprecated)] // logging, deprecated by SEP-2577, is what this tests
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.offers("log") {
+            Ok(())
+        } else {
+            Err(McpError::method_not_found::<
+                rmcp::model::SetLevelRequestMethod,
+            >())
+        }
+    }
+
+    #[allow(deprecated)] // the 2025 era's subscriptions, which this server stands for
+    async fn subscribe(
+        &self,
+        _request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.offers("watch") {
+            Ok(())
+        } else {
+            Err(McpError::method_not_found::<
+                rmcp::model::SubscribeRequestMethod,
+            >())
+        }
     }
 
     async fn call_tool(
@@ -423,6 +476,31 @@ impl ServerHandler for TestServer {
             "touch" => {
                 let _ = context.peer.notify_tool_list_changed().await;
             }
+            #[allow(deprecated)] // logging, deprecated by SEP-2577, is what this tests
+            "log" => {
+                let message = serde_json::from_value(json!({
+                    "level": "info", "logger": "xy-test-mcp", "data": "logged",
+                }))
+                .expect("a valid log message");
+                let _ = context.peer.notify_logging_message(message).await;
+            }
+            "meta" => {
+                let mut result = json!({
+                    "content": [{"type": "text", "text": serde_json::to_string(&context.meta).unwrap_or_default()}],
+                    "isError": false,
+                });
+                mark_complete(&mut result, &context);
+                let result: CallToolResult =
+                    serde_json::from_value(result).expect("a valid tool result");
+                return Ok(result.into());
+            }
+            "elicit" | "sample" | "roots" | "asks"
+                if context
+                    .protocol_version()
+                    .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28) =>
+            {
+                return Ok(input_required(name, &request));
+            }
             "elicit" | "sample" | "roots" | "asks" => {
                 let rounds = request
                     .arguments
@@ -445,14 +523,7 @@ impl ServerHandler for TestServer {
                         format!("answers: {}", answers.join(","))
                     }
                     "sample" => {
-                        let a = ask(
-                            &context,
-                            json!({"method": "sampling/createMessage",
-                            "params": {"messages": [{"role": "user",
-                                "content": {"type": "text", "text": "Say hello"}}],
-                                "maxTokens": 10}}),
-                        )
-                        .await?;
+                        let a = ask(&context, sampling()).await?;
                         format!(
                             "sampled: {}",
                             a.pointer("/content/text")
@@ -479,22 +550,136 @@ impl ServerHandler for TestServer {
                         )
                     }
                 };
-                let result: CallToolResult = serde_json::from_value(json!({
+                let mut result = json!({
                     "content": [{"type": "text", "text": said}],
                     "isError": false,
-                }))
-                .expect("a valid tool result");
+                });
+                mark_complete(&mut result, &context);
+                let result: CallToolResult =
+                    serde_json::from_value(result).expect("a valid tool result");
                 return Ok(result.into());
             }
             _ => {}
         }
-        let result: CallToolResult = serde_json::from_value(json!({
+        let mut result = json!({
             "content": [{"type": "text", "text": text}],
             "isError": false,
-        }))
-        .expect("a valid tool result");
+        });
+        mark_complete(&mut result, &context);
+        let result: CallToolResult = serde_json::from_value(result).expect("a valid tool result");
         Ok(result.into())
     }
+}
+
+/// A 2026-era call of an asking tool (the era has no server-to-client
+/// requests): asks what is still unanswered with an `InputRequiredResult`,
+/// the answers so far carried in `requestState` (a test server's state
+/// needs no seal), else completes as the 2025 path would.
+fn input_required(name: &str, request: &CallToolRequestParams) -> CallToolResponse {
+    let rounds = request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get("rounds"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let mut got: serde_json::Map<String, Value> = request
+        .request_state
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    for (k, v) in request.input_responses.iter().flatten() {
+        got.insert(k.clone(), v.clone());
+    }
+    let answer = |key: &str| {
+        got.get(key)
+            .and_then(|a| a.pointer("/content/answer"))
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let mut wanted = serde_json::Map::new();
+    match name {
+        "elicit" => {
+            if let Some(round) = (1..=rounds).find(|r| !got.contains_key(&format!("answer-{r}"))) {
+                wanted.insert(format!("answer-{round}"), elicitation(round));
+            }
+        }
+        "sample" => {
+            if !got.contains_key("sample") {
+                wanted.insert("sample".to_owned(), sampling());
+            }
+        }
+        "roots" => {
+            if !got.contains_key("roots") {
+                wanted.insert("roots".to_owned(), json!({"method": "roots/list"}));
+            }
+        }
+        _ => {
+            if !got.contains_key("answer-1") {
+                wanted.insert("answer-1".to_owned(), elicitation(1));
+            }
+            if !got.contains_key("roots") {
+                wanted.insert("roots".to_owned(), json!({"method": "roots/list"}));
+            }
+        }
+    }
+    if !wanted.is_empty() {
+        let result: rmcp::model::InputRequiredResult = serde_json::from_value(json!({
+            "resultType": "input_required",
+            "inputRequests": wanted,
+            "requestState": Value::Object(got).to_string(),
+        }))
+        .expect("a valid InputRequiredResult");
+        return result.into();
+    }
+    let said = match name {
+        "elicit" => {
+            let answers: Vec<String> = (1..=rounds)
+                .map(|r| answer(&format!("answer-{r}")))
+                .collect();
+            format!("answers: {}", answers.join(","))
+        }
+        "sample" => format!(
+            "sampled: {}",
+            got["sample"]
+                .pointer("/content/text")
+                .and_then(Value::as_str)
+                .unwrap_or("-")
+        ),
+        "roots" => format!("roots: {}", got["roots"]["roots"]),
+        _ => format!(
+            "answer: {}; roots: {}",
+            answer("answer-1"),
+            got["roots"]["roots"]
+        ),
+    };
+    let result: CallToolResult = serde_json::from_value(json!({
+        "content": [{"type": "text", "text": said}],
+        "isError": false,
+        "resultType": "complete",
+    }))
+    .expect("a valid tool result");
+    result.into()
+}
+
+/// A 2026-era result says it is complete (`resultType`, which 2026 clients
+/// such as the Python SDK's require; rmcp's own constructors set it, a
+/// result built from JSON does not).
+fn mark_complete(result: &mut Value, context: &RequestContext<RoleServer>) {
+    if context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+    {
+        result["resultType"] = json!("complete");
+    }
+}
+
+/// The `sampling/createMessage` the `sample` tool asks.
+fn sampling() -> Value {
+    json!({"method": "sampling/createMessage",
+    "params": {"messages": [{"role": "user",
+        "content": {"type": "text", "text": "Say hello"}}],
+        "maxTokens": 10}})
 }
 
 /// The `elicitation/create` of round `round` (one string, `answer`).

@@ -210,6 +210,56 @@ struct Pending {
     caps: Option<Arc<Value>>,
     /// How the child's questions reach the client.
     asks: Asks,
+    /// Which of the child's log messages during it reach its client.
+    log: Log,
+}
+
+/// Which log messages (`notifications/message`) sent during a request
+/// reach its client, on the request's own stream (2026-07-28, SEP-2577:
+/// a 2026 client opts in per request with `_meta`'s `logLevel`; a 2025
+/// client set its level with `logging/setLevel`, which the child applied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Log {
+    /// A 2025 client: every message the child sends.
+    #[default]
+    Session,
+    /// A 2026 client that did not opt in: none.
+    Off,
+    /// A 2026 client: those at this severity (RFC 5424 rank) or above.
+    AtLeast(u8),
+}
+
+impl Log {
+    /// A 2026 request's opt-in, from its `_meta`.
+    pub(crate) fn of_2026(meta: Option<&Value>) -> Log {
+        meta.and_then(|m| m.get("io.modelcontextprotocol/logLevel"))
+            .and_then(Value::as_str)
+            .and_then(severity)
+            .map_or(Log::Off, Log::AtLeast)
+    }
+
+    fn passes(self, level: Option<&str>) -> bool {
+        match self {
+            Log::Session => true,
+            Log::Off => false,
+            Log::AtLeast(n) => level.and_then(severity).is_some_and(|l| l >= n),
+        }
+    }
+}
+
+/// An MCP logging level's rank, `debug` lowest.
+fn severity(level: &str) -> Option<u8> {
+    const LEVELS: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    LEVELS.iter().position(|l| *l == level).map(|n| n as u8)
 }
 
 /// A request the child sent to a client.
@@ -337,6 +387,14 @@ impl Router {
         }
     }
 
+    /// Says which of the child's log messages during forwarded request
+    /// `id` reach its client.
+    pub(crate) fn set_log(&mut self, id: u64, log: Log) {
+        if let Some(p) = self.pending.get_mut(&id) {
+            p.log = log;
+        }
+    }
+
     /// Number of requests waiting for the child (or for their client's
     /// answers to the child's questions: the child holds their state).
     pub(crate) fn in_flight(&self) -> usize {
@@ -391,6 +449,7 @@ impl Router {
                 filter: None,
                 caps: None,
                 asks: Asks::Direct,
+                log: Log::Session,
             },
         );
         msg
@@ -417,6 +476,7 @@ impl Router {
                 filter: None,
                 caps: None,
                 asks: Asks::Direct,
+                log: Log::Session,
             },
         );
         id
@@ -435,6 +495,10 @@ impl Router {
     ) -> bool {
         if self.pending.get(&id).is_none_or(|p| {
             p.answer != Answer::AsIs
+                // A 2026 child's `InputRequiredResult` for a 2025 client
+                // becomes requests to it (D113), never its answer.
+                || (matches!(p.asks, Asks::Relay(_))
+                    && memchr::memmem::find(line, b"\"input_required\"").is_some())
                 || p.filter
                     .is_some_and(|k| !self.firewall.passes_as_is(k, line, at))
         }) {
@@ -1184,6 +1248,21 @@ impl Router {
         {
             if let Some(p) = self.pending.get(&sub) {
                 msg["params"]["_meta"][META_SUBSCRIPTION] = p.client_id.clone();
+                let _ = p.outbox.try_send(msg.into());
+            }
+            return;
+        }
+        // A log message during a request goes on that request's stream
+        // (stdio carries no link between the two, so with several in
+        // flight the newest one's, as for the child's questions), to the
+        // extent its client asked for logs; with none in flight, to the
+        // listeners, as before 2026 made logging request-scoped.
+        if method == "notifications/message"
+            && let Some(Cause::Request(k)) = self.cause(&msg)
+        {
+            let p = &self.pending[&k];
+            let level = msg.pointer("/params/level").and_then(Value::as_str);
+            if p.log.passes(level) {
                 let _ = p.outbox.try_send(msg.into());
             }
             return;
@@ -2165,6 +2244,37 @@ mod tests {
     }
 
     #[test]
+    fn log_messages_go_on_the_requests_stream_as_far_as_its_client_asked() {
+        let mut r = Router::default();
+        let (a, mut ra) = outbox();
+        let m = r.forward(
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"log"}}),
+            None,
+            a,
+            Answer::Complete { cacheable: false },
+        );
+        let k = m["id"].as_u64().unwrap();
+        let log = |level: &str| {
+            json!({"jsonrpc":"2.0","method":"notifications/message",
+                "params":{"level":level,"data":level}})
+        };
+        let meta = json!({"io.modelcontextprotocol/logLevel": "warning"});
+        r.set_log(k, Log::of_2026(Some(&meta)));
+        r.on_child(log("info"));
+        r.on_child(log("error"));
+        assert_eq!(ra.try_recv().unwrap()["params"]["data"], "error");
+        assert!(ra.try_recv().is_err(), "info is below warning");
+        // A 2026 client that did not opt in gets none.
+        r.set_log(k, Log::of_2026(Some(&json!({}))));
+        r.on_child(log("emergency"));
+        assert!(ra.try_recv().is_err());
+        // A 2025 client gets what the child sends (its setLevel is the child's).
+        r.set_log(k, Log::Session);
+        r.on_child(log("debug"));
+        assert_eq!(ra.try_recv().unwrap()["params"]["data"], "debug");
+    }
+
+    #[test]
     fn a_2026_childs_input_required_is_asked_of_a_2025_client_and_retried() {
         let mut r = Router::default();
         let (a, mut ra) = outbox();
@@ -2176,12 +2286,17 @@ mod tests {
             Some(Arc::new(all_caps())),
             Asks::Relay(Box::new(m.clone())),
         );
-        let (act, _) = r.on_child(
-            json!({"jsonrpc":"2.0","id":k,"result":{"resultType":"input_required",
-            "inputRequests":{"who":{"method":"elicitation/create","params":{"message":"?"}},
-                             "where":{"method":"roots/list"}},
-            "requestState":"opaque"}}),
-        );
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{k},"result":{{"resultType":"input_required",
+            "inputRequests":{{"who":{{"method":"elicitation/create","params":{{"message":"?"}}}},
+                             "where":{{"method":"roots/list"}}}},
+            "requestState":"opaque"}}}}"#
+        )
+        .replace('\n', "");
+        // Not the bytes fast path, though the answer would go as is.
+        let (id, at, said) = raw::answer_id(line.as_bytes()).unwrap();
+        assert!(!r.answer_raw(id, line.as_bytes(), &at, said));
+        let (act, _) = r.on_child(serde_json::from_str(&line).unwrap());
         assert_eq!(act, ChildAction::Nothing);
         let q1 = ra.try_recv().unwrap();
         let q2 = ra.try_recv().unwrap();

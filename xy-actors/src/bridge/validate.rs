@@ -2,7 +2,8 @@
 //! MCP 2026-07-28 "Request Metadata" and "Server Validation"), checked on
 //! the endpoint's HTTP side for every bridge and gateway route to one:
 //! which POSTs are in 2026 form, a missing or malformed `_meta` envelope
-//! (`400`, `-32602`), headers that disagree with the body (`400`,
+//! (`400`, `-32602`) or a malformed MRTR retry (`inputResponses`,
+//! `requestState`: `400`, `-32602`), headers that disagree with the body (`400`,
 //! `-32020`), and the methods the 2026 era removed (`404`, `-32601`).
 //! The version itself (`-32022`) is the BridgeActor's to check: the
 //! versions it lists are the child's. Pure functions over the headers and
@@ -85,6 +86,7 @@ pub(crate) fn check_2026(h: Mirrored<'_>, msg: &Value) -> Result<(), Refusal> {
     let meta_version = meta.and_then(|m| m.get(wire::META_PROTOCOL_VERSION));
     if request {
         envelope(msg, &id)?;
+        retry_params(msg, method, &id)?;
     }
     // The version header mirrors `_meta`'s (checked above to be a string).
     if let Some(body) = meta_version.and_then(Value::as_str) {
@@ -171,6 +173,39 @@ fn envelope(msg: &Value, id: &Value) -> Result<(), Refusal> {
     match meta.get(wire::META_CLIENT_INFO) {
         None | Some(Value::Object(_)) => Ok(()),
         Some(_) => Err(invalid("_meta's clientInfo must be an object")),
+    }
+}
+
+/// A retry's MRTR fields (SEP-2322), where a request may carry them:
+/// `inputResponses` an object of result objects, `requestState` a string.
+/// Checked here, before the firewall or the child: a malformed retry is a
+/// protocol error (`-32602`) whatever the tool, as an SDK server's own
+/// parameter validation answers it.
+fn retry_params(msg: &Value, method: &str, id: &Value) -> Result<(), Refusal> {
+    if !matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+        return Ok(());
+    }
+    let invalid = |why: &str| Refusal {
+        status: StatusCode::BAD_REQUEST,
+        body: error(id, wire::INVALID_PARAMS, &format!("invalid params: {why}")),
+    };
+    let Some(params) = msg.get("params") else {
+        return Ok(());
+    };
+    match params.get("inputResponses") {
+        None => {}
+        Some(Value::Object(answers)) => {
+            if let Some((key, _)) = answers.iter().find(|(_, v)| !v.is_object()) {
+                return Err(invalid(&format!(
+                    "inputResponses[{key:?}] must be a result object"
+                )));
+            }
+        }
+        Some(_) => return Err(invalid("inputResponses must be an object")),
+    }
+    match params.get("requestState") {
+        None | Some(Value::String(_)) => Ok(()),
+        Some(_) => Err(invalid("requestState must be a string")),
     }
 }
 
@@ -336,6 +371,31 @@ mod tests {
         }
         let none = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
         refused(check_2026(heads("tools/list", None), &none), 400, -32602);
+    }
+
+    #[test]
+    fn a_malformed_retry_is_400_invalid_params_and_a_good_one_passes() {
+        let call = |extra: Value| {
+            let mut p = json!({"name": "ask", "_meta": meta()});
+            for (k, v) in extra.as_object().unwrap() {
+                p[k] = v.clone();
+            }
+            req("tools/call", p)
+        };
+        let h = heads("tools/call", Some("ask"));
+        for bad in [
+            json!({"inputResponses": {"user_name": 12345}}),
+            json!({"inputResponses": null}),
+            json!({"inputResponses": []}),
+            json!({"inputResponses": {"k": {}}, "requestState": 3}),
+        ] {
+            refused(check_2026(h, &call(bad)), 400, -32602);
+        }
+        let good = json!({"inputResponses": {"k": {"action": "accept"}}, "requestState": "s"});
+        assert_eq!(check_2026(h, &call(good)), Ok(()));
+        // Only where a retry can be: elsewhere the fields are the method's own business.
+        let list = req("tools/list", json!({"_meta": meta(), "inputResponses": 1}));
+        assert_eq!(check_2026(heads("tools/list", None), &list), Ok(()));
     }
 
     #[test]

@@ -162,6 +162,25 @@ impl Mcp {
         self.post(&body, &headers)
     }
 
+    /// One request with `extra` headers; the response's headers (names
+    /// lowercase) and the whole answer.
+    pub(crate) fn request_with(
+        &mut self,
+        method: &str,
+        params: Value,
+        extra: &[(&'static str, String)],
+    ) -> (Vec<(String, String)>, Reply) {
+        let (body, mut headers) = self.envelope(method, params);
+        headers.extend(extra.iter().cloned());
+        let resp = self.send(&body, &headers);
+        let heads = resp
+            .headers()
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect();
+        (heads, read_reply(resp))
+    }
+
     /// A request that must succeed; returns its `result`.
     #[track_caller]
     pub(crate) fn result(&mut self, method: &str, params: Value) -> Value {

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
 use xy_testbins::args::Args;
 use xy_testbins::mcp::http::Front;
 use xy_testbins::mcp::{Options, TestServer, USAGE};
@@ -26,10 +28,16 @@ async fn run(opts: Arc<Options>) -> i32 {
         .expect("SIGTERM handler");
     if opts.stdio {
         err("xy-test-mcp serving on stdio");
-        let server = match TestServer::new(Arc::clone(&opts))
-            .serve(rmcp::transport::stdio())
-            .await
-        {
+        let served = if opts.refuse_initialize {
+            TestServer::new(Arc::clone(&opts))
+                .serve(refusing_initialize())
+                .await
+        } else {
+            TestServer::new(Arc::clone(&opts))
+                .serve(rmcp::transport::stdio())
+                .await
+        };
+        let server = match served {
             Ok(server) => server,
             Err(e) => {
                 err(&format!("xy-test-mcp: stdio session failed to start: {e}"));
@@ -65,4 +73,56 @@ async fn run(opts: Arc<Options>) -> i32 {
             _ = sigterm.recv() => { out("got SIGTERM, exiting"); 0 }
         }
     }
+}
+
+/// rmcp's stdio server ends its session on an `initialize` it refuses; a
+/// 2026-only server need not. Lines from stdin go to rmcp through an
+/// in-process pipe, except `initialize` requests, answered here with
+/// `-32022` (what rmcp answers) while rmcp serves on; rmcp's lines and
+/// those answers share one stdout writer, a line at a time.
+fn refusing_initialize() -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
+    let (ours, theirs) = tokio::io::duplex(1 << 20);
+    let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
+    let (lines, mut outbox) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(mut line) = outbox.recv().await {
+            line.push('\n');
+            if stdout.write_all(line.as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let refusals = lines.clone();
+    tokio::spawn(async move {
+        let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = stdin.next_line().await {
+            let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if msg["method"] == "initialize" && !msg["id"].is_null() {
+                err("refusing initialize, serving on");
+                let refusal = json!({"jsonrpc": "2.0", "id": msg["id"], "error": {
+                    "code": -32022, "message": "Unsupported protocol version",
+                    "data": {"requested": msg["params"]["protocolVersion"],
+                        "supported": ["2026-07-28"]}}});
+                let _ = refusals.send(refusal.to_string());
+                continue;
+            }
+            let line = format!("{line}\n");
+            if to_rmcp.write_all(line.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        // stdin closed: rmcp's input ends too (the halves share one pipe,
+        // so dropping this one alone would not close it).
+        let _ = to_rmcp.shutdown().await;
+    });
+    tokio::spawn(async move {
+        let mut out = BufReader::new(from_rmcp).lines();
+        while let Ok(Some(line)) = out.next_line().await {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    tokio::io::split(theirs)
 }
