@@ -147,8 +147,14 @@ impl Engine {
             spawner,
             tools_dir: opts.tools_dir,
             proxy,
-            // The OAuth broker is wired in here (SPEC §23).
-            credentials_for: crate::remote::no_broker(),
+            // One grant per server for every client (SPEC §23): the broker.
+            credentials_for: {
+                let broker = oauth.clone();
+                std::sync::Arc::new(move |cfg: &xy_core::config::ServerConfig| {
+                    let (url, auth) = crate::oauth::oauth_target(cfg)?;
+                    broker.credentials(&cfg.name, &url, &auth).ok()
+                })
+            },
         };
         // Unnamed: several engines may live in one process (tests).
         let (root, task) = match Actor::spawn(None, RootSupervisor, args).await {

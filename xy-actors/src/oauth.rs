@@ -107,10 +107,10 @@ pub enum OAuthError {
 
 /// The remote endpoint and OAuth block of a configured server, or `None`
 /// when it does not use OAuth. The one place the broker reads a server's
-/// config: re-pointed at `ServerConfig.remote` when remote servers land
-/// (`remote.url`, `remote.auth`).
-pub fn oauth_target(_config: &ServerConfig) -> Option<(String, OAuthConfig)> {
-    None
+/// config.
+pub fn oauth_target(config: &ServerConfig) -> Option<(String, OAuthConfig)> {
+    let remote = config.remote.as_ref()?;
+    Some((remote.url.clone(), remote.auth.clone()?))
 }
 
 /// The broker; cheap to clone.

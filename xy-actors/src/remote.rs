@@ -377,6 +377,7 @@ pub(crate) fn credentials(
 
 /// The daemon's default: no OAuth broker (every `auth { oauth }` server
 /// needs a login).
+#[cfg(test)]
 pub(crate) fn no_broker() -> crate::credentials::CredentialsFor {
     Arc::new(|_| None)
 }
