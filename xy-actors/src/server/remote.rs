@@ -69,7 +69,18 @@ impl ServerActorState {
 
     fn connect_failed(&mut self, error: String, kind: SpawnErrorKind) -> Event {
         tracing::warn!(server = %self.config.name, "cannot connect: {error}");
-        self.last_spawn_error = Some(SpawnFailure {
+        self.last_spawn_error = Some(self.remote_failure(error.clone(), kind, None));
+        Event::SpawnFailed(error)
+    }
+
+    /// A remote's start failure, named by its url (it has no program path).
+    fn remote_failure(
+        &self,
+        error: String,
+        kind: SpawnErrorKind,
+        port_holder: Option<PortHolder>,
+    ) -> SpawnFailure {
+        SpawnFailure {
             name: self.config.name.clone(),
             path: self
                 .config
@@ -77,12 +88,11 @@ impl ServerActorState {
                 .as_ref()
                 .map(|r| r.url.clone())
                 .unwrap_or_default(),
-            error: error.clone(),
+            error,
             kind,
-            port_holder: None,
+            port_holder,
             secret: None,
-        });
-        Event::SpawnFailed(error)
+        }
     }
 
     /// Binds the server's own port (kept across reconnects; bound again
@@ -98,23 +108,12 @@ impl ServerActorState {
         }
         self.remote_port = None;
         let failure = |error: String, holder: Option<PortHolder>| {
-            Box::new(SpawnFailure {
-                name: self.config.name.clone(),
-                path: self
-                    .config
-                    .remote
-                    .as_ref()
-                    .map(|r| r.url.clone())
-                    .unwrap_or_default(),
-                error,
-                kind: if holder.is_some() {
-                    SpawnErrorKind::PortHeld
-                } else {
-                    SpawnErrorKind::Other
-                },
-                port_holder: holder,
-                secret: None,
-            })
+            let kind = if holder.is_some() {
+                SpawnErrorKind::PortHeld
+            } else {
+                SpawnErrorKind::Other
+            };
+            Box::new(self.remote_failure(error, kind, holder))
         };
         let listener = match std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)) {
             Ok(l) => l,
