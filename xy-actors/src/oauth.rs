@@ -3,7 +3,7 @@
 //! of that server through the [`Credentials`](crate::credentials::Credentials)
 //! seam; the interactive logins (`login.rs`); and the token store
 //! (`store.rs`). rmcp's `auth` module does the protocol (discovery, PKCE,
-//! registration, token requests, the `iss` check, D-O1); its HTTP goes
+//! registration, token requests, the `iss` check, D119); its HTTP goes
 //! through xy's one client (`http.rs`).
 //!
 //! Tokens never leave this module except as the `Authorization` header the
@@ -47,7 +47,7 @@ pub struct OAuthOptions {
     pub store: TokenStoreKind,
     /// xy's Client ID Metadata Document URL (an `https://` URL with a path,
     /// SEP-991). `None`: xy has none and uses dynamic registration where
-    /// the authorization server offers it (D-O2).
+    /// the authorization server offers it (D120).
     pub client_metadata_url: Option<String>,
     /// The `client_name` sent with dynamic registration.
     pub client_name: String,

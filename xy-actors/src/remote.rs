@@ -32,7 +32,7 @@ const RESPONSE_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 const POOL_IDLE: Duration = Duration::from_secs(90);
 
 /// Client headers that never go upstream: the client's credentials are for
-/// xy (or nothing), not for the remote, and its `Host` names xy (D-R3).
+/// xy (or nothing), not for the remote, and its `Host` names xy (D125).
 const CLIENT_ONLY: &[HeaderName] = &[
     header::HOST,
     header::AUTHORIZATION,

@@ -20,9 +20,9 @@ use crate::helper::{DEADLINE, TestDaemon, free_port, port_answers, wait_for};
 /// Checks allowed to pass against the reference and fail through xy, as
 /// `(server under test, "scenario/check-id" prefix)` (`""`: any server).
 /// None are left of issue 27: a 2026 child's elicitation and sampling
-/// reach 2025 clients (D113, D-M1; the Python server asks through its
-/// SDK's era-agnostic `Resolve` markers, D-M3), and a malformed MRTR retry
-/// is refused by xy before the firewall or the child (D-M4). An entry
+/// reach 2025 clients (D113, D126; the Python server asks through its
+/// SDK's era-agnostic `Resolve` markers, D128), and a malformed MRTR retry
+/// is refused by xy before the firewall or the child (D129). An entry
 /// added here is printed whenever it is used, so none hides.
 const KNOWN_GAPS: &[(&str, &str)] = &[];
 

@@ -35,10 +35,10 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
         "auth/pre-registration",
         "a confidential pre-registered client (secret)",
     ),
-    // The 2025-03-26 fallbacks xy refuses on purpose (D-O1).
+    // The 2025-03-26 fallbacks xy refuses on purpose (D119).
     (
         "auth/2025-03-26-oauth-endpoint-fallback",
-        "no guessed endpoints (D-O1)",
+        "no guessed endpoints (D119)",
     ),
     // Extensions outside SPEC §23.
     ("auth/client-credentials-jwt", "extension"),

@@ -1,7 +1,7 @@
 //! Where a server's OAuth grant is kept between daemon runs (SPEC §23): the
 //! macOS keychain (through `/usr/bin/security`, as §16 secrets are read),
 //! else a `0600` file per server under `$XDG_STATE_HOME/xy/auth/` (directory
-//! `0700`, atomic replace). The Secret Service is not used yet (D-O3). One
+//! `0700`, atomic replace). The Secret Service is not used yet (D121). One
 //! record per server, a JSON document holding the tokens; nothing here logs
 //! or returns it in an error.
 //!
