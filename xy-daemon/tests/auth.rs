@@ -135,6 +135,7 @@ fn health_of(d: &TestDaemon) -> Value {
     d.entry("far")["health"].clone()
 }
 
+#[track_caller]
 fn wait_health(d: &TestDaemon, state: &str, why: Option<&str>) {
     wait_for(&format!("far {state} ({why:?})"), DEADLINE, || {
         let h = health_of(d);
@@ -252,8 +253,12 @@ fn a_login_makes_the_remote_healthy_and_the_tokens_stay_in_the_store() {
     let d = daemon_for(&fx, port, SLOW, "");
     let mut events = d.client();
     events.result("events", Some(json!({"names": ["far"]})));
-    // No grant yet: unhealthy, saying what to do.
+    // No grant yet: unhealthy, saying what to do, and the first probe
+    // (the only one for an hour) has found so.
     wait_health(&d, "unhealthy", Some("login needed: xyctl auth login far"));
+    wait_for("the first probe", DEADLINE, || {
+        !health_of(&d)["latency_ms"].is_null()
+    });
     let st = d.result("auth_status", Some(json!({"name": "far"})));
     assert_eq!(st["servers"][0]["state"], "not_logged_in", "{st}");
 
