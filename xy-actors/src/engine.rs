@@ -185,7 +185,10 @@ impl Engine {
             }),
         };
         engine.apply_settings(&settings);
-        auth_events::spawn(engine.inner.oauth.subscribe(), Arc::downgrade(&engine.inner));
+        auth_events::spawn(
+            engine.inner.oauth.subscribe(),
+            Arc::downgrade(&engine.inner),
+        );
         // Auto-start, waiting for every first spawn: the first `list` after
         // boot (often from the `xyctl list` that spawned the daemon) then shows
         // the servers running rather than not yet started. A spawn failure is

@@ -370,17 +370,21 @@ fn a_2025_http_client_and_xyctl_connect_share_one_grant() {
     assert_eq!(echo(&mut http, "over http").as_deref(), Ok("over http"));
 
     let mut stdio = Connect::start(&d);
-    stdio.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    stdio.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "stdio-client", "version": "1"}}}));
+        "clientInfo": {"name": "stdio-client", "version": "1"}}}),
+    );
     let init = stdio.response(1);
     assert_eq!(
         init["result"]["serverInfo"]["name"], "oauth-fixture",
         "{init}"
     );
     stdio.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    stdio.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "echo", "arguments": {"text": "over stdio"}}}));
+    stdio.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "over stdio"}}}),
+    );
     let call = stdio.response(2);
     assert_eq!(call["result"]["content"][0]["text"], "over stdio", "{call}");
     assert_eq!(echo(&mut http, "again").as_deref(), Ok("again"));
@@ -497,7 +501,9 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     );
     let status = d.result("status", Some(json!({"name": "far"})));
     assert!(
-        status.to_string().contains("login needed: xyctl auth login far"),
+        status
+            .to_string()
+            .contains("login needed: xyctl auth login far"),
         "{status}"
     );
     let st = d.result("auth_status", Some(json!({"name": "far"})));
@@ -511,7 +517,11 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     // A client's call fails at once, saying what to do: a tool error …
     let asked = Instant::now();
     let failed = echo(&mut c, "x").unwrap_err();
-    assert!(asked.elapsed() < Duration::from_secs(5), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
     assert!(
         failed.contains("login needed: xyctl auth login far"),
         "{failed}"
@@ -519,7 +529,11 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     // … and a new client's `initialize` a JSON-RPC error (D123).
     let asked = Instant::now();
     let init = Mcp::new(&url, Era::V2025).initialize();
-    assert!(asked.elapsed() < Duration::from_secs(5), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
     let err = &init.response()["error"];
     assert_eq!(err["code"], -32603, "{init:?}");
     assert!(
