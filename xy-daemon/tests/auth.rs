@@ -271,7 +271,12 @@ fn a_login_makes_the_remote_healthy_and_the_tokens_stay_in_the_store() {
     assert_eq!(registered.len(), 1, "{registered:?}");
     assert_eq!(registered[0]["client_name"], "xy");
     // The login re-probes at once: healthy without a client's call.
+    let logged_in = Instant::now();
     wait_health(&d, "healthy", None);
+    xy_testbins::out::err(&format!(
+        "login: healthy {} ms after xyctl auth login returned (probe interval 1 h)",
+        logged_in.elapsed().as_millis()
+    ));
     let mut c = Mcp::connected(&format!("http://127.0.0.1:{port}/mcp"), Era::V2025);
     assert_eq!(echo(&mut c, "after login").as_deref(), Ok("after login"));
 
@@ -489,6 +494,7 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     // The next refresh ahead of expiry is refused: unhealthy with the
     // hint, before any client calls.
     wait_health(&d, "unhealthy", Some("login needed: xyctl auth login far"));
+    let unhealthy_ms = refused_from.elapsed().as_millis();
     assert!(
         refused_from.elapsed() < Duration::from_secs(10),
         "{:?}",
@@ -516,15 +522,23 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
 
     // A client's call fails at once, saying what to do: a tool error …
     let asked = Instant::now();
-    let failed = echo(&mut c, "x").unwrap_err();
+    let r = c.request(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "x"}}),
+    );
+    let call_ms = asked.elapsed().as_millis();
     assert!(
         asked.elapsed() < Duration::from_secs(5),
         "{:?}",
         asked.elapsed()
     );
+    let result = &r.response()["result"];
+    assert_eq!(result["isError"], true, "{r:?}");
     assert!(
-        failed.contains("login needed: xyctl auth login far"),
-        "{failed}"
+        result["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("login needed: xyctl auth login far")),
+        "{r:?}"
     );
     // … and a new client's `initialize` a JSON-RPC error (D123).
     let asked = Instant::now();
@@ -546,8 +560,14 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     // A new login recovers it, without a client's call.
     fx.control(json!({"refuse_refresh": false}));
     login(&d);
+    let logged_in = Instant::now();
     wait_health(&d, "healthy", None);
+    let healthy_ms = logged_in.elapsed().as_millis();
     wait_for("the on-recovered hook ran", DEADLINE, || recovered.exists());
+    xy_testbins::out::err(&format!(
+        "refused refresh: unhealthy {unhealthy_ms} ms after the AS began refusing (3 s tokens), \
+         a call answered in {call_ms} ms; healthy {healthy_ms} ms after the new login"
+    ));
     assert_eq!(echo(&mut c, "back").as_deref(), Ok("back"));
     assert_eq!(fx.log_of("code_exchange").len(), 2);
 }
