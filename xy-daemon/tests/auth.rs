@@ -444,6 +444,27 @@ fn three_clients_for_20s_on_3s_tokens_see_no_error_and_refreshes_never_overlap()
     assert!(refreshes >= 5, "only {refreshes} refreshes in 20 s");
     assert!(fx.log_of("refresh").iter().all(|r| r["ok"] == true));
     assert_eq!(health_of(&d)["state"], "healthy");
+    // Every refresh token xy sent (rotated at each refresh) is in no file
+    // under the state dir but the store, `daemon.log` at debug included.
+    let sent: Vec<String> = fx
+        .log_of("refresh")
+        .iter()
+        .map(|r| r["refresh_token"].as_str().unwrap().to_owned())
+        .collect();
+    let store = d.env.state_dir().join("auth/far.json");
+    for f in files_under(&d.env.state_dir()) {
+        if f == store || f.extension().is_some_and(|e| e == "sock") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap_or_default()).into_owned();
+        for t in &sent {
+            assert!(
+                !text.contains(t.as_str()),
+                "a refresh token is in {}",
+                f.display()
+            );
+        }
+    }
     xy_testbins::out::err(&format!(
         "three callers, 20 s, 3 s tokens: {total} calls, 0 errors, {refreshes} refreshes"
     ));

@@ -4,7 +4,8 @@
 //! snapshot for the gateway, and the server's own `port` listening on
 //! loopback with the same proxy — after which the lifecycle waits for the
 //! upstream's first answer ([`Event::Reached`]) to call it `running`. A
-//! stop drops the upstream and closes the port at once.
+//! stop drops the upstream and closes the port at once. The OAuth broker's
+//! grant changes arrive here too and go through the lifecycle (D131).
 
 use std::sync::Arc;
 
