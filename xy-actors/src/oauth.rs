@@ -192,8 +192,6 @@ impl OAuthBroker {
     }
 
     /// The credentials the remote upstream of `server` uses: its one grant.
-    // Wired into `CredentialsFor` when the remote upstream lands.
-    #[allow(dead_code)]
     pub(crate) fn credentials(
         &self,
         server: &str,
