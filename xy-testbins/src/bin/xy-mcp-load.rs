@@ -190,10 +190,7 @@ impl HttpClient {
             Framing::Chunked => self.read_chunked()?,
         };
         if !(200..300).contains(&status) {
-            return Err(format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&body)
-            ));
+            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
         }
         if answer && !has_result(&body) {
             return Err(format!("no result in {}", String::from_utf8_lossy(&body)));
