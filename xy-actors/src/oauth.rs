@@ -317,7 +317,7 @@ impl OAuthBroker {
     }
 
     /// Forgets `server`'s grant (and cancels a pending login). The tokens
-    /// are not revoked at the authorization server (docs/remote-oauth.md).
+    /// are not revoked at the authorization server (docs/remote.md).
     pub async fn logout(
         &self,
         server: &str,
