@@ -139,7 +139,9 @@ impl Exchange {
     }
 
     /// The child's answer to the request (of `method`), changed in place.
-    pub(crate) fn response(&mut self, method: &str, msg: &mut Value) {
+    /// `false`: `msg` is as it came (only listings are ever filtered), so
+    /// the caller forwards the bytes it read rather than writing them anew.
+    pub(crate) fn response(&mut self, method: &str, msg: &mut Value) -> bool {
         match method {
             "tools/list" | "prompts/list" => {
                 let kind = if method == "tools/list" {
@@ -148,7 +150,7 @@ impl Exchange {
                     Kind::Prompt
                 };
                 let Some(result) = msg.get_mut("result") else {
-                    return;
+                    return false;
                 };
                 let key = if kind == Kind::Tool {
                     "tools"
@@ -163,9 +165,13 @@ impl Exchange {
                     r.notify_one();
                 }
                 self.verdicts.filter(kind, result);
+                true
             }
-            "tools/call" => self.finish(outcome(msg)),
-            _ => {}
+            "tools/call" => {
+                self.finish(outcome(msg));
+                false
+            }
+            _ => false,
         }
     }
 

@@ -450,8 +450,11 @@ fn take(ex: &mut Exchange, bytes: &Bytes) -> Took {
 fn inspect_response(ex: &mut Exchange, taken: &Taken, bytes: Bytes) -> Bytes {
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(mut msg) if msg.get("id") == Some(&taken.id) => {
-            ex.response(&taken.method, &mut msg);
-            Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
+            if ex.response(&taken.method, &mut msg) {
+                Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
+            } else {
+                bytes
+            }
         }
         _ => bytes,
     }
@@ -512,8 +515,11 @@ impl SseInspect {
         if msg.get("id") != Some(&taken.id) || msg.get("method").is_some() {
             return raw;
         }
-        self.ex.response(&taken.method, &mut msg);
+        let rewritten = self.ex.response(&taken.method, &mut msg);
         self.taken = None;
+        if !rewritten {
+            return raw;
+        }
         let json = serde_json::to_string(&msg).unwrap_or_default();
         Bytes::from(format!("{other}data: {json}\n\n"))
     }
