@@ -6,6 +6,7 @@ mod helper;
 mod auth;
 mod boot;
 mod conformance;
+mod conformance_auth;
 mod crash;
 mod docs;
 mod edge;
