@@ -79,12 +79,32 @@ fn conformance_client_auth_scenarios_through_xyd() {
         results.len()
     );
     let unexpected = interop::report_client_results("through xyd", &results, KNOWN_GAPS);
+    let wrapper_log = std::fs::read_to_string(&log).unwrap_or_default();
     if !unexpected.is_empty() {
         err("the wrapper's log:");
-        err(&std::fs::read_to_string(&log).unwrap_or_default());
+        err(&wrapper_log);
     }
     assert!(unexpected.is_empty(), "unexpected failures: {unexpected:?}");
+    // Step-up went through a second login, prompted by xy's answer.
+    assert!(
+        wrapper_log.contains("[auth/scope-step-up via xyd] login 2: xy: login needed"),
+        "{wrapper_log}"
+    );
+    // A missing CIMD URL is only a warning to the suite: the setting from
+    // `xy.kdl` must have reached the broker.
+    let cimd_check = std::fs::read_dir(out.join("auth"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("basic-cimd-"))
+        .and_then(|e| std::fs::read(e.path().join("checks.json")).ok())
+        .and_then(|b| serde_json::from_slice::<Vec<serde_json::Value>>(&b).ok())
+        .and_then(|checks| checks.into_iter().find(|c| c["id"] == "cimd-client-id-used"));
+    assert_eq!(
+        cimd_check.as_ref().map(|c| c["status"].clone()),
+        Some("SUCCESS".into()),
+        "{cimd_check:?}"
+    );
     // Every scenario removed its server again.
     let list = d.result("list", None);
-    assert_eq!(list["servers"].as_array().map(Vec::len), Some(0), "{list}");
+    assert_eq!(list.as_array().map(Vec::len), Some(0), "{list}");
 }
