@@ -41,10 +41,14 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
 fn conformance_client_auth_scenarios_through_xyd() {
     let suite = match interop::conformance() {
         Interop::Ready(c) => c,
-        Interop::Skip(skip) => return skip.announce("conformance_client_auth_scenarios_through_xyd"),
+        Interop::Skip(skip) => {
+            return skip.announce("conformance_client_auth_scenarios_through_xyd");
+        }
     };
     if interop::which("python3").is_none() {
-        err("SKIP conformance_client_auth_scenarios_through_xyd: no python3 for the client wrapper");
+        err(
+            "SKIP conformance_client_auth_scenarios_through_xyd: no python3 for the client wrapper",
+        );
         return;
     }
     let env = Env::new();
@@ -98,7 +102,11 @@ fn conformance_client_auth_scenarios_through_xyd() {
         .find(|e| e.file_name().to_string_lossy().starts_with("basic-cimd-"))
         .and_then(|e| std::fs::read(e.path().join("checks.json")).ok())
         .and_then(|b| serde_json::from_slice::<Vec<serde_json::Value>>(&b).ok())
-        .and_then(|checks| checks.into_iter().find(|c| c["id"] == "cimd-client-id-used"));
+        .and_then(|checks| {
+            checks
+                .into_iter()
+                .find(|c| c["id"] == "cimd-client-id-used")
+        });
     assert_eq!(
         cimd_check.as_ref().map(|c| c["status"].clone()),
         Some("SUCCESS".into()),

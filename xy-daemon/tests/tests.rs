@@ -23,5 +23,6 @@ mod reload;
 mod remote;
 mod rpc;
 mod sandbox;
+mod secret_store;
 mod secrets;
 pub(crate) mod stdio;

@@ -43,7 +43,12 @@ pub(crate) fn render_auth_status(r: &AuthStatusResult, style: &Style) -> String 
         &rows,
         style,
     );
-    if let Some(store) = r.servers.first().map(|s| &s.store).filter(|s| !s.is_empty()) {
+    if let Some(store) = r
+        .servers
+        .first()
+        .map(|s| &s.store)
+        .filter(|s| !s.is_empty())
+    {
         let _ = writeln!(out, "grants are kept in the {store}");
     }
     for s in &r.servers {

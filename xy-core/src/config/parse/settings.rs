@@ -129,10 +129,9 @@ fn client_metadata_url(cx: &mut Cx<'_>, node: &KdlNode) -> Option<String> {
     let s = cx.string(node, e, CIMD_EXAMPLE)?;
     let problem = match url::Url::parse(&s) {
         Err(err) => Some((format!("{s:?} is not a URL: {err}"), "not a URL")),
-        Ok(u) if u.scheme() != "https" || u.host_str().is_none_or(str::is_empty) => Some((
-            format!("{s:?} is not an https:// URL"),
-            "not https",
-        )),
+        Ok(u) if u.scheme() != "https" || u.host_str().is_none_or(str::is_empty) => {
+            Some((format!("{s:?} is not an https:// URL"), "not https"))
+        }
         Ok(u) if u.path().len() <= 1 => Some((
             format!("{s:?} has no path: a Client ID Metadata Document URL names a document"),
             "no path",
@@ -141,9 +140,7 @@ fn client_metadata_url(cx: &mut Cx<'_>, node: &KdlNode) -> Option<String> {
             format!("{s:?} carries a user name or password"),
             "credentials in the URL",
         )),
-        Ok(u) if u.fragment().is_some() => {
-            Some((format!("{s:?} has a #fragment"), "fragment"))
-        }
+        Ok(u) if u.fragment().is_some() => Some((format!("{s:?} has a #fragment"), "fragment")),
         Ok(_) => None,
     };
     match problem {
@@ -231,12 +228,17 @@ mod tests {
             let d = one_error(&format!("\n  oauth-client-metadata-url \"{bad}\"\n"));
             assert_eq!(d.kind, DiagnosticKind::InvalidValue, "{bad}");
             assert_eq!(d.label.as_deref(), Some(label), "{bad}");
-            assert!(d.message.contains("oauth-client-metadata-url"), "{}", d.message);
+            assert!(
+                d.message.contains("oauth-client-metadata-url"),
+                "{}",
+                d.message
+            );
             assert_eq!((d.line, d.column), (2, 29), "{bad}");
         }
         let d = one_error("oauth-client-metadata-url 1");
         assert_eq!(d.kind, DiagnosticKind::WrongType);
-        let d = one_error("oauth-client-metadata-url \"https://a.example/1\" \"https://a.example/2\"");
+        let d =
+            one_error("oauth-client-metadata-url \"https://a.example/1\" \"https://a.example/2\"");
         assert!(d.line == 1, "{d:?}");
     }
 
