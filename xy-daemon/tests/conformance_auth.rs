@@ -7,6 +7,7 @@
 //! with `xyctl auth login --no-browser` (following the printed URL as a
 //! browser would), makes the MCP calls through xy's port, logs in again on
 //! `login needed` (three logins at most), and removes the server again.
+//! The suite runs several scenarios at once, so their reloads overlap.
 //! `xy.kdl` sets the Client ID Metadata Document URL the suite's CIMD
 //! scenario expects. Every failure outside [`KNOWN_GAPS`] fails the test.
 //! Needs the interop cache (Node 22 and the suite): skipped loudly without.
@@ -84,6 +85,10 @@ fn conformance_client_auth_scenarios_through_xyd() {
     );
     let unexpected = interop::report_client_results("through xyd", &results, KNOWN_GAPS);
     let wrapper_log = std::fs::read_to_string(&log).unwrap_or_default();
+    err(&format!(
+        "reloads refused and tried again: {}",
+        wrapper_log.matches("xyctl reload (attempt").count()
+    ));
     if !unexpected.is_empty() {
         err("the wrapper's log:");
         err(&wrapper_log);

@@ -7,7 +7,9 @@ with its printed URL followed as a browser would (the suite's
 authorization server approves at once); the MCP calls go to the server's
 port on xy, never to the scenario's server directly. A `login needed`
 answer from xy (or a 401/403 it let through) means: log in again and retry,
-three logins at most. Exit 0 when every call got an answer.
+three logins at most. Exit 0 when every call got an answer. The suite runs
+several scenarios at once: each has its own server name and port, writes
+its file atomically and retries a reload another one's reload refused.
 
 Environment: XY_XYCTL (the xyctl binary), XY_SOCKET (xyd's socket),
 XY_CONFIG_DIR (xyd's servers/ directory), plus the suite's
@@ -72,11 +74,13 @@ def configure():
         "\n".join(auth),
     )
     path = os.path.join(CONFIG_DIR, NAME + ".kdl")
-    with open(path, "w") as f:
+    # The suite runs scenarios side by side, each reloading: a half-written
+    # file seen by another scenario's reload would fail that reload.
+    tmp = os.path.join(os.path.dirname(CONFIG_DIR), NAME + ".kdl.tmp")
+    with open(tmp, "w") as f:
         f.write(kdl)
-    r = xyctl("reload")
-    if r.returncode != 0:
-        raise RuntimeError("xyctl reload: %s%s" % (r.stdout, r.stderr))
+    os.replace(tmp, path)
+    reload()
     deadline = time.monotonic() + 15
     while True:
         try:
@@ -88,12 +92,26 @@ def configure():
             time.sleep(0.05)
 
 
+def reload():
+    """`xyctl reload`, tried again while another scenario's reload runs."""
+    for attempt in range(5):
+        r = xyctl("reload")
+        if r.returncode == 0:
+            return
+        say("xyctl reload (attempt %d): %s" % (attempt + 1, (r.stdout + r.stderr).strip()))
+        time.sleep(0.2)
+    raise RuntimeError("xyctl reload failed five times")
+
+
 def unconfigure(path):
     try:
         os.remove(path)
     except FileNotFoundError:
         pass
-    xyctl("reload")
+    try:
+        reload()
+    except RuntimeError as e:
+        say(str(e))
 
 
 def login():
@@ -216,7 +234,11 @@ def login_needed(msg):
 
 
 def main():
-    path, xy_url = configure()
+    try:
+        path, xy_url = configure()
+    except Exception as e:
+        say("configuring the server: %s" % e)
+        return 1
     try:
         s = Session(xy_url)
         s.login_again("no grant yet")
