@@ -2,6 +2,7 @@
 //! message to the actor tree with a bounded wait. Reload, shutdown and the
 //! resource figures live in submodules; the errors in `error`.
 
+mod auth_events;
 mod call;
 mod error;
 mod listing;
@@ -184,6 +185,10 @@ impl Engine {
             }),
         };
         engine.apply_settings(&settings);
+        auth_events::spawn(
+            engine.inner.oauth.subscribe(),
+            Arc::downgrade(&engine.inner),
+        );
         // Auto-start, waiting for every first spawn: the first `list` after
         // boot (often from the `xyctl list` that spawned the daemon) then shows
         // the servers running rather than not yet started. A spawn failure is

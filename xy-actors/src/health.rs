@@ -88,6 +88,8 @@ pub(crate) struct ProbeReport {
 pub(crate) struct ProbeTask {
     stop: Option<oneshot::Sender<()>>,
     done: Option<oneshot::Receiver<()>>,
+    /// Wakes the task for a probe before its interval is up.
+    now: Arc<tokio::sync::Notify>,
 }
 
 impl ProbeTask {
@@ -105,11 +107,20 @@ impl ProbeTask {
         let (stop_tx, stop_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
         let report = move |r: ProbeReport| report(r.scrubbed(redactor.as_deref()));
-        tokio::spawn(run(cfg, port, remote, report, stop_rx, done_tx));
+        let now = Arc::new(tokio::sync::Notify::new());
+        let wake = Arc::clone(&now);
+        tokio::spawn(run(cfg, port, remote, report, stop_rx, done_tx, wake));
         ProbeTask {
             stop: Some(stop_tx),
             done: Some(done_rx),
+            now,
         }
+    }
+
+    /// Probes as soon as the probe in flight, if any, is done (a login
+    /// completed: the verdict need not wait for the interval).
+    pub(crate) fn probe_now(&self) {
+        self.now.notify_one();
     }
 
     /// Stops the task; resolves once it has ended (its session closed),
@@ -132,6 +143,7 @@ async fn run(
     report: impl Fn(ProbeReport) -> bool + Send + 'static,
     mut stop: oneshot::Receiver<()>,
     done: oneshot::Sender<()>,
+    wake: Arc<tokio::sync::Notify>,
 ) {
     // A remote server is probed at its upstream, whatever the block says.
     let mut mcp = match (&cfg.probe, remote) {
@@ -147,6 +159,7 @@ async fn run(
         tokio::select! {
             _ = &mut stop => break,
             () = tokio::time::sleep(delay) => {}
+            () = wake.notified() => {}
         }
         delay = cfg.interval + phase.take().unwrap_or_default();
         let started = Instant::now();
@@ -449,6 +462,23 @@ mod tests {
         let change = t.observe(&fail(), t0 + Duration::from_secs(1)).unwrap();
         assert_eq!(change.1, HealthState::Unhealthy);
         assert_eq!(change.2, "1 failed probe: refused");
+    }
+
+    #[tokio::test]
+    async fn probe_now_does_not_wait_for_the_interval() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut c = HealthConfig::new(ProbeKind::Tcp);
+        c.interval = Duration::from_secs(3600);
+        let task = ProbeTask::spawn(c, port, None, None, move |r| tx.send(r).is_ok());
+        // The first probe comes within FIRST_PROBE; the next would take an hour.
+        let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert!(first.unwrap().is_some());
+        task.probe_now();
+        let second = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(second.unwrap().unwrap().outcome, Ok("connected".into()));
+        task.stop().await;
     }
 
     #[tokio::test]

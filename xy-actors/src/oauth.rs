@@ -194,8 +194,6 @@ impl OAuthBroker {
     }
 
     /// The credentials the remote upstream of `server` uses: its one grant.
-    // Wired into `CredentialsFor` when the remote upstream lands.
-    #[allow(dead_code)]
     pub(crate) fn credentials(
         &self,
         server: &str,
@@ -322,7 +320,7 @@ impl OAuthBroker {
     }
 
     /// Forgets `server`'s grant (and cancels a pending login). The tokens
-    /// are not revoked at the authorization server (docs/remote-oauth.md).
+    /// are not revoked at the authorization server (docs/remote.md).
     pub async fn logout(
         &self,
         server: &str,

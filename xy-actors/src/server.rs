@@ -212,6 +212,8 @@ pub(crate) enum ServerMsg {
         /// What it learned.
         event: crate::remote::UpstreamEvent,
     },
+    /// The OAuth broker's word on this server's grant (SPEC §23).
+    Auth(crate::oauth::AuthEvent),
     /// Fault injection: panic in the handler.
     InjectPanic,
     /// Fault injection (unit tests): make the stdio bridge panic.
@@ -651,6 +653,7 @@ impl Actor for ServerActor {
             }
             // From an upstream dropped since.
             ServerMsg::Upstream { .. } => {}
+            ServerMsg::Auth(event) => st.on_auth(&myself, event),
             ServerMsg::InjectPanic => panic!("injected panic in ServerActor {}", st.config.name),
             #[cfg(test)]
             ServerMsg::InjectBridgePanic => {
@@ -739,6 +742,12 @@ impl ServerActorState {
                     }
                     Action::HoldEndpoint => self.hold_bridge(),
                     Action::OpenEndpoint => self.open_endpoint(myself, 0),
+                    Action::MarkUnhealthy(why) => self.credentials_failed(myself, &why),
+                    Action::ProbeNow => {
+                        if let Some(p) = &self.probe {
+                            p.probe_now();
+                        }
+                    }
                 }
             }
         }

@@ -117,6 +117,21 @@ const CASES: &[(&str, &str, &str)] = &[
         "command \"/usr/bin/env\"\nport 8421\nautostart \"no\"\n",
     ),
     (
+        "Remote: plain http to another host, process nodes",
+        "demo",
+        "url \"http://mcp.example.com/mcp\"\nport 8421\nargs \"--verbose\"\n",
+    ),
+    (
+        "Remote: an undeclared header secret, a reserved header",
+        "demo",
+        "url \"https://mcp.example.com/mcp\"\nport 8421\nheaders {\n    Authorization secret=\"TOKEN\"\n    Accept \"application/json\"\n}\n",
+    ),
+    (
+        "Remote: `auth` without `oauth`, `command` and `url` together",
+        "demo",
+        "command \"/usr/bin/env\"\nurl \"https://mcp.example.com/mcp\"\nport 8421\nauth {\n    scopes \"read\"\n}\n",
+    ),
+    (
         "Bad server name (the file stem)",
         "my demo",
         "command \"/usr/bin/env\"\nport 8421\n",

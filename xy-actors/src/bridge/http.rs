@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use ractor::ActorRef;
 use serde_json::{Value, json};
@@ -29,8 +29,16 @@ pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Messages buffered per exchange before the child's output is dropped for it.
 const OUTBOX: usize = 256;
 
-const SESSION: &str = "mcp-session-id";
-const PROTOCOL: &str = "mcp-protocol-version";
+// Header names are built once: a lookup by `&str` parses the name on every
+// request.
+static SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+static PROTOCOL: HeaderName = HeaderName::from_static("mcp-protocol-version");
+static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+static TRACE_HEADERS: [(&str, HeaderName); 2] = [
+    (TRACE_KEYS[0], HeaderName::from_static(TRACE_KEYS[0])),
+    (TRACE_KEYS[1], HeaderName::from_static(TRACE_KEYS[1])),
+];
 
 /// The response body: one JSON document, or an SSE stream fed by the actor
 /// (its first message, when one was read ahead, then the exchange's
@@ -160,7 +168,7 @@ fn sse(first: Option<Out>, rx: mpsc::Receiver<Out>, session: Option<&str>) -> Re
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
-        h.insert(SESSION, s);
+        h.insert(&SESSION, s);
     }
     r
 }
@@ -197,7 +205,7 @@ pub(crate) fn rebinding_check<B>(req: &Request<B>) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn header_str<'a, B>(req: &'a Request<B>, name: &str) -> Option<&'a str> {
+fn header_str<'a, B>(req: &'a Request<B>, name: &HeaderName) -> Option<&'a str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -223,7 +231,7 @@ async fn handle(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
 /// ([`handle`]) or the gateway, which has checked Host/Origin and routed
 /// the path itself.
 pub(crate) async fn dispatch(req: Request<Incoming>, ep: Endpoint) -> Response<OutBody> {
-    let session = header_str(&req, SESSION).map(str::to_owned);
+    let session = header_str(&req, &SESSION).map(str::to_owned);
     match *req.method() {
         Method::POST => post(req, ep, session).await,
         Method::GET => get(ep, session).await,
@@ -292,9 +300,9 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
             "xy: the server is busy: too many request bodies in flight; try again later",
         );
     };
-    let header_version = header_str(&req, PROTOCOL).map(|v| v.trim().to_owned());
-    let mcp_method = header_str(&req, "mcp-method").map(str::to_owned);
-    let mcp_name = header_str(&req, "mcp-name").map(str::to_owned);
+    let header_version = header_str(&req, &PROTOCOL).map(|v| v.trim().to_owned());
+    let mcp_method = header_str(&req, &MCP_METHOD).map(str::to_owned);
+    let mcp_name = header_str(&req, &MCP_NAME).map(str::to_owned);
     let trace = trace_context(&req);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
@@ -387,9 +395,9 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
 /// The request's W3C trace context headers (`traceparent`, `tracestate`)
 /// that carry a value.
 fn trace_context<B>(req: &Request<B>) -> Vec<(&'static str, HeaderValue)> {
-    TRACE_KEYS
+    TRACE_HEADERS
         .iter()
-        .filter_map(|k| req.headers().get(*k).map(|v| (*k, v.clone())))
+        .filter_map(|(k, name)| req.headers().get(name).map(|v| (*k, v.clone())))
         .filter(|(_, v)| v.to_str().is_ok_and(|s| !s.trim().is_empty()))
         .collect()
 }
@@ -461,7 +469,7 @@ async fn answer(
         };
         let mut r = json_bytes(status, first.into_bytes());
         if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
-            r.headers_mut().insert(SESSION, s);
+            r.headers_mut().insert(&SESSION, s);
         }
         return r;
     }

@@ -12,16 +12,24 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use xy_core::firewall::Kind;
 
 use super::mrtr::{self, Ask, Refused, Seal};
 use super::raw;
+
 use super::record::{CallStart, Recorder};
 use super::tasks::Tasks;
 use crate::firewall::Verdicts;
 use xy_core::protocol::mcp::CallOutcome;
+
+// Built once: `memmem::find` builds a searcher on every call, and these
+// run on every answer line.
+static INPUT_REQUIRED: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b"\"input_required\""));
+static TASK_ID: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(b"\"taskId\""));
 
 /// The `_meta` key of a 2026-era request's protocol version.
 pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -498,7 +506,7 @@ impl Router {
                 // A 2026 child's `InputRequiredResult` for a 2025 client
                 // becomes requests to it (D113), never its answer.
                 || (matches!(p.asks, Asks::Relay(_))
-                    && memchr::memmem::find(line, b"\"input_required\"").is_some())
+                    && INPUT_REQUIRED.find(line).is_some())
                 || p.filter
                     .is_some_and(|k| !self.firewall.passes_as_is(k, line, at))
         }) {
@@ -511,7 +519,7 @@ impl Router {
             self.tokens.remove(ours);
         }
         // Only an answer that names a task is parsed, to follow the task.
-        if memchr::memmem::find(line, b"\"taskId\"").is_some()
+        if TASK_ID.find(line).is_some()
             && let Ok(v) = serde_json::from_slice::<Value>(line)
             && let Some(r) = v.get("result")
         {

@@ -51,7 +51,8 @@ pub(crate) const REMOVED: [&str; 5] = [
 pub(crate) fn is_2026_form(header_version: Option<&str>, msg: &Value) -> bool {
     header_version.is_some_and(|v| dated(v.trim()) && v.trim() >= V2026)
         || msg
-            .pointer("/params/_meta")
+            .get("params")
+            .and_then(|p| p.get("_meta"))
             .and_then(Value::as_object)
             .is_some_and(|m| m.contains_key(wire::META_PROTOCOL_VERSION))
 }

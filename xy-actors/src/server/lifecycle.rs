@@ -125,6 +125,12 @@ pub(crate) enum Event {
     Connected,
     /// A remote server's upstream answered for the first time this run.
     Reached,
+    /// The OAuth grant of a remote server stopped working (a refused
+    /// refresh, a logout, more scopes needed; SPEC §23): the text is the
+    /// why `status` shows, with the `xyctl auth login` hint.
+    LoginNeeded(String),
+    /// A login for a remote server completed: it may answer again.
+    LoggedIn,
 }
 
 /// Who asked for a restart.
@@ -175,6 +181,13 @@ pub(crate) enum Action {
     /// A stdio server's endpoint must listen now (a new bridge after a
     /// panic), not only before the next spawn.
     OpenEndpoint,
+    /// The health verdict is `unhealthy` now, for this why, without
+    /// waiting for probes to count (the `on-unhealthy` hook and `notify`
+    /// follow as for any turn to `unhealthy`).
+    MarkUnhealthy(String),
+    /// Probe now rather than at the next interval, so a recovery shows
+    /// at once.
+    ProbeNow,
 }
 
 /// How a child ended, as the policy sees it.
@@ -586,6 +599,19 @@ pub(crate) fn next(
             actions.push(Action::ScheduleGrace(grace));
         }
         (_, ev @ Event::HealthFailed(_)) => ignored(from, &ev),
+
+        // A remote (no process) connected this run: its grant decides
+        // whether it can answer. A stopped, failed or idle server has no
+        // verdict to change, and a reconnect in progress probes anew.
+        (S::Running, Event::LoginNeeded(why)) if !s.group_alive => {
+            actions.push(Action::MarkUnhealthy(why));
+        }
+        (S::Starting, Event::LoginNeeded(why)) if s.reaching => {
+            actions.push(Action::MarkUnhealthy(why));
+        }
+        (S::Running, Event::LoggedIn) if !s.group_alive => actions.push(Action::ProbeNow),
+        (S::Starting, Event::LoggedIn) if s.reaching => actions.push(Action::ProbeNow),
+        (_, ev @ (Event::LoginNeeded(_) | Event::LoggedIn)) => ignored(from, &ev),
     }
     if actions.contains(&Action::Spawn) {
         // A new run: why xy ended the previous one no longer applies.

@@ -4,7 +4,8 @@
 //! snapshot for the gateway, and the server's own `port` listening on
 //! loopback with the same proxy — after which the lifecycle waits for the
 //! upstream's first answer ([`Event::Reached`]) to call it `running`. A
-//! stop drops the upstream and closes the port at once.
+//! stop drops the upstream and closes the port at once. The OAuth broker's
+//! grant changes arrive here too and go through the lifecycle (D131).
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use super::failure::SpawnFailure;
 use super::lifecycle::Event;
 use super::{ServerActorState, ServerMsg};
 use crate::log_router::redact::Redactor;
+use crate::oauth::AuthEvent;
 use crate::os::ports::PortHolder;
 use crate::remote::{Upstream, UpstreamEvent};
 
@@ -173,6 +175,37 @@ impl ServerActorState {
         self.end_probe();
         self.upstream = None;
         self.remote_port = None;
+    }
+
+    /// The broker's word on this server's grant, as a lifecycle event (it
+    /// acts only while the remote is connected). A logout ends the grant
+    /// like a refused refresh: the server cannot answer until a login.
+    pub(super) fn on_auth(&mut self, myself: &ActorRef<ServerMsg>, event: AuthEvent) {
+        if self.upstream.is_none() {
+            return;
+        }
+        let event = match event {
+            AuthEvent::LoggedIn { .. } => Event::LoggedIn,
+            AuthEvent::LoginNeeded { reason, .. } => {
+                let hint = self.login_hint();
+                // The step-up reason ends with the hint already.
+                let tail = format!(": xyctl auth login {}", self.config.name);
+                let reason = reason.strip_suffix(&tail).unwrap_or(&reason);
+                Event::LoginNeeded(format!("{hint} ({reason})"))
+            }
+            AuthEvent::LoggedOut { .. } => {
+                Event::LoginNeeded(format!("{} (logged out)", self.login_hint()))
+            }
+        };
+        self.apply(myself, event);
+    }
+
+    /// `login needed: xyctl auth login <name>`, the words of SPEC §23.
+    fn login_hint(&self) -> String {
+        crate::credentials::CredentialError::LoginNeeded {
+            server: self.config.name.clone(),
+        }
+        .to_string()
     }
 
     /// What run `run`'s upstream learned.

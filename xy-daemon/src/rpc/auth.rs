@@ -7,7 +7,6 @@ use std::time::Duration;
 use jsonrpsee::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use xy_actors::{Engine, OAuthError};
-use xy_core::config::ServerConfig;
 use xy_core::protocol::{
     AuthLoginParams, AuthLoginWaitParams, AuthLogoutParams, AuthLogoutResult, AuthStatusParams,
     AuthStatusResult, ErrorCode, RpcError, method,
@@ -57,7 +56,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
                 .await
                 .map_err(|e| engine_error(&e))?
                 .iter()
-                .filter_map(|c| oauth_target(c).map(|(u, o)| (c.name.clone(), u, o)))
+                .filter_map(|c| xy_actors::oauth_target(c).map(|(u, o)| (c.name.clone(), u, o)))
                 .collect(),
         };
         let mut servers = Vec::with_capacity(targets.len());
@@ -98,45 +97,12 @@ async fn target_of(engine: &Engine, name: &str) -> Result<(String, OAuthConfig),
         .server_config(name)
         .await
         .map_err(|e| engine_error(&e))?;
-    oauth_target(&config).ok_or_else(|| {
+    xy_actors::oauth_target(&config).ok_or_else(|| {
         invalid_params(
             format!("{name} does not use OAuth (its config has no `url` with `auth {{ oauth }}`)"),
             serde_json::json!({ "field": "name", "name": name }),
         )
     })
-}
-
-/// The broker's view of a server's config ([`xy_actors::oauth_target`]);
-/// until remote servers land, tests name targets through
-/// `XY_TEST_OAUTH_TARGETS` (see [`test_target`]).
-fn oauth_target(config: &ServerConfig) -> Option<(String, OAuthConfig)> {
-    xy_actors::oauth_target(config).or_else(|| test_target(&config.name))
-}
-
-/// Test-only route, removed when `ServerConfig.remote` exists:
-/// `XY_TEST_OAUTH_TARGETS='{"name": {"url": "http://127.0.0.1:…/mcp",
-/// "scopes": […], "client_id": "…"}}'` makes the configured server `name`
-/// an OAuth target.
-fn test_target(name: &str) -> Option<(String, OAuthConfig)> {
-    let raw = std::env::var("XY_TEST_OAUTH_TARGETS").ok()?;
-    let all: serde_json::Value = serde_json::from_str(&raw).ok()?;
-    let t = all.get(name)?;
-    let strings = |v: &serde_json::Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    Some((
-        t.get("url")?.as_str()?.to_owned(),
-        OAuthConfig {
-            scopes: strings(&t["scopes"]),
-            client_id: t["client_id"].as_str().map(str::to_owned),
-        },
-    ))
 }
 
 fn oauth_error(e: &OAuthError) -> ErrorObjectOwned {

@@ -9,8 +9,19 @@
 //! ```text
 //! xy-mcp-load http PORT PATH latency N
 //! xy-mcp-load http PORT PATH throughput SECONDS CLIENTS
+//! xy-mcp-load http PORT PATH soak SECONDS CLIENTS TIMES_FILE
 //! xy-mcp-load direct N -- CMD [ARGS...]
 //! ```
+//!
+//! `soak` (`bench/remote_refresh.py`) keeps going on errors: a non-2xx
+//! answer, a JSON-RPC error or a tool result with `isError` is counted,
+//! the connection is opened again after a transport error, and every call's
+//! start (µs since the Unix epoch), latency (µs) and outcome go to
+//! TIMES_FILE, one `start latency ok` line each, so a bench can set them
+//! against events it timed itself (an authorization server's refreshes).
+//!
+//! `XY_MCP_LOAD_HEADER='Name: value'` adds one header to every HTTP request
+//! (`bench/remote_overhead.py` reaches a bearer-protected server directly).
 
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
@@ -20,7 +31,7 @@ use serde_json::{Value, json};
 use xy_testbins::out::{err, out};
 use xy_testbins::sys::{StdioChild, spawn_stdio_child};
 
-const USAGE: &str = "xy-mcp-load http PORT PATH latency N | http PORT PATH throughput SECONDS CLIENTS | direct N -- CMD [ARGS...]";
+const USAGE: &str = "xy-mcp-load http PORT PATH latency N | http PORT PATH throughput SECONDS CLIENTS | http PORT PATH soak SECONDS CLIENTS TIMES_FILE | direct N -- CMD [ARGS...]";
 const WARMUP: usize = 50;
 
 fn main() {
@@ -35,6 +46,11 @@ fn main() {
         ["http", port, path, "throughput", secs, clients] => {
             let (rps, n) = http_throughput(parse(port), path, parse(secs), parse(clients));
             (json!({"rps": rps}), n)
+        }
+        ["http", port, path, "soak", secs, clients, times] => {
+            let r = http_soak(parse(port), path, parse(secs), parse(clients), times);
+            let n = r["calls"].as_u64().unwrap_or(0) as usize;
+            (r, n)
         }
         ["direct", n, "--", cmd @ ..] if !cmd.is_empty() => {
             let (p50, p99, n) = direct_latency(cmd, parse(n));
@@ -108,13 +124,22 @@ struct HttpClient {
 
 impl HttpClient {
     fn connect(port: u16, path: &str) -> HttpClient {
+        HttpClient::try_connect(port, path).unwrap_or_else(|e| fail(&e))
+    }
+
+    /// A new connection and session, or what went wrong.
+    fn try_connect(port: u16, path: &str) -> Result<HttpClient, String> {
         let stream = TcpStream::connect(("127.0.0.1", port))
-            .unwrap_or_else(|e| fail(&format!("connect to 127.0.0.1:{port}: {e}")));
+            .map_err(|e| format!("connect to 127.0.0.1:{port}: {e}"))?;
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-        let head = format!(
+        let mut head = format!(
             "POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\n"
         );
+        if let Ok(h) = std::env::var("XY_MCP_LOAD_HEADER") {
+            head.push_str(h.trim());
+            head.push_str("\r\n");
+        }
         let mut c = HttpClient {
             stream,
             head,
@@ -123,17 +148,29 @@ impl HttpClient {
             req: Vec::with_capacity(1024),
         };
         let init = serde_json::to_vec(&init()).unwrap_or_default();
-        c.post(&init, true);
-        c.post(
+        c.try_post(&init, true)?;
+        c.try_post(
             br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             false,
-        );
-        c
+        )?;
+        Ok(c)
     }
 
     /// POSTs one message; with `answer`, checks that a result came back
-    /// (as JSON or as the last SSE `data:` line).
+    /// (as JSON or as the last SSE `data:` line). Any failure ends the run.
     fn post(&mut self, body: &[u8], answer: bool) {
+        if let Err(e) = self.try_post(body, answer) {
+            fail(&e);
+        }
+    }
+
+    /// [`HttpClient::post`] that returns what went wrong instead; a tool
+    /// result with `isError` counts as wrong only with `strict`.
+    fn try_post(&mut self, body: &[u8], answer: bool) -> Result<(), String> {
+        self.exchange(body, answer, false)
+    }
+
+    fn exchange(&mut self, body: &[u8], answer: bool, strict: bool) -> Result<(), String> {
         self.req.clear();
         self.req.extend_from_slice(self.head.as_bytes());
         if let Some(s) = &self.session {
@@ -146,38 +183,40 @@ impl HttpClient {
         self.req.extend_from_slice(body);
         self.stream
             .write_all(&self.req)
-            .unwrap_or_else(|e| fail(&format!("POST: {e}")));
-        let (status, framing) = self.read_head();
+            .map_err(|e| format!("POST: {e}"))?;
+        let (status, framing) = self.read_head()?;
         let body = match framing {
-            Framing::Length(n) => self.take(n),
-            Framing::Chunked => self.read_chunked(),
+            Framing::Length(n) => self.take(n)?,
+            Framing::Chunked => self.read_chunked()?,
         };
         if !(200..300).contains(&status) {
-            fail(&format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&body)
-            ));
+            return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
         }
         if answer && !has_result(&body) {
-            fail(&format!("no result in {}", String::from_utf8_lossy(&body)));
+            return Err(format!("no result in {}", String::from_utf8_lossy(&body)));
         }
+        if answer && strict && is_tool_error(&body) {
+            return Err(format!("a tool error: {}", String::from_utf8_lossy(&body)));
+        }
+        Ok(())
     }
 
-    /// Reads more bytes into `buf`; an early close is fatal.
-    fn fill(&mut self) {
+    /// Reads more bytes into `buf`; an early close is an error.
+    fn fill(&mut self) -> Result<(), String> {
         let mut chunk = [0u8; 16 * 1024];
         let n = self
             .stream
             .read(&mut chunk)
-            .unwrap_or_else(|e| fail(&format!("reading the answer: {e}")));
+            .map_err(|e| format!("reading the answer: {e}"))?;
         if n == 0 {
-            fail("the bridge closed the connection mid-answer");
+            return Err("the bridge closed the connection mid-answer".to_owned());
         }
         self.buf.extend_from_slice(&chunk[..n]);
+        Ok(())
     }
 
     /// Parses the status line and headers; keeps the session id.
-    fn read_head(&mut self) -> (u16, Framing) {
+    fn read_head(&mut self) -> Result<(u16, Framing), String> {
         loop {
             let mut headers = [httparse::EMPTY_HEADER; 32];
             let mut resp = httparse::Response::new(&mut headers);
@@ -191,7 +230,7 @@ impl HttpClient {
                                 .ok()
                                 .and_then(|v| v.trim().parse().ok());
                             framing = Some(Framing::Length(
-                                n.unwrap_or_else(|| fail("a bad content-length")),
+                                n.ok_or_else(|| "a bad content-length".to_owned())?,
                             ));
                         } else if h.name.eq_ignore_ascii_case("transfer-encoding")
                             && h.value.eq_ignore_ascii_case(b"chunked")
@@ -203,51 +242,51 @@ impl HttpClient {
                     }
                     self.buf.drain(..used);
                     // A 202 or 204 with neither header has no body.
-                    return (status, framing.unwrap_or(Framing::Length(0)));
+                    return Ok((status, framing.unwrap_or(Framing::Length(0))));
                 }
-                Ok(httparse::Status::Partial) => self.fill(),
-                Err(e) => fail(&format!("a bad answer head: {e}")),
+                Ok(httparse::Status::Partial) => self.fill()?,
+                Err(e) => return Err(format!("a bad answer head: {e}")),
             }
         }
     }
 
     /// The next `n` bytes of the stream.
-    fn take(&mut self, n: usize) -> Vec<u8> {
+    fn take(&mut self, n: usize) -> Result<Vec<u8>, String> {
         while self.buf.len() < n {
-            self.fill();
+            self.fill()?;
         }
-        self.buf.drain(..n).collect()
+        Ok(self.buf.drain(..n).collect())
     }
 
     /// The next line (without its CRLF).
-    fn line(&mut self) -> Vec<u8> {
+    fn line(&mut self) -> Result<Vec<u8>, String> {
         loop {
             if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
                 let line = self.buf[..at].to_vec();
                 self.buf.drain(..at + 2);
-                return line;
+                return Ok(line);
             }
-            self.fill();
+            self.fill()?;
         }
     }
 
     /// A chunked body, whole (an SSE answer to one POST ends with its stream).
-    fn read_chunked(&mut self) -> Vec<u8> {
+    fn read_chunked(&mut self) -> Result<Vec<u8>, String> {
         let mut body = Vec::new();
         loop {
-            let size_line = self.line();
+            let size_line = self.line()?;
             let size = std::str::from_utf8(&size_line)
                 .ok()
                 .and_then(|l| {
                     usize::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok()
                 })
-                .unwrap_or_else(|| fail("a bad chunk size"));
+                .ok_or_else(|| "a bad chunk size".to_owned())?;
             if size == 0 {
-                while !self.line().is_empty() {}
-                return body;
+                while !self.line()?.is_empty() {}
+                return Ok(body);
             }
-            body.extend(self.take(size));
-            self.line();
+            body.extend(self.take(size)?);
+            self.line()?;
         }
     }
 }
@@ -259,13 +298,24 @@ enum Framing {
 
 /// Whether a JSON body or the last SSE `data:` line carries a `result`.
 fn has_result(body: &[u8]) -> bool {
+    answer_of(body).is_some_and(|v| v.get("result").is_some())
+}
+
+/// Whether the answer is a tool result with `isError: true` (how xy tells
+/// a client that a remote server needs a login).
+fn is_tool_error(body: &[u8]) -> bool {
+    answer_of(body).is_some_and(|v| v["result"]["isError"] == Value::Bool(true))
+}
+
+/// The JSON answer of a body: the body itself, or its last SSE `data:` line.
+fn answer_of(body: &[u8]) -> Option<Value> {
     let text = String::from_utf8_lossy(body);
     let json = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .next_back()
         .unwrap_or(&text);
-    serde_json::from_str::<Value>(json.trim()).is_ok_and(|v| v.get("result").is_some())
+    serde_json::from_str::<Value>(json.trim()).ok()
 }
 
 fn http_latency(port: u16, path: &str, n: usize) -> (f64, f64, usize) {
@@ -310,6 +360,69 @@ fn http_throughput(port: u16, path: &str, secs: f64, clients: usize) -> (f64, us
         })
         .sum();
     (total as f64 / start.elapsed().as_secs_f64(), total)
+}
+
+/// `soak`: `clients` threads calling for `secs`, counting failures instead
+/// of stopping at the first; every call's start, latency and outcome go to
+/// `times`.
+fn http_soak(port: u16, path: &str, secs: f64, clients: usize, times: &str) -> Value {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let path = path.to_owned();
+            std::thread::spawn(move || {
+                let mut calls: Vec<(u128, Duration, bool)> = Vec::new();
+                let mut errors: Vec<String> = Vec::new();
+                let mut conn: Option<HttpClient> = None;
+                let mut n = 0;
+                while Instant::now() < end {
+                    let started = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_micros());
+                    let t = Instant::now();
+                    let outcome = match conn.as_mut() {
+                        Some(c) => c.exchange(&call(n), true, true),
+                        None => HttpClient::try_connect(port, &path).and_then(|mut c| {
+                            let r = c.exchange(&call(n), true, true);
+                            conn = Some(c);
+                            r
+                        }),
+                    };
+                    calls.push((started, t.elapsed(), outcome.is_ok()));
+                    if let Err(e) = outcome {
+                        // A transport error leaves the connection unusable.
+                        if !e.starts_with("HTTP ") && !e.starts_with("a tool error") {
+                            conn = None;
+                        }
+                        errors.push(e);
+                    }
+                    n += 1;
+                }
+                (calls, errors)
+            })
+        })
+        .collect();
+    let mut calls = Vec::new();
+    let mut errors = Vec::new();
+    for t in threads {
+        let (c, e) = t
+            .join()
+            .unwrap_or_else(|_| fail("a client thread panicked"));
+        calls.extend(c);
+        errors.extend(e);
+    }
+    let mut text = String::with_capacity(calls.len() * 24);
+    for (start, took, ok) in &calls {
+        text.push_str(&format!("{start} {} {}\n", took.as_micros(), u8::from(*ok)));
+    }
+    std::fs::write(times, text).unwrap_or_else(|e| fail(&format!("writing {times}: {e}")));
+    if calls.is_empty() {
+        fail("no call was made");
+    }
+    let (p50, p99, _) = percentiles(calls.iter().map(|c| c.1).collect());
+    errors.truncate(5);
+    json!({"calls": calls.len(), "errors": calls.iter().filter(|c| !c.2).count(),
+           "p50_us": p50, "p99_us": p99, "first_errors": errors})
 }
 
 fn direct_latency(cmd: &[&str], n: usize) -> (f64, f64, usize) {

@@ -792,3 +792,43 @@ fn a_remote_connects_then_runs_at_the_first_answer() {
     assert_eq!(st.phase, S::Stopped);
     assert!(!st.reaching);
 }
+
+/// SPEC §23: the broker's word on a remote's grant changes its verdict, not
+/// its state — `unhealthy` at once when the grant ends, a probe at once
+/// after a login — and only while it is connected this run.
+#[test]
+fn a_remotes_grant_marks_it_unhealthy_and_a_login_probes_at_once() {
+    let now = Instant::now();
+    let p = RestartPolicy::OnFailure;
+    let why = "login needed: xyctl auth login far";
+    let needed = || Event::LoginNeeded(why.to_owned());
+    let (starting, _) = step(&Lifecycle::default(), Event::StartRequested, p, now);
+    let (reaching, _) = step(&starting, Event::Connected, p, now);
+    let (running, _) = step(&reaching, Event::Reached, p, now);
+    assert_eq!(running.phase, S::Running);
+    for s in [&running, &reaching] {
+        let (after, a) = step(s, needed(), p, now);
+        assert_eq!(after, *s, "the state stays");
+        assert_eq!(a, vec![Action::MarkUnhealthy(why.to_owned())]);
+        let (after, a) = step(s, Event::LoggedIn, p, now);
+        assert_eq!(after, *s);
+        assert_eq!(a, vec![Action::ProbeNow]);
+    }
+    // Not connected (yet, or any more), or a process server: nothing to do.
+    let mut process = at(S::Running);
+    process.run_started = Some(now);
+    for s in [
+        starting.clone(),
+        at(S::Stopped),
+        at(S::Failed),
+        at(S::Idle),
+        at(S::Stopping),
+        at(S::Restarting),
+        process,
+    ] {
+        for ev in [needed(), Event::LoggedIn] {
+            let (after, a) = step(&s, ev.clone(), p, now);
+            assert_eq!((&after, a), (&s, vec![]), "{:?} on {ev:?}", s.phase);
+        }
+    }
+}
