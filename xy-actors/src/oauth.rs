@@ -2,8 +2,9 @@
 //! It owns one grant per remote server (`grant.rs`), shared by every client
 //! of that server through the [`Credentials`](crate::credentials::Credentials)
 //! seam; the interactive logins (`login.rs`); and the token store
-//! (`store.rs`). rmcp's `auth` module does the protocol (discovery, PKCE,
-//! registration, token requests, the `iss` check, D119); its HTTP goes
+//! (`store.rs`, the Secret Service in `secret_service.rs`). rmcp's `auth`
+//! module does the protocol (discovery, PKCE, registration, token
+//! requests, the `iss` check, D119); its HTTP goes
 //! through xy's one client (`http.rs`).
 //!
 //! Tokens never leave this module except as the `Authorization` header the
@@ -24,6 +25,7 @@ mod conformance;
 mod grant;
 mod http;
 mod login;
+mod secret_service;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -313,6 +315,7 @@ impl OAuthBroker {
             reason,
             missing_scopes: missing,
             login_pending,
+            store: self.store_description(),
         })
     }
 

@@ -128,7 +128,22 @@ pub async fn run(
     }
 
     let n_servers = configs.servers.len();
-    let opts = EngineOptions::new(&paths.log_dir, &paths.run_dir);
+    let mut opts = EngineOptions::new(&paths.log_dir, &paths.run_dir);
+    // The broker is built once: a changed URL applies at the next start.
+    opts.oauth
+        .client_metadata_url
+        .clone_from(&configs.settings.oauth_client_metadata_url);
+    // Off macOS a Secret Service on the session bus is preferred to the
+    // file store; asking the bus blocks, so not on this thread.
+    if let xy_actors::TokenStoreKind::File(dir) = &opts.oauth.store {
+        let dir = dir.clone();
+        if let Ok(store) =
+            tokio::task::spawn_blocking(move || xy_actors::TokenStoreKind::detect(dir)).await
+        {
+            opts.oauth.store = store;
+        }
+    }
+    tracing::info!(store = %opts.oauth.store.describe(), "OAuth grant store");
     let engine = match Engine::start(configs, opts).await {
         Ok(e) => e,
         Err(e) => {

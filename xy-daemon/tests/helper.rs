@@ -123,6 +123,10 @@ impl Env {
             .env("XY_SOCKET", &self.socket)
             .env("XY_LOG", "info,xy_daemon=debug")
             .env_remove("XDG_RUNTIME_DIR")
+            // Without a session bus xyd picks the file store, never the
+            // keyring of whoever runs the tests (`secret_store.rs` brings
+            // its own bus).
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .stdin(Stdio::null());
         cmd
     }

@@ -390,6 +390,130 @@ impl Conformance {
     }
 }
 
+/// The client authorization scenarios the 2026-07-28 revision adds to
+/// `--suite auth` (run one by one: their servers speak 2025 to a client
+/// that says it does).
+pub const CLIENT_AUTH_SCENARIOS_2026: &[&str] = &[
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+];
+
+/// Per scenario (`auth/<name>`), the failed checks; empty: it passed.
+pub type ClientResults = std::collections::BTreeMap<String, Vec<String>>;
+
+impl Conformance {
+    /// Runs `conformance client --suite auth` and then every scenario of
+    /// [`CLIENT_AUTH_SCENARIOS_2026`] against the client `command` (a
+    /// scenario may take up to 60 s), with `envs` added to the suite's
+    /// environment (it passes them to the client), and reads the results.
+    pub fn run_client_auth(
+        &self,
+        command: &str,
+        envs: &[(&str, String)],
+        out: &Path,
+    ) -> ClientResults {
+        let mut runs: Vec<Vec<&str>> = vec![vec!["--suite", "auth"]];
+        runs.extend(
+            CLIENT_AUTH_SCENARIOS_2026
+                .iter()
+                .map(|s| vec!["--scenario", *s]),
+        );
+        for mut selection in runs {
+            selection.extend(["--timeout", "60000"]);
+            let (node, args) = self.client_suite_command(command, &selection, out);
+            // Its exit status says whether everything passed, which is read
+            // from the checks instead.
+            let status = Command::new(node)
+                .args(args)
+                .envs(envs.iter().map(|(k, v)| (*k, v)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("running the conformance suite");
+            assert!(status.code().is_some(), "the suite was killed: {status}");
+        }
+        read_client_results(&out.join("auth"))
+    }
+}
+
+/// Per scenario directory (`<scenario>-<time>`), the failed checks.
+fn read_client_results(dir: &Path) -> ClientResults {
+    let mut out = ClientResults::new();
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // `<scenario>-<ISO time with dashes>`: the time starts at the year.
+        let scenario = name
+            .find("-20")
+            .map_or(name.as_str(), |i| &name[..i])
+            .to_owned();
+        let checks: Vec<serde_json::Value> = fs::read(e.path().join("checks.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let failures = if checks.is_empty() {
+            vec!["no checks.json".to_owned()]
+        } else {
+            checks
+                .iter()
+                .filter(|c| c["status"] == "FAILURE")
+                .map(|c| {
+                    format!(
+                        "{}: {}",
+                        c["id"],
+                        c["errorMessage"]
+                            .as_str()
+                            .unwrap_or(c["description"].as_str().unwrap_or(""))
+                    )
+                })
+                .collect()
+        };
+        out.insert(format!("auth/{scenario}"), failures);
+    }
+    out
+}
+
+/// Prints `label`'s pass count and one line per scenario (failed checks
+/// under it) and returns the scenarios that failed outside `known_gaps`
+/// (`(scenario, why)`).
+pub fn report_client_results(
+    label: &str,
+    results: &ClientResults,
+    known_gaps: &[(&str, &str)],
+) -> Vec<String> {
+    let passed = results.values().filter(|f| f.is_empty()).count();
+    err(&format!(
+        "conformance client --suite auth {label}: {passed} of {} scenarios pass",
+        results.len()
+    ));
+    let mut unexpected = Vec::new();
+    for (scenario, failures) in results {
+        let gap = known_gaps.iter().find(|(s, _)| s == scenario);
+        let verdict = match (failures.is_empty(), gap) {
+            (true, _) => "pass".to_owned(),
+            (false, Some((_, why))) => format!("FAIL (known gap: {why})"),
+            (false, None) => {
+                unexpected.push(scenario.clone());
+                "FAIL".to_owned()
+            }
+        };
+        err(&format!("  {scenario:<45} {verdict}"));
+        for f in failures {
+            err(&format!("      {f}"));
+        }
+    }
+    unexpected
+}
+
 /// Ensures the conformance suite, Node 22 and the TypeScript SDK are
 /// installed under one npm prefix in the cache (`conformance-<version>`).
 pub fn conformance() -> Interop<Conformance> {

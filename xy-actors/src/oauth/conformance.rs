@@ -7,11 +7,9 @@
 //! `401`/`403` reported to `rejected` and retried once, and on `login
 //! needed` a login whose URL is followed as a browser would (the suite's
 //! authorization server approves at once), at most three logins per
-//! scenario. Once the remote proxy exists the same scenarios run through
-//! xyd (the lead's wrapper); this measures the broker alone.
+//! scenario. This measures the broker alone; the same scenarios through a
+//! real xyd and `xyctl` are `xy-daemon/tests/conformance_auth.rs`.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -49,21 +47,6 @@ const KNOWN_GAPS: &[(&str, &str)] = &[
     ("auth/wif-jwt-bearer", "extension"),
 ];
 
-/// The client authorization scenarios the 2026-07-28 revision adds.
-const SCENARIOS_2026: &[&str] = &[
-    "auth/resource-mismatch",
-    "auth/offline-access-scope",
-    "auth/offline-access-not-supported",
-    "auth/authorization-server-migration",
-    "auth/iss-supported",
-    "auth/iss-not-advertised",
-    "auth/iss-supported-missing",
-    "auth/iss-wrong-issuer",
-    "auth/iss-unexpected",
-    "auth/iss-normalized",
-    "auth/metadata-issuer-mismatch",
-];
-
 const WRAPPER: &str = r#"import json, os, socket, sys
 s = socket.create_connection(("127.0.0.1", int(os.environ["XY_DRIVER_PORT"])))
 ctx = os.environ.get("MCP_CONFORMANCE_CONTEXT")
@@ -95,92 +78,19 @@ async fn conformance_client_auth_scenarios_through_the_broker() {
         }
     });
     let out = dir.path().join("out");
-    // `--suite auth` is the 2025-11-25 set; the scenarios the 2026-07-28
-    // revision adds run one by one (their servers speak 2025 to a client
-    // that says it does).
-    let mut runs: Vec<Vec<&str>> = vec![vec!["--suite", "auth"]];
-    runs.extend(SCENARIOS_2026.iter().map(|s| vec!["--scenario", *s]));
-    for selection in runs {
-        let mut selection = selection;
-        selection.extend(["--timeout", "60000"]);
-        let (node, args) =
-            suite.client_suite_command(&format!("python3 {}", wrapper.display()), &selection, &out);
-        let status = tokio::process::Command::new(node)
-            .args(args)
-            .env("XY_DRIVER_PORT", port.to_string())
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .await
-            .unwrap();
-        assert!(status.code().is_some(), "the suite was killed: {status}");
-    }
-
-    let results = read_results(&out.join("auth"));
+    let command = format!("python3 {}", wrapper.display());
+    let results = tokio::task::spawn_blocking(move || {
+        suite.run_client_auth(&command, &[("XY_DRIVER_PORT", port.to_string())], &out)
+    })
+    .await
+    .unwrap();
     assert!(
-        results.len() >= 14 + SCENARIOS_2026.len(),
+        results.len() >= 14 + interop::CLIENT_AUTH_SCENARIOS_2026.len(),
         "only {} scenarios ran",
         results.len()
     );
-    let mut unexpected = Vec::new();
-    let passed = results.values().filter(|f| f.is_empty()).count();
-    err(&format!(
-        "conformance client --suite auth through the broker: {passed} of {} scenarios pass",
-        results.len()
-    ));
-    for (scenario, failures) in &results {
-        let gap = KNOWN_GAPS.iter().find(|(s, _)| s == scenario);
-        let verdict = match (failures.is_empty(), gap) {
-            (true, _) => "pass".to_owned(),
-            (false, Some((_, why))) => format!("FAIL (known gap: {why})"),
-            (false, None) => {
-                unexpected.push(scenario.clone());
-                "FAIL".to_owned()
-            }
-        };
-        err(&format!("  {scenario:<45} {verdict}"));
-        for f in failures {
-            err(&format!("      {f}"));
-        }
-    }
+    let unexpected = interop::report_client_results("through the broker", &results, KNOWN_GAPS);
     assert!(unexpected.is_empty(), "unexpected failures: {unexpected:?}");
-}
-
-/// Per scenario directory (`<scenario>-<time>`), the failed checks.
-fn read_results(dir: &Path) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        // `<scenario>-<ISO time with dashes>`: the time starts at the year.
-        let scenario = name
-            .find("-20")
-            .map_or(name.as_str(), |i| &name[..i])
-            .to_owned();
-        let checks: Vec<Value> = std::fs::read(e.path().join("checks.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        let failures = if checks.is_empty() {
-            vec!["no checks.json".to_owned()]
-        } else {
-            checks
-                .iter()
-                .filter(|c| c["status"] == "FAILURE")
-                .map(|c| {
-                    format!(
-                        "{}: {}",
-                        c["id"],
-                        c["errorMessage"]
-                            .as_str()
-                            .unwrap_or(c["description"].as_str().unwrap_or(""))
-                    )
-                })
-                .collect()
-        };
-        out.insert(format!("auth/{scenario}"), failures);
-    }
-    out
 }
 
 async fn serve_one(conn: tokio::net::TcpStream) {

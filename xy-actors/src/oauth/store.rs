@@ -1,7 +1,8 @@
 //! Where a server's OAuth grant is kept between daemon runs (SPEC §23): the
-//! macOS keychain (through `/usr/bin/security`, as §16 secrets are read),
-//! else a `0600` file per server under `$XDG_STATE_HOME/xy/auth/` (directory
-//! `0700`, atomic replace). The Secret Service is not used yet (D121). One
+//! macOS keychain (through `/usr/bin/security`, as §16 secrets are read);
+//! elsewhere the Secret Service when one answers on the session bus
+//! (`secret_service.rs`, D136), else a `0600` file per server under
+//! `$XDG_STATE_HOME/xy/auth/` (directory `0700`, atomic replace). One
 //! record per server, a JSON document holding the tokens; nothing here logs
 //! or returns it in an error.
 //!
@@ -20,7 +21,8 @@ use serde::{Deserialize, Serialize};
 /// locked keychain can prompt; the thread is left to finish on its own).
 const STORE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The keychain item's service name; the account is the server's name.
+/// The keychain item's service name (and the Secret Service item's
+/// `service` attribute); the account is the server's name.
 pub(crate) const KEYCHAIN_SERVICE: &str = "xy-oauth";
 
 /// Which store holds grants.
@@ -30,16 +32,46 @@ pub enum TokenStoreKind {
     File(PathBuf),
     /// The macOS login keychain, service `xy-oauth`, account = server name.
     Keychain,
+    /// The freedesktop Secret Service on the session bus (GNOME Keyring,
+    /// KWallet), attributes `service xy-oauth`, `account <server>`.
+    SecretService,
+}
+
+/// `XY_AUTH_STORE`: `file` or `secret-service` forces that store; unset
+/// (or anything else) leaves the platform's choice.
+fn forced() -> Option<&'static str> {
+    match std::env::var("XY_AUTH_STORE").ok()?.as_str() {
+        "file" => Some("file"),
+        "secret-service" => Some("secret-service"),
+        _ => None,
+    }
 }
 
 impl TokenStoreKind {
-    /// The platform's choice for `auth_dir` (`$XDG_STATE_HOME/xy/auth`):
-    /// the keychain on macOS, the file store elsewhere. `XY_AUTH_STORE=file`
-    /// picks the file store everywhere (tests on macOS, headless setups).
+    /// The platform's choice for `auth_dir` (`$XDG_STATE_HOME/xy/auth`)
+    /// without looking at the session bus: the keychain on macOS, the file
+    /// store elsewhere. `XY_AUTH_STORE=file` picks the file store
+    /// everywhere (tests on macOS, headless setups), `secret-service` the
+    /// Secret Service. xyd itself uses [`TokenStoreKind::detect`].
     pub fn platform_default(auth_dir: PathBuf) -> TokenStoreKind {
-        let forced_file = std::env::var("XY_AUTH_STORE").is_ok_and(|v| v == "file");
-        if cfg!(target_os = "macos") && !forced_file {
-            TokenStoreKind::Keychain
+        match forced() {
+            Some("file") => TokenStoreKind::File(auth_dir),
+            Some(_) => TokenStoreKind::SecretService,
+            None if cfg!(target_os = "macos") => TokenStoreKind::Keychain,
+            None => TokenStoreKind::File(auth_dir),
+        }
+    }
+
+    /// [`TokenStoreKind::platform_default`], except that off macOS and
+    /// unforced a Secret Service answering on the session bus is chosen
+    /// over the file store (SPEC §23). Blocks up to a few seconds on the
+    /// probe: call it on the blocking pool.
+    pub fn detect(auth_dir: PathBuf) -> TokenStoreKind {
+        if cfg!(target_os = "macos") || forced().is_some() {
+            return TokenStoreKind::platform_default(auth_dir);
+        }
+        if super::secret_service::reachable() {
+            TokenStoreKind::SecretService
         } else {
             TokenStoreKind::File(auth_dir)
         }
@@ -50,6 +82,9 @@ impl TokenStoreKind {
         match self {
             TokenStoreKind::File(d) => format!("file store {}", d.display()),
             TokenStoreKind::Keychain => format!("macOS keychain (service {KEYCHAIN_SERVICE})"),
+            TokenStoreKind::SecretService => {
+                format!("Secret Service (attributes service={KEYCHAIN_SERVICE} account=<server>)")
+            }
         }
     }
 }
@@ -96,6 +131,7 @@ pub(crate) fn backend(kind: &TokenStoreKind) -> Arc<dyn TokenBackend> {
         TokenStoreKind::Keychain => Arc::new(KeychainStore {
             program: keychain_program(),
         }),
+        TokenStoreKind::SecretService => Arc::new(super::secret_service::SecretServiceStore::new()),
     }
 }
 

@@ -43,6 +43,14 @@ pub(crate) fn render_auth_status(r: &AuthStatusResult, style: &Style) -> String 
         &rows,
         style,
     );
+    if let Some(store) = r
+        .servers
+        .first()
+        .map(|s| &s.store)
+        .filter(|s| !s.is_empty())
+    {
+        let _ = writeln!(out, "grants are kept in the {store}");
+    }
     for s in &r.servers {
         if s.state == AuthState::LoginNeeded {
             let why = s.reason.as_deref().unwrap_or("the grant no longer works");
@@ -112,6 +120,7 @@ mod tests {
                 reason: reason.map(str::to_owned),
                 missing_scopes: vec![],
                 login_pending: false,
+                store: "Secret Service (attributes service=xy-oauth account=<server>)".into(),
             }
         };
         let r = AuthStatusResult {
@@ -128,6 +137,10 @@ mod tests {
         };
         let out = render_auth_status(&r, &Style::PLAIN);
         assert!(out.contains("logged in"), "{out}");
+        assert!(
+            out.contains("grants are kept in the Secret Service (attributes service=xy-oauth"),
+            "{out}"
+        );
         assert!(out.contains("https://auth.example"), "{out}");
         assert!(out.contains("read write"), "{out}");
         assert!(

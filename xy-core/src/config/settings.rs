@@ -1,5 +1,6 @@
 //! The daemon's own settings (SPEC §20): `$XDG_CONFIG_HOME/xy/xy.kdl`,
-//! optional, with the gateway's port and the daemon-wide firewall mode.
+//! optional, with the gateway's port, the daemon-wide firewall mode and
+//! xy's OAuth Client ID Metadata Document URL.
 //! The types live here; the KDL walk is `parse/settings.rs`, so its
 //! mistakes are diagnosed exactly like a server file's.
 
@@ -28,6 +29,11 @@ pub struct DaemonSettings {
     /// published before `xyctl add`/`upgrade` installs it; `None`:
     /// [`crate::package::DEFAULT_MIN_AGE`]. Read by `xyctl` only.
     pub min_age: Option<std::time::Duration>,
+    /// `oauth-client-metadata-url "https://…"` (SPEC §23, SEP-991): xy's
+    /// Client ID Metadata Document, offered to authorization servers that
+    /// support it; `None`: xy has none and registers dynamically (D120).
+    /// Read when the daemon starts (the broker is built once).
+    pub oauth_client_metadata_url: Option<String>,
 }
 
 impl DaemonSettings {

@@ -113,6 +113,10 @@ pub struct AuthStatusEntry {
     pub missing_scopes: Vec<String>,
     /// A login in progress (`auth_login` not yet completed).
     pub login_pending: bool,
+    /// Where the grant is kept, in words (`file store <dir>`, `Secret
+    /// Service (…)`, `macOS keychain (…)`); never its content.
+    #[serde(default)]
+    pub store: String,
 }
 
 /// A server's OAuth state.
@@ -171,6 +175,7 @@ mod tests {
                 reason: Some("refresh refused".into()),
                 missing_scopes: vec![],
                 login_pending: false,
+                store: "file store /home/u/.local/state/xy/auth".into(),
             }],
         };
         let v = serde_json::to_value(&r).unwrap();

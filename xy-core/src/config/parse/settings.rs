@@ -12,7 +12,12 @@ use super::super::settings::DaemonSettings;
 use super::Cx;
 
 /// Top-level nodes of `xy.kdl`.
-pub(super) const SETTINGS_FIELDS: &[&str] = &["gateway", "firewall", "min-age"];
+pub(super) const SETTINGS_FIELDS: &[&str] = &[
+    "gateway",
+    "firewall",
+    "min-age",
+    "oauth-client-metadata-url",
+];
 /// Children of `gateway { … }`.
 const GATEWAY_FIELDS: &[&str] = &["port"];
 
@@ -64,6 +69,9 @@ pub(in crate::config) fn parse(
                     settings.min_age = Some(d);
                 }
             }
+            "oauth-client-metadata-url" => {
+                settings.oauth_client_metadata_url = client_metadata_url(&mut cx, node);
+            }
             _ => unreachable!("checked against SETTINGS_FIELDS"),
         }
     }
@@ -111,6 +119,47 @@ fn gateway(
     at
 }
 
+const CIMD_EXAMPLE: &str = "oauth-client-metadata-url \"https://example.com/xy/client.json\"";
+
+/// `oauth-client-metadata-url "…"`: an `https://` URL with a path (a
+/// Client ID Metadata Document's URL is the client id, SEP-991), no user
+/// name, password or fragment.
+fn client_metadata_url(cx: &mut Cx<'_>, node: &KdlNode) -> Option<String> {
+    let e = cx.single(node, CIMD_EXAMPLE)?;
+    let s = cx.string(node, e, CIMD_EXAMPLE)?;
+    let problem = match url::Url::parse(&s) {
+        Err(err) => Some((format!("{s:?} is not a URL: {err}"), "not a URL")),
+        Ok(u) if u.scheme() != "https" || u.host_str().is_none_or(str::is_empty) => {
+            Some((format!("{s:?} is not an https:// URL"), "not https"))
+        }
+        Ok(u) if u.path().len() <= 1 => Some((
+            format!("{s:?} has no path: a Client ID Metadata Document URL names a document"),
+            "no path",
+        )),
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => Some((
+            format!("{s:?} carries a user name or password"),
+            "credentials in the URL",
+        )),
+        Ok(u) if u.fragment().is_some() => Some((format!("{s:?} has a #fragment"), "fragment")),
+        Ok(_) => None,
+    };
+    match problem {
+        None => Some(s),
+        Some((message, label)) => {
+            let d = cx
+                .diag(
+                    DiagnosticKind::InvalidValue,
+                    e.span(),
+                    format!("`oauth-client-metadata-url` {message}"),
+                )
+                .with_label(label)
+                .with_help(format!("e.g. {CIMD_EXAMPLE}"));
+            cx.push(d);
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::firewall::FirewallMode;
@@ -154,6 +203,43 @@ mod tests {
         assert_eq!(d.kind, DiagnosticKind::BadDuration);
         let off = parse_settings(Path::new("/c/xy.kdl"), "gateway { port 0; }").unwrap();
         assert_eq!(off.gateway.port(), None);
+    }
+
+    #[test]
+    fn the_client_metadata_url_is_https_with_a_path() {
+        let s = parse_settings(
+            Path::new("/c/xy.kdl"),
+            "oauth-client-metadata-url \"https://xy.example/oauth/client.json\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s.oauth_client_metadata_url.as_deref(),
+            Some("https://xy.example/oauth/client.json")
+        );
+        assert_eq!(DaemonSettings::default().oauth_client_metadata_url, None);
+        for (bad, label) in [
+            ("http://xy.example/client.json", "not https"),
+            ("https://xy.example", "no path"),
+            ("https://xy.example/", "no path"),
+            ("https://u:p@xy.example/c.json", "credentials in the URL"),
+            ("https://xy.example/c.json#x", "fragment"),
+            ("client.json", "not a URL"),
+        ] {
+            let d = one_error(&format!("\n  oauth-client-metadata-url \"{bad}\"\n"));
+            assert_eq!(d.kind, DiagnosticKind::InvalidValue, "{bad}");
+            assert_eq!(d.label.as_deref(), Some(label), "{bad}");
+            assert!(
+                d.message.contains("oauth-client-metadata-url"),
+                "{}",
+                d.message
+            );
+            assert_eq!((d.line, d.column), (2, 29), "{bad}");
+        }
+        let d = one_error("oauth-client-metadata-url 1");
+        assert_eq!(d.kind, DiagnosticKind::WrongType);
+        let d =
+            one_error("oauth-client-metadata-url \"https://a.example/1\" \"https://a.example/2\"");
+        assert!(d.line == 1, "{d:?}");
     }
 
     #[test]
