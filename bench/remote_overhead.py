@@ -102,12 +102,18 @@ def main():
     with open(secret, "w") as f:
         f.write(TOKEN + "\n")
     os.chmod(secret, 0o600)
+    # Both servers offer a tool named `echo`: with the firewall on, the
+    # second one's would be held back as shadowing the first's, and xy
+    # would answer its calls itself without the upstream. The bench times
+    # the path, so the firewall is off (its cost is measured in issue 28's
+    # section of performance.md).
+    nofw = 'firewall {\n    mode "off"\n}\n'
     with open(os.path.join(servers, "plain.kdl"), "w") as f:
-        f.write(f'url "http://127.0.0.1:{up_plain}/mcp"\nport {own_plain}\n')
+        f.write(f'url "http://127.0.0.1:{up_plain}/mcp"\nport {own_plain}\n' + nofw)
     with open(os.path.join(servers, "bearer.kdl"), "w") as f:
         f.write(f'url "http://127.0.0.1:{up_bearer}/mcp"\nport {own_bearer}\n'
                 f'headers {{\n    Authorization secret="TOKEN"\n}}\n'
-                f'secrets {{\n    TOKEN file="{secret}"\n}}\n')
+                f'secrets {{\n    TOKEN file="{secret}"\n}}\n' + nofw)
     env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(tmp, "c"),
                XDG_STATE_HOME=os.path.join(tmp, "s"), XY_SOCKET=os.path.join(tmp, "x.sock"),
                XY_LOG="warn")
