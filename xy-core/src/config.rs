@@ -339,6 +339,17 @@ pub struct Settings<'a> {
 }
 
 impl ServerConfig {
+    /// The health probe xy runs: the `health { }` block, or, for a remote
+    /// server without one, an `mcp` probe of its upstream with the default
+    /// timings (xy learns that a remote is there only by asking it, D123).
+    pub fn effective_health(&self) -> Option<HealthConfig> {
+        match (&self.health, self.transport) {
+            (Some(h), _) => Some(h.clone()),
+            (None, Transport::Remote) => Some(HealthConfig::new(ProbeKind::Mcp(self.path.clone()))),
+            (None, _) => None,
+        }
+    }
+
     /// Its [`Settings`].
     pub fn settings(&self) -> Settings<'_> {
         // Destructured, so a new field cannot be left out by accident.

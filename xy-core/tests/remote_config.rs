@@ -222,3 +222,22 @@ fn a_changed_url_header_or_auth_changes_the_settings() {
     let e = ok("// a comment\nurl  \"https://mcp.example.com/mcp\"\n\nport 8421\n");
     assert!(a.settings() == e.settings());
 }
+
+/// `status` shows the probe xy runs, so a remote without `health { }` has
+/// one (an `mcp` probe of its upstream) and a local server without it none.
+#[test]
+fn a_remote_is_always_probed_and_a_health_block_still_wins() {
+    use xy_core::config::ProbeKind;
+    let h = ok(REMOTE).effective_health().expect("a remote is probed");
+    assert_eq!(h.probe, ProbeKind::Mcp("/mcp".into()));
+    let c = ok(&format!(
+        "{REMOTE}health {{\n    tcp\n    interval \"3s\"\n}}\n"
+    ));
+    let h = c.effective_health().unwrap();
+    assert_eq!(h.probe, ProbeKind::Tcp);
+    assert_eq!(h.interval, std::time::Duration::from_secs(3));
+    assert_eq!(
+        ok("command \"/usr/bin/env\"\nport 8421\n").effective_health(),
+        None
+    );
+}

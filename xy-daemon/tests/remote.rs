@@ -363,3 +363,28 @@ fn the_firewall_holds_back_a_remotes_new_tool() {
     let mut c = Mcp::new(&format!("http://127.0.0.1:{own}/mcp"), Era::V2026);
     assert_eq!(c.tool_names(), ["echo"]);
 }
+
+/// A remote whose URL nothing answers (a typo, a server that is down) says
+/// so: `status` carries the probe xy runs for it (no `health { }` needed)
+/// and the probe's error while it is still `starting`.
+#[test]
+fn a_remote_nobody_answers_says_why_while_starting() {
+    let nobody = free_port();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{nobody}/mcp");
+    let d = start(
+        free_port(),
+        &[("far", format!("url {url:?}\nport {port}\n"))],
+    );
+    wait_for("the probe's error in status", DEADLINE, || {
+        d.entry("far")["health"]["error"].as_str().is_some()
+    });
+    let status = d.result("status", Some(json!({"name": "far"})));
+    assert_eq!(status["state"], "starting", "{status}");
+    assert_eq!(status["health_config"]["probe"], "mcp", "{status}");
+    let error = status["health"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&nobody.to_string()) || error.to_lowercase().contains("refused"),
+        "the error names what failed: {error}"
+    );
+}

@@ -35,14 +35,10 @@ impl ServerActorState {
                 std::sync::Arc::clone(&self.relist),
             ));
         }
-        // A remote server is always probed (an `mcp` probe of its
-        // upstream): that is how xy knows it is there at all.
-        let cfg = match (&self.config.health, &self.upstream) {
-            (Some(h), _) => h.clone(),
-            (None, Some(_)) => xy_core::config::HealthConfig::new(xy_core::config::ProbeKind::Mcp(
-                self.config.path.clone(),
-            )),
-            (None, None) => return,
+        // A remote server is always probed: that is how xy knows it is
+        // there at all.
+        let Some(cfg) = self.config.effective_health() else {
+            return;
         };
         self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
         let me = myself.clone();

@@ -29,7 +29,7 @@ impl ServerActorState {
                 .next_retry
                 .filter(|_| self.lc.phase == ServerState::Restarting)
                 .map(xy_core::time::rfc3339_ms),
-            health_config: c.health.as_ref().map(HealthConfig::settings),
+            health_config: c.effective_health().as_ref().map(HealthConfig::settings),
             health_history: self.health_history.iter().cloned().collect(),
             mcp: self.mcp.status(),
             secrets: c
