@@ -388,3 +388,42 @@ fn a_remote_nobody_answers_says_why_while_starting() {
         "the error names what failed: {error}"
     );
 }
+
+/// `restart-on-failure` does not reconnect a remote for a login it needs:
+/// a reconnect cannot log in, and it would fail again at every probe.
+#[test]
+fn restart_on_failure_leaves_a_remote_that_needs_a_login_alone() {
+    let up = Upstream::start(free_port(), &["--require-auth", "Bearer never"]);
+    let (gw, own) = (free_port(), free_port());
+    let kdl = remote_config(&up.url(), own, "auth {\n    oauth\n}\n").replace(
+        "start-period \"0s\"\n",
+        "start-period \"0s\"\n    restart-on-failure #true\n",
+    );
+    assert!(kdl.contains("restart-on-failure"), "{kdl}");
+    let d = start(gw, &[("far", kdl)]);
+    wait_for("unhealthy with the login hint", DEADLINE, || {
+        d.entry("far")["health"]["error"]
+            .as_str()
+            .is_some_and(|w| w.contains("xyctl auth login far"))
+    });
+    // Ten more probes (every 200 ms), each of which a health restart
+    // would have acted on.
+    let checked = |d: &TestDaemon| d.entry("far")["health"]["checked_at"].clone();
+    let mut seen = vec![checked(&d)];
+    wait_for("ten more probes", DEADLINE, || {
+        let c = checked(&d);
+        if seen.last() != Some(&c) {
+            seen.push(c);
+        }
+        seen.len() > 10
+    });
+    let status = d.result("status", Some(json!({"name": "far"})));
+    let starts = status["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .filter(|t| t["to"] == "starting")
+        .count();
+    assert_eq!(starts, 1, "connected once, never again: {status}");
+    assert_eq!(status["health"]["state"], "unhealthy", "{status}");
+}

@@ -83,7 +83,7 @@ impl ServerActorState {
         };
         let failures = tracker.consecutive();
         let error = report.outcome.as_ref().err().cloned().unwrap_or_default();
-        self.health_changed(myself, (from, to, reason), failures, &error);
+        self.health_changed(myself, (from, to, reason), failures, &error, true);
     }
 
     /// A remote's credentials failed (SPEC §23): `unhealthy` at once, the
@@ -96,16 +96,20 @@ impl ServerActorState {
             return;
         };
         let failures = tracker.consecutive();
-        self.health_changed(myself, change, failures, why);
+        // No restart: reconnecting cannot log in, and a reconnect would
+        // find the same credentials and fail again at every probe.
+        self.health_changed(myself, change, failures, why, false);
     }
 
-    /// Records, announces and acts on one change of verdict.
+    /// Records, announces and acts on one change of verdict; `restartable`:
+    /// `restart-on-failure` may act on it.
     fn health_changed(
         &mut self,
         myself: &ActorRef<ServerMsg>,
         (from, to, reason): crate::health::Change,
         failures: u32,
         error: &str,
+        restartable: bool,
     ) {
         match to {
             HealthState::Unhealthy => {
@@ -140,11 +144,12 @@ impl ServerActorState {
             }
             _ => {}
         }
-        let restart_on_failure = self
-            .config
-            .health
-            .as_ref()
-            .is_some_and(|h| h.restart_on_failure);
+        let restart_on_failure = restartable
+            && self
+                .config
+                .health
+                .as_ref()
+                .is_some_and(|h| h.restart_on_failure);
         if to == HealthState::Unhealthy && restart_on_failure {
             let s = if failures == 1 { "" } else { "s" };
             let why = format!("{failures} failed health check{s} ({error})");
