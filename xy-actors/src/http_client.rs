@@ -40,20 +40,31 @@ pub(crate) type Connector = hyper_tls::HttpsConnector<HttpConnector>;
 
 /// A [`Connector`] with xy's connect timeout and `TCP_NODELAY`.
 pub(crate) fn connector() -> Result<Connector, String> {
+    connector_trusting(&[])
+}
+
+/// [`connector()`], trusting the DER certificates `extra_roots` as well as
+/// the platform's (tests' own CA).
+fn connector_trusting(extra_roots: &[Vec<u8>]) -> Result<Connector, String> {
     let mut http = HttpConnector::new();
     // The TLS layer takes `https` URLs; the TCP layer must let them through.
     http.enforce_http(false);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     http.set_nodelay(true);
-    with_tls(http)
+    with_tls(http, extra_roots)
 }
 
 #[cfg(not(target_os = "macos"))]
-fn with_tls(http: HttpConnector) -> Result<Connector, String> {
+fn with_tls(http: HttpConnector, extra_roots: &[Vec<u8>]) -> Result<Connector, String> {
     use std::sync::Arc;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = rustls_platform_verifier::Verifier::new(Arc::clone(&provider))
-        .map_err(|e| format!("the platform's certificate verifier: {e}"))?;
+    let verifier = if extra_roots.is_empty() {
+        rustls_platform_verifier::Verifier::new(Arc::clone(&provider))
+    } else {
+        let roots = extra_roots.iter().map(|der| der.clone().into());
+        rustls_platform_verifier::Verifier::new_with_extra_roots(roots, Arc::clone(&provider))
+    }
+    .map_err(|e| format!("the platform's certificate verifier: {e}"))?;
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS versions: {e}"))?
@@ -68,9 +79,14 @@ fn with_tls(http: HttpConnector) -> Result<Connector, String> {
 }
 
 #[cfg(target_os = "macos")]
-fn with_tls(http: HttpConnector) -> Result<Connector, String> {
-    let tls = tokio_native_tls::native_tls::TlsConnector::new()
-        .map_err(|e| format!("the system's TLS: {e}"))?;
+fn with_tls(http: HttpConnector, extra_roots: &[Vec<u8>]) -> Result<Connector, String> {
+    use tokio_native_tls::native_tls;
+    let mut b = native_tls::TlsConnector::builder();
+    for der in extra_roots {
+        let cert = native_tls::Certificate::from_der(der).map_err(|e| format!("a root: {e}"))?;
+        b.add_root_certificate(cert);
+    }
+    let tls = b.build().map_err(|e| format!("the system's TLS: {e}"))?;
     Ok(hyper_tls::HttpsConnector::from((http, tls.into())))
 }
 
@@ -150,6 +166,72 @@ mod tests {
         let uri: hyper::Uri = format!("https://localhost:{}/", addr.port()).parse().unwrap();
         let e = direct().get(uri).await.expect_err("no TLS server there");
         assert!(e.is_connect(), "{e:?}");
+    }
+
+    /// A TLS server for `localhost`/`127.0.0.1` with a certificate from the
+    /// test CA in `testdata/tls`, answering one request with `200 tls`.
+    #[cfg(not(target_os = "macos"))]
+    async fn tls_server() -> u16 {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use std::sync::Arc;
+        let certs = vec![
+            CertificateDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.pem")).unwrap(),
+        ];
+        let key = PrivateKeyDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.key")).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (s, _) = listener.accept().await.unwrap();
+            let mut s = acceptor.accept(s).await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntls")
+                .await;
+            let _ = s.shutdown().await;
+        });
+        port
+    }
+
+    #[cfg(not(target_os = "macos"))]
+    #[tokio::test]
+    async fn the_direct_connector_verifies_and_talks_tls() {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let ca = CertificateDer::from_pem_slice(include_bytes!("../testdata/tls/ca.pem")).unwrap();
+        // Trusted: the CA is added to the platform's roots.
+        let port = tls_server().await;
+        let trusting = hyper_util::client::legacy::Client::builder(
+            hyper_util::rt::TokioExecutor::new(),
+        )
+        .build::<_, Empty<bytes::Bytes>>(super::connector_trusting(&[ca.to_vec()]).unwrap());
+        let uri: hyper::Uri = format!("https://localhost:{port}/mcp").parse().unwrap();
+        let r = trusting.get(uri).await.unwrap();
+        assert_eq!(r.status(), 200);
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"tls");
+        // Not trusted: the platform's roots alone refuse the test CA.
+        let port = tls_server().await;
+        let uri: hyper::Uri = format!("https://localhost:{port}/mcp").parse().unwrap();
+        let e = direct().get(uri).await.expect_err("an unknown CA");
+        let mut why = format!("{e}");
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            why.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        assert!(why.contains("certificate"), "{why}");
     }
 
     #[test]
