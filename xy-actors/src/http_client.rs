@@ -143,8 +143,7 @@ mod tests {
         assert_eq!(r.status(), 302);
     }
 
-    fn direct()
-    -> hyper_util::client::legacy::Client<super::Connector, Empty<bytes::Bytes>> {
+    fn direct() -> hyper_util::client::legacy::Client<super::Connector, Empty<bytes::Bytes>> {
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .build(super::connector().unwrap())
     }
@@ -163,7 +162,9 @@ mod tests {
         // Not a TLS server: the handshake must fail (a plain-HTTP answer to
         // an https URL would mean TLS was skipped).
         let addr = answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").await;
-        let uri: hyper::Uri = format!("https://localhost:{}/", addr.port()).parse().unwrap();
+        let uri: hyper::Uri = format!("https://localhost:{}/", addr.port())
+            .parse()
+            .unwrap();
         let e = direct().get(uri).await.expect_err("no TLS server there");
         assert!(e.is_connect(), "{e:?}");
     }
@@ -178,7 +179,8 @@ mod tests {
         let certs = vec![
             CertificateDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.pem")).unwrap(),
         ];
-        let key = PrivateKeyDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.key")).unwrap();
+        let key =
+            PrivateKeyDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.key")).unwrap();
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -212,10 +214,11 @@ mod tests {
         let ca = CertificateDer::from_pem_slice(include_bytes!("../testdata/tls/ca.pem")).unwrap();
         // Trusted: the CA is added to the platform's roots.
         let port = tls_server().await;
-        let trusting = hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build::<_, Empty<bytes::Bytes>>(super::connector_trusting(&[ca.to_vec()]).unwrap());
+        let trusting =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build::<_, Empty<bytes::Bytes>>(
+                    super::connector_trusting(&[ca.to_vec()]).unwrap(),
+                );
         let uri: hyper::Uri = format!("https://localhost:{port}/mcp").parse().unwrap();
         let r = trusting.get(uri).await.unwrap();
         assert_eq!(r.status(), 200);

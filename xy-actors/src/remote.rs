@@ -71,7 +71,7 @@ pub(crate) enum UpstreamError {
 enum Transport {
     /// hyper-util's pooled HTTP/1.1 client: no redirect, retry or URL
     /// layers between the proxy and the connection.
-    Direct(Client<crate::http_client::Connector, Full<Bytes>>),
+    Direct(Box<Client<crate::http_client::Connector, Full<Bytes>>>),
     /// reqwest with the proxy the environment names for this URL.
     Proxied(reqwest::Client),
 }
@@ -140,13 +140,14 @@ impl Upstream {
         let bare = target.as_str().to_owned();
         let setup = |e: &dyn std::fmt::Display| format!("the HTTP client could not be set up: {e}");
         let transport = match crate::http_client::proxy_for(proxies, &uri) {
-            None => Transport::Direct(
+            None => Transport::Direct(Box::new(
                 Client::builder(TokioExecutor::new())
                     .pool_idle_timeout(POOL_IDLE)
                     .build(crate::http_client::connector().map_err(|e| setup(&e))?),
-            ),
+            )),
             Some(via) => {
-                let mut proxy = reqwest::Proxy::all(via.uri().to_string()).map_err(|e| setup(&e))?;
+                let mut proxy =
+                    reqwest::Proxy::all(via.uri().to_string()).map_err(|e| setup(&e))?;
                 if let Some(auth) = via.basic_auth() {
                     proxy = proxy.custom_http_auth(auth.clone());
                 }

@@ -321,7 +321,9 @@ async fn proxy() -> (u16, ProxySeen) {
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_owned);
                     log.lock().unwrap().push((req.uri().to_string(), auth));
-                    async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}")))) }
+                    async {
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+                    }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
@@ -338,8 +340,15 @@ fn through(url: &str, rules: &Matcher) -> Upstream {
         headers: vec![],
         auth: None,
     };
-    Upstream::with_proxies("far", &remote, HeaderMap::new(), None, Arc::new(|_| {}), rules)
-        .unwrap()
+    Upstream::with_proxies(
+        "far",
+        &remote,
+        HeaderMap::new(),
+        None,
+        Arc::new(|_| {}),
+        rules,
+    )
+    .unwrap()
 }
 
 #[tokio::test]
@@ -351,7 +360,12 @@ async fn a_url_the_proxy_rules_name_goes_through_that_proxy_with_its_credentials
     // Not resolvable: only the proxy can answer for it.
     let up = through("http://far.invalid/mcp?configured=1", &rules);
     let r = up
-        .send(Method::POST, Some("session=2"), &client_headers(), Bytes::new())
+        .send(
+            Method::POST,
+            Some("session=2"),
+            &client_headers(),
+            Bytes::new(),
+        )
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
@@ -400,9 +414,13 @@ async fn a_url_the_proxy_rules_exclude_goes_direct() {
 #[tokio::test]
 async fn an_unreachable_upstream_says_where_and_why() {
     let port = xy_testbins::locate::free_port();
-    let up = through(&format!("http://127.0.0.1:{port}/mcp"), &Matcher::builder().build());
-    let Err(UpstreamError::Unreachable(why)) =
-        up.send(Method::POST, None, &HeaderMap::new(), Bytes::new()).await
+    let up = through(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        &Matcher::builder().build(),
+    );
+    let Err(UpstreamError::Unreachable(why)) = up
+        .send(Method::POST, None, &HeaderMap::new(), Bytes::new())
+        .await
     else {
         panic!("a closed port answered");
     };
