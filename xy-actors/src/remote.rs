@@ -216,7 +216,12 @@ impl Upstream {
         }
         let mut retried = false;
         loop {
-            let mut h = sent.clone();
+            // Only a supplier's rejection sends again, so only then is a copy kept.
+            let mut h = if self.creds.is_some() {
+                sent.clone()
+            } else {
+                std::mem::take(&mut sent)
+            };
             if let Some(c) = &self.creds {
                 let extra = c.headers().await.map_err(|e| self.failed(e))?;
                 for (k, v) in &extra {
