@@ -1,7 +1,9 @@
 //! A remote server's upstream (SPEC §23): the one place xy sends a request
 //! to a `url "https://…"` server, for the gateway's and the server port's
 //! reverse proxy, the health probe and xy's own listing alike. It owns the
-//! outbound client (`http_client::builder()`), which client headers go
+//! outbound client (hyper-util's pooled client over
+//! `http_client::connector()`, or reqwest's when the proxy environment
+//! routes the URL through a proxy: D146), which client headers go
 //! upstream, the credentials of each request ([`Credentials`]: static
 //! `headers { }` from §16 secrets, or the OAuth broker), and the one retry
 //! after a `401` (or a `403` with `insufficient_scope`).
@@ -17,8 +19,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Response};
+use hyper::{Method, Request, Response, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::TokioExecutor;
 use xy_core::remote::{HeaderSpec, HeaderValueSpec, RemoteConfig};
 
 use crate::credentials::{BoxFuture, CredentialError, Credentials};
@@ -61,12 +67,25 @@ pub(crate) enum UpstreamError {
     Unreachable(String),
 }
 
+/// How requests reach the upstream.
+enum Transport {
+    /// hyper-util's pooled HTTP/1.1 client: no redirect, retry or URL
+    /// layers between the proxy and the connection.
+    Direct(Box<Client<crate::http_client::Connector, Full<Bytes>>>),
+    /// reqwest with the proxy the environment names for this URL.
+    Proxied(reqwest::Client),
+}
+
 /// One remote server's upstream for one run (built at each connect, so
 /// secrets are resolved again after a restart).
 pub(crate) struct Upstream {
     name: String,
     url: reqwest::Url,
-    client: reqwest::Client,
+    /// `url` as a request target, and without its query and fragment (a
+    /// request's own query replaces the configured one).
+    uri: Uri,
+    bare: String,
+    transport: Transport,
     /// Headers of every request (static literals when OAuth supplies the
     /// credentials; empty otherwise).
     base: HeaderMap,
@@ -93,16 +112,61 @@ impl Upstream {
         creds: Option<Arc<dyn Credentials>>,
         notify: Notify,
     ) -> Result<Upstream, String> {
+        Upstream::with_proxies(
+            name,
+            remote,
+            base,
+            creds,
+            notify,
+            &crate::http_client::proxy_env(),
+        )
+    }
+
+    /// [`Upstream::new`] with the proxy rules `proxies` instead of the
+    /// environment's.
+    fn with_proxies(
+        name: &str,
+        remote: &RemoteConfig,
+        base: HeaderMap,
+        creds: Option<Arc<dyn Credentials>>,
+        notify: Notify,
+        proxies: &Matcher,
+    ) -> Result<Upstream, String> {
         let url = reqwest::Url::parse(&remote.url).map_err(|e| format!("url: {e}"))?;
-        let client = crate::http_client::builder()
-            .pool_idle_timeout(POOL_IDLE)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| format!("the HTTP client could not be set up: {e}"))?;
+        let mut target = url.clone();
+        target.set_fragment(None);
+        let uri: Uri = target.as_str().parse().map_err(|e| format!("url: {e}"))?;
+        target.set_query(None);
+        let bare = target.as_str().to_owned();
+        let setup = |e: &dyn std::fmt::Display| format!("the HTTP client could not be set up: {e}");
+        let transport = match crate::http_client::proxy_for(proxies, &uri) {
+            None => Transport::Direct(Box::new(
+                Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(POOL_IDLE)
+                    .build(crate::http_client::connector().map_err(|e| setup(&e))?),
+            )),
+            Some(via) => {
+                let mut proxy =
+                    reqwest::Proxy::all(via.uri().to_string()).map_err(|e| setup(&e))?;
+                if let Some(auth) = via.basic_auth() {
+                    proxy = proxy.custom_http_auth(auth.clone());
+                }
+                Transport::Proxied(
+                    crate::http_client::builder()
+                        .proxy(proxy)
+                        .pool_idle_timeout(POOL_IDLE)
+                        .tcp_nodelay(true)
+                        .build()
+                        .map_err(|e| setup(&e))?,
+                )
+            }
+        };
         Ok(Upstream {
             name: name.to_owned(),
             url,
-            client,
+            uri,
+            bare,
+            transport,
             base,
             creds,
             notify,
@@ -125,11 +189,13 @@ impl Upstream {
         headers: &HeaderMap,
         body: Bytes,
     ) -> Result<Response<GatewayBody>, UpstreamError> {
-        let mut url = self.url.clone();
-        if let Some(q) = query {
-            url.set_query(Some(q));
-        }
-        let mut sent = HeaderMap::with_capacity(headers.len() + self.base.len() + 1);
+        let uri = match query {
+            None => self.uri.clone(),
+            Some(q) => format!("{}?{q}", self.bare)
+                .parse::<Uri>()
+                .map_err(|e| UpstreamError::Unreachable(format!("the query: {e}")))?,
+        };
+        let mut sent = HeaderMap::with_capacity(headers.len() + self.base.len() + 3);
         for (k, v) in headers {
             if !CLIENT_ONLY.contains(k) {
                 sent.append(k.clone(), v.clone());
@@ -138,30 +204,42 @@ impl Upstream {
         for (k, v) in &self.base {
             sent.insert(k.clone(), v.clone());
         }
+        // What reqwest adds when the client sent none, kept for the direct path.
+        if !sent.contains_key(header::USER_AGENT) {
+            sent.insert(
+                header::USER_AGENT,
+                HeaderValue::from_static(crate::http_client::USER_AGENT),
+            );
+        }
+        if !sent.contains_key(header::ACCEPT) {
+            sent.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        }
         let mut retried = false;
         loop {
-            let mut h = sent.clone();
+            // Only a supplier's rejection sends again, so only then is a copy kept.
+            let mut h = if self.creds.is_some() {
+                sent.clone()
+            } else {
+                std::mem::take(&mut sent)
+            };
             if let Some(c) = &self.creds {
                 let extra = c.headers().await.map_err(|e| self.failed(e))?;
                 for (k, v) in &extra {
                     h.insert(k.clone(), v.clone());
                 }
             }
-            let request = self
-                .client
-                .request(method.clone(), url.clone())
-                .headers(h)
-                .body(body.clone());
-            let resp = tokio::time::timeout(RESPONSE_HEAD_TIMEOUT, request.send())
-                .await
-                .map_err(|_| {
-                    UpstreamError::Unreachable(format!(
-                        "no answer from {} within {}",
-                        self.url,
-                        humantime::format_duration(RESPONSE_HEAD_TIMEOUT)
-                    ))
-                })?
-                .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
+            let resp = tokio::time::timeout(
+                RESPONSE_HEAD_TIMEOUT,
+                self.request(method.clone(), uri.clone(), h, body.clone()),
+            )
+            .await
+            .map_err(|_| {
+                UpstreamError::Unreachable(format!(
+                    "no answer from {} within {}",
+                    self.url,
+                    humantime::format_duration(RESPONSE_HEAD_TIMEOUT)
+                ))
+            })??;
             if !self.answered.swap(true, Ordering::Relaxed) {
                 (self.notify)(UpstreamEvent::Answered);
             }
@@ -186,8 +264,44 @@ impl Upstream {
                     .map_err(|e| self.failed(e))?;
                 continue;
             }
-            let resp: Response<reqwest::Body> = resp.into();
-            return Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()));
+            return Ok(resp);
+        }
+    }
+
+    /// One exchange on the transport, up to the answer's head.
+    async fn request(
+        &self,
+        method: Method,
+        uri: Uri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<GatewayBody>, UpstreamError> {
+        match &self.transport {
+            Transport::Direct(client) => {
+                let mut req = Request::new(Full::new(body));
+                *req.method_mut() = method;
+                *req.uri_mut() = uri;
+                *req.headers_mut() = headers;
+                let resp = client.request(req).await.map_err(|e| {
+                    UpstreamError::Unreachable(format!(
+                        "error sending request for url ({}): {}",
+                        self.url,
+                        describe(&e)
+                    ))
+                })?;
+                Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+            }
+            Transport::Proxied(client) => {
+                let resp = client
+                    .request(method, uri.to_string())
+                    .headers(headers)
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|e| UpstreamError::Unreachable(describe(&e)))?;
+                let resp: Response<reqwest::Body> = resp.into();
+                Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+            }
         }
     }
 
@@ -244,9 +358,9 @@ impl Upstream {
     }
 }
 
-/// `e` and its sources, one line, without the URL's query (reqwest puts
-/// the URL in its errors; ours has no credentials in it, by config rule).
-fn describe(e: &reqwest::Error) -> String {
+/// `e` and its sources, one line (reqwest puts the URL in its errors; ours
+/// has no credentials in it, by config rule).
+fn describe(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(cause) = src {

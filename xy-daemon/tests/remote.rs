@@ -5,7 +5,9 @@
 //! `Authorization` and `Cookie` do not, and whose value appears in no file
 //! under the state dir and no RPC output; an upstream that goes away and
 //! comes back; `auth { oauth }` with no grant answered at once with the
-//! login hint; the firewall holding back a remote's new tool.
+//! login hint; the firewall holding back a remote's new tool; the proxy
+//! environment sending one remote through a proxy and another, in
+//! `NO_PROXY`, direct (D146).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -13,6 +15,19 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_for};
+
+/// The proxy variables xyd's environment could bring in from the test's.
+const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "REQUEST_METHOD",
+];
 use crate::stdio::client::{Era, Mcp};
 
 /// The upstream: `xy-test-mcp` on `port` with `args`, killed on drop.
@@ -426,4 +441,38 @@ fn restart_on_failure_leaves_a_remote_that_needs_a_login_alone() {
         .count();
     assert_eq!(starts, 1, "connected once, never again: {status}");
     assert_eq!(status["health"]["state"], "unhealthy", "{status}");
+}
+
+#[test]
+fn the_proxy_environment_sends_a_remote_through_the_proxy_and_no_proxy_hosts_direct() {
+    // The "proxy" is an xy-test-mcp: a forward proxy gets the full URL as
+    // the request target and xy-test-mcp answers for its path, so a remote
+    // at a port where nothing listens is reachable only through it.
+    let proxy = Upstream::start(free_port(), &["--tools", "echo"]);
+    let near = Upstream::start(free_port(), &["--tools", "echo,progress"]);
+    let nothing = free_port();
+    let (gw, via_port, near_port) = (free_port(), free_port(), free_port());
+    let env = Env::new();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    let off = "firewall {\n    mode \"off\"\n}\n";
+    env.write_config(
+        "via",
+        &remote_config(&format!("http://localhost:{nothing}/mcp"), via_port, off),
+    );
+    env.write_config("near", &remote_config(&near.url(), near_port, off));
+    let d = TestDaemon::start_in_adjusted(env, |cmd| {
+        for v in PROXY_VARS {
+            cmd.env_remove(v);
+        }
+        cmd.env("HTTP_PROXY", format!("http://127.0.0.1:{}", proxy.port))
+            .env("NO_PROXY", "127.0.0.1");
+    });
+    wait_running(&d, "via");
+    wait_running(&d, "near");
+    let list = |port: u16| {
+        let mut c = Mcp::new(&format!("http://127.0.0.1:{port}/mcp"), Era::V2026);
+        names(&c.result("tools/list", json!({})))
+    };
+    assert_eq!(list(via_port), ["echo"], "through the proxy");
+    assert_eq!(list(near_port), ["echo", "progress"], "NO_PROXY: direct");
 }

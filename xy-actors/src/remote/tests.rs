@@ -298,3 +298,132 @@ async fn without_credentials_the_clients_authorization_still_stays_behind() {
     assert_eq!(seen.len(), 1);
     assert_eq!((seen[0].0.as_deref(), seen[0].1.as_deref()), (None, None));
 }
+
+/// What a forward proxy saw of each request: its target and its
+/// `Proxy-Authorization`.
+type ProxySeen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// A forward proxy that answers every request itself with `200 {}`.
+async fn proxy() -> (u16, ProxySeen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen: ProxySeen = Arc::default();
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let (s, _) = listener.accept().await.unwrap();
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let auth = req
+                        .headers()
+                        .get("proxy-authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    log.lock().unwrap().push((req.uri().to_string(), auth));
+                    async {
+                        Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{}"))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn through(url: &str, rules: &Matcher) -> Upstream {
+    let remote = RemoteConfig {
+        url: url.to_owned(),
+        headers: vec![],
+        auth: None,
+    };
+    Upstream::with_proxies(
+        "far",
+        &remote,
+        HeaderMap::new(),
+        None,
+        Arc::new(|_| {}),
+        rules,
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_url_the_proxy_rules_name_goes_through_that_proxy_with_its_credentials() {
+    let (port, seen) = proxy().await;
+    let rules = Matcher::builder()
+        .http(format!("http://u:p@127.0.0.1:{port}"))
+        .build();
+    // Not resolvable: only the proxy can answer for it.
+    let up = through("http://far.invalid/mcp?configured=1", &rules);
+    let r = up
+        .send(
+            Method::POST,
+            Some("session=2"),
+            &client_headers(),
+            Bytes::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![(
+            "http://far.invalid/mcp?session=2".to_owned(),
+            Some("Basic dTpw".to_owned())
+        )]
+    );
+}
+
+#[tokio::test]
+async fn a_url_the_proxy_rules_exclude_goes_direct() {
+    let (port, via_proxy) = proxy().await;
+    let (url, direct) = server().await;
+    let rules = Matcher::builder()
+        .http(format!("http://127.0.0.1:{port}"))
+        .no("127.0.0.1")
+        .build();
+    let remote = RemoteConfig {
+        url,
+        headers: vec![],
+        auth: None,
+    };
+    let up = Upstream::with_proxies(
+        "far",
+        &remote,
+        HeaderMap::new(),
+        Some(fake("Bearer fresh", None)),
+        Arc::new(|_| {}),
+        &rules,
+    )
+    .unwrap();
+    assert!(matches!(up.transport, Transport::Direct(_)));
+    let r = up
+        .send(Method::POST, None, &client_headers(), Bytes::new())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(direct.lock().unwrap().len(), 1);
+    assert!(via_proxy.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_says_where_and_why() {
+    let port = xy_testbins::locate::free_port();
+    let up = through(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        &Matcher::builder().build(),
+    );
+    let Err(UpstreamError::Unreachable(why)) = up
+        .send(Method::POST, None, &HeaderMap::new(), Bytes::new())
+        .await
+    else {
+        panic!("a closed port answered");
+    };
+    assert!(why.contains(&format!("127.0.0.1:{port}/mcp")), "{why}");
+    assert!(why.to_lowercase().contains("connect"), "{why}");
+}
