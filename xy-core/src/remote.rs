@@ -48,7 +48,7 @@ impl std::fmt::Debug for HeaderValueSpec {
     }
 }
 
-/// `auth { oauth; scopes "a" "b"; client-id "…" }`.
+/// `auth { oauth; scopes "a" "b"; client-id "…"; client-secret secret="NAME" }`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OAuthConfig {
     /// Scopes asked for at login (empty: what the resource metadata lists).
@@ -56,6 +56,11 @@ pub struct OAuthConfig {
     /// A pre-registered client id; `None`: Client ID Metadata Document or
     /// dynamic registration.
     pub client_id: Option<String>,
+    /// `client-secret secret="NAME"` (D149): the §16 secret of the same
+    /// file's `secrets { }` holding a confidential client's secret, looked
+    /// up by the broker when it talks to the token endpoint. Only with
+    /// `client_id`.
+    pub client_secret: Option<crate::config::SecretSpec>,
 }
 
 /// `status.remote` (SPEC §23): where the server is and how xy

@@ -64,6 +64,7 @@ fn headers_and_auth_parse() {
         Some(OAuthConfig {
             scopes: vec!["repo".into(), "read:org".into()],
             client_id: Some("xy-test".into()),
+            client_secret: None,
         })
     );
     // The block may come before the secrets it names.
@@ -78,6 +79,28 @@ fn headers_and_auth_parse() {
             .auth,
         Some(OAuthConfig::default())
     );
+}
+
+/// D149: a confidential client's secret is a §16 secret of the same file;
+/// the parsed config carries where to look it up, never a value.
+#[test]
+fn a_client_secret_names_a_declared_secret() {
+    let src = format!(
+        "{REMOTE}auth {{\n  oauth\n  client-id \"Iv1.abc\"\n  client-secret secret=\"GH_CLIENT_SECRET\"\n}}\n\
+         secrets {{\n  GH_CLIENT_SECRET file=\"/run/gh-secret\"\n}}\n"
+    );
+    let c = ok(&src);
+    let auth = c.remote.clone().unwrap().auth.unwrap();
+    assert_eq!(auth.client_id.as_deref(), Some("Iv1.abc"));
+    let spec = auth.client_secret.expect("client_secret parsed");
+    assert_eq!(spec.name, "GH_CLIENT_SECRET");
+    assert_eq!(&spec, c.secrets.iter().find(|s| s.name == "GH_CLIENT_SECRET").unwrap());
+    // Naming another secret, or none, is another setting.
+    let without = ok(&format!(
+        "{REMOTE}auth {{\n  oauth\n  client-id \"Iv1.abc\"\n}}\n\
+         secrets {{\n  GH_CLIENT_SECRET file=\"/run/gh-secret\"\n}}\n"
+    ));
+    assert!(c.settings() != without.settings());
 }
 
 #[test]
@@ -187,6 +210,27 @@ fn mistakes_name_line_and_column() {
             3,
             1,
             "needs `oauth`",
+        ),
+        (
+            "url \"https://example.com/mcp\"\nport 8421\nauth {\n  oauth\n  client-secret secret=\"S\"\n}\nsecrets {\n  S file=\"/s\"\n}\n",
+            DiagnosticKind::MissingField,
+            5,
+            17,
+            "needs `client-id`",
+        ),
+        (
+            "url \"https://example.com/mcp\"\nport 8421\nauth {\n  oauth\n  client-id \"c\"\n  client-secret secret=\"NOPE\"\n}\n",
+            DiagnosticKind::InvalidValue,
+            6,
+            17,
+            "`client-secret` names secret \"NOPE\", which `secrets { }` does not declare",
+        ),
+        (
+            "url \"https://example.com/mcp\"\nport 8421\nauth {\n  oauth\n  client-id \"c\"\n  client-secret \"hunter2\"\n}\n",
+            DiagnosticKind::WrongType,
+            6,
+            17,
+            "never written in the file",
         ),
         (
             "url \"https://example.com/mcp\"\nport 8421\nauth {\n  oauth\n  scope \"a\"\n}\n",

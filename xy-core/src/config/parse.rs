@@ -375,7 +375,13 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
             .headers
             .map(|(h, _)| h.into_iter().map(|h| h.spec).collect())
             .unwrap_or_default(),
-        auth: b.auth.and_then(|(a, _)| a),
+        auth: b.auth.and_then(|(a, _)| a).map(|a| {
+            let mut cfg = a.cfg;
+            cfg.client_secret = a
+                .secret
+                .and_then(|(name, _)| b.secrets.iter().find(|s| s.name == name).cloned());
+            cfg
+        }),
     });
     let command = match (&remote, b.command) {
         (Some(_), _) => Some(String::new()),
@@ -451,7 +457,7 @@ struct Builder {
     /// `headers { }` (each with its `secret=` span) and its node's span.
     headers: Option<(Vec<remote::Header>, SourceSpan)>,
     /// `auth { }` (`None` inside after a diagnostic) and its node's span.
-    auth: Option<(Option<crate::remote::OAuthConfig>, SourceSpan)>,
+    auth: Option<(Option<remote::Auth>, SourceSpan)>,
 }
 
 /// The whole-file rules of a remote server (SPEC §23): `url` xor
@@ -539,31 +545,38 @@ fn remote_checks(cx: &mut Cx<'_>, doc: &KdlDocument, b: &mut Builder, is_remote:
             cx.push(d);
         }
     }
+    let mut named: Vec<(String, &str, SourceSpan)> = Vec::new();
     if let Some((headers, _)) = &b.headers {
         for remote::Header { spec: h, secret_at } in headers {
             if let (crate::remote::HeaderValueSpec::Secret(name), Some(span)) =
                 (&h.value, secret_at)
-                && !b.secrets.iter().any(|s| &s.name == name)
             {
-                let known: Vec<&str> = b.secrets.iter().map(|s| s.name.as_str()).collect();
-                let help = if known.is_empty() {
-                    format!(
-                        "declare it in this file: secrets {{ {name} file=\"~/.config/xy/{name}\" }}"
-                    )
-                } else {
-                    format!("declared here: {}", known.join(", "))
-                };
-                let d = cx
-                    .diag(
-                        DiagnosticKind::InvalidValue,
-                        *span,
-                        format!("header {} names secret {name:?}, which `secrets {{ }}` does not declare", h.name),
-                    )
-                    .with_label("unknown secret")
-                    .with_help(help);
-                cx.push(d);
+                named.push((format!("header {}", h.name), name, *span));
             }
         }
+    }
+    if let Some((Some(remote::Auth { secret: Some((name, span)), .. }), _)) = &b.auth {
+        named.push(("`client-secret`".to_owned(), name, *span));
+    }
+    for (what, name, span) in named {
+        if b.secrets.iter().any(|s| s.name == name) {
+            continue;
+        }
+        let known: Vec<&str> = b.secrets.iter().map(|s| s.name.as_str()).collect();
+        let help = if known.is_empty() {
+            format!("declare it in this file: secrets {{ {name} file=\"~/.config/xy/{name}\" }}")
+        } else {
+            format!("declared here: {}", known.join(", "))
+        };
+        let d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                span,
+                format!("{what} names secret {name:?}, which `secrets {{ }}` does not declare"),
+            )
+            .with_label("unknown secret")
+            .with_help(help);
+        cx.push(d);
     }
 }
 

@@ -13,7 +13,7 @@ use crate::config::diagnostic::DiagnosticKind;
 use crate::remote::{HeaderSpec, HeaderValueSpec, OAuthConfig};
 
 /// Children of `auth { … }`.
-pub(super) const AUTH_FIELDS: &[&str] = &["oauth", "scopes", "client-id"];
+pub(super) const AUTH_FIELDS: &[&str] = &["oauth", "scopes", "client-id", "client-secret"];
 
 /// Top-level nodes a remote server refuses: they configure a process, and
 /// a remote server has none.
@@ -222,9 +222,18 @@ pub(super) fn parse_headers(cx: &mut Cx<'_>, node: &KdlNode) -> Vec<Header> {
     out
 }
 
-/// `auth { oauth; scopes "a" "b"; client-id "…" }`.
-pub(super) fn parse_auth(cx: &mut Cx<'_>, node: &KdlNode) -> Option<OAuthConfig> {
+/// A parsed `auth { }` and its `client-secret secret="NAME"` with where
+/// the name is written (checked against `secrets { }`, and its spec filled
+/// in, once the whole file is read).
+pub(super) struct Auth {
+    pub(super) cfg: OAuthConfig,
+    pub(super) secret: Option<(String, SourceSpan)>,
+}
+
+/// `auth { oauth; scopes "a" "b"; client-id "…"; client-secret secret="NAME" }`.
+pub(super) fn parse_auth(cx: &mut Cx<'_>, node: &KdlNode) -> Option<Auth> {
     let mut auth = OAuthConfig::default();
+    let mut secret: Option<(String, SourceSpan)> = None;
     let mut oauth = false;
     let mut seen: Vec<(&str, usize)> = Vec::new();
     for child in cx.block(node) {
@@ -270,6 +279,34 @@ pub(super) fn parse_auth(cx: &mut Cx<'_>, node: &KdlNode) -> Option<OAuthConfig>
                     auth.client_id = Some(s);
                 }
             }
+            "client-secret" => {
+                let example = "client-secret secret=\"CLIENT_SECRET\"";
+                cx.no_children(child);
+                match child.entries() {
+                    [one] if one.name().is_some_and(|n| n.value() == "secret") => {
+                        match one.value() {
+                            KdlValue::String(v) if !v.is_empty() => {
+                                secret = Some((v.clone(), one.span()));
+                            }
+                            _ => cx.wrong_type(child, one, "a secret's name", format!("e.g. {example}")),
+                        }
+                    }
+                    entries => {
+                        let span = entries.first().map_or(child.name().span(), |e| e.span());
+                        let d = cx
+                            .diag(
+                                DiagnosticKind::WrongType,
+                                span,
+                                "`client-secret` takes secret=\"NAME\": a client secret is never written in the file",
+                            )
+                            .with_label("not secret=\"NAME\"")
+                            .with_help(format!(
+                                "e.g. {example}, with secrets {{ CLIENT_SECRET file=\"~/.config/xy/CLIENT_SECRET\" }}"
+                            ));
+                        cx.push(d);
+                    }
+                }
+            }
             _ => unreachable!("every AUTH_FIELDS entry is matched"),
         }
     }
@@ -285,7 +322,21 @@ pub(super) fn parse_auth(cx: &mut Cx<'_>, node: &KdlNode) -> Option<OAuthConfig>
         cx.push(d);
         return None;
     }
-    Some(auth)
+    if let Some((_, span)) = &secret
+        && auth.client_id.is_none()
+    {
+        let d = cx
+            .diag(
+                DiagnosticKind::MissingField,
+                *span,
+                "`client-secret` needs `client-id`: a secret belongs to a pre-registered client",
+            )
+            .with_label("no client-id")
+            .with_help("add client-id \"…\" (the id the provider registered for xy), or remove client-secret");
+        cx.push(d);
+        return None;
+    }
+    Some(Auth { cfg: auth, secret })
 }
 
 /// RFC 9110 `token`.
