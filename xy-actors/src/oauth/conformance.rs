@@ -28,11 +28,6 @@ const SUITE_CIMD_URL: &str = "https://conformance-test.local/client-metadata.jso
 /// Scenarios the broker is known to fail here, with why. Printed when hit;
 /// any other failure fails the test.
 const KNOWN_GAPS: &[(&str, &str)] = &[
-    // xy's `auth { }` has no client secret (SPEC §23: public clients only).
-    (
-        "auth/pre-registration",
-        "a confidential pre-registered client (secret)",
-    ),
     // The 2025-03-26 fallbacks xy refuses on purpose (D119).
     (
         "auth/2025-03-26-oauth-endpoint-fallback",
@@ -128,9 +123,22 @@ async fn run_scenario(req: &Value) -> Result<(), String> {
         client_name: "xy".to_owned(),
         login_timeout: Duration::from_secs(30),
     });
+    // A confidential client's secret (D149) is a §16 secret: here a file.
+    let client_secret = match ctx["client_secret"].as_str() {
+        Some(secret) => {
+            let path = dir.path().join("client-secret");
+            std::fs::write(&path, secret).map_err(|e| e.to_string())?;
+            Some(xy_core::config::SecretSpec {
+                name: "CLIENT_SECRET".to_owned(),
+                source: xy_core::config::SecretSource::File(path),
+            })
+        }
+        None => None,
+    };
     let cfg = OAuthConfig {
         scopes: Vec::new(),
         client_id: ctx["client_id"].as_str().map(str::to_owned),
+        client_secret,
     };
     let creds = broker
         .credentials("conformance", &url, &cfg)

@@ -15,7 +15,8 @@ use hyper::HeaderMap;
 use hyper::header::{AUTHORIZATION, HeaderValue};
 use oauth2::TokenResponse;
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, CredentialStore, StoredCredentials, WWWAuthenticateParams,
+    AuthError, AuthorizationManager, CredentialStore, OAuthClientConfig, StoredCredentials,
+    WWWAuthenticateParams,
 };
 use tokio::sync::broadcast;
 use xy_core::protocol::AuthGrantInfo;
@@ -286,6 +287,21 @@ impl Grant {
         }
     }
 
+    /// The confidential client's secret (D149), looked up when the broker
+    /// is about to use it (a login, a refresh manager built from the store),
+    /// so a rotated secret is picked up without a reload. The error names
+    /// the secret and its source, never a value.
+    pub(super) async fn client_secret(&self) -> Result<Option<String>, String> {
+        let Some(spec) = &self.cfg.client_secret else {
+            return Ok(None);
+        };
+        let mut found =
+            crate::secrets::resolve_all(vec![spec.clone()], crate::secrets::TIMEOUT)
+                .await
+                .map_err(|e| format!("the OAuth client secret: {e}"))?;
+        Ok(found.pop().map(|r| r.value))
+    }
+
     /// The scopes the next login asks for: the configured ones, what the
     /// grant had, and what the server asked for since.
     pub(super) fn login_scopes(&self) -> Vec<String> {
@@ -438,7 +454,30 @@ impl Grant {
         }
         m.set_metadata(res.metadata);
         match m.initialize_from_store().await {
-            Ok(true) => Ok(m),
+            Ok(true) => {
+                // rmcp restores only the client id; a confidential client's
+                // refresh needs its secret too, paired with the id it was
+                // registered with (a grant from another `client-id` is not).
+                let stored_id = self
+                    .shared
+                    .lock()
+                    .record
+                    .as_ref()
+                    .map(|r| r.credentials.client_id.clone());
+                if let Some(id) = stored_id.filter(|id| self.cfg.client_id.as_ref() == Some(id))
+                    && let Some(secret) = self
+                        .client_secret()
+                        .await
+                        .map_err(CredentialError::Unavailable)?
+                {
+                    m.configure_client(
+                        OAuthClientConfig::new(id, self.shared.url.as_str())
+                            .with_client_secret(secret),
+                    )
+                    .map_err(unavailable)?;
+                }
+                Ok(m)
+            }
             Ok(false) => Err(self.login_needed_error()),
             Err(e) => Err(unavailable(e)),
         }

@@ -202,6 +202,7 @@ async fn a_preregistered_client_id_is_used_as_configured() {
     let cfg = OAuthConfig {
         scopes: vec!["mcp:read".into()],
         client_id: Some("https://pre.example/client".into()),
+        client_secret: None,
     };
     let s = b.login(SERVER, &fx.mcp_url(), &cfg).await.unwrap();
     assert_eq!(s.client_id_kind, ClientIdKind::Preregistered);
@@ -443,6 +444,7 @@ async fn insufficient_scope_asks_for_a_login_with_the_union_of_scopes() {
     let cfg = OAuthConfig {
         scopes: vec!["mcp:read".into()],
         client_id: None,
+        client_secret: None,
     };
     login(&b, &fx, &cfg).await;
     let c = b.credentials(SERVER, &fx.mcp_url(), &cfg).unwrap();
@@ -465,4 +467,105 @@ async fn insufficient_scope_asks_for_a_login_with_the_union_of_scopes() {
         "{scope}"
     );
     call(c.as_ref(), &http(), &fx.mcp_url()).await.unwrap();
+}
+
+/// D149: a pre-registered confidential client authenticates every token
+/// request (code exchange, and the refresh after a restart) with its
+/// secret, looked up from its §16 source; the secret is never stored.
+#[tokio::test]
+async fn a_confidential_client_authenticates_the_exchange_and_the_refresh() {
+    const ID: &str = "xy-confidential";
+    const SECRET: &str = "s3cret-v@lue";
+    let fx = Fixture::start(&FixtureOptions {
+        token_lifetime: 3,
+        dcr: false,
+        confidential: Some((ID.into(), SECRET.into())),
+        ..FixtureOptions::default()
+    });
+    let d = tempfile::tempdir().unwrap();
+    let secret_file = d.path().join("client-secret");
+    let mut cfg = OAuthConfig {
+        scopes: Vec::new(),
+        client_id: Some(ID.into()),
+        client_secret: Some(xy_core::config::SecretSpec {
+            name: "CLIENT_SECRET".into(),
+            source: xy_core::config::SecretSource::File(secret_file.clone()),
+        }),
+    };
+    // The secret cannot be read: the login fails naming it, before any
+    // request reaches the authorization server's token endpoint.
+    let e = b_login_err(&broker(d.path()), &fx, &cfg).await;
+    assert!(e.contains("CLIENT_SECRET"), "{e}");
+    assert!(fx.log_of("client_auth").is_empty());
+
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    login(&broker(d.path()), &fx, &cfg).await;
+    // After a restart the refresh needs the secret too.
+    let b = broker(d.path());
+    let c = b.credentials(SERVER, &fx.mcp_url(), &cfg).unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        call(c.as_ref(), &http(), &fx.mcp_url()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(fx.assert_refreshes_clean() >= 1);
+    let auths = fx.log_of("client_auth");
+    assert!(
+        auths.iter().any(|a| a["grant"] == "authorization_code")
+            && auths.iter().any(|a| a["grant"] == "refresh_token"),
+        "{auths:?}"
+    );
+    assert!(
+        auths
+            .iter()
+            .all(|a| a["ok"] == true && a["secret_in_body"] == false),
+        "{auths:?}"
+    );
+    for entry in walk(&d.path().join("auth")) {
+        let text = std::fs::read(&entry).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(SECRET),
+            "the client secret was stored in {}",
+            entry.display()
+        );
+    }
+
+    // A wrong secret: the authorization server refuses the exchange, and
+    // the error does not carry the secret.
+    std::fs::write(&secret_file, "n0t-the-s3cret").unwrap();
+    cfg.scopes = vec!["mcp:read".into()];
+    let d2 = tempfile::tempdir().unwrap();
+    let b = broker(d2.path());
+    let started = b.login(SERVER, &fx.mcp_url(), &cfg).await.unwrap();
+    follow(&started.url).await;
+    let e = b
+        .login_wait(&started.login_id, Duration::from_secs(10))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("n0t-the-s3cret"), "{e}");
+    assert!(
+        fx.log_of("client_auth").iter().any(|a| a["ok"] == false),
+        "the wrong secret never reached the token endpoint"
+    );
+}
+
+async fn b_login_err(b: &OAuthBroker, fx: &Fixture, cfg: &OAuthConfig) -> String {
+    b.login(SERVER, &fx.mcp_url(), cfg)
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
