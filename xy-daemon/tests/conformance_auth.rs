@@ -26,11 +26,6 @@ const SUITE_CIMD_URL: &str = "https://conformance-test.local/client-metadata.jso
 /// the broker alone (`xy-actors/src/oauth/conformance.rs`): none of them
 /// is in the 2025-11-25 or 2026-07-28 sets xy supports.
 const KNOWN_GAPS: &[(&str, &str)] = &[
-    // xy's `auth { }` has no client secret (SPEC §23: public clients only).
-    (
-        "auth/pre-registration",
-        "a confidential pre-registered client (secret)",
-    ),
     // The 2025-03-26 fallbacks xy refuses on purpose (D119).
     (
         "auth/2025-03-26-oauth-endpoint-fallback",

@@ -66,12 +66,22 @@ def configure():
     """Writes the server file, reloads, waits until xy listens on its port."""
     port = free_port()
     auth = ["    oauth"]
+    extra = ""
     if CONTEXT.get("client_id"):
         auth.append("    client-id %s" % json.dumps(CONTEXT["client_id"]))
-    kdl = "url %s\nport %d\nauth {\n%s\n}\nfirewall {\n    mode \"off\"\n}\n" % (
+    if CONTEXT.get("client_secret"):
+        # A confidential client (D149): the secret goes in a §16 secret
+        # file, never in the server file.
+        secret_path = os.path.join(os.path.dirname(CONFIG_DIR), NAME + ".client-secret")
+        with open(secret_path, "w") as f:
+            f.write(CONTEXT["client_secret"])
+        auth.append('    client-secret secret="CLIENT_SECRET"')
+        extra = "secrets {\n    CLIENT_SECRET file=%s\n}\n" % json.dumps(secret_path)
+    kdl = "url %s\nport %d\nauth {\n%s\n}\n%sfirewall {\n    mode \"off\"\n}\n" % (
         json.dumps(URL),
         port,
         "\n".join(auth),
+        extra,
     )
     path = os.path.join(CONFIG_DIR, NAME + ".kdl")
     # The suite runs scenarios side by side, each reloading: a half-written
