@@ -94,7 +94,13 @@ fn a_client_secret_names_a_declared_secret() {
     assert_eq!(auth.client_id.as_deref(), Some("Iv1.abc"));
     let spec = auth.client_secret.expect("client_secret parsed");
     assert_eq!(spec.name, "GH_CLIENT_SECRET");
-    assert_eq!(&spec, c.secrets.iter().find(|s| s.name == "GH_CLIENT_SECRET").unwrap());
+    assert_eq!(
+        &spec,
+        c.secrets
+            .iter()
+            .find(|s| s.name == "GH_CLIENT_SECRET")
+            .unwrap()
+    );
     // Naming another secret, or none, is another setting.
     let without = ok(&format!(
         "{REMOTE}auth {{\n  oauth\n  client-id \"Iv1.abc\"\n}}\n\

@@ -295,10 +295,9 @@ impl Grant {
         let Some(spec) = &self.cfg.client_secret else {
             return Ok(None);
         };
-        let mut found =
-            crate::secrets::resolve_all(vec![spec.clone()], crate::secrets::TIMEOUT)
-                .await
-                .map_err(|e| format!("the OAuth client secret: {e}"))?;
+        let mut found = crate::secrets::resolve_all(vec![spec.clone()], crate::secrets::TIMEOUT)
+            .await
+            .map_err(|e| format!("the OAuth client secret: {e}"))?;
         Ok(found.pop().map(|r| r.value))
     }
 

@@ -159,7 +159,11 @@ pub(super) async fn start(setup: LoginSetup) -> Result<(Login, AuthLoginResult),
                 request.with_preregistered_client(grant.cfg.client_id.clone().unwrap_or_default());
             // D149: rmcp picks basic or post from the AS metadata's
             // `token_endpoint_auth_methods_supported`.
-            if let Some(secret) = grant.client_secret().await.map_err(OAuthError::LoginFailed)? {
+            if let Some(secret) = grant
+                .client_secret()
+                .await
+                .map_err(OAuthError::LoginFailed)?
+            {
                 request = request.with_client_secret(secret);
             }
         }

@@ -555,7 +555,14 @@ fn remote_checks(cx: &mut Cx<'_>, doc: &KdlDocument, b: &mut Builder, is_remote:
             }
         }
     }
-    if let Some((Some(remote::Auth { secret: Some((name, span)), .. }), _)) = &b.auth {
+    if let Some((
+        Some(remote::Auth {
+            secret: Some((name, span)),
+            ..
+        }),
+        _,
+    )) = &b.auth
+    {
         named.push(("`client-secret`".to_owned(), name, *span));
     }
     for (what, name, span) in named {

@@ -288,7 +288,12 @@ pub(super) fn parse_auth(cx: &mut Cx<'_>, node: &KdlNode) -> Option<Auth> {
                             KdlValue::String(v) if !v.is_empty() => {
                                 secret = Some((v.clone(), one.span()));
                             }
-                            _ => cx.wrong_type(child, one, "a secret's name", format!("e.g. {example}")),
+                            _ => cx.wrong_type(
+                                child,
+                                one,
+                                "a secret's name",
+                                format!("e.g. {example}"),
+                            ),
                         }
                     }
                     entries => {
