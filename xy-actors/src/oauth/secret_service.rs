@@ -9,11 +9,10 @@
 //! Also the probe that decides whether a Secret Service is reachable on
 //! the session bus (D136).
 
-use std::io::{self, Read, Write};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::io;
+use std::time::Duration;
 
-use super::store::{KEYCHAIN_SERVICE, TokenBackend};
+use super::store::{KEYCHAIN_SERVICE, TokenBackend, ToolOutput, run_tool};
 
 /// The tool, looked up on `PATH` (Debian/Ubuntu `libsecret-tools`, Fedora
 /// `libsecret`).
@@ -27,81 +26,10 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(5);
 /// looked up by the probe.
 const PROBE_ACCOUNT: &str = ".xy-probe";
 
-/// What a finished `secret-tool` said.
-struct Outcome {
-    status: ExitStatus,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-impl Outcome {
-    /// `secret-tool` exits 1 with nothing on stderr when no item matched;
-    /// a real failure (no bus, no service, refused unlock) says why there.
-    fn is_no_match(&self) -> bool {
-        self.status.code() == Some(1) && self.stderr.trim().is_empty()
-    }
-
-    fn check(&self, what: &str) -> io::Result<()> {
-        if self.status.success() {
-            return Ok(());
-        }
-        // stderr names the failure, never the item's secret.
-        Err(io::Error::other(format!(
-            "secret-tool {what} failed ({}): {}",
-            self.status,
-            self.stderr.trim()
-        )))
-    }
-}
-
-/// Runs `program args`, feeding `stdin`, killed after `deadline`.
-fn run(program: &str, args: &[&str], stdin: &[u8], deadline: Duration) -> io::Result<Outcome> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    // Readers on their own threads: a full pipe must not stall the child.
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        b
-    });
-    let err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        b
-    });
-    if let Some(mut pipe) = child.stdin.take() {
-        // A child that exits early closes the pipe: its status says why.
-        let _ = pipe.write_all(stdin);
-    }
-    let until = Instant::now() + deadline;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if Instant::now() >= until {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "secret-tool gave no answer within {}s (a locked keyring waiting for its password?)",
-                    deadline.as_secs()
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ok(Outcome {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
-    })
+/// `secret-tool` exits 1 with nothing on stderr when no item matched; a
+/// real failure (no bus, no service, refused unlock) says why there.
+fn is_no_match(o: &ToolOutput) -> bool {
+    o.status.code() == Some(1) && o.stderr.trim().is_empty()
 }
 
 /// Whether a Secret Service answers on the session bus: there is a bus
@@ -117,13 +45,13 @@ pub(crate) fn reachable() -> bool {
         return false;
     }
     let store = SecretServiceStore::new();
-    match run(
+    match run_tool(
         &store.program,
         &lookup_args(PROBE_ACCOUNT),
         b"",
         PROBE_DEADLINE,
     ) {
-        Ok(o) => o.status.success() || o.is_no_match(),
+        Ok(o) => o.status.success() || is_no_match(&o),
         Err(_) => false,
     }
 }
@@ -147,18 +75,18 @@ impl SecretServiceStore {
 
 impl TokenBackend for SecretServiceStore {
     fn load(&self, server: &str) -> io::Result<Option<Vec<u8>>> {
-        let o = run(&self.program, &lookup_args(server), b"", CALL_DEADLINE)?;
-        if o.is_no_match() {
+        let o = run_tool(&self.program, &lookup_args(server), b"", CALL_DEADLINE)?;
+        if is_no_match(&o) {
             return Ok(None);
         }
-        o.check("lookup")?;
+        o.check("secret-tool", "lookup")?;
         Ok(Some(o.stdout))
     }
 
     fn save(&self, server: &str, bytes: &[u8]) -> io::Result<()> {
         // An item with the same attributes is replaced in place.
         let label = format!("--label=xy OAuth grant for {server}");
-        let o = run(
+        let o = run_tool(
             &self.program,
             &[
                 "store",
@@ -171,20 +99,20 @@ impl TokenBackend for SecretServiceStore {
             bytes,
             CALL_DEADLINE,
         )?;
-        o.check("store")
+        o.check("secret-tool", "store")
     }
 
     fn delete(&self, server: &str) -> io::Result<bool> {
-        let o = run(
+        let o = run_tool(
             &self.program,
             &["clear", "service", KEYCHAIN_SERVICE, "account", server],
             b"",
             CALL_DEADLINE,
         )?;
-        if o.is_no_match() {
+        if is_no_match(&o) {
             return Ok(false);
         }
-        o.check("clear")?;
+        o.check("secret-tool", "clear")?;
         Ok(true)
     }
 }
@@ -247,15 +175,5 @@ elif cmd == "clear":
             args.contains("store --label=xy OAuth grant for gh service xy-oauth account gh"),
             "{args}"
         );
-    }
-
-    #[test]
-    fn a_hung_tool_is_killed_at_the_deadline() {
-        let t = Instant::now();
-        let e = run("sleep", &["30"], b"", Duration::from_millis(200))
-            .err()
-            .unwrap();
-        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }

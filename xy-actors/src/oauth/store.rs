@@ -221,39 +221,97 @@ fn keychain_program() -> String {
     "security".to_owned()
 }
 
+/// What a finished store tool (`security`, `secret-tool`) said.
+pub(crate) struct ToolOutput {
+    pub(crate) status: std::process::ExitStatus,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: String,
+}
+
+impl ToolOutput {
+    /// `Ok` on success, else an error naming `tool what`, its status and
+    /// its stderr (which names the item, never the record).
+    pub(crate) fn check(&self, tool: &str, what: &str) -> io::Result<()> {
+        if self.status.success() {
+            return Ok(());
+        }
+        Err(io::Error::other(format!(
+            "{tool} {what} failed ({}): {}",
+            self.status,
+            self.stderr.trim()
+        )))
+    }
+}
+
+/// Runs `program args`, feeding `stdin` (the record never goes on the
+/// command line), killed after `deadline`: a locked keyring or keychain
+/// may prompt and never answer.
+pub(crate) fn run_tool(
+    program: &str,
+    args: &[&str],
+    stdin: &[u8],
+    deadline: Duration,
+) -> io::Result<ToolOutput> {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Readers on their own threads: a full pipe must not stall the child.
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    if let Some(mut pipe) = child.stdin.take() {
+        // A child that exits early closes the pipe: its status says why.
+        let _ = pipe.write_all(stdin);
+    }
+    let until = std::time::Instant::now() + deadline;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "{program} gave no answer within {}s (a locked keyring or keychain waiting for its password?)",
+                    deadline.as_secs()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Ok(ToolOutput {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
+    })
+}
+
+/// How long one `security` call may run (the caller's bound is longer).
+const KEYCHAIN_DEADLINE: Duration = Duration::from_secs(15);
+
 /// `security`'s exit status for "the specified item could not be found".
 const ITEM_NOT_FOUND: i32 = 44;
 
 impl KeychainStore {
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> io::Result<std::process::Output> {
-        use std::io::Write;
-        use std::process::{Command, Stdio};
-        let mut child = Command::new(&self.program)
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input.as_bytes())?;
-        }
-        child.wait_with_output()
-    }
-
-    fn check(out: &std::process::Output, what: &str) -> io::Result<()> {
-        if out.status.success() {
-            return Ok(());
-        }
-        // stderr of `security` names the item, never its data.
-        Err(io::Error::other(format!(
-            "security {what} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> io::Result<ToolOutput> {
+        let stdin = stdin.map_or(&[][..], str::as_bytes);
+        run_tool(&self.program, args, stdin, KEYCHAIN_DEADLINE)
     }
 }
 
@@ -273,7 +331,7 @@ impl TokenBackend for KeychainStore {
         if out.status.code() == Some(ITEM_NOT_FOUND) {
             return Ok(None);
         }
-        Self::check(&out, "find-generic-password")?;
+        out.check("security", "find-generic-password")?;
         let mut data = out.stdout;
         while data.last().is_some_and(|b| *b == b'\n') {
             data.pop();
@@ -287,7 +345,7 @@ impl TokenBackend for KeychainStore {
         let command =
             format!("add-generic-password -U -s {KEYCHAIN_SERVICE} -a {server} -X {hex}\n");
         let out = self.run(&["-i"], Some(&command))?;
-        Self::check(&out, "add-generic-password")
+        out.check("security", "add-generic-password")
     }
 
     fn delete(&self, server: &str) -> io::Result<bool> {
@@ -304,7 +362,7 @@ impl TokenBackend for KeychainStore {
         if out.status.code() == Some(ITEM_NOT_FOUND) {
             return Ok(false);
         }
-        Self::check(&out, "delete-generic-password")?;
+        out.check("security", "delete-generic-password")?;
         Ok(true)
     }
 }
@@ -314,6 +372,16 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn a_hung_tool_is_killed_at_the_deadline() {
+        let t = std::time::Instant::now();
+        let e = run_tool("sleep", &["30"], b"", Duration::from_millis(200))
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
 
     #[test]
     fn file_store_is_private_and_round_trips() {
