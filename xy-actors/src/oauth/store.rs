@@ -8,7 +8,8 @@
 //!
 //! Every call blocks (a file, a child process): callers run them on the
 //! blocking pool with a time limit ([`run_blocking`]), never on xyd's one
-//! async thread.
+//! async thread. The two tool-backed stores share one child runner
+//! ([`run_tool`]: the record on stdin, a deadline, the child killed at it).
 
 use std::io;
 use std::path::PathBuf;
