@@ -1,6 +1,6 @@
 //! The gateway (SPEC §20): one listener, `127.0.0.1:<port>` from `xy.kdl`,
 //! serving every server at `/<name>/mcp` behind the same admission edge as
-//! the bridges' own ports (`crate::edge`: owner uid, connection cap,
+//! the bridges' own ports (`crate::http::edge`: owner uid, connection cap,
 //! timeouts). It owns the listener, its bind (retried with backoff when the
 //! port is taken, and at each reload) and the routing of each request:
 //!
@@ -78,7 +78,7 @@ pub(crate) struct GatewayActor;
 pub(crate) struct GatewayState {
     shared: Shared,
     port: Option<u16>,
-    listening: Option<crate::edge::Listening>,
+    listening: Option<crate::http::edge::Listening>,
     /// Why the last bind failed, while the port is not bound.
     error: Option<String>,
     /// Counts binds; a `Retry` of an older one (before a reconfigure) is stale.
@@ -184,7 +184,7 @@ impl GatewayState {
 fn listen(
     listener: std::net::TcpListener,
     shared: Shared,
-) -> std::io::Result<crate::edge::Listening> {
+) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
         let shared = shared.clone();
         hyper::service::service_fn(move |req| {
@@ -192,7 +192,7 @@ fn listen(
             async move { Ok::<_, Infallible>(handle(req, &shared).await) }
         })
     };
-    crate::edge::listen(listener, service)
+    crate::http::edge::listen(listener, service)
 }
 
 /// `/<name>/mcp` → `name`.

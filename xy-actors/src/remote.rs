@@ -71,7 +71,7 @@ pub(crate) enum UpstreamError {
 enum Transport {
     /// hyper-util's pooled HTTP/1.1 client: no redirect, retry or URL
     /// layers between the proxy and the connection.
-    Direct(Box<Client<crate::http_client::Connector, Full<Bytes>>>),
+    Direct(Box<Client<crate::http::client::Connector, Full<Bytes>>>),
     /// reqwest with the proxy the environment names for this URL.
     Proxied(reqwest::Client),
 }
@@ -118,7 +118,7 @@ impl Upstream {
             base,
             creds,
             notify,
-            &crate::http_client::proxy_env(),
+            &crate::http::client::proxy_env(),
         )
     }
 
@@ -139,11 +139,11 @@ impl Upstream {
         target.set_query(None);
         let bare = target.as_str().to_owned();
         let setup = |e: &dyn std::fmt::Display| format!("the HTTP client could not be set up: {e}");
-        let transport = match crate::http_client::proxy_for(proxies, &uri) {
+        let transport = match crate::http::client::proxy_for(proxies, &uri) {
             None => Transport::Direct(Box::new(
                 Client::builder(TokioExecutor::new())
                     .pool_idle_timeout(POOL_IDLE)
-                    .build(crate::http_client::connector().map_err(|e| setup(&e))?),
+                    .build(crate::http::client::connector().map_err(|e| setup(&e))?),
             )),
             Some(via) => {
                 let mut proxy =
@@ -152,7 +152,7 @@ impl Upstream {
                     proxy = proxy.custom_http_auth(auth.clone());
                 }
                 Transport::Proxied(
-                    crate::http_client::builder()
+                    crate::http::client::builder()
                         .proxy(proxy)
                         .pool_idle_timeout(POOL_IDLE)
                         .tcp_nodelay(true)
@@ -208,7 +208,7 @@ impl Upstream {
         if !sent.contains_key(header::USER_AGENT) {
             sent.insert(
                 header::USER_AGENT,
-                HeaderValue::from_static(crate::http_client::USER_AGENT),
+                HeaderValue::from_static(crate::http::client::USER_AGENT),
             );
         }
         if !sent.contains_key(header::ACCEPT) {

@@ -1,5 +1,5 @@
 //! The bridge's HTTP side (SPEC §13), on hyper 1: the admission edge
-//! (`crate::edge`) accepts on `127.0.0.1:<port>` and runs one task per
+//! (`crate::http::edge`) accepts on `127.0.0.1:<port>` and runs one task per
 //! connection, which serves streamable HTTP with [`handle`].
 //! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap, the bytes of
 //! bodies read ahead of the actor) happen here;
@@ -110,11 +110,11 @@ pub(crate) const BODIES: usize = 8 * 1024 * 1024;
 const BODY_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts serving `listener` (already bound by the ServerActor) behind the
-/// admission edge (`crate::edge`: who, how many, how long).
+/// admission edge (`crate::http::edge`: who, how many, how long).
 pub(crate) fn serve(
     listener: std::net::TcpListener,
     ep: Endpoint,
-) -> std::io::Result<crate::edge::Listening> {
+) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
         let ep = ep.clone();
         hyper::service::service_fn(move |req| {
@@ -122,7 +122,7 @@ pub(crate) fn serve(
             async move { Ok::<_, Infallible>(handle(req, ep).await) }
         })
     };
-    crate::edge::listen(listener, service)
+    crate::http::edge::listen(listener, service)
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {

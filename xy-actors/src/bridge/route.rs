@@ -19,9 +19,10 @@ use xy_core::firewall::Kind;
 use super::mrtr::{self, Ask, Refused, Seal};
 use super::raw;
 
-use super::record::{CallStart, Recorder};
 use super::tasks::Tasks;
-use crate::firewall::Verdicts;
+use crate::mcp::meta::{META_SUBSCRIPTION, unguessable};
+use crate::mcp::record::{CallStart, Recorder};
+use crate::mcp::verdicts::Verdicts;
 use xy_core::protocol::mcp::CallOutcome;
 
 // Built once: `memmem::find` builds a searcher on every call, and these
@@ -30,32 +31,6 @@ static INPUT_REQUIRED: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"input_required\""));
 static TASK_ID: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"taskId\""));
-
-/// The `_meta` key of a 2026-era request's protocol version.
-pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// The `_meta` key naming the `subscriptions/listen` request a notification belongs to.
-pub(crate) const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
-/// The one 2026-era protocol version.
-pub(crate) const V2026: &str = "2026-07-28";
-
-/// 128 random bits, hex: an id nobody can guess (sessions, and the ids of
-/// server-to-client requests, which are what lets an answer in).
-pub(crate) fn unguessable() -> String {
-    use std::io::Read;
-    let mut b = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_err()
-    {
-        // Never on a working system; still unique per daemon.
-        let n = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        b.copy_from_slice(&n.to_le_bytes());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// `notifications/cancelled` for the child's request `id`.
 fn cancelled(id: u64, reason: &str) -> Value {

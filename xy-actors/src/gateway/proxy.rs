@@ -39,7 +39,7 @@ use super::firewall::{Exchange, Verdict, wanted};
 use super::{GatewayBody, down, error};
 use crate::bridge::http::MAX_BODY;
 use crate::calls::Calls;
-use crate::firewall::Verdicts;
+use crate::mcp::verdicts::Verdicts;
 use crate::remote::{Upstream, UpstreamError};
 
 /// What a body error is boxed as.

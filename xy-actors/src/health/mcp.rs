@@ -216,13 +216,13 @@ impl McpClient {
     /// every prompt, each item kept whole (its digest needs all of it).
     /// Bounded like the stdio bridge's listing: a server that pages
     /// forever or repeats a cursor ends it with what it has.
-    pub(crate) async fn list_items(&mut self) -> Result<crate::mcp_state::Listing, String> {
+    pub(crate) async fn list_items(&mut self) -> Result<crate::server::mcp_state::Listing, String> {
         use crate::bridge::listing::{MAX_ITEMS, MAX_PAGES as MAX_LIST_PAGES, offers};
         let info = self
             .info
             .clone()
             .ok_or("the server has not answered a probe")?;
-        let mut listing = crate::mcp_state::Listing {
+        let mut listing = crate::server::mcp_state::Listing {
             protocol_version: info.protocol_version.clone(),
             server_name: info.server_name.clone(),
             server_version: info.server_version.clone(),

@@ -8,6 +8,7 @@
 //! server without a block is spawned exactly as before.
 
 #[cfg(target_os = "linux")]
+pub(crate) mod egress;
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
@@ -281,7 +282,7 @@ pub(crate) fn command(
         s.run()
     });
     if let (Some((_, authorization)), Some(run)) = (egress, &run) {
-        crate::sandbox_egress::proxy().activate(authorization, run);
+        crate::os::sandbox::egress::proxy().activate(authorization, run);
     }
     (cmd, run)
 }

@@ -160,7 +160,7 @@ impl ChildSpawner for RealSpawner {
             });
         }
         let stdio = config.transport == xy_core::protocol::Transport::Stdio;
-        let egress = crate::sandbox_egress::grant_for(config, &shown)?;
+        let egress = crate::os::sandbox::egress::grant_for(config, &shown)?;
         let mut sandbox = crate::os::sandbox::prepare(
             config,
             &program,

@@ -17,9 +17,9 @@ use xy_core::protocol::mcp::{
     ToolSnapshot, ToolsResult, diff_tools,
 };
 
-use crate::firewall::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
 use crate::health::McpReport;
 use crate::ledger::{self, Saver};
+use crate::mcp::verdicts::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
 
 /// xy's own listing of a child (SPEC §20): every page of `tools/list`, and
 /// of `prompts/list` when the child has prompts.
@@ -360,11 +360,11 @@ impl McpState {
                     Kind::Tool => &raw_tools,
                     Kind::Prompt => &raw_prompts,
                 };
-                crate::firewall::raw_items(line, *kind)
+                crate::mcp::verdicts::raw_items(line, *kind)
                     .is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
             })
             .filter_map(|(kind, line, at)| {
-                Some(crate::firewall::Page {
+                Some(crate::mcp::verdicts::Page {
                     kind: *kind,
                     before: line.get(..at.start)?.into(),
                     after: line.get(at.end..)?.into(),

@@ -117,7 +117,7 @@ pub(crate) async fn run(
         root: env.root.join(&config.name).join("probe"),
         ..env.clone()
     };
-    let egress = crate::sandbox_egress::grant_for(config, &xyd.display().to_string())
+    let egress = crate::os::sandbox::egress::grant_for(config, &xyd.display().to_string())
         .map_err(|e| spawn_failed(config, e))?;
     let mut prepared = crate::os::sandbox::prepare(
         config,
