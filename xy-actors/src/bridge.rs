@@ -49,8 +49,8 @@ use xy_core::protocol::mcp::wire::VERSION_2026;
 
 use xy_core::firewall::Kind;
 
+use crate::mcp::listing::Listing;
 use crate::mcp::verdicts::{HeldBack, Verdicts};
-use crate::server::mcp_state::Listing;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
@@ -1190,8 +1190,8 @@ impl BridgeState {
             server_version: text("version"),
             ..Listing::default()
         };
-        let with_prompts = listing::offers(caps, "prompts");
-        if !listing::offers(caps, "tools") && !with_prompts {
+        let with_prompts = crate::mcp::listing::offers(caps, "prompts");
+        if !crate::mcp::listing::offers(caps, "tools") && !with_prompts {
             self.owner.listed(base);
             return;
         }

@@ -3,6 +3,8 @@
 //! firewall's published verdicts and the held-back answer, and call records.
 //! Wings import from here; nothing here imports a wing.
 
+pub(crate) mod listing;
 pub(crate) mod meta;
 pub(crate) mod record;
+pub(crate) mod report;
 pub(crate) mod verdicts;

@@ -28,8 +28,7 @@ use hyper_util::rt::TokioExecutor;
 use xy_core::remote::{HeaderSpec, HeaderValueSpec, RemoteConfig};
 
 use crate::credentials::{BoxFuture, CredentialError, Credentials};
-use crate::gateway::GatewayBody;
-use crate::gateway::proxy::BoxError;
+use crate::http::body::{BoxError, HttpBody, MAX_BODY, Response as ReadResponse};
 
 /// How long one upstream exchange may take to start answering; a stream
 /// then lasts as long as the upstream keeps it.
@@ -188,7 +187,7 @@ impl Upstream {
         query: Option<&str>,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> Result<Response<GatewayBody>, UpstreamError> {
+    ) -> Result<Response<HttpBody>, UpstreamError> {
         let uri = match query {
             None => self.uri.clone(),
             Some(q) => format!("{}?{q}", self.bare)
@@ -275,7 +274,7 @@ impl Upstream {
         uri: Uri,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Response<GatewayBody>, UpstreamError> {
+    ) -> Result<Response<HttpBody>, UpstreamError> {
         match &self.transport {
             Transport::Direct(client) => {
                 let mut req = Request::new(Full::new(body));
@@ -313,7 +312,7 @@ impl Upstream {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
         done: &(dyn Fn(&[u8]) -> bool + Sync),
-    ) -> Result<crate::health::http::Response, String> {
+    ) -> Result<ReadResponse, String> {
         let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
         let mut h = HeaderMap::new();
         h.insert(header::USER_AGENT, HeaderValue::from_static("xy-probe"));
@@ -339,13 +338,13 @@ impl Upstream {
             };
             let frame = frame.map_err(|e| format!("reading the answer from {}: {e}", self.url))?;
             if let Some(data) = frame.data_ref() {
-                if out.len() + data.len() > crate::bridge::http::MAX_BODY * 4 {
+                if out.len() + data.len() > MAX_BODY * 4 {
                     return Err(format!("the answer from {} is too large", self.url));
                 }
                 out.extend_from_slice(data);
             }
         }
-        Ok(crate::health::http::Response {
+        Ok(ReadResponse {
             status: parts.status.as_u16(),
             headers: parts.headers,
             body: out,

@@ -135,11 +135,11 @@ pub(crate) enum ServerMsg {
     /// The tool ledger's newest snapshot against the one before.
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// From the bridge: xy's own listing of the current child (SPEC §20).
-    Listed(Box<crate::server::mcp_state::Listing>),
+    Listed(Box<crate::mcp::listing::Listing>),
     /// xy's own listing of spawn `run` of an HTTP server (SPEC §20).
     HttpListed {
         run: u64,
-        listing: Box<crate::server::mcp_state::Listing>,
+        listing: Box<crate::mcp::listing::Listing>,
     },
     /// `tools_approve`: the named items (or with `all` every held-back
     /// one) are approved as listed now.

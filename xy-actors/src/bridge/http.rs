@@ -23,18 +23,13 @@ use super::raw::RawRequest;
 use super::route::{Out, Outbox};
 use super::validate::{self, Mirrored, TRACE_KEYS};
 use super::{Ack, BridgeMsg, Post};
+use crate::http::body::{MAX_BODY, MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
 
-/// Largest request body accepted (SPEC §13).
-pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Messages buffered per exchange before the child's output is dropped for it.
 const OUTBOX: usize = 256;
 
 // Header names are built once: a lookup by `&str` parses the name on every
 // request.
-static SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
-static PROTOCOL: HeaderName = HeaderName::from_static("mcp-protocol-version");
-static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 static TRACE_HEADERS: [(&str, HeaderName); 2] = [
     (TRACE_KEYS[0], HeaderName::from_static(TRACE_KEYS[0])),
     (TRACE_KEYS[1], HeaderName::from_static(TRACE_KEYS[1])),

@@ -11,13 +11,8 @@ use serde_json::{Value, json};
 
 use xy_core::firewall::Kind;
 
-use crate::server::mcp_state::Listing;
+use crate::mcp::listing::{Listing, MAX_ITEMS, MAX_PAGES};
 use xy_core::protocol::mcp::wire::{META_PROTOCOL_VERSION, VERSION_2026};
-
-/// Pages followed per list at most.
-pub(crate) const MAX_PAGES: usize = 100;
-/// Items kept per list at most.
-pub(crate) const MAX_ITEMS: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -170,13 +165,6 @@ impl Job {
         }
         Next::Done(std::mem::take(&mut self.listing))
     }
-}
-
-/// Whether a capabilities object offers `what` (`tools`, `prompts`).
-pub(crate) fn offers(capabilities: Option<&Value>, what: &str) -> bool {
-    capabilities
-        .and_then(|c| c.get(what))
-        .is_some_and(|v| !v.is_null())
 }
 
 #[cfg(test)]

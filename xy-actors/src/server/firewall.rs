@@ -12,7 +12,8 @@ use xy_core::protocol::EventKind;
 use super::ServerActorState;
 use crate::bridge::BridgeMsg;
 use crate::events::EngineEvent;
-use crate::server::mcp_state::{Held, Listing};
+use crate::mcp::listing::Listing;
+use crate::server::mcp_state::Held;
 
 impl ServerActorState {
     /// xy listed the current child's tools (and prompts).
