@@ -203,7 +203,7 @@ enum Route {
     Proxy {
         url: String,
         state: ServerState,
-        fw: proxy::Firewall,
+        fw: firewall::Firewall,
         /// A remote server's upstream; `None`: an HTTP server's own port.
         remote: Option<Arc<crate::remote::Upstream>>,
     },
@@ -211,7 +211,7 @@ enum Route {
 }
 
 fn route(snap: &ServerSnapshot) -> Route {
-    let firewall = || proxy::Firewall {
+    let firewall = || firewall::Firewall {
         verdicts: snap.firewall.as_ref().map(|f| f.current()),
         relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
     };

@@ -21,11 +21,18 @@ use tokio::time::Instant;
 use xy_core::firewall::{FirewallMode, Kind};
 use xy_core::protocol::mcp::CallOutcome;
 
-use super::proxy::Firewall;
 use crate::calls::Calls;
 use crate::mcp::record;
 use crate::mcp::verdicts::{HeldBack, Verdicts, held_back_answer};
 use xy_core::protocol::mcp::wire::META_PROTOCOL_VERSION;
+
+/// What the firewall has of one server: its verdicts (`None`: the
+/// default policy) and how to ask xy to list it again.
+#[derive(Default)]
+pub(crate) struct Firewall {
+    pub(crate) verdicts: Option<Arc<Verdicts>>,
+    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
+}
 
 /// What the proxy does with one inspected request.
 #[derive(Debug, Clone, PartialEq)]

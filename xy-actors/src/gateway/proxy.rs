@@ -35,11 +35,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use xy_core::firewall::FirewallMode;
 use xy_core::protocol::ServerState;
 
-use super::firewall::{Exchange, Verdict, wanted};
+use super::firewall::{Exchange, Firewall, Verdict, wanted};
 use super::{down, error};
 use crate::calls::Calls;
 use crate::http::body::{BoxError, HttpBody, MAX_BODY, MCP_METHOD, SESSION};
-use crate::mcp::verdicts::Verdicts;
 use crate::remote::{Upstream, UpstreamError};
 
 /// Largest response body read whole for inspection (a JSON `tools/list`
@@ -62,14 +61,6 @@ const INSPECT_BYTES: usize = 64 * 1024 * 1024;
 const INSPECT_WAIT: Duration = Duration::from_secs(10);
 
 type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
-
-/// What the firewall has of one server: its verdicts (`None`: the
-/// default policy) and how to ask xy to list it again.
-#[derive(Default)]
-pub(crate) struct Firewall {
-    pub(crate) verdicts: Option<Arc<Verdicts>>,
-    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
-}
 
 /// The HTTP client to the children's ports (connections pooled per port)
 /// and where calls are recorded.

@@ -23,7 +23,7 @@ use xy_core::config::ServerConfig;
 use xy_core::protocol::{LogStream, SandboxStatus, SpawnErrorKind, Transport};
 use xy_core::sandbox::{Denied, NetworkMode, Os, SpawnFacts};
 
-use crate::server::process::SpawnError;
+use crate::os::spawn::SpawnError;
 
 /// What the enforcement needs beyond the config: where temp dirs live, the
 /// egress proxy's grant for `network "allow"`, and (debug builds) a

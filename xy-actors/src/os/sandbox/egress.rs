@@ -58,7 +58,7 @@ pub(crate) fn proxy() -> &'static EgressProxy {
 pub(crate) fn grant_for(
     config: &xy_core::config::ServerConfig,
     shown: &str,
-) -> Result<Option<(ProxyGrant, String)>, crate::server::process::SpawnError> {
+) -> Result<Option<(ProxyGrant, String)>, crate::os::spawn::SpawnError> {
     let allow = config
         .sandbox
         .as_ref()
@@ -69,7 +69,7 @@ pub(crate) fn grant_for(
     proxy()
         .grant(&config.name)
         .map(Some)
-        .map_err(|e| crate::server::process::SpawnError {
+        .map_err(|e| crate::os::spawn::SpawnError {
             path: shown.to_owned(),
             error: format!("sandbox.network \"allow\": cannot start xy's egress proxy: {e}"),
             kind: xy_core::protocol::SpawnErrorKind::SandboxUnavailable,
