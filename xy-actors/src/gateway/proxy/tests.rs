@@ -20,6 +20,7 @@ use xy_core::firewall::{FirewallMode, Policy, ToolState, digest};
 use xy_core::protocol::mcp::CallOutcome;
 
 use super::*;
+use crate::mcp::verdicts::Verdicts;
 use crate::mcp::verdicts::{Verdict as FwVerdict, without_meta};
 
 /// `web`'s verdicts: `shown` approved, `hidden` pending (held back), in
