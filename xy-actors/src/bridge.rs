@@ -42,7 +42,9 @@ use child::{ChildLink, FromChild, line_of};
 use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
-use route::{Asks, MrtrCall, Outbox, Router, error};
+use route::exchanges::{Asks, MrtrCall};
+use route::log::Log;
+use route::{Outbox, Router, error};
 use sessions::Sessions;
 use xy_core::protocol::mcp::CallOutcome;
 use xy_core::protocol::mcp::wire::VERSION_2026;
@@ -1104,9 +1106,9 @@ impl BridgeState {
                 self.call_start(&p, &tool, client)
             });
         let log = if p.era2026 {
-            route::Log::of_2026(p.msg.pointer("/params/_meta"))
+            Log::of_2026(p.msg.pointer("/params/_meta"))
         } else {
-            route::Log::Session
+            Log::Session
         };
         let envelope = p.session.as_deref().and_then(|s| self.sessions.envelope(s));
         let (msg, answer) =
