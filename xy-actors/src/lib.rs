@@ -28,10 +28,8 @@
 //!   restarts, health glue, the firewall's decisions, status.
 //! * `snapshot`: what a server publishes for readers that send no message
 //!   (`list`, the gateway, its bridge).
-//! * `events`: the event bus. `logs`: what a log reader sees. `calls`: the
-//!   call records, in memory and on disk. `ledger`: the tool ledger file.
-//! * `explain`: the crash-loop explainer. `hooks`: hook commands and
-//!   desktop notifications. `secrets`: secret lookups at each spawn.
+//! * `events`: the event bus. `explain`: the crash-loop explainer.
+//!   `hooks`: hook commands and desktop notifications.
 //!
 //! The wings (each a way servers are reached):
 //!
@@ -52,7 +50,11 @@
 //!   names, the outbound client, the admission edge.
 //! * `os`: process groups, records, ports, peers, limits, resources,
 //!   spawn errors, the sandbox and its egress proxy.
-//! * `atomic_file`: the one way a state file is replaced.
+//! * `calls`: the call records, in memory and on disk. `ledger`: the tool
+//!   ledger file. `logs`: what a log reader sees. `secrets`: secret
+//!   lookups at each spawn.
+//! * `writers`: the disk-writer threads log files and call records share.
+//!   `atomic_file`: the one way a state file is replaced.
 #![warn(missing_docs)]
 
 mod atomic_file;
