@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::broadcast;
 use xy_core::config::ServerConfig;
 use xy_core::protocol::{AuthLoginResult, AuthLoginWaitResult, AuthState, AuthStatusEntry};
-use xy_core::remote::OAuthConfig;
+use xy_core::config::OAuthConfig;
 
 #[cfg(test)]
 mod conformance;

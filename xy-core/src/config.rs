@@ -13,17 +13,19 @@ mod diagnostic;
 mod dotenv;
 mod load;
 mod parse;
+mod remote;
 mod secrets;
 mod settings;
 
-pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning, DiagnosticKind};
-pub use load::{CommandLookupError, load, load_dir, resolve_command, resolve_command_in};
-pub use parse::{is_valid_name, parse_server};
-pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
-pub use settings::{
-    DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, SETTINGS_FILE, gateway_url,
-    load_settings, parse_settings,
+pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning};
+pub use load::{
+    CommandLookupError, load, load_dir, load_settings, resolve_command, resolve_command_in,
 };
+pub use parse::settings::parse_settings;
+pub use parse::{is_valid_name, parse_server};
+pub use remote::{HeaderSpec, HeaderValueSpec, OAuthConfig, RemoteConfig};
+pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
+pub use settings::{DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, gateway_url};
 
 /// Default `restart.backoff-initial`.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -238,7 +240,7 @@ pub struct ServerConfig {
     /// `url`, `headers { … }`, `auth { … }` (SPEC §23): `Some` exactly for a
     /// `transport "remote"` server. Part of
     /// [`settings`](ServerConfig::settings): a change reconnects it.
-    pub remote: Option<crate::remote::RemoteConfig>,
+    pub remote: Option<RemoteConfig>,
     /// `path`: the MCP endpoint path (default `/mcp`).
     pub path: String,
     /// `on-demand { … }`; only ever `Some` for a stdio server.
@@ -322,7 +324,7 @@ pub struct Settings<'a> {
     args: &'a [String],
     port: u16,
     transport: Transport,
-    remote: Option<&'a crate::remote::RemoteConfig>,
+    remote: Option<&'a RemoteConfig>,
     path: &'a str,
     on_demand: Option<&'a OnDemandConfig>,
     env: &'a BTreeMap<String, String>,

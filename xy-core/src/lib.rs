@@ -24,7 +24,6 @@ pub mod firewall;
 pub mod package;
 pub mod paths;
 pub mod protocol;
-pub mod remote;
 pub mod sandbox;
 pub mod time;
 

@@ -18,17 +18,18 @@ mod package;
 mod sandbox;
 pub use package::PackageStatus;
 pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
+mod remote;
+pub use remote::{RemoteHeader, RemoteStatus};
 mod auth;
 pub use auth::{
     AuthGrantInfo, AuthLoginParams, AuthLoginResult, AuthLoginWaitParams, AuthLoginWaitResult,
     AuthLogoutParams, AuthLogoutResult, AuthState, AuthStatusEntry, AuthStatusParams,
     AuthStatusResult, ClientIdKind,
 };
+mod diagnostic;
+pub use diagnostic::{ConfigInvalidData, DiagnosticData, DiagnosticKind};
 mod failure;
-pub use failure::{
-    ConfigInvalidData, DiagnosticData, PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData,
-    SpawnFailure,
-};
+pub use failure::{PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData, SpawnFailure};
 
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -532,7 +533,7 @@ pub struct StatusResult {
     /// A remote server's upstream, header names and auth kind (SPEC §23);
     /// `null` for a server xy runs. Never a header's value.
     #[serde(default)]
-    pub remote: Option<crate::remote::RemoteStatus>,
+    pub remote: Option<RemoteStatus>,
 }
 
 /// One recorded change of [`HealthState`].

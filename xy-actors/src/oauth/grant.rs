@@ -20,7 +20,7 @@ use rmcp::transport::auth::{
 };
 use tokio::sync::broadcast;
 use xy_core::protocol::AuthGrantInfo;
-use xy_core::remote::OAuthConfig;
+use xy_core::config::OAuthConfig;
 
 use super::AuthEvent;
 use super::http::XyOAuthHttp;

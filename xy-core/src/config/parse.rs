@@ -19,11 +19,12 @@ mod sandbox;
 mod secrets;
 pub(super) mod settings;
 
-use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::diagnostic::ConfigDiagnostic;
 use super::{
     ConfigErrors, HealthConfig, OnDemandConfig, ProbeKind, RestartConfig, RestartPolicy,
     ServerConfig, StopConfig,
 };
+use crate::protocol::DiagnosticKind;
 use crate::protocol::{DEFAULT_MCP_PATH, Transport};
 
 /// Top-level nodes, in the order the docs list them.
@@ -369,7 +370,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
     }
 
     let port = b.port.clone();
-    let remote = b.url.map(|(url, _)| crate::remote::RemoteConfig {
+    let remote = b.url.map(|(url, _)| crate::config::RemoteConfig {
         url,
         headers: b
             .headers
@@ -548,7 +549,7 @@ fn remote_checks(cx: &mut Cx<'_>, doc: &KdlDocument, b: &mut Builder, is_remote:
     let mut named: Vec<(String, &str, SourceSpan)> = Vec::new();
     if let Some((headers, _)) = &b.headers {
         for remote::Header { spec: h, secret_at } in headers {
-            if let (crate::remote::HeaderValueSpec::Secret(name), Some(span)) =
+            if let (crate::config::HeaderValueSpec::Secret(name), Some(span)) =
                 (&h.value, secret_at)
             {
                 named.push((format!("header {}", h.name), name, *span));

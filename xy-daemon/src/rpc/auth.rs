@@ -11,7 +11,7 @@ use xy_core::protocol::{
     AuthLoginParams, AuthLoginWaitParams, AuthLogoutParams, AuthLogoutResult, AuthStatusParams,
     AuthStatusResult, ErrorCode, RpcError, method,
 };
-use xy_core::remote::OAuthConfig;
+use xy_core::config::OAuthConfig;
 
 use super::{DaemonCtx, engine_error, invalid_params, parse, to_error_object};
 

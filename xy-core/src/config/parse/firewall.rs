@@ -5,8 +5,8 @@
 use kdl::KdlNode;
 
 use super::Cx;
-use crate::config::diagnostic::DiagnosticKind;
 use crate::firewall::FirewallMode;
+use crate::protocol::DiagnosticKind;
 
 /// Children of `firewall { … }`.
 pub(super) const FIREWALL_FIELDS: &[&str] = &["mode"];

@@ -9,8 +9,8 @@ use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
 
 use super::Cx;
-use crate::config::diagnostic::DiagnosticKind;
-use crate::remote::{HeaderSpec, HeaderValueSpec, OAuthConfig};
+use crate::config::{HeaderSpec, HeaderValueSpec, OAuthConfig};
+use crate::protocol::DiagnosticKind;
 
 /// Children of `auth { … }`.
 pub(super) const AUTH_FIELDS: &[&str] = &["oauth", "scopes", "client-id", "client-secret"];

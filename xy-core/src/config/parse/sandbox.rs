@@ -8,7 +8,7 @@ use kdl::KdlNode;
 use miette::SourceSpan;
 
 use super::Cx;
-use crate::config::diagnostic::DiagnosticKind;
+use crate::protocol::DiagnosticKind;
 use crate::sandbox::{HostPort, NetworkMode, SandboxConfig};
 
 /// Children of `sandbox { … }`.
