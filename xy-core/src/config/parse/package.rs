@@ -4,7 +4,7 @@
 
 use kdl::KdlNode;
 
-use super::Cx;
+use super::cx::Cx;
 use crate::package::PackageRef;
 use crate::protocol::DiagnosticKind;
 

@@ -8,7 +8,7 @@
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
 
-use super::Cx;
+use super::cx::Cx;
 use crate::config::{HeaderSpec, HeaderValueSpec, OAuthConfig};
 use crate::protocol::DiagnosticKind;
 

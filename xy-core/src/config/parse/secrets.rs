@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kdl::{KdlEntry, KdlNode, KdlValue};
 
-use super::{Cx, suggest};
+use super::cx::{Cx, suggest};
 use crate::config::diagnostic::ConfigDiagnostic;
 use crate::config::dotenv;
 use crate::config::{HookEvent, HooksConfig, SecretSource, SecretSpec};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::Cx;
+use super::cx::Cx;
 use crate::config::ConfigErrors;
 use crate::config::diagnostic::ConfigDiagnostic;
 use crate::config::settings::DaemonSettings;
@@ -56,7 +56,7 @@ fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Opti
     let doc = match KdlDocument::parse(src) {
         Ok(doc) => doc,
         Err(err) => {
-            super::syntax_errors(&mut cx, err);
+            super::cx::syntax_errors(&mut cx, err);
             return (settings, cx.diags, None);
         }
     };
@@ -74,7 +74,7 @@ fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Opti
         match key {
             "gateway" => {
                 port_at = gateway(&mut cx, node, &mut settings)
-                    .map(|span| (super::range(span), Arc::clone(&cx.source)));
+                    .map(|span| (super::cx::range(span), Arc::clone(&cx.source)));
             }
             "firewall" => {
                 if let Some(m) = super::firewall::parse_firewall(&mut cx, node) {
