@@ -388,30 +388,36 @@ impl Crate {
         if info.parsed.defines(scope, name) {
             return;
         }
-        for u in info
-            .parsed
-            .uses
-            .iter()
-            .filter(|u| u.top && u.scope == scope)
-        {
-            let Some(base) = self.absolute(file, scope, &u.path, 0) else {
-                continue;
-            };
-            match &u.bind {
-                Bind::Name(n) if n == name => {
+        let uses = || {
+            info.parsed
+                .uses
+                .iter()
+                .filter(|u| u.top && u.scope == scope)
+        };
+        // An import by name shadows what a glob brings.
+        let named: Vec<&Use> = uses()
+            .filter(|u| matches!(&u.bind, Bind::Name(n) if n == name))
+            .collect();
+        if !named.is_empty() {
+            for u in named {
+                if let Some(base) = self.absolute(file, scope, &u.path, 0) {
                     self.targets(from, here, &cat(&base, &abs[k + 1..]), hops + 1, out);
                 }
-                Bind::Glob if self.provides(&base, name, hops + 1) => {
-                    let full = cat(&cat(&base, std::slice::from_ref(name)), &abs[k + 1..]);
-                    self.targets(from, here, &full, hops + 1, out);
-                }
-                _ => {}
+            }
+            return;
+        }
+        for u in uses().filter(|u| matches!(u.bind, Bind::Glob)) {
+            if let Some(base) = self.absolute(file, scope, &u.path, 0)
+                && self.provides(&base, name, hops + 1)
+            {
+                let full = cat(&cat(&base, std::slice::from_ref(name)), &abs[k + 1..]);
+                self.targets(from, here, &full, hops + 1, out);
             }
         }
     }
 
-    /// Whether module `module` defines or imports `name` (what a glob import
-    /// of it brings).
+    /// Whether module `module` defines or imports `name` publicly (what a
+    /// glob import of it brings).
     fn provides(&self, module: &[String], name: &str, hops: usize) -> bool {
         let Some(file) = self.tree.get(module) else {
             return false;
@@ -421,12 +427,14 @@ impl Crate {
         }
         let info = &self.files[file];
         let scope = &module[info.module.len()..];
-        info.parsed.defines(scope, name)
+        info.parsed
+            .pub_items
+            .contains(&(scope.to_vec(), name.to_owned()))
             || info
                 .parsed
                 .uses
                 .iter()
-                .filter(|u| u.top && u.scope == scope)
+                .filter(|u| u.top && u.public && u.scope == scope)
                 .any(|u| match &u.bind {
                     Bind::Name(n) => n == name,
                     Bind::Glob => self
@@ -692,6 +700,8 @@ struct Parsed {
     refs: Vec<Ref>,
     /// Names defined by items at module level: (scope in the file, name).
     items: BTreeSet<(Vec<String>, String)>,
+    /// Those of them with any `pub` visibility.
+    pub_items: BTreeSet<(Vec<String>, String)>,
 }
 
 impl Parsed {
@@ -714,6 +724,8 @@ struct Use {
     scope: Vec<String>,
     /// At module level (not inside a function body or a block).
     top: bool,
+    /// `pub use` (any `pub`): what a glob import of the module brings.
+    public: bool,
     path: Vec<String>,
     bind: Bind,
     line: usize,
@@ -746,6 +758,8 @@ fn parse(toks: &[Token]) -> Parsed {
     let mut depth = 0usize;
     let mut cfg_test = false;
     let mut path_attr: Option<String> = None;
+    // A `pub` at module level since the last item ended.
+    let mut public = false;
     let mut i = 0;
     while i < toks.len() {
         let line = toks[i].line;
@@ -800,6 +814,7 @@ fn parse(toks: &[Token]) -> Parsed {
                 i = end;
                 cfg_test = false;
                 path_attr = None;
+                public = false;
             }
             Tok::Ident(w) if w == "mod" => {
                 match (tok(i + 1), tok(i + 2)) {
@@ -821,6 +836,7 @@ fn parse(toks: &[Token]) -> Parsed {
                     _ => i += 1,
                 }
                 path_attr = None;
+                public = false;
             }
             // `use<'a>` in `impl Trait + use<'a>` is no import.
             Tok::Ident(w) if w == "use" && tok(i + 1) != Some(&Tok::Punct(b'<')) => {
@@ -831,6 +847,7 @@ fn parse(toks: &[Token]) -> Parsed {
                     p.uses.push(Use {
                         scope: scope.clone(),
                         top,
+                        public,
                         path,
                         bind,
                         line,
@@ -841,12 +858,17 @@ fn parse(toks: &[Token]) -> Parsed {
                 }
                 i = j + 1;
                 path_attr = None;
+                public = false;
             }
             Tok::Ident(w) => {
+                public |= top && w == "pub";
                 if top && (ITEM_KEYWORDS.contains(&w.as_str()) || w == "macro_rules") {
                     let at = if w == "macro_rules" { i + 2 } else { i + 1 };
                     if let Some(Tok::Ident(name)) = tok(at) {
                         p.items.insert((scope.clone(), name.clone()));
+                        if public {
+                            p.pub_items.insert((scope.clone(), name.clone()));
+                        }
                     }
                 }
                 let starts_path = tok(i.wrapping_sub(1)) != Some(&Tok::Sep)
@@ -872,6 +894,7 @@ fn parse(toks: &[Token]) -> Parsed {
             Tok::Punct(b'{') => {
                 depth += 1;
                 path_attr = None;
+                public = false;
                 i += 1;
             }
             Tok::Punct(b'}') => {
@@ -881,10 +904,12 @@ fn parse(toks: &[Token]) -> Parsed {
                 }
                 depth = depth.saturating_sub(1);
                 path_attr = None;
+                public = false;
                 i += 1;
             }
             Tok::Punct(b';') => {
                 path_attr = None;
+                public = false;
                 i += 1;
             }
             _ => i += 1,
@@ -1074,6 +1099,21 @@ fn use_groups_are_flattened() {
             "h::i as i",
         ]
     );
+}
+
+#[test]
+fn visibility_is_kept_for_globs() {
+    let p = parsed(
+        "pub use a::*;\nuse b::C;\npub(crate) struct D;\nstruct E;\n\
+         pub mod m { fn f() {} }\npub const fn g() {}\n",
+    );
+    let public: Vec<bool> = p.uses.iter().map(|u| u.public).collect();
+    assert_eq!(public, [true, false]);
+    let names = |set: &BTreeSet<(Vec<String>, String)>| -> Vec<String> {
+        set.iter().map(|(_, n)| n.clone()).collect()
+    };
+    assert_eq!(names(&p.pub_items), ["D", "fn", "g"]);
+    assert_eq!(names(&p.items), ["D", "E", "fn", "g", "f"]);
 }
 
 #[test]
