@@ -1,7 +1,17 @@
-//! The per-server KDL config (SPEC §3): the typed [`ServerConfig`], loading a
-//! whole directory with every error of every file collected at once, and the
-//! diagnostics (file, line, column, caret, did-you-mean) that `xyctl config
-//! check`, `xyd` boot and `reload` all show.
+//! The KDL configs (SPEC §3): one server per file and the daemon's own
+//! `xy.kdl`. This file holds the typed [`ServerConfig`] and its blocks, and
+//! re-exports the rest of the module:
+//!
+//! - `parse.rs` and `parse/`: the walk of a file into those types, with a
+//!   diagnostic per mistake;
+//! - `load.rs`: reading a whole directory and `xy.kdl` from disk, every
+//!   error of every file collected at once;
+//! - `diagnostic.rs`: the diagnostics (file, line, column, caret,
+//!   did-you-mean) that `xyctl config check`, `xyd` boot and `reload` all
+//!   show, and their wire form;
+//! - `settings.rs` (`xy.kdl`), `secrets.rs` (SPEC §16), `remote.rs`
+//!   (SPEC §23): the types of those parts; `dotenv.rs`: the `env-file`
+//!   syntax.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

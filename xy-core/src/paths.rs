@@ -1,5 +1,6 @@
 //! Where xy keeps things (SPEC §2): XDG resolution done by hand on Linux and
-//! macOS alike, the `XY_SOCKET` override, and the socket-path length check.
+//! macOS alike, the `XY_SOCKET` override, the settings file's name, and the
+//! socket-path length check.
 //! `directories` is consulted for the home directory only.
 
 use std::ffi::OsString;

@@ -1,6 +1,7 @@
 //! Config diagnostics: what went wrong, where (file, line, column), the
-//! offending source line, and a hint. Rendered miette-style for humans and as
-//! JSON for the `data` of a `-32003` error.
+//! offending source line, and a hint. Rendered miette-style for humans and,
+//! as `protocol`'s [`DiagnosticData`] and [`ConfigInvalidData`], as the
+//! `data` of a `-32003` error.
 
 use std::fmt;
 use std::ops::Range;
