@@ -6,7 +6,7 @@
 //! message does; `era` holds the 2025↔2026 translation it applies. It
 //! lists each child's tools and prompts itself (`listing`) for its
 //! ServerActor, and enforces the firewall's verdicts that actor publishes
-//! (SPEC §20: [`crate::firewall`]). The ServerActor that spawned it owns
+//! (SPEC §20: [`crate::mcp::verdicts`]). The ServerActor that spawned it owns
 //! the process and tells it about each new child.
 
 use std::collections::VecDeque;
@@ -29,27 +29,30 @@ pub(crate) mod http;
 pub(crate) mod listing;
 mod mrtr;
 pub(crate) mod raw;
-pub(crate) mod record;
 pub(crate) mod route;
 mod sessions;
 mod tasks;
 mod validate;
 
+use crate::mcp::meta::{META_SUBSCRIPTION, unguessable};
+use crate::mcp::record::{self, CallStart, Recorder};
 use budget::{Kept, STDIN_BUDGET};
 pub(crate) use child::ChildStdio;
 use child::{ChildLink, FromChild, line_of};
 use era::VERSIONS;
 use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
 use raw::RawRequest;
-use record::{CallStart, Recorder};
-use route::{Asks, META_SUBSCRIPTION, MrtrCall, Outbox, Router, error};
+use route::exchanges::{Asks, MrtrCall};
+use route::log::Log;
+use route::{Outbox, Router, error};
 use sessions::Sessions;
 use xy_core::protocol::mcp::CallOutcome;
+use xy_core::protocol::mcp::wire::VERSION_2026;
 
 use xy_core::firewall::Kind;
 
-use crate::firewall::{HeldBack, Verdicts};
-use crate::mcp_state::Listing;
+use crate::mcp::listing::Listing;
+use crate::mcp::verdicts::{HeldBack, Verdicts};
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
@@ -195,7 +198,7 @@ pub(crate) struct BridgeState {
     bodies: std::sync::Arc<tokio::sync::Semaphore>,
     /// The last request that did work, or busy tick (in flight, streams).
     last_activity: Instant,
-    listening: Option<crate::edge::Listening>,
+    listening: Option<crate::http::edge::Listening>,
     child: Option<ChildLink>,
     hs: Handshake,
     router: Router,
@@ -760,7 +763,7 @@ impl BridgeState {
         // and is told the versions `server/discover` lists; a 2025-form one
         // every version the endpoint takes.
         let unsupported = match p.version.as_deref() {
-            Some(v) if p.era2026 => v != route::V2026,
+            Some(v) if p.era2026 => v != VERSION_2026,
             Some(v) => !VERSIONS.contains(&v),
             None => false,
         };
@@ -978,7 +981,7 @@ impl BridgeState {
                 self.reply(p, e, None);
                 return;
             };
-            let session = route::unguessable();
+            let session = unguessable();
             if let Some(evicted) = self.sessions.insert(session.clone(), Instant::now()) {
                 self.router.end_session(&evicted);
             }
@@ -1103,9 +1106,9 @@ impl BridgeState {
                 self.call_start(&p, &tool, client)
             });
         let log = if p.era2026 {
-            route::Log::of_2026(p.msg.pointer("/params/_meta"))
+            Log::of_2026(p.msg.pointer("/params/_meta"))
         } else {
-            route::Log::Session
+            Log::Session
         };
         let envelope = p.session.as_deref().and_then(|s| self.sessions.envelope(s));
         let (msg, answer) =
@@ -1148,7 +1151,7 @@ impl BridgeState {
             let call = self.call_start(&p, name, record::meta_client(&p.msg));
             self.record_now(&call, CallOutcome::HeldBack);
         }
-        let msg = crate::firewall::held_back_answer(kind, id, &text, era2026);
+        let msg = crate::mcp::verdicts::held_back_answer(kind, id, &text, era2026);
         self.reply(p, msg, None);
     }
 
@@ -1189,8 +1192,8 @@ impl BridgeState {
             server_version: text("version"),
             ..Listing::default()
         };
-        let with_prompts = listing::offers(caps, "prompts");
-        if !listing::offers(caps, "tools") && !with_prompts {
+        let with_prompts = crate::mcp::listing::offers(caps, "prompts");
+        if !crate::mcp::listing::offers(caps, "tools") && !with_prompts {
             self.owner.listed(base);
             return;
         }

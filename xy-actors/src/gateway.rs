@@ -1,6 +1,6 @@
 //! The gateway (SPEC §20): one listener, `127.0.0.1:<port>` from `xy.kdl`,
 //! serving every server at `/<name>/mcp` behind the same admission edge as
-//! the bridges' own ports (`crate::edge`: owner uid, connection cap,
+//! the bridges' own ports (`crate::http::edge`: owner uid, connection cap,
 //! timeouts). It owns the listener, its bind (retried with backoff when the
 //! port is taken, and at each reload) and the routing of each request:
 //!
@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -36,16 +35,13 @@ use tokio::sync::watch;
 use xy_core::protocol::{GatewayStatus, ServerState, Transport};
 
 use crate::bridge::http as bridge_http;
+use crate::http::body::HttpBody;
 use crate::server::ServerSnapshot;
 
 /// Every configured server's published snapshot, by name: the root
 /// supervisor replaces the map whenever a server is added, removed or its
 /// actor respawned.
 pub(crate) type Routes = Arc<BTreeMap<String, watch::Receiver<ServerSnapshot>>>;
-
-/// The body of every gateway answer: the bridge's, the proxy's, or one of
-/// the gateway's own errors.
-pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, proxy::BoxError>;
 
 /// First wait before binding a taken port again; doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(250);
@@ -78,7 +74,7 @@ pub(crate) struct GatewayActor;
 pub(crate) struct GatewayState {
     shared: Shared,
     port: Option<u16>,
-    listening: Option<crate::edge::Listening>,
+    listening: Option<crate::http::edge::Listening>,
     /// Why the last bind failed, while the port is not bound.
     error: Option<String>,
     /// Counts binds; a `Retry` of an older one (before a reconfigure) is stale.
@@ -184,7 +180,7 @@ impl GatewayState {
 fn listen(
     listener: std::net::TcpListener,
     shared: Shared,
-) -> std::io::Result<crate::edge::Listening> {
+) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
         let shared = shared.clone();
         hyper::service::service_fn(move |req| {
@@ -192,7 +188,7 @@ fn listen(
             async move { Ok::<_, Infallible>(handle(req, &shared).await) }
         })
     };
-    crate::edge::listen(listener, service)
+    crate::http::edge::listen(listener, service)
 }
 
 /// `/<name>/mcp` → `name`.
@@ -207,7 +203,7 @@ enum Route {
     Proxy {
         url: String,
         state: ServerState,
-        fw: proxy::Firewall,
+        fw: firewall::Firewall,
         /// A remote server's upstream; `None`: an HTTP server's own port.
         remote: Option<Arc<crate::remote::Upstream>>,
     },
@@ -215,7 +211,7 @@ enum Route {
 }
 
 fn route(snap: &ServerSnapshot) -> Route {
-    let firewall = || proxy::Firewall {
+    let firewall = || firewall::Firewall {
         verdicts: snap.firewall.as_ref().map(|f| f.current()),
         relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
     };
@@ -251,7 +247,7 @@ fn route(snap: &ServerSnapshot) -> Route {
     }
 }
 
-async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody> {
+async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<HttpBody> {
     if let Err(why) = bridge_http::rebinding_check(&req) {
         return error(StatusCode::FORBIDDEN, -32600, why.to_owned(), None);
     }
@@ -306,7 +302,7 @@ pub(crate) async fn serve_remote_port(
     snap: &watch::Receiver<ServerSnapshot>,
     proxy: &proxy::Proxy,
     req: Request<Incoming>,
-) -> Response<GatewayBody> {
+) -> Response<HttpBody> {
     if let Err(why) = bridge_http::rebinding_check(&req) {
         return error(StatusCode::FORBIDDEN, -32600, why.to_owned(), None);
     }
@@ -334,7 +330,7 @@ pub(crate) async fn serve_remote_port(
 }
 
 /// `503`: the server is not running (its state named).
-pub(crate) fn down(name: &str, state: ServerState, why: Option<&str>) -> Response<GatewayBody> {
+pub(crate) fn down(name: &str, state: ServerState, why: Option<&str>) -> Response<HttpBody> {
     let mut message = format!("xy: server {name} is {state}");
     if let Some(why) = why {
         message.push_str(": ");
@@ -357,7 +353,7 @@ pub(crate) fn error(
     code: i64,
     message: String,
     data: Option<Value>,
-) -> Response<GatewayBody> {
+) -> Response<HttpBody> {
     let mut e = json!({"code": code, "message": message});
     if let Some(d) = data {
         e["data"] = d;

@@ -13,37 +13,30 @@ mod atomic_file;
 mod bridge;
 mod calls;
 mod config_actor;
-// The remote-server seam (SPEC §23): used once the remote upstream and the
-// OAuth broker land on it.
-#[allow(dead_code)]
 mod credentials;
-mod edge;
 mod engine;
 mod events;
 mod explain;
-mod firewall;
 mod gateway;
 mod health;
 mod hooks;
-#[allow(dead_code)]
-mod http_client;
+mod http;
 mod ledger;
 mod log_router;
 mod logs;
-mod mcp_state;
+mod mcp;
 mod oauth;
 mod os;
 mod remote;
-mod sandbox_egress;
-mod sandbox_probe;
 mod secrets;
 mod server;
+mod snapshot;
 mod supervisor;
 
 pub use calls::{Calls, CallsRead, LiveCall};
-pub use edge::AcceptBackoff;
 pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};
+pub use http::edge::AcceptBackoff;
 pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};

@@ -21,11 +21,18 @@ use tokio::time::Instant;
 use xy_core::firewall::{FirewallMode, Kind};
 use xy_core::protocol::mcp::CallOutcome;
 
-use super::proxy::Firewall;
-use crate::bridge::record;
-use crate::bridge::route::META_VERSION;
 use crate::calls::Calls;
-use crate::firewall::{HeldBack, Verdicts, held_back_answer};
+use crate::mcp::record;
+use crate::mcp::verdicts::{HeldBack, Verdicts, held_back_answer};
+use xy_core::protocol::mcp::wire::META_PROTOCOL_VERSION;
+
+/// What the firewall has of one server: its verdicts (`None`: the
+/// default policy) and how to ask xy to list it again.
+#[derive(Default)]
+pub(crate) struct Firewall {
+    pub(crate) verdicts: Option<Arc<Verdicts>>,
+    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
+}
 
 /// What the proxy does with one inspected request.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +130,7 @@ impl Exchange {
             let id = msg.get("id").cloned().unwrap_or(Value::Null);
             let era2026 = msg
                 .pointer("/params/_meta")
-                .and_then(|m| m.get(META_VERSION))
+                .and_then(|m| m.get(META_PROTOCOL_VERSION))
                 .is_some();
             return Verdict::Answer(held_back_answer(kind, &id, &text, era2026));
         }
@@ -265,7 +272,7 @@ mod tests {
         let mut ex = exchange(FirewallMode::Pin, &calls);
         assert!(ex.wants("tools/call") && ex.wants("tools/list") && !ex.wants("ping"));
         let mut msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "new", "_meta": {META_VERSION: "2026-07-28"}}});
+            "params": {"name": "new", "_meta": {META_PROTOCOL_VERSION: "2026-07-28"}}});
         let Verdict::Answer(a) = ex.request(&mut msg) else {
             panic!("held back");
         };

@@ -26,7 +26,7 @@ fn broker(dir: &std::path::Path) -> OAuthBroker {
 }
 
 fn http() -> reqwest::Client {
-    crate::http_client::builder()
+    crate::http::client::builder()
         .redirect(reqwest::redirect::Policy::limited(5))
         .timeout(Duration::from_secs(10))
         .build()

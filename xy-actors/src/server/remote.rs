@@ -24,7 +24,7 @@ use crate::remote::{Upstream, UpstreamEvent};
 pub(super) struct RemotePort {
     port: u16,
     path: String,
-    _listening: crate::edge::Listening,
+    _listening: crate::http::edge::Listening,
 }
 
 impl ServerActorState {
@@ -150,7 +150,7 @@ impl ServerActorState {
                 }
             })
         };
-        match crate::edge::listen(listener, service) {
+        match crate::http::edge::listen(listener, service) {
             Ok(l) => {
                 self.remote_port = Some(RemotePort {
                     port,
