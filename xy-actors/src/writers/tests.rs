@@ -33,11 +33,7 @@ fn count_in(path: &Path, tag: &str) -> usize {
 }
 
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    xy_testbins::wait::poll(what, DEADLINE, || std::future::ready(done().then_some(()))).await;
 }
 
 /// With ONE writer: the file of `stuck` (a FIFO whose reader never
