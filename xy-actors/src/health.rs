@@ -461,10 +461,18 @@ mod tests {
         c.interval = Duration::from_secs(3600);
         let task = ProbeTask::spawn(c, port, None, None, move |r| tx.send(r).is_ok());
         // The first probe comes within FIRST_PROBE; the next would take an hour.
-        let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        let first = tokio::time::timeout(
+            xy_testbins::wait::scaled(Duration::from_secs(10)),
+            rx.recv(),
+        )
+        .await;
         assert!(first.unwrap().is_some());
         task.probe_now();
-        let second = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        let second = tokio::time::timeout(
+            xy_testbins::wait::scaled(Duration::from_secs(10)),
+            rx.recv(),
+        )
+        .await;
         assert_eq!(second.unwrap().unwrap().outcome, Ok("connected".into()));
         task.stop().await;
     }
@@ -489,7 +497,7 @@ mod tests {
         drop(task);
         // Dropping the handle ends the task: the channel closes.
         assert!(
-            tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::time::timeout(xy_testbins::wait::scaled(Duration::from_secs(5)), async {
                 while rx.recv().await.is_some() {}
             })
             .await

@@ -157,11 +157,12 @@ mod tests {
             l.push(snap(&format!("t{i}")));
             saver.save(l.clone());
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while load(&tools, "a") != l {
-            assert!(std::time::Instant::now() < deadline, "never written");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        xy_testbins::wait::poll(
+            "the last ledger written",
+            std::time::Duration::from_secs(10),
+            || async { (load(&tools, "a") == l).then_some(()) },
+        )
+        .await;
         // The older jobs, if any ran late, did not overwrite it.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(load(&tools, "a"), l);

@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::broadcast;
+use xy_core::config::OAuthConfig;
 use xy_core::config::ServerConfig;
 use xy_core::protocol::{AuthLoginResult, AuthLoginWaitResult, AuthState, AuthStatusEntry};
-use xy_core::remote::OAuthConfig;
 
 mod backend;
 #[cfg(test)]

@@ -25,7 +25,7 @@ use hyper::{Method, Request, Response, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::TokioExecutor;
-use xy_core::remote::{HeaderSpec, HeaderValueSpec, RemoteConfig};
+use xy_core::config::{HeaderSpec, HeaderValueSpec, RemoteConfig};
 
 use crate::credentials::{BoxFuture, CredentialError, Credentials};
 use crate::http::body::{BoxError, HttpBody, MAX_BODY, Response as ReadResponse};

@@ -181,7 +181,7 @@ mod tests {
         .await;
         let stop = |b: &[u8]| b.ends_with(b"\n\n");
         let r = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
+            xy_testbins::wait::scaled(std::time::Duration::from_secs(10)),
             request(port, "POST", "/", &[], Some(b"x"), &stop),
         )
         .await

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use xy_core::remote::OAuthConfig;
+use xy_core::config::OAuthConfig;
 use xy_testbins::interop::{self, Interop};
 use xy_testbins::out::err;
 

@@ -19,8 +19,8 @@ use rmcp::transport::auth::{
     WWWAuthenticateParams,
 };
 use tokio::sync::broadcast;
+use xy_core::config::OAuthConfig;
 use xy_core::protocol::AuthGrantInfo;
-use xy_core::remote::OAuthConfig;
 
 use super::AuthEvent;
 use super::backend::TokenBackend;

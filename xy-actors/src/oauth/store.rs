@@ -291,7 +291,7 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-        assert!(t.elapsed() < Duration::from_secs(5));
+        assert!(t.elapsed() < xy_testbins::wait::scaled(Duration::from_secs(5)));
     }
 
     #[test]

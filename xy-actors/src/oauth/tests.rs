@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use xy_core::config::OAuthConfig;
 use xy_core::protocol::{AuthState, ClientIdKind};
-use xy_core::remote::OAuthConfig;
 use xy_testbins::oauth::{Fixture, FixtureOptions};
 
 use super::*;

@@ -7,8 +7,8 @@
 //! the OS cannot enforce fails the spawn with `SandboxUnavailable`; a
 //! server without a block is spawned exactly as before.
 
-#[cfg(target_os = "linux")]
 pub(crate) mod egress;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;

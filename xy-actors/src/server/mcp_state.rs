@@ -773,16 +773,15 @@ mod tests {
         let now = SystemTime::now();
         st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
         assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let l = ledger::load(&tools, "s");
-            if l.format == 2 && l.firewall.tools.approved.len() == 2 {
-                assert!(l.firewall.seen);
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "not saved: {l:?}");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let l = xy_testbins::wait::wait_some(
+            "the approvals saved",
+            std::time::Duration::from_secs(10),
+            || {
+                let l = ledger::load(&tools, "s");
+                (l.format == 2 && l.firewall.tools.approved.len() == 2).then_some(l)
+            },
+        );
+        assert!(l.firewall.seen);
         drop(st);
         // A new actor (daemon restart): the approvals stand, a new tool is pending.
         let mut st = state(Some(tools), FirewallMode::Pin, &dir);

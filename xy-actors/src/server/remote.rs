@@ -145,7 +145,8 @@ impl ServerActorState {
                     (name.clone(), path.clone(), snap.clone(), proxy.clone());
                 async move {
                     Ok::<_, std::convert::Infallible>(
-                        crate::gateway::serve_remote_port(&name, &path, &snap, &proxy, req).await,
+                        crate::gateway::route::serve_remote_port(&name, &path, &snap, &proxy, req)
+                            .await,
                     )
                 }
             })

@@ -316,7 +316,7 @@ fn xy_ports(dir: &Path, used: &BTreeSet<u16>) -> BTreeSet<u16> {
     let mut ports = used.clone();
     let settings = dir
         .parent()
-        .map(|d| d.join(xy_core::config::SETTINGS_FILE))
+        .map(|d| d.join(xy_core::paths::SETTINGS_FILE))
         .and_then(|f| xy_core::config::load_settings(&f).ok())
         .unwrap_or_default();
     if let Some(p) = settings.gateway.port() {
