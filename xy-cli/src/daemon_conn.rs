@@ -213,7 +213,7 @@ pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
 }
 
 /// [`connect`], and the config directory the daemon reads: what `add`,
-/// `remove`, `upgrade` and `import` write into. With the daemon unreachable
+/// `remove`, `upgrade`, `rollback` and `import` write into. With the daemon unreachable
 /// and spawning forbidden, no client and the default directory.
 pub(crate) fn daemon_and_dir(ctx: &Ctx) -> Result<(Option<Client>, PathBuf), Failure> {
     match connect(ctx) {

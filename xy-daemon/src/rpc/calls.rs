@@ -2,7 +2,7 @@
 //! records from disk; with `follow` the answer also carries a
 //! `subscription_id`, and `call` notifications for every new record follow
 //! until exactly one `call_end` (unless the client is gone). The stream is
-//! [`follow`](super::follow)'s; this file says where the records come from,
+//! [`follow`]'s; this file says where the records come from,
 //! which ones a follower gets, and how one is written.
 //!
 //! The feed is subscribed before the files are read, and the read says up

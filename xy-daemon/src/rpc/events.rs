@@ -2,7 +2,7 @@
 //! `{subscription_id}`, then writes one `event` notification per change the
 //! engine's bus carries for the named servers, and ends every stream with
 //! exactly one `event_end` (unless the client is gone). The stream is
-//! [`follow`](super::follow)'s; this file says where the events come from
+//! [`follow`]'s; this file says where the events come from
 //! and how one is written.
 //!
 //! A subscriber whose connection does not drain is dropped, not waited on:

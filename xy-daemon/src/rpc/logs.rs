@@ -1,7 +1,7 @@
 //! `logs` and `logs_cancel`. `logs` replies `{subscription_id}` first, then
 //! writes `log` notifications for the backlog and, when following, live
 //! lines, and ends every stream with exactly one `log_end` (unless the
-//! client is gone). The stream is [`follow`](super::follow)'s; this file
+//! client is gone). The stream is [`follow`]'s; this file
 //! says where the lines come from and how one is written.
 //!
 //! The log router bounds each follower itself (it reports `lagged`), so the
