@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use xy_core::config::{HealthConfig, ProbeKind};
-use xy_core::protocol::mcp::LedgerTool;
 use xy_core::protocol::{Health, HealthState};
 
 pub(crate) mod http;
@@ -31,9 +30,8 @@ const FIRST_PROBE: Duration = Duration::from_secs(1);
 /// Listing every `tools/list` page may take this many probe timeouts.
 const LIST_TIMEOUTS: u32 = 4;
 
-pub(crate) use mcp::McpInfo;
-
 use crate::log_router::redact::{Redactor, scrub};
+use crate::mcp::report::{McpInfo, McpReport};
 
 impl ProbeReport {
     /// Every text of the report through [`scrub`].
@@ -57,16 +55,6 @@ impl ProbeReport {
             ..self
         }
     }
-}
-
-/// What a successful `mcp` probe learned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct McpReport {
-    /// The server's era, protocol version, name and version.
-    pub(crate) info: McpInfo,
-    /// Its tools: `Some` once per spawn, after the first success
-    /// (`Err` when listing failed; the server stays healthy).
-    pub(crate) tools: Option<Result<Vec<LedgerTool>, String>>,
 }
 
 /// One probe's outcome.

@@ -1,7 +1,7 @@
 //! The tool ledger on disk (SPEC §12): `<state>/tools/<name>.json` holds a
 //! server's last ten `tools/list` snapshots, one per spawn, so the tool
 //! changes since the previous start survive daemon restarts. Its owner is
-//! the server's ServerActor (through [`crate::mcp_state::McpState`]); this
+//! the server's ServerActor (through [`crate::server::mcp_state::McpState`]); this
 //! module only reads and writes the file, writing on the blocking pool
 //! ([`Saver`]) so the fsync never holds up the daemon's async thread.
 

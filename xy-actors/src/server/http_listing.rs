@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::ServerMsg;
 use crate::health::mcp::McpClient;
-use crate::mcp_state::Listing;
+use crate::mcp::listing::Listing;
 
 /// How long a new child has to start answering MCP before xy gives up
 /// listing it for this spawn (its traffic is then decided by the policy).
