@@ -274,8 +274,11 @@ fn no_2025_session_is_leaked_across_20_restarts() {
     d.result("stop", Some(json!({"name": "s25"})));
     let (open, close) = session_lines(&sessions);
     assert_eq!(
-        open, close,
-        "every session the probe opened was ended with DELETE"
+        open,
+        close,
+        "every session the probe opened was ended with DELETE:\n{}\nthe server's log:\n{}",
+        std::fs::read_to_string(&sessions).unwrap_or_default(),
+        std::fs::read_to_string(d.env.state_dir().join("logs/s25.log")).unwrap_or_default()
     );
     assert!(open >= 21, "{open}");
 }
