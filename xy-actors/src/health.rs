@@ -239,40 +239,17 @@ async fn run(
                 let (Some(d), Some(state)) = (&duty, list) else {
                     continue;
                 };
-                let Some(client) = (if shared {
+                let client = if shared {
                     mcp.as_mut()
                 } else {
                     lister.as_mut()
-                }) else {
+                };
+                let Some(client) = client else {
                     continue;
                 };
-                let Some(attempt) = listing::attempt(client, &mut stop).await else {
-                    break;
-                };
-                let now = tokio::time::Instant::now();
-                let sent = match attempt {
-                    listing::Attempt::Listed(l) => {
-                        list = Some(listing::State::Listed(now));
-                        close_unshared(lister.as_mut(), port).await;
-                        (d.send)(l)
-                    }
-                    listing::Attempt::NoAnswer(why) => match state {
-                        listing::State::Due(r) => match r.after_failure(now) {
-                            Some(r) => {
-                                list = Some(listing::State::Due(r));
-                                true
-                            }
-                            None => {
-                                list = Some(listing::State::GaveUp);
-                                close_unshared(lister.as_mut(), port).await;
-                                (d.send)(Err(listing::gave_up(&why, shared)))
-                            }
-                        },
-                        _ => true,
-                    },
-                };
-                if !sent {
-                    break;
+                match listing::step(client, !shared, state, d, &mut stop).await {
+                    Some(next) => list = Some(next),
+                    None => break,
                 }
             }
             Work::Probe => {
@@ -337,17 +314,6 @@ async fn run(
         }
     }
     drop(done);
-}
-
-/// Ends the listing's own session (2025) once it has listed or given up:
-/// the server is not left with one per spawn. A shared session is the
-/// probe's, kept for its pings.
-async fn close_unshared(lister: Option<&mut mcp::McpClient>, port: u16) {
-    if let Some(client) = lister
-        && let Ok(Err(e)) = tokio::time::timeout(listing::ATTEMPT_TIMEOUT, client.close()).await
-    {
-        tracing::debug!(port, error = %e, "ending the listing's MCP session failed");
-    }
 }
 
 /// Where in its interval a server's probes fall: servers started together

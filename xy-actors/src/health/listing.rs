@@ -123,17 +123,46 @@ impl State {
 }
 
 /// What one attempt came to.
-pub(crate) enum Attempt {
+enum Attempt {
     /// The child answered; the listing, or why it failed.
     Listed(Result<Listing, String>),
     /// The child did not answer MCP.
     NoAnswer(String),
 }
 
+/// The attempt due in `state` with `client` (`own`: the listing's own, not
+/// the probe's session, which is ended once it has listed or given up, so
+/// the server is not left with one per spawn); what it found goes to the
+/// duty's `send`. The next state, or `None` when the task should end (a
+/// stop, or nobody listens).
+pub(crate) async fn step(
+    client: &mut McpClient,
+    own: bool,
+    state: State,
+    duty: &Duty,
+    stop: &mut tokio::sync::oneshot::Receiver<()>,
+) -> Option<State> {
+    let State::Due(retry) = state else {
+        return Some(state);
+    };
+    let (next, result) = match attempt(client, stop).await? {
+        Attempt::Listed(l) => (State::Listed(Instant::now()), l),
+        Attempt::NoAnswer(why) => match retry.after_failure(Instant::now()) {
+            Some(r) => return Some(State::Due(r)),
+            None => (State::GaveUp, Err(gave_up(&why, !own))),
+        },
+    };
+    if own && let Ok(Err(e)) = tokio::time::timeout(ATTEMPT_TIMEOUT, client.close()).await {
+        // Only the HTTP status or a transport error: no server text.
+        tracing::debug!(error = %e, "ending the listing's MCP session failed");
+    }
+    (duty.send)(result).then_some(next)
+}
+
 /// Readies `client` (the child answers MCP), then lists, each bounded;
-/// `None` when `stop` cut it short (as the listing task always did: the
-/// session, if one was learned, is ended on the way out).
-pub(crate) async fn attempt(
+/// `None` when `stop` cut it short (the session, if one was learned, is
+/// ended on the way out).
+async fn attempt(
     client: &mut McpClient,
     stop: &mut tokio::sync::oneshot::Receiver<()>,
 ) -> Option<Attempt> {
