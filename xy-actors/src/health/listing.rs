@@ -21,8 +21,10 @@ use crate::mcp_state::Listing;
 /// How long a new child has to start answering MCP before xy stops asking
 /// for this spawn (its traffic is then decided by the policy).
 pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(60);
-/// Bound on one attempt (a connect and a handshake) and on the whole listing.
+/// Bound on one attempt to reach the child (a connect and a handshake),
+/// and on ending a session.
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on a whole listing, every page of tools and prompts.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// First wait between attempts on a child not answering yet; doubles up
 /// to [`RETRY_MAX`]: a child that never listens costs a handful of
@@ -56,7 +58,7 @@ impl std::fmt::Debug for Duty {
 /// When the next attempt on a child that has not answered is due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Retry {
-    pub(crate) next: Instant,
+    next: Instant,
     wait: Duration,
     give_up: Instant,
 }
@@ -190,7 +192,7 @@ async fn attempt(
 }
 
 /// Why xy stopped asking, for `status`.
-pub(crate) fn gave_up(why: &str, probed: bool) -> String {
+fn gave_up(why: &str, probed: bool) -> String {
     let then = if probed {
         "the mcp probe lists it once it answers"
     } else {
