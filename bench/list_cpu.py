@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU per `list` call in xyd, wall-clock free (docs/performance.md, issue 12).
+"""CPU per `list` call in xyd, wall-clock free (docs/performance.md; its history in docs/performance-history.md, issue 12).
 
 Usage: bench/list_cpu.py <xyd> <N> <calls>. Boots <xyd> with N release
 `xy-test-sleep` servers in a temp dir, waits until all run, then runs

@@ -106,7 +106,7 @@ def main():
     # second one's would be held back as shadowing the first's, and xy
     # would answer its calls itself without the upstream. The bench times
     # the path, so the firewall is off (its cost is measured in issue 28's
-    # section of performance.md).
+    # section of performance-history.md).
     nofw = 'firewall {\n    mode "off"\n}\n'
     with open(os.path.join(servers, "plain.kdl"), "w") as f:
         f.write(f'url "http://127.0.0.1:{up_plain}/mcp"\nport {own_plain}\n' + nofw)

@@ -6,7 +6,7 @@
 //! message does; `era` holds the 2025↔2026 translation it applies. It
 //! lists each child's tools and prompts itself (`listing`) for its
 //! ServerActor, and enforces the firewall's verdicts that actor publishes
-//! (SPEC §20: [`crate::firewall`]). The ServerActor that spawned it owns
+//! (SPEC §20: [`crate::mcp::verdicts`]). The ServerActor that spawned it owns
 //! the process and tells it about each new child.
 
 use std::collections::VecDeque;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::StatusCode;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use xy_core::protocol::ServerState;
@@ -26,30 +26,30 @@ mod child;
 mod era;
 mod handshake;
 pub(crate) mod http;
+mod link;
 pub(crate) mod listing;
 mod mrtr;
 pub(crate) mod raw;
-pub(crate) mod record;
+mod request;
 pub(crate) mod route;
 mod sessions;
 mod tasks;
 mod validate;
 
+use crate::mcp::meta::{META_SUBSCRIPTION, unguessable};
+use crate::mcp::record::Recorder;
 use budget::{Kept, STDIN_BUDGET};
 pub(crate) use child::ChildStdio;
-use child::{ChildLink, FromChild, line_of};
+use child::{ChildLink, line_of};
 use era::VERSIONS;
-use handshake::{HANDSHAKE_STEP, Handshake, Hs, Step};
+use handshake::{HANDSHAKE_STEP, Handshake, Hs};
 use raw::RawRequest;
-use record::{CallStart, Recorder};
-use route::{Asks, META_SUBSCRIPTION, MrtrCall, Outbox, Router, error};
+use route::{Outbox, Router, error};
 use sessions::Sessions;
-use xy_core::protocol::mcp::CallOutcome;
+use xy_core::protocol::mcp::wire::VERSION_2026;
 
-use xy_core::firewall::Kind;
-
-use crate::firewall::{HeldBack, Verdicts};
-use crate::mcp_state::Listing;
+use crate::mcp::listing::Listing;
+use crate::mcp::verdicts::Verdicts;
 
 /// How long a request waits for a child that is starting or restarting.
 const WAIT_FOR_CHILD: Duration = Duration::from_secs(30);
@@ -195,7 +195,7 @@ pub(crate) struct BridgeState {
     bodies: std::sync::Arc<tokio::sync::Semaphore>,
     /// The last request that did work, or busy tick (in flight, streams).
     last_activity: Instant,
-    listening: Option<crate::edge::Listening>,
+    listening: Option<crate::http::edge::Listening>,
     child: Option<ChildLink>,
     hs: Handshake,
     router: Router,
@@ -402,24 +402,6 @@ impl Actor for BridgeActor {
     }
 }
 
-/// The kind of a call the firewall decides by name.
-fn call_kind(method: &str) -> Option<Kind> {
-    match method {
-        "tools/call" => Some(Kind::Tool),
-        "prompts/get" => Some(Kind::Prompt),
-        _ => None,
-    }
-}
-
-/// The kind of a listing whose answer the firewall filters.
-fn list_kind(method: &str) -> Option<Kind> {
-    match method {
-        "tools/list" => Some(Kind::Tool),
-        "prompts/list" => Some(Kind::Prompt),
-        _ => None,
-    }
-}
-
 fn refusal(message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}})
 }
@@ -472,146 +454,6 @@ impl BridgeState {
             StatusCode::SERVICE_UNAVAILABLE,
             error(id, -32000, &m, None),
         ));
-    }
-
-    fn attach(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, io: ChildStdio) {
-        if self.child.is_some() {
-            self.detach("it was replaced");
-        }
-        let me = myself.clone();
-        let deliver = move |from: FromChild| {
-            let msg = match from {
-                FromChild::Line(msg) => BridgeMsg::ChildLine { run, msg },
-                FromChild::Answer { id, line, at, said } => BridgeMsg::ChildAnswer {
-                    run,
-                    id,
-                    line,
-                    at,
-                    said,
-                },
-                FromChild::Eof => BridgeMsg::ChildEof { run },
-            };
-            me.cast(msg).is_ok()
-        };
-        self.kept.clear();
-        self.sent = 0;
-        self.child = Some(ChildLink::spawn(run, io, self.name.clone(), deliver));
-        // A child spawned by `start` (not by a request) gets its full
-        // `idle-stop` too, however long the server sat idle before.
-        self.last_activity = Instant::now();
-        // `server/discover` first, then `initialize` unless the child speaks
-        // only 2026 (see `handshake`). Requests across eras are translated
-        // (see `request`).
-        self.own_listen = None;
-        let step = self.hs.begin(self.router.own_id());
-        self.handshake_step(myself, run, step);
-    }
-
-    /// Carries out a handshake step.
-    fn handshake_step(&mut self, myself: &ActorRef<BridgeMsg>, run: u64, step: Step) {
-        match step {
-            Step::Ask { id, msg } => {
-                self.write(&msg);
-                myself.send_after(HANDSHAKE_STEP, move || BridgeMsg::HandshakeTimeout {
-                    run,
-                    id,
-                });
-            }
-            Step::Done { notify, outcome } => {
-                if let Some(n) = notify {
-                    self.write(&n);
-                }
-                self.handshake_done(outcome);
-            }
-        }
-    }
-
-    fn handshake_done(&mut self, outcome: Result<(), String>) {
-        match outcome {
-            Ok(()) => {
-                tracing::info!(server = %self.name, versions = ?self.hs.era.versions, "stdio bridge: child handshake done");
-                self.gone = None;
-                self.job = None;
-                self.start_listing();
-                self.listen_to_child();
-                for (id, _, line) in std::mem::take(&mut self.resend) {
-                    if self.router.is_pending(id) {
-                        self.write_request(id, line);
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(server = %self.name, error = %e, "stdio bridge: child handshake failed");
-                let m = format!("xy: server {} cannot be reached: {e}", self.name);
-                for (id, _, _) in std::mem::take(&mut self.resend) {
-                    self.router.fail(id, &m);
-                }
-            }
-        }
-        let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
-        self.waiting_bytes = 0;
-        for p in waiting {
-            self.on_post(p);
-        }
-    }
-
-    /// The child went away: what was in flight fails; sessions and streams
-    /// stay. A request of which the child read not one byte (it came after
-    /// a `kill -9`, before the child was gone or before xy saw its stdout
-    /// close) never reached it: it goes to the next child instead of failing.
-    fn detach(&mut self, why: &str) {
-        // Bytes the child read = bytes the pipe took - bytes still in it.
-        let read = self.child.take().map_or(u64::MAX, |c| c.read_by_child());
-        self.hs.detached();
-        self.own_listen = None;
-        let deadline = Instant::now() + WAIT_FOR_CHILD;
-        for (id, (start, line)) in self.kept.take() {
-            if start >= read && self.router.is_pending(id) {
-                self.resend.push((id, deadline, line));
-            }
-        }
-        let keep: Vec<u64> = self.resend.iter().map(|(id, _, _)| *id).collect();
-        let message = format!(
-            "xy: server {} is restarting ({why}); the request was lost, send it again",
-            self.name
-        );
-        self.router.fail_all_but(&message, &keep);
-        self.tasks_lost(&format!(
-            "xy: server {} restarted ({why}); the task was lost with its process",
-            self.name
-        ));
-        self.gone = Some(why.to_owned());
-        self.job = None;
-    }
-
-    /// The child's open tasks died with it: every client following one is
-    /// told it failed, and why; asking about one later says so too.
-    fn tasks_lost(&mut self, why: &str) {
-        for id in self.router.tasks.child_gone(why, Instant::now()) {
-            let task = tasks::failed(&id, why);
-            self.router.task_news(&id, &task);
-        }
-    }
-
-    fn close(&mut self, why: &str) {
-        let message = format!("xy: server {} stopped ({why})", self.name);
-        self.tasks_lost(&message);
-        self.router.close_all(&message);
-        for (_, p) in std::mem::take(&mut self.waiting) {
-            self.unsent(&p, CallOutcome::ChildGone);
-            let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
-            let _ = p.ack.send(Ack::Exchange { session: None });
-            let _ = p.outbox.try_send(error(&id, -32603, &message, None).into());
-        }
-        self.waiting_bytes = 0;
-        self.sessions.clear();
-        self.listening = None;
-        self.child = None;
-        self.job = None;
-        self.kept.clear();
-        self.resend.clear();
-        self.own_listen = None;
-        self.hs.state = Hs::Detached;
     }
 
     fn on_child(&mut self, myself: &ActorRef<BridgeMsg>, mut msg: Value) {
@@ -681,41 +523,6 @@ impl BridgeState {
         }
     }
 
-    /// A 2026-only child sends list-changed notifications on a
-    /// `subscriptions/listen` stream: xy opens one of its own for the
-    /// lists the child says change, and fans them out to every listener
-    /// (2025 sessions' GET streams, the 2026 listen streams xy serves).
-    fn listen_to_child(&mut self) {
-        let Some(d) = self
-            .hs
-            .era
-            .discover
-            .as_ref()
-            .filter(|_| self.hs.era.init.is_none())
-        else {
-            return;
-        };
-        let mut wanted = Map::new();
-        for (cap, key) in [
-            ("tools", "toolsListChanged"),
-            ("prompts", "promptsListChanged"),
-            ("resources", "resourcesListChanged"),
-        ] {
-            if d.pointer(&format!("/capabilities/{cap}/listChanged")) == Some(&json!(true)) {
-                wanted.insert(key.to_owned(), json!(true));
-            }
-        }
-        if wanted.is_empty() {
-            return;
-        }
-        let id = self.router.own_id();
-        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-            "params": {"notifications": wanted}});
-        era::add_envelope(&mut msg, None);
-        self.own_listen = Some(id);
-        self.write(&msg);
-    }
-
     /// Whether a request may wait for a child (one is coming).
     fn child_expected(&self) -> bool {
         self.owner.child_coming()
@@ -760,7 +567,7 @@ impl BridgeState {
         // and is told the versions `server/discover` lists; a 2025-form one
         // every version the endpoint takes.
         let unsupported = match p.version.as_deref() {
-            Some(v) if p.era2026 => v != route::V2026,
+            Some(v) if p.era2026 => v != VERSION_2026,
             Some(v) => !VERSIONS.contains(&v),
             None => false,
         };
@@ -844,457 +651,10 @@ impl BridgeState {
         }
     }
 
-    /// Whether an unparsed request goes to the child as it is: the child
-    /// is ready and speaks the 2025 era, the request comes in a known
-    /// session and is one xy does not answer or translate itself.
-    fn can_forward_raw(&self, p: &Post, raw: &RawRequest) -> bool {
-        self.hs.ready()
-            && self.hs.era.init.is_some()
-            && !p.era2026
-            && p.version.as_deref().is_none_or(|v| VERSIONS.contains(&v))
-            && p.session
-                .as_ref()
-                .is_some_and(|s| self.sessions.contains(s, Instant::now()))
-            && !matches!(raw.method.as_str(), "initialize" | "subscriptions/listen")
-            && !(tasks::names_task(&raw.method) && self.router.tasks.any_lost())
-    }
-
-    /// The fast path of [`BridgeState::request`] (see [`Self::can_forward_raw`]).
-    fn forward_raw(&mut self, p: Box<Post>, raw: RawRequest) {
-        if !matches!(raw.method.as_str(), "ping" | "server/discover") {
-            self.last_activity = Instant::now();
-        }
-        if let Some(kind) = call_kind(&raw.method)
-            && let Err(HeldBack(text)) = self
-                .router
-                .firewall
-                .call(kind, raw.name.as_deref().unwrap_or(""))
-        {
-            let name = raw.name.clone().unwrap_or_default();
-            self.held_back(p, kind, &raw.id, &name, text, false);
-            return;
-        }
-        if !self.room(raw.bytes.len()) {
-            if let Some(tool) = raw.tool() {
-                let call = self.call_start(&p, tool, None);
-                self.record_now(&call, CallOutcome::RpcError);
-            }
-            self.busy(p, &raw.id);
-            return;
-        }
-        let call = raw.tool().map(|tool| self.call_start(&p, tool, None));
-        let caps = p.session.as_deref().and_then(|s| self.sessions.caps(s));
-        let Post {
-            session,
-            outbox,
-            ack,
-            ..
-        } = *p;
-        let child_id = self.router.forward_raw(raw.id.clone(), session, outbox);
-        self.router.set_asks(child_id, caps, Asks::Direct);
-        if let Some(call) = call {
-            self.router.track(child_id, call);
-        }
-        if let Some(kind) = list_kind(&raw.method) {
-            self.router.filter(child_id, kind);
-        }
-        // The line first: the writer task then runs before the HTTP task
-        // that waits for the ack.
-        self.write_request(child_id, raw.line(child_id));
-        let _ = ack.send(Ack::Exchange { session: None });
-    }
-
-    fn request(&mut self, mut p: Box<Post>, method: &str, id: &Value) {
-        // A probe's ping or discover does no work: it keeps nothing alive.
-        if !matches!(method, "ping" | "server/discover") {
-            self.last_activity = Instant::now();
-        }
-        // Sessions are xy's, so they are checked before anything waits.
-        // (An unknown session was refused in `on_post`.)
-        if !p.era2026 && method != "initialize" && p.session.is_none() {
-            let _ = p.ack.send(Ack::Refused(
-                StatusCode::BAD_REQUEST,
-                refusal(
-                    "missing Mcp-Session-Id: send initialize first (2025 era), \
-                     or 2026-era _meta",
-                ),
-            ));
-            return;
-        }
-        match &self.hs.state {
-            Hs::Ready => {}
-            Hs::Broken(why) => {
-                let m = format!("xy: server {} cannot be reached: {why}", self.name);
-                self.unsent(&p, CallOutcome::ChildGone);
-                self.reply(p, error(id, -32603, &m, None), None);
-                return;
-            }
-            Hs::Detached | Hs::Discovering(_) | Hs::Initializing(_) => {
-                if self.child.is_some() || self.child_expected() {
-                    if self.waiting_bytes + p.size as u64 > STDIN_BUDGET {
-                        self.unsent(&p, CallOutcome::RpcError);
-                        self.busy(p, id);
-                        return;
-                    }
-                    if self.owner.state() == ServerState::Idle {
-                        self.owner.demand();
-                    }
-                    self.waiting_bytes += p.size as u64;
-                    self.waiting.push_back((Instant::now() + WAIT_FOR_CHILD, p));
-                } else {
-                    let state = self.owner.state();
-                    let m = format!("xy: server {} is {state}", self.name);
-                    self.unsent(&p, CallOutcome::ChildGone);
-                    self.reply(p, error(id, -32603, &m, None), None);
-                }
-                return;
-            }
-        }
-        let child_2025 = self.hs.era.init.is_some();
-        if tasks::names_task(method)
-            && let Some(task) = p.msg.pointer("/params/taskId").and_then(Value::as_str)
-            && let Some(why) = self.router.tasks.lost(task)
-        {
-            // The child that had it is gone: what happened, not "unknown task".
-            let answer = if method == "tasks/get" {
-                let mut t = tasks::failed(task, why);
-                if p.era2026 {
-                    t["resultType"] = json!("task");
-                }
-                json!({"jsonrpc": "2.0", "id": id, "result": t})
-            } else {
-                error(id, -32603, why, None)
-            };
-            self.reply(p, answer, None);
-            return;
-        }
-        // xy did the handshake with the child: a client's `initialize` is
-        // answered here, never forwarded (in 2026 form it was refused on
-        // the HTTP side: the 2026 era has no `initialize`).
-        if method == "initialize" {
-            let asked = p.msg.pointer("/params/protocolVersion");
-            let Some(init) = self.hs.era.initialize_result(asked.and_then(Value::as_str)) else {
-                let e = self.hs.era.unsupported(id, asked.cloned());
-                self.reply(p, e, None);
-                return;
-            };
-            let session = route::unguessable();
-            if let Some(evicted) = self.sessions.insert(session.clone(), Instant::now()) {
-                self.router.end_session(&evicted);
-            }
-            if let Some(client) = record::client_name(p.msg.pointer("/params/clientInfo")) {
-                self.sessions.set_client(&session, client);
-            }
-            if let Some(caps) = p.msg.pointer("/params/capabilities") {
-                self.sessions.set_caps(&session, caps.clone());
-            }
-            self.sessions
-                .set_envelope(&session, era::session_envelope(p.msg.get("params")));
-            let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
-            self.reply(p, answer, Some(session));
-            return;
-        }
-        // A 2025 client of a 2026-only child: the 2026 era has no log
-        // level to set (it goes in each request's `_meta`); xy takes it.
-        if !p.era2026 && !child_2025 && method == "logging/setLevel" {
-            // The session's level becomes each later request's opt-in
-            // (`_meta`'s `logLevel`), which is how a 2026 child is asked
-            // for log messages.
-            if let (Some(s), Some(level)) = (
-                p.session.as_deref(),
-                p.msg.pointer("/params/level").filter(|l| l.is_string()),
-            ) && let Some(mut e) = self.sessions.envelope(s).map(|e| (*e).clone())
-            {
-                e["io.modelcontextprotocol/logLevel"] = level.clone();
-                self.sessions.set_envelope(s, e);
-            }
-            self.reply(p, json!({"jsonrpc": "2.0", "id": id, "result": {}}), None);
-            return;
-        }
-        // xy serves 2026 listen streams itself and fans out what the child
-        // announces: a 2025-mode child sends list-changed to its one
-        // client, xy; a 2026 child on xy's own listen stream (or, when it
-        // serves none, as plain notifications).
-        if method == "subscriptions/listen" {
-            let filter: Option<Map<String, Value>> = p
-                .msg
-                .pointer("/params/notifications")
-                .and_then(Value::as_object)
-                .cloned();
-            let accepted = filter.clone().unwrap_or_default();
-            let _ = p.outbox.try_send(
-                json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/subscriptions/acknowledged",
-                    "params": {"notifications": accepted, "_meta": {META_SUBSCRIPTION: id}},
-                })
-                .into(),
-            );
-            self.router
-                .listen(None, Some(id.clone()), filter, p.outbox.clone());
-            let _ = p.ack.send(Ack::Exchange { session: None });
-            return;
-        }
-        if let Some(kind) = call_kind(method) {
-            let name = p
-                .msg
-                .pointer("/params/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
-                let era2026 = p.era2026;
-                let name = name.to_owned();
-                self.held_back(p, kind, id, &name, text, era2026);
-                return;
-            }
-        }
-        if !self.room(p.size) {
-            self.unsent(&p, CallOutcome::RpcError);
-            self.busy(p, id);
-            return;
-        }
-        // What the child may ask this client, and how (SPEC §19).
-        let caps = if p.era2026 {
-            p.msg
-                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
-                .cloned()
-                .map(Arc::new)
-        } else {
-            p.session.as_deref().and_then(|s| self.sessions.caps(s))
-        };
-        let mut asks = match (p.era2026, child_2025) {
-            (true, true) if mrtr::takes_input(method) => {
-                Asks::Mrtr(Box::new(MrtrCall::new(method, mrtr::request_name(&p.msg))))
-            }
-            (true, true) => Asks::Refuse,
-            _ => Asks::Direct,
-        };
-        if let Asks::Mrtr(_) = asks {
-            if p.msg.pointer("/params/requestState").is_some() {
-                // A retry: its answers go to the child's waiting questions.
-                match self
-                    .router
-                    .retry(&p.msg, id.clone(), p.outbox.clone(), Instant::now())
-                {
-                    Ok(to_child) => {
-                        for m in to_child {
-                            self.write(&m);
-                        }
-                        let _ = p.ack.send(Ack::Exchange { session: None });
-                    }
-                    Err((code, m)) => {
-                        self.unsent(&p, CallOutcome::RpcError);
-                        self.reply(p, error(id, code, m, None), None);
-                    }
-                }
-                return;
-            }
-            // Answers with no state xy issued answer nothing it waits for:
-            // a fresh request, which a 2025 child takes without them.
-            if let Some(params) = p.msg.get_mut("params").and_then(Value::as_object_mut) {
-                params.remove("inputResponses");
-            }
-        }
-        let call = (method == "tools/call")
-            .then(|| record::tool_of(&p.msg).map(str::to_owned))
-            .flatten()
-            .map(|tool| {
-                let client = record::meta_client(&p.msg);
-                self.call_start(&p, &tool, client)
-            });
-        let log = if p.era2026 {
-            route::Log::of_2026(p.msg.pointer("/params/_meta"))
-        } else {
-            route::Log::Session
-        };
-        let envelope = p.session.as_deref().and_then(|s| self.sessions.envelope(s));
-        let (msg, answer) =
-            self.hs
-                .era
-                .translate(p.era2026, method, id, p.msg, envelope.as_deref());
-        let msg = self.router.forward(msg, p.session, p.outbox, answer);
-        let child_id = msg.get("id").and_then(Value::as_u64).unwrap_or(0);
-        if !p.era2026 && !child_2025 {
-            // A 2025 client, a 2026 child: its `InputRequiredResult`s become
-            // requests to the client, their answers the retry.
-            asks = Asks::Relay(Box::new(msg.clone()));
-        }
-        self.router.set_asks(child_id, caps, asks);
-        self.router.set_log(child_id, log);
-        if let Some(call) = call {
-            self.router.track(child_id, call);
-        }
-        if let Some(kind) = list_kind(method) {
-            self.router.filter(child_id, kind);
-        }
-        self.write_request(child_id, line_of(&msg));
-        let _ = p.ack.send(Ack::Exchange { session: None });
-    }
-
-    /// Answers a call of a held-back tool (a tool result with `isError`,
-    /// so the model reads why) or prompt (a JSON-RPC error) for xy.
-    #[allow(clippy::boxed_local)] // callers hold the Post boxed
-    fn held_back(
-        &self,
-        p: Box<Post>,
-        kind: Kind,
-        id: &Value,
-        name: &str,
-        text: String,
-        era2026: bool,
-    ) {
-        tracing::info!(server = %self.name, "{text}");
-        if kind == Kind::Tool {
-            let call = self.call_start(&p, name, record::meta_client(&p.msg));
-            self.record_now(&call, CallOutcome::HeldBack);
-        }
-        let msg = crate::firewall::held_back_answer(kind, id, &text, era2026);
-        self.reply(p, msg, None);
-    }
-
-    /// Lists the child's tools and prompts for the ServerActor (after a
-    /// handshake, or a `list_changed`); one listing at a time, another
-    /// follows if asked for meanwhile.
-    fn start_listing(&mut self) {
-        if !self.hs.ready() || self.child.is_none() {
-            return;
-        }
-        if let Some(job) = &mut self.job {
-            job.again = true;
-            return;
-        }
-        let era = &self.hs.era;
-        let caps = era
-            .init
-            .as_ref()
-            .or(era.discover.as_ref())
-            .and_then(|r| r.get("capabilities"));
-        let info = era
-            .init
-            .as_ref()
-            .and_then(|i| i.get("serverInfo"))
-            .or_else(|| {
-                era.discover
-                    .as_ref()
-                    .and_then(|d| d.pointer("/_meta/io.modelcontextprotocol~1serverInfo"))
-            });
-        let text = |k: &str| {
-            info.and_then(|i| i.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let base = Listing {
-            protocol_version: era.versions.last().cloned().unwrap_or_default(),
-            server_name: text("name"),
-            server_version: text("version"),
-            ..Listing::default()
-        };
-        let with_prompts = listing::offers(caps, "prompts");
-        if !listing::offers(caps, "tools") && !with_prompts {
-            self.owner.listed(base);
-            return;
-        }
-        let era2026 = era.init.is_none();
-        let id = self.router.own_id();
-        let (job, msg) = listing::Job::start(id, base, era2026, with_prompts);
-        self.job = Some(job);
-        self.write(&msg);
-    }
-
-    fn on_listing_answer(
-        &mut self,
-        answer: &Value,
-        line: Option<(&[u8], &std::ops::Range<usize>)>,
-    ) {
-        let Some(job) = &mut self.job else { return };
-        let router = &mut self.router;
-        let next = job.on_answer(answer, line, || router.own_id());
-        let again = job.again;
-        match next {
-            listing::Next::Ask(m) => self.write(&m),
-            listing::Next::Done(l) => {
-                self.job = None;
-                self.owner.listed(l);
-                if again {
-                    self.start_listing();
-                }
-            }
-            listing::Next::Failed(e) => {
-                tracing::warn!(server = %self.name, error = %e, "xy could not list the child's tools");
-                self.job = None;
-                if again {
-                    self.start_listing();
-                }
-            }
-        }
-    }
-
-    /// New verdicts: when the tools (or prompts) clients see changed,
-    /// every listening client is told to list again.
-    fn set_verdicts(&mut self, v: Arc<Verdicts>) {
-        let old = std::mem::replace(&mut self.router.firewall, v);
-        for (kind, method) in [
-            (Kind::Tool, "notifications/tools/list_changed"),
-            (Kind::Prompt, "notifications/prompts/list_changed"),
-        ] {
-            let new = &self.router.firewall;
-            if old.visible_names(kind) != new.visible_names(kind)
-                || old.policy.mode != new.policy.mode
-            {
-                tracing::debug!(server = %self.name, "{method}: the firewall changed what clients see");
-                self.router
-                    .broadcast(method, &json!({"jsonrpc": "2.0", "method": method}));
-            }
-        }
-    }
-
     #[allow(clippy::boxed_local)] // callers hold the Post boxed
     fn reply(&self, p: Box<Post>, msg: Value, session: Option<String>) {
         let _ = p.ack.send(Ack::Exchange { session });
         let _ = p.outbox.try_send(msg.into());
-    }
-
-    /// The record-to-be of a `tools/call` of `tool` that came in `p`;
-    /// `client` is what a 2026 request said of itself.
-    fn call_start(&self, p: &Post, tool: &str, client: Option<std::sync::Arc<str>>) -> CallStart {
-        let client = client
-            .or_else(|| {
-                p.session
-                    .as_deref()
-                    .and_then(|s| self.sessions.client(s))
-                    .cloned()
-            })
-            .or_else(|| {
-                p.user_agent
-                    .as_ref()
-                    .and_then(|ua| ua.to_str().ok())
-                    .map(Into::into)
-            });
-        CallStart {
-            tool: tool.to_owned(),
-            client,
-            at: p.at,
-            arrived: p.arrived,
-        }
-    }
-
-    /// Records a call that ends now without an answer from the child.
-    fn record_now(&self, call: &CallStart, outcome: CallOutcome) {
-        if let Some(r) = &self.router.recorder {
-            r.finish(call, outcome);
-        }
-    }
-
-    /// If `p` (parsed) is a `tools/call`, records that xy answered it
-    /// itself, with `outcome`, before any child saw it.
-    fn unsent(&self, p: &Post, outcome: CallOutcome) {
-        if p.msg.get("method").and_then(Value::as_str) != Some("tools/call") {
-            return;
-        }
-        if let Some(tool) = record::tool_of(&p.msg) {
-            let call = self.call_start(p, tool, record::meta_client(&p.msg));
-            self.record_now(&call, outcome);
-        }
     }
 
     fn tick(&mut self) {
@@ -1321,15 +681,12 @@ impl BridgeState {
                 continue;
             }
             if now >= deadline || !expect {
-                self.unsent(&p, CallOutcome::ChildGone);
-                let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
                 let state = self.owner.state();
                 let m = format!(
                     "xy: server {} did not become ready in time (state {state})",
                     self.name
                 );
-                let _ = p.ack.send(Ack::Exchange { session: None });
-                let _ = p.outbox.try_send(error(&id, -32603, &m, None).into());
+                self.give_up(p, &m);
             } else {
                 keep.push_back((deadline, p));
             }

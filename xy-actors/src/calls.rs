@@ -113,13 +113,11 @@ impl Calls {
         }
         let s = Arc::new(ServerCalls {
             figures: Mutex::default(),
-            file: self.inner.dir.as_ref().map(|d| {
-                CallFile::new(
-                    d.clone(),
-                    name,
-                    crate::log_router::writers::shared().clone(),
-                )
-            }),
+            file: self
+                .inner
+                .dir
+                .as_ref()
+                .map(|d| CallFile::new(d.clone(), name, crate::writers::shared().clone())),
         });
         servers.insert(name.to_owned(), s.clone());
         s

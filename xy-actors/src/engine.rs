@@ -9,6 +9,7 @@ mod listing;
 mod options;
 mod reload;
 mod resources;
+mod sandbox_test;
 mod shutdown;
 #[cfg(test)]
 mod stall_tests;
@@ -357,7 +358,7 @@ impl Engine {
         socket: &std::path::Path,
     ) -> Result<xy_core::protocol::SandboxTestResult, EngineError> {
         let config = self.server_config(name).await?;
-        crate::sandbox_probe::run(&config, &self.inner.sandbox_env, socket).await
+        crate::engine::sandbox_test::run(&config, &self.inner.sandbox_env, socket).await
     }
 
     /// One server's config as loaded (`-32001` for an unknown name).
@@ -486,7 +487,7 @@ impl Engine {
         &self,
         name: &str,
         msg: impl FnOnce(
-            ractor::RpcReplyPort<Result<Vec<String>, crate::mcp_state::UnknownNames>>,
+            ractor::RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
         ) -> ServerMsg
         + Send
         + 'static,
@@ -504,7 +505,7 @@ impl Engine {
         )
         .await?;
         r.map_err(
-            |crate::mcp_state::UnknownNames(names)| EngineError::UnknownTools {
+            |crate::server::mcp_state::UnknownNames(names)| EngineError::UnknownTools {
                 server: name.to_owned(),
                 names,
             },

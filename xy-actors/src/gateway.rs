@@ -1,6 +1,6 @@
 //! The gateway (SPEC §20): one listener, `127.0.0.1:<port>` from `xy.kdl`,
 //! serving every server at `/<name>/mcp` behind the same admission edge as
-//! the bridges' own ports (`crate::edge`: owner uid, connection cap,
+//! the bridges' own ports (`crate::http::edge`: owner uid, connection cap,
 //! timeouts). It owns the listener, its bind (retried with backoff when the
 //! port is taken, and at each reload) and the routing of each request:
 //!
@@ -19,6 +19,7 @@
 
 pub(crate) mod firewall;
 pub(crate) mod proxy;
+pub(crate) mod route;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -26,26 +27,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
-use http_body_util::combinators::UnsyncBoxBody;
+
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use xy_core::protocol::{GatewayStatus, ServerState, Transport};
+use xy_core::protocol::{GatewayStatus, ServerState};
 
 use crate::bridge::http as bridge_http;
-use crate::server::ServerSnapshot;
+use crate::http::body::HttpBody;
+use crate::snapshot::ServerSnapshot;
 
 /// Every configured server's published snapshot, by name: the root
 /// supervisor replaces the map whenever a server is added, removed or its
 /// actor respawned.
 pub(crate) type Routes = Arc<BTreeMap<String, watch::Receiver<ServerSnapshot>>>;
-
-/// The body of every gateway answer: the bridge's, the proxy's, or one of
-/// the gateway's own errors.
-pub(crate) type GatewayBody = UnsyncBoxBody<Bytes, proxy::BoxError>;
 
 /// First wait before binding a taken port again; doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(250);
@@ -78,7 +75,7 @@ pub(crate) struct GatewayActor;
 pub(crate) struct GatewayState {
     shared: Shared,
     port: Option<u16>,
-    listening: Option<crate::edge::Listening>,
+    listening: Option<crate::http::edge::Listening>,
     /// Why the last bind failed, while the port is not bound.
     error: Option<String>,
     /// Counts binds; a `Retry` of an older one (before a reconfigure) is stale.
@@ -184,7 +181,7 @@ impl GatewayState {
 fn listen(
     listener: std::net::TcpListener,
     shared: Shared,
-) -> std::io::Result<crate::edge::Listening> {
+) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
         let shared = shared.clone();
         hyper::service::service_fn(move |req| {
@@ -192,7 +189,7 @@ fn listen(
             async move { Ok::<_, Infallible>(handle(req, &shared).await) }
         })
     };
-    crate::edge::listen(listener, service)
+    crate::http::edge::listen(listener, service)
 }
 
 /// `/<name>/mcp` → `name`.
@@ -201,57 +198,7 @@ fn server_name(path: &str) -> Option<&str> {
     xy_core::config::is_valid_name(name).then_some(name)
 }
 
-/// How one request is served, decided from the server's snapshot.
-enum Route {
-    Bridge(bridge_http::Endpoint),
-    Proxy {
-        url: String,
-        state: ServerState,
-        fw: proxy::Firewall,
-        /// A remote server's upstream; `None`: an HTTP server's own port.
-        remote: Option<Arc<crate::remote::Upstream>>,
-    },
-    Down(ServerState),
-}
-
-fn route(snap: &ServerSnapshot) -> Route {
-    let firewall = || proxy::Firewall {
-        verdicts: snap.firewall.as_ref().map(|f| f.current()),
-        relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
-    };
-    match snap.transport {
-        Transport::Stdio => match &snap.bridge {
-            Some(b) if b.listening => Route::Bridge(b.endpoint.clone()),
-            _ => Route::Down(snap.state),
-        },
-        Transport::Http => match snap.state {
-            ServerState::Running | ServerState::Starting | ServerState::Restarting => {
-                Route::Proxy {
-                    url: snap.url.clone(),
-                    state: snap.state,
-                    fw: firewall(),
-                    remote: None,
-                }
-            }
-            other => Route::Down(other),
-        },
-        // Served while xy holds an upstream for it: from the connect on
-        // (`starting`), through a reconnect.
-        Transport::Remote => match (&snap.remote, snap.state) {
-            (Some(up), ServerState::Running | ServerState::Starting | ServerState::Restarting) => {
-                Route::Proxy {
-                    url: up.url().to_owned(),
-                    state: snap.state,
-                    fw: firewall(),
-                    remote: Some(Arc::clone(up)),
-                }
-            }
-            (_, other) => Route::Down(other),
-        },
-    }
-}
-
-async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody> {
+async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<HttpBody> {
     if let Err(why) = bridge_http::rebinding_check(&req) {
         return error(StatusCode::FORBIDDEN, -32600, why.to_owned(), None);
     }
@@ -271,7 +218,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody
     // The borrow ends before any await (`watch` holds a read lock).
     let found = {
         let routes = shared.routes.borrow();
-        routes.get(name).map(|s| route(&s.borrow()))
+        routes.get(name).map(|s| route::route(&s.borrow()))
     };
     match found {
         None => error(
@@ -280,61 +227,12 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<GatewayBody
             format!("xy: no server named {name} (see `xyctl list`)"),
             Some(json!({"server": name})),
         ),
-        Some(Route::Bridge(ep)) => bridge_http::dispatch(req, ep)
-            .await
-            .map(|b| b.map_err(|never| match never {}).boxed_unsync()),
-        Some(Route::Proxy {
-            url,
-            state,
-            fw,
-            remote,
-        }) => {
-            shared
-                .proxy
-                .forward(name, &url, state, fw, remote, req)
-                .await
-        }
-        Some(Route::Down(state)) => down(name, state, None),
-    }
-}
-
-/// A remote server's own port (SPEC §23): its endpoint `path`, served
-/// exactly as the gateway serves `/<name>/mcp`, from its own snapshot.
-pub(crate) async fn serve_remote_port(
-    name: &str,
-    path: &str,
-    snap: &watch::Receiver<ServerSnapshot>,
-    proxy: &proxy::Proxy,
-    req: Request<Incoming>,
-) -> Response<GatewayBody> {
-    if let Err(why) = bridge_http::rebinding_check(&req) {
-        return error(StatusCode::FORBIDDEN, -32600, why.to_owned(), None);
-    }
-    if req.uri().path() != path {
-        return error(
-            StatusCode::NOT_FOUND,
-            -32600,
-            format!(
-                "not found: {}; this server is served at {path}",
-                req.uri().path()
-            ),
-            None,
-        );
-    }
-    let found = route(&snap.borrow());
-    match found {
-        Route::Proxy {
-            url,
-            state,
-            fw,
-            remote,
-        } => proxy.forward(name, &url, state, fw, remote, req).await,
-        Route::Bridge(_) | Route::Down(_) => down(name, snap.borrow().state, None),
+        Some(found) => route::serve(name, found, &shared.proxy, req).await,
     }
 }
 
 /// `503`: the server is not running (its state named).
-pub(crate) fn down(name: &str, state: ServerState, why: Option<&str>) -> Response<GatewayBody> {
+pub(crate) fn down(name: &str, state: ServerState, why: Option<&str>) -> Response<HttpBody> {
     let mut message = format!("xy: server {name} is {state}");
     if let Some(why) = why {
         message.push_str(": ");
@@ -357,7 +255,7 @@ pub(crate) fn error(
     code: i64,
     message: String,
     data: Option<Value>,
-) -> Response<GatewayBody> {
+) -> Response<HttpBody> {
     let mut e = json!({"code": code, "message": message});
     if let Some(d) = data {
         e["data"] = d;

@@ -35,9 +35,8 @@ pub(crate) mod mcp;
 /// if shorter), so `list` has a verdict early.
 const FIRST_PROBE: Duration = Duration::from_secs(1);
 
-pub(crate) use mcp::McpInfo;
-
 use crate::log_router::redact::{Redactor, scrub};
+use crate::mcp::report::{McpInfo, McpReport};
 
 impl ProbeReport {
     /// Every text of the report through [`scrub`].
@@ -60,14 +59,6 @@ impl ProbeReport {
             ..self
         }
     }
-}
-
-/// What a successful `mcp` probe learned (its tools come from xy's own
-/// listing, not from the probe).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct McpReport {
-    /// The server's era, protocol version, name and version.
-    pub(crate) info: McpInfo,
 }
 
 /// One probe's outcome.
@@ -561,10 +552,18 @@ mod tests {
         c.interval = Duration::from_secs(3600);
         let task = ProbeTask::spawn(Some(c), port, None, None, move |r| tx.send(r).is_ok(), None);
         // The first probe comes within FIRST_PROBE; the next would take an hour.
-        let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        let first = tokio::time::timeout(
+            xy_testbins::wait::scaled(Duration::from_secs(10)),
+            rx.recv(),
+        )
+        .await;
         assert!(first.unwrap().is_some());
         task.probe_now();
-        let second = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        let second = tokio::time::timeout(
+            xy_testbins::wait::scaled(Duration::from_secs(10)),
+            rx.recv(),
+        )
+        .await;
         assert_eq!(second.unwrap().unwrap().outcome, Ok("connected".into()));
         task.stop().await;
     }
@@ -596,7 +595,7 @@ mod tests {
         drop(task);
         // Dropping the handle ends the task: the channel closes.
         assert!(
-            tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::time::timeout(xy_testbins::wait::scaled(Duration::from_secs(5)), async {
                 while rx.recv().await.is_some() {}
             })
             .await

@@ -280,17 +280,13 @@ mod tests {
         hooks.fire(&cfg, ctx(HookEvent::Failed));
         hooks.fire(&cfg, ctx(HookEvent::Failed));
         hooks.fire(&cfg, ctx(HookEvent::Restart));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&out)
-                && text.ends_with('\n')
-            {
-                assert_eq!(text, "s|failed|r|3|http://127.0.0.1:8421/mcp\n");
-                break;
-            }
-            assert!(Instant::now() < deadline, "hook did not run");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let text = xy_testbins::wait::poll("the hook to run", Duration::from_secs(20), || async {
+            std::fs::read_to_string(&out)
+                .ok()
+                .filter(|text| text.ends_with('\n'))
+        })
+        .await;
+        assert_eq!(text, "s|failed|r|3|http://127.0.0.1:8421/mcp\n");
         assert!(hooks.last.contains_key(&HookEvent::Failed));
         assert!(!hooks.last.contains_key(&HookEvent::Restart));
     }
@@ -309,16 +305,17 @@ mod tests {
             Duration::from_millis(300),
         )
         .await;
-        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(started.elapsed() < xy_testbins::wait::scaled(Duration::from_secs(10)));
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while crate::os::group::pid_alive(pid) {
-            assert!(Instant::now() < deadline, "grandchild of the hook survived");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        xy_testbins::wait::poll(
+            "the hook's grandchild to be killed",
+            Duration::from_secs(10),
+            || async { (!crate::os::group::pid_alive(pid)).then_some(()) },
+        )
+        .await;
     }
 }

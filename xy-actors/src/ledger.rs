@@ -1,7 +1,7 @@
 //! The tool ledger on disk (SPEC §12): `<state>/tools/<name>.json` holds a
 //! server's last ten `tools/list` snapshots, one per spawn, so the tool
 //! changes since the previous start survive daemon restarts. Its owner is
-//! the server's ServerActor (through [`crate::mcp_state::McpState`]); this
+//! the server's ServerActor (through [`crate::server::mcp_state::McpState`]); this
 //! module only reads and writes the file, writing on the blocking pool
 //! ([`Saver`]) so the fsync never holds up the daemon's async thread.
 
@@ -157,11 +157,12 @@ mod tests {
             l.push(snap(&format!("t{i}")));
             saver.save(l.clone());
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while load(&tools, "a") != l {
-            assert!(std::time::Instant::now() < deadline, "never written");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        xy_testbins::wait::poll(
+            "the last ledger written",
+            std::time::Duration::from_secs(10),
+            || async { (load(&tools, "a") == l).then_some(()) },
+        )
+        .await;
         // The older jobs, if any ran late, did not overwrite it.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(load(&tools, "a"), l);

@@ -19,7 +19,6 @@ pub(crate) mod redact;
 pub(crate) mod ring;
 pub(crate) mod rotating;
 pub(crate) mod sink;
-pub(crate) mod writers;
 
 use sink::{LogSink, SharedSink, SinkSettings, lock};
 
@@ -151,5 +150,5 @@ fn subscribe(
 /// on a hung filesystem aside), at most `timeout`: `xyd` calls it last, so
 /// a child's final lines are not lost at exit. Whether everything was written.
 pub fn flush_logs(timeout: std::time::Duration) -> bool {
-    writers::shared().flush(timeout)
+    crate::writers::shared().flush(timeout)
 }

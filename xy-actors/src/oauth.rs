@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::broadcast;
+use xy_core::config::OAuthConfig;
 use xy_core::config::ServerConfig;
 use xy_core::protocol::{AuthLoginResult, AuthLoginWaitResult, AuthState, AuthStatusEntry};
-use xy_core::remote::OAuthConfig;
 
+mod backend;
 #[cfg(test)]
 mod conformance;
 mod grant;
@@ -123,7 +124,7 @@ pub struct OAuthBroker {
 
 struct Inner {
     opts: OAuthOptions,
-    backend: Arc<dyn store::TokenBackend>,
+    backend: Arc<dyn backend::TokenBackend>,
     /// Built on first use (a remote server's grant, a login): a daemon
     /// without remote servers never sets up TLS or an HTTP client.
     http: std::sync::OnceLock<Result<Arc<http::XyOAuthHttp>, String>>,

@@ -14,3 +14,4 @@ pub(crate) mod procfs;
 pub(crate) mod records;
 pub(crate) mod resources;
 pub(crate) mod sandbox;
+pub(crate) mod spawn;

@@ -25,11 +25,10 @@ use hyper::{Method, Request, Response, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::TokioExecutor;
-use xy_core::remote::{HeaderSpec, HeaderValueSpec, RemoteConfig};
+use xy_core::config::{HeaderSpec, HeaderValueSpec, RemoteConfig};
 
 use crate::credentials::{BoxFuture, CredentialError, Credentials};
-use crate::gateway::GatewayBody;
-use crate::gateway::proxy::BoxError;
+use crate::http::body::{BoxError, HttpBody, MAX_BODY, Response as ReadResponse};
 
 /// How long one upstream exchange may take to start answering; a stream
 /// then lasts as long as the upstream keeps it.
@@ -71,7 +70,7 @@ pub(crate) enum UpstreamError {
 enum Transport {
     /// hyper-util's pooled HTTP/1.1 client: no redirect, retry or URL
     /// layers between the proxy and the connection.
-    Direct(Box<Client<crate::http_client::Connector, Full<Bytes>>>),
+    Direct(Box<Client<crate::http::client::Connector, Full<Bytes>>>),
     /// reqwest with the proxy the environment names for this URL.
     Proxied(reqwest::Client),
 }
@@ -118,7 +117,7 @@ impl Upstream {
             base,
             creds,
             notify,
-            &crate::http_client::proxy_env(),
+            &crate::http::client::proxy_env(),
         )
     }
 
@@ -139,11 +138,11 @@ impl Upstream {
         target.set_query(None);
         let bare = target.as_str().to_owned();
         let setup = |e: &dyn std::fmt::Display| format!("the HTTP client could not be set up: {e}");
-        let transport = match crate::http_client::proxy_for(proxies, &uri) {
+        let transport = match crate::http::client::proxy_for(proxies, &uri) {
             None => Transport::Direct(Box::new(
                 Client::builder(TokioExecutor::new())
                     .pool_idle_timeout(POOL_IDLE)
-                    .build(crate::http_client::connector().map_err(|e| setup(&e))?),
+                    .build(crate::http::client::connector().map_err(|e| setup(&e))?),
             )),
             Some(via) => {
                 let mut proxy =
@@ -152,7 +151,7 @@ impl Upstream {
                     proxy = proxy.custom_http_auth(auth.clone());
                 }
                 Transport::Proxied(
-                    crate::http_client::builder()
+                    crate::http::client::builder()
                         .proxy(proxy)
                         .pool_idle_timeout(POOL_IDLE)
                         .tcp_nodelay(true)
@@ -188,7 +187,7 @@ impl Upstream {
         query: Option<&str>,
         headers: &HeaderMap,
         body: Bytes,
-    ) -> Result<Response<GatewayBody>, UpstreamError> {
+    ) -> Result<Response<HttpBody>, UpstreamError> {
         let uri = match query {
             None => self.uri.clone(),
             Some(q) => format!("{}?{q}", self.bare)
@@ -208,7 +207,7 @@ impl Upstream {
         if !sent.contains_key(header::USER_AGENT) {
             sent.insert(
                 header::USER_AGENT,
-                HeaderValue::from_static(crate::http_client::USER_AGENT),
+                HeaderValue::from_static(crate::http::client::USER_AGENT),
             );
         }
         if !sent.contains_key(header::ACCEPT) {
@@ -275,7 +274,7 @@ impl Upstream {
         uri: Uri,
         headers: HeaderMap,
         body: Bytes,
-    ) -> Result<Response<GatewayBody>, UpstreamError> {
+    ) -> Result<Response<HttpBody>, UpstreamError> {
         match &self.transport {
             Transport::Direct(client) => {
                 let mut req = Request::new(Full::new(body));
@@ -313,7 +312,7 @@ impl Upstream {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
         done: &(dyn Fn(&[u8]) -> bool + Sync),
-    ) -> Result<crate::health::http::Response, String> {
+    ) -> Result<ReadResponse, String> {
         let method = Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
         let mut h = HeaderMap::new();
         h.insert(header::USER_AGENT, HeaderValue::from_static("xy-probe"));
@@ -339,13 +338,13 @@ impl Upstream {
             };
             let frame = frame.map_err(|e| format!("reading the answer from {}: {e}", self.url))?;
             if let Some(data) = frame.data_ref() {
-                if out.len() + data.len() > crate::bridge::http::MAX_BODY * 4 {
+                if out.len() + data.len() > MAX_BODY * 4 {
                     return Err(format!("the answer from {} is too large", self.url));
                 }
                 out.extend_from_slice(data);
             }
         }
-        Ok(crate::health::http::Response {
+        Ok(ReadResponse {
             status: parts.status.as_u16(),
             headers: parts.headers,
             body: out,

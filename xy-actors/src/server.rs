@@ -36,8 +36,8 @@ use crate::explain;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 use crate::log_router::redact::Redactor;
 use crate::log_router::sink::SharedSink;
-use crate::mcp_state::McpState;
 use crate::os::ports::PortHolder;
+use crate::server::mcp_state::McpState;
 
 pub(crate) mod failure;
 mod firewall;
@@ -57,16 +57,17 @@ async fn port_comes_free(port: u16, deadline: Duration) -> bool {
     }
 }
 
+pub(crate) mod mcp_state;
 #[cfg(test)]
 pub(crate) mod mock;
 pub(crate) mod process;
+mod publish;
 mod remote;
-mod snapshot;
 mod status;
 mod stdio;
 mod transitions;
 
-pub(crate) use snapshot::ServerSnapshot;
+pub(crate) use crate::snapshot::ServerSnapshot;
 
 pub(crate) use lifecycle::RestartCause;
 use lifecycle::{Action, Event, Lifecycle};
@@ -133,12 +134,12 @@ pub(crate) enum ServerMsg {
     /// The tool ledger's newest snapshot against the one before.
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// From the bridge: xy's own listing of the current child (SPEC §20).
-    Listed(Box<crate::mcp_state::Listing>),
+    Listed(Box<crate::mcp::listing::Listing>),
     /// xy's own listing of spawn `run` of an HTTP or remote server (SPEC
     /// §20), or why there is none.
     HttpListed {
         run: u64,
-        listing: Result<Box<crate::mcp_state::Listing>, String>,
+        listing: Result<Box<crate::mcp::listing::Listing>, String>,
     },
     /// `tools_approve`: the named items (or with `all` every held-back
     /// one) are approved as listed now.
@@ -148,14 +149,14 @@ pub(crate) enum ServerMsg {
         /// Every held-back item.
         all: bool,
         /// The names approved, or the names the server does not list.
-        reply: RpcReplyPort<Result<Vec<String>, crate::mcp_state::UnknownNames>>,
+        reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
     },
     /// `tools_deny`: the named items are held back until approved.
     ToolsDeny {
         /// Tool or prompt names.
         names: Vec<String>,
         /// The names denied, or the names the server does not list.
-        reply: RpcReplyPort<Result<Vec<String>, crate::mcp_state::UnknownNames>>,
+        reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
     },
     /// Replace the config (reload); takes effect at the next spawn.
     SetConfig(Box<ServerConfig>),
@@ -260,7 +261,7 @@ pub(crate) struct ServerArgs {
     /// Where its bridge records calls (SPEC §20).
     pub(crate) calls: crate::calls::Calls,
     /// Every server's offered tool names (shadowing).
-    pub(crate) directory: crate::firewall::Directory,
+    pub(crate) directory: crate::mcp::verdicts::Directory,
     /// The gateway's proxy: a remote server's own port serves with it.
     pub(crate) proxy: crate::gateway::proxy::Proxy,
     /// Who supplies a remote server's `auth { oauth }` credentials.

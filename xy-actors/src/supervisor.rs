@@ -154,7 +154,7 @@ pub(crate) struct RootState {
     routes: watch::Sender<crate::gateway::Routes>,
     /// Every server's offered tool names, for shadowing (D80): created
     /// here, each ServerActor writes its own entry.
-    directory: crate::firewall::Directory,
+    directory: crate::mcp::verdicts::Directory,
     /// Handed to every ServerActor.
     proxy: crate::gateway::proxy::Proxy,
     /// Likewise.
@@ -210,7 +210,7 @@ impl Actor for RootSupervisor {
             events,
             calls,
             routes,
-            directory: crate::firewall::Directory::default(),
+            directory: crate::mcp::verdicts::Directory::default(),
             proxy,
             credentials_for,
         };

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{TestEngine, free_port, server, wait_for};
+use support::{TestEngine, free_port, poll, server};
 use xy_actors::EngineError;
 use xy_core::protocol::{ServerState, SpawnErrorKind, TargetParams};
 
@@ -84,7 +84,7 @@ async fn an_early_exit_names_the_holder_then_the_retry_fails_cleanly() {
     let _held = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
     let me = std::process::id();
     let want = format!("port {port} is held by pid {me}");
-    let st = wait_for("the retry to fail", Duration::from_secs(20), || async {
+    let st = poll("the retry to fail", Duration::from_secs(20), || async {
         let st = t.engine.status("late").await.unwrap();
         (st.entry.state == ServerState::Failed).then_some(st)
     })
@@ -121,7 +121,7 @@ async fn explain_classifies_a_missing_command_and_an_immediate_exit() {
         Some("command not found: /nonexistent/bin/insikt-mcp")
     );
 
-    let st = wait_for("dies to back off", Duration::from_secs(10), || async {
+    let st = poll("dies to back off", Duration::from_secs(10), || async {
         let st = t.engine.status("dies").await.unwrap();
         let ready = st.entry.state == ServerState::Restarting
             && st
@@ -162,7 +162,7 @@ async fn resource_figures_cover_the_group_and_are_null_when_stopped() {
     let idle = &list[1];
     assert!(idle.rss_bytes.unwrap() < 64 << 20, "{idle:?}");
     // A later sample is a delta: an idle sleeper uses next to no CPU.
-    let again = wait_for("an idle delta", Duration::from_secs(10), || async {
+    let again = poll("an idle delta", Duration::from_secs(10), || async {
         let st = t.engine.status("idle").await.unwrap();
         st.entry.cpu_percent.filter(|c| *c < 50.0)
     })

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{TestEngine, free_port, server, wait_for};
+use support::{TestEngine, free_port, poll, server};
 use xy_core::config::{HealthConfig, ProbeKind, ServerConfig};
 use xy_core::protocol::{HealthState, ServerState, StatusResult, TargetParams};
 
@@ -31,7 +31,7 @@ fn mcp_server(name: &str, extra: &[&str], probe: ProbeKind) -> ServerConfig {
 }
 
 async fn wait_health(t: &TestEngine, name: &str, want: HealthState) -> StatusResult {
-    wait_for(
+    poll(
         &format!("{name} to be {want}"),
         Duration::from_secs(20),
         || async {
@@ -80,7 +80,7 @@ async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() 
 
     // Several probes share one session: one initialize, many pings.
     t.wait_line("mcp", "POST /mcp ping 200").await;
-    wait_for("a third ping", Duration::from_secs(10), || async {
+    poll("a third ping", Duration::from_secs(10), || async {
         (log_text(&t, "mcp").matches("POST /mcp ping 200").count() >= 3).then_some(())
     })
     .await;
@@ -137,7 +137,7 @@ async fn one_listing_per_spawn_feeds_the_probe_and_the_firewall() {
     let t = TestEngine::start(vec![s25, s26, stdio]).await;
     let count = |name: &str, what: &str| log_text(&t, name).matches(what).count();
     for name in ["s25", "s26", "stdio"] {
-        wait_for(
+        poll(
             &format!("{name} listed"),
             Duration::from_secs(20),
             || async {
@@ -159,7 +159,7 @@ async fn one_listing_per_spawn_feeds_the_probe_and_the_firewall() {
         count("s26", "POST /mcp server/discover 200"),
         count("stdio", "got ping"),
     );
-    wait_for(
+    poll(
         "ten more probes of each",
         Duration::from_secs(20),
         || async {
@@ -188,7 +188,7 @@ async fn one_listing_per_spawn_feeds_the_probe_and_the_firewall() {
         .expect("a session was opened");
     delete_session(port25, &id);
     let pings = count("s25", "POST /mcp ping 200");
-    wait_for("the session renewed", Duration::from_secs(20), || async {
+    poll("the session renewed", Duration::from_secs(20), || async {
         (count("s25", "POST /mcp ping 404") >= 1 && count("s25", "POST /mcp ping 200") >= pings + 5)
             .then_some(())
     })
@@ -223,7 +223,7 @@ async fn a_hanging_server_turns_unhealthy_and_is_restarted() {
     h.restart_on_failure = true;
     let t = TestEngine::start(vec![s]).await;
     let pid = t.wait_running("hang").await;
-    let st = wait_for("a health restart", Duration::from_secs(20), || async {
+    let st = poll("a health restart", Duration::from_secs(20), || async {
         let st = t.engine.status("hang").await.unwrap();
         (st.entry.restart_count >= 1 && st.entry.state == ServerState::Running).then_some(st)
     })
@@ -324,7 +324,7 @@ async fn the_probe_speaks_mcp_with_server_everything() {
         st.health_history
     );
     // The TypeScript SDK's server speaks 2025 only.
-    let st = wait_for("its tools listed", Duration::from_secs(20), || async {
+    let st = poll("its tools listed", Duration::from_secs(20), || async {
         let st = t.engine.status("everything").await.unwrap();
         st.mcp
             .as_ref()
@@ -340,7 +340,7 @@ async fn the_probe_speaks_mcp_with_server_everything() {
     );
     // A few more probes on the same session stay healthy.
     let checked = st.entry.health.checked_at.clone();
-    let st = wait_for("a later probe", Duration::from_secs(10), || async {
+    let st = poll("a later probe", Duration::from_secs(10), || async {
         let st = t.engine.status("everything").await.unwrap();
         (st.entry.health.checked_at != checked).then_some(st)
     })
@@ -391,7 +391,7 @@ async fn the_probe_speaks_2026_with_the_python_sdk() {
         ..HealthConfig::new(ProbeKind::Mcp("/mcp".into()))
     });
     let t = TestEngine::start(vec![s]).await;
-    let st = wait_for("python tools listed", Duration::from_secs(60), || async {
+    let st = poll("python tools listed", Duration::from_secs(60), || async {
         let st = t.engine.status("python").await.unwrap();
         st.mcp
             .as_ref()

@@ -8,8 +8,9 @@ mod support;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
-use support::{TestEngine, server, wait_for};
+use support::{TestEngine, poll, server};
 use xy_core::config::RestartPolicy;
+use xy_testbins::wait::scaled;
 
 /// Ticks of `name` in its log file.
 fn disk_ticks(t: &TestEngine, name: &str) -> usize {
@@ -64,7 +65,7 @@ async fn a_stuck_log_file_stalls_neither_list_nor_other_servers() {
     let mut calls = 0;
     loop {
         let call = Instant::now();
-        let list = tokio::time::timeout(Duration::from_secs(5), t.engine.list())
+        let list = tokio::time::timeout(scaled(Duration::from_secs(5)), t.engine.list())
             .await
             .expect("list stalled")
             .unwrap();
@@ -88,7 +89,7 @@ async fn a_stuck_log_file_stalls_neither_list_nor_other_servers() {
             break;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            start.elapsed() < scaled(Duration::from_secs(60)),
             "the stuck server's child never finished its output"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -99,7 +100,7 @@ async fn a_stuck_log_file_stalls_neither_list_nor_other_servers() {
         "{:?}",
         start.elapsed()
     );
-    wait_for(
+    poll(
         "other servers still writing",
         Duration::from_secs(10),
         || async { (disk_ticks(&t, "s00") > ticks_before + 10).then_some(()) },

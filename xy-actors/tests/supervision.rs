@@ -9,9 +9,10 @@ mod support;
 
 use std::time::Duration;
 
-use support::{TestEngine, server, wait_for};
+use support::{TestEngine, poll, server};
 use xy_actors::LogEvent;
 use xy_core::config::ServerConfig;
+use xy_testbins::wait::scaled;
 
 /// A child that prints `MARK=<mark>` once at start, then ticks.
 fn marked(name: &str, mark: &str) -> ServerConfig {
@@ -35,7 +36,7 @@ async fn next_tick(sub: &mut xy_actors::LogSubscription) -> bool {
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(10), tick)
+    tokio::time::timeout(scaled(Duration::from_secs(10)), tick)
         .await
         .unwrap_or(false)
 }
@@ -71,7 +72,7 @@ async fn a_panicked_server_actor_comes_back_with_its_reloaded_config_and_sink() 
         .unwrap();
     assert_eq!(r.changed, ["a"]);
     let pa = t.wait_running("a").await;
-    wait_for("a's v2 line", Duration::from_secs(10), || async {
+    poll("a's v2 line", Duration::from_secs(10), || async {
         (ring_count(&t, "a", "MARK=v2").await == 1).then_some(())
     })
     .await;
@@ -81,7 +82,7 @@ async fn a_panicked_server_actor_comes_back_with_its_reloaded_config_and_sink() 
     assert_ne!(new_pa, pa);
     // The successor runs the reloaded config (from the ConfigActor) and writes to the same sink (from the LogRouterActor): the ring and
     // the file hold the v2 line of both children, and no v1 line of a new one.
-    wait_for(
+    poll(
         "the new child's v2 line in the same ring and file",
         Duration::from_secs(10),
         || async {
@@ -133,7 +134,7 @@ async fn a_panicked_config_actor_comes_back_with_the_applied_set() {
 
     t.engine.inject_config_panic().await.unwrap();
     // Answers again once the root has rebuilt it from the ServerActors.
-    wait_for("the ConfigActor back", Duration::from_secs(10), || async {
+    poll("the ConfigActor back", Duration::from_secs(10), || async {
         t.engine.server_count().await.ok().filter(|n| *n == 2)
     })
     .await;
@@ -186,7 +187,7 @@ async fn a_panicked_log_router_comes_back_with_every_sink() {
     // `logs` of every server works again, from the same rings: the lines
     // printed before the panic are still buffered.
     for name in ["a", "b"] {
-        wait_for(
+        poll(
             &format!("{name}'s buffered lines after the restore"),
             Duration::from_secs(10),
             || async { (ring_count(&t, name, "MARK=v1").await == 1).then_some(()) },
@@ -222,7 +223,7 @@ async fn a_panicked_server_actor_of_an_idle_on_demand_server_comes_back_idle() {
     c.port = port;
     c.on_demand = Some(xy_core::config::OnDemandConfig::default());
     let t = TestEngine::start(vec![c]).await;
-    wait_for("od idle", Duration::from_secs(10), || async {
+    poll("od idle", Duration::from_secs(10), || async {
         (t.entry("od").await.state == xy_core::protocol::ServerState::Idle).then_some(())
     })
     .await;
@@ -230,13 +231,13 @@ async fn a_panicked_server_actor_of_an_idle_on_demand_server_comes_back_idle() {
 
     t.engine.inject_panic("od").await.unwrap();
     // The successor's history starts afresh: wait for it, then for idle.
-    wait_for("the successor", Duration::from_secs(10), || async {
+    poll("the successor", Duration::from_secs(10), || async {
         let s = t.engine.status("od").await.ok()?;
         (s.transitions != before && s.entry.state == xy_core::protocol::ServerState::Idle)
             .then_some(())
     })
     .await;
-    wait_for("od listening again", Duration::from_secs(10), || async {
+    poll("od listening again", Duration::from_secs(10), || async {
         std::net::TcpStream::connect(("127.0.0.1", port))
             .is_ok()
             .then_some(())

@@ -22,6 +22,7 @@ pub(crate) mod sandbox;
 pub(crate) mod service;
 pub(crate) mod status;
 pub(crate) mod tools;
+pub(crate) mod upgrade;
 
 /// Runs one subcommand.
 pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
@@ -46,8 +47,8 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Service(cmd) => service::run(ctx, cmd),
         Command::Add(args) => add::run(ctx, &args),
         Command::Remove { name } => add::remove(ctx, &name),
-        Command::Upgrade(args) => crate::packages::upgrade(ctx, &args),
-        Command::Rollback { name } => crate::packages::rollback(ctx, &name),
+        Command::Upgrade(args) => upgrade::upgrade(ctx, &args),
+        Command::Rollback { name } => upgrade::rollback(ctx, &name),
         Command::Import(args) => clients::import(ctx, &args),
         Command::Clients(args) => clients::run(ctx, &args),
         Command::Connect { name } => connect::run(ctx, &name),

@@ -2,6 +2,8 @@
 //! socket, else start one — through the login service when it is installed,
 //! else by spawning `xyd` detached — and wait, bounded, until it answers.
 //! The pidfile `flock` inside xyd decides races between concurrent starters.
+//! Commands that write server files also ask here for the config directory
+//! the daemon reads ([`daemon_and_dir`]).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::CommandExt;
@@ -208,6 +210,24 @@ pub(crate) fn connect(ctx: &Ctx) -> Result<Client, Failure> {
     wait_booted(ctx, &mut live)?;
     warn_skew(ctx, &live.status);
     Ok(live.client)
+}
+
+/// [`connect`], and the config directory the daemon reads: what `add`,
+/// `remove`, `upgrade`, `rollback` and `import` write into. With the daemon unreachable
+/// and spawning forbidden, no client and the default directory.
+pub(crate) fn daemon_and_dir(ctx: &Ctx) -> Result<(Option<Client>, PathBuf), Failure> {
+    match connect(ctx) {
+        Ok(mut c) => {
+            let st: DaemonStatus = c.call::<(), _>(method::DAEMON_STATUS, None, READ_TIMEOUT)?;
+            Ok((Some(c), PathBuf::from(st.config_dir)))
+        }
+        Err(f) if f.exit == Exit::Unreachable && ctx.no_spawn => {
+            let paths =
+                Paths::from_env().map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
+            Ok((None, paths.config_dir))
+        }
+        Err(f) => Err(f),
+    }
 }
 
 /// Time allowed past the sweep's grace for the SIGKILL wait and for the

@@ -99,7 +99,7 @@ mod tests {
         });
         let (status, body) = super::get_json(
             &format!("http://{addr}/x"),
-            std::time::Duration::from_secs(5),
+            xy_testbins::wait::scaled(std::time::Duration::from_secs(5)),
         )
         .unwrap();
         t.join().unwrap();

@@ -178,7 +178,10 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         // Until we wait, the exited child is a zombie: still "not alive".
-        assert!(wait_until(Duration::from_secs(5), || !alive(pid)));
+        assert!(wait_until(
+            xy_testbins::wait::scaled(Duration::from_secs(5)),
+            || !alive(pid)
+        ));
         child.wait().unwrap();
         assert!(!alive(pid));
     }

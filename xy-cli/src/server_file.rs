@@ -1,6 +1,9 @@
-//! Server config files written by `xyctl add` and `xyctl import`: the KDL
-//! text in the house style (v2), the port choice, validation with the
-//! daemon's own loader, the atomic write, and `remove`'s recoverable move.
+//! Server config files written by `xyctl add`, `import`, `upgrade` and
+//! `rollback`: the KDL text in the house style (v2), the port choice, where
+//! a server's secret placeholders live ([`secrets_dir`], the one place that
+//! computes it), validation with the daemon's own loader, the atomic write
+//! (and the failure a refused write exits with), and `remove`'s recoverable
+//! move.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -9,6 +12,7 @@ use std::path::{Path, PathBuf};
 use xy_core::config::{ConfigErrors, ServerConfig, load_dir, parse_server};
 
 use crate::atomic_file::{self, Mode};
+use crate::error::{Exit, Failure};
 
 /// The first port `add` tries when none is given (SPEC §14).
 pub(crate) const FIRST_PORT: u16 = 8400;
@@ -303,6 +307,22 @@ pub(crate) enum WriteError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl WriteError {
+    /// The command's failure for a file that was not written: an invalid
+    /// config (or a taken port) exits 3 with the loader's diagnostics.
+    pub(crate) fn failure(self, color: bool) -> Failure {
+        match self {
+            WriteError::Invalid { name, errors } => Failure::new(
+                Exit::ConfigInvalid,
+                format!("config for `{name}` is invalid; nothing was written"),
+            )
+            .with_detail(errors.render(color)),
+            WriteError::PortTaken { .. } => Failure::new(Exit::ConfigInvalid, self.to_string()),
+            e => Failure::new(Exit::Operational, e.to_string()),
+        }
+    }
 }
 
 /// Validates `text` as `<dir>/<name>.kdl` with the daemon's loader (and

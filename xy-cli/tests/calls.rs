@@ -29,7 +29,7 @@ fn world() -> (Home, u16) {
         ),
     );
     h.run(&["daemon", "start"]).ok();
-    support::wait_for(DEADLINE, "raw running", || {
+    support::wait_for("raw running", DEADLINE, || {
         h.state_of("raw").as_deref() == Some("running")
     });
     (h, port)
@@ -97,12 +97,14 @@ fn calls_prints_a_table_json_and_follows_until_ctrl_c() {
             }
         }
     });
-    let header = rx.recv_timeout(DEADLINE).expect("the header");
+    let header = rx
+        .recv_timeout(xy_testbins::wait::scaled(DEADLINE))
+        .expect("the header");
     assert!(header.starts_with("TIME"), "{header}");
     load(port, 1);
     for i in 0..=WARMUP {
         let row = rx
-            .recv_timeout(DEADLINE)
+            .recv_timeout(xy_testbins::wait::scaled(DEADLINE))
             .unwrap_or_else(|_| panic!("row {i} of the followed calls"));
         assert!(row.contains(" echo ") && row.ends_with("ok"), "{row}");
     }
@@ -112,6 +114,6 @@ fn calls_prints_a_table_json_and_follows_until_ctrl_c() {
         .status()
         .unwrap();
     assert!(rc.success());
-    let status = support::wait_some(DEADLINE, "calls -f to exit", || child.try_wait().unwrap());
+    let status = support::wait_some("calls -f to exit", DEADLINE, || child.try_wait().unwrap());
     assert_eq!(status.code(), Some(0), "Ctrl-C ends `calls -f` with 0");
 }

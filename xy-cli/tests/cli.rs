@@ -108,7 +108,7 @@ impl World {
 
     /// Waits until `list --json` shows every server running.
     fn wait_all_running(&self, n: usize) {
-        wait_for(Duration::from_secs(15), "servers running", || {
+        wait_for("servers running", Duration::from_secs(15), || {
             let v = self.call("list", None);
             let arr = v.as_array().cloned().unwrap_or_default();
             arr.len() == n && arr.iter().all(|e| e["state"] == "running")
@@ -124,7 +124,7 @@ impl Drop for World {
             }
         };
         term(&self.daemons(), "-TERM");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = xy_testbins::wait::deadline(Duration::from_secs(10));
         while !self.daemons().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -284,7 +284,7 @@ fn logs_tail_single_and_prefixed() {
     w.add_sleeper("alpha", 50);
     w.add_sleeper("beta-long", 50);
     w.run(&["daemon", "start"]).ok();
-    wait_for(Duration::from_secs(15), "ticks", || {
+    wait_for("ticks", Duration::from_secs(15), || {
         w.run(&["logs", "alpha", "-n", "3"]).ok().lines().count() == 3
     });
 
@@ -298,7 +298,7 @@ fn logs_tail_single_and_prefixed() {
             "{line}"
         );
     }
-    wait_for(Duration::from_secs(15), "beta ticks", || {
+    wait_for("beta ticks", Duration::from_secs(15), || {
         w.run(&["logs", "beta-long", "-n", "2"])
             .ok()
             .lines()
@@ -342,7 +342,7 @@ fn logs_follow_interleaves_and_stops_on_sigint() {
         }
     });
     let (mut a, mut b) = (0, 0);
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = xy_testbins::wait::deadline(Duration::from_secs(15));
     while a < 3 || b < 3 {
         let line = rx
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
@@ -357,7 +357,7 @@ fn logs_follow_interleaves_and_stops_on_sigint() {
     }
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = xy_testbins::wait::deadline(Duration::from_secs(10));
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
@@ -491,7 +491,7 @@ fn concurrent_clients_end_with_one_daemon() {
     }
     // Only the client whose xyd won the lock says it started one.
     assert_eq!(notes, 1);
-    wait_for(Duration::from_secs(10), "losers to exit", || {
+    wait_for("losers to exit", Duration::from_secs(10), || {
         w.daemons().len() == 1
     });
     let pid: u32 = std::fs::read_to_string(w.pidfile())
@@ -513,7 +513,7 @@ fn spawn_with_invalid_config_exits_3_with_diagnostics() {
     assert!(err.contains("xyd could not start"), "{err}");
     assert!(err.contains("did you mean working-dir"), "{err}");
     assert!(err.contains("bad.kdl:3:1"), "{err}");
-    wait_for(Duration::from_secs(5), "no daemon", || {
+    wait_for("no daemon", Duration::from_secs(5), || {
         w.daemons().is_empty()
     });
 }
@@ -848,7 +848,7 @@ fn booting_daemon_with_stubborn_orphans_is_never_wedged() {
         panic!("one daemon expected: {:?}", w.daemons())
     };
     kill(Pid::from_raw(i32::try_from(old).unwrap()), Signal::SIGKILL).unwrap();
-    wait_for(Duration::from_secs(10), "the old daemon gone", || {
+    wait_for("the old daemon gone", Duration::from_secs(10), || {
         w.daemons().is_empty()
     });
     // Live and not a zombie (stopped orphans are reparented to init, which
@@ -871,13 +871,20 @@ fn booting_daemon_with_stubborn_orphans_is_never_wedged() {
         .unwrap();
     // Meanwhile the socket answers with the boot phase.
     let boot = {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = xy_testbins::wait::deadline(Duration::from_secs(30));
         loop {
             assert!(Instant::now() < deadline, "never saw the boot phase");
-            let status = xy_core::client::Client::connect(&w.socket, Duration::from_secs(5))
-                .and_then(|mut c| {
-                    c.call::<(), Value>("daemon_status", None, Duration::from_secs(5))
-                });
+            let status = xy_core::client::Client::connect(
+                &w.socket,
+                xy_testbins::wait::scaled(Duration::from_secs(5)),
+            )
+            .and_then(|mut c| {
+                c.call::<(), Value>(
+                    "daemon_status",
+                    None,
+                    xy_testbins::wait::scaled(Duration::from_secs(5)),
+                )
+            });
             if let Ok(s) = status
                 && s["boot"]["orphans"] == 20
             {

@@ -55,10 +55,10 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
             .status
             .success()
     );
-    wait_for(Duration::from_secs(60), "crashy failed", || {
+    wait_for("crashy failed", Duration::from_secs(60), || {
         h.state_of("crashy").as_deref() == Some("failed")
     });
-    wait_for(Duration::from_secs(30), "web running", || {
+    wait_for("web running", Duration::from_secs(30), || {
         h.state_of("web").as_deref() == Some("running")
     });
 

@@ -157,7 +157,7 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     // A daemon restart leaves it stopped again.
     h.run(&["daemon", "stop"]).ok();
     h.run(&["list"]).ok();
-    wait_for(Duration::from_secs(20), "demo back", || {
+    wait_for("demo back", Duration::from_secs(20), || {
         h.state_of("demo").as_deref() == Some("running")
     });
     assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
@@ -221,7 +221,7 @@ fn remove_keeps_the_file_recoverable() {
     write_sleeper(&h, "keep", port(2));
     write_sleeper(&h, "gone", port(3));
     h.run(&["list"]).ok();
-    wait_for(Duration::from_secs(20), "both running", || {
+    wait_for("both running", Duration::from_secs(20), || {
         h.state_of("gone").as_deref() == Some("running")
             && h.state_of("keep").as_deref() == Some("running")
     });
@@ -243,7 +243,7 @@ fn remove_keeps_the_file_recoverable() {
     // Restore: move it back, reload.
     std::fs::rename(&removed[0], h.config_dir().join("gone.kdl")).unwrap();
     h.run(&["reload"]).ok();
-    wait_for(Duration::from_secs(20), "gone back", || {
+    wait_for("gone back", Duration::from_secs(20), || {
         h.state_of("gone").as_deref() == Some("running")
     });
 
@@ -617,33 +617,34 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         Interop::Ready(sdk) => sdk,
         Interop::Skip(skip) => return skip.announce("connect_round_trips_both_eras"),
     };
-    let h = Home::new("xyo");
+    // One daemon per server: both offer `echo` and `progress`, and in one
+    // daemon the firewall holds back the later lister's as shadowing the
+    // other's (SPEC §20), which one depending on which child answers first.
+    let (hw, hl) = (Home::new("xyo"), Home::new("xyo"));
     let (p, ps) = (port(31), port(32));
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
-    std::fs::create_dir_all(h.config_dir()).unwrap();
-    std::fs::write(
-        h.config_dir().join("web.kdl"),
-        format!(
+    hw.write_config(
+        "web",
+        &format!(
             "command \"{}\"\nargs \"--port\" \"{p}\" \"--era\" \"both\" \"--tools\" \"echo,progress\"\nport {p}\nstop {{\n    grace \"2s\"\n}}\n",
             mcp.display()
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        h.config_dir().join("local.kdl"),
-        format!(
+    );
+    hl.write_config(
+        "local",
+        &format!(
             "command \"{}\"\nargs \"--stdio\" \"--era\" \"both\" \"--tools\" \"echo,progress\"\ntransport \"stdio\"\nport {ps}\nstop {{\n    grace \"2s\"\n}}\n",
             mcp.display()
         ),
-    )
-    .unwrap();
-    h.run(&["list"]).ok();
+    );
+    let home = |name: &str| if name == "web" { &hw } else { &hl };
     for name in ["web", "local"] {
-        wait_for(Duration::from_secs(30), &format!("{name} running"), || {
+        let h = home(name);
+        h.run(&["list"]).ok();
+        wait_for(&format!("{name} running"), Duration::from_secs(30), || {
             h.state_of(name).as_deref() == Some("running")
         });
     }
-    let logs = h.home().join(".local/state/xy/logs");
     for (name, mode, want_version) in [
         ("web", "legacy", "2025-"),
         ("web", "auto", "2026-07-28"),
@@ -655,7 +656,8 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
             "echo",
             &[XYCTL.to_owned(), "connect".into(), name.into()],
         );
-        let log = logs.join(format!("{name}.log"));
+        let h = home(name);
+        let log = h.home().join(format!(".local/state/xy/logs/{name}.log"));
         let before = std::fs::read_to_string(&log).unwrap_or_default().len();
         // The SDK passes its own environment on to `xyctl connect`.
         let out = Command::new(python)
@@ -690,7 +692,7 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         if name == "web" {
             // What reached the HTTP server, as its own request log shows.
             let mut text = String::new();
-            wait_for(Duration::from_secs(10), "the server's request log", || {
+            wait_for("the server's request log", Duration::from_secs(10), || {
                 text = std::fs::read_to_string(&log).unwrap_or_default()[before..].to_owned();
                 text.contains("tools/call")
             });
@@ -707,5 +709,5 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
         }
     }
     // One stdio child served every session.
-    assert_eq!(h.state_of("local").as_deref(), Some("running"));
+    assert_eq!(hl.state_of("local").as_deref(), Some("running"));
 }

@@ -112,7 +112,7 @@ impl World {
     }
 
     fn running_pid(&self, name: &str, not: Option<u64>) -> u64 {
-        wait_some(Duration::from_secs(180), &format!("{name} running"), || {
+        wait_some(&format!("{name} running"), Duration::from_secs(180), || {
             let s = self.status(name);
             (s["state"] == "running")
                 .then(|| s["pid"].as_u64())
@@ -432,7 +432,7 @@ fn pypi_install_is_hash_pinned_and_answers() {
         text.contains(&format!("command \"{}/venv/bin/python\"", dir.display())),
         "{text}"
     );
-    wait_for(Duration::from_secs(180), "tm running", || {
+    wait_for("tm running", Duration::from_secs(180), || {
         let s = w.status("tm");
         assert_ne!(
             s["state"],
@@ -445,7 +445,7 @@ fn pypi_install_is_hash_pinned_and_answers() {
     let tools = tools_through_xy(&w, "tm");
     assert!(tools.iter().any(|t| t == "get_current_time"), "{tools:?}");
     assert_eq!(w.status("tm")["package"]["ecosystem"], "pypi");
-    wait_for(Duration::from_secs(5), "status says installed", || {
+    wait_for("status says installed", Duration::from_secs(5), || {
         w.status("tm")["package"]["installed_at"].is_string()
     });
 }

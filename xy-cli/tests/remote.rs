@@ -40,7 +40,7 @@ fn upstream(port: u16, args: &[&str]) -> Upstream {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(Duration::from_secs(30), "the upstream listens", || {
+    wait_for("the upstream listens", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     Upstream(child)
@@ -83,7 +83,7 @@ fn add_url_then_status_list_and_connect() {
     std::fs::create_dir_all(secret_file.parent().unwrap()).unwrap();
     std::fs::write(&secret_file, "Bearer t0k3n-abc\n").unwrap();
     h.run(&["restart", "far"]).ok();
-    wait_for(Duration::from_secs(30), "far healthy", || {
+    wait_for("far healthy", Duration::from_secs(30), || {
         h.list()
             .iter()
             .any(|e| e["name"] == "far" && e["health"]["state"] == "healthy")

@@ -646,7 +646,7 @@ fn real_launchd_cycle() {
             .unwrap()
     };
     let wait_for = |want: &str| {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = xy_testbins::wait::deadline(Duration::from_secs(10));
         loop {
             let out = ok(&xyctl(&["status"]));
             if out.contains(want) {

@@ -20,7 +20,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 #[track_caller]
 fn wait_some<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
-    support::wait_some(DEADLINE, what, f)
+    support::wait_some(what, DEADLINE, f)
 }
 
 /// A [`Home`] with its own XDG dirs and the daemon already running the
@@ -106,7 +106,10 @@ fn events_prints_one_line_per_change_and_exits_0_on_ctrl_c() {
         let start = Instant::now();
         let mut got = Vec::new();
         'outer: loop {
-            assert!(start.elapsed() < DEADLINE, "no events: {got:#?}");
+            assert!(
+                start.elapsed() < xy_testbins::wait::scaled(DEADLINE),
+                "no events: {got:#?}"
+            );
             let restart = w.cmd(&["restart", "beta"]).output().unwrap();
             assert!(restart.status.success(), "{restart:?}");
             while let Ok(line) = rx.recv_timeout(Duration::from_secs(2)) {
@@ -227,7 +230,7 @@ impl Tmux {
                 return s;
             }
             assert!(
-                start.elapsed() < DEADLINE,
+                start.elapsed() < xy_testbins::wait::scaled(DEADLINE),
                 "timed out waiting for {what}; the pane shows:\n{s}"
             );
             std::thread::sleep(Duration::from_millis(100));
@@ -420,7 +423,7 @@ fn tops_calls_column_counts_calls_through_xy() {
         ),
     );
     h.run(&["daemon", "start"]).ok();
-    support::wait_for(DEADLINE, "bridged running", || {
+    support::wait_for("bridged running", DEADLINE, || {
         h.state_of("bridged").as_deref() == Some("running")
     });
     let Some(t) = Tmux::start(&h.env()) else {

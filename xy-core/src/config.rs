@@ -1,7 +1,17 @@
-//! The per-server KDL config (SPEC §3): the typed [`ServerConfig`], loading a
-//! whole directory with every error of every file collected at once, and the
-//! diagnostics (file, line, column, caret, did-you-mean) that `xyctl config
-//! check`, `xyd` boot and `reload` all show.
+//! The KDL configs (SPEC §3): one server per file and the daemon's own
+//! `xy.kdl`. This file holds the typed [`ServerConfig`] and its blocks, and
+//! re-exports the rest of the module:
+//!
+//! - `parse.rs` and `parse/`: the walk of a file into those types, with a
+//!   diagnostic per mistake;
+//! - `load.rs`: reading a whole directory and `xy.kdl` from disk, every
+//!   error of every file collected at once;
+//! - `diagnostic.rs`: the diagnostics (file, line, column, caret,
+//!   did-you-mean) that `xyctl config check`, `xyd` boot and `reload` all
+//!   show, and their wire form;
+//! - `settings.rs` (`xy.kdl`), `secrets.rs` (SPEC §16), `remote.rs`
+//!   (SPEC §23): the types of those parts; `dotenv.rs`: the `env-file`
+//!   syntax.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,17 +23,19 @@ mod diagnostic;
 mod dotenv;
 mod load;
 mod parse;
+mod remote;
 mod secrets;
 mod settings;
 
-pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning, DiagnosticKind};
-pub use load::{CommandLookupError, load, load_dir, resolve_command, resolve_command_in};
-pub use parse::{is_valid_name, parse_server};
-pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
-pub use settings::{
-    DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, SETTINGS_FILE, gateway_url,
-    load_settings, parse_settings,
+pub use diagnostic::{ConfigDiagnostic, ConfigErrors, ConfigWarning};
+pub use load::{
+    CommandLookupError, load, load_dir, load_settings, resolve_command, resolve_command_in,
 };
+pub use parse::settings::parse_settings;
+pub use parse::{is_valid_name, parse_server};
+pub use remote::{HeaderSpec, HeaderValueSpec, OAuthConfig, RemoteConfig};
+pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
+pub use settings::{DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, gateway_url};
 
 /// Default `restart.backoff-initial`.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);
@@ -238,7 +250,7 @@ pub struct ServerConfig {
     /// `url`, `headers { … }`, `auth { … }` (SPEC §23): `Some` exactly for a
     /// `transport "remote"` server. Part of
     /// [`settings`](ServerConfig::settings): a change reconnects it.
-    pub remote: Option<crate::remote::RemoteConfig>,
+    pub remote: Option<RemoteConfig>,
     /// `path`: the MCP endpoint path (default `/mcp`).
     pub path: String,
     /// `on-demand { … }`; only ever `Some` for a stdio server.
@@ -322,7 +334,7 @@ pub struct Settings<'a> {
     args: &'a [String],
     port: u16,
     transport: Transport,
-    remote: Option<&'a crate::remote::RemoteConfig>,
+    remote: Option<&'a RemoteConfig>,
     path: &'a str,
     on_demand: Option<&'a OnDemandConfig>,
     env: &'a BTreeMap<String, String>,

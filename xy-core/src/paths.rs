@@ -1,5 +1,6 @@
 //! Where xy keeps things (SPEC §2): XDG resolution done by hand on Linux and
-//! macOS alike, the `XY_SOCKET` override, and the socket-path length check.
+//! macOS alike, the `XY_SOCKET` override, the settings file's name, and the
+//! socket-path length check.
 //! `directories` is consulted for the home directory only.
 
 use std::ffi::OsString;
@@ -13,6 +14,9 @@ pub const SOCKET_PATH_MAX: usize = 104;
 /// (the terminating NUL takes the last byte).
 #[cfg(not(target_os = "macos"))]
 pub const SOCKET_PATH_MAX: usize = 108;
+
+/// The daemon's settings file's name inside `$XDG_CONFIG_HOME/xy/`.
+pub const SETTINGS_FILE: &str = "xy.kdl";
 
 /// Every location xy reads or writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,7 +103,7 @@ impl Paths {
 
         Ok(Paths {
             config_dir: config_home.join("xy").join("servers"),
-            settings_file: config_home.join("xy").join(crate::config::SETTINGS_FILE),
+            settings_file: config_home.join("xy").join(SETTINGS_FILE),
             log_dir: state_dir.join("logs"),
             run_dir: state_dir.join("run"),
             pidfile: state_dir.join("xy.pid"),

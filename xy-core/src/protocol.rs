@@ -1,11 +1,29 @@
-//! The JSON-RPC wire contract between `xyd` and its clients (SPEC §6): method
-//! names, params, results, the `log`/`log_end` notifications and error codes.
-//! Both binaries use these types; nothing about the wire format is written twice.
+//! The JSON-RPC wire contract between `xyd` and its clients (SPEC §6): every
+//! type that crosses the socket, re-exported here, so both binaries use the
+//! same ones and nothing about the wire format is written twice. Pure data:
+//! no I/O.
+//!
+//! This file holds the method names ([`method`]), the protocol version and
+//! line limit, and what `list`, `status`, `start`/`stop`/`restart`,
+//! `reload`, `daemon_status` and `shutdown` carry. Beside it: the envelope
+//! and error codes (`rpc.rs`); the streams (`logs.rs`, `events.rs`,
+//! `calls.rs`); the `data` of errors (`failure.rs` for spawn failures,
+//! `diagnostic.rs` for config diagnostics); one file per part of `status`
+//! and its methods (`transport.rs`, `secrets.rs`, `sandbox.rs`,
+//! `package.rs`, `remote.rs`, `auth.rs`, [`mcp`]); `boot.rs`, `exit.rs`
+//! and `list_row.rs` (a `list` row serialised ahead of time).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod rpc;
+pub use rpc::{ErrorCode, Incoming, Request, RpcError};
+mod logs;
+pub use logs::{
+    LogEndNotification, LogEndReason, LogNotification, LogStream, LogsCancelParams,
+    LogsCancelResult, LogsParams, LogsResult,
+};
 mod events;
 pub use events::*;
 mod calls;
@@ -18,17 +36,18 @@ mod package;
 mod sandbox;
 pub use package::PackageStatus;
 pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
+mod remote;
+pub use remote::{RemoteHeader, RemoteStatus};
 mod auth;
 pub use auth::{
     AuthGrantInfo, AuthLoginParams, AuthLoginResult, AuthLoginWaitParams, AuthLoginWaitResult,
     AuthLogoutParams, AuthLogoutResult, AuthState, AuthStatusEntry, AuthStatusParams,
     AuthStatusResult, ClientIdKind,
 };
+mod diagnostic;
+pub use diagnostic::{ConfigInvalidData, DiagnosticData, DiagnosticKind};
 mod failure;
-pub use failure::{
-    ConfigInvalidData, DiagnosticData, PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData,
-    SpawnFailure,
-};
+pub use failure::{PortHolder, SecretFailure, SpawnErrorKind, SpawnFailedData, SpawnFailure};
 
 /// Protocol revision reported by `daemon_status`; bumped on incompatible change.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -128,144 +147,6 @@ pub mod method {
         AUTH_LOGOUT,
     ];
 }
-
-/// JSON-RPC error codes: the standard ones and xy's own (seed table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// `-32700`: the line is not valid JSON (or not UTF-8).
-    ParseError,
-    /// `-32600`: valid JSON but not a JSON-RPC request (also: line too long).
-    InvalidRequest,
-    /// `-32601`: no such method.
-    MethodNotFound,
-    /// `-32602`: params do not match the method; `data` names the field.
-    InvalidParams,
-    /// `-32603`: a bug or an internal timeout inside the daemon.
-    InternalError,
-    /// `-32001`: no configured server has that name.
-    ServerNotFound,
-    /// `-32002`: two configs declare the same port.
-    PortConflict,
-    /// `-32003`: a config file failed validation; `data` holds diagnostics.
-    ConfigInvalid,
-    /// `-32004`: the server is already running.
-    AlreadyRunning,
-    /// `-32005`: the server is not running.
-    NotRunning,
-    /// `-32006`: the child could not be spawned; `data` holds path and OS error.
-    SpawnFailed,
-    /// `-32007`: an OAuth login failed (discovery, registration, a refused
-    /// or mismatched authorization response, the token exchange); the
-    /// message says which step and never holds a token.
-    AuthFailed,
-}
-
-impl ErrorCode {
-    /// Every code, for exhaustive tests and docs.
-    pub const ALL: [ErrorCode; 12] = [
-        ErrorCode::ParseError,
-        ErrorCode::InvalidRequest,
-        ErrorCode::MethodNotFound,
-        ErrorCode::InvalidParams,
-        ErrorCode::InternalError,
-        ErrorCode::ServerNotFound,
-        ErrorCode::PortConflict,
-        ErrorCode::ConfigInvalid,
-        ErrorCode::AlreadyRunning,
-        ErrorCode::NotRunning,
-        ErrorCode::SpawnFailed,
-        ErrorCode::AuthFailed,
-    ];
-
-    /// The numeric code on the wire.
-    pub const fn code(self) -> i32 {
-        match self {
-            ErrorCode::ParseError => -32700,
-            ErrorCode::InvalidRequest => -32600,
-            ErrorCode::MethodNotFound => -32601,
-            ErrorCode::InvalidParams => -32602,
-            ErrorCode::InternalError => -32603,
-            ErrorCode::ServerNotFound => -32001,
-            ErrorCode::PortConflict => -32002,
-            ErrorCode::ConfigInvalid => -32003,
-            ErrorCode::AlreadyRunning => -32004,
-            ErrorCode::NotRunning => -32005,
-            ErrorCode::SpawnFailed => -32006,
-            ErrorCode::AuthFailed => -32007,
-        }
-    }
-
-    /// The code for a wire number, if it is one we define.
-    pub fn from_code(code: i32) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|c| c.code() == code)
-    }
-
-    /// The name used in docs (`ServerNotFound`, …).
-    pub const fn name(self) -> &'static str {
-        match self {
-            ErrorCode::ParseError => "ParseError",
-            ErrorCode::InvalidRequest => "InvalidRequest",
-            ErrorCode::MethodNotFound => "MethodNotFound",
-            ErrorCode::InvalidParams => "InvalidParams",
-            ErrorCode::InternalError => "InternalError",
-            ErrorCode::ServerNotFound => "ServerNotFound",
-            ErrorCode::PortConflict => "PortConflict",
-            ErrorCode::ConfigInvalid => "ConfigInvalid",
-            ErrorCode::AlreadyRunning => "AlreadyRunning",
-            ErrorCode::NotRunning => "NotRunning",
-            ErrorCode::SpawnFailed => "SpawnFailed",
-            ErrorCode::AuthFailed => "AuthFailed",
-        }
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.name(), self.code())
-    }
-}
-
-/// A JSON-RPC error object as it travels on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RpcError {
-    /// Numeric code; see [`ErrorCode`].
-    pub code: i32,
-    /// One human sentence.
-    pub message: String,
-    /// Structured detail (diagnostics, path, OS error, offending field).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<serde_json::Value>,
-}
-
-impl RpcError {
-    /// Builds an error with one of our codes.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError {
-            code: code.code(),
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    /// Attaches structured `data`.
-    pub fn with_data(mut self, data: serde_json::Value) -> Self {
-        self.data = Some(data);
-        self
-    }
-
-    /// The typed code, when it is one we know.
-    pub fn kind(&self) -> Option<ErrorCode> {
-        ErrorCode::from_code(self.code)
-    }
-}
-
-impl fmt::Display for RpcError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (code {})", self.message, self.code)
-    }
-}
-
-impl std::error::Error for RpcError {}
 
 /// Lifecycle state of one supervised server (seed "Server states").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -533,7 +414,7 @@ pub struct StatusResult {
     /// A remote server's upstream, header names and auth kind (SPEC §23);
     /// `null` for a server xy runs. Never a header's value.
     #[serde(default)]
-    pub remote: Option<crate::remote::RemoteStatus>,
+    pub remote: Option<RemoteStatus>,
 }
 
 /// One recorded change of [`HealthState`].
@@ -655,115 +536,6 @@ pub struct ReloadResult {
     pub unchanged: Vec<String>,
 }
 
-/// Params of `logs`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogsParams {
-    /// One server.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Several servers; with neither `name` nor `names`, every server. An
-    /// empty list is refused (`-32602`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub names: Option<Vec<String>>,
-    /// How many buffered lines to send first (per server); absent: all buffered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tail: Option<u32>,
-    /// Keep streaming new lines until cancelled or disconnected.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub follow: bool,
-}
-
-impl LogsParams {
-    /// The explicit names asked for; empty means every server.
-    pub fn requested_names(&self) -> Vec<String> {
-        requested_names(self.name.as_ref(), self.names.as_deref())
-    }
-}
-
-/// Result of `logs`; the stream follows as notifications.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogsResult {
-    /// Identifies this stream in `log`, `log_end` and `logs_cancel`.
-    pub subscription_id: u64,
-}
-
-/// Which stream of the child a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    /// The child's stdout (`[out]` in the log file).
-    Stdout,
-    /// The child's stderr (`[err]` in the log file).
-    Stderr,
-}
-
-impl LogStream {
-    /// The tag used in log files: `out` / `err`.
-    pub const fn tag(self) -> &'static str {
-        match self {
-            LogStream::Stdout => "out",
-            LogStream::Stderr => "err",
-        }
-    }
-}
-
-/// Params of the `log` notification: one captured line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogNotification {
-    /// The stream this line belongs to.
-    pub subscription_id: u64,
-    /// Server that printed it.
-    pub name: String,
-    /// stdout or stderr.
-    pub stream: LogStream,
-    /// The line, without its newline (lossy UTF-8).
-    pub line: String,
-    /// When it was captured (RFC 3339 UTC, ms).
-    pub ts: String,
-}
-
-/// Why a log stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogEndReason {
-    /// Non-follow stream: the buffered tail has been sent.
-    Complete,
-    /// `logs_cancel` was called.
-    Cancelled,
-    /// The follower fell too far behind and was dropped.
-    Lagged,
-    /// The daemon is shutting down.
-    Shutdown,
-    /// The followed server(s) were removed by `reload`.
-    Removed,
-}
-
-/// Params of the `log_end` notification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogEndNotification {
-    /// The stream that ended.
-    pub subscription_id: u64,
-    /// Why; absent only for a plain end of a non-follow tail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<LogEndReason>,
-}
-
-/// Params of `logs_cancel`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogsCancelParams {
-    /// The stream to end.
-    pub subscription_id: u64,
-}
-
-/// Result of `logs_cancel`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogsCancelResult {
-    /// False for an unknown or already finished subscription.
-    pub cancelled: bool,
-}
-
 /// Result of `daemon_status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DaemonStatus {
@@ -808,55 +580,6 @@ pub struct GatewayStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShutdownResult {}
-
-/// A JSON-RPC request as a client writes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Request<P = serde_json::Value> {
-    /// Always `"2.0"`.
-    pub jsonrpc: String,
-    /// Request id; absent for notifications.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<serde_json::Value>,
-    /// Method name.
-    pub method: String,
-    /// Params object, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub params: Option<P>,
-}
-
-impl<P> Request<P> {
-    /// A request with a numeric id.
-    pub fn new(id: u64, method: &str, params: Option<P>) -> Self {
-        Request {
-            jsonrpc: "2.0".to_owned(),
-            id: Some(serde_json::Value::from(id)),
-            method: method.to_owned(),
-            params,
-        }
-    }
-}
-
-/// Any line the daemon writes: a response (with `id`) or a notification.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Incoming {
-    /// Always `"2.0"`.
-    pub jsonrpc: String,
-    /// Present on responses (may be `null` for parse errors).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<serde_json::Value>,
-    /// Present on notifications.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
-    /// Present on notifications.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub params: Option<serde_json::Value>,
-    /// Present on successful responses.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<serde_json::Value>,
-    /// Present on failed responses.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<RpcError>,
-}
 
 /// `name` then `names`, in request order, without repeats: the one reading
 /// of the `name`/`names` pair that `start`/`stop`/`restart`, `logs` and

@@ -3,8 +3,12 @@
 //! block as written ([`SandboxConfig`]), the rules a spawn actually gets
 //! once defaults are added ([`Rules`], from the pure [`effective`]), and
 //! the one-line explanation of a denial in terms of the block
-//! ([`explain_denial`]). No I/O: the caller hands in the home directory,
-//! the resolved program and the private temp dir.
+//! ([`explain_denial`]). No I/O here: the caller hands in the home
+//! directory, the resolved program and the private temp dir.
+//!
+//! Beside it: [`seatbelt`] (the macOS profile, pure text), [`denials`]
+//! (a denial recognised in a confined child's error line) and [`probe`]
+//! (the exfiltration probes, which do the I/O they test).
 
 pub mod denials;
 pub mod probe;

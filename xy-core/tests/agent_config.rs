@@ -5,7 +5,7 @@ use std::path::Path;
 
 mod support;
 
-use xy_core::config::DiagnosticKind;
+use xy_core::protocol::DiagnosticKind;
 
 use support::{HEAD, errors, ok};
 

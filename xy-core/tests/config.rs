@@ -11,9 +11,10 @@ mod support;
 use support::{DEMO, HEAD, errors, ok};
 use xy_core::config::{
     CommandLookupError, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, DEFAULT_GRACE,
-    DEFAULT_MAX_RETRIES_PER_MINUTE, DiagnosticKind, RestartPolicy, load_dir, parse_server,
-    resolve_command, resolve_command_in,
+    DEFAULT_MAX_RETRIES_PER_MINUTE, RestartPolicy, load_dir, parse_server, resolve_command,
+    resolve_command_in,
 };
+use xy_core::protocol::DiagnosticKind;
 
 fn data(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

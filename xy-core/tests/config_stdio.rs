@@ -6,7 +6,8 @@ use std::time::Duration;
 mod support;
 
 use support::Fixture;
-use xy_core::config::{ConfigDiagnostic, DEFAULT_IDLE_STOP, DiagnosticKind, ServerConfig};
+use xy_core::config::{ConfigDiagnostic, DEFAULT_IDLE_STOP, ServerConfig};
+use xy_core::protocol::DiagnosticKind;
 use xy_core::protocol::Transport;
 
 const HEAD: &str = "command \"/usr/bin/env\"\nport 8430\n";

@@ -4,8 +4,8 @@
 
 mod support;
 
-use xy_core::config::DiagnosticKind;
 use xy_core::firewall::FirewallMode;
+use xy_core::protocol::DiagnosticKind;
 
 use support::{HEAD, errors, ok};
 

@@ -8,8 +8,9 @@ mod support;
 use support::{HEAD, errors, ok};
 use xy_core::config::{
     DEFAULT_HEALTH_FAILURES, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_START_PERIOD,
-    DEFAULT_HEALTH_TIMEOUT, DiagnosticKind, HealthConfig, ProbeKind,
+    DEFAULT_HEALTH_TIMEOUT, HealthConfig, ProbeKind,
 };
+use xy_core::protocol::DiagnosticKind;
 
 fn health(src: &str) -> HealthConfig {
     ok(&format!("{HEAD}{src}")).health.expect("health parsed")

@@ -5,9 +5,9 @@
 
 mod support;
 
-use xy_core::config::DiagnosticKind;
+use xy_core::config::{HeaderSpec, HeaderValueSpec, OAuthConfig, RemoteConfig};
+use xy_core::protocol::DiagnosticKind;
 use xy_core::protocol::Transport;
-use xy_core::remote::{HeaderSpec, HeaderValueSpec, OAuthConfig, RemoteConfig};
 
 use support::{DEMO, errors, ok};
 

@@ -4,7 +4,7 @@
 
 mod support;
 
-use xy_core::config::DiagnosticKind;
+use xy_core::protocol::DiagnosticKind;
 use xy_core::sandbox::{HostPort, NetworkMode, SandboxConfig};
 
 use support::{HEAD, errors, ok};

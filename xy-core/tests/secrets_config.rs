@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use xy_core::config::{
-    ConfigDiagnostic, DiagnosticKind, HookEvent, SecretSource, ServerConfig, load_dir, parse_server,
+    ConfigDiagnostic, HookEvent, SecretSource, ServerConfig, load_dir, parse_server,
 };
+use xy_core::protocol::DiagnosticKind;
 
 const HEAD: &str = "command \"/usr/bin/env\"\nport 8421\n";
 

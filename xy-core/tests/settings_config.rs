@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
-use xy_core::config::{DEFAULT_GATEWAY_PORT, DiagnosticKind, load};
+use xy_core::config::{DEFAULT_GATEWAY_PORT, load};
 use xy_core::firewall::FirewallMode;
+use xy_core::protocol::DiagnosticKind;
 
 fn server(dir: &Path, name: &str, port: u16) {
     std::fs::write(

@@ -6,7 +6,7 @@
 /// glibc gives every thread that allocates an arena of its own (up to 8 per
 /// core), each keeping the pages it freed. The daemon's allocations are
 /// small and its threads few and mostly idle: two arenas are enough, and an
-/// idle daemon keeps ~1 MiB less at N=200 (docs/performance.md, issue 13).
+/// idle daemon keeps less resident (D34; docs/performance-history.md, issue 13).
 /// `MALLOC_ARENA_MAX` in the environment still decides if set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn limit_malloc_arenas() {
@@ -39,8 +39,8 @@ fn trim_delays() -> impl Iterator<Item = std::time::Duration> {
 /// pages freed between live allocations (the boot's burst of spawns, port
 /// checks and tool lists; a flood's buffers) stay resident for good. A
 /// thread of its own calls `malloc_trim(0)` on the schedule of
-/// [`trim_delays`] (0.4–0.8 ms at N=200, kept off the async workers): at
-/// N=200 probed servers idle RSS 16.8 → 14.5 MiB (D43, docs/performance.md).
+/// [`trim_delays`], kept off the async workers: what a fleet's probes freed
+/// goes back to the kernel (D43, docs/performance-history.md).
 /// macOS's allocator returns free pages by itself.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn start_trimmer() {

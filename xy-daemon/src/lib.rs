@@ -1,12 +1,28 @@
 //! `xy-daemon`: the `xyd` daemon as a library, so tests and `main` share one
-//! boot path.
+//! boot path. It owns the process (boot, lock, signals, its own log, its
+//! allocator policy) and the control socket (transport and the JSON-RPC
+//! methods); everything a server does is the engine's, in `xy-actors`.
+//! Below it: `xy-actors` (the engine) and `xy-core` (paths, config,
+//! protocol types).
 //!
-//! Layout: [`boot`] (paths, state dirs, lock, configs, socket), [`lock`]
-//! (the pidfile flock), `transport` (line framing, connections, dispatch
-//! into jsonrpsee), `rpc` (the methods), [`logging`] (tracing to stderr and
-//! `daemon.log`), [`signals`], `flag` (the one-way shutdown and closing
-//! flags every long-lived task selects on). Below it: `xy-actors` (the engine) and
-//! `xy-core` (paths, config, protocol types).
+//! # Layout
+//!
+//! The process:
+//! - [`boot`]: paths, state dirs, lock, descriptor limit, configs, socket;
+//!   [`lock`]: the pidfile flock; `error` ([`DaemonError`]): why xyd stops and
+//!   its exit code.
+//! - [`signals`]: TERM/INT shut down, HUP reloads; `flag`: the one-way
+//!   shutdown and closing flags every long-lived task selects on.
+//! - [`logging`]: tracing to stderr and `daemon.log`; [`heap`]: the glibc
+//!   allocator policy; [`probe`]: the hidden `--sandbox-probe` mode.
+//!
+//! The socket:
+//! - `transport`: accept, cap, peer check, line framing, one writer per
+//!   connection, dispatch into the method table.
+//! - `rpc`: the methods, one file per group; `rpc/follow.rs` is the one
+//!   stream scaffold behind `logs`, `events` and `calls` (subscription id,
+//!   backlog then live items, the bounded buffer, the lagged drop, the end
+//!   notification); `rpc/error.rs` the one engine-error mapping.
 //!
 //! `main` calls [`boot::prepare`], [`logging::init`], then [`run`].
 

@@ -1,6 +1,7 @@
 //! The JSON-RPC methods (SPEC §6) as a jsonrpsee [`RpcModule`], one file per
 //! method group, plus the few helpers they share: params parsing that names
 //! the offending field, and the single mapping of errors to error objects.
+//! The streams (`logs`, `events`, `calls`) share one scaffold, `follow`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -22,6 +23,7 @@ mod config;
 mod daemon;
 mod error;
 mod events;
+mod follow;
 mod logs;
 mod servers;
 

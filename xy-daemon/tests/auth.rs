@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use xy_testbins::oauth::{Fixture, FixtureOptions};
 
-use crate::helper::{DEADLINE, Env, TestDaemon, free_port, sleep_config, wait_for};
+use crate::helper::{DEADLINE, Env, TestDaemon, free_port, scaled, sleep_config, wait_for};
 use crate::stdio::client::{Era, Mcp};
 
 /// The fixture is a Python script: without `python3` these tests say so
@@ -102,7 +102,7 @@ fn login_following_the_url(d: &TestDaemon) -> (std::process::ExitStatus, String,
         Err(ureq::Error::StatusCode(s)) => s,
         Err(e) => panic!("following {url}: {e}"),
     };
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = xy_testbins::wait::deadline(DEADLINE);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
@@ -205,7 +205,7 @@ impl Connect {
     /// The response to request `id` (what comes before it is skipped).
     #[track_caller]
     fn response(&self, id: u64) -> Value {
-        let deadline = Instant::now() + DEADLINE;
+        let deadline = xy_testbins::wait::deadline(DEADLINE);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let v = self
@@ -517,7 +517,7 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     wait_health(&d, "unhealthy", Some("login needed: xyctl auth login far"));
     let unhealthy_ms = refused_from.elapsed().as_millis();
     assert!(
-        refused_from.elapsed() < Duration::from_secs(10),
+        refused_from.elapsed() < scaled(Duration::from_secs(10)),
         "{:?}",
         refused_from.elapsed()
     );
@@ -549,7 +549,7 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     );
     let call_ms = asked.elapsed().as_millis();
     assert!(
-        asked.elapsed() < Duration::from_secs(5),
+        asked.elapsed() < scaled(Duration::from_secs(5)),
         "{:?}",
         asked.elapsed()
     );
@@ -565,7 +565,7 @@ fn a_refused_refresh_makes_it_unhealthy_with_the_hint_then_a_login_recovers() {
     let asked = Instant::now();
     let init = Mcp::new(&url, Era::V2025).initialize();
     assert!(
-        asked.elapsed() < Duration::from_secs(5),
+        asked.elapsed() < scaled(Duration::from_secs(5)),
         "{:?}",
         asked.elapsed()
     );

@@ -10,37 +10,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Generous: CI machines have 2 cores and run tests in parallel.
+/// Generous: CI machines have 2 cores and run tests in parallel. Like
+/// every test deadline it is stretched by `XY_TEST_TIMEOUT_FACTOR`: through
+/// the wait helpers, or [`scaled`] where it is used directly.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
 
-/// Polls `cond` every 20 ms until it holds or `timeout` passes.
-#[track_caller]
-pub(crate) fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Like [`wait_for`] but returns the first `Some`.
-#[track_caller]
-pub(crate) fn wait_some<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+pub(crate) use xy_testbins::wait::{scaled, wait_for, wait_some};
 
 /// Path of one `xy-testbins` binary, building the package once if missing.
 pub(crate) fn testbin(name: &str) -> PathBuf {
@@ -150,7 +125,7 @@ impl Env {
 }
 
 fn wait_child(mut child: Child, timeout: Duration) -> Option<(ExitStatus, String)> {
-    let start = Instant::now();
+    let until = xy_testbins::wait::deadline(timeout);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
@@ -159,7 +134,7 @@ fn wait_child(mut child: Child, timeout: Duration) -> Option<(ExitStatus, String
             }
             return Some((status, err));
         }
-        if start.elapsed() > timeout {
+        if Instant::now() > until {
             let _ = child.kill();
             return None;
         }
@@ -220,7 +195,7 @@ impl TestDaemon {
     /// Until `daemon_status` answers without `boot`: the orphan sweep is
     /// over and the servers are starting.
     fn wait_ready(&mut self) {
-        let start = Instant::now();
+        let until = xy_testbins::wait::deadline(DEADLINE);
         loop {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("xyd exited during boot ({status}): {}", self.stderr());
@@ -231,11 +206,7 @@ impl TestDaemon {
             {
                 return;
             }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "xyd not ready: {}",
-                self.stderr()
-            );
+            assert!(Instant::now() < until, "xyd not ready: {}", self.stderr());
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -290,13 +261,13 @@ impl TestDaemon {
     }
 
     pub(crate) fn wait_exit(&mut self) -> ExitStatus {
-        let start = Instant::now();
+        let until = xy_testbins::wait::deadline(DEADLINE);
         loop {
             if let Some(s) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 return s;
             }
             assert!(
-                start.elapsed() < DEADLINE,
+                Instant::now() < until,
                 "xyd did not exit: {}",
                 self.stderr()
             );
@@ -311,10 +282,8 @@ impl Drop for TestDaemon {
             && child.try_wait().ok().flatten().is_none()
         {
             signal(child.id() as i32, libc::SIGTERM);
-            let start = Instant::now();
-            while child.try_wait().ok().flatten().is_none()
-                && start.elapsed() < Duration::from_secs(10)
-            {
+            let until = xy_testbins::wait::deadline(Duration::from_secs(10));
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = child.kill();
@@ -369,10 +338,11 @@ fn io_error(e: xy_core::client::ClientError) -> std::io::Error {
 
 impl Client {
     pub(crate) fn try_connect(path: &Path) -> std::io::Result<Client> {
-        let inner = xy_core::client::Client::connect(path, DEADLINE).map_err(|e| match e {
-            xy_core::client::ClientError::Connect { source, .. } => source,
-            other => io_error(other),
-        })?;
+        let inner =
+            xy_core::client::Client::connect(path, scaled(DEADLINE)).map_err(|e| match e {
+                xy_core::client::ClientError::Connect { source, .. } => source,
+                other => io_error(other),
+            })?;
         Ok(Client { inner })
     }
 
@@ -397,7 +367,7 @@ impl Client {
     pub(crate) fn try_recv(&mut self) -> std::io::Result<Option<Value>> {
         let Some(line) = self
             .inner
-            .read_line(Some(Instant::now() + DEADLINE))
+            .read_line(Some(xy_testbins::wait::deadline(DEADLINE)))
             .map_err(io_error)?
         else {
             return Ok(None);

@@ -72,7 +72,7 @@ impl Subject {
         assert_eq!(status["pid"], pid, "{scenario}: daemon answers");
         let start = Instant::now();
         let mut fds = fd_count(pid);
-        while fds > self.fds && start.elapsed() < DEADLINE {
+        while fds > self.fds && start.elapsed() < scaled(DEADLINE) {
             std::thread::sleep(Duration::from_millis(20));
             fds = fd_count(pid);
         }
@@ -110,7 +110,7 @@ fn settled_fds(pid: u32) -> usize {
     loop {
         std::thread::sleep(Duration::from_millis(50));
         let now = fd_count(pid);
-        if now == last || start.elapsed() > DEADLINE {
+        if now == last || start.elapsed() > scaled(DEADLINE) {
             return now.min(last);
         }
         last = now;
@@ -122,7 +122,7 @@ fn wait_rss(pid: u32, bound: u64) -> u64 {
     let start = Instant::now();
     loop {
         let rss = rss_kib(pid);
-        if rss <= bound || start.elapsed() > Duration::from_secs(5) {
+        if rss <= bound || start.elapsed() > scaled(Duration::from_secs(5)) {
             return rss;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -470,7 +470,7 @@ fn adversarial_pass(socket: &std::path::Path, seed: u64, count: usize) -> Pass {
 
     let started = Instant::now();
     let stream = UnixStream::connect(socket).unwrap();
-    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    stream.set_read_timeout(Some(scaled(DEADLINE))).unwrap();
     let mut w = stream.try_clone().unwrap();
     // Write from another thread: replies flow while we send.
     let writer = std::thread::spawn(move || {
@@ -582,7 +582,9 @@ fn two_hundred_idle_connections_cost_only_descriptors() {
         c.get_mut().write_all(line.as_bytes()).unwrap();
     }
     for (i, c) in idle.iter_mut().enumerate() {
-        c.get_ref().set_read_timeout(Some(DEADLINE)).unwrap();
+        c.get_ref()
+            .set_read_timeout(Some(scaled(DEADLINE)))
+            .unwrap();
         let mut answer = String::new();
         c.read_line(&mut answer)
             .unwrap_or_else(|e| panic!("connection {i} was not served within {DEADLINE:?}: {e}"));
@@ -808,7 +810,7 @@ fn followers_that_never_read_do_not_slow_the_child_or_other_clients() {
         // Generous: on a loaded 2-core machine the 1M-line flood alone can take
         // well over 20 s under `cargo test`, whose other tests share the cores.
         assert!(
-            started.elapsed() < Duration::from_secs(90),
+            started.elapsed() < scaled(Duration::from_secs(90)),
             "the flood never finished"
         );
     };
@@ -829,7 +831,7 @@ fn followers_that_never_read_do_not_slow_the_child_or_other_clients() {
     let mut lagged = 0;
     let mut delivered = Vec::new();
     for sock in stuck {
-        sock.set_read_timeout(Some(DEADLINE)).unwrap();
+        sock.set_read_timeout(Some(scaled(DEADLINE))).unwrap();
         let mut r = BufReader::new(sock);
         let mut n = 0u64;
         let mut line = String::new();

@@ -126,7 +126,7 @@ fn both_eras_and_dual_era_are_healthy_with_the_right_era() {
     );
     // The 2025-only server: one refused discover, one handshake, then
     // pings; xy's own listing of the spawn (SPEC §20) shares the probe's
-    // session (D150), so there is no second one.
+    // session (D154), so there is no second one.
     let count = |text: &str| {
         (
             text.matches("POST /mcp server/discover 400").count(),

@@ -48,7 +48,8 @@ fn peer_client_helper() {
             return;
         }
     };
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(xy_testbins::wait::scaled(Duration::from_secs(10))))
+        .unwrap();
     // The daemon may already have closed: a failed write is fine too.
     let _ = s.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"list\"}\n");
     let mut got = Vec::new();

@@ -360,7 +360,10 @@ fn a_denial_of_each_kind_is_explained_in_status() {
             if s["explain"].is_string() {
                 break s;
             }
-            assert!(start.elapsed() < DEADLINE, "{name} never explained: {s}");
+            assert!(
+                start.elapsed() < scaled(DEADLINE),
+                "{name} never explained: {s}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
         let explain = status["explain"].as_str().unwrap();

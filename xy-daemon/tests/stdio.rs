@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use xy_testbins::interop::{self, Interop};
 
 use crate::helper::{
-    DEADLINE, TestDaemon, free_port, pid_alive, port_answers, signal, testbin, wait_for, wait_some,
+    DEADLINE, TestDaemon, free_port, pid_alive, port_answers, scaled, signal, testbin, wait_for,
+    wait_some,
 };
 use client::{Era, Mcp, Stream};
 
@@ -410,7 +411,7 @@ fn a_2026_only_child_serves_2025_clients_and_both_survive_kill_9() {
 /// One raw HTTP/1.1 request; returns the status code.
 fn raw_status(port: u16, head: &str, body: &[u8]) -> u16 {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.set_read_timeout(Some(scaled(DEADLINE))).unwrap();
     s.write_all(head.as_bytes()).unwrap();
     // The server may answer (413) before reading the whole body.
     let _ = s.write_all(body);

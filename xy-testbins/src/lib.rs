@@ -3,8 +3,10 @@
 //! need, the rmcp-based MCP server behind `xy-test-mcp` ([`mcp`]), the
 //! installer of the official Python/TypeScript SDK servers for interop tests
 //! ([`interop`]), and [`locate`], which other crates' tests use to find these
-//! programs, and [`oauth`], the OAuth fixture (a Python authorization server
-//! and protected resource) the OAuth tests start.
+//! programs, [`oauth`], the OAuth fixture (a Python authorization server
+//! and protected resource) the OAuth tests start, and [`wait`], the test
+//! deadlines every crate's tests poll with (scaled by
+//! `XY_TEST_TIMEOUT_FACTOR`).
 
 pub mod args;
 pub mod interop;
@@ -13,3 +15,4 @@ pub mod mcp;
 pub mod oauth;
 pub mod out;
 pub mod sys;
+pub mod wait;

@@ -118,18 +118,12 @@ fn ignore_term_survives_sigterm_and_dies_on_sigkill() {
 }
 
 fn read_pidfile(path: &std::path::Path) -> Pid {
-    let mut pid = None;
-    wait_for(
-        || {
-            pid = std::fs::read_to_string(path)
-                .ok()
-                .and_then(|s| s.trim().parse().ok());
-            pid.is_some()
-        },
-        DEADLINE,
-        "pidfile",
-    );
-    Pid::from_raw(pid.unwrap())
+    let pid = xy_testbins::wait::wait_some("pidfile", DEADLINE, || {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    });
+    Pid::from_raw(pid)
 }
 
 #[cfg(target_os = "linux")]
@@ -168,7 +162,7 @@ fn fork_leaves_a_sigterm_ignoring_grandchild_in_the_group() {
     assert!(alive(grandchild), "grandchild must outlive SIGTERM");
 
     killpg(group, Signal::SIGKILL).unwrap();
-    wait_for(|| !alive(grandchild), DEADLINE, "grandchild death");
+    wait_for("grandchild death", DEADLINE, || !alive(grandchild));
 }
 
 #[test]
@@ -189,7 +183,7 @@ fn fork_parent_exits_on_its_own() {
     assert_eq!(p.wait_exit().code(), Some(0));
     assert!(alive(grandchild));
     killpg(group, Signal::SIGKILL).unwrap();
-    wait_for(|| !alive(grandchild), DEADLINE, "grandchild death");
+    wait_for("grandchild death", DEADLINE, || !alive(grandchild));
 }
 
 #[test]

@@ -60,7 +60,7 @@ impl Proc {
     /// Every remaining stdout line until EOF.
     #[track_caller]
     pub(crate) fn stdout_to_end(&self) -> Vec<String> {
-        let deadline = Instant::now() + DEADLINE;
+        let deadline = xy_testbins::wait::deadline(DEADLINE);
         let mut all = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -76,14 +76,10 @@ impl Proc {
     #[track_caller]
     pub(crate) fn wait_exit(&mut self) -> ExitStatus {
         let mut status = None;
-        wait_for(
-            || {
-                status = self.child.try_wait().expect("try_wait");
-                status.is_some()
-            },
-            DEADLINE,
-            "child exit",
-        );
+        wait_for("child exit", DEADLINE, || {
+            status = self.child.try_wait().expect("try_wait");
+            status.is_some()
+        });
         status.expect("exit status")
     }
 }
@@ -110,7 +106,7 @@ fn lines(stream: impl std::io::Read + Send + 'static) -> Receiver<String> {
 
 #[track_caller]
 fn wait_line(rx: &Receiver<String>, pred: impl Fn(&str) -> bool, what: &str) -> String {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = xy_testbins::wait::deadline(DEADLINE);
     let mut seen = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -122,15 +118,7 @@ fn wait_line(rx: &Receiver<String>, pred: impl Fn(&str) -> bool, what: &str) -> 
     }
 }
 
-/// Polls `cond` every few milliseconds until it holds or `timeout` passes.
-#[track_caller]
-pub(crate) fn wait_for(mut cond: impl FnMut() -> bool, timeout: Duration, what: &str) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+pub(crate) use xy_testbins::wait::wait_for;
 
 /// Alive and not a zombie (orphans are not reaped on these machines).
 pub(crate) fn alive(pid: Pid) -> bool {

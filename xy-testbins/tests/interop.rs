@@ -22,10 +22,11 @@ fn free_port() -> u16 {
 /// still be importing), returning the JSON-RPC answer.
 fn post_until_up(port: u16, headers: &[(&str, &str)], body: &Value) -> Value {
     use std::io::{Read, Write};
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = xy_testbins::wait::deadline(Duration::from_secs(60));
     loop {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.set_read_timeout(Some(xy_testbins::wait::scaled(Duration::from_secs(20))))
+                .unwrap();
             let text = body.to_string();
             let mut req = format!(
                 "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",

@@ -22,7 +22,7 @@ use crate::log_router::sink::{SharedSink, lock};
 
 /// Longest line accepted from a child's stdout: no client could have sent
 /// a longer message either (SPEC §18).
-const MAX_CHILD_LINE: usize = super::http::MAX_BODY;
+const MAX_CHILD_LINE: usize = crate::http::body::MAX_BODY;
 /// How much of a non-JSON stdout line a debug log shows.
 const SHOWN_LINE: usize = 512;
 

@@ -7,16 +7,21 @@
 
 use serde_json::{Value, json};
 
-use super::route::{Answer, META_VERSION, V2026, error};
+use super::route::{Answer, error};
+use xy_core::protocol::mcp::wire::{META_PROTOCOL_VERSION, VERSION_2025, VERSION_2026};
 
-/// The 2025-era version xy offers a child in `initialize`.
-pub(crate) const V2025: &str = "2025-11-25";
 /// Every MCP version the endpoint takes in `MCP-Protocol-Version`.
-pub(crate) const VERSIONS: [&str; 5] = ["2024-11-05", "2025-03-26", "2025-06-18", V2025, V2026];
+pub(crate) const VERSIONS: [&str; 5] = [
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    VERSION_2025,
+    VERSION_2026,
+];
 
 /// The `_meta` keys every 2026-era request carries.
 const ENVELOPE: [&str; 3] = [
-    META_VERSION,
+    META_PROTOCOL_VERSION,
     "io.modelcontextprotocol/clientCapabilities",
     "io.modelcontextprotocol/clientInfo",
 ];
@@ -76,7 +81,8 @@ pub(crate) fn add_envelope(msg: &mut Value, envelope: Option<&Value>) {
     let Some(meta) = request_meta_mut(msg) else {
         return;
     };
-    meta.entry(META_VERSION).or_insert_with(|| json!(V2026));
+    meta.entry(META_PROTOCOL_VERSION)
+        .or_insert_with(|| json!(VERSION_2026));
     if let Some(Value::Object(e)) = envelope {
         for (k, v) in e {
             meta.entry(k.clone()).or_insert_with(|| v.clone());
@@ -125,7 +131,7 @@ impl ChildEra {
         let child = init.get("protocolVersion").and_then(Value::as_str);
         if let Some(asked) = asked
             && VERSIONS.contains(&asked)
-            && asked < V2026
+            && asked < VERSION_2026
             && child.is_some_and(|c| asked <= c)
         {
             init["protocolVersion"] = json!(asked);
@@ -140,8 +146,8 @@ impl ChildEra {
     fn init_from_discover(&self, asked: Option<&str>) -> Option<Value> {
         let d = self.discover.as_ref()?;
         let version = asked
-            .filter(|a| VERSIONS.contains(a) && *a < V2026)
-            .unwrap_or(V2025);
+            .filter(|a| VERSIONS.contains(a) && *a < VERSION_2026)
+            .unwrap_or(VERSION_2025);
         let info = d
             .pointer("/_meta/io.modelcontextprotocol~1serverInfo")
             .cloned()
@@ -224,8 +230,8 @@ impl ChildEra {
     /// A 2026-era `-32022` lists the same (what the conformance suite checks).
     pub(crate) fn served_2026_versions(&self) -> Vec<String> {
         let mut versions = self.versions.clone();
-        if self.discover.is_none() && !versions.iter().any(|v| v == V2026) {
-            versions.push(V2026.to_owned());
+        if self.discover.is_none() && !versions.iter().any(|v| v == VERSION_2026) {
+            versions.push(VERSION_2026.to_owned());
         }
         versions
     }
@@ -251,10 +257,10 @@ mod tests {
     #[test]
     fn the_2026_envelope_is_stripped_and_the_rest_kept() {
         let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x",
-            "_meta":{META_VERSION:V2026,"io.modelcontextprotocol/clientCapabilities":{},"progressToken":"t"}}});
+            "_meta":{META_PROTOCOL_VERSION:VERSION_2026,"io.modelcontextprotocol/clientCapabilities":{},"progressToken":"t"}}});
         strip_envelope(&mut m);
         assert_eq!(m["params"]["_meta"], json!({"progressToken":"t"}));
-        let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{META_VERSION:V2026}}});
+        let mut m = json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{META_PROTOCOL_VERSION:VERSION_2026}}});
         strip_envelope(&mut m);
         assert_eq!(m["params"], json!({}));
     }
@@ -263,11 +269,11 @@ mod tests {
     fn a_2025_session_of_a_2026_child_is_initialized_from_discover_and_enveloped() {
         let era = ChildEra {
             discover: Some(
-                json!({"supportedVersions": [V2026], "capabilities": {"tools": {}},
+                json!({"supportedVersions": [VERSION_2026], "capabilities": {"tools": {}},
                 "instructions": "hi",
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "n", "version": "2"}}}),
             ),
-            versions: vec![V2026.to_owned()],
+            versions: vec![VERSION_2026.to_owned()],
             ..ChildEra::default()
         };
         let init = era.initialize_result(Some("2025-06-18")).unwrap();
@@ -277,25 +283,25 @@ mod tests {
                 "serverInfo": {"name": "n", "version": "2"}, "instructions": "hi"})
         );
         assert_eq!(
-            era.initialize_result(Some(V2026)).unwrap()["protocolVersion"],
-            V2025
+            era.initialize_result(Some(VERSION_2026)).unwrap()["protocolVersion"],
+            VERSION_2025
         );
         let envelope = session_envelope(Some(&json!({"capabilities": {"roots": {}},
-            "clientInfo": {"name": "c", "version": "1"}, "protocolVersion": V2025})));
+            "clientInfo": {"name": "c", "version": "1"}, "protocolVersion": VERSION_2025})));
         let req = json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
             "params":{"name":"echo","_meta":{"progressToken":"t"}}});
         let (m, a) = era.translate(false, "tools/call", &json!(3), req, Some(&envelope));
         assert_eq!(a, Answer::AsIs);
         assert_eq!(
             m["params"]["_meta"],
-            json!({"progressToken": "t", META_VERSION: V2026,
+            json!({"progressToken": "t", META_PROTOCOL_VERSION: VERSION_2026,
                 "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
                 "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}})
         );
         let ping = json!({"jsonrpc":"2.0","id":4,"method":"ping"});
         let (m, a) = era.translate(false, "ping", &json!(4), ping, None);
         assert_eq!(m["method"], "server/discover");
-        assert_eq!(m["params"]["_meta"][META_VERSION], V2026);
+        assert_eq!(m["params"]["_meta"][META_PROTOCOL_VERSION], VERSION_2026);
         assert_eq!(a, Answer::Replace(json!({})));
         // A 2026 client of the same child: as it came.
         let req = json!({"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{}}});
@@ -308,19 +314,19 @@ mod tests {
     #[test]
     fn served_versions_are_what_discover_lists() {
         let mut era = ChildEra {
-            versions: vec![V2025.to_owned()],
-            init: Some(json!({"protocolVersion": V2025})),
+            versions: vec![VERSION_2025.to_owned()],
+            init: Some(json!({"protocolVersion": VERSION_2025})),
             ..ChildEra::default()
         };
-        assert_eq!(era.served_2026_versions(), [V2025, V2026]);
+        assert_eq!(era.served_2026_versions(), [VERSION_2025, VERSION_2026]);
         assert_eq!(
             era.discover_from_init()["supportedVersions"],
-            json!([V2025, V2026])
+            json!([VERSION_2025, VERSION_2026])
         );
         era.init = None;
         era.discover = Some(json!({}));
-        era.versions = vec![V2026.to_owned()];
-        assert_eq!(era.served_2026_versions(), [V2026]);
+        era.versions = vec![VERSION_2026.to_owned()];
+        assert_eq!(era.served_2026_versions(), [VERSION_2026]);
     }
 
     #[test]

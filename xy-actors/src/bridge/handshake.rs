@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::era::{ChildEra, V2025};
-use super::route::{META_VERSION, V2026};
+use super::era::ChildEra;
+use xy_core::protocol::mcp::wire::{META_PROTOCOL_VERSION, VERSION_2025, VERSION_2026};
 
 /// After this long without an answer to a handshake step, xy logs a
 /// warning (and keeps waiting: a child may be slow to start); a
@@ -98,8 +98,8 @@ fn discovered(own: &Value) -> Discovered {
         .unwrap_or_default();
     match own.get("result") {
         Some(r)
-            if versions.iter().any(|v| v.as_str() >= V2026)
-                && versions.iter().all(|v| v.as_str() >= V2026) =>
+            if versions.iter().any(|v| v.as_str() >= VERSION_2026)
+                && versions.iter().all(|v| v.as_str() >= VERSION_2026) =>
         {
             Discovered::Only2026(r.clone(), versions)
         }
@@ -174,7 +174,7 @@ impl Handshake {
                     let v = result
                         .get("protocolVersion")
                         .and_then(Value::as_str)
-                        .unwrap_or(V2025)
+                        .unwrap_or(VERSION_2025)
                         .to_owned();
                     self.era.versions = vec![v];
                     self.era.init = Some(result.clone());
@@ -224,7 +224,7 @@ impl Handshake {
         let msg = json!({
             "jsonrpc": "2.0", "id": id, "method": "server/discover",
             "params": {"_meta": {
-                META_VERSION: V2026,
+                META_PROTOCOL_VERSION: VERSION_2026,
                 "io.modelcontextprotocol/clientCapabilities": {},
                 "io.modelcontextprotocol/clientInfo": {"name": "xy", "version": xy_core::VERSION},
             }},
@@ -238,7 +238,7 @@ impl Handshake {
         let msg = json!({
             "jsonrpc": "2.0", "id": id, "method": "initialize",
             "params": {
-                "protocolVersion": V2025,
+                "protocolVersion": VERSION_2025,
                 // Every capability a client can have (D112): what the child
                 // offers does not depend on xy; xy refuses per client.
                 "capabilities": super::mrtr::all_client_capabilities(),
@@ -286,28 +286,28 @@ mod tests {
         let mut h = Handshake::default();
         let first = h.begin(1);
         assert_eq!(method(&first), "server/discover");
-        let ok = json!({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[V2026]}});
+        let ok = json!({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[VERSION_2026]}});
         assert_eq!(
             h.on_answer(&ok, || panic!("no second step")).unwrap(),
             READY
         );
         assert!(h.ready() && h.era.discover.is_some() && h.era.init.is_none());
-        assert_eq!(h.era.versions, [V2026]);
+        assert_eq!(h.era.versions, [VERSION_2026]);
     }
 
     #[test]
     fn a_dual_child_and_a_2025_child_are_initialized_after_discover() {
         for discover in [
-            json!({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[V2025, V2026]}}),
+            json!({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[VERSION_2025, VERSION_2026]}}),
             json!({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}),
             json!({"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no",
-                "data":{"supported":[V2025]}}}),
+                "data":{"supported":[VERSION_2025]}}}),
         ] {
             let mut h = Handshake::default();
             h.begin(1);
             let next = h.on_answer(&discover, || 2).unwrap();
             assert_eq!((ask_id(&next), method(&next)), (2, "initialize"));
-            let init = json!({"jsonrpc":"2.0","id":2,"result":{"protocolVersion":V2025}});
+            let init = json!({"jsonrpc":"2.0","id":2,"result":{"protocolVersion":VERSION_2025}});
             let done = h.on_answer(&init, || 3).unwrap();
             assert!(matches!(
                 done,
@@ -332,7 +332,7 @@ mod tests {
         assert_eq!(method(&next), "initialize");
         assert!(h.on_timeout(2, || 3).is_none(), "initialize is waited for");
         // A slow 2026-only child answers discover, then refuses initialize.
-        let ok = json!({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[V2026]}});
+        let ok = json!({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[VERSION_2026]}});
         assert_eq!(h.on_answer(&ok, || 3).unwrap(), READY);
         let refused = json!({"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"no"}});
         assert!(h.on_answer(&refused, || 3).is_none());
@@ -343,7 +343,7 @@ mod tests {
         h.on_timeout(1, || 2).unwrap();
         let no = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}});
         assert!(h.on_answer(&no, || 3).is_none());
-        let init = json!({"jsonrpc":"2.0","id":2,"result":{"protocolVersion":V2025}});
+        let init = json!({"jsonrpc":"2.0","id":2,"result":{"protocolVersion":VERSION_2025}});
         assert!(h.on_answer(&init, || 3).is_some() && h.era.init.is_some());
     }
 
@@ -361,7 +361,7 @@ mod tests {
         h.relearn();
         assert_eq!(method(&h.begin(4)), "server/discover");
         // A child that dies once ready teaches nothing.
-        let ok = json!({"jsonrpc":"2.0","id":4,"result":{"supportedVersions":[V2026]}});
+        let ok = json!({"jsonrpc":"2.0","id":4,"result":{"supportedVersions":[VERSION_2026]}});
         h.on_answer(&ok, || 5);
         h.detached();
         assert_eq!(method(&h.begin(6)), "server/discover");

@@ -1,5 +1,5 @@
 //! The bridge's HTTP side (SPEC §13), on hyper 1: the admission edge
-//! (`crate::edge`) accepts on `127.0.0.1:<port>` and runs one task per
+//! (`crate::http::edge`) accepts on `127.0.0.1:<port>` and runs one task per
 //! connection, which serves streamable HTTP with [`handle`].
 //! Checks (Host/Origin against DNS rebinding, path, 4 MiB cap, the bytes of
 //! bodies read ahead of the actor) happen here;
@@ -23,18 +23,13 @@ use super::raw::RawRequest;
 use super::route::{Out, Outbox};
 use super::validate::{self, Mirrored, TRACE_KEYS};
 use super::{Ack, BridgeMsg, Post};
+use crate::http::body::{MAX_BODY, MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
 
-/// Largest request body accepted (SPEC §13).
-pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Messages buffered per exchange before the child's output is dropped for it.
 const OUTBOX: usize = 256;
 
 // Header names are built once: a lookup by `&str` parses the name on every
 // request.
-static SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
-static PROTOCOL: HeaderName = HeaderName::from_static("mcp-protocol-version");
-static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 static TRACE_HEADERS: [(&str, HeaderName); 2] = [
     (TRACE_KEYS[0], HeaderName::from_static(TRACE_KEYS[0])),
     (TRACE_KEYS[1], HeaderName::from_static(TRACE_KEYS[1])),
@@ -110,11 +105,11 @@ pub(crate) const BODIES: usize = 8 * 1024 * 1024;
 const BODY_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts serving `listener` (already bound by the ServerActor) behind the
-/// admission edge (`crate::edge`: who, how many, how long).
+/// admission edge (`crate::http::edge`: who, how many, how long).
 pub(crate) fn serve(
     listener: std::net::TcpListener,
     ep: Endpoint,
-) -> std::io::Result<crate::edge::Listening> {
+) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
         let ep = ep.clone();
         hyper::service::service_fn(move |req| {
@@ -122,7 +117,7 @@ pub(crate) fn serve(
             async move { Ok::<_, Infallible>(handle(req, ep).await) }
         })
     };
-    crate::edge::listen(listener, service)
+    crate::http::edge::listen(listener, service)
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {

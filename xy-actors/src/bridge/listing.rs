@@ -11,13 +11,8 @@ use serde_json::{Value, json};
 
 use xy_core::firewall::Kind;
 
-use super::route::{META_VERSION, V2026};
-use crate::mcp_state::Listing;
-
-/// Pages followed per list at most.
-pub(crate) const MAX_PAGES: usize = 100;
-/// Items kept per list at most.
-pub(crate) const MAX_ITEMS: usize = 10_000;
+use crate::mcp::listing::{Listing, MAX_ITEMS, MAX_PAGES};
+use xy_core::protocol::mcp::wire::{META_PROTOCOL_VERSION, VERSION_2026};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -59,7 +54,7 @@ fn request(id: u64, method: &str, cursor: Option<&str>, era2026: bool) -> Value 
     }
     if era2026 {
         params["_meta"] = json!({
-            META_VERSION: V2026,
+            META_PROTOCOL_VERSION: VERSION_2026,
             // As a 2025 child is initialised (D112): xy lists what the
             // child offers any client, not what it offers a client with none.
             "io.modelcontextprotocol/clientCapabilities": super::mrtr::all_client_capabilities(),
@@ -117,7 +112,7 @@ impl Job {
             Stage::Tools => Kind::Tool,
             Stage::Prompts => Kind::Prompt,
         };
-        let texts = line.and_then(|(l, _)| crate::firewall::raw_items(l, kind));
+        let texts = line.and_then(|(l, _)| crate::mcp::verdicts::raw_items(l, kind));
         if let Some((l, at)) = line {
             self.listing.pages.push((kind, l.into(), at.clone()));
         }
@@ -172,13 +167,6 @@ impl Job {
     }
 }
 
-/// Whether a capabilities object offers `what` (`tools`, `prompts`).
-pub(crate) fn offers(capabilities: Option<&Value>, what: &str) -> bool {
-    capabilities
-        .and_then(|c| c.get(what))
-        .is_some_and(|v| !v.is_null())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,7 +202,10 @@ mod tests {
     #[test]
     fn a_repeated_cursor_ends_the_listing_and_a_2026_child_gets_the_envelope() {
         let (mut job, first) = Job::start(1, Listing::default(), true, false);
-        assert_eq!(first["params"]["_meta"][META_VERSION], V2026);
+        assert_eq!(
+            first["params"]["_meta"][META_PROTOCOL_VERSION],
+            VERSION_2026
+        );
         let page = json!({"id": 1, "result": {"tools": [{"name": "a"}], "nextCursor": "same"}});
         assert!(matches!(job.on_answer(&page, None, || 2), Next::Ask(_)));
         let Next::Done(l) = job.on_answer(&page, None, || 3) else {

@@ -214,11 +214,7 @@ pub(crate) struct Seal {
 impl Default for Seal {
     fn default() -> Seal {
         // 256 random bits (as hex text, which HMAC takes as well as bytes).
-        let key = format!(
-            "{}{}",
-            super::route::unguessable(),
-            super::route::unguessable()
-        );
+        let key = format!("{}{}", super::unguessable(), super::unguessable());
         Seal {
             key: key.into_bytes(),
         }

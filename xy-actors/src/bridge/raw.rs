@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use xy_core::protocol::mcp::CallOutcome;
 
 /// The routing fields of one JSON-RPC message, borrowed from its bytes.
 /// Deserialising it still checks the whole document is valid JSON.
@@ -133,6 +134,16 @@ pub(crate) enum Said {
     ToolError,
     /// An `error` answer.
     Error,
+}
+
+impl From<Said> for CallOutcome {
+    fn from(s: Said) -> CallOutcome {
+        match s {
+            Said::Ok => CallOutcome::Ok,
+            Said::ToolError => CallOutcome::ToolError,
+            Said::Error => CallOutcome::RpcError,
+        }
+    }
 }
 
 impl Said {

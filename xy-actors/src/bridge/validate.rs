@@ -14,7 +14,7 @@ use hyper::StatusCode;
 use serde_json::{Value, json};
 use xy_core::protocol::mcp::wire;
 
-use super::route::V2026;
+use xy_core::protocol::mcp::wire::VERSION_2026;
 
 /// The standard headers a 2026-era POST mirrors its body in.
 #[derive(Debug, Default, Clone, Copy)]
@@ -49,7 +49,7 @@ pub(crate) const REMOVED: [&str; 5] = [
 /// `_meta` with a protocol version. Everything else is served as the 2025
 /// era (an unknown header there is the 2025 transport's `400`).
 pub(crate) fn is_2026_form(header_version: Option<&str>, msg: &Value) -> bool {
-    header_version.is_some_and(|v| dated(v.trim()) && v.trim() >= V2026)
+    header_version.is_some_and(|v| dated(v.trim()) && v.trim() >= VERSION_2026)
         || msg
             .get("params")
             .and_then(|p| p.get("_meta"))

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use xy_core::protocol::mcp::{CallOutcome, CallRecord};
 
-use crate::log_router::writers::{Drain, Writers};
+use crate::writers::{Drain, Writers};
 
 /// Records per file before it rotates.
 pub(crate) const FILE_RECORDS: u64 = 10_000;
@@ -375,11 +375,7 @@ mod tests {
     fn the_ring_keeps_the_last_records_in_bounded_space() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("calls");
-        let f = CallFile::new(
-            dir.clone(),
-            "srv",
-            crate::log_router::writers::shared().clone(),
-        );
+        let f = CallFile::new(dir.clone(), "srv", crate::writers::shared().clone());
         let total = 3 * FILE_RECORDS + 17;
         for i in 0..total {
             f.push(i, line(1_700_000_000_000 + i, "echo", CallOutcome::Ok));
@@ -411,11 +407,7 @@ mod tests {
         let mut text = line(1, "a", CallOutcome::Ok);
         text.extend_from_slice(b"\xff\xfe garbage\n");
         std::fs::write(current(&dir, "srv"), &text).unwrap();
-        let f = CallFile::new(
-            dir.clone(),
-            "srv",
-            crate::log_router::writers::shared().clone(),
-        );
+        let f = CallFile::new(dir.clone(), "srv", crate::writers::shared().clone());
         f.push(1, line(2, "b", CallOutcome::ToolError));
         f.flush();
         assert_eq!(std::fs::read(damaged(&dir, "srv")).unwrap(), text);
@@ -424,11 +416,7 @@ mod tests {
         assert_eq!(got[0].tool, "b");
         assert_eq!(got[0].outcome, CallOutcome::ToolError);
         // A good file is kept and counted.
-        let g = CallFile::new(
-            dir.clone(),
-            "srv",
-            crate::log_router::writers::shared().clone(),
-        );
+        let g = CallFile::new(dir.clone(), "srv", crate::writers::shared().clone());
         g.push(2, line(3, "c", CallOutcome::Ok));
         g.flush();
         assert_eq!(g.read(10).0.len(), 2);

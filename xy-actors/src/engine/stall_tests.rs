@@ -15,8 +15,9 @@ use xy_core::protocol::{ServerState, TargetParams};
 use super::{Engine, EngineOptions};
 use crate::log_router::sink::SharedSink;
 use crate::os::ports::PortHolder;
+use crate::os::spawn::SpawnError;
 use crate::server::mock::MockSpawner;
-use crate::server::process::{ChildHandle, ChildSpawner, SpawnError};
+use crate::server::process::{ChildHandle, ChildSpawner};
 
 /// The mock spawner, except that the pre-spawn port check of `slow_port`
 /// blocks its thread until the test releases it.

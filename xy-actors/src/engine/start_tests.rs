@@ -92,7 +92,7 @@ async fn plain_servers_build_no_outbound_http_client() {
     tokio::time::sleep(Duration::from_secs(120)).await;
     assert!(!engine.oauth().http_built());
     // The first remote grant builds it.
-    let auth = xy_core::remote::OAuthConfig::default();
+    let auth = xy_core::config::OAuthConfig::default();
     let _ = engine
         .oauth()
         .credentials("r", "https://mcp.example.invalid/mcp", &auth);

@@ -21,11 +21,18 @@ use tokio::time::Instant;
 use xy_core::firewall::{FirewallMode, Kind};
 use xy_core::protocol::mcp::CallOutcome;
 
-use super::proxy::Firewall;
-use crate::bridge::record;
-use crate::bridge::route::META_VERSION;
 use crate::calls::Calls;
-use crate::firewall::{HeldBack, Verdicts, held_back_answer};
+use crate::mcp::record::{self, CallStart, Recorder};
+use crate::mcp::verdicts::{HeldBack, Verdicts, held_back_answer};
+use xy_core::protocol::mcp::wire::META_PROTOCOL_VERSION;
+
+/// What the firewall has of one server: its verdicts (`None`: the
+/// default policy) and how to ask xy to list it again.
+#[derive(Default)]
+pub(crate) struct Firewall {
+    pub(crate) verdicts: Option<Arc<Verdicts>>,
+    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
+}
 
 /// What the proxy does with one inspected request.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,15 +53,6 @@ pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool 
     }
 }
 
-/// A `tools/call` sent on to the child, until its answer.
-#[derive(Debug)]
-struct Pending {
-    tool: String,
-    client: Option<Arc<str>>,
-    at: SystemTime,
-    arrived: Instant,
-}
-
 /// One POST to an HTTP server, as the firewall sees it. Dropped with a
 /// call still pending (the child's answer was no JSON-RPC, or its stream
 /// ended first), the call is recorded as a JSON-RPC error.
@@ -63,12 +61,13 @@ pub(crate) struct Exchange {
     verdicts: Arc<Verdicts>,
     /// Woken when the child lists what xy's listing does not have.
     relist: Option<Arc<Notify>>,
-    calls: Option<Calls>,
+    /// Where its `tools/call` is recorded (`None`: calls are not).
+    recorder: Option<Recorder>,
     /// The request's `User-Agent`: the client when `_meta` names none.
     agent: Option<Arc<str>>,
     at: SystemTime,
     arrived: Instant,
-    call: Option<Pending>,
+    call: Option<CallStart>,
 }
 
 impl Exchange {
@@ -89,7 +88,10 @@ impl Exchange {
             server: server.into(),
             verdicts,
             relist: fw.relist,
-            calls: calls.cloned(),
+            recorder: calls.map(|calls| Recorder {
+                calls: calls.clone(),
+                server: server.into(),
+            }),
             agent: headers
                 .get(header::USER_AGENT)
                 .and_then(|v| v.to_str().ok())
@@ -102,7 +104,7 @@ impl Exchange {
 
     /// Whether requests of `method` are read (and their answers).
     pub(crate) fn wants(&self, method: &str) -> bool {
-        wanted(self.verdicts.policy.mode, self.calls.is_some(), method)
+        wanted(self.verdicts.policy.mode, self.recorder.is_some(), method)
     }
 
     /// Decides a request [`Exchange::wants`] took.
@@ -118,22 +120,18 @@ impl Exchange {
         if let Err(HeldBack(text)) = self.verdicts.call(kind, &name) {
             tracing::info!(server = %self.server, "{text}");
             if kind == Kind::Tool {
-                self.record(&name, client.as_deref(), CallOutcome::HeldBack);
+                self.call = Some(self.start(name, client));
+                self.finish(CallOutcome::HeldBack);
             }
             let id = msg.get("id").cloned().unwrap_or(Value::Null);
             let era2026 = msg
                 .pointer("/params/_meta")
-                .and_then(|m| m.get(META_VERSION))
+                .and_then(|m| m.get(META_PROTOCOL_VERSION))
                 .is_some();
             return Verdict::Answer(held_back_answer(kind, &id, &text, era2026));
         }
         if kind == Kind::Tool {
-            self.call = Some(Pending {
-                tool: name,
-                client,
-                at: self.at,
-                arrived: self.arrived,
-            });
+            self.call = Some(self.start(name, client));
         }
         Verdict::Forward
     }
@@ -180,30 +178,19 @@ impl Exchange {
         self.finish(CallOutcome::ChildGone);
     }
 
-    fn finish(&mut self, outcome: CallOutcome) {
-        let Some(p) = self.call.take() else { return };
-        if let Some(calls) = &self.calls {
-            calls.record_call(
-                &self.server,
-                p.at,
-                p.client.as_deref(),
-                &p.tool,
-                p.arrived.elapsed(),
-                outcome,
-            );
+    fn start(&self, tool: String, client: Option<Arc<str>>) -> CallStart {
+        CallStart {
+            tool,
+            client,
+            at: self.at,
+            arrived: self.arrived,
         }
     }
 
-    fn record(&self, tool: &str, client: Option<&str>, outcome: CallOutcome) {
-        if let Some(calls) = &self.calls {
-            calls.record_call(
-                &self.server,
-                self.at,
-                client,
-                tool,
-                self.arrived.elapsed(),
-                outcome,
-            );
+    /// The one place this exchange's call is recorded (at most once).
+    fn finish(&mut self, outcome: CallOutcome) {
+        if let (Some(call), Some(r)) = (self.call.take(), &self.recorder) {
+            r.finish(&call, outcome);
         }
     }
 }
@@ -265,7 +252,7 @@ mod tests {
         let mut ex = exchange(FirewallMode::Pin, &calls);
         assert!(ex.wants("tools/call") && ex.wants("tools/list") && !ex.wants("ping"));
         let mut msg = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "new", "_meta": {META_VERSION: "2026-07-28"}}});
+            "params": {"name": "new", "_meta": {META_PROTOCOL_VERSION: "2026-07-28"}}});
         let Verdict::Answer(a) = ex.request(&mut msg) else {
             panic!("held back");
         };

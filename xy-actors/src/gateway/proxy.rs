@@ -35,15 +35,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use xy_core::firewall::FirewallMode;
 use xy_core::protocol::ServerState;
 
-use super::firewall::{Exchange, Verdict, wanted};
-use super::{GatewayBody, down, error};
-use crate::bridge::http::MAX_BODY;
+use super::firewall::{Exchange, Firewall, Verdict, wanted};
+use super::{down, error};
 use crate::calls::Calls;
-use crate::firewall::Verdicts;
+use crate::http::body::{BoxError, HttpBody, MAX_BODY, MCP_METHOD, SESSION};
 use crate::remote::{Upstream, UpstreamError};
-
-/// What a body error is boxed as.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Largest response body read whole for inspection (a JSON `tools/list`
 /// of many large schemas fits); past it, the proxy answers `502`.
@@ -65,14 +61,6 @@ const INSPECT_BYTES: usize = 64 * 1024 * 1024;
 const INSPECT_WAIT: Duration = Duration::from_secs(10);
 
 type ReqBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
-
-/// What the firewall has of one server: its verdicts (`None`: the
-/// default policy) and how to ask xy to list it again.
-#[derive(Default)]
-pub(crate) struct Firewall {
-    pub(crate) verdicts: Option<Arc<Verdicts>>,
-    pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
-}
 
 /// The HTTP client to the children's ports (connections pooled per port)
 /// and where calls are recorded.
@@ -129,7 +117,7 @@ where
     Ok((buf.freeze(), held))
 }
 
-fn busy() -> Response<GatewayBody> {
+fn busy() -> Response<HttpBody> {
     error(
         StatusCode::SERVICE_UNAVAILABLE,
         -32000,
@@ -173,7 +161,7 @@ impl Proxy {
         fw: Firewall,
         remote: Option<Arc<Upstream>>,
         req: Request<Incoming>,
-    ) -> Response<GatewayBody> {
+    ) -> Response<HttpBody> {
         let (mut parts, body) = req.into_parts();
         if content_length(&parts.headers).is_some_and(|n| n > MAX_BODY as u64) {
             return too_large();
@@ -201,7 +189,7 @@ impl Proxy {
             .as_ref()
             .map_or_else(FirewallMode::default, |v| v.policy.mode);
         let mut ex = (parts.method == Method::POST
-            && header_str(&parts.headers, "mcp-method")
+            && header_str(&parts.headers, &MCP_METHOD)
                 .is_none_or(|m| wanted(mode, self.calls.is_some(), m)))
         .then(|| Exchange::begin(name, fw, self.calls.as_ref(), &parts.headers));
         // Held until the child's answer begins: the request's bytes are
@@ -280,7 +268,7 @@ impl Proxy {
         let (Some(taken), Some(mut ex)) = (taken, ex) else {
             return Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync());
         };
-        let kind = header_str(&parts.headers, header::CONTENT_TYPE.as_str()).map(|c| {
+        let kind = header_str(&parts.headers, &header::CONTENT_TYPE).map(|c| {
             c.split(';')
                 .next()
                 .unwrap_or("")
@@ -339,7 +327,7 @@ impl Proxy {
         up: &Upstream,
         parts: hyper::http::request::Parts,
         body: ReqBody,
-    ) -> Result<Response<GatewayBody>, RemoteFailure> {
+    ) -> Result<Response<HttpBody>, RemoteFailure> {
         let bytes = match body.collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => return Err(RemoteFailure::Answer(too_large())),
@@ -372,7 +360,7 @@ enum RemoteFailure {
     /// No connection: answered like an unreachable child.
     Unreachable(String),
     /// Answered in the upstream's place.
-    Answer(Response<GatewayBody>),
+    Answer(Response<HttpBody>),
 }
 
 /// The answer to a request no credentials could be had for: a tool error
@@ -382,7 +370,7 @@ pub(crate) fn credentials_answer(
     why: &str,
     body: &Bytes,
     headers: &HeaderMap,
-) -> Response<GatewayBody> {
+) -> Response<HttpBody> {
     let msg = serde_json::from_slice::<Value>(body).ok();
     let id = msg.as_ref().and_then(|m| m.get("id")).cloned();
     let method = msg
@@ -475,7 +463,7 @@ enum Took {
 /// the one whose `data:` is the response to the request goes through the
 /// firewall first. After it, the rest streams unparsed.
 struct SseInspect {
-    inner: GatewayBody,
+    inner: HttpBody,
     /// Bytes of the event being read.
     buf: BytesMut,
     /// The request whose response is awaited; `None` once it was seen.
@@ -602,14 +590,14 @@ impl Body for SseInspect {
     }
 }
 
-fn full(bytes: Bytes) -> GatewayBody {
+fn full(bytes: Bytes) -> HttpBody {
     Full::new(bytes)
         .map_err(|never| match never {})
         .boxed_unsync()
 }
 
 /// A JSON body with its status.
-pub(crate) fn json_response(status: StatusCode, bytes: Bytes) -> Response<GatewayBody> {
+pub(crate) fn json_response(status: StatusCode, bytes: Bytes) -> Response<HttpBody> {
     let mut r = Response::new(full(bytes));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -619,13 +607,13 @@ pub(crate) fn json_response(status: StatusCode, bytes: Bytes) -> Response<Gatewa
     r
 }
 
-fn plain(status: StatusCode) -> Response<GatewayBody> {
+fn plain(status: StatusCode) -> Response<HttpBody> {
     let mut r = Response::new(full(Bytes::new()));
     *r.status_mut() = status;
     r
 }
 
-fn too_large() -> Response<GatewayBody> {
+fn too_large() -> Response<HttpBody> {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
         -32600,
@@ -635,13 +623,13 @@ fn too_large() -> Response<GatewayBody> {
 }
 
 /// The inspector's answer, as the child would have sent it.
-fn answer(msg: &Value, request: &HeaderMap) -> Response<GatewayBody> {
+fn answer(msg: &Value, request: &HeaderMap) -> Response<HttpBody> {
     let mut r = json_response(
         StatusCode::OK,
         Bytes::from(serde_json::to_vec(msg).unwrap_or_default()),
     );
-    if let Some(s) = request.get("mcp-session-id") {
-        r.headers_mut().insert("mcp-session-id", s.clone());
+    if let Some(s) = request.get(&SESSION) {
+        r.headers_mut().insert(SESSION.clone(), s.clone());
     }
     r
 }
@@ -650,7 +638,7 @@ fn content_length(h: &HeaderMap) -> Option<u64> {
     h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn header_str<'a>(h: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 

@@ -5,27 +5,11 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use hyper::header::{HOST, HeaderName, HeaderValue, USER_AGENT};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-/// Largest body read; a probe answer is tiny, a `tools/list` page is not huge.
-const MAX_BODY: usize = 4 * 1024 * 1024;
-
-/// A response: status, headers and the body read.
-#[derive(Debug, Clone)]
-pub(crate) struct Response {
-    pub(crate) status: u16,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Vec<u8>,
-}
-
-impl Response {
-    /// The first header called `name` (case-insensitive), if it is text.
-    pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
+use crate::http::body::{MAX_BODY, Response};
 
 /// Aborts the connection task when the request is over (or abandoned).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -197,7 +181,7 @@ mod tests {
         .await;
         let stop = |b: &[u8]| b.ends_with(b"\n\n");
         let r = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
+            xy_testbins::wait::scaled(std::time::Duration::from_secs(10)),
             request(port, "POST", "/", &[], Some(b"x"), &stop),
         )
         .await

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::mcp::McpClient;
-use crate::mcp_state::Listing;
+use crate::mcp::listing::Listing;
 
 /// How long a new child has to start answering MCP before xy stops asking
 /// for this spawn (its traffic is then decided by the policy).

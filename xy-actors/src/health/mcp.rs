@@ -9,21 +9,12 @@
 use serde_json::{Value, json};
 use xy_core::protocol::mcp::{McpEra, wire};
 
-use super::http::{self, Response};
+use crate::mcp::report::McpInfo;
+
+use super::http;
+use crate::http::body::Response;
 
 const ACCEPT: &str = "application/json, text/event-stream";
-
-/// What the server said about itself on the last successful probe.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct McpInfo {
-    pub(crate) era: McpEra,
-    pub(crate) protocol_version: String,
-    pub(crate) server_name: Option<String>,
-    pub(crate) server_version: Option<String>,
-    /// The server's `capabilities` (xy's own listing asks for prompts only
-    /// when they are offered).
-    pub(crate) capabilities: Option<Value>,
-}
 
 /// One server's MCP conversation as the probe sees it (one per spawn).
 #[derive(Debug)]
@@ -223,13 +214,13 @@ impl McpClient {
     /// every prompt, each item kept whole (its digest needs all of it).
     /// Bounded like the stdio bridge's listing: a server that pages
     /// forever or repeats a cursor ends it with what it has.
-    pub(crate) async fn list_items(&mut self) -> Result<crate::mcp_state::Listing, String> {
-        use crate::bridge::listing::{MAX_ITEMS, MAX_PAGES as MAX_LIST_PAGES, offers};
+    pub(crate) async fn list_items(&mut self) -> Result<crate::mcp::listing::Listing, String> {
+        use crate::mcp::listing::{MAX_ITEMS, MAX_PAGES as MAX_LIST_PAGES, offers};
         let info = self
             .info
             .clone()
             .ok_or("the server has not answered a probe")?;
-        let mut listing = crate::mcp_state::Listing {
+        let mut listing = crate::mcp::listing::Listing {
             protocol_version: info.protocol_version.clone(),
             server_name: info.server_name.clone(),
             server_version: info.server_version.clone(),

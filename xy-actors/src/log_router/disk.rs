@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use super::rotating::RotatingWriter;
-use super::writers::{Drain, Writers};
+use crate::writers::{Drain, Writers};
 
 /// How often a broken disk is retried and a live file checked for removal.
 const DISK_RETRY: Duration = Duration::from_secs(1);
@@ -60,7 +60,7 @@ pub(crate) struct DiskQueue {
 
 impl DiskQueue {
     pub(crate) fn new(log: DiskLog) -> Arc<DiskQueue> {
-        DiskQueue::with_writers(log, super::writers::shared().clone())
+        DiskQueue::with_writers(log, crate::writers::shared().clone())
     }
 
     /// A queue written by `writers` (the tests' own, with other limits).

@@ -12,7 +12,7 @@ use super::sink::{SharedSink, lock};
 
 /// First buffer size: enough for a quiet server's lines, and what an idle
 /// pump keeps allocated (two per server, so it counts at a fleet's size:
-/// `docs/performance.md`). A read that fills it grows it 4×, so a flood
+/// `docs/performance-history.md`). A read that fills it grows it 4×, so a flood
 /// reaches `MAX_BUF` in four reads.
 const MIN_BUF: usize = 1024;
 /// Largest buffer, reached while reads keep filling it (a flood): fewer

@@ -585,14 +585,12 @@ mod tests {
         for i in 0..500 {
             out(&mut s, &[&format!("n {i}"), &format!("m {i}")]);
         }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !s.disk.idle() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "writer never caught up"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        xy_testbins::wait::poll(
+            "the writer to catch up",
+            std::time::Duration::from_secs(30),
+            || std::future::ready(s.disk.idle().then_some(())),
+        )
+        .await;
         let text = std::fs::read_to_string(dir.path().join("a.log")).unwrap();
         let lines: Vec<&str> = text
             .lines()

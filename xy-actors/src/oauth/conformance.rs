@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use xy_core::remote::OAuthConfig;
+use xy_core::config::OAuthConfig;
 use xy_testbins::interop::{self, Interop};
 use xy_testbins::out::err;
 
@@ -148,7 +148,7 @@ async fn run_scenario(req: &Value) -> Result<(), String> {
         creds: creds.as_ref(),
         cfg: &cfg,
         url: &url,
-        http: crate::http_client::builder()
+        http: crate::http::client::builder()
             .timeout(Duration::from_secs(20))
             .build()
             .map_err(|e| e.to_string())?,
@@ -197,7 +197,7 @@ impl Session<'_> {
             .login("conformance", self.url, self.cfg)
             .await
             .map_err(|e| e.to_string())?;
-        let browser = crate::http_client::builder()
+        let browser = crate::http::client::builder()
             .redirect(reqwest::redirect::Policy::limited(5))
             .timeout(Duration::from_secs(20))
             .build()

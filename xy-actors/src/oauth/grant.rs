@@ -5,7 +5,7 @@
 //!
 //! rmcp's `AuthorizationManager` does the token requests; it reads and
 //! writes the grant through [`GrantStore`], which writes through to the
-//! [`TokenBackend`](super::store::TokenBackend) before the in-memory copy
+//! [`TokenBackend`](super::backend::TokenBackend) before the in-memory copy
 //! changes, so nobody holds a token that is not stored yet.
 
 use std::sync::{Arc, Mutex};
@@ -19,12 +19,13 @@ use rmcp::transport::auth::{
     WWWAuthenticateParams,
 };
 use tokio::sync::broadcast;
+use xy_core::config::OAuthConfig;
 use xy_core::protocol::AuthGrantInfo;
-use xy_core::remote::OAuthConfig;
 
 use super::AuthEvent;
+use super::backend::TokenBackend;
 use super::http::XyOAuthHttp;
-use super::store::{GrantRecord, TokenBackend, run_blocking};
+use super::store::{GrantRecord, run_blocking};
 use crate::credentials::{BoxFuture, CredentialError, Credentials};
 
 /// A token is refreshed once less than this much of its life is left …

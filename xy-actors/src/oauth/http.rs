@@ -20,7 +20,7 @@ pub(crate) struct XyOAuthHttp {
 
 impl XyOAuthHttp {
     pub(crate) fn new() -> Result<XyOAuthHttp, String> {
-        let client = crate::http_client::builder()
+        let client = crate::http::client::builder()
             .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot set up the HTTPS client: {e}"))?;

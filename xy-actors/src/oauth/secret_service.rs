@@ -12,7 +12,7 @@
 use std::io;
 use std::time::Duration;
 
-use super::store::{KEYCHAIN_SERVICE, TokenBackend, ToolOutput, run_tool};
+use super::backend::{KEYCHAIN_SERVICE, TokenBackend, ToolOutput, run_tool};
 
 /// The tool, looked up on `PATH` (Debian/Ubuntu `libsecret-tools`, Fedora
 /// `libsecret`).

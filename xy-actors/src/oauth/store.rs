@@ -9,7 +9,8 @@
 //! Every call blocks (a file, a child process): callers run them on the
 //! blocking pool with a time limit ([`run_blocking`]), never on xyd's one
 //! async thread. The two tool-backed stores share one child runner
-//! ([`run_tool`]: the record on stdin, a deadline, the child killed at it).
+//! (`backend.rs`'s `run_tool`: the record on stdin, a deadline, the child
+//! killed at it).
 
 use std::io;
 use std::path::PathBuf;
@@ -18,13 +19,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::backend::{KEYCHAIN_SERVICE, TokenBackend, ToolOutput, run_tool};
+
 /// How long one store call may take before the caller gives up on it (a
 /// locked keychain can prompt; the thread is left to finish on its own).
 const STORE_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// The keychain item's service name (and the Secret Service item's
-/// `service` attribute); the account is the server's name.
-pub(crate) const KEYCHAIN_SERVICE: &str = "xy-oauth";
 
 /// Which store holds grants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,14 +114,6 @@ impl std::fmt::Debug for GrantRecord {
             .field("login_needed", &self.login_needed)
             .finish_non_exhaustive()
     }
-}
-
-/// A grant store.
-pub(crate) trait TokenBackend: Send + Sync + 'static {
-    fn load(&self, server: &str) -> io::Result<Option<Vec<u8>>>;
-    fn save(&self, server: &str, bytes: &[u8]) -> io::Result<()>;
-    /// `Ok(false)`: there was nothing to delete.
-    fn delete(&self, server: &str) -> io::Result<bool>;
 }
 
 /// The backend for `kind`.
@@ -222,87 +213,6 @@ fn keychain_program() -> String {
     "security".to_owned()
 }
 
-/// What a finished store tool (`security`, `secret-tool`) said.
-pub(crate) struct ToolOutput {
-    pub(crate) status: std::process::ExitStatus,
-    pub(crate) stdout: Vec<u8>,
-    pub(crate) stderr: String,
-}
-
-impl ToolOutput {
-    /// `Ok` on success, else an error naming `tool what`, its status and
-    /// its stderr (which names the item, never the record).
-    pub(crate) fn check(&self, tool: &str, what: &str) -> io::Result<()> {
-        if self.status.success() {
-            return Ok(());
-        }
-        Err(io::Error::other(format!(
-            "{tool} {what} failed ({}): {}",
-            self.status,
-            self.stderr.trim()
-        )))
-    }
-}
-
-/// Runs `program args`, feeding `stdin` (the record never goes on the
-/// command line), killed after `deadline`: a locked keyring or keychain
-/// may prompt and never answer.
-pub(crate) fn run_tool(
-    program: &str,
-    args: &[&str],
-    stdin: &[u8],
-    deadline: Duration,
-) -> io::Result<ToolOutput> {
-    use std::io::{Read, Write};
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    // Readers on their own threads: a full pipe must not stall the child.
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        b
-    });
-    let err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = err.read_to_end(&mut b);
-        b
-    });
-    if let Some(mut pipe) = child.stdin.take() {
-        // A child that exits early closes the pipe: its status says why.
-        let _ = pipe.write_all(stdin);
-    }
-    let until = std::time::Instant::now() + deadline;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if std::time::Instant::now() >= until {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "{program} gave no answer within {}s (a locked keyring or keychain waiting for its password?)",
-                    deadline.as_secs()
-                ),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ok(ToolOutput {
-        status,
-        stdout: out.join().unwrap_or_default(),
-        stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
-    })
-}
-
 /// How long one `security` call may run (the caller's bound is longer).
 const KEYCHAIN_DEADLINE: Duration = Duration::from_secs(15);
 
@@ -381,7 +291,7 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-        assert!(t.elapsed() < Duration::from_secs(5));
+        assert!(t.elapsed() < xy_testbins::wait::scaled(Duration::from_secs(5)));
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use xy_core::config::OAuthConfig;
 use xy_core::protocol::{AuthState, ClientIdKind};
-use xy_core::remote::OAuthConfig;
 use xy_testbins::oauth::{Fixture, FixtureOptions};
 
 use super::*;
@@ -26,7 +26,7 @@ fn broker(dir: &std::path::Path) -> OAuthBroker {
 }
 
 fn http() -> reqwest::Client {
-    crate::http_client::builder()
+    crate::http::client::builder()
         .redirect(reqwest::redirect::Policy::limited(5))
         .timeout(Duration::from_secs(10))
         .build()

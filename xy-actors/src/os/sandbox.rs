@@ -7,6 +7,7 @@
 //! the OS cannot enforce fails the spawn with `SandboxUnavailable`; a
 //! server without a block is spawned exactly as before.
 
+pub(crate) mod egress;
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "macos")]
@@ -22,7 +23,7 @@ use xy_core::config::ServerConfig;
 use xy_core::protocol::{LogStream, SandboxStatus, SpawnErrorKind, Transport};
 use xy_core::sandbox::{Denied, NetworkMode, Os, SpawnFacts};
 
-use crate::server::process::SpawnError;
+use crate::os::spawn::SpawnError;
 
 /// What the enforcement needs beyond the config: where temp dirs live, the
 /// egress proxy's grant for `network "allow"`, and (debug builds) a
@@ -281,7 +282,7 @@ pub(crate) fn command(
         s.run()
     });
     if let (Some((_, authorization)), Some(run)) = (egress, &run) {
-        crate::sandbox_egress::proxy().activate(authorization, run);
+        crate::os::sandbox::egress::proxy().activate(authorization, run);
     }
     (cmd, run)
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response};
-use xy_core::remote::RemoteConfig;
+use xy_core::config::RemoteConfig;
 
 use super::*;
 use crate::credentials::{BoxFuture, CredentialError, Credentials};
@@ -256,7 +256,7 @@ async fn a_login_needed_is_reported_and_returned_at_once() {
 
 #[test]
 fn static_headers_come_from_the_resolved_secrets_and_are_sensitive() {
-    use xy_core::remote::{HeaderSpec, HeaderValueSpec};
+    use xy_core::config::{HeaderSpec, HeaderValueSpec};
     let specs = vec![
         HeaderSpec {
             name: "Authorization".into(),

@@ -1,5 +1,5 @@
 //! The ServerActor's side of the firewall (SPEC §20): xy's own listing of
-//! the child goes to [`crate::mcp_state::McpState`], which decides; this
+//! the child goes to [`crate::server::mcp_state::McpState`], which decides; this
 //! carries out what follows — the `tools` events (the listing's change, and
 //! one per item newly held back), the desktop notification with `notify
 //! #true`, the new verdicts to the bridge, and the `list` view.
@@ -12,7 +12,8 @@ use xy_core::protocol::EventKind;
 use super::ServerActorState;
 use crate::bridge::BridgeMsg;
 use crate::events::EngineEvent;
-use crate::mcp_state::{Held, Listing};
+use crate::mcp::listing::Listing;
+use crate::server::mcp_state::Held;
 
 impl ServerActorState {
     /// xy listed the current child's tools (and prompts).

@@ -9,8 +9,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use xy_core::config::ServerConfig;
 
-use super::process::{BoxFuture, ChildHandle, ChildSpawner, ExitInfo, SpawnError};
+use super::process::{BoxFuture, ChildHandle, ChildSpawner, ExitInfo};
 use crate::log_router::sink::SharedSink;
+use crate::os::spawn::SpawnError;
 
 #[derive(Default)]
 struct Inner {

@@ -3,7 +3,6 @@
 //! spawner puts the child in its own process group, wires its stdout/stderr
 //! to the log pumps and writes the child record for the orphan sweep.
 
-use std::ffi::OsString;
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -21,6 +20,7 @@ use crate::log_router::sink::SharedSink;
 use crate::os::group;
 use crate::os::ports::PortHolder;
 use crate::os::records::{self, ChildRecord};
+use crate::os::spawn::{SpawnError, resolve};
 
 /// A boxed `Send` future.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -32,14 +32,6 @@ pub(crate) struct ExitInfo {
     pub(crate) code: Option<i32>,
     /// Signal number when killed by a signal.
     pub(crate) signal: Option<i32>,
-}
-
-/// Why a spawn failed: the path tried, the OS error and its kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SpawnError {
-    pub(crate) path: String,
-    pub(crate) error: String,
-    pub(crate) kind: SpawnErrorKind,
 }
 
 /// One spawned child and its process group.
@@ -106,38 +98,6 @@ pub(crate) struct RealSpawner {
     pub(crate) sandbox: crate::os::sandbox::SandboxEnv,
 }
 
-/// Resolves `command` as the child will see it: a bare name on the env
-/// block's PATH if it sets one (else the daemon's), a relative path against
-/// the working directory. The error carries the path tried and the reason.
-pub(crate) fn resolve(config: &ServerConfig) -> Result<PathBuf, SpawnError> {
-    let path_var: Option<OsString> = config.env.get("PATH").map(OsString::from);
-    xy_core::config::resolve_command_in(
-        &config.command,
-        path_var.as_deref(),
-        config.working_dir.as_deref(),
-    )
-    .map_err(|e| {
-        // Reported as the OS error exec would have given, like other spawn errors.
-        let (path, errno, kind) = match &e {
-            xy_core::config::CommandLookupError::NotExecutable(p) => (
-                p.display().to_string(),
-                libc::EACCES,
-                SpawnErrorKind::PermissionDenied,
-            ),
-            xy_core::config::CommandLookupError::NotFound(_) => (
-                config.command.clone(),
-                libc::ENOENT,
-                SpawnErrorKind::NotFound,
-            ),
-        };
-        SpawnError {
-            path,
-            error: std::io::Error::from_raw_os_error(errno).to_string(),
-            kind,
-        }
-    })
-}
-
 impl ChildSpawner for RealSpawner {
     fn port_holder(&self, port: u16, own_pgid: Option<i32>) -> Option<PortHolder> {
         crate::os::ports::foreign_holder(port, own_pgid)
@@ -160,7 +120,7 @@ impl ChildSpawner for RealSpawner {
             });
         }
         let stdio = config.transport == xy_core::protocol::Transport::Stdio;
-        let egress = crate::sandbox_egress::grant_for(config, &shown)?;
+        let egress = crate::os::sandbox::egress::grant_for(config, &shown)?;
         let mut sandbox = crate::os::sandbox::prepare(
             config,
             &program,

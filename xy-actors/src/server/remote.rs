@@ -24,7 +24,7 @@ use crate::remote::{Upstream, UpstreamEvent};
 pub(super) struct RemotePort {
     port: u16,
     path: String,
-    _listening: crate::edge::Listening,
+    _listening: crate::http::edge::Listening,
 }
 
 impl ServerActorState {
@@ -145,12 +145,13 @@ impl ServerActorState {
                     (name.clone(), path.clone(), snap.clone(), proxy.clone());
                 async move {
                     Ok::<_, std::convert::Infallible>(
-                        crate::gateway::serve_remote_port(&name, &path, &snap, &proxy, req).await,
+                        crate::gateway::route::serve_remote_port(&name, &path, &snap, &proxy, req)
+                            .await,
                     )
                 }
             })
         };
-        match crate::edge::listen(listener, service) {
+        match crate::http::edge::listen(listener, service) {
             Ok(l) => {
                 self.remote_port = Some(RemotePort {
                     port,

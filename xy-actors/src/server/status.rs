@@ -47,7 +47,7 @@ impl ServerActorState {
                 .package
                 .as_ref()
                 .map(|p| xy_core::package::status(&c.name, p)),
-            remote: c.remote.as_ref().map(xy_core::remote::RemoteConfig::status),
+            remote: c.remote.as_ref().map(xy_core::config::RemoteConfig::status),
         }
     }
 

@@ -49,7 +49,7 @@ impl bridge::Owner for Owner {
         let _ = self.server.cast(ServerMsg::IdleStop);
     }
 
-    fn listed(&self, listing: crate::mcp_state::Listing) {
+    fn listed(&self, listing: crate::mcp::listing::Listing) {
         let _ = self.server.cast(ServerMsg::Listed(Box::new(listing)));
     }
 }

@@ -85,7 +85,7 @@ async fn fixture(config: ServerConfig) -> Fixture {
         tools_dir: None,
         events: bus,
         calls: crate::calls::Calls::new(None),
-        directory: crate::firewall::Directory::default(),
+        directory: crate::mcp::verdicts::Directory::default(),
         proxy: crate::gateway::proxy::Proxy::new(None),
         credentials_for: crate::remote::no_broker(),
     };

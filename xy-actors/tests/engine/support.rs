@@ -1,9 +1,9 @@
 //! Test support: the `xy-testbins` children (built once if missing), config
-//! builders with fast timings, an engine in a tempdir, and polling helpers.
+//! builders with fast timings, an engine in a tempdir, and waits built on
+//! `xy_testbins::wait::poll`.
 #![allow(unreachable_pub, dead_code)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -108,7 +108,7 @@ impl TestEngine {
 
     /// Waits until `name` is in `state`; returns its entry.
     pub async fn wait_state(&self, name: &str, state: ServerState) -> ListEntry {
-        wait_for(
+        poll(
             &format!("{name} to be {state}"),
             Duration::from_secs(20),
             || async {
@@ -128,7 +128,7 @@ impl TestEngine {
     /// Waits until `name` runs again with a pid other than `old` (its actor
     /// replaced after a panic); returns the new pid.
     pub async fn wait_respawned(&self, name: &str, old: u32) -> u32 {
-        wait_for(
+        poll(
             &format!("{name} to come back"),
             Duration::from_secs(10),
             || async {
@@ -142,7 +142,7 @@ impl TestEngine {
 
     /// Waits until a buffered line of `name` starts with `prefix`.
     pub async fn wait_line(&self, name: &str, prefix: &str) {
-        wait_for(
+        poll(
             &format!("{name} to print {prefix:?}"),
             Duration::from_secs(10),
             || async {
@@ -165,24 +165,9 @@ impl TestEngine {
     }
 }
 
-/// Polls `f` every 10 ms until it yields `Some`, or panics after `timeout`.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+/// Polls an async condition with a deadline (scaled by
+/// `XY_TEST_TIMEOUT_FACTOR`).
+pub use xy_testbins::wait::poll;
 
 /// Whether `pid` is a live (non-zombie) process.
 pub fn alive(pid: u32) -> bool {
@@ -208,7 +193,7 @@ pub fn alive(pid: u32) -> bool {
 
 /// Waits until `pid` is dead or a zombie.
 pub async fn wait_dead(pid: u32) {
-    wait_for(
+    poll(
         &format!("pid {pid} to die"),
         Duration::from_secs(10),
         || async { (!alive(pid)).then_some(()) },
@@ -218,7 +203,7 @@ pub async fn wait_dead(pid: u32) {
 
 /// Reads a pid written by `xy-test-fork --pidfile`.
 pub async fn read_pidfile(path: &Path) -> u32 {
-    wait_for("pidfile", Duration::from_secs(10), || async {
+    poll("pidfile", Duration::from_secs(10), || async {
         std::fs::read_to_string(path)
             .ok()
             .and_then(|s| s.trim().parse().ok())

@@ -1,50 +1,18 @@
 //! `xyctl add` and `xyctl remove` (SPEC §14): write or retire a server's
 //! config file in the daemon's config directory, then reload so xyd picks
-//! the change up, and print what the server is doing now.
+//! the change up, and print what the server is doing now. A pinned install
+//! (`--npm`, `--pypi`, `--registry`) is done through [`crate::packages`]
+//! before anything is written.
 
-use std::path::PathBuf;
-
-use xy_core::paths::Paths;
-use xy_core::protocol::{
-    DaemonStatus, ListEntry, ReloadResult, StatusResult, StopResult, TargetParams, method,
-};
+use xy_core::client::Client;
+use xy_core::protocol::{ListEntry, ReloadResult, StatusResult, StopResult, TargetParams, method};
 
 use crate::cli::AddArgs;
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::daemon_conn::daemon_and_dir;
 use crate::error::{Exit, Failure};
-use crate::server_file::{self, ServerSpec, WriteError};
-use crate::{daemon_conn, output};
-use xy_core::client::Client;
-
-/// The daemon (started if needed) and the config directory it reads. With
-/// the daemon unreachable and spawning forbidden, the default directory.
-pub(crate) fn daemon_and_dir(ctx: &Ctx) -> Result<(Option<Client>, PathBuf), Failure> {
-    match daemon_conn::connect(ctx) {
-        Ok(mut c) => {
-            let st: DaemonStatus = c.call::<(), _>(method::DAEMON_STATUS, None, READ_TIMEOUT)?;
-            Ok((Some(c), PathBuf::from(st.config_dir)))
-        }
-        Err(f) if f.exit == Exit::Unreachable && ctx.no_spawn => {
-            let paths =
-                Paths::from_env().map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
-            Ok((None, paths.config_dir))
-        }
-        Err(f) => Err(f),
-    }
-}
-
-/// The failure for a file that was not written.
-pub(crate) fn write_failure(e: WriteError, color: bool) -> Failure {
-    match e {
-        WriteError::Invalid { name, errors } => Failure::new(
-            Exit::ConfigInvalid,
-            format!("config for `{name}` is invalid; nothing was written"),
-        )
-        .with_detail(errors.render(color)),
-        WriteError::PortTaken { .. } => Failure::new(Exit::ConfigInvalid, e.to_string()),
-        e => Failure::new(Exit::Operational, e.to_string()),
-    }
-}
+use crate::output;
+use crate::server_file::{self, ServerSpec};
 
 pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
     if !xy_core::config::is_valid_name(&a.name) {
@@ -127,8 +95,7 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
     if a.no_start {
         server_file::no_autostart(&mut text);
     }
-    server_file::write(&dir, &a.name, &text, a.force)
-        .map_err(|e| write_failure(e, ctx.err.color))?;
+    server_file::write(&dir, &a.name, &text, a.force).map_err(|e| e.failure(ctx.err.color))?;
     let file = dir.join(format!("{}.kdl", a.name));
     output::note(&ctx.err, &format!("wrote {}", file.display()));
     for warning in crate::starter::create_dirs(&create) {
@@ -202,8 +169,7 @@ fn add_remote(
     if a.no_start {
         server_file::no_autostart(&mut text);
     }
-    server_file::write(dir, &a.name, &text, a.force)
-        .map_err(|e| write_failure(e, ctx.err.color))?;
+    server_file::write(dir, &a.name, &text, a.force).map_err(|e| e.failure(ctx.err.color))?;
     let file = dir.join(format!("{}.kdl", a.name));
     output::note(&ctx.err, &format!("wrote {}", file.display()));
     for (name, path) in &spec.secrets {

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 
 use xy_core::protocol::{ListEntry, ReloadResult, method};
 
-use super::add::{daemon_and_dir, server_url, write_failure};
+use super::add::server_url;
 use crate::cli::{ClientsArgs, ClientsCmd, ImportArgs};
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
+use crate::daemon_conn::daemon_and_dir;
 use crate::error::{Exit, Failure};
 use crate::packages::import::{Candidate, Outcome};
 use crate::server_file::{self, ServerSpec};
@@ -219,7 +220,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
             }
             Err(err) => {
                 rows.push(row(&e.name, &shown, &port_s, "invalid: nothing written"));
-                invalid.push(write_failure(err, ctx.err.color));
+                invalid.push(err.failure(ctx.err.color));
             }
         }
     }
@@ -315,7 +316,7 @@ fn xy_ports(dir: &Path, used: &BTreeSet<u16>) -> BTreeSet<u16> {
     let mut ports = used.clone();
     let settings = dir
         .parent()
-        .map(|d| d.join(xy_core::config::SETTINGS_FILE))
+        .map(|d| d.join(xy_core::paths::SETTINGS_FILE))
         .and_then(|f| xy_core::config::load_settings(&f).ok())
         .unwrap_or_default();
     if let Some(p) = settings.gateway.port() {

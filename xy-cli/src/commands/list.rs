@@ -1,4 +1,5 @@
-//! `xyctl list [--json]`.
+//! `xyctl list [--json]`, then the hint about unpinned servers
+//! ([`crate::packages::unpinned`]).
 
 use xy_core::protocol::{ListEntry, method};
 
@@ -16,7 +17,7 @@ pub(crate) fn run(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
     let entries: Vec<ListEntry> = serde_json::from_str(raw.get())
         .map_err(|e| Failure::new(Exit::Operational, format!("bad `list` result: {e}")))?;
     output::stdout(&render::render_list(&entries, &ctx.out));
-    if let Some(hint) = crate::packages::unpinned_hint(&mut client) {
+    if let Some(hint) = crate::packages::unpinned::hint(&mut client) {
         output::stderr(&hint);
     }
     Ok(Exit::Success)

@@ -11,7 +11,8 @@ use std::path::Path;
 
 use xy_core::package::{Ecosystem, PackageRef};
 
-use super::{Installed, Plan, Resolved};
+use super::plan::Plan;
+use super::{Installed, Resolved};
 use crate::cli::InstallFlags;
 use crate::ctx::Ctx;
 use crate::error::Failure;
@@ -68,7 +69,7 @@ pub(crate) fn prepare(
         if !matches!(program.as_ref(), "npx" | "uvx") {
             continue;
         }
-        let why = match super::pin_candidate(&program, &c.args) {
+        let why = match super::unpinned::pin_candidate(&program, &c.args) {
             None => Err(format!(
                 "its `{program}` arguments use options xy does not follow; pin it by hand \
                  (docs/packages.md)"
@@ -109,7 +110,7 @@ pub(crate) fn prepare(
             flags,
         })
         .collect();
-    super::confirm_all(ctx, &plans, flags)?;
+    super::plan::confirm_all(ctx, &plans, flags)?;
     for (name, r, extra) in &pending {
         let outcome = match super::install(&paths, name, r, flags) {
             Ok((built, _)) => {

@@ -1,40 +1,26 @@
 //! The xyctl integration tests' shared harness: a private HOME (optionally
 //! with its own XDG dirs) and a short socket path, the real `xyctl` run
 //! against it, socket calls through the shared `xy_core::client`, and
-//! polling with a deadline. Each test binary uses a subset of it.
+//! polling with a deadline (`xy_testbins::wait`). Each test binary uses a subset of it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use xy_core::client::Client;
 
 pub(crate) const XYCTL: &str = env!("CARGO_BIN_EXE_xyctl");
 
-/// How long one socket call may take (the machine is shared and loaded).
+/// How long one socket call may take (the machine is shared and loaded),
+/// before [`scaled`].
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Polls `f` until it yields a value; panics naming `what` after `timeout`.
-#[track_caller]
-pub(crate) fn wait_some<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// Polls `cond` until it holds; panics naming `what` after `timeout`.
-#[track_caller]
-pub(crate) fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    wait_some(timeout, what, || cond().then_some(()));
-}
+// Each test binary uses a subset of these.
+#[allow(unused_imports)]
+pub(crate) use xy_testbins::wait::{scaled, wait_for, wait_some};
 
 /// A private xy world: HOME in a tempdir and a short socket under /tmp
 /// (`sun_path` is ~104 bytes). The daemon is stopped on drop.
@@ -139,9 +125,9 @@ impl Home {
 
     /// One JSON-RPC call on the socket; its `result` (panics on an error).
     pub(crate) fn call(&self, method: &str, params: Option<Value>) -> Value {
-        let mut c =
-            Client::connect(&self.socket, CALL_TIMEOUT).unwrap_or_else(|e| panic!("{method}: {e}"));
-        c.call(method, params.as_ref(), CALL_TIMEOUT)
+        let mut c = Client::connect(&self.socket, scaled(CALL_TIMEOUT))
+            .unwrap_or_else(|e| panic!("{method}: {e}"));
+        c.call(method, params.as_ref(), scaled(CALL_TIMEOUT))
             .unwrap_or_else(|e| panic!("{method}: {e}"))
     }
 

@@ -1,6 +1,7 @@
 //! Config diagnostics: what went wrong, where (file, line, column), the
-//! offending source line, and a hint. Rendered miette-style for humans and as
-//! JSON for the `data` of a `-32003` error.
+//! offending source line, and a hint. Rendered miette-style for humans and,
+//! as `protocol`'s [`DiagnosticData`] and [`ConfigInvalidData`], as the
+//! `data` of a `-32003` error.
 
 use std::fmt;
 use std::ops::Range;
@@ -11,51 +12,7 @@ use miette::{
     Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode,
 };
 
-/// The class of a config mistake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DiagnosticKind {
-    /// Not valid KDL (v2 nor v1).
-    Syntax,
-    /// A node name we do not know (typo: see `help`).
-    UnknownNode,
-    /// A node given twice.
-    DuplicateNode,
-    /// A value of the wrong type (string where an integer belongs, …), the
-    /// wrong number of values, a `key=value` property or a `{ … }` block
-    /// where none is allowed.
-    WrongType,
-    /// A required node is absent.
-    MissingField,
-    /// A value outside its allowed set or range (policy, port, …).
-    InvalidValue,
-    /// A duration humantime cannot parse.
-    BadDuration,
-    /// The file stem is not a valid server name.
-    BadName,
-    /// Two files declare the same port.
-    DuplicatePort,
-    /// The file or directory could not be read.
-    Io,
-}
-
-impl DiagnosticKind {
-    /// The snake_case spelling used in JSON (`unknown_node`).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            DiagnosticKind::Syntax => "syntax",
-            DiagnosticKind::UnknownNode => "unknown_node",
-            DiagnosticKind::DuplicateNode => "duplicate_node",
-            DiagnosticKind::WrongType => "wrong_type",
-            DiagnosticKind::MissingField => "missing_field",
-            DiagnosticKind::InvalidValue => "invalid_value",
-            DiagnosticKind::BadDuration => "bad_duration",
-            DiagnosticKind::BadName => "bad_name",
-            DiagnosticKind::DuplicatePort => "duplicate_port",
-            DiagnosticKind::Io => "io",
-        }
-    }
-}
+use crate::protocol::{ConfigInvalidData, DiagnosticData, DiagnosticKind};
 
 /// One config error with its location.
 ///
@@ -247,10 +204,10 @@ impl ConfigErrors {
     }
 
     /// The diagnostics as their wire type.
-    pub fn data(&self) -> Vec<crate::protocol::DiagnosticData> {
+    pub fn data(&self) -> Vec<DiagnosticData> {
         self.diagnostics
             .iter()
-            .map(|d| crate::protocol::DiagnosticData {
+            .map(|d| DiagnosticData {
                 kind: d.kind,
                 file: d.file.display().to_string(),
                 line: d.line,
@@ -259,6 +216,16 @@ impl ConfigErrors {
                 help: d.help.clone(),
             })
             .collect()
+    }
+}
+
+impl ConfigInvalidData {
+    /// The data for `errors`.
+    pub fn new(errors: &ConfigErrors) -> ConfigInvalidData {
+        ConfigInvalidData {
+            diagnostics: errors.data(),
+            rendered: errors.render(false),
+        }
     }
 }
 

@@ -1,5 +1,7 @@
-//! Loading a config directory: every `*.kdl` file, all errors at once,
-//! duplicate ports across files, and the command lookup warning.
+//! Reading configs from disk: a config directory (every `*.kdl` file, all
+//! errors at once, duplicate ports across files, the command lookup
+//! warning), the daemon's settings file, and both together as `xyd` boots
+//! and reloads.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -8,11 +10,12 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::diagnostic::ConfigDiagnostic;
 use super::parse::parse_file;
-use super::parse::settings::PortAt;
-use super::settings::{DaemonSettings, load_settings_at};
+use super::parse::settings::{PortAt, parse_at};
+use super::settings::DaemonSettings;
 use super::{ConfigErrors, ConfigSet, ConfigWarning, ServerConfig};
+use crate::protocol::DiagnosticKind;
 
 /// Why a `command` could not be resolved to an executable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -187,6 +190,38 @@ pub fn load(dir: &Path, settings_file: &Path) -> Result<ConfigSet, ConfigErrors>
         (Err(a), Err(b)) => Err(ConfigErrors::new(
             a.diagnostics.into_iter().chain(b.diagnostics).collect(),
         )),
+    }
+}
+
+/// Loads `file`: absent is [`DaemonSettings::default`]; unreadable, not UTF-8 or
+/// invalid is every error found.
+pub fn load_settings(file: &Path) -> Result<DaemonSettings, ConfigErrors> {
+    load_settings_at(file).map(|(s, _)| s)
+}
+
+/// [`load_settings`], and where the file sets the gateway port.
+fn load_settings_at(file: &Path) -> Result<(DaemonSettings, Option<PortAt>), ConfigErrors> {
+    let io = |message: String| {
+        ConfigErrors::new(vec![ConfigDiagnostic::new(
+            DiagnosticKind::Io,
+            file,
+            message,
+        )])
+    };
+    match std::fs::read(file) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => parse_at(file, &text),
+            Err(_) => Err(ConfigErrors::new(vec![
+                ConfigDiagnostic::new(
+                    DiagnosticKind::Io,
+                    file,
+                    format!("cannot read {}: not valid UTF-8", file.display()),
+                )
+                .with_help("save the file as UTF-8"),
+            ])),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((DaemonSettings::default(), None)),
+        Err(e) => Err(io(format!("cannot read {}: {e}", file.display()))),
     }
 }
 

@@ -142,67 +142,9 @@ pub struct SpawnFailedData {
     pub already_running: Vec<String>,
 }
 
-/// `data` of `-32003 ConfigInvalid` (and `-32002 PortConflict`) from
-/// `reload`: every diagnostic, structured and rendered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigInvalidData {
-    /// One per mistake, in file order.
-    pub diagnostics: Vec<DiagnosticData>,
-    /// The diagnostics as `xyd` renders them (no colour), for display.
-    pub rendered: String,
-}
-
-/// One config diagnostic on the wire (the JSON of
-/// [`crate::config::ConfigErrors::to_json`] and `xyctl config check --json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiagnosticData {
-    /// The class, snake_case (`unknown_node`, `duplicate_port`, …).
-    pub kind: crate::config::DiagnosticKind,
-    /// The file.
-    pub file: String,
-    /// 1-based line; 0 without a position.
-    pub line: usize,
-    /// 1-based column in characters; 0 without a position.
-    pub column: usize,
-    /// One sentence.
-    pub message: String,
-    /// A hint, if any.
-    pub help: Option<String>,
-}
-
-impl ConfigInvalidData {
-    /// The data for `errors`.
-    pub fn new(errors: &crate::config::ConfigErrors) -> ConfigInvalidData {
-        ConfigInvalidData {
-            diagnostics: errors.data(),
-            rendered: errors.render(false),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn config_invalid_data_is_the_old_wire_shape_and_reads_back() {
-        let errors = crate::config::parse_server(
-            "a",
-            std::path::Path::new("/cfg/a.kdl"),
-            "command \"x\"\nport 1\nworking_dir \"/\"\n",
-        )
-        .unwrap_err();
-        let data = ConfigInvalidData::new(&errors);
-        let v = serde_json::to_value(&data).unwrap();
-        assert_eq!(v["diagnostics"], errors.to_json());
-        assert_eq!(v["diagnostics"][0]["kind"], "unknown_node");
-        assert_eq!(v["diagnostics"][0]["file"], "/cfg/a.kdl");
-        assert_eq!(v["rendered"], errors.render(false));
-        assert_eq!(
-            serde_json::from_value::<ConfigInvalidData>(v).unwrap(),
-            data
-        );
-    }
 
     #[test]
     fn wire_shape_keeps_the_old_fields_and_adds_kind() {

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use xy_core::config::{ConfigDiagnostic, ConfigErrors, DiagnosticKind, ServerConfig, parse_server};
+use xy_core::config::{ConfigDiagnostic, ConfigErrors, ServerConfig, parse_server};
+use xy_core::protocol::DiagnosticKind;
 
 /// The two required fields; tests append the block under test.
 pub(crate) const HEAD: &str = "command \"/usr/bin/env\"\nport 8421\n";

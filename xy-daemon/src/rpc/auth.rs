@@ -7,11 +7,11 @@ use std::time::Duration;
 use jsonrpsee::RpcModule;
 use jsonrpsee::types::ErrorObjectOwned;
 use xy_actors::{Engine, OAuthError};
+use xy_core::config::OAuthConfig;
 use xy_core::protocol::{
     AuthLoginParams, AuthLoginWaitParams, AuthLogoutParams, AuthLogoutResult, AuthStatusParams,
     AuthStatusResult, ErrorCode, RpcError, method,
 };
-use xy_core::remote::OAuthConfig;
 
 use super::{DaemonCtx, engine_error, invalid_params, parse, to_error_object};
 

@@ -1,7 +1,9 @@
 //! `calls` and `calls_cancel` (SPEC §20). `calls` answers the newest call
 //! records from disk; with `follow` the answer also carries a
 //! `subscription_id`, and `call` notifications for every new record follow
-//! until exactly one `call_end` (unless the client is gone).
+//! until exactly one `call_end` (unless the client is gone). The stream is
+//! [`follow`]'s; this file says where the records come from,
+//! which ones a follower gets, and how one is written.
 //!
 //! The feed is subscribed before the files are read, and the read says up
 //! to which record it saw, so a follower gets every record exactly once.
@@ -9,22 +11,21 @@
 //! (as `events` subscribers are): at most [`QUEUE_LIMIT`] records wait for
 //! it, then its stream ends `lagged`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use jsonrpsee::{MethodResponseFuture, ResponsePayload, RpcModule};
+use jsonrpsee::{ResponsePayload, RpcModule};
 use serde_json::value::RawValue;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, oneshot, watch};
 use xy_actors::LiveCall;
 use xy_core::protocol::{
-    CallEndNotification, CallEndReason, CallNotification, CallsCancelParams, CallsCancelResult,
-    CallsParams, CallsResult, method,
+    CallEndNotification, CallEndReason, CallNotification, CallsParams, CallsResult, method,
 };
 
-use super::logs::notification;
+use super::follow::{self, End, Feed, notification};
 use super::{DaemonCtx, conn, engine_error, parse};
-use crate::transport::{Conn, StreamKind};
+use crate::transport::StreamKind;
 
 /// Records held for one follower while its connection has no room.
 const QUEUE_LIMIT: usize = 1024;
@@ -75,128 +76,69 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
                 totals,
             });
         };
-        let id = ctx.next_subscription_id();
-        let cancel = conn.add_stream(id, StreamKind::Calls);
-        let (payload, written) = ResponsePayload::success(CallsResult {
+        let feed = Records {
+            live,
+            name: p.name,
+            cutoff: read.cutoff,
+        };
+        follow::start(&ctx, conn, StreamKind::Calls, feed, |id| CallsResult {
             calls: read.calls,
             subscription_id: Some(id),
             totals,
         })
-        .notify_on_completion();
-        let stream = Stream {
-            id,
-            conn,
-            name: p.name,
-            cutoff: read.cutoff,
-            closing: ctx.closing.clone(),
-        };
-        tokio::spawn(stream.run(live, written, cancel));
-        payload
     })
     .expect("method names are unique");
 
-    m.register_async_method(method::CALLS_CANCEL, |params, _ctx, ext| async move {
-        let p: CallsCancelParams = parse(&params)?;
-        let conn = conn(&ext)?;
-        // Only this connection's streams: another client's ids are unknown here.
-        Ok::<_, jsonrpsee::types::ErrorObjectOwned>(CallsCancelResult {
-            cancelled: conn.cancel_stream(p.subscription_id, StreamKind::Calls),
-        })
-    })
-    .expect("method names are unique");
+    follow::register_cancel(m, method::CALLS_CANCEL, StreamKind::Calls);
 }
 
-struct Stream {
-    id: u64,
-    conn: Arc<Conn>,
+/// One `calls` stream's source: the recorder's live feed, subscribed
+/// before the answer's read.
+struct Records {
+    live: broadcast::Receiver<Arc<LiveCall>>,
     /// Only this server's records.
     name: Option<String>,
     /// Per server, the last record the answer's read saw.
     cutoff: HashMap<String, u64>,
-    closing: watch::Receiver<bool>,
 }
 
-impl Stream {
-    async fn run(
-        self,
-        live: broadcast::Receiver<Arc<LiveCall>>,
-        written: MethodResponseFuture,
-        mut cancel: oneshot::Receiver<()>,
-    ) {
-        // Not sent (a notification, or the client left): no stream.
-        if written.await.is_err() {
-            self.conn.remove_stream(self.id);
-            return;
-        }
-        let end = self.pump(live, &mut cancel).await;
-        self.conn.remove_stream(self.id);
-        if let Some(reason) = end {
-            if reason == CallEndReason::Lagged {
-                tracing::warn!(
-                    subscription = self.id,
-                    "calls follower fell behind and was dropped"
-                );
-            }
-            let end = CallEndNotification {
-                subscription_id: self.id,
-                reason,
-            };
-            self.conn.send(notification(method::CALL_END, &end)).await;
+impl Feed for Records {
+    type Item = Arc<LiveCall>;
+
+    const QUEUE_LIMIT: Option<usize> = Some(QUEUE_LIMIT);
+    const LAGGED_WARNING: &'static str = "calls follower fell behind and was dropped";
+
+    async fn next(&mut self) -> Result<Arc<LiveCall>, End> {
+        match self.live.recv().await {
+            Ok(c) => Ok(c),
+            Err(RecvError::Lagged(_)) => Err(CallEndReason::Lagged),
+            Err(RecvError::Closed) => Err(CallEndReason::Shutdown),
         }
     }
 
-    /// Whether a live record goes to this follower.
-    fn wanted(&self, c: &LiveCall) -> bool {
+    /// A record of this follower's server that the answer's read did not
+    /// already carry.
+    fn wanted(&self, c: &Arc<LiveCall>) -> bool {
         let server = &c.record.server;
         self.name.as_ref().is_none_or(|n| n == server)
             && self.cutoff.get(server).is_none_or(|&seen| c.seq > seen)
     }
 
-    /// Forwards records until the stream ends; `None` when the client is gone.
-    async fn pump(
-        &self,
-        mut live: broadcast::Receiver<Arc<LiveCall>>,
-        cancel: &mut oneshot::Receiver<()>,
-    ) -> Option<CallEndReason> {
-        let mut queue: VecDeque<Box<RawValue>> = VecDeque::new();
-        let mut closing = self.closing.clone();
-        loop {
-            tokio::select! {
-                biased;
-                _ = &mut *cancel => return Some(CallEndReason::Cancelled),
-                () = self.conn.closed() => return None,
-                () = crate::flag::until_set(&mut closing) => {
-                    for line in queue.drain(..) {
-                        if !self.conn.send(line).await {
-                            return None;
-                        }
-                    }
-                    return Some(CallEndReason::Shutdown);
-                }
-                permit = self.conn.reserve(), if !queue.is_empty() => match permit {
-                    Some(p) => {
-                        if let Some(line) = queue.pop_front() {
-                            p.send(line.into());
-                        }
-                    }
-                    None => return None,
-                },
-                item = live.recv() => match item {
-                    Ok(c) => {
-                        if self.wanted(&c) {
-                            queue.push_back(notification(method::CALL, &CallNotification {
-                                subscription_id: self.id,
-                                call: c.record.clone(),
-                            }));
-                            if queue.len() > QUEUE_LIMIT {
-                                return Some(CallEndReason::Lagged);
-                            }
-                        }
-                    }
-                    Err(RecvError::Lagged(_)) => return Some(CallEndReason::Lagged),
-                    Err(RecvError::Closed) => return Some(CallEndReason::Shutdown),
-                },
-            }
-        }
+    fn notification(id: u64, c: Arc<LiveCall>) -> Box<RawValue> {
+        notification(
+            method::CALL,
+            &CallNotification {
+                subscription_id: id,
+                call: c.record.clone(),
+            },
+        )
+    }
+
+    fn end_notification(id: u64, reason: End) -> Box<RawValue> {
+        let end = CallEndNotification {
+            subscription_id: id,
+            reason,
+        };
+        notification(method::CALL_END, &end)
     }
 }

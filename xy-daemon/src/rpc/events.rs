@@ -1,28 +1,26 @@
 //! `events` and `events_cancel` (SPEC §15). `events` replies
 //! `{subscription_id}`, then writes one `event` notification per change the
 //! engine's bus carries for the named servers, and ends every stream with
-//! exactly one `event_end` (unless the client is gone).
+//! exactly one `event_end` (unless the client is gone). The stream is
+//! [`follow`]'s; this file says where the events come from
+//! and how one is written.
 //!
 //! A subscriber whose connection does not drain is dropped, not waited on:
-//! its stream task always keeps reading the bus, holds at most
-//! [`QUEUE_LIMIT`] events the socket has no room for, and past that ends
-//! with `event_end {reason: "lagged"}`. The bus never waits on anyone.
+//! at most [`QUEUE_LIMIT`] events wait for it, then its stream ends
+//! `lagged`. The bus never waits on anyone.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use jsonrpsee::{MethodResponseFuture, ResponsePayload, RpcModule};
+use jsonrpsee::{ResponsePayload, RpcModule};
 use serde_json::value::RawValue;
-use tokio::sync::{oneshot, watch};
 use xy_actors::{EngineEvent, EventItem, EventSubscription};
 use xy_core::protocol::{
-    EventEndNotification, EventEndReason, EventNotification, EventsCancelParams,
-    EventsCancelResult, EventsParams, EventsResult, method,
+    EventEndNotification, EventEndReason, EventNotification, EventsParams, EventsResult, method,
 };
 
-use super::logs::notification;
+use super::follow::{self, End, Feed, notification};
 use super::{DaemonCtx, conn, engine_error, no_empty_names, parse};
-use crate::transport::{Conn, StreamKind};
+use crate::transport::StreamKind;
 
 /// Events held for one subscriber while its connection has no room. Events
 /// are rare (a few per server per restart), so a subscriber this far behind
@@ -50,121 +48,48 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(s) => s,
             Err(e) => return ResponsePayload::error(engine_error(&e)),
         };
-        let id = ctx.next_subscription_id();
-        let cancel = conn.add_stream(id, StreamKind::Events);
-        let (payload, written) = ResponsePayload::success(EventsResult {
-            subscription_id: id,
-        })
-        .notify_on_completion();
-        let stream = Stream {
-            id,
-            conn,
-            closing: ctx.closing.clone(),
-        };
-        tokio::spawn(stream.run(sub, written, cancel));
-        payload
-    })
-    .expect("method names are unique");
-
-    m.register_async_method(method::EVENTS_CANCEL, |params, _ctx, ext| async move {
-        let p: EventsCancelParams = parse(&params)?;
-        let conn = conn(&ext)?;
-        // Only this connection's streams: another client's ids are unknown here.
-        Ok::<_, jsonrpsee::types::ErrorObjectOwned>(EventsCancelResult {
-            cancelled: conn.cancel_stream(p.subscription_id, StreamKind::Events),
+        follow::start(&ctx, conn, StreamKind::Events, Events(sub), |id| {
+            EventsResult {
+                subscription_id: id,
+            }
         })
     })
     .expect("method names are unique");
+
+    follow::register_cancel(m, method::EVENTS_CANCEL, StreamKind::Events);
 }
 
-struct Stream {
-    id: u64,
-    conn: Arc<Conn>,
-    closing: watch::Receiver<bool>,
-}
+/// One `events` stream's source: the engine's bus, already filtered to the
+/// named servers.
+struct Events(EventSubscription);
 
-impl Stream {
-    async fn run(
-        self,
-        sub: EventSubscription,
-        written: MethodResponseFuture,
-        mut cancel: oneshot::Receiver<()>,
-    ) {
-        // Not sent (a notification, or the client left): no stream.
-        if written.await.is_err() {
-            self.conn.remove_stream(self.id);
-            return;
-        }
-        // The subscription and the queue are dropped here, before the last
-        // line waits for room: a stuck client holds nothing but that line.
-        let end = self.pump(sub, &mut cancel).await;
-        self.conn.remove_stream(self.id);
-        if let Some(reason) = end {
-            if reason == EventEndReason::Lagged {
-                tracing::warn!(
-                    subscription = self.id,
-                    "event subscriber fell behind and was dropped"
-                );
-            }
-            let end = EventEndNotification {
-                subscription_id: self.id,
-                reason,
-            };
-            self.conn.send(notification(method::EVENT_END, &end)).await;
+impl Feed for Events {
+    type Item = Arc<EngineEvent>;
+
+    const QUEUE_LIMIT: Option<usize> = Some(QUEUE_LIMIT);
+    const LAGGED_WARNING: &'static str = "event subscriber fell behind and was dropped";
+
+    async fn next(&mut self) -> Result<Arc<EngineEvent>, End> {
+        match self.0.recv().await {
+            Some(EventItem::Event(ev)) => Ok(ev),
+            Some(EventItem::Lagged) => Err(EventEndReason::Lagged),
+            None => Err(EventEndReason::Shutdown),
         }
     }
 
-    /// Forwards events until the stream ends; `None` when the client is gone.
-    async fn pump(
-        &self,
-        mut sub: EventSubscription,
-        cancel: &mut oneshot::Receiver<()>,
-    ) -> Option<EventEndReason> {
-        let mut queue: VecDeque<Box<RawValue>> = VecDeque::new();
-        let mut closing = self.closing.clone();
-        loop {
-            tokio::select! {
-                biased;
-                _ = &mut *cancel => return Some(EventEndReason::Cancelled),
-                () = self.conn.closed() => return None,
-                () = crate::flag::until_set(&mut closing) => {
-                    // The servers' last transitions (stopping → stopped) were
-                    // published before `closing`: deliver them first.
-                    while let Some(EventItem::Event(ev)) = sub.try_recv() {
-                        queue.push_back(self.event(&ev));
-                    }
-                    for line in queue.drain(..) {
-                        if !self.conn.send(line).await {
-                            return None;
-                        }
-                    }
-                    return Some(EventEndReason::Shutdown);
-                }
-                permit = self.conn.reserve(), if !queue.is_empty() => match permit {
-                    Some(p) => {
-                        if let Some(line) = queue.pop_front() {
-                            p.send(line.into());
-                        }
-                    }
-                    None => return None,
-                },
-                item = sub.recv() => match item {
-                    Some(EventItem::Event(ev)) => {
-                        queue.push_back(self.event(&ev));
-                        if queue.len() > QUEUE_LIMIT {
-                            return Some(EventEndReason::Lagged);
-                        }
-                    }
-                    Some(EventItem::Lagged) => return Some(EventEndReason::Lagged),
-                    None => return Some(EventEndReason::Shutdown),
-                },
-            }
+    /// The servers' last transitions (stopping → stopped), published before
+    /// the daemon started closing.
+    fn pending(&mut self) -> Vec<Arc<EngineEvent>> {
+        let mut v = Vec::new();
+        while let Some(EventItem::Event(ev)) = self.0.try_recv() {
+            v.push(ev);
         }
+        v
     }
 
-    fn event(&self, ev: &EngineEvent) -> Box<RawValue> {
+    fn notification(id: u64, ev: Arc<EngineEvent>) -> Box<RawValue> {
         let n = EventNotification {
-            subscription_id: self.id,
+            subscription_id: id,
             name: ev.name.to_string(),
             kind: ev.kind,
             ts: ev.ts.clone(),
@@ -173,5 +98,13 @@ impl Stream {
             reason: ev.reason.clone(),
         };
         notification(method::EVENT, &n)
+    }
+
+    fn end_notification(id: u64, reason: End) -> Box<RawValue> {
+        let end = EventEndNotification {
+            subscription_id: id,
+            reason,
+        };
+        notification(method::EVENT_END, &end)
     }
 }

@@ -1,23 +1,23 @@
-//! `logs` and `logs_cancel`. `logs` replies `{subscription_id}` first (the
-//! stream task waits for the reply to be queued), then writes `log`
-//! notifications for the backlog and, when following, live lines, and ends
-//! every stream with exactly one `log_end` (unless the client is gone).
+//! `logs` and `logs_cancel`. `logs` replies `{subscription_id}` first, then
+//! writes `log` notifications for the backlog and, when following, live
+//! lines, and ends every stream with exactly one `log_end` (unless the
+//! client is gone). The stream is [`follow`]'s; this file
+//! says where the lines come from and how one is written.
+//!
+//! The log router bounds each follower itself (it reports `lagged`), so the
+//! stream keeps no queue of its own: it waits for room for every line.
 
-use std::sync::Arc;
-
-use jsonrpsee::types::Notification;
-use jsonrpsee::{MethodResponseFuture, ResponsePayload, RpcModule};
-use serde::Serialize;
+use jsonrpsee::{ResponsePayload, RpcModule};
 use serde_json::value::RawValue;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use xy_actors::{LogEvent, LogLine, LogSubscription};
 use xy_core::protocol::{
-    LogEndNotification, LogEndReason, LogNotification, LogsCancelParams, LogsCancelResult,
-    LogsParams, LogsResult, method,
+    LogEndNotification, LogEndReason, LogNotification, LogsParams, LogsResult, method,
 };
 
+use super::follow::{self, End, Feed, notification};
 use super::{DaemonCtx, conn, engine_error, no_empty_names, parse};
-use crate::transport::{Conn, StreamKind};
+use crate::transport::StreamKind;
 
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::LOGS, |params, ctx, ext| async move {
@@ -44,124 +44,55 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Ok(s) => s,
             Err(e) => return ResponsePayload::error(engine_error(&e)),
         };
-        let id = ctx.next_subscription_id();
-        let cancel = conn.add_stream(id, StreamKind::Logs);
-        let (payload, written) = ResponsePayload::success(LogsResult {
-            subscription_id: id,
-        })
-        .notify_on_completion();
-        let stream = Stream {
-            id,
-            conn,
+        let feed = Lines {
+            sub,
             follow: p.follow,
             shutdown: ctx.shutdown.subscribe(),
-            closing: ctx.closing.clone(),
         };
-        tokio::spawn(stream.run(sub, written, cancel));
-        payload
-    })
-    .expect("method names are unique");
-
-    m.register_async_method(method::LOGS_CANCEL, |params, _ctx, ext| async move {
-        let p: LogsCancelParams = parse(&params)?;
-        let conn = conn(&ext)?;
-        // Only this connection's streams: another client's ids are unknown here.
-        Ok::<_, jsonrpsee::types::ErrorObjectOwned>(LogsCancelResult {
-            cancelled: conn.cancel_stream(p.subscription_id, StreamKind::Logs),
+        follow::start(&ctx, conn, StreamKind::Logs, feed, |id| LogsResult {
+            subscription_id: id,
         })
     })
     .expect("method names are unique");
+
+    follow::register_cancel(m, method::LOGS_CANCEL, StreamKind::Logs);
 }
 
-struct Stream {
-    id: u64,
-    conn: Arc<Conn>,
+/// One `logs` stream's source: the router's backlog, then its live lines.
+struct Lines {
+    sub: LogSubscription,
     follow: bool,
     shutdown: watch::Receiver<bool>,
-    closing: watch::Receiver<bool>,
 }
 
-impl Stream {
-    async fn run(
-        mut self,
-        mut sub: LogSubscription,
-        written: MethodResponseFuture,
-        mut cancel: oneshot::Receiver<()>,
-    ) {
-        // Not sent (a notification, or the client left): no stream.
-        if written.await.is_err() {
-            self.conn.remove_stream(self.id);
-            return;
-        }
-        let end = self.pump(&mut sub, &mut cancel).await;
-        self.conn.remove_stream(self.id);
-        drop(sub);
-        if end == Some(LogEndReason::Lagged) {
-            // A dropped follower freed up to 4 MiB of lines allocated among
-            // the ring's: give the pages back now, not at the next trim.
-            crate::heap::trim();
-        }
-        if let Some(reason) = end {
-            let end = LogEndNotification {
-                subscription_id: self.id,
-                reason: Some(reason),
-            };
-            self.conn.send(notification(method::LOG_END, &end)).await;
+impl Feed for Lines {
+    type Item = LogLine;
+
+    const QUEUE_LIMIT: Option<usize> = None;
+    const LAGGED_WARNING: &'static str = "log follower fell behind and was dropped";
+
+    fn backlog(&mut self) -> Vec<LogLine> {
+        std::mem::take(&mut self.sub.backlog)
+    }
+
+    fn after_backlog(&self) -> Option<End> {
+        (!self.follow).then_some(LogEndReason::Complete)
+    }
+
+    async fn next(&mut self) -> Result<LogLine, End> {
+        match self.sub.recv().await {
+            Some(LogEvent::Line(line)) => Ok(line),
+            Some(LogEvent::Lagged) => Err(LogEndReason::Lagged),
+            // Sources end when the daemon stops every server, or when
+            // reload removed the followed servers.
+            None if *self.shutdown.borrow() => Err(LogEndReason::Shutdown),
+            None => Err(LogEndReason::Removed),
         }
     }
 
-    /// Sends lines until the stream ends; `None` when the client is gone.
-    async fn pump(
-        &mut self,
-        sub: &mut LogSubscription,
-        cancel: &mut oneshot::Receiver<()>,
-    ) -> Option<LogEndReason> {
-        for line in std::mem::take(&mut sub.backlog) {
-            if cancelled(cancel) {
-                return Some(LogEndReason::Cancelled);
-            }
-            if !self.conn.send(self.line(line)).await {
-                return None;
-            }
-        }
-        if !self.follow {
-            return Some(LogEndReason::Complete);
-        }
-        let mut closing = self.closing.clone();
-        loop {
-            tokio::select! {
-                _ = &mut *cancel => return Some(LogEndReason::Cancelled),
-                () = crate::flag::until_set(&mut closing) => return Some(LogEndReason::Shutdown),
-                () = self.conn.closed() => return None,
-                ev = sub.recv() => match ev {
-                    Some(LogEvent::Line(line)) => {
-                        if !self.conn.send(self.line(line)).await {
-                            return None;
-                        }
-                    }
-                    Some(LogEvent::Lagged) => {
-                        tracing::warn!(subscription = self.id, "log follower fell behind and was dropped");
-                        return Some(LogEndReason::Lagged);
-                    }
-                    // Sources end when the daemon stops every server, or when
-                    // reload removed the followed servers.
-                    None => return Some(self.sources_ended()),
-                },
-            }
-        }
-    }
-
-    fn sources_ended(&self) -> LogEndReason {
-        if *self.shutdown.borrow() {
-            LogEndReason::Shutdown
-        } else {
-            LogEndReason::Removed
-        }
-    }
-
-    fn line(&self, line: LogLine) -> Box<RawValue> {
+    fn notification(id: u64, line: LogLine) -> Box<RawValue> {
         let n = LogNotification {
-            subscription_id: self.id,
+            subscription_id: id,
             name: line.name.to_string(),
             stream: line.stream,
             line: line.line,
@@ -169,13 +100,20 @@ impl Stream {
         };
         notification(method::LOG, &n)
     }
-}
 
-fn cancelled(cancel: &mut oneshot::Receiver<()>) -> bool {
-    !matches!(cancel.try_recv(), Err(oneshot::error::TryRecvError::Empty))
-}
+    fn end_notification(id: u64, reason: End) -> Box<RawValue> {
+        let end = LogEndNotification {
+            subscription_id: id,
+            reason: Some(reason),
+        };
+        notification(method::LOG_END, &end)
+    }
 
-pub(super) fn notification<T: Serialize>(method: &'static str, params: &T) -> Box<RawValue> {
-    serde_json::value::to_raw_value(&Notification::new(method.into(), params))
-        .expect("notification params serialize")
+    fn dropped(end: Option<End>) {
+        if end == Some(LogEndReason::Lagged) {
+            // A dropped follower freed up to 4 MiB of lines allocated among
+            // the ring's: give the pages back now, not at the next trim.
+            crate::heap::trim();
+        }
+    }
 }

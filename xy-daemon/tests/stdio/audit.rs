@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::client::{Era, Mcp, V2025};
 use super::{rmcp_config, url};
-use crate::helper::{DEADLINE, TestDaemon, free_port, wait_for, wait_some};
+use crate::helper::{DEADLINE, TestDaemon, free_port, scaled, wait_for, wait_some};
 
 /// After `DELETE`, every message on that session gets 404 (the MCP
 /// transport spec: the client must initialise again), notifications and
@@ -277,7 +277,7 @@ fn a_json_answer_has_a_content_length() {
         "clientInfo": {"name": "raw", "version": "1"}}})
     .to_string();
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    s.set_read_timeout(Some(scaled(DEADLINE))).expect("timeout");
     write!(
         s,
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\

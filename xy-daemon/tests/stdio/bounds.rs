@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::client::{Era, Mcp};
 use super::{stdio_config, url};
-use crate::helper::{DEADLINE, TestDaemon, free_port, rss_kib, signal, testbin, wait_for};
+use crate::helper::{DEADLINE, TestDaemon, free_port, rss_kib, scaled, signal, testbin, wait_for};
 
 /// xyd may grow by this much under each load (SPEC §18's figure).
 const GROWTH_KIB: u64 = 64 * 1024;
@@ -90,7 +90,10 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     let start = Instant::now();
     while busy < 90 {
         peak = peak.max(rss_kib(d.pid()));
-        assert!(start.elapsed() < DEADLINE, "only {busy} POSTs refused");
+        assert!(
+            start.elapsed() < scaled(DEADLINE),
+            "only {busy} POSTs refused"
+        );
         if let Ok((status, text)) = rx.recv_timeout(Duration::from_millis(50)) {
             assert_eq!(status, 503, "{}", &text[..text.len().min(300)]);
             assert!(text.contains("is busy"), "{text}");
@@ -114,7 +117,7 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     let mut answered = 0;
     while answered < 100 - busy {
         let (status, text) = rx
-            .recv_timeout(DEADLINE)
+            .recv_timeout(scaled(DEADLINE))
             .expect("the waiting POSTs answered");
         assert_eq!(status, 200, "{}", &text[..text.len().min(300)]);
         answered += 1;
@@ -237,7 +240,7 @@ fn a_follower_that_never_reads_is_dropped_as_lagged() {
     // outbound queue in front of it holds at most 4 MiB more.
     assert!(peak < before + GROWTH_KIB, "RSS {before} → peak {peak} KiB");
     // Reading now: what was queued, then the end.
-    sock.set_read_timeout(Some(DEADLINE)).unwrap();
+    sock.set_read_timeout(Some(scaled(DEADLINE))).unwrap();
     let mut r = BufReader::new(sock);
     let mut line = String::new();
     loop {
@@ -360,7 +363,7 @@ fn a_2026_client_closing_its_stream_cancels_its_request_at_the_child() {
     s.write_all(head.as_bytes()).unwrap();
     // The progress notification the child sends as it starts: the call is
     // in flight at the child.
-    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    s.set_read_timeout(Some(scaled(DEADLINE))).unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
@@ -371,7 +374,7 @@ fn a_2026_client_closing_its_stream_cancels_its_request_at_the_child() {
     drop(s);
     let log = d.env.state_dir().join("logs/cc.log");
     let told = || std::fs::read_to_string(&log).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = xy_testbins::wait::deadline(Duration::from_secs(10));
     while !told().contains("xy-test-stdio-raw: cancelled") {
         assert!(
             Instant::now() < deadline,

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::client::{Era, Mcp};
 use super::{call, stdio_config, url};
-use crate::helper::{Client, DEADLINE, TestDaemon, free_port, testbin, wait_some};
+use crate::helper::{Client, DEADLINE, TestDaemon, free_port, scaled, testbin, wait_some};
 
 /// An argument value no record may hold.
 const SECRET: &str = "sk-live-4242-do-not-record";
@@ -187,7 +187,7 @@ fn records_survive_a_restart_and_follow_streams_new_ones() {
     let start = Instant::now();
     let mut live: Vec<Value> = Vec::new();
     while live.len() < 2 {
-        assert!(start.elapsed() < DEADLINE, "live records: {live:?}");
+        assert!(start.elapsed() < scaled(DEADLINE), "live records: {live:?}");
         let v = f.recv();
         if v["method"] == "call" {
             assert_eq!(v["params"]["subscription_id"], sub);
@@ -305,12 +305,12 @@ fn a_follower_that_never_reads_is_dropped_and_the_others_get_every_record() {
         5050
     );
     // What the stuck follower finds once it reads: records, then its end.
-    stuck.set_read_timeout(Some(DEADLINE)).unwrap();
+    stuck.set_read_timeout(Some(scaled(DEADLINE))).unwrap();
     let mut lines = BufReader::new(stuck).lines();
     let start = Instant::now();
     let mut records = 0;
     let end = loop {
-        assert!(start.elapsed() < DEADLINE * 2, "no call_end");
+        assert!(start.elapsed() < scaled(DEADLINE * 2), "no call_end");
         let line = lines.next().expect("a line").expect("read");
         let v: Value = serde_json::from_str(&line).unwrap();
         if v["method"] == "call_end" {

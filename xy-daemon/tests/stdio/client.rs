@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::helper::DEADLINE;
+use crate::helper::{DEADLINE, scaled};
 
 pub(crate) const V2026: &str = "2026-07-28";
 pub(crate) const V2025: &str = "2025-11-25";
@@ -63,7 +63,7 @@ impl Mcp {
     pub(crate) fn new(url: &str, era: Era) -> Mcp {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(Duration::from_secs(10)))
+            .timeout_connect(Some(xy_testbins::wait::scaled(Duration::from_secs(10))))
             .build()
             .into();
         Mcp {
@@ -365,7 +365,7 @@ impl Stream {
     pub(crate) fn expect(&self, method: &str) -> Value {
         let start = Instant::now();
         loop {
-            let left = DEADLINE.saturating_sub(start.elapsed());
+            let left = scaled(DEADLINE).saturating_sub(start.elapsed());
             match self.rx.recv_timeout(left) {
                 Ok(Some(m)) if m["method"] == method => return m,
                 Ok(Some(_)) => {}
@@ -380,7 +380,7 @@ impl Stream {
     pub(crate) fn response(&self) -> Value {
         let start = Instant::now();
         loop {
-            let left = DEADLINE.saturating_sub(start.elapsed());
+            let left = scaled(DEADLINE).saturating_sub(start.elapsed());
             match self.rx.recv_timeout(left) {
                 Ok(Some(m)) if m.get("method").is_none() => return m,
                 Ok(Some(_)) => {}
@@ -393,7 +393,7 @@ impl Stream {
     /// The first message, whatever it is.
     #[track_caller]
     pub(crate) fn response_or_note(&self) -> Value {
-        match self.rx.recv_timeout(DEADLINE) {
+        match self.rx.recv_timeout(scaled(DEADLINE)) {
             Ok(Some(m)) => m,
             other => panic!("no message: {other:?}"),
         }
@@ -405,7 +405,7 @@ impl Stream {
         let start = Instant::now();
         let mut seen = Vec::new();
         loop {
-            let left = DEADLINE.saturating_sub(start.elapsed());
+            let left = scaled(DEADLINE).saturating_sub(start.elapsed());
             match self.rx.recv_timeout(left) {
                 Ok(Some(m)) => seen.push(m),
                 Ok(None) => return seen,

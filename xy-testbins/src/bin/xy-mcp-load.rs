@@ -111,7 +111,7 @@ fn percentiles(mut times: Vec<Duration>) -> (f64, f64, usize) {
 /// answer is read with `read` and its head parsed by `httparse`, so the
 /// client adds as little as it can to what is timed (hyper's client on a
 /// tokio runtime cost more CPU per request than the bridge under test:
-/// `docs/performance.md`, "After D49").
+/// `docs/performance-history.md`, "After D49").
 struct HttpClient {
     stream: TcpStream,
     /// The request line and the headers every POST carries.

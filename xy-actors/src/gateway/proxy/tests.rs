@@ -20,7 +20,8 @@ use xy_core::firewall::{FirewallMode, Policy, ToolState, digest};
 use xy_core::protocol::mcp::CallOutcome;
 
 use super::*;
-use crate::firewall::{Verdict as FwVerdict, without_meta};
+use crate::mcp::verdicts::Verdicts;
+use crate::mcp::verdicts::{Verdict as FwVerdict, without_meta};
 
 /// `web`'s verdicts: `shown` approved, `hidden` pending (held back), in
 /// `mode`; a name xy did not list (`held`) is refused.

@@ -4,7 +4,7 @@
 
 use kdl::{KdlNode, KdlValue};
 
-use super::Cx;
+use super::cx::Cx;
 use crate::config::AgentConfig;
 
 /// Children of `agent { … }`.

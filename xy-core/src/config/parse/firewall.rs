@@ -4,9 +4,9 @@
 
 use kdl::KdlNode;
 
-use super::Cx;
-use crate::config::diagnostic::DiagnosticKind;
+use super::cx::Cx;
 use crate::firewall::FirewallMode;
+use crate::protocol::DiagnosticKind;
 
 /// Children of `firewall { … }`.
 pub(super) const FIREWALL_FIELDS: &[&str] = &["mode"];
@@ -34,7 +34,7 @@ pub(super) fn parse_firewall(cx: &mut Cx<'_>, node: &KdlNode) -> Option<Firewall
             match FirewallMode::parse(&word) {
                 Some(m) => mode = Some(m),
                 None => {
-                    let help = match super::suggest(&word, MODES) {
+                    let help = match super::cx::suggest(&word, MODES) {
                         Some(s) => format!("did you mean \"{s}\"?"),
                         None => "use \"pin\" (approve what the server lists first, hold \
                                  what changes), \"review\" (hold every tool until approved) \

@@ -4,9 +4,9 @@
 
 use kdl::KdlNode;
 
-use super::super::diagnostic::DiagnosticKind;
-use super::Cx;
+use super::cx::Cx;
 use crate::package::PackageRef;
+use crate::protocol::DiagnosticKind;
 
 const EXAMPLE: &str = "package \"npm:@modelcontextprotocol/server-memory@2026.8.31\"";
 

@@ -1,16 +1,17 @@
 //! A remote server's nodes (SPEC §23): `url "https://…"` in place of
 //! `command`, `headers { Name "literal" }` / `headers { Name secret="NAME" }`
-//! and `auth { oauth; scopes "a" "b"; client-id "…" }`, and the checks that
-//! need the whole file: exactly one of `url` and `command`, every
-//! `secret="NAME"` declared in the same file's `secrets { }`, and the nodes
-//! that make no sense without a process refused where they are written.
+//! and `auth { oauth; scopes "a" "b"; client-id "…" }`, and the list of
+//! nodes that make no sense without a process. The rules that need the
+//! whole file (exactly one of `url` and `command`, every `secret="NAME"`
+//! declared in the same file's `secrets { }`, those nodes refused where
+//! they are written) are `checks.rs`'s.
 
 use kdl::{KdlNode, KdlValue};
 use miette::SourceSpan;
 
-use super::Cx;
-use crate::config::diagnostic::DiagnosticKind;
-use crate::remote::{HeaderSpec, HeaderValueSpec, OAuthConfig};
+use super::cx::Cx;
+use crate::config::{HeaderSpec, HeaderValueSpec, OAuthConfig};
+use crate::protocol::DiagnosticKind;
 
 /// Children of `auth { … }`.
 pub(super) const AUTH_FIELDS: &[&str] = &["oauth", "scopes", "client-id", "client-secret"];

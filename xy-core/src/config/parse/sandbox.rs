@@ -7,8 +7,8 @@
 use kdl::KdlNode;
 use miette::SourceSpan;
 
-use super::Cx;
-use crate::config::diagnostic::DiagnosticKind;
+use super::cx::Cx;
+use crate::protocol::DiagnosticKind;
 use crate::sandbox::{HostPort, NetworkMode, SandboxConfig};
 
 /// Children of `sandbox { … }`.
@@ -54,7 +54,7 @@ pub(super) fn parse_sandbox(cx: &mut Cx<'_>, node: &KdlNode) -> Option<SandboxCo
                     match NetworkMode::parse(&word) {
                         Some(m) => network = Some((m, e.span())),
                         None => {
-                            let help = match super::suggest(&word, NETWORK_MODES) {
+                            let help = match super::cx::suggest(&word, NETWORK_MODES) {
                                 Some(s) => format!("did you mean \"{s}\"?"),
                                 None => "use \"any\" (no network rule), \"none\" (no \
                                          connections) or \"allow\" with allow-host lines"

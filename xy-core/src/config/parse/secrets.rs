@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use kdl::{KdlEntry, KdlNode, KdlValue};
 
-use super::{Cx, suggest};
-use crate::config::diagnostic::{ConfigDiagnostic, DiagnosticKind};
+use super::cx::{Cx, suggest};
+use crate::config::diagnostic::ConfigDiagnostic;
 use crate::config::dotenv;
 use crate::config::{HookEvent, HooksConfig, SecretSource, SecretSpec};
+use crate::protocol::DiagnosticKind;
 
 /// The source kinds of a secret (exactly one per entry).
 const SECRET_SOURCES: &[&str] = &["command", "keychain", "file"];

@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use kdl::{KdlDocument, KdlNode};
 
-use super::super::diagnostic::{ConfigDiagnostic, DiagnosticKind};
-use super::super::settings::DaemonSettings;
-use super::Cx;
+use super::cx::Cx;
+use crate::config::ConfigErrors;
+use crate::config::diagnostic::ConfigDiagnostic;
+use crate::config::settings::DaemonSettings;
+use crate::protocol::DiagnosticKind;
 
 /// Top-level nodes of `xy.kdl`.
 pub(super) const SETTINGS_FIELDS: &[&str] = &[
@@ -24,12 +26,27 @@ const GATEWAY_FIELDS: &[&str] = &["port"];
 /// Where `gateway { port … }` is written: its value's bytes in the text.
 pub(in crate::config) type PortAt = (std::ops::Range<usize>, Arc<str>);
 
-/// The settings (defaults where a value had an error), every diagnostic,
-/// and where the gateway port was set, if it was.
-pub(in crate::config) fn parse(
+/// Parses the text of a settings file (`file` names it in diagnostics).
+pub fn parse_settings(file: &Path, src: &str) -> Result<DaemonSettings, ConfigErrors> {
+    parse_at(file, src).map(|(s, _)| s)
+}
+
+/// [`parse_settings`], and where the file sets the gateway port.
+pub(in crate::config) fn parse_at(
     file: &Path,
     src: &str,
-) -> (DaemonSettings, Vec<ConfigDiagnostic>, Option<PortAt>) {
+) -> Result<(DaemonSettings, Option<PortAt>), ConfigErrors> {
+    let (settings, diags, at) = parse(file, src);
+    if diags.is_empty() {
+        Ok((settings, at))
+    } else {
+        Err(ConfigErrors::new(diags))
+    }
+}
+
+/// The settings (defaults where a value had an error), every diagnostic,
+/// and where the gateway port was set, if it was.
+fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Option<PortAt>) {
     let mut cx = Cx {
         file,
         source: Arc::from(src),
@@ -39,7 +56,7 @@ pub(in crate::config) fn parse(
     let doc = match KdlDocument::parse(src) {
         Ok(doc) => doc,
         Err(err) => {
-            super::syntax_errors(&mut cx, err);
+            super::cx::syntax_errors(&mut cx, err);
             return (settings, cx.diags, None);
         }
     };
@@ -57,7 +74,7 @@ pub(in crate::config) fn parse(
         match key {
             "gateway" => {
                 port_at = gateway(&mut cx, node, &mut settings)
-                    .map(|span| (super::range(span), Arc::clone(&cx.source)));
+                    .map(|span| (super::cx::range(span), Arc::clone(&cx.source)));
             }
             "firewall" => {
                 if let Some(m) = super::firewall::parse_firewall(&mut cx, node) {
@@ -165,8 +182,9 @@ mod tests {
     use crate::firewall::FirewallMode;
     use std::path::Path;
 
-    use super::super::super::settings::{DEFAULT_GATEWAY_PORT, parse_settings};
     use super::*;
+    use crate::config::load_settings;
+    use crate::config::settings::DEFAULT_GATEWAY_PORT;
 
     fn errors(src: &str) -> Vec<ConfigDiagnostic> {
         parse(Path::new("/c/xy.kdl"), src).1
@@ -298,10 +316,7 @@ mod tests {
     fn a_missing_file_is_the_defaults_and_a_directory_is_an_error() {
         let dir = std::env::temp_dir();
         let missing = dir.join("xy-settings-test-does-not-exist.kdl");
-        assert_eq!(
-            super::super::super::settings::load_settings(&missing).unwrap(),
-            DaemonSettings::default()
-        );
-        assert!(super::super::super::settings::load_settings(&dir).is_err());
+        assert_eq!(load_settings(&missing).unwrap(), DaemonSettings::default());
+        assert!(load_settings(&dir).is_err());
     }
 }

@@ -17,28 +17,10 @@ use xy_core::protocol::mcp::{
     ToolSnapshot, ToolsResult, diff_tools,
 };
 
-use crate::firewall::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
-use crate::health::McpInfo;
 use crate::ledger::{self, Saver};
-
-/// xy's own listing of a child (SPEC §20): every page of `tools/list`, and
-/// of `prompts/list` when the child has prompts.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Listing {
-    pub(crate) tools: Vec<Value>,
-    /// `None`: the child has no prompts capability (or listing them failed).
-    pub(crate) prompts: Option<Vec<Value>>,
-    pub(crate) protocol_version: String,
-    pub(crate) server_name: Option<String>,
-    pub(crate) server_version: Option<String>,
-    /// Each tool's JSON text as the child wrote it (aligned with `tools`;
-    /// empty where unknown).
-    pub(crate) raw_tools: Vec<Box<str>>,
-    /// Likewise for `prompts`.
-    pub(crate) raw_prompts: Vec<Box<str>>,
-    /// Each answer page as the child wrote it, and where its id is.
-    pub(crate) pages: Vec<(Kind, Box<[u8]>, std::ops::Range<usize>)>,
-}
+use crate::mcp::listing::Listing;
+use crate::mcp::report::McpInfo;
+use crate::mcp::verdicts::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
 
 /// An item the firewall newly holds back: what the `tools` event and the
 /// notification say.
@@ -385,11 +367,11 @@ impl McpState {
                     Kind::Tool => &raw_tools,
                     Kind::Prompt => &raw_prompts,
                 };
-                crate::firewall::raw_items(line, *kind)
+                crate::mcp::verdicts::raw_items(line, *kind)
                     .is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
             })
             .filter_map(|(kind, line, at)| {
-                Some(crate::firewall::Page {
+                Some(crate::mcp::verdicts::Page {
                     kind: *kind,
                     before: line.get(..at.start)?.into(),
                     after: line.get(at.end..)?.into(),
@@ -789,16 +771,15 @@ mod tests {
         let now = SystemTime::now();
         st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
         assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let l = ledger::load(&tools, "s");
-            if l.format == 2 && l.firewall.tools.approved.len() == 2 {
-                assert!(l.firewall.seen);
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "not saved: {l:?}");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let l = xy_testbins::wait::wait_some(
+            "the approvals saved",
+            std::time::Duration::from_secs(10),
+            || {
+                let l = ledger::load(&tools, "s");
+                (l.format == 2 && l.firewall.tools.approved.len() == 2).then_some(l)
+            },
+        );
+        assert!(l.firewall.seen);
         drop(st);
         // A new actor (daemon restart): the approvals stand, a new tool is pending.
         let mut st = state(Some(tools), FirewallMode::Pin, &dir);

@@ -1,4 +1,4 @@
-//! What the bridge knows of a `tools/call` while it is in flight, and how
+//! What xy knows of a `tools/call` while it is in flight, and how
 //! it ends up a call record (SPEC §20): the tool, the client, when it
 //! arrived. The client is the `clientInfo` of the 2025 session's
 //! `initialize`, or of a 2026 request's `_meta`, else the `User-Agent`
@@ -10,12 +10,9 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::time::Instant;
 use xy_core::protocol::mcp::CallOutcome;
+use xy_core::protocol::mcp::wire::META_CLIENT_INFO;
 
-use super::raw::Said;
 use crate::calls::Calls;
-
-/// The `_meta` key of a 2026-era request's client.
-pub(crate) const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
 
 /// One `tools/call` in flight.
 #[derive(Debug)]
@@ -49,16 +46,6 @@ impl Recorder {
     }
 }
 
-impl From<Said> for CallOutcome {
-    fn from(s: Said) -> CallOutcome {
-        match s {
-            Said::Ok => CallOutcome::Ok,
-            Said::ToolError => CallOutcome::ToolError,
-            Said::Error => CallOutcome::RpcError,
-        }
-    }
-}
-
 /// `name version` (or `name`) of a `clientInfo` object.
 pub(crate) fn client_name(info: Option<&Value>) -> Option<Arc<str>> {
     let info = info?;
@@ -75,7 +62,7 @@ pub(crate) fn meta_client(msg: &Value) -> Option<Arc<str>> {
     client_name(
         msg.get("params")
             .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(META_CLIENT)),
+            .and_then(|m| m.get(META_CLIENT_INFO)),
     )
 }
 
@@ -100,7 +87,7 @@ mod tests {
             Some("x")
         );
         assert_eq!(client_name(Some(&json!({"version": "1"}))), None);
-        let m = json!({"params": {"name": "echo", "_meta": {META_CLIENT: {"name": "n", "version": "2"}}}});
+        let m = json!({"params": {"name": "echo", "_meta": {META_CLIENT_INFO: {"name": "n", "version": "2"}}}});
         assert_eq!(meta_client(&m).as_deref(), Some("n 2"));
         assert_eq!(tool_of(&m), Some("echo"));
     }

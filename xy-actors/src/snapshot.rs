@@ -1,6 +1,7 @@
 //! The `list` view of one server: the [`ServerSnapshot`] a ServerActor
-//! publishes into a `watch` channel, its serialised row cache, and the
-//! publishing itself (only when a field `list` shows changed).
+//! publishes into a `watch` channel (read by `list`, the gateway and a
+//! bridge without a message to the actor) and its serialised row cache.
+//! The ServerActor's publishing is `server/publish.rs`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -9,8 +10,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use xy_core::config::ServerConfig;
 use xy_core::protocol::{Health, LastExit, ListEntry, ListRow, ServerState, Transport};
-
-use super::ServerActorState;
 
 /// What `list` shows of one server. The ServerActor is its only writer: it
 /// publishes a new value into a `watch` channel whenever one of these
@@ -40,7 +39,7 @@ pub(crate) struct ServerSnapshot {
     /// A child runs or is on its way ([`Lifecycle::child_coming`]): a stdio
     /// server's requests wait for it. Not shown by `list`.
     ///
-    /// [`Lifecycle::child_coming`]: super::lifecycle::Lifecycle::child_coming
+    /// [`Lifecycle::child_coming`]: crate::server::lifecycle::Lifecycle::child_coming
     pub(crate) child_coming: bool,
     /// A stdio server's bridge, for the gateway (SPEC §20). Not shown by
     /// `list`.
@@ -67,18 +66,18 @@ pub(crate) struct BridgeGate {
     pub(crate) listening: bool,
 }
 
-/// A receiver of one server's [`Verdicts`](crate::firewall::Verdicts),
+/// A receiver of one server's [`Verdicts`](crate::mcp::verdicts::Verdicts),
 /// and how the gateway asks for a new listing of an HTTP server (its
 /// answer to a client listed an item xy's listing does not have).
 #[derive(Clone)]
 pub(crate) struct FirewallGate {
-    pub(crate) verdicts: watch::Receiver<Arc<crate::firewall::Verdicts>>,
+    pub(crate) verdicts: watch::Receiver<Arc<crate::mcp::verdicts::Verdicts>>,
     pub(crate) relist: Arc<tokio::sync::Notify>,
 }
 
 impl FirewallGate {
     /// The verdicts in force now.
-    pub(crate) fn current(&self) -> Arc<crate::firewall::Verdicts> {
+    pub(crate) fn current(&self) -> Arc<crate::mcp::verdicts::Verdicts> {
         Arc::clone(&self.verdicts.borrow())
     }
 }
@@ -96,7 +95,7 @@ impl std::fmt::Debug for FirewallGate {
 }
 
 impl BridgeGate {
-    fn key(&self) -> (ractor::ActorId, bool) {
+    pub(crate) fn key(&self) -> (ractor::ActorId, bool) {
         (self.endpoint.actor.get_id(), self.listening)
     }
 }
@@ -201,86 +200,5 @@ impl ServerSnapshot {
             // The engine's: it follows the daemon's settings.
             gateway_url: None,
         }
-    }
-}
-
-impl ServerActorState {
-    /// Publishes the `list` view if any part of it changed (receivers are
-    /// woken only then).
-    pub(super) fn publish(&self) {
-        let pid = self
-            .child
-            .handle
-            .as_ref()
-            .filter(|_| self.leader_alive)
-            .map(|h| h.pid());
-        let started = self
-            .lc
-            .run_started
-            .filter(|_| self.lc.phase == ServerState::Running);
-        let default_health = Health::default();
-        let health = self
-            .tracker
-            .as_ref()
-            .map_or(&default_health, |t| t.health());
-        let url = self.config.url();
-        let remote_url = self.config.remote.as_ref().map(|r| r.url.as_str());
-        let bridge_key = self
-            .bridge
-            .as_ref()
-            .map(|b| (b.actor.get_id(), b.listening));
-        self.snapshot.send_if_modified(|s| {
-            let same = s.state == self.lc.phase
-                && s.pid == pid
-                && s.port == self.config.port
-                && s.transport == self.config.transport
-                && s.url == url
-                && s.remote_url.as_deref() == remote_url
-                && s.started == started
-                && s.restart_count == self.lc.restart_count
-                && s.last_exit == self.last_exit
-                && s.health == *health
-                && s.tool_count == self.mcp.tool_count()
-                && s.tools_held == self.mcp.held_count()
-                && s.agent_allow_restart == self.config.agent.allow_restart
-                && s.grace == self.config.stop.grace
-                && s.child_coming == self.lc.child_coming()
-                && s.bridge.as_ref().map(BridgeGate::key) == bridge_key
-                && s.firewall.is_some()
-                && s.remote.as_ref().map(|r| Arc::as_ptr(&r.0))
-                    == self.upstream.as_ref().map(Arc::as_ptr);
-            if !same {
-                *s = ServerSnapshot {
-                    state: self.lc.phase,
-                    pid,
-                    port: self.config.port,
-                    transport: self.config.transport,
-                    url,
-                    remote_url: remote_url.map(str::to_owned),
-                    started,
-                    restart_count: self.lc.restart_count,
-                    last_exit: self.last_exit.clone(),
-                    health: health.clone(),
-                    tool_count: self.mcp.tool_count(),
-                    tools_held: self.mcp.held_count(),
-                    agent_allow_restart: self.config.agent.allow_restart,
-                    grace: self.config.stop.grace,
-                    child_coming: self.lc.child_coming(),
-                    bridge: self.bridge.as_ref().map(|b| BridgeGate {
-                        endpoint: b.endpoint.clone(),
-                        listening: b.listening,
-                    }),
-                    firewall: Some(FirewallGate {
-                        verdicts: self.mcp.watch_verdicts(),
-                        relist: Arc::clone(&self.relist),
-                    }),
-                    remote: self.upstream.clone().map(RemoteGate),
-                    row: RowCache::default(),
-                };
-                // Built here, once, rather than by the next `list`.
-                s.row(&self.config.name);
-            }
-            !same
-        });
     }
 }

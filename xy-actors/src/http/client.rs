@@ -177,10 +177,10 @@ mod tests {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         use std::sync::Arc;
         let certs = vec![
-            CertificateDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.pem")).unwrap(),
+            CertificateDer::from_pem_slice(include_bytes!("../../testdata/tls/leaf.pem")).unwrap(),
         ];
         let key =
-            PrivateKeyDer::from_pem_slice(include_bytes!("../testdata/tls/leaf.key")).unwrap();
+            PrivateKeyDer::from_pem_slice(include_bytes!("../../testdata/tls/leaf.key")).unwrap();
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -211,7 +211,8 @@ mod tests {
     async fn the_direct_connector_verifies_and_talks_tls() {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
-        let ca = CertificateDer::from_pem_slice(include_bytes!("../testdata/tls/ca.pem")).unwrap();
+        let ca =
+            CertificateDer::from_pem_slice(include_bytes!("../../testdata/tls/ca.pem")).unwrap();
         // Trusted: the CA is added to the platform's roots.
         let port = tls_server().await;
         let trusting =

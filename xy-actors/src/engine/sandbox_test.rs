@@ -18,8 +18,8 @@ use xy_core::sandbox::tilde;
 
 use crate::engine::EngineError;
 use crate::os::sandbox::SandboxEnv;
+use crate::os::spawn::SpawnError;
 use crate::server::failure::SpawnFailure;
-use crate::server::process::SpawnError;
 
 /// The probe child's whole run (it waits on connects of at most 3 s each).
 const PROBE_DEADLINE: Duration = Duration::from_secs(60);
@@ -109,7 +109,7 @@ pub(crate) async fn run(
     socket: &Path,
 ) -> Result<SandboxTestResult, EngineError> {
     let internal = |what: &str, e: std::io::Error| EngineError::Internal(format!("{what}: {e}"));
-    let program = crate::server::process::resolve(config).map_err(|e| spawn_failed(config, e))?;
+    let program = crate::os::spawn::resolve(config).map_err(|e| spawn_failed(config, e))?;
     let xyd = std::env::current_exe().map_err(|e| internal("locating xyd", e))?;
     let xyd_dir: Vec<PathBuf> = xyd.parent().map(Path::to_path_buf).into_iter().collect();
     // The probe's temp dir is its own: the server's may be in use.
@@ -117,7 +117,7 @@ pub(crate) async fn run(
         root: env.root.join(&config.name).join("probe"),
         ..env.clone()
     };
-    let egress = crate::sandbox_egress::grant_for(config, &xyd.display().to_string())
+    let egress = crate::os::sandbox::egress::grant_for(config, &xyd.display().to_string())
         .map_err(|e| spawn_failed(config, e))?;
     let mut prepared = crate::os::sandbox::prepare(
         config,

@@ -1,10 +1,11 @@
-//! Remote servers' configuration vocabulary (SPEC §23): the `url`, the
-//! static `headers { … }` and the `auth { oauth … }` block, as the config
-//! parser produces them and `xy-actors` (the remote upstream, the OAuth
-//! broker) consumes them, and what `status` shows of them. No parsing and
-//! no I/O here.
+//! A remote server's config (SPEC §23): the `url`, the static
+//! `headers { … }` and the `auth { oauth … }` block, as the config parser
+//! (`parse/remote.rs`) produces them and `xy-actors` (the remote upstream,
+//! the OAuth broker) consumes them, and what `status` shows of them
+//! ([`RemoteStatus`], a wire type of `protocol`).
 
-use serde::{Deserialize, Serialize};
+use super::SecretSpec;
+use crate::protocol::{RemoteHeader, RemoteStatus};
 
 /// A `url "https://…"` server: no process; xy forwards to `url`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,33 +61,7 @@ pub struct OAuthConfig {
     /// file's `secrets { }` holding a confidential client's secret, looked
     /// up by the broker when it talks to the token endpoint. Only with
     /// `client_id`.
-    pub client_secret: Option<crate::config::SecretSpec>,
-}
-
-/// `status.remote` (SPEC §23): where the server is and how xy
-/// authenticates to it — header names and secret names, never values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RemoteStatus {
-    /// The upstream `url`.
-    pub url: String,
-    /// `headers { }`, in file order.
-    pub headers: Vec<RemoteHeader>,
-    /// `"oauth"` with `auth { oauth }`, else `"none"`.
-    pub auth: String,
-    /// `auth { scopes … }` (empty without).
-    pub scopes: Vec<String>,
-    /// `auth { client-id … }`, else `null`.
-    pub client_id: Option<String>,
-}
-
-/// One configured header as `status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RemoteHeader {
-    /// The header's name.
-    pub name: String,
-    /// The §16 secret its value comes from; `null` for a literal (whose
-    /// value is not shown either).
-    pub secret: Option<String>,
+    pub client_secret: Option<SecretSpec>,
 }
 
 impl RemoteConfig {

@@ -9,9 +9,10 @@
 //! nothing but this port (Landlock, `os/sandbox/linux.rs`).
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use xy_core::sandbox::{Denied, HostPort};
@@ -42,35 +43,6 @@ impl std::fmt::Debug for EgressProxy {
     }
 }
 
-/// 16 random bytes as hex, from the kernel.
-fn token() -> std::io::Result<String> {
-    let mut b = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
-}
-
-/// Standard base64 with padding (the `Basic` credentials).
-fn base64(input: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(A[((n >> shift) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 /// The daemon's one proxy.
 pub(crate) fn proxy() -> &'static EgressProxy {
     static PROXY: OnceLock<EgressProxy> = OnceLock::new();
@@ -86,7 +58,7 @@ pub(crate) fn proxy() -> &'static EgressProxy {
 pub(crate) fn grant_for(
     config: &xy_core::config::ServerConfig,
     shown: &str,
-) -> Result<Option<(ProxyGrant, String)>, crate::server::process::SpawnError> {
+) -> Result<Option<(ProxyGrant, String)>, crate::os::spawn::SpawnError> {
     let allow = config
         .sandbox
         .as_ref()
@@ -97,7 +69,7 @@ pub(crate) fn grant_for(
     proxy()
         .grant(&config.name)
         .map(Some)
-        .map_err(|e| crate::server::process::SpawnError {
+        .map_err(|e| crate::os::spawn::SpawnError {
             path: shown.to_owned(),
             error: format!("sandbox.network \"allow\": cannot start xy's egress proxy: {e}"),
             kind: xy_core::protocol::SpawnErrorKind::SandboxUnavailable,
@@ -140,9 +112,9 @@ impl EgressProxy {
     /// [`SandboxRun`] exists.
     pub(crate) fn grant(&self, name: &str) -> std::io::Result<(ProxyGrant, String)> {
         let port = self.ensure_started()?;
-        let token = token()?;
+        let token = crate::mcp::meta::random_hex()?;
         let url = format!("http://{name}:{token}@127.0.0.1:{port}");
-        let authorization = format!("Basic {}", base64(format!("{name}:{token}").as_bytes()));
+        let authorization = format!("Basic {}", STANDARD.encode(format!("{name}:{token}")));
         Ok((ProxyGrant { port, url }, authorization))
     }
 
@@ -306,20 +278,6 @@ async fn serve(mut stream: TcpStream, grants: Arc<Mutex<HashMap<String, Grant>>>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_the_rfc_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(i.as_bytes()), o);
-        }
-    }
 
     #[test]
     fn heads_parse_to_their_targets() {
