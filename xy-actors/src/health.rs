@@ -3,9 +3,16 @@
 //! reports each result to its ServerActor by message, and the pure
 //! [`Tracker`] that turns results into `healthy`/`unhealthy`/`starting`.
 //!
+//! The same task carries out xy's own listing of an HTTP or remote server
+//! (SPEC §20, [`listing`]): one task, and one MCP session, per spawn, so
+//! the child sees one `initialize` and one `tools/list` whether it has an
+//! `mcp` probe or not (the probe's findings no longer list tools: the
+//! ledger takes xy's listing).
+//!
 //! The ServerActor starts the task when its child is spawned and stops it
-//! when the child exits or is being stopped; nothing runs without a
-//! `health` block. Stopping lets an MCP probe end its session (`DELETE`).
+//! when the child exits or is being stopped; without a `health` block it
+//! only lists (a stdio server's bridge lists its own child, so there is no
+//! task then). Stopping lets the task end its MCP session (`DELETE`).
 //!
 //! Every text a report carries comes from the server (a JSON-RPC error's
 //! message, its self-description) and goes on to `daemon.log`, `status`,
@@ -21,14 +28,12 @@ use xy_core::config::{HealthConfig, ProbeKind};
 use xy_core::protocol::{Health, HealthState};
 
 pub(crate) mod http;
+pub(crate) mod listing;
 pub(crate) mod mcp;
 
 /// The first probe comes this soon after the spawn (or after `interval`,
 /// if shorter), so `list` has a verdict early.
 const FIRST_PROBE: Duration = Duration::from_secs(1);
-
-/// Listing every `tools/list` page may take this many probe timeouts.
-const LIST_TIMEOUTS: u32 = 4;
 
 use crate::log_router::redact::{Redactor, scrub};
 use crate::mcp::report::{McpInfo, McpReport};
@@ -50,7 +55,6 @@ impl ProbeReport {
                     era: m.info.era,
                     capabilities: m.info.capabilities,
                 },
-                tools: m.tools.map(|t| t.map_err(|e| scrub(e, r))),
             }),
             ..self
         }
@@ -81,23 +85,41 @@ pub(crate) struct ProbeTask {
 }
 
 impl ProbeTask {
-    /// Starts probing; `report` gets every result, its texts through
-    /// [`scrub`] with `redactor` (the child's, [`Redactor::for_spawn`]), and
-    /// returns false once nobody listens (the actor is gone), which ends
-    /// the task.
+    /// Starts probing with `cfg` (none: listing only) and, given a
+    /// `listing` duty, listing; `report` gets every probe's result, its
+    /// texts through [`scrub`] with `redactor` (the child's,
+    /// [`Redactor::for_spawn`]), and returns false once nobody listens (the
+    /// actor is gone), which ends the task. A listing's failure goes
+    /// through [`scrub`] too.
     pub(crate) fn spawn(
-        cfg: HealthConfig,
+        cfg: Option<HealthConfig>,
         port: u16,
         remote: Option<Arc<crate::remote::Upstream>>,
         redactor: Option<Arc<Redactor>>,
         report: impl Fn(ProbeReport) -> bool + Send + 'static,
+        listing: Option<listing::Duty>,
     ) -> ProbeTask {
         let (stop_tx, stop_rx) = oneshot::channel();
         let (done_tx, done_rx) = oneshot::channel();
+        let listing = listing.map(|duty| {
+            let r = redactor.clone();
+            let send = duty.send;
+            listing::Duty {
+                send: Box::new(move |l: Result<_, String>| {
+                    send(l.map_err(|why| scrub(why, r.as_deref())))
+                }),
+                ..duty
+            }
+        });
         let report = move |r: ProbeReport| report(r.scrubbed(redactor.as_deref()));
         let now = Arc::new(tokio::sync::Notify::new());
         let wake = Arc::clone(&now);
-        tokio::spawn(run(cfg, port, remote, report, stop_rx, done_tx, wake));
+        let chan = Chan {
+            stop: stop_rx,
+            done: done_tx,
+            wake,
+        };
+        tokio::spawn(run(cfg, port, remote, listing, report, chan));
         ProbeTask {
             stop: Some(stop_tx),
             done: Some(done_rx),
@@ -124,94 +146,163 @@ impl ProbeTask {
     }
 }
 
-async fn run(
-    cfg: HealthConfig,
-    port: u16,
-    remote: Option<Arc<crate::remote::Upstream>>,
-    report: impl Fn(ProbeReport) -> bool + Send + 'static,
-    mut stop: oneshot::Receiver<()>,
+/// The task's ends of its [`ProbeTask`].
+struct Chan {
+    stop: oneshot::Receiver<()>,
+    /// Dropped when the task has ended.
     done: oneshot::Sender<()>,
     wake: Arc<tokio::sync::Notify>,
+}
+
+/// What the task does next.
+enum Work {
+    Probe,
+    List,
+    Relist,
+}
+
+/// Sleeps until `at`; never wakes without one.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn run(
+    cfg: Option<HealthConfig>,
+    port: u16,
+    remote: Option<Arc<crate::remote::Upstream>>,
+    duty: Option<listing::Duty>,
+    report: impl Fn(ProbeReport) -> bool + Send + 'static,
+    chan: Chan,
 ) {
+    let Chan {
+        mut stop,
+        done,
+        wake,
+    } = chan;
+    let client = |path: &str| match &remote {
+        Some(up) => mcp::McpClient::remote(port, Arc::clone(up)),
+        None => mcp::McpClient::new(port, path.to_owned()),
+    };
     // A remote server is probed at its upstream, whatever the block says.
-    let mut mcp = match (&cfg.probe, remote) {
-        (_, Some(up)) => Some(mcp::McpClient::remote(port, up)),
-        (ProbeKind::Mcp(path), None) => Some(mcp::McpClient::new(port, path.clone())),
+    let mut mcp = match cfg.as_ref().map(|c| &c.probe) {
+        Some(_) if remote.is_some() => Some(client("")),
+        Some(ProbeKind::Mcp(path)) => Some(client(path)),
         _ => None,
     };
+    // The listing shares the probe's session when both ask the same endpoint.
+    let shared = mcp.is_some()
+        && duty.as_ref().is_some_and(|d| {
+            remote.is_some()
+                || matches!(cfg.as_ref().map(|c| &c.probe), Some(ProbeKind::Mcp(p)) if *p == d.path)
+        });
+    let mut lister = duty.as_ref().filter(|_| !shared).map(|d| client(&d.path));
     let as_mcp = ProbeKind::Mcp(String::new());
-    let mut listed = false;
-    let mut delay = cfg.interval.min(FIRST_PROBE);
-    let mut phase = Some(phase(port, cfg.interval));
+    let start = tokio::time::Instant::now();
+    let mut next_probe = cfg.as_ref().map(|c| start + c.interval.min(FIRST_PROBE));
+    let mut phase = cfg.as_ref().map(|c| phase(port, c.interval));
+    let mut list = duty
+        .as_ref()
+        .map(|_| listing::State::Due(listing::Retry::starting(start)));
     loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            () = tokio::time::sleep(delay) => {}
-            () = wake.notified() => {}
-        }
-        delay = cfg.interval + phase.take().unwrap_or_default();
-        let started = Instant::now();
-        // Boxed: the exchange's state (hyper's connection, buffers) lives
-        // only while a probe runs, not in every idle probe task.
-        let probe = tokio::time::timeout(
-            cfg.timeout,
-            Box::pin(probe_once(
-                if mcp.is_some() { &as_mcp } else { &cfg.probe },
-                port,
-                mcp.as_mut(),
-            )),
+        let idle = matches!(
+            list,
+            Some(listing::State::Listed(_) | listing::State::GaveUp)
         );
-        // Not cut short by a stop: an `initialize` in flight may already
-        // have opened a session the server will keep unless we learn its id
-        // and end it (the exchange is bounded by the timeout anyway).
-        let outcome = match probe.await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(format!(
-                "no answer within {}",
-                humantime::format_duration(cfg.timeout)
-            )),
-        };
-        if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
-            break;
-        }
-        let latency = started.elapsed();
-        let at = SystemTime::now();
-        let mut found = None;
-        if outcome.is_ok()
-            && let Some(client) = mcp.as_mut()
-            && let Some(info) = client.info().cloned()
-        {
-            // The ledger wants one listing per spawn: after the first success.
-            let tools = if listed {
-                None
-            } else {
-                listed = true;
-                let bound = cfg.timeout * LIST_TIMEOUTS;
-                tokio::select! {
-                    _ = &mut stop => break,
-                    r = tokio::time::timeout(bound, Box::pin(client.list_tools())) => Some(r.unwrap_or_else(|_| Err(format!(
-                        "tools/list: no complete answer within {}",
-                        humantime::format_duration(bound)
-                    )))),
+        let work = tokio::select! {
+            _ = &mut stop => break,
+            () = until(next_probe) => Work::Probe,
+            () = wake.notified(), if cfg.is_some() => Work::Probe,
+            () = until(list.and_then(listing::State::due)) => Work::List,
+            () = async {
+                match &duty {
+                    Some(d) => d.relist.notified().await,
+                    None => std::future::pending().await,
                 }
-            };
-            found = Some(McpReport { info, tools });
-        }
-        let r = ProbeReport {
-            outcome,
-            latency,
-            at,
-            mcp: found,
+            }, if idle => Work::Relist,
         };
-        if !report(r) {
-            break;
+        let now = tokio::time::Instant::now();
+        match work {
+            Work::Relist => list = list.map(|l| l.woken(now)),
+            Work::List => {
+                let (Some(d), Some(state)) = (&duty, list) else {
+                    continue;
+                };
+                let client = if shared {
+                    mcp.as_mut()
+                } else {
+                    lister.as_mut()
+                };
+                let Some(client) = client else {
+                    continue;
+                };
+                match listing::step(client, !shared, state, d, &mut stop).await {
+                    Some(next) => list = Some(next),
+                    None => break,
+                }
+            }
+            Work::Probe => {
+                let Some(cfg) = &cfg else {
+                    continue;
+                };
+                let interval = cfg.interval + phase.take().unwrap_or_default();
+                let started = Instant::now();
+                // Boxed: the exchange's state (hyper's connection, buffers) lives
+                // only while a probe runs, not in every idle probe task.
+                let probe = tokio::time::timeout(
+                    cfg.timeout,
+                    Box::pin(probe_once(
+                        if mcp.is_some() { &as_mcp } else { &cfg.probe },
+                        port,
+                        mcp.as_mut(),
+                    )),
+                );
+                // Not cut short by a stop: an `initialize` in flight may already
+                // have opened a session the server will keep unless we learn its id
+                // and end it (the exchange is bounded by the timeout anyway).
+                let outcome = match probe.await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(format!(
+                        "no answer within {}",
+                        humantime::format_duration(cfg.timeout)
+                    )),
+                };
+                if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+                    break;
+                }
+                // The interval runs from the end of a probe.
+                next_probe = Some(tokio::time::Instant::now() + interval);
+                let latency = started.elapsed();
+                let at = SystemTime::now();
+                let found = outcome
+                    .is_ok()
+                    .then(|| mcp.as_ref().and_then(|c| c.info().cloned()))
+                    .flatten()
+                    .map(|info| McpReport { info });
+                if found.is_some() && shared {
+                    // The session answers: the listing need not wait.
+                    list = list.map(|l| l.answered(tokio::time::Instant::now()));
+                }
+                let r = ProbeReport {
+                    outcome,
+                    latency,
+                    at,
+                    mcp: found,
+                };
+                if !report(r) {
+                    break;
+                }
+            }
         }
     }
-    if let Some(client) = mcp.as_mut()
-        && let Ok(Err(e)) = tokio::time::timeout(cfg.timeout, client.close()).await
-    {
-        // Only the HTTP status or a transport error: no server text.
-        tracing::debug!(port, error = %e, "ending the probe's MCP session failed");
+    for client in [mcp.as_mut(), lister.as_mut()].into_iter().flatten() {
+        let timeout = cfg.as_ref().map_or(listing::ATTEMPT_TIMEOUT, |c| c.timeout);
+        if let Ok(Err(e)) = tokio::time::timeout(timeout, client.close()).await {
+            // Only the HTTP status or a transport error: no server text.
+            tracing::debug!(port, error = %e, "ending the probe's MCP session failed");
+        }
     }
     drop(done);
 }
@@ -459,7 +550,7 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut c = HealthConfig::new(ProbeKind::Tcp);
         c.interval = Duration::from_secs(3600);
-        let task = ProbeTask::spawn(c, port, None, None, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(Some(c), port, None, None, move |r| tx.send(r).is_ok(), None);
         // The first probe comes within FIRST_PROBE; the next would take an hour.
         let first = tokio::time::timeout(
             xy_testbins::wait::scaled(Duration::from_secs(10)),
@@ -484,14 +575,21 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut c = HealthConfig::new(ProbeKind::Tcp);
         c.interval = Duration::from_millis(20);
-        let task = ProbeTask::spawn(c.clone(), port, None, None, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(
+            Some(c.clone()),
+            port,
+            None,
+            None,
+            move |r| tx.send(r).is_ok(),
+            None,
+        );
         let r = rx.recv().await.unwrap();
         assert_eq!(r.outcome, Ok("connected".into()));
         task.stop().await;
         drop(l);
         // A closed port fails.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = ProbeTask::spawn(c, port, None, None, move |r| tx.send(r).is_ok());
+        let task = ProbeTask::spawn(Some(c), port, None, None, move |r| tx.send(r).is_ok(), None);
         let r = rx.recv().await.unwrap();
         assert!(r.outcome.unwrap_err().contains("connect to 127.0.0.1"));
         drop(task);

@@ -37,8 +37,9 @@
 //!   eras, MRTR, sessions, the stdin budget).
 //! * `gateway`: the GatewayActor, one listener for every server, the
 //!   reverse proxy and its firewall.
-//! * `health`: the probes (`http`, `tcp`, `mcp`, `command`) and the
-//!   health verdict.
+//! * `health`: the probes (`http`, `tcp`, `mcp`, `command`), the
+//!   health verdict, and xy's own listing of an HTTP or remote server in
+//!   the probe's MCP session.
 //! * `remote`: a remote server's upstream. `credentials`: what it asks of
 //!   the OAuth broker. `oauth`: the broker, logins and the grant stores.
 //!

@@ -125,7 +125,9 @@ pub struct OAuthBroker {
 struct Inner {
     opts: OAuthOptions,
     backend: Arc<dyn backend::TokenBackend>,
-    http: Result<Arc<http::XyOAuthHttp>, String>,
+    /// Built on first use (a remote server's grant, a login): a daemon
+    /// without remote servers never sets up TLS or an HTTP client.
+    http: std::sync::OnceLock<Result<Arc<http::XyOAuthHttp>, String>>,
     grants: Mutex<HashMap<String, Arc<Grant>>>,
     logins: Mutex<HashMap<String, Arc<Login>>>,
     events: broadcast::Sender<AuthEvent>,
@@ -147,7 +149,7 @@ impl OAuthBroker {
         OAuthBroker {
             inner: Arc::new(Inner {
                 backend: store::backend(&opts.store),
-                http: http::XyOAuthHttp::new().map(Arc::new),
+                http: std::sync::OnceLock::new(),
                 opts,
                 grants: Mutex::new(HashMap::new()),
                 logins: Mutex::new(HashMap::new()),
@@ -168,7 +170,18 @@ impl OAuthBroker {
     }
 
     fn http(&self) -> Result<Arc<http::XyOAuthHttp>, OAuthError> {
-        self.inner.http.clone().map_err(OAuthError::LoginFailed)
+        self.inner
+            .http
+            .get_or_init(|| http::XyOAuthHttp::new().map(Arc::new))
+            .clone()
+            .map_err(OAuthError::LoginFailed)
+    }
+
+    /// Whether the HTTP client has been built (tests: nothing builds it
+    /// before a remote server or a login needs it).
+    #[cfg(test)]
+    pub(crate) fn http_built(&self) -> bool {
+        self.inner.http.get().is_some()
     }
 
     /// The server's one grant; a changed `url` or OAuth block starts a new

@@ -42,7 +42,6 @@ use crate::server::mcp_state::McpState;
 pub(crate) mod failure;
 mod firewall;
 mod health;
-mod http_listing;
 pub(crate) mod lifecycle;
 /// Whether loopback `port` can be bound within `deadline`, polled.
 async fn port_comes_free(port: u16, deadline: Duration) -> bool {
@@ -136,10 +135,11 @@ pub(crate) enum ServerMsg {
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// From the bridge: xy's own listing of the current child (SPEC §20).
     Listed(Box<crate::mcp::listing::Listing>),
-    /// xy's own listing of spawn `run` of an HTTP server (SPEC §20).
+    /// xy's own listing of spawn `run` of an HTTP or remote server (SPEC
+    /// §20), or why there is none.
     HttpListed {
         run: u64,
-        listing: Box<crate::mcp::listing::Listing>,
+        listing: Result<Box<crate::mcp::listing::Listing>, String>,
     },
     /// `tools_approve`: the named items (or with `all` every held-back
     /// one) are approved as listed now.
@@ -313,14 +313,13 @@ pub(crate) struct ServerActorState {
     reported: Option<(bool, Option<i32>)>,
     /// Why the last run ended, as far as forensics can tell (for `explain`).
     why: WhyState,
-    /// The running child's probe task (only with a `health` block).
+    /// The running child's probe task: its `health` block's probes and
+    /// xy's own listing of an HTTP or remote server.
     probe: Option<ProbeTask>,
     /// The running child's verdict; `None` → `unknown`.
     tracker: Option<Tracker>,
-    /// xy's own listing of the running HTTP child (`http_listing`).
-    http_listing: Option<http_listing::Lister>,
     /// Woken by the gateway when an HTTP child lists what xy's listing
-    /// does not have: the listing task lists again.
+    /// does not have: the probe task lists again.
     relist: Arc<tokio::sync::Notify>,
     /// The last health changes (separate from lifecycle transitions).
     health_history: VecDeque<HealthTransition>,
@@ -453,7 +452,6 @@ impl Actor for ServerActor {
             why: WhyState::default(),
             probe: None,
             tracker: None,
-            http_listing: None,
             relist: Arc::new(tokio::sync::Notify::new()),
             health_history: VecDeque::new(),
             mcp,
@@ -625,7 +623,10 @@ impl Actor for ServerActor {
                 st.apply(&myself, Event::BackoffElapsed)
             }
             ServerMsg::Health { run, report } if run == st.run => st.on_probe(&myself, &report),
-            ServerMsg::HttpListed { run, listing } if run == st.run => st.on_listed(*listing),
+            ServerMsg::HttpListed { run, listing } if run == st.run => match listing {
+                Ok(listing) => st.on_listed(*listing),
+                Err(why) => st.not_listed(why),
+            },
             ServerMsg::TermAfterProbe { run } if run == st.run => {
                 if st.lc.phase == S::Stopping {
                     st.child.signal(Signal::SIGTERM);
@@ -699,31 +700,19 @@ impl ServerActorState {
                     }
                     Action::Spawn => queue.extend(self.begin_spawn(myself)),
                     Action::TermGroup => {
-                        let probe = self.probe.take();
-                        let lister = self.http_listing.take();
-                        if probe.is_none() && lister.is_none() {
-                            self.child.signal(Signal::SIGTERM);
-                        } else {
-                            // Let an MCP probe, and xy's own listing, end
-                            // their sessions while the server still
-                            // answers; SIGTERM follows (bounded by the
-                            // probe timeout; the grace timer already runs).
+                        if let Some(probe) = self.probe.take() {
+                            // Let the probe task end its MCP session while
+                            // the server still answers; SIGTERM follows
+                            // (bounded by the probe timeout; the grace
+                            // timer already runs).
                             self.tracker = None;
                             let (me, run) = (myself.clone(), self.run);
                             tokio::spawn(async move {
-                                let lister = async move {
-                                    if let Some(l) = lister {
-                                        l.stop().await;
-                                    }
-                                };
-                                let probe = async move {
-                                    if let Some(p) = probe {
-                                        p.stop().await;
-                                    }
-                                };
-                                tokio::join!(probe, lister);
+                                probe.stop().await;
                                 let _ = me.cast(ServerMsg::TermAfterProbe { run });
                             });
+                        } else {
+                            self.child.signal(Signal::SIGTERM);
                         }
                     }
                     Action::DropProbe => self.end_probe(),

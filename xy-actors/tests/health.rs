@@ -1,5 +1,6 @@
 //! SPEC §10 health probes against real children: the bundled MCP server is
-//! healthy over a reused session that is DELETEd on stop, a server that
+//! healthy over a reused session that is DELETEd on stop, one session lists
+//! each spawn once with the probe and the firewall both on, a server that
 //! accepts and never answers turns unhealthy and is restarted through the
 //! restart policy, HTTP and TCP probes, and no probe without `health`.
 
@@ -89,18 +90,17 @@ async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() 
         .await
         .unwrap();
     let log = log_text(&t, "mcp");
-    // Two clients each did one handshake: the probe (one session for all
-    // its probes) and xy's own listing of the spawn (SPEC §20, a session
-    // ended as soon as it listed).
-    assert_eq!(log.matches("POST /mcp initialize 200").count(), 2, "{log}");
+    // One handshake: the probe and xy's own listing of the spawn (SPEC
+    // §20) share one session, ended on stop.
+    assert_eq!(log.matches("POST /mcp initialize 200").count(), 1, "{log}");
     assert_eq!(
         log.matches("POST /mcp notifications/initialized 202")
             .count(),
-        2,
+        1,
         "{log}"
     );
-    assert_eq!(log.matches("DELETE /mcp 202").count(), 2, "{log}");
-    // The probe's session (the last one) ended before the server got SIGTERM.
+    assert_eq!(log.matches("DELETE /mcp 202").count(), 1, "{log}");
+    // The probe's session ended before the server got SIGTERM.
     let delete = log
         .rfind("DELETE /mcp 202")
         .expect("session deleted on stop");
@@ -109,6 +109,109 @@ async fn the_bundled_mcp_server_is_healthy_and_its_session_is_deleted_on_stop() 
     let st = t.engine.status("mcp").await.unwrap();
     assert_eq!(st.entry.health.state, HealthState::Unknown);
     t.finish().await;
+}
+
+/// xy lists a server's tools once per spawn, shared by the `mcp` probe and
+/// the firewall: over many probes each child sees one `tools/list` and
+/// (2025) one `initialize`; a session the server forgot (404) costs one
+/// more `initialize` and no listing. A 2026 child and a stdio child (whose
+/// bridge lists it, the probe reaching it through the bridge) likewise.
+#[tokio::test]
+async fn one_listing_per_spawn_feeds_the_probe_and_the_firewall() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = dir.path().join("sessions");
+    let sessions_arg = sessions.display().to_string();
+    let s25 = mcp_server(
+        "s25",
+        &["--era", "2025", "--sessions-file", &sessions_arg],
+        ProbeKind::Mcp("/mcp".into()),
+    );
+    let port25 = s25.port;
+    let s26 = mcp_server("s26", &["--era", "2026"], ProbeKind::Mcp("/mcp".into()));
+    let mut stdio = mcp_server("stdio", &[], ProbeKind::Mcp("/mcp".into()));
+    // The port is the bridge's: the child speaks on stdio.
+    stdio.args = ["--stdio", "--era", "2025", "--log-methods"]
+        .map(String::from)
+        .to_vec();
+    stdio.transport = xy_core::protocol::Transport::Stdio;
+    let t = TestEngine::start(vec![s25, s26, stdio]).await;
+    let count = |name: &str, what: &str| log_text(&t, name).matches(what).count();
+    for name in ["s25", "s26", "stdio"] {
+        poll(
+            &format!("{name} listed"),
+            Duration::from_secs(20),
+            || async {
+                let st = t.engine.status(name).await.unwrap();
+                let listed = st.mcp.as_ref().is_some_and(|m| m.tool_count == Some(1));
+                (listed && st.entry.health.state == HealthState::Healthy).then_some(())
+            },
+        )
+        .await;
+        // The firewall decided on that listing.
+        assert_eq!(
+            t.engine.tools(name).await.unwrap().mode,
+            Some(xy_core::firewall::FirewallMode::Pin)
+        );
+    }
+    // A window of probes: ten more of each.
+    let (pings25, discovers26, pings_stdio) = (
+        count("s25", "POST /mcp ping 200"),
+        count("s26", "POST /mcp server/discover 200"),
+        count("stdio", "got ping"),
+    );
+    poll(
+        "ten more probes of each",
+        Duration::from_secs(20),
+        || async {
+            (count("s25", "POST /mcp ping 200") >= pings25 + 10
+                && count("s26", "POST /mcp server/discover 200") >= discovers26 + 10
+                && count("stdio", "got ping") >= pings_stdio + 10)
+                .then_some(())
+        },
+    )
+    .await;
+    let log = log_text(&t, "s25");
+    assert_eq!(count("s25", "POST /mcp initialize 200"), 1, "{log}");
+    assert_eq!(count("s25", "POST /mcp tools/list 200"), 1, "{log}");
+    let log = log_text(&t, "s26");
+    assert_eq!(count("s26", "initialize"), 0, "{log}");
+    assert_eq!(count("s26", "POST /mcp tools/list 200"), 1, "{log}");
+    let log = log_text(&t, "stdio");
+    assert_eq!(count("stdio", "got initialize"), 1, "{log}");
+    assert_eq!(count("stdio", "got tools/list"), 1, "{log}");
+
+    // The server forgets the probe's session: the next ping gets 404.
+    let id = std::fs::read_to_string(&sessions)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("open ").map(str::to_owned))
+        .expect("a session was opened");
+    delete_session(port25, &id);
+    let pings = count("s25", "POST /mcp ping 200");
+    poll("the session renewed", Duration::from_secs(20), || async {
+        (count("s25", "POST /mcp ping 404") >= 1 && count("s25", "POST /mcp ping 200") >= pings + 5)
+            .then_some(())
+    })
+    .await;
+    let log = log_text(&t, "s25");
+    assert_eq!(count("s25", "POST /mcp ping 404"), 1, "{log}");
+    assert_eq!(count("s25", "POST /mcp initialize 200"), 2, "{log}");
+    assert_eq!(count("s25", "POST /mcp tools/list 200"), 1, "{log}");
+    t.finish().await;
+}
+
+/// `DELETE` of a 2025 session, as a client ending it would send.
+fn delete_session(port: u16, id: &str) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: {id}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 2"), "{answer}");
 }
 
 #[tokio::test]

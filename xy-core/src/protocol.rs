@@ -382,7 +382,8 @@ pub struct StatusResult {
     pub config_file: String,
     /// Why the server is `failed` or backing off, in one line: the
     /// classified cause, the last stderr line(s) and the next retry time;
-    /// `null` in other states.
+    /// for a `running` server, why xy could not list its tools (SPEC §20),
+    /// else `null`.
     #[serde(default)]
     pub explain: Option<String>,
     /// When the next restart is due (RFC 3339 UTC); `null` unless the

@@ -13,6 +13,7 @@
 //! | `--stdio` | speak MCP on stdin/stdout instead of HTTP (request log on stderr) |
 //! | `--era 2025\|2026\|both` | protocol eras (default `both`): `2025` advertises `2024-11-05`…`2025-11-25` and answers `server/discover` with `-32022`; `2026` advertises only `2026-07-28` and refuses `initialize` (on stdio rmcp then exits, as rmcp-based 2026 servers do) |
 //! | `--refuse-initialize` | with `--stdio --era 2026`: answer `initialize` with `-32022` and keep serving (a 2026-only child that does not exit on it) |
+//! | `--log-methods` | with `--stdio`: log the JSON-RPC method of every message received on stderr, as `got <method>` (HTTP requests are always logged on stdout) |
 //! | `--stateless` | 2025 era without sessions (no `Mcp-Session-Id`) |
 //! | `--sse` | answer stateless requests as SSE instead of JSON (2025 sessions always use SSE) |
 //! | `--tools a,b,c` | the tools offered (default `echo`); `progress` sends three progress notifications `ms` apart (argument `ms`, default 0), `touch` sends `notifications/tools/list_changed`; `elicit` asks its client `elicitation/create` `rounds` times (default 1) one after another, `sample` asks `sampling/createMessage`, `roots` asks `roots/list`, `log` sends one `notifications/message` (level `info`, data `logged`; naming it declares `logging` and takes `logging/setLevel`), `meta` returns its request's `_meta` as JSON text, `watch` declares `resources.subscribe` and takes `resources/subscribe`/`unsubscribe`, `asks` asks an elicitation and `roots/list` at once (each returns what the client answered; to a 2026-era request each asks with an `InputRequiredResult`, keys `answer-<round>`, `sample`, `roots`, and the answers so far in its `requestState`); any other name echoes `text` |
@@ -55,7 +56,8 @@ pub const USAGE: &str = "xy-test-mcp (--port N | --stdio) [--host ADDR] [--path 
 [--era 2025|2026|both] [--stateless] [--sse] [--tools a,b] [--describe NAME=TEXT] \
 [--tools-file PATH] [--page-size N] [--name NAME] [--version V] \
 [--fault hang|garbage|http500|rpc-error] [--echo-env NAME] [--fault-on m1,m2] [--fault-after N] [--hang] \
-[--sessions-file PATH] [--bind-delay-ms N] [--require-auth VALUE] [--headers-file PATH] [--refuse-initialize]";
+[--sessions-file PATH] [--bind-delay-ms N] [--require-auth VALUE] [--headers-file PATH] [--refuse-initialize] \
+[--log-methods]";
 
 /// Which protocol era(s) the server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +160,8 @@ pub struct Options {
     pub headers_file: Option<PathBuf>,
     /// On stdio in the 2026 era, answer `initialize` with `-32022` and keep serving.
     pub refuse_initialize: bool,
+    /// On stdio, log every received message's method on stderr.
+    pub log_methods: bool,
 }
 
 impl Default for Options {
@@ -183,6 +187,7 @@ impl Default for Options {
             require_auth: None,
             headers_file: None,
             refuse_initialize: false,
+            log_methods: false,
         }
     }
 }
@@ -253,6 +258,7 @@ impl Options {
                 "--bind-delay-ms" => o.bind_delay_ms = args.value(&flag),
                 "--echo-env" => o.echo_env = Some(args.value(&flag)),
                 "--refuse-initialize" => o.refuse_initialize = true,
+                "--log-methods" => o.log_methods = true,
                 // Exiting 1 on a taken port is the default; the flag documents intent.
                 "--fail-bind-exit" => {}
                 _ => args.unknown(&flag),
@@ -278,6 +284,9 @@ impl Options {
         }
         if o.refuse_initialize && !(o.stdio && o.era == Era::V2026) {
             args.fail("--refuse-initialize needs --stdio --era 2026");
+        }
+        if o.log_methods && !o.stdio {
+            args.fail("--log-methods needs --stdio");
         }
         if o.port.is_none() && !o.stdio {
             args.fail("--port is required (0 picks a free port), or --stdio");

@@ -52,3 +52,50 @@ async fn a_start_overtaken_by_a_stop_is_reported_cancelled() {
     );
     engine.shutdown().await.unwrap();
 }
+
+/// An engine with plain servers (some probed over MCP, none remote) and no
+/// login builds no outbound HTTP client: the TLS stacks (rustls, the
+/// platform's roots, reqwest) are set up on first use, which here is the
+/// first remote grant.
+#[tokio::test(start_paused = true)]
+async fn plain_servers_build_no_outbound_http_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EngineOptions::new(dir.path().join("logs"), dir.path().join("run"));
+    let servers = (0..10u16)
+        .map(|i| {
+            let name = format!("s{i}");
+            let mut c = config(&name, 9400 + i);
+            if i % 2 == 0 {
+                c.health = Some(xy_core::config::HealthConfig::new(
+                    xy_core::config::ProbeKind::Mcp("/mcp".into()),
+                ));
+            }
+            (name, c)
+        })
+        .collect();
+    let set = ConfigSet {
+        dir: dir.path().to_owned(),
+        servers,
+        warnings: Vec::new(),
+        settings: xy_core::config::DaemonSettings::without_gateway(),
+    };
+    let engine = Engine::start_with(set, opts, MockSpawner::new())
+        .await
+        .unwrap();
+    for i in 0..10 {
+        let name = format!("s{i}");
+        while engine.status(&name).await.unwrap().entry.state != ServerState::Running {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // Past every probe's first rounds and every listing's last attempt.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert!(!engine.oauth().http_built());
+    // The first remote grant builds it.
+    let auth = xy_core::config::OAuthConfig::default();
+    let _ = engine
+        .oauth()
+        .credentials("r", "https://mcp.example.invalid/mcp", &auth);
+    assert!(engine.oauth().http_built());
+    engine.shutdown().await.unwrap();
+}

@@ -3,10 +3,11 @@
 //! an HTTP 4xx or an UnsupportedProtocolVersion offering only older versions,
 //! the 2025 fallback (`initialize` once per session, then `ping`; renewed
 //! once on 404; ended with `DELETE`). The era found is kept for the spawn.
-//! Also lists the server's tools (every `nextCursor` page) for the ledger.
+//! Also xy's own listing of an HTTP or remote server (SPEC §20) in the same
+//! session: [`McpClient::ready`] then [`McpClient::list_items`].
 
 use serde_json::{Value, json};
-use xy_core::protocol::mcp::{LedgerTool, McpEra, wire};
+use xy_core::protocol::mcp::{McpEra, wire};
 
 use crate::mcp::report::McpInfo;
 
@@ -14,8 +15,6 @@ use super::http;
 use crate::http::body::Response;
 
 const ACCEPT: &str = "application/json, text/event-stream";
-/// At most this many `tools/list` pages are followed (a loop guard).
-const MAX_PAGES: usize = 100;
 
 /// One server's MCP conversation as the probe sees it (one per spawn).
 #[derive(Debug)]
@@ -31,6 +30,10 @@ pub(crate) struct McpClient {
     session: Option<String>,
     /// The 2025 session is initialised.
     initialized: bool,
+    /// The era found (or the session opened) has been named in a probe's
+    /// note: the listing may find it first, and the health history should
+    /// still say what the probe's session began with.
+    announced: bool,
     info: Option<McpInfo>,
     next_id: u64,
 }
@@ -61,6 +64,7 @@ impl McpClient {
             era: None,
             session: None,
             initialized: false,
+            announced: false,
             info: None,
             next_id: 1,
         }
@@ -105,13 +109,18 @@ impl McpClient {
                         return Err(format!("server/discover no longer answered: {why}"));
                     }
                 }
-                Ok("server/discover answered".to_owned())
+                Ok(if std::mem::replace(&mut self.announced, true) {
+                    "server/discover answered".to_owned()
+                } else {
+                    format!("server/discover answered ({})", wire::VERSION_2026)
+                })
             }
             Some(McpEra::V2025) => self.probe_2025().await,
             None => match self.discover().await.map_err(text)? {
                 Discovered::Yes(info) => {
                     self.era = Some(McpEra::V2026);
                     self.info = Some(info);
+                    self.announced = true;
                     Ok(format!("server/discover answered ({})", wire::VERSION_2026))
                 }
                 Discovered::Older(why) => {
@@ -126,20 +135,46 @@ impl McpClient {
         }
     }
 
+    /// Ready for a request in the server's era, without a probe's `ping`:
+    /// the era found and, in 2025, a session open. What xy's listing does
+    /// first, so that it shares the probe's session (or opens the one the
+    /// probe then reuses).
+    pub(crate) async fn ready(&mut self) -> Result<(), String> {
+        match self.era {
+            Some(McpEra::V2026) => Ok(()),
+            Some(McpEra::V2025) if self.initialized => Ok(()),
+            Some(McpEra::V2025) => self.initialize().await.map_err(text),
+            None => match self.discover().await.map_err(text)? {
+                Discovered::Yes(info) => {
+                    self.era = Some(McpEra::V2026);
+                    self.info = Some(info);
+                    Ok(())
+                }
+                Discovered::Older(why) => {
+                    self.initialize()
+                        .await
+                        .map_err(|e| format!("{} (after {why})", text(e)))?;
+                    self.era = Some(McpEra::V2025);
+                    Ok(())
+                }
+            },
+        }
+    }
+
     async fn probe_2025(&mut self) -> Result<String, String> {
         let fresh = !self.initialized;
         if fresh {
             self.initialize().await.map_err(text)?;
         }
         match self.ping().await {
-            Ok(()) => Ok(if fresh {
+            Ok(()) => Ok(if std::mem::replace(&mut self.announced, true) {
+                "ping answered".to_owned()
+            } else {
                 let v = self
                     .info
                     .as_ref()
                     .map_or("", |i| i.protocol_version.as_str());
                 format!("initialize and ping answered ({v})")
-            } else {
-                "ping answered".to_owned()
             }),
             Err(Failure::SessionGone) if !fresh => {
                 // The server forgot the session (restart, expiry): once more.
@@ -147,6 +182,7 @@ impl McpClient {
                 self.session = None;
                 self.initialize().await.map_err(text)?;
                 self.ping().await.map_err(text)?;
+                self.announced = true;
                 Ok("session renewed; ping answered".to_owned())
             }
             Err(e) => Err(text(e)),
@@ -172,37 +208,8 @@ impl McpClient {
         }
     }
 
-    /// Every tool the server lists, following `nextCursor`, in the era found.
-    pub(crate) async fn list_tools(&mut self) -> Result<Vec<LedgerTool>, String> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let mut params = json!({});
-            if let Some(c) = &cursor {
-                params["cursor"] = json!(c);
-            }
-            let id = self.id();
-            let (_, answer) = self.request("tools/list", params, id).await.map_err(text)?;
-            let result = answer_result(&answer, "tools/list").map_err(text)?;
-            let page = result
-                .get("tools")
-                .and_then(Value::as_array)
-                .ok_or("tools/list result has no tools array")?;
-            tools.extend(page.iter().filter_map(LedgerTool::from_wire));
-            cursor = result
-                .get("nextCursor")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            if cursor.is_none() {
-                return Ok(tools);
-            }
-        }
-        Err(format!(
-            "tools/list still had a nextCursor after {MAX_PAGES} pages"
-        ))
-    }
-
-    /// xy's own listing (SPEC §20), in the era found by a probe: every
+    /// xy's own listing (SPEC §20), in the era found by [`McpClient::ready`]
+    /// or a probe: every
     /// tool (following `nextCursor`) and, when the server offers them,
     /// every prompt, each item kept whole (its digest needs all of it).
     /// Bounded like the stdio bridge's listing: a server that pages
@@ -233,9 +240,8 @@ impl McpClient {
                 if let Some(c) = &cursor {
                     params["cursor"] = json!(c);
                 }
-                let id = self.id();
-                let answer = match self.request(method, params, id).await {
-                    Ok((_, a)) => a,
+                let answer = match self.request_renewing(method, params).await {
+                    Ok(a) => a,
                     Err(e) => {
                         failed = Some(text(e));
                         break;
@@ -341,6 +347,7 @@ impl McpClient {
 
     async fn initialize(&mut self) -> Result<(), Failure> {
         self.session = None;
+        self.announced = false;
         let id = self.id();
         let msg = json!({
             "jsonrpc": "2.0",
@@ -402,12 +409,7 @@ impl McpClient {
     }
 
     /// A request in the era found: 2026 with `_meta` and headers, 2025 in the session.
-    async fn request(
-        &mut self,
-        method: &str,
-        params: Value,
-        id: u64,
-    ) -> Result<(Response, Value), Failure> {
+    async fn request(&mut self, method: &str, params: Value, id: u64) -> Result<Value, Failure> {
         let r = if self.era == Some(McpEra::V2026) {
             let msg = message_2026(id, method, params);
             self.post(&msg, Some(id), Some(method)).await?
@@ -415,8 +417,22 @@ impl McpClient {
             let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
             self.post(&msg, Some(id), None).await?
         };
-        let answer = self.answer(r.clone(), method, id)?;
-        Ok((r, answer))
+        self.answer(r, method, id)
+    }
+
+    /// [`McpClient::request`]; in a session the server forgot (HTTP 404),
+    /// once more in a new one.
+    async fn request_renewing(&mut self, method: &str, params: Value) -> Result<Value, Failure> {
+        let id = self.id();
+        match self.request(method, params.clone(), id).await {
+            Err(Failure::SessionGone) => {
+                self.initialized = false;
+                self.initialize().await?;
+                let id = self.id();
+                self.request(method, params, id).await
+            }
+            r => r,
+        }
     }
 
     /// The answer with `id`, or why there is none.

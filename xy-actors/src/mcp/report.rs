@@ -1,9 +1,9 @@
 //! What a server said about itself over MCP, as the `mcp` probe reports it
-//! to the ServerActor (its era, version, name and capabilities, and its
-//! tools once per spawn).
+//! to the ServerActor (its era, version, name and capabilities; its tools
+//! are xy's own listing's, D155).
 
 use serde_json::Value;
-use xy_core::protocol::mcp::{LedgerTool, McpEra};
+use xy_core::protocol::mcp::McpEra;
 
 /// What the server said about itself on the last successful probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,12 +17,10 @@ pub(crate) struct McpInfo {
     pub(crate) capabilities: Option<Value>,
 }
 
-/// What a successful `mcp` probe learned.
+/// What a successful `mcp` probe learned (its tools come from xy's own
+/// listing, not from the probe).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct McpReport {
     /// The server's era, protocol version, name and version.
     pub(crate) info: McpInfo,
-    /// Its tools: `Some` once per spawn, after the first success
-    /// (`Err` when listing failed; the server stays healthy).
-    pub(crate) tools: Option<Result<Vec<LedgerTool>, String>>,
 }

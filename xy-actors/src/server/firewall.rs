@@ -34,6 +34,13 @@ impl ServerActorState {
         self.publish();
     }
 
+    /// xy could not list the current child (it never answered MCP, or its
+    /// listing failed): logged, and `status` says why.
+    pub(super) fn not_listed(&mut self, why: String) {
+        tracing::warn!(server = %self.config.name, "xy could not list the server's tools: {why}");
+        self.mcp.not_listed(why);
+    }
+
     /// The verdicts changed: the bridge gets them, and each item newly
     /// held back is an event (and a notification).
     pub(super) fn firewall_changed(&mut self, held: Vec<Held>) {

@@ -1,6 +1,7 @@
 //! The ServerActor's side of health checks (SPEC §12): one probe task per
-//! spawn, its verdicts recorded and announced, the tool ledger fed from
-//! `mcp` probes, and the lifecycle told when a verdict asks for a restart.
+//! spawn (which also lists an HTTP or remote server, SPEC §20), its
+//! verdicts recorded and announced, `status.mcp` fed from `mcp` probes,
+//! and the lifecycle told when a verdict asks for a restart.
 
 use std::time::SystemTime;
 
@@ -13,7 +14,9 @@ use crate::events::EngineEvent;
 use crate::health::{ProbeReport, ProbeTask, Tracker};
 
 impl ServerActorState {
-    /// Starts the probe for spawn `run`, if the config has a `health` block.
+    /// Starts the probe task for spawn `run`: its health probes, if the
+    /// config has a `health` block, and xy's own listing of an HTTP or a
+    /// remote server (SPEC §20; a stdio server's bridge lists its child).
     pub(super) fn start_probe(
         &mut self,
         myself: &ActorRef<ServerMsg>,
@@ -23,24 +26,26 @@ impl ServerActorState {
         self.end_probe();
         // The era and the tools are learned again for every spawn.
         self.mcp.on_spawn();
-        // xy lists an HTTP server, and a remote one, itself (SPEC §20); a
-        // stdio server's bridge does.
-        if self.config.transport != xy_core::protocol::Transport::Stdio {
-            self.http_listing = Some(super::http_listing::spawn(
-                myself.clone(),
-                run,
-                self.config.port,
-                self.config.path.clone(),
-                self.upstream.clone(),
-                std::sync::Arc::clone(&self.relist),
-            ));
-        }
+        let listing = (self.config.transport != xy_core::protocol::Transport::Stdio).then(|| {
+            let me = myself.clone();
+            crate::health::listing::Duty {
+                path: self.config.path.clone(),
+                relist: std::sync::Arc::clone(&self.relist),
+                send: Box::new(move |listing| {
+                    let listing = listing.map(Box::new);
+                    me.cast(ServerMsg::HttpListed { run, listing }).is_ok()
+                }),
+            }
+        });
         // A remote server is always probed: that is how xy knows it is
         // there at all.
-        let Some(cfg) = self.config.effective_health() else {
+        let cfg = self.config.effective_health();
+        if cfg.is_none() && listing.is_none() {
             return;
-        };
-        self.tracker = Some(Tracker::new(&cfg, std::time::Instant::now()));
+        }
+        self.tracker = cfg
+            .as_ref()
+            .map(|cfg| Tracker::new(cfg, std::time::Instant::now()));
         let me = myself.clone();
         self.probe = Some(ProbeTask::spawn(
             cfg,
@@ -48,14 +53,13 @@ impl ServerActorState {
             self.upstream.clone(),
             r,
             move |report| me.cast(ServerMsg::Health { run, report }).is_ok(),
+            listing,
         ));
     }
 
-    /// Stops the probe (it ends its session in the background); the
+    /// Stops the probe task (it ends its session in the background); the
     /// verdict goes back to `unknown`.
     pub(super) fn end_probe(&mut self) {
-        // Dropped: the listing task ends its session and stops.
-        self.http_listing = None;
         if let Some(probe) = self.probe.take() {
             tokio::spawn(probe.stop());
         }
@@ -63,17 +67,8 @@ impl ServerActorState {
     }
 
     pub(super) fn on_probe(&mut self, myself: &ActorRef<ServerMsg>, report: &ProbeReport) {
-        if let Some(found) = &report.mcp
-            && let Some(change) = self.mcp.observe(found, report.at)
-        {
-            self.events.publish(EngineEvent {
-                name: self.config.name.as_str().into(),
-                kind: xy_core::protocol::EventKind::Tools,
-                ts: xy_core::time::rfc3339_ms(report.at),
-                from: change.from.map(|n| n.to_string()),
-                to: Some(change.to.to_string()),
-                reason: change.reason,
-            });
+        if let Some(found) = &report.mcp {
+            self.mcp.observe(&found.info);
         }
         let Some(tracker) = self.tracker.as_mut() else {
             return;

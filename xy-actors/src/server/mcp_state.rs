@@ -19,7 +19,7 @@ use xy_core::protocol::mcp::{
 
 use crate::ledger::{self, Saver};
 use crate::mcp::listing::Listing;
-use crate::mcp::report::McpReport;
+use crate::mcp::report::McpInfo;
 use crate::mcp::verdicts::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
 
 /// An item the firewall newly holds back: what the `tools` event and the
@@ -85,6 +85,8 @@ pub(crate) struct McpState {
     /// A snapshot was pushed for the current spawn (a later listing of the
     /// same spawn, after `list_changed`, replaces it).
     snapshot_this_spawn: bool,
+    /// Why xy could not list the current spawn, for `status`'s `explain`.
+    not_listed: Option<String>,
     /// Tools listed by xy this daemon run, for `list[].tool_count` of
     /// servers without an `mcp` probe.
     listed_count: Option<u32>,
@@ -117,6 +119,7 @@ impl McpState {
             mode,
             last: None,
             snapshot_this_spawn: false,
+            not_listed: None,
             listed_count: None,
             directory,
             entry,
@@ -130,6 +133,23 @@ impl McpState {
     pub(crate) fn on_spawn(&mut self) {
         self.status = None;
         self.snapshot_this_spawn = false;
+        self.not_listed = None;
+    }
+
+    /// xy could not list the current spawn: `why`, and no tools in
+    /// `status.mcp` (SPEC §12: `null` when listing failed).
+    pub(crate) fn not_listed(&mut self, why: String) {
+        self.not_listed = Some(why);
+        if let Some(status) = &mut self.status
+            && !self.snapshot_this_spawn
+        {
+            Self::listed_fields(None, status);
+        }
+    }
+
+    /// Why xy could not list the current spawn, if it could not.
+    pub(crate) fn why_not_listed(&self) -> Option<&str> {
+        self.not_listed.as_deref()
     }
 
     /// The published verdicts.
@@ -210,6 +230,11 @@ impl McpState {
             tools,
         });
         self.snapshot_this_spawn = true;
+        self.not_listed = None;
+        if let Some(mut status) = self.status.take() {
+            Self::listed_fields(Some(self.ledger.snapshots.as_slice()), &mut status);
+            self.status = Some(status);
+        }
         self.last = Some(listing);
         let held = self.refresh(now);
         self.save();
@@ -502,11 +527,10 @@ impl McpState {
     }
 
     /// Takes a successful probe's findings: the server's self-description
-    /// and, on the first success of a spawn, its tools (a new snapshot).
-    /// Returns the change when that snapshot differs from the previous one.
-    pub(crate) fn observe(&mut self, report: &McpReport, now: SystemTime) -> Option<ToolsChange> {
-        let mut change = None;
-        let info = &report.info;
+    /// (`status.mcp`, SPEC §12). Its tools are xy's own listing's: the
+    /// probe does not list them again.
+    pub(crate) fn observe(&mut self, info: &McpInfo) {
+        let first = self.status.is_none();
         let mut status = self.status.take().unwrap_or(McpStatus {
             protocol_version: String::new(),
             era: info.era,
@@ -522,58 +546,32 @@ impl McpState {
         status.era = info.era;
         status.server_name = info.server_name.clone();
         status.server_version = info.server_version.clone();
-        match &report.tools {
-            None => {}
-            // xy listed this spawn's tools itself (stdio): that snapshot
-            // stands, and `status.mcp` reports it.
-            Some(Ok(_)) if self.snapshot_this_spawn => {
-                let n = self.ledger.snapshots.len();
-                let current = &self.ledger.snapshots[n - 1];
-                let previous = n
-                    .checked_sub(2)
-                    .map(|i| self.ledger.snapshots[i].tools.as_slice());
-                let d = diff_tools(previous, &current.tools);
-                status.tool_count = Some(u32::try_from(current.tools.len()).unwrap_or(u32::MAX));
-                status.listed_at = Some(current.ts.clone());
-                status.tools_added = d.added;
-                status.tools_removed = d.removed;
-                status.tools_changed = d.changed;
-            }
-            Some(Ok(tools)) => {
-                let ts = xy_core::time::rfc3339_ms(now);
-                let previous = self.ledger.snapshots.last().map(|s| s.tools.as_slice());
-                let d = diff_tools(previous, tools);
-                change = ToolsChange::new(previous.map(<[_]>::len), tools.len(), &d);
-                tracing::info!(
-                    server = %self.name, tools = tools.len(), added = ?d.added,
-                    removed = ?d.removed, changed = ?d.changed, "tools listed"
-                );
-                self.ledger.push(ToolSnapshot {
-                    ts: ts.clone(),
-                    protocol_version: info.protocol_version.clone(),
-                    server_name: info.server_name.clone(),
-                    server_version: info.server_version.clone(),
-                    tools: tools.clone(),
-                });
-                self.snapshot_this_spawn = true;
-                self.save();
-                status.tool_count = Some(u32::try_from(tools.len()).unwrap_or(u32::MAX));
-                status.listed_at = Some(ts);
-                status.tools_added = d.added;
-                status.tools_removed = d.removed;
-                status.tools_changed = d.changed;
-            }
-            Some(Err(e)) => {
-                tracing::warn!(server = %self.name, error = %e, "tools/list failed; the server stays healthy");
-                status.tool_count = None;
-                status.listed_at = None;
-                status.tools_added.clear();
-                status.tools_removed.clear();
-                status.tools_changed.clear();
-            }
+        if first {
+            let listed = self
+                .snapshot_this_spawn
+                .then_some(self.ledger.snapshots.as_slice());
+            Self::listed_fields(listed, &mut status);
         }
         self.status = Some(status);
-        change
+    }
+
+    /// `status.mcp`'s tool fields: this spawn's snapshot (the newest of
+    /// `snapshots`) against the one before, or none.
+    fn listed_fields(snapshots: Option<&[ToolSnapshot]>, status: &mut McpStatus) {
+        let Some((current, before)) = snapshots.and_then(|s| s.split_last()) else {
+            status.tool_count = None;
+            status.listed_at = None;
+            status.tools_added.clear();
+            status.tools_removed.clear();
+            status.tools_changed.clear();
+            return;
+        };
+        let d = diff_tools(before.last().map(|s| s.tools.as_slice()), &current.tools);
+        status.tool_count = Some(u32::try_from(current.tools.len()).unwrap_or(u32::MAX));
+        status.listed_at = Some(current.ts.clone());
+        status.tools_added = d.added;
+        status.tools_removed = d.removed;
+        status.tools_changed = d.changed;
     }
 }
 

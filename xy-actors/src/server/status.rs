@@ -1,5 +1,6 @@
 //! `status` of one server: the full [`StatusResult`] and the one-line
-//! explanation of why it is `failed` or backing off, assembled from the
+//! explanation of why it is `failed` or backing off (or why xy could not
+//! list a running one), assembled from the
 //! ServerActor's state, its config and the stderr ring.
 
 use std::time::SystemTime;
@@ -50,8 +51,15 @@ impl ServerActorState {
         }
     }
 
-    /// One line on why the server is `failed` or backing off.
+    /// One line on why the server is `failed` or backing off, or why xy
+    /// could not list a running one (SPEC §20).
     pub(super) fn explain(&self) -> Option<String> {
+        if self.lc.phase == ServerState::Running {
+            return self
+                .mcp
+                .why_not_listed()
+                .map(|why| format!("xy could not list its tools: {why}"));
+        }
         if !matches!(self.lc.phase, ServerState::Failed | ServerState::Restarting) {
             return None;
         }

@@ -492,3 +492,42 @@ async fn an_idle_on_demand_server_listens_again_after_its_bridge_panicked() {
     assert!(connects());
     f.actor.stop(None);
 }
+
+/// A child whose port never answers MCP (here: every connection closed at
+/// once) is asked a bounded number of times while it runs: xy backs off,
+/// gives up within a minute and `status` says why; nothing asks after.
+#[tokio::test(start_paused = true)]
+async fn a_port_that_never_answers_mcp_is_asked_a_few_times_then_left_alone() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut c = cfg(RestartPolicy::Never, 5);
+    c.port = listener.local_addr().unwrap().port();
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(s);
+        }
+    });
+    let f = fixture(c).await;
+    assert_eq!(start(&f.actor).await, StartOutcome::Started);
+    let asked = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let by_30s = asked();
+    assert!(by_30s >= 3, "xy did ask: {by_30s}");
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    let by_2min = asked();
+    // Doubling from 50 ms to a 10 s cap: 13 attempts in the first minute.
+    assert!(by_2min <= 14, "{by_2min} attempts in two minutes");
+    let s = status(&f.actor).await;
+    assert_eq!(s.entry.state, ServerState::Running);
+    let why = s.explain.expect("status says why xy stopped asking");
+    assert!(
+        why.starts_with("xy could not list its tools: it did not answer MCP within 1m"),
+        "{why}"
+    );
+    // Then nothing: an hour later not one more connection.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(asked(), by_2min);
+    f.actor.stop(None);
+}

@@ -28,9 +28,9 @@ async fn run(opts: Arc<Options>) -> i32 {
         .expect("SIGTERM handler");
     if opts.stdio {
         err("xy-test-mcp serving on stdio");
-        let served = if opts.refuse_initialize {
+        let served = if opts.refuse_initialize || opts.log_methods {
             TestServer::new(Arc::clone(&opts))
-                .serve(refusing_initialize())
+                .serve(pumped(opts.refuse_initialize, opts.log_methods))
                 .await
         } else {
             TestServer::new(Arc::clone(&opts))
@@ -77,10 +77,11 @@ async fn run(opts: Arc<Options>) -> i32 {
 
 /// rmcp's stdio server ends its session on an `initialize` it refuses; a
 /// 2026-only server need not. Lines from stdin go to rmcp through an
-/// in-process pipe, except `initialize` requests, answered here with
+/// in-process pipe (each message's method logged on stderr with `log`),
+/// except, with `refuse`, `initialize` requests, answered here with
 /// `-32022` (what rmcp answers) while rmcp serves on; rmcp's lines and
 /// those answers share one stdout writer, a line at a time.
-fn refusing_initialize() -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
+fn pumped(refuse: bool, log: bool) -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
     let (ours, theirs) = tokio::io::duplex(1 << 20);
     let (from_rmcp, mut to_rmcp) = tokio::io::split(ours);
     let (lines, mut outbox) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -98,7 +99,10 @@ fn refusing_initialize() -> (ReadHalf<DuplexStream>, WriteHalf<DuplexStream>) {
         let mut stdin = BufReader::new(tokio::io::stdin()).lines();
         while let Ok(Some(line)) = stdin.next_line().await {
             let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if msg["method"] == "initialize" && !msg["id"].is_null() {
+            if log && let Some(method) = msg["method"].as_str() {
+                err(&format!("got {method}"));
+            }
+            if refuse && msg["method"] == "initialize" && !msg["id"].is_null() {
                 err("refusing initialize, serving on");
                 let refusal = json!({"jsonrpc": "2.0", "id": msg["id"], "error": {
                     "code": -32022, "message": "Unsupported protocol version",
