@@ -20,12 +20,11 @@ const MEMORY_VERSION: &str = "2026.8.31";
 const MEMORY_OLDER: &str = "2026.7.4";
 const MEMORY_OLDEST: &str = "2026.1.26";
 
-/// A port of this test process (tests run at once and beside other test
-/// binaries: the first free port from 8400 can be taken between the choice
-/// and the bind).
-fn port(i: u16) -> String {
-    let base = 50_000 + u16::try_from(std::process::id() % 300).unwrap() * 10;
-    (base + i).to_string()
+/// A port nothing listens on now, never handed out before in this process
+/// (a fixed range inside the kernel's ephemeral ports met a connection's
+/// local port under load).
+fn port() -> String {
+    xy_testbins::locate::free_port().to_string()
 }
 
 /// Prints the skip so nobody can miss it, and says whether to skip.
@@ -203,7 +202,7 @@ fn npm_install_is_pinned_confirmed_and_starts_offline() {
     assert!(err.contains("--allow-fresh"), "{err}");
     assert!(!w.packages("mem").exists());
 
-    let p = port(0);
+    let p = port();
     let out = w
         .run(&[
             "--no-spawn",
@@ -300,7 +299,7 @@ fn upgrade_and_rollback_switch_versions_and_keep_two() {
         &format!("{MEMORY}@{MEMORY_VERSION}"),
         "--yes",
         "--port",
-        &port(1),
+        &port(),
     ])
     .ok();
     let pid1 = w.running_pid("mem", None);
@@ -400,7 +399,7 @@ fn pypi_install_is_hash_pinned_and_answers() {
         "mcp-server-time==2026.10.19",
         "--yes",
         "--port",
-        &port(2),
+        &port(),
         "--",
         "--local-timezone",
         "UTC",
@@ -480,7 +479,7 @@ fn a_server_json_installs_with_a_secrets_placeholder() {
         json.to_str().unwrap(),
         "--yes",
         "--port",
-        &port(3),
+        &port(),
     ]);
     r.ok();
     assert!(
@@ -731,7 +730,7 @@ fn a_registry_name_installs_its_package() {
         &reg.url,
         "--yes",
         "--port",
-        &port(4),
+        &port(),
     ]);
     r.ok();
     assert!(
