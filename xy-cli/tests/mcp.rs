@@ -7,17 +7,13 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use xy_testbins::locate::free_port;
 
 use serde_json::{Value, json};
 
 mod support;
 
 use support::{Home, XYCTL, wait_for};
-
-fn port(i: u16) -> u16 {
-    let base = 40_000 + u16::try_from(std::process::id() % 500).unwrap() * 20;
-    base + i
-}
 
 #[test]
 fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
@@ -33,7 +29,7 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
         &format!(
             "command \"/bin/sh\"\nargs \"-c\" \"echo starting; echo 'Error: missing API_TOKEN' >&2; exit 1\"\n\
              port {}\nrestart {{\n    backoff-initial \"100ms\"\n    max-retries-per-minute 2\n}}\n",
-            port(1)
+            free_port()
         ),
     );
     let sleeper = xy_testbins::locate::testbin("xy-test-sleep");
@@ -43,7 +39,7 @@ fn an_agent_reads_a_crash_loop_and_restarts_only_what_it_may_in_both_eras() {
             "command \"{}\"\nargs \"--interval-ms\" \"1000\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n\
              agent {{\n    allow-restart #true\n}}\n",
             sleeper.display(),
-            port(2)
+            free_port()
         ),
     );
     // Detect-or-spawn through `xyctl mcp` itself would work too; starting
@@ -216,7 +212,7 @@ fn without_allow_restart_no_control_tools_are_listed() {
         &format!(
             "command \"{}\"\nport {}\nstop {{\n    grace \"2s\"\n}}\n",
             sleeper.display(),
-            port(3)
+            free_port()
         ),
     );
     // Raw newline-delimited MCP (2025 handshake), xyd started on demand.

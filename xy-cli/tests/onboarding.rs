@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use xy_testbins::locate::free_port;
 
 use serde_json::Value;
 
@@ -24,12 +25,6 @@ fn write_sleeper(h: &Home, name: &str, port: u16) {
             sleeper.display()
         ),
     );
-}
-
-/// A port range per test process, so parallel test binaries rarely meet.
-fn port(i: u16) -> u16 {
-    let base = 30_000 + u16::try_from(std::process::id() % 500).unwrap() * 40;
-    base + i
 }
 
 #[test]
@@ -78,7 +73,7 @@ fn first_run_boots_empty_and_list_says_how_to_add_a_server() {
 fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     let h = Home::new("xyo");
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
-    let p = port(1).to_string();
+    let p = free_port().to_string();
     let r = h.run(&[
         "add",
         "demo",
@@ -218,8 +213,8 @@ fn add_writes_a_starter_sandbox_block_unless_no_sandbox() {
 #[test]
 fn remove_keeps_the_file_recoverable() {
     let h = Home::new("xyo");
-    write_sleeper(&h, "keep", port(2));
-    write_sleeper(&h, "gone", port(3));
+    write_sleeper(&h, "keep", free_port());
+    write_sleeper(&h, "gone", free_port());
     h.run(&["list"]).ok();
     wait_for("both running", Duration::from_secs(20), || {
         h.state_of("gone").as_deref() == Some("running")
@@ -271,8 +266,8 @@ fn clients_apply_dry_run_backup_and_undo_for_every_client() {
         "memory",
         "perplexity",
     ];
-    for (i, n) in names.iter().enumerate() {
-        write_sleeper(&h, n, port(10 + u16::try_from(i).unwrap()));
+    for n in &names {
+        write_sleeper(&h, n, free_port());
     }
     h.run(&["list"]).ok();
     let xy = h.list();
@@ -373,7 +368,7 @@ fn clients_apply_writes_the_gateway_url_and_the_own_port_when_it_is_off() {
     let settings = h.config_dir().parent().unwrap().join("xy.kdl");
     std::fs::create_dir_all(h.config_dir()).unwrap();
     std::fs::write(&settings, format!("gateway {{ port {gw}; }}\n")).unwrap();
-    let own = port(35);
+    let own = free_port();
     write_sleeper(&h, "context7", own);
     h.run(&["list"]).ok();
     let gateway_url = format!("http://127.0.0.1:{gw}/context7/mcp");
@@ -410,7 +405,7 @@ fn clients_apply_writes_the_gateway_url_and_the_own_port_when_it_is_off() {
 #[test]
 fn apply_keeps_a_symlinked_config_writes_the_xyctl_on_path_and_undo_keeps_a_hand_edit() {
     let h = Home::new("xyo");
-    write_sleeper(&h, "github", port(30));
+    write_sleeper(&h, "github", free_port());
     h.run(&["list"]).ok();
 
     let work = tempfile::tempdir().unwrap();
@@ -480,7 +475,7 @@ fn apply_keeps_a_symlinked_config_writes_the_xyctl_on_path_and_undo_keeps_a_hand
 #[test]
 fn clients_lists_what_points_at_xy() {
     let h = Home::new("xyo");
-    write_sleeper(&h, "context7", port(20));
+    write_sleeper(&h, "context7", free_port());
     h.run(&["list"]).ok();
     let cursor = h.home().join(".cursor/mcp.json");
     std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
@@ -621,7 +616,7 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
     // daemon the firewall holds back the later lister's as shadowing the
     // other's (SPEC §20), which one depending on which child answers first.
     let (hw, hl) = (Home::new("xyo"), Home::new("xyo"));
-    let (p, ps) = (port(31), port(32));
+    let (p, ps) = (free_port(), free_port());
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
     hw.write_config(
         "web",

@@ -9,18 +9,13 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use xy_testbins::locate::free_port;
 
 use serde_json::Value;
 
 mod support;
 
 use support::{Home, wait_for};
-
-/// A port range per test process, apart from onboarding's.
-fn port(i: u16) -> u16 {
-    let base = 50_000 + u16::try_from(std::process::id() % 300).unwrap() * 20;
-    base + i
-}
 
 struct Upstream(Child);
 
@@ -49,12 +44,12 @@ fn upstream(port: u16, args: &[&str]) -> Upstream {
 #[test]
 fn add_url_then_status_list_and_connect() {
     let h = Home::new("xyr");
-    let up_port = port(1);
+    let up_port = free_port();
     let _up = upstream(
         up_port,
         &["--require-auth", "Bearer t0k3n-abc", "--tools", "echo"],
     );
-    let own = port(2).to_string();
+    let own = free_port().to_string();
     let url = format!("http://127.0.0.1:{up_port}/mcp");
     let r = h.run(&[
         "add",
