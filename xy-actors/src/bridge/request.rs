@@ -62,10 +62,7 @@ impl BridgeState {
     /// One parsed client request: its call record (for a `tools/call`)
     /// is made here, once, from what [`Self::route`] did with it.
     pub(super) fn request(&mut self, p: Box<Post>, method: &str, id: &Value) {
-        let call = (method == "tools/call")
-            .then(|| record::tool_of(&p.msg).map(str::to_owned))
-            .flatten()
-            .map(|tool| self.call_start(&p, &tool, record::meta_client(&p.msg)));
+        let call = self.call_of(&p);
         let routed = self.route(p, method, id);
         self.settle(call, routed, id);
     }
@@ -373,14 +370,20 @@ impl BridgeState {
         }
     }
 
+    /// The record-to-be of `p` if it is a parsed `tools/call`.
+    fn call_of(&self, p: &Post) -> Option<CallStart> {
+        if p.msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return None;
+        }
+        let tool = record::tool_of(&p.msg)?;
+        Some(self.call_start(p, tool, record::meta_client(&p.msg)))
+    }
+
     /// A request that waited for a child and will not get one: xy answers
     /// `message` for it (and records it, for a `tools/call`).
     pub(super) fn give_up(&mut self, p: Box<Post>, message: &str) {
         let id = p.msg.get("id").cloned().unwrap_or(Value::Null);
-        let call = (p.msg.get("method").and_then(Value::as_str) == Some("tools/call"))
-            .then(|| record::tool_of(&p.msg).map(str::to_owned))
-            .flatten()
-            .map(|tool| self.call_start(&p, &tool, record::meta_client(&p.msg)));
+        let call = self.call_of(&p);
         let answer = error(&id, -32603, message, None);
         self.settle(
             call,
