@@ -1,7 +1,10 @@
 //! What an MCP message is to xy, shared by every wing that speaks MCP (the
-//! stdio bridge, the gateway, the health probe, the ServerActor): the
-//! firewall's published verdicts and the held-back answer, and call records.
-//! Wings import from here; nothing here imports a wing.
+//! stdio bridge, the gateway, the health probe, the ServerActor): xy's
+//! own listing of a server and its bounds (`listing`), what the probe
+//! reports (`report`), the firewall's published verdicts and the held-back
+//! answer (`verdicts`), call records (`record`), and the `_meta` keys and
+//! the one id helper (`meta`). Wings import from here; nothing here
+//! imports a wing.
 
 pub(crate) mod listing;
 pub(crate) mod meta;
