@@ -3,6 +3,7 @@
 
 mod helper;
 
+mod attack;
 mod auth;
 mod boot;
 mod conformance;
