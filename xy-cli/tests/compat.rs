@@ -72,6 +72,13 @@ impl Drop for World {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let t = Instant::now();
+        let _ = self.xyctl(&["daemon", "stop"], None, true);
+        xy_testbins::out::err(&format!(
+            "compat::{}: daemon stop {:.1}s",
+            self.name,
+            t.elapsed().as_secs_f64()
+        ));
     }
 }
 
@@ -278,7 +285,9 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
     let (ok, out) = w.xyctl(&["list"], None, false);
     assert!(ok, "{name}: xyctl list did not start xyd: {out}");
 
+    let t0 = Instant::now();
     let (server, installed) = install(&w, &row.install);
+    let installing = t0.elapsed();
     let started = Instant::now();
     let through = match (&installed, w.ready(server)) {
         (Err(e), _) => Err(format!("install failed: {e}")),
@@ -302,6 +311,7 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
         }
     };
     let waited = started.elapsed();
+    let t1 = Instant::now();
 
     // Directly: the same install, by the command line of its server file.
     let set = xy_core::config::load_dir(&w.h.config_dir())
@@ -333,8 +343,10 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
         },
     );
     xy_testbins::out::err(&format!(
-        "compat::{name}: first listing through xy after {:.1}s",
-        waited.as_secs_f64()
+        "compat::{name}: install {:.1}s, first listing and calls through xy {:.1}s, direct {:.1}s",
+        installing.as_secs_f64(),
+        waited.as_secs_f64(),
+        t1.elapsed().as_secs_f64()
     ));
     if let Some(e) = direct.get("error") {
         panic!(
