@@ -286,10 +286,17 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
     assert!(ok, "{name}: xyctl list did not start xyd: {out}");
 
     let t0 = Instant::now();
+    // `import` has no `--port`: it takes the first free one from 8400 up,
+    // which two worlds' imports would both take before either binds it.
+    static IMPORTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = matches!(row.install, Install::Import { .. })
+        .then(|| IMPORTING.lock().unwrap_or_else(|e| e.into_inner()));
     let (server, installed) = install(&w, &row.install);
     let installing = t0.elapsed();
     let started = Instant::now();
-    let through = match (&installed, w.ready(server)) {
+    let ready = w.ready(server);
+    drop(guard);
+    let through = match (&installed, ready) {
         (Err(e), _) => Err(format!("install failed: {e}")),
         (Ok(_), Err(e)) => Err(e),
         (Ok(_), Ok(entry)) => {
@@ -387,6 +394,7 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
         );
     }
     assert_eq!(a.len(), b.len(), "{name}: not every call answered");
+    exfiltration_blocked(&w, server);
     for d in &b {
         assert_eq!(
             d["is_error"], false,
@@ -394,6 +402,33 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
             d["tool"], d["text"]
         );
     }
+}
+
+/// SPEC §25's "Done when": under the starter block that lets the server
+/// run, `xyctl sandbox test` still gets none of the exfiltration probes
+/// through (`~/.ssh`, `~/.aws`, another server's files, xy's state and
+/// socket).
+fn exfiltration_blocked(w: &World, server: &str) {
+    let (_, out) = w.xyctl(&["sandbox", "test", server, "--json"], None, false);
+    let v: Value = serde_json::from_str(out.trim())
+        .unwrap_or_else(|_| panic!("{server}: xyctl sandbox test --json: {out}"));
+    let secret = [".ssh", ".aws", "state dir", "another server", "socket"];
+    let through: Vec<&Value> = v["probes"]
+        .as_array()
+        .map(|p| p.iter().collect())
+        .unwrap_or_default();
+    let through: Vec<String> = through
+        .into_iter()
+        .filter(|p| {
+            let probe = p["probe"].as_str().unwrap_or_default();
+            secret.iter().any(|s| probe.contains(s)) && p["outcome"] == "allowed"
+        })
+        .map(|p| format!("{} ({})", p["probe"], p["detail"]))
+        .collect();
+    assert!(
+        through.is_empty() && v["sandbox"].is_object(),
+        "{server}: the starter sandbox lets exfiltration probes through: {through:?}\n{out}"
+    );
 }
 
 /// Runs the row's install; the server's name and the install's output
@@ -405,7 +440,11 @@ fn install<'a>(w: &'a World, how: &Install) -> (&'a str, Result<String, String>)
         let (ok, out) = w.xyctl(&args, dir, true);
         if ok { Ok(out) } else { Err(out) }
     };
+    // Worlds run side by side: each `add` names its own port (SPEC §14's
+    // `--port`), since "the first free one from 8400" races between them.
+    let port = xy_testbins::locate::free_port().to_string();
     let with_tail = |mut v: Vec<String>, tail: &[String]| {
+        v.extend(["--port".to_owned(), port.clone()]);
         if !tail.is_empty() {
             v.push("--".into());
             v.extend(tail.iter().cloned());
@@ -445,11 +484,10 @@ fn install<'a>(w: &'a World, how: &Install) -> (&'a str, Result<String, String>)
                 None,
             )
         }
-        Install::Stdio(dir, command) => {
-            let mut v = vec!["add".into(), name.into(), "--stdio".into(), "--".into()];
-            v.extend(command.iter().cloned());
-            run(v, Some(dir))
-        }
+        Install::Stdio(dir, command) => run(
+            with_tail(vec!["add".into(), name.into(), "--stdio".into()], command),
+            Some(dir),
+        ),
         Install::Import { command, args, pin } => {
             let file = w.home().join(".config/Claude/claude_desktop_config.json");
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -623,8 +661,8 @@ mod compat {
                 ],
             ),
             calls: json!([
-                ["navigate_page", {"url": PAGE}],
-                ["take_snapshot", {}, ["uid=[0-9_]+"]]
+                ["new_page", {"url": PAGE}],
+                ["list_pages", {}]
             ]),
         });
     }
