@@ -489,7 +489,15 @@ fn install<'a>(w: &'a World, how: &Install) -> (&'a str, Result<String, String>)
             Some(dir),
         ),
         Install::Import { command, args, pin } => {
-            let file = w.home().join(".config/Claude/claude_desktop_config.json");
+            // Where Claude Desktop keeps it on Linux: `$XDG_CONFIG_HOME/Claude`.
+            let xdg_config =
+                w.h.config_dir()
+                    .parent()
+                    .unwrap()
+                    .parent()
+                    .unwrap()
+                    .to_owned();
+            let file = xdg_config.join("Claude/claude_desktop_config.json");
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
             let doc = json!({"mcpServers": {name: {"command": command, "args": args}}});
             std::fs::write(&file, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
@@ -696,7 +704,9 @@ mod compat {
             .unwrap();
             let port = serve(w, &site);
             Row {
-                install: Install::Pypi("mcp-server-fetch", vec![]),
+                // A loopback page: the server refuses private addresses
+                // unless told (in both columns alike).
+                install: Install::Pypi("mcp-server-fetch", vec!["--allow-private-ips".into()]),
                 calls: json!([
                     ["fetch", {"url": format!("http://127.0.0.1:{port}/page.html")}]
                 ]),
