@@ -647,8 +647,8 @@ mod compat {
                 .collect(),
             ),
             calls: json!([
-                ["browser_navigate", {"url": PAGE}, ["ref=e\\d+", "\\d+ms"]],
-                ["browser_snapshot", {}, ["ref=e\\d+"]]
+                ["browser_navigate", {"url": PAGE}, ["ref=e\\d+", "\\d+ms", "page-[0-9TZ-]+\\.yml"]],
+                ["browser_snapshot", {}, ["ref=e\\d+", "page-[0-9TZ-]+\\.yml"]]
             ]),
         });
     }

@@ -7,9 +7,9 @@ as servers that keep notes next to the project do.
 
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.mcpserver import MCPServer
 
-mcp = FastMCP("mine")
+mcp = MCPServer("mine")
 
 
 @mcp.tool()
@@ -33,4 +33,4 @@ def save(text: str) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run()
+    mcp.run("stdio")

@@ -118,7 +118,6 @@ fn dir_name() -> String {
     }
     feed(UV_VERSION);
     feed(PYTHON_MCP_VERSION);
-    feed(PROJECT_SERVER);
     format!("corpus-{h:016x}")
 }
 
@@ -207,15 +206,15 @@ pub fn corpus() -> Interop<Corpus> {
             &project.join(".venv"),
             &format!("mcp=={PYTHON_MCP_VERSION}"),
         )?;
-        std::fs::write(project.join("server.py"), PROJECT_SERVER)
-            .unwrap_or_else(|e| panic!("writing the project's server.py: {e}"));
         Ok(())
     });
     if let Err(skip) = result {
         return Interop::Skip(skip);
     }
+    // Both scripts are rewritten on every call so an edit reaches a cached corpus.
     let client_script = dir.join("corpus_client.py");
     write_if_changed(&client_script, CLIENT_SCRIPT);
+    write_if_changed(&dir.join("project").join("server.py"), PROJECT_SERVER);
     let corpus = Corpus {
         npm_cache: dir.join("npm-cache"),
         wheels: dir.join("wheels"),
