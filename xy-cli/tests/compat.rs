@@ -201,9 +201,22 @@ impl World {
         Err(format!("no listing within {READY:?}: {last}"))
     }
 
-    /// `xyctl status <server>`, for failure messages.
+    /// `xyctl status <server>` and the error lines of its log, for
+    /// failure messages (a traceback's cause is often above `status`'s
+    /// last lines).
     fn status(&self, server: &str) -> String {
-        self.xyctl(&["status", server], None, false).1
+        let status = self.xyctl(&["status", server], None, false).1;
+        let logs = self.xyctl(&["logs", server, "-n", "400"], None, false).1;
+        let marks = ["error", "denied", "eacces", "eperm", "permission", "failed"];
+        let errors: Vec<&str> = logs
+            .lines()
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                marks.iter().any(|m| l.contains(m))
+            })
+            .take(20)
+            .collect();
+        format!("{status}\nerror lines of its log:\n{}", errors.join("\n"))
     }
 
     /// The SDK client against `target` (a URL, or a command line run with
