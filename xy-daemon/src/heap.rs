@@ -78,16 +78,17 @@ pub fn start_trimmer() {}
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 const BOOT_TRIMS: usize = 4;
 
-/// Asks the kernel to reclaim the pages of xyd's own code and read-only data
-/// (D158): the boot runs much code once (flags, config parsing, the orphan
-/// sweep, the first spawns and listings) that an idle daemon never runs
-/// again, yet it stays mapped, and counted in RSS, for the daemon's life.
-/// What the daemon still uses faults back in from the page cache on its next
-/// use. Only the mappings that are never written are touched — the
-/// executable segment and the read-only segment at file offset 0 — so no
-/// page that relocation made private goes to swap. Returns the bytes of the
-/// mappings advised (0 if the kernel lacks `MADV_PAGEOUT` or `/proc` is
-/// unreadable: only memory is at stake).
+/// Drops xyd's own code and read-only data from its page tables (D158): the
+/// boot runs much code once (flags, config parsing, the orphan sweep, the
+/// first spawns and listings) that an idle daemon never runs again, yet it
+/// stays mapped, and counted in RSS, for the daemon's life. What the daemon
+/// still uses faults back in from the page cache on its next use (a minor
+/// fault: `MADV_DONTNEED` leaves the page cache alone, unlike
+/// `MADV_PAGEOUT`, whose refaults read the disk). Only the mappings that are
+/// never written are touched — the executable segment and the read-only
+/// segment at file offset 0 — so their contents are the file's, and
+/// dropping them loses nothing. Returns the bytes of the mappings advised (0
+/// if `/proc` is unreadable: only memory is at stake).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn release_boot_code() -> usize {
     let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
@@ -99,12 +100,13 @@ pub fn release_boot_code() -> usize {
     code_mappings(&maps, &exe.to_string_lossy())
         .filter(|&(start, len)| {
             // SAFETY: the range is a whole mapping of our own executable,
-            // read from /proc/self/maps, and never unmapped while xyd runs;
-            // MADV_PAGEOUT only drops pages from the page tables (they fault
-            // back in on the next access), it changes no memory's contents.
+            // read from /proc/self/maps, never unmapped while xyd runs and
+            // never written (no text relocations; the RELRO segment is not
+            // in the set): a dropped page faults back in from the file with
+            // the very bytes it had, so no memory's contents change.
             #[allow(unsafe_code)]
             let advised =
-                unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
+                unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_DONTNEED) };
             advised == 0
         })
         .map(|(_, len)| len)
