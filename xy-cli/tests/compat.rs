@@ -72,13 +72,8 @@ impl Drop for World {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let t = Instant::now();
+        // `Home` stops the daemon too; this one spawns nothing.
         let _ = self.xyctl(&["daemon", "stop"], None, true);
-        xy_testbins::out::err(&format!(
-            "compat::{}: daemon stop {:.1}s",
-            self.name,
-            t.elapsed().as_secs_f64()
-        ));
     }
 }
 
