@@ -10,4 +10,5 @@ pub(crate) mod listing;
 pub(crate) mod meta;
 pub(crate) mod record;
 pub(crate) mod report;
+pub(crate) mod strict;
 pub(crate) mod verdicts;

@@ -105,10 +105,18 @@ impl Fields {
 
     /// `params.name`, decoded leniently (a lone surrogate becomes U+FFFD).
     pub(crate) fn name(&self, bytes: &[u8]) -> Option<String> {
-        let raw = bytes.get(self.name.clone()?)?;
-        let inner = raw.get(1..raw.len().checked_sub(1)?)?;
-        Some(decode(inner, true).ok()?.into_owned())
+        lenient_str(bytes, self.name.as_ref()?)
     }
+}
+
+/// A string value at `at`, decoded leniently.
+fn lenient_str(bytes: &[u8], at: &Range<usize>) -> Option<String> {
+    let raw = bytes.get(at.clone())?;
+    if raw.first() != Some(&b'"') {
+        return None;
+    }
+    let inner = raw.get(1..raw.len().checked_sub(1)?)?;
+    Some(decode(inner, true).ok()?.into_owned())
 }
 
 /// A string value at `at` that needs no decoding.
@@ -171,6 +179,18 @@ pub(crate) fn glimpse(bytes: &[u8]) -> Fields {
     };
     let _ = s.document();
     s.fields
+}
+
+/// The tool to record for a request refused unread (SPEC §24: every
+/// attempt is a call record): its `params.name`, or `(unreadable)`, when
+/// it is or may be a `tools/call`; `None` for any other method.
+pub(crate) fn refused_call(bytes: &[u8]) -> Option<String> {
+    let f = glimpse(bytes);
+    let method = f.method.as_ref().and_then(|m| lenient_str(bytes, m));
+    if method.is_some_and(|m| m != "tools/call") {
+        return None;
+    }
+    Some(f.name(bytes).unwrap_or_else(|| "(unreadable)".to_owned()))
 }
 
 /// A whole-number top-level `id` at the very end of a message's last
