@@ -20,9 +20,9 @@ use tokio::sync::mpsc;
 use xy_core::protocol::LogStream;
 
 use super::raw;
-use crate::mcp::strict;
 use crate::log_router::redact::Redactor;
 use crate::log_router::sink::{SharedSink, lock};
+use crate::mcp::strict;
 
 /// Longest line accepted from a child's stdout: no client could have sent
 /// a longer message either (SPEC §18).

@@ -308,9 +308,10 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     // Only what xy reads exactly goes on (SPEC §24, D160): the actor
     // refuses the rest, and records it when it may have been a call.
     if let Err(e) = strict::check(&body) {
-        let msg = strict::refused_call(&body).map_or(Value::Null, |tool| {
-            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool}})
-        });
+        let msg = strict::refused_call(&body).map_or(
+            Value::Null,
+            |tool| json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool}}),
+        );
         let (tx, _rx): (Outbox, _) = mpsc::channel(1);
         let (ack_tx, ack_rx) = oneshot::channel();
         let post = Post {

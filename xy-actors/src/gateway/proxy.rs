@@ -33,15 +33,15 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use xy_core::protocol::mcp::CallOutcome;
 use xy_core::firewall::FirewallMode;
 use xy_core::protocol::ServerState;
+use xy_core::protocol::mcp::CallOutcome;
 
 use super::firewall::{Exchange, Firewall, Verdict, wanted};
-use crate::mcp::strict;
 use super::{down, error};
 use crate::calls::Calls;
 use crate::http::body::{BoxError, HttpBody, MAX_BODY, MCP_METHOD, SESSION};
+use crate::mcp::strict;
 use crate::remote::{Upstream, UpstreamError};
 
 /// Largest response body read whole for inspection (a JSON `tools/list`
@@ -346,40 +346,35 @@ impl Proxy {
                 Response::from_parts(parts, body.boxed_unsync())
             }
             Some("application/json") if post => {
-                let (bytes, _held) =
-                    match read_bounded(body, MAX_INSPECTED_RESPONSE, &self.room).await {
-                        Ok(b) => b,
-                        Err(ReadError::Busy) => return busy(),
-                        Err(e) => {
-                            let why = match e {
-                                ReadError::Body(e) => e.to_string(),
-                                _ => "over 16 MiB".to_owned(),
-                            };
-                            let message =
-                                format!("xy: server {name}'s response could not be read: {why}");
-                            if let Some(id) = answering {
-                                return answer(
-                                    &unreadable_answer(id, message, name),
-                                    &parts.headers,
-                                );
-                            }
-                            return error(
-                                StatusCode::BAD_GATEWAY,
-                                -32603,
-                                message,
-                                Some(json!({"server": name, "state": state})),
-                            );
+                let (bytes, _held) = match read_bounded(body, MAX_INSPECTED_RESPONSE, &self.room)
+                    .await
+                {
+                    Ok(b) => b,
+                    Err(ReadError::Busy) => return busy(),
+                    Err(e) => {
+                        let why = match e {
+                            ReadError::Body(e) => e.to_string(),
+                            _ => "over 16 MiB".to_owned(),
+                        };
+                        let message =
+                            format!("xy: server {name}'s response could not be read: {why}");
+                        if let Some(id) = answering {
+                            return answer(&unreadable_answer(id, message, name), &parts.headers);
                         }
-                    };
+                        return error(
+                            StatusCode::BAD_GATEWAY,
+                            -32603,
+                            message,
+                            Some(json!({"server": name, "state": state})),
+                        );
+                    }
+                };
                 parts.headers.remove(header::CONTENT_LENGTH);
                 let bytes = match (taken, ex) {
-                    (Some(taken), Some(mut ex)) => {
-                        inspect_response(&mut ex, &taken, bytes, strict)
-                    }
-                    _ => match strict::check(&bytes) {
-                        Ok(_) => Ok(bytes),
-                        Err(e) => Err(e),
-                    },
+                    (Some(taken), Some(mut ex)) => inspect_response(&mut ex, &taken, bytes, strict),
+                    // An empty body (a `202` to a notification) is no message.
+                    _ if bytes.is_empty() => Ok(bytes),
+                    _ => strict::check(&bytes).map(|_| bytes),
                 };
                 match bytes {
                     Ok(bytes) => Response::from_parts(parts, full(bytes)),
@@ -587,7 +582,9 @@ fn unreadable_request(name: &str, e: &strict::Unreadable) -> Response<HttpBody> 
     error(
         StatusCode::BAD_REQUEST,
         -32700,
-        format!("xy: parse error: the request for server {name} cannot be read exactly: {e}; not forwarded"),
+        format!(
+            "xy: parse error: the request for server {name} cannot be read exactly: {e}; not forwarded"
+        ),
         Some(json!({"server": name})),
     )
 }

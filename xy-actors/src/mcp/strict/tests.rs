@@ -17,13 +17,19 @@ fn what_some_parsers_accept_is_refused() {
     assert_eq!(why(b"{\"s\": \"\xff\"}"), Why::NotUtf8);
     assert_eq!(why(br#"{"a": 1, "a": 2}"#), Why::DuplicateKey("a".into()));
     // The same key spelt two ways is still the same key.
-    assert_eq!(why(br#"{"a": 1, "\u0061": 2}"#), Why::DuplicateKey("a".into()));
+    assert_eq!(
+        why(br#"{"a": 1, "\u0061": 2}"#),
+        Why::DuplicateKey("a".into())
+    );
     assert_eq!(why(br#"{"n": 1e400}"#), Why::NumberOutOfRange);
     assert_eq!(why(b"{\"s\": \"a\tb\"}"), Why::ControlCharacter);
     assert_eq!(why(br#"{} x"#), Why::TrailingBytes);
     assert_eq!(why(br#"{}{}"#), Why::TrailingBytes);
     assert_eq!(why(b"  "), Why::Empty);
-    assert!(matches!(why(br#"{"n": 01}"#), Why::TrailingBytes | Why::Syntax(_)));
+    assert!(matches!(
+        why(br#"{"n": 01}"#),
+        Why::TrailingBytes | Why::Syntax(_)
+    ));
     assert!(matches!(why(br#"{"n": +1}"#), Why::Syntax(_)));
     assert!(matches!(why(br#"{"s": "\x"}"#), Why::Syntax(_)));
     assert!(matches!(why(br#"{"a": 1,}"#), Why::Syntax(_)));
@@ -107,4 +113,60 @@ fn errors_say_where() {
     assert_eq!((e.line, e.column), (2, 8));
     assert!(e.to_string().contains("NaN"), "{e}");
     assert!(e.to_string().ends_with("line 2, column 8"), "{e}");
+}
+
+/// What the strict read costs (`cargo test -p xy-actors --release --lib
+/// mcp::strict::tests::bench -- --ignored --nocapture`): a typical
+/// `tools/call`, a `tools/list` answer of 100 tools, and a 1 MiB call.
+#[test]
+#[ignore = "a benchmark"]
+#[allow(clippy::print_stderr)]
+fn bench() {
+    use std::time::Instant;
+    let call = br#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"tool_42","arguments":{"path":"/tmp","query":"x","limit":5}}}"#.to_vec();
+    let tools: Vec<Value> = (0..100)
+        .map(|i| serde_json::json!({"name": format!("tool_{i}"),
+            "description": format!("Does thing number {i} with the given path, query and limit; returns what it found."),
+            "inputSchema": {"type": "object", "properties": {
+                "path": {"type": "string", "description": "Where to look"},
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100}}}}))
+        .collect();
+    let list = serde_json::to_vec(
+        &serde_json::json!({"jsonrpc": "2.0", "id": 3, "result": {"tools": tools}}),
+    )
+    .unwrap();
+    let big = serde_json::to_vec(
+        &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "w", "arguments": {"text": "é\"x".repeat(1 << 18)}}}),
+    )
+    .unwrap();
+    for (what, msg, n) in [
+        ("tools/call", &call, 200_000),
+        ("tools/list of 100", &list, 2_000),
+        ("1 MiB call", &big, 50),
+    ] {
+        let mut times: Vec<f64> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(check(std::hint::black_box(msg)).unwrap());
+                t.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        let mut serde: Vec<f64> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(serde_json::from_slice::<Value>(msg).unwrap());
+                t.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        serde.sort_by(f64::total_cmp);
+        eprintln!(
+            "strict bench: {what} ({} bytes): check p50 {:.2} µs; serde_json Value p50 {:.2} µs",
+            msg.len(),
+            times[n / 2],
+            serde[n / 2]
+        );
+    }
 }
