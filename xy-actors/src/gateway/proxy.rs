@@ -637,7 +637,9 @@ impl SseInspect {
             return raw;
         }
         let ev = sse::Event::parse(&raw);
-        let Some(data) = &ev.data else {
+        // No data, or empty data (a priming event): clients dispatch
+        // nothing for it.
+        let Some(data) = ev.data.as_ref().filter(|d| !d.is_empty()) else {
             return raw;
         };
         let msg = if self.strict {
