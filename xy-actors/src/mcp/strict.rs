@@ -377,22 +377,23 @@ impl<'a> Scan<'a> {
         let mut i = start;
         let mut escaped = false;
         loop {
-            let Some(&c) = b.get(i) else {
-                self.i = i;
+            let Some(off) = memchr::memchr2(b'"', b'\\', &b[i.min(b.len())..]) else {
+                self.i = b.len();
                 return self.fail(Why::Syntax("a closing '\"'"));
             };
-            match c {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    i += 2;
-                }
-                0..0x20 if !self.lax => {
-                    self.i = i;
-                    return self.fail(Why::ControlCharacter);
-                }
-                _ => i += 1,
+            let at = i + off;
+            // A plain run: only its control characters matter (a loop the
+            // compiler vectorises).
+            if !self.lax && b[i..at].iter().any(|&c| c < 0x20) {
+                self.i = i + b[i..at].iter().position(|&c| c < 0x20).unwrap_or(0);
+                return self.fail(Why::ControlCharacter);
             }
+            if b[at] == b'"' {
+                i = at;
+                break;
+            }
+            escaped = true;
+            i = at + 2;
         }
         self.i = i + 1;
         let inner = &b[start..i];
@@ -402,6 +403,11 @@ impl<'a> Scan<'a> {
             } else {
                 Cow::Borrowed("")
             });
+        }
+        if !want {
+            return escapes(inner, self.lax)
+                .map(|()| Cow::Borrowed(""))
+                .map_err(|(off, why)| (start + off, why));
         }
         decode(inner, self.lax).map_err(|(off, why)| (start + off, why))
     }
@@ -560,6 +566,40 @@ fn decode(inner: &[u8], lax: bool) -> Result<Cow<'_, str>, Failed> {
         out.push(c);
     }
     Ok(Cow::Owned(out))
+}
+
+/// [`decode`]'s checks without the text: every escape valid, every
+/// surrogate paired (a string value xy does not read).
+fn escapes(inner: &[u8], lax: bool) -> Result<(), Failed> {
+    if lax {
+        return Ok(());
+    }
+    let mut i = 0;
+    while let Some(off) = memchr::memchr(b'\\', &inner[i..]) {
+        i += off;
+        match inner.get(i + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+            Some(b'u') => {
+                let Some(hi) = hex4(inner, i + 2) else {
+                    return Err((i + 2, Why::Syntax("four hex digits")));
+                };
+                match hi {
+                    0xD800..=0xDBFF => {
+                        let paired = inner.get(i + 6..i + 8) == Some(b"\\u")
+                            && hex4(inner, i + 8).is_some_and(|lo| (0xDC00..=0xDFFF).contains(&lo));
+                        if !paired {
+                            return Err((i, Why::LoneSurrogate));
+                        }
+                        i += 12;
+                    }
+                    0xDC00..=0xDFFF => return Err((i, Why::LoneSurrogate)),
+                    _ => i += 6,
+                }
+            }
+            _ => return Err((i, Why::Syntax("an escape"))),
+        }
+    }
+    Ok(())
 }
 
 fn hex4(b: &[u8], at: usize) -> Option<u32> {

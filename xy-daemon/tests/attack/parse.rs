@@ -484,3 +484,49 @@ fn a_request_xy_cannot_read_never_reaches_a_stdio_child() {
     );
     assert_eq!(r["content"][0]["text"], "ok", "{r}");
 }
+
+/// The hostile server as a process of the test's (a remote server's
+/// upstream is not xy's child), killed on drop.
+struct Hostile(std::process::Child);
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_remote_servers_own_port_refuses_and_withholds_the_same_way() {
+    let Some(python) = interop::which("python3") else {
+        return interop::Skip {
+            reason: "python3 is not on PATH".to_owned(),
+        }
+        .announce("a_remote_servers_own_port_refuses_and_withholds_the_same_way");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("hostile.py");
+    std::fs::write(&script, HOSTILE).unwrap();
+    let (up, own) = (free_port(), free_port());
+    let _upstream = Hostile(
+        std::process::Command::new(python)
+            .arg(&script)
+            .arg(up.to_string())
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("http://127.0.0.1:{up}/mcp");
+    let _d = TestDaemon::start(&[("far", format!("url {url:?}\nport {own}\n"))]);
+    let port_url = format!("http://127.0.0.1:{own}/mcp");
+    let c = connected(&port_url);
+    let list = br#"{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{}}"#;
+    let (_, text) = post_raw(&port_url, &c.session_headers(), list);
+    assert!(!text.contains("wipe_disk"), "the poisoned tool reached the client: {text}");
+    let m = message(&text);
+    assert_eq!((&m["id"], &m["error"]["code"]), (&json!(8), &json!(-32603)), "{m}");
+    let call = br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"add","arguments":{"n":Infinity}}}"#;
+    let (status, text) = post_raw(&port_url, &c.session_headers(), call);
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(message(&text)["error"]["code"], -32700, "{text}");
+}
