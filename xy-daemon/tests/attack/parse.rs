@@ -522,9 +522,16 @@ fn a_remote_servers_own_port_refuses_and_withholds_the_same_way() {
     let c = connected(&port_url);
     let list = br#"{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{}}"#;
     let (_, text) = post_raw(&port_url, &c.session_headers(), list);
-    assert!(!text.contains("wipe_disk"), "the poisoned tool reached the client: {text}");
+    assert!(
+        !text.contains("wipe_disk"),
+        "the poisoned tool reached the client: {text}"
+    );
     let m = message(&text);
-    assert_eq!((&m["id"], &m["error"]["code"]), (&json!(8), &json!(-32603)), "{m}");
+    assert_eq!(
+        (&m["id"], &m["error"]["code"]),
+        (&json!(8), &json!(-32603)),
+        "{m}"
+    );
     let call = br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"add","arguments":{"n":Infinity}}}"#;
     let (status, text) = post_raw(&port_url, &c.session_headers(), call);
     assert_eq!(status, 400, "{text}");
