@@ -127,7 +127,8 @@ impl Table {
     /// The parent chain of `pid`, nearest first, up to the first process
     /// the table does not hold (PID 1's parent 0 ends every chain). Bounded
     /// by the table's size, so a torn snapshot cannot loop.
-    #[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
+    // The peer check's ancestry walk (issue 38) shares this table.
+    #[allow(dead_code)]
     pub(crate) fn ancestors(&self, pid: i32) -> Vec<i32> {
         let mut out = Vec::new();
         let mut at = pid;
@@ -157,7 +158,11 @@ pub(crate) fn table() -> Table {
 /// `rss_pages` are not filled: the tree walks do not read them).
 #[cfg(target_os = "macos")]
 pub(crate) fn table() -> Table {
-    Table::of(macos::all_pids().into_iter().filter_map(|p| Some((p, macos::stat(p)?))))
+    Table::of(
+        macos::all_pids()
+            .into_iter()
+            .filter_map(|p| Some((p, macos::stat(p)?))),
+    )
 }
 
 #[cfg(target_os = "macos")]

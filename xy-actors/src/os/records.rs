@@ -1,7 +1,9 @@
 //! Child records under `run/` (SPEC §7): `{pid, pgid, start_time, command}`
 //! written at spawn and removed once the group is reaped, and the boot-time
-//! [`sweep_orphans`] that stops groups a crashed daemon left behind without
-//! ever signalling an unrelated process that reused the pid.
+//! [`sweep_orphans`] that stops the process trees a crashed daemon left
+//! behind (the group and every descendant of the recorded root, which kept
+//! them as their subreaper: D175) without ever signalling an unrelated
+//! process that reused the pid.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::group;
+use super::tree::Tree;
 use crate::atomic_file;
 
 /// What the daemon knows about one spawned child: the record's JSON
@@ -97,7 +100,7 @@ pub fn sweep_orphans_reporting(
     grace: Duration,
     mut progress: impl FnMut(usize, usize),
 ) -> Vec<SweptOrphan> {
-    let mut found: Vec<(PathBuf, SweptOrphan)> = Vec::new();
+    let mut found: Vec<(PathBuf, SweptOrphan, Tree)> = Vec::new();
     let Ok(dir) = std::fs::read_dir(run_dir) else {
         progress(0, 0);
         return Vec::new();
@@ -122,6 +125,7 @@ pub fn sweep_orphans_reporting(
                     command: rec.command,
                     killed: false,
                 },
+                Tree::of(rec.pid, rec.start_time, rec.pgid),
             )),
             _ => {
                 let _ = std::fs::remove_file(&path);
@@ -130,28 +134,28 @@ pub fn sweep_orphans_reporting(
     }
     let total = found.len();
     progress(total, total);
-    for (_, o) in &found {
+    for (_, o, tree) in &found {
         tracing::warn!(server = %o.name, pid = o.pid, pgid = o.pgid, command = %o.command, "stopping orphan from a previous daemon");
-        let _ = group::signal_group(o.pgid, Signal::SIGTERM);
+        tree.signal(Signal::SIGTERM);
     }
     let mut alive: Vec<usize> = (0..total).collect();
     wait_groups_gone(&found, &mut alive, grace, &mut progress);
     if !alive.is_empty() {
         for &i in &alive {
             found[i].1.killed = true;
-            let _ = group::signal_group(found[i].1.pgid, Signal::SIGKILL);
+            found[i].2.signal(Signal::SIGKILL);
         }
         wait_groups_gone(&found, &mut alive, Duration::from_secs(5), &mut progress);
         for &i in &alive {
             tracing::warn!(
                 pgid = found[i].1.pgid,
-                "orphan group still alive after SIGKILL"
+                "orphan process tree still alive after SIGKILL"
             );
         }
     }
     found
         .into_iter()
-        .map(|(path, o)| {
+        .map(|(path, o, _)| {
             let _ = std::fs::remove_file(&path);
             o
         })
@@ -161,7 +165,7 @@ pub fn sweep_orphans_reporting(
 /// Polls the groups indexed by `alive` until none is left or `within` has
 /// passed, dropping each from `alive` as it goes (and reporting the count).
 fn wait_groups_gone(
-    found: &[(PathBuf, SweptOrphan)],
+    found: &[(PathBuf, SweptOrphan, Tree)],
     alive: &mut Vec<usize>,
     within: Duration,
     progress: &mut impl FnMut(usize, usize),
@@ -170,7 +174,7 @@ fn wait_groups_gone(
     let mut delay = Duration::from_millis(2);
     loop {
         let before = alive.len();
-        alive.retain(|&i| group::group_alive(found[i].1.pgid, None));
+        alive.retain(|&i| found[i].2.alive(None));
         if alive.len() != before {
             progress(found.len(), alive.len());
         }
