@@ -147,6 +147,33 @@ impl Table {
     }
 }
 
+/// The children of `pid`, from each thread's `children` file (no scan of
+/// every process; empty if the kernel lacks `CONFIG_PROC_CHILDREN` or the
+/// process is gone).
+#[cfg(target_os = "linux")]
+pub(crate) fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// The children of `pid` (libproc).
+#[cfg(target_os = "macos")]
+pub(crate) fn children(pid: i32) -> Vec<i32> {
+    macos::children(pid)
+}
+
 /// A [`Table`] of every process in `/proc` (an empty one if it cannot be
 /// read; a process that exits mid-walk is left out).
 #[cfg(target_os = "linux")]
@@ -184,6 +211,22 @@ mod macos {
         // SAFETY: `pids` is writable for `bytes` bytes; the call writes at
         // most that many and returns how many pids it wrote.
         let n = unsafe { libc::proc_listallpids(pids.as_mut_ptr().cast::<libc::c_void>(), bytes) };
+        pids.truncate(usize::try_from(n).unwrap_or(0));
+        pids.retain(|p| *p > 0);
+        pids
+    }
+
+    /// The children of `pid`.
+    #[allow(unsafe_code)]
+    pub(super) fn children(pid: i32) -> Vec<i32> {
+        let mut pids = vec![0i32; 1024];
+        let bytes = libc::c_int::try_from(pids.len() * std::mem::size_of::<i32>())
+            .unwrap_or(libc::c_int::MAX);
+        // SAFETY: `pids` is writable for `bytes` bytes; the call writes at
+        // most that many and returns how many pids it wrote.
+        let n = unsafe {
+            libc::proc_listchildpids(pid, pids.as_mut_ptr().cast::<libc::c_void>(), bytes)
+        };
         pids.truncate(usize::try_from(n).unwrap_or(0));
         pids.retain(|p| *p > 0);
         pids

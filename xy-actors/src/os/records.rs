@@ -25,6 +25,10 @@ pub(crate) struct ChildRecord {
     /// reused pid from the child; `null` where it cannot be read.
     pub(crate) start_time: Option<u64>,
     pub(crate) command: String,
+    /// Descendants met so far, `[pid, start_time]` each: what outlives
+    /// the root (a daemon) is still found after a `kill -9` of `xyd`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) descendants: Vec<(i32, u64)>,
 }
 
 impl ChildRecord {
@@ -51,6 +55,11 @@ pub(crate) fn write(path: &Path, rec: &ChildRecord) -> std::io::Result<()> {
     }
     let json = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     atomic_file::write(path, &json, atomic_file::Sync::Atomic)
+}
+
+/// Whether the record at `path` describes group `pgid`.
+pub(crate) fn describes(path: &Path, pgid: i32) -> bool {
+    ChildRecord::read(path).is_some_and(|r| r.pgid == pgid)
 }
 
 /// Removes the record at `path` if it still describes group `pgid` (a newer
@@ -122,10 +131,10 @@ pub fn sweep_orphans_reporting(
                     name,
                     pid: rec.pid,
                     pgid: rec.pgid,
-                    command: rec.command,
+                    command: rec.command.clone(),
                     killed: false,
                 },
-                Tree::of(rec.pid, rec.start_time, rec.pgid),
+                tree_of(&rec),
             )),
             _ => {
                 let _ = std::fs::remove_file(&path);
@@ -186,9 +195,25 @@ fn wait_groups_gone(
     }
 }
 
+fn tree_of(rec: &ChildRecord) -> Tree {
+    // A reused root pid may lead a group of that number: not ours then.
+    let reused = group::start_time(rec.pid).is_some_and(|t| Some(t) != rec.start_time);
+    let tree = Tree::of(rec.pid, rec.start_time, if reused { 0 } else { rec.pgid });
+    tree.meet(&rec.descendants);
+    tree
+}
+
 fn is_orphan(rec: &ChildRecord) -> bool {
     if rec.pgid <= 1 {
         return false;
+    }
+    // A recorded descendant still running (the root may be gone).
+    if rec
+        .descendants
+        .iter()
+        .any(|(p, s)| *p > 1 && group::start_time(*p) == Some(*s) && group::pid_alive(*p))
+    {
+        return true;
     }
     match group::start_time(rec.pid) {
         // Same pid, same start: the very process we spawned.
@@ -209,6 +234,7 @@ mod tests {
             pgid: 10,
             start_time: Some(99),
             command: "/bin/x".into(),
+            descendants: vec![(12, 100)],
         };
         let dir = tempfile::tempdir().unwrap();
         let path = record_path(dir.path(), "x");
@@ -226,7 +252,8 @@ mod tests {
                 pid: 7,
                 pgid: 7,
                 start_time: None,
-                command: "c".into()
+                command: "c".into(),
+                descendants: Vec::new(),
             })
         );
     }
@@ -241,6 +268,7 @@ mod tests {
             pgid: me,
             start_time: Some(1),
             command: "x".into(),
+            descendants: vec![(me, 1)],
         };
         let path = record_path(dir.path(), "a");
         write(&path, &rec).unwrap();

@@ -23,6 +23,15 @@ use super::procfs::{self, ProcStat, Table};
 /// was stopped can be new, and a fork chain cannot outrun many rounds.
 const FREEZE_ROUNDS: usize = 64;
 
+/// New members one census adds at most (a fork bomb must not make the
+/// record, or the walk, unbounded; the stop's walk still sees them all).
+const MAX_CENSUS: usize = 4096;
+
+/// How often a live child's tree is followed for its record. A descendant
+/// born and orphaned within one period and then lost with `xyd` and the root
+/// is the sweep's blind spot (D175).
+pub(crate) const CENSUS_EVERY: Duration = Duration::from_secs(2);
+
 /// One spawned child's tree: its root (the group leader), its group, and
 /// every member a walk met, so a member that outlived the root is still
 /// found (by pid and start time, never a reused pid).
@@ -89,6 +98,66 @@ impl Tree {
             }
         }
         members
+    }
+
+    /// Whether the root is still the live process we spawned.
+    pub(crate) fn root_alive(&self) -> bool {
+        self.root_start.is_some()
+            && group::start_time(self.root) == self.root_start
+            && group::pid_alive(self.root)
+    }
+
+    /// Members met so far (pid, start), for the child record.
+    pub(crate) fn met(&self) -> Vec<(i32, u64)> {
+        let met = self
+            .met
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut v: Vec<(i32, u64)> = met.iter().map(|(p, s)| (*p, *s)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Adds members known from elsewhere (a record of a previous `xyd`).
+    pub(crate) fn meet(&self, members: &[(i32, u64)]) {
+        self.met
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(members.iter().copied());
+    }
+
+    /// Follows the root's children links down (no scan of every process)
+    /// and forgets members that ended: whether the members met changed.
+    /// Run now and then while the child lives, so the record names the
+    /// descendants a `kill -9` of `xyd` would otherwise lose once the root
+    /// ends too (D175).
+    pub(crate) fn census(&self) -> bool {
+        let mut met = self
+            .met
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = met.len();
+        met.retain(|p, s| group::start_time(*p) == Some(*s));
+        let mut changed = met.len() != before;
+        let mut queue: Vec<i32> = met.keys().copied().collect();
+        if self.root_alive() {
+            queue.push(self.root);
+        }
+        let mut budget = MAX_CENSUS;
+        while let Some(p) = queue.pop() {
+            for c in procfs::children(p) {
+                if met.contains_key(&c) || budget == 0 {
+                    continue;
+                }
+                budget -= 1;
+                if let Some(start) = group::start_time(c) {
+                    met.insert(c, start);
+                    queue.push(c);
+                    changed = true;
+                }
+            }
+        }
+        changed
     }
 
     /// Sends `sig` to the group and to every member of the tree. SIGKILL

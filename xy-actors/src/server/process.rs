@@ -180,6 +180,7 @@ impl ChildSpawner for RealSpawner {
             pgid,
             start_time: group::start_time(pgid),
             command: shown,
+            descendants: Vec::new(),
         };
         let record_path = match records::write(&record_path, &record) {
             Ok(()) => Some(record_path),
@@ -188,15 +189,45 @@ impl ChildSpawner for RealSpawner {
                 None
             }
         };
+        let tree = Arc::new(Tree::of(pgid, record.start_time, pgid));
+        if let Some(path) = &record_path {
+            tokio::spawn(census(tree.clone(), record, path.clone()));
+        }
         Ok(Arc::new(RealChild {
             pid,
             pgid,
-            tree: Arc::new(Tree::of(pgid, record.start_time, pgid)),
+            tree,
             child: Mutex::new(Some(child)),
             record_path,
             stdio: Mutex::new(protocol),
             sandbox: run,
         }))
+    }
+}
+
+/// Follows the child's tree while its root lives and rewrites its record
+/// when the descendants change (D175). Ends with the root.
+async fn census(tree: Arc<Tree>, mut record: ChildRecord, path: PathBuf) {
+    loop {
+        tokio::time::sleep(crate::os::tree::CENSUS_EVERY).await;
+        let t = tree.clone();
+        let Ok((changed, root_alive)) =
+            tokio::task::spawn_blocking(move || (t.census(), t.root_alive())).await
+        else {
+            return;
+        };
+        if !root_alive {
+            return;
+        }
+        if changed {
+            record.descendants = tree.met();
+            // Only while the record is still this child's (a stop removes it).
+            if records::describes(&path, record.pgid)
+                && let Err(e) = records::write(&path, &record)
+            {
+                tracing::warn!(path = %path.display(), error = %e, "cannot update child record");
+            }
+        }
     }
 }
 

@@ -173,3 +173,34 @@ fn a_new_xyd_sweeps_the_daemon_a_killed_xyd_left() {
     );
     assert!(!pid_alive(root));
 }
+
+/// The root ends too after the crash (a stdio server ends at the EOF of its
+/// stdin): the daemon, reparented to PID 1, is found through the record
+/// that names it.
+#[test]
+fn a_new_xyd_sweeps_a_daemon_whose_root_ended_with_the_killed_xyd() {
+    let (mut d, pidfile) = setup("");
+    let root = d.running_pid("d");
+    let daemon = daemon_pid(&pidfile, None);
+    let _left = Leftovers(vec![daemon, root]);
+    let record = d.env.state_dir().join("run/d.json");
+    wait_for("the record to name the daemon", DEADLINE, || {
+        std::fs::read_to_string(&record).is_ok_and(|r| r.contains(&format!("[{daemon},")))
+    });
+    signal(d.pid() as i32, libc::SIGKILL);
+    d.wait_exit();
+    signal(root, libc::SIGKILL);
+    wait_for("the root to end", DEADLINE, || !pid_alive(root));
+    assert!(pid_alive(daemon), "the daemon outlives xyd and its root");
+    let env = d.take_env();
+    let _ = std::fs::remove_file(&pidfile);
+    let d2 = TestDaemon::start_in(env);
+    d2.running_pid("d");
+    let fresh = daemon_pid(&pidfile, Some(daemon));
+    let _fresh = Leftovers(vec![fresh]);
+    assert!(
+        !pid_alive(daemon),
+        "the old daemon survived the sweep\n{}",
+        d2.env.daemon_log()
+    );
+}
