@@ -489,7 +489,10 @@ fn pypi_dependencies_are_older_than_min_age() {
         &port(),
     ])
     .ok();
-    let lock = w.packages("tm").join("2026.10.19").join("requirements.lock");
+    let lock = w
+        .packages("tm")
+        .join("2026.10.19")
+        .join("requirements.lock");
     let check = r##"
 import json, sys, urllib.request, datetime
 cutoff = datetime.datetime.fromtimestamp(int(sys.argv[2]), datetime.timezone.utc)
@@ -498,8 +501,13 @@ for line in open(sys.argv[1]):
     if line.startswith("#") or "==" not in line:
         continue
     name, version = line.split()[0].split("==")
-    doc = json.load(urllib.request.urlopen(f"https://pypi.org/pypi/{name}/{version}/json", timeout=30))
-    up = min(datetime.datetime.fromisoformat(f["upload_time_iso_8601"].replace("Z", "+00:00")) for f in doc["urls"])
+    try:
+        doc = json.load(urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=30))
+        files = doc["releases"][version]
+    except Exception as e:
+        late.append(f"{name}=={version}: {e}")
+        continue
+    up = min(datetime.datetime.fromisoformat(f["upload_time_iso_8601"].replace("Z", "+00:00")) for f in files)
     if up > cutoff and not name.startswith("mcp_server_time"):
         late.append(f"{name}=={version} {up.isoformat()}")
 print("\n".join(late))
@@ -510,9 +518,16 @@ print("\n".join(late))
         .arg(cutoff.to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let late = String::from_utf8_lossy(&out.stdout);
-    assert!(late.trim().is_empty(), "newer than min-age in the lock:\n{late}");
+    assert!(
+        late.trim().is_empty(),
+        "newer than min-age in the lock:\n{late}"
+    );
 }
 
 /// `--registry server.json`: the npm package it names, its arguments and

@@ -189,7 +189,9 @@ pub(crate) fn install(
         cmd.arg("--ignore-scripts");
     }
     run(&mut cmd, what).map_err(|f| match (before, too_new_dependency(&f)) {
-        (Some(c), Some(dep)) => c.too_new(&dep, None).with_detail(f.detail.unwrap_or_default()),
+        (Some(c), Some(dep)) => c
+            .too_new(&dep, None)
+            .with_detail(f.detail.unwrap_or_default()),
         _ => f,
     })?;
     let lock = std::fs::read_to_string(tmp.join(LOCKFILE)).map_err(|e| {
@@ -326,7 +328,7 @@ mod tests {
     fn the_dependency_with_no_version_old_enough_is_named() {
         let f = Failure::new(Exit::Operational, "`npm install` failed").with_detail(
             "npm error code ETARGET\nnpm error notarget No matching version found for \
-             zod@^4.1.0 with a date before 11/1/2026, 12:00:00 AM.\nnpm error notarget …"
+             zod@^4.1.0 with a date before 11/1/2026, 12:00:00 AM.\nnpm error notarget …",
         );
         assert_eq!(
             too_new_dependency(&f).as_deref(),

@@ -328,11 +328,16 @@ fn too_new_uploads(dir: &Path, top: &str, before: &Cutoff) -> Result<Vec<String>
         if normalized(name) == normalized(top) {
             continue;
         }
-        let url = format!("{}/{}/json", api_base().trim_end_matches('/'), normalized(name));
+        let url = format!(
+            "{}/{}/json",
+            api_base().trim_end_matches('/'),
+            normalized(name)
+        );
         let doc = match crate::http::get_json(&url, LOOKUP_TIMEOUT) {
             Ok((200, Some(doc))) => doc,
             _ => {
-                return Err(before.too_new(&format!("{name}=={version} ({file})"), None)
+                return Err(before
+                    .too_new(&format!("{name}=={version} ({file})"), None)
                     .with_detail(format!("its upload time could not be read from {url}")));
             }
         };
@@ -373,7 +378,11 @@ fn too_new_releases(doc: &serde_json::Value, before: &Cutoff) -> Vec<String> {
 
 /// When file `file` of release `version` was uploaded, per a project
 /// document.
-fn upload_time(doc: &serde_json::Value, version: &str, file: &str) -> Option<std::time::SystemTime> {
+fn upload_time(
+    doc: &serde_json::Value,
+    version: &str,
+    file: &str,
+) -> Option<std::time::SystemTime> {
     doc.get("releases")?
         .get(version)?
         .as_array()?

@@ -204,3 +204,39 @@ fn a_new_xyd_sweeps_a_daemon_whose_root_ended_with_the_killed_xyd() {
         d2.env.daemon_log()
     );
 }
+
+/// Forks under way during the stop: the daemon keeps forking sleepers
+/// (each in a session of its own) while xy stops the tree. The freeze
+/// before the SIGKILL leaves none of them running.
+#[test]
+fn a_tree_that_forks_during_the_stop_leaves_nothing() {
+    let (d, pidfile) = setup(" \"--breed\" \"300\"");
+    d.running_pid("d");
+    let daemon = daemon_pid(&pidfile, None);
+    let bred = pidfile.with_extension("breed");
+    let listed = || -> Vec<i32> {
+        std::fs::read_dir(&bred)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut left = Leftovers(vec![daemon]);
+    wait_for("the daemon to be breeding", DEADLINE, || {
+        listed().len() >= 20
+    });
+    d.result("stop", Some(json!({"names": ["d"]})));
+    assert_gone(daemon, "xyctl stop");
+    let pids = listed();
+    left.0.extend(&pids);
+    let alive: Vec<i32> = pids.iter().copied().filter(|p| pid_alive(*p)).collect();
+    assert!(
+        alive.is_empty(),
+        "{} of {} bred processes survived the stop: {alive:?}",
+        alive.len(),
+        pids.len()
+    );
+    assert!(pids.len() < 300, "the stop came while it was breeding");
+}
