@@ -50,8 +50,8 @@
 //!   reader of a message (`strict`, SPEC §24).
 //! * `http`: what an HTTP exchange is: the body type and limits, header
 //!   names, the outbound client, the admission edge.
-//! * `os`: process groups, records, ports, peers, limits, resources,
-//!   spawn errors, the sandbox and its egress proxy.
+//! * `os`: process groups and trees, records, ports, peers, limits,
+//!   resources, spawn errors, the sandbox and its egress proxy.
 //! * `calls`: the call records, in memory and on disk. `ledger`: the tool
 //!   ledger file. `logs`: what a log reader sees. `secrets`: secret
 //!   lookups at each spawn.
@@ -96,4 +96,5 @@ pub use os::group::become_subreaper;
 pub use os::limits::{NofileLimit, raise_nofile_limit};
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans, sweep_orphans_reporting};
+pub use os::tree::reap_adopted_forever;
 pub use server::failure::{SecretFailure, SpawnFailure};

@@ -72,6 +72,9 @@ pub async fn run(
     if let Err(e) = xy_actors::become_subreaper() {
         tracing::warn!(error = %e, "cannot become child subreaper; orphaned grandchildren may linger as zombies");
     }
+    // What xyd adopts (a daemonised grandchild whose parent died) is reaped
+    // as it ends, not left a zombie until the next stop.
+    tokio::spawn(xy_actors::reap_adopted_forever());
     let loaded = boot::load_configs(&paths).await;
     let grace = match &loaded {
         Ok(c) if !c.servers.is_empty() => c.max_grace(),
