@@ -27,10 +27,16 @@ const FREEZE_ROUNDS: usize = 64;
 /// record, or the walk, unbounded; the stop's walk still sees them all).
 const MAX_CENSUS: usize = 4096;
 
-/// How often a live child's tree is followed for its record. A descendant
-/// born and orphaned within one period and then lost with `xyd` and the root
-/// is the sweep's blind spot (D175).
+/// How soon a live child's tree is followed for its record after a spawn
+/// or a change: a descendant born and orphaned within one period and then
+/// lost with `xyd` and the root is the sweep's blind spot (D175).
 pub(crate) const CENSUS_EVERY: Duration = Duration::from_secs(2);
+
+/// The census's period once a tree has stopped changing: it doubles from
+/// [`CENSUS_EVERY`] up to this, so an idle fleet does not wake xyd every
+/// two seconds per server (issue 37's idle promise), while a server that
+/// daemonises at its start is recorded within seconds.
+pub(crate) const CENSUS_IDLE_EVERY: Duration = Duration::from_secs(64);
 
 /// One spawned child's tree: its root (the group leader), its group, and
 /// every member a walk met, so a member that outlived the root is still

@@ -206,10 +206,13 @@ impl ChildSpawner for RealSpawner {
 }
 
 /// Follows the child's tree while its root lives and rewrites its record
-/// when the descendants change (D175). Ends with the root.
+/// when the descendants change (D175): every 2 s after the spawn or a
+/// change, backing off to once a minute while nothing changes. Ends with
+/// the root.
 async fn census(tree: Arc<Tree>, mut record: ChildRecord, path: PathBuf) {
+    let mut every = crate::os::tree::CENSUS_EVERY;
     loop {
-        tokio::time::sleep(crate::os::tree::CENSUS_EVERY).await;
+        tokio::time::sleep(every).await;
         let t = tree.clone();
         let Ok((changed, root_alive)) =
             tokio::task::spawn_blocking(move || (t.census(), t.root_alive())).await
@@ -219,6 +222,11 @@ async fn census(tree: Arc<Tree>, mut record: ChildRecord, path: PathBuf) {
         if !root_alive {
             return;
         }
+        every = if changed {
+            crate::os::tree::CENSUS_EVERY
+        } else {
+            (every * 2).min(crate::os::tree::CENSUS_IDLE_EVERY)
+        };
         if changed {
             record.descendants = tree.met();
             // Only while the record is still this child's (a stop removes it).
