@@ -2,9 +2,10 @@
 use super::*;
 use crate::bridge::route::exchanges::MrtrCall;
 use serde_json::Map;
+use tokio::sync::mpsc;
 
 /// What an exchange receives, as JSON values.
-struct Rx(mpsc::Receiver<Out>);
+struct Rx(outbox::Inbox);
 
 impl Rx {
     fn try_recv(&mut self) -> Result<Value, mpsc::error::TryRecvError> {
@@ -15,7 +16,7 @@ impl Rx {
 }
 
 fn outbox() -> (Outbox, Rx) {
-    let (tx, rx) = mpsc::channel(16);
+    let (tx, rx) = outbox::channel(&Arc::default());
     (tx, Rx(rx))
 }
 
