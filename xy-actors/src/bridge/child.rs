@@ -33,6 +33,9 @@ const IN_MAILBOX: u32 = 8 * 1024 * 1024;
 /// form, the actor's envelope).
 const PER_MESSAGE: u32 = 1024;
 
+/// Messages the reader takes from the pipe before it lets other tasks run.
+const YIELD_EVERY: u32 = 32;
+
 /// A message's share of [`IN_MAILBOX`], given back when the actor drops it.
 pub(crate) type Held = tokio::sync::OwnedSemaphorePermit;
 
@@ -257,8 +260,15 @@ async fn read_lines(
     };
     let mut out = BufReader::with_capacity(64 * 1024, stdout);
     let mut buf = Vec::new();
+    let mut read = 0u32;
     loop {
         buf.clear();
+        // A flood: xyd's one thread serves the RPCs and the other servers
+        // between every few messages, not after a whole buffer of them.
+        read = read.wrapping_add(1);
+        if read.is_multiple_of(YIELD_EVERY) {
+            tokio::task::yield_now().await;
+        }
         let n = (&mut out)
             .take(MAX_CHILD_LINE as u64 + 1)
             .read_until(b'\n', &mut buf)

@@ -40,6 +40,9 @@ static INPUT_REQUIRED: LazyLock<memchr::memmem::Finder<'static>> =
 static TASK_ID: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"taskId\""));
 
+/// The child's requests to clients that may wait for an answer at once.
+const MAX_ASKING: usize = 1024;
+
 /// `notifications/cancelled` for the child's request `id`.
 fn cancelled(id: u64, reason: &str) -> Value {
     json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -67,8 +70,9 @@ pub(crate) enum Out {
     /// The child's answer to a request as the bytes it wrote, the client's
     /// id in place (the fast path, D49).
     Answer(Bytes),
-    /// A notification, its bytes counted in its queue's budget
-    /// ([`outbox`]); `changed`: the `list_changed` kind it is.
+    /// A notification or a request to the client, its bytes counted in
+    /// its queue's budget ([`outbox`]); `changed`: the `list_changed` kind
+    /// it is.
     Note {
         bytes: Bytes,
         changed: Option<usize>,
@@ -583,6 +587,15 @@ impl Router {
                         }
                     }
                 };
+                // Each one waits here for its client's answer: a child that
+                // asks more than clients answer is told so, not remembered.
+                if self.s2c.len() >= MAX_ASKING {
+                    let m = format!(
+                        "xy: {MAX_ASKING} requests to clients wait for answers already; \
+                         {method} not sent"
+                    );
+                    return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
+                }
                 let ours = format!("xy-s2c-{}", unguessable());
                 msg["id"] = json!(ours);
                 self.s2c.insert(

@@ -14,7 +14,8 @@
 //! `tasks/cancel` serve its state.
 //! `flood` floods: `n` notifications (`notifications/progress` with the
 //! call's progress token when it has one, `notifications/message` log
-//! messages, `notifications/tools/list_changed`, in turn) as fast as the
+//! messages padded with `pad` bytes, `notifications/tools/list_changed`,
+//! in turn) as fast as the
 //! pipe takes them, then its answer `flooded <n>`, then `flooded <n>` on
 //! stderr (the server's log), so a test knows the flood is over.
 //! `--refuse-echo NAME` makes it refuse the handshake (`initialize` and
@@ -42,7 +43,7 @@ fn text(id: &Value, text: &str) -> Value {
 /// The `flood` tool: `n` notifications, then the answer to `id`. Written
 /// in batches, the lock released between them: the child still answers
 /// xy's own requests (its re-listing after `list_changed`) meanwhile.
-fn flood(out: &Out, n: u64, token: Option<&Value>, id: &Value) {
+fn flood(out: &Out, n: u64, pad: &str, token: Option<&Value>, id: &Value) {
     const BATCH: u64 = 1000;
     let mut lines = Vec::with_capacity(128 * BATCH as usize);
     let mut i = 0;
@@ -53,7 +54,7 @@ fn flood(out: &Out, n: u64, token: Option<&Value>, id: &Value) {
                 (0, Some(t)) => json!({"jsonrpc": "2.0", "method": "notifications/progress",
                     "params": {"progressToken": t, "progress": k, "total": n}}),
                 (0 | 1, _) => json!({"jsonrpc": "2.0", "method": "notifications/message",
-                    "params": {"level": "info", "logger": "flood", "data": format!("flood {k}")}}),
+                    "params": {"level": "info", "logger": "flood", "data": format!("flood {k}{pad}")}}),
                 _ => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
             };
             let _ = serde_json::to_writer(&mut lines, &msg);
@@ -199,9 +200,13 @@ fn main() {
                     Some("die") => std::process::exit(3),
                     Some("flood") => {
                         let n = args.get("n").and_then(Value::as_u64).unwrap_or(1000);
+                        let pad = args.get("pad").and_then(Value::as_u64).unwrap_or(0);
                         let token = msg.pointer("/params/_meta/progressToken").cloned();
                         let out = out.clone();
-                        std::thread::spawn(move || flood(&out, n, token.as_ref(), &id));
+                        std::thread::spawn(move || {
+                            let pad = "x".repeat(usize::try_from(pad).unwrap_or(0));
+                            flood(&out, n, &pad, token.as_ref(), &id);
+                        });
                     }
                     Some("meta") => {
                         let meta = msg.pointer("/params/_meta").cloned().unwrap_or(Value::Null);

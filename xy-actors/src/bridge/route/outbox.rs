@@ -25,17 +25,18 @@ pub(crate) const NOTES: usize = 128;
 /// Slots only an answer may take: a request to the client is refused when
 /// it would leave fewer.
 const ANSWER_ROOM: usize = 8;
-/// Bytes of notifications one exchange's queue holds at most (one bigger
-/// notification is let into an empty queue).
+/// Bytes of notifications and requests one exchange's queue holds at most
+/// (one bigger message is let into an empty queue).
 pub(crate) const EXCHANGE_BYTES: usize = 1024 * 1024;
-/// Bytes of notifications all exchanges of one bridge hold at most.
+/// Bytes of notifications and requests all exchanges of one bridge hold
+/// at most.
 pub(crate) const BRIDGE_BYTES: usize = 8 * 1024 * 1024;
 
 /// One bridge's queue totals, shared by its exchanges (its own port and
 /// the gateway) and read by its ServerActor for `status`.
 #[derive(Debug, Default)]
 pub(crate) struct Flow {
-    /// Bytes of notifications queued in every exchange.
+    /// Bytes of notifications and requests queued in every exchange.
     queued: AtomicUsize,
     /// Notifications dropped on a full queue since the bridge started.
     dropped: AtomicU64,
@@ -58,6 +59,7 @@ impl Flow {
 #[derive(Debug)]
 struct Queue {
     flow: Arc<Flow>,
+    /// Notifications and requests queued (answers are not counted).
     notes: AtomicUsize,
     bytes: AtomicUsize,
     /// A `list_changed` of each kind ([`changed_kind`]) waits in the queue.
@@ -138,9 +140,31 @@ impl Outbox {
             if self.tx.capacity() <= ANSWER_ROOM {
                 return Err(Refused::Full);
             }
-            return self.tx.try_send(out).map_err(|_| Refused::Full);
+            let bytes = out.into_bytes();
+            if !self.q.has_room(bytes.len()) {
+                return Err(Refused::Full);
+            }
+            return self.queue(bytes, None);
         }
         self.note(kind, out)
+    }
+
+    /// Queues `bytes` (a notification, or a request to the client), counted.
+    fn queue(&self, bytes: bytes::Bytes, changed: Option<usize>) -> Result<(), Refused> {
+        let q = &self.q;
+        let len = bytes.len();
+        q.notes.fetch_add(1, Ordering::AcqRel);
+        q.bytes.fetch_add(len, Ordering::AcqRel);
+        q.flow.queued.fetch_add(len, Ordering::AcqRel);
+        if let Some(k) = changed {
+            q.changed[k].store(true, Ordering::Release);
+        }
+        if let Err(e) = self.tx.try_send(Out::Note { bytes, changed }) {
+            // Not queued after all (closed meanwhile): not counted either.
+            q.taken(&e.into_inner());
+            return Err(Refused::Closed);
+        }
+        Ok(())
     }
 
     fn note(&self, kind: Option<usize>, out: Out) -> Result<(), Refused> {
@@ -155,33 +179,20 @@ impl Outbox {
         {
             return Ok(());
         }
-        let bytes = out.into_bytes();
-        let len = bytes.len();
-        let mine = q.bytes.load(Ordering::Acquire);
-        let fits = q.notes.load(Ordering::Acquire) < NOTES
-            && self.tx.capacity() > ANSWER_ROOM
-            && (mine == 0 || mine + len <= EXCHANGE_BYTES)
-            && q.flow.queued.load(Ordering::Acquire) + len <= BRIDGE_BYTES;
-        if !fits {
+        let drop = || {
             q.flow.dropped.fetch_add(1, Ordering::Relaxed);
-            return Err(Refused::Dropped);
-        }
-        q.notes.fetch_add(1, Ordering::AcqRel);
-        q.bytes.fetch_add(len, Ordering::AcqRel);
-        q.flow.queued.fetch_add(len, Ordering::AcqRel);
-        if let Some(k) = kind {
-            q.changed[k].store(true, Ordering::Release);
-        }
-        let note = Out::Note {
-            bytes,
-            changed: kind,
+            Err(Refused::Dropped)
         };
-        if let Err(e) = self.tx.try_send(note) {
-            // Not queued after all (closed meanwhile): not counted either.
-            self.q.taken(&e.into_inner());
-            return Err(Refused::Closed);
+        // A full queue drops before anything is serialised: a flood costs
+        // little past that point.
+        if q.notes.load(Ordering::Acquire) >= NOTES || self.tx.capacity() <= ANSWER_ROOM {
+            return drop();
         }
-        Ok(())
+        let bytes = out.into_bytes();
+        if !q.has_room(bytes.len()) {
+            return drop();
+        }
+        self.queue(bytes, kind)
     }
 
     /// Whether the client went away.
@@ -191,6 +202,15 @@ impl Outbox {
 }
 
 impl Queue {
+    /// Whether `len` more bytes fit the exchange's and the bridge's
+    /// budgets (one message of any size fits an empty exchange queue
+    /// while the bridge has room).
+    fn has_room(&self, len: usize) -> bool {
+        let mine = self.bytes.load(Ordering::Acquire);
+        (mine == 0 || mine + len <= EXCHANGE_BYTES)
+            && self.flow.queued.load(Ordering::Acquire) + len <= BRIDGE_BYTES
+    }
+
     /// `out` left the queue: its notification no longer counts.
     fn taken(&self, out: &Out) {
         if let Out::Note { bytes, changed } = out {
