@@ -443,11 +443,7 @@ fn status_2026(first: &Out) -> StatusCode {
 
 /// A plain JSON answer when the first message is the response itself,
 /// else an SSE stream that carries what comes before it, then it.
-async fn answer(
-    mut rx: Inbox,
-    session: Option<String>,
-    era2026: bool,
-) -> Response<OutBody> {
+async fn answer(mut rx: Inbox, session: Option<String>, era2026: bool) -> Response<OutBody> {
     let Some(first) = rx.recv().await else {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,

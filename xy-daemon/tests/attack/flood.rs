@@ -168,7 +168,10 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
         p90 < LIST_WITHIN,
         "list p90 {p90:?} (max {slowest:?}) during the flood; want < {LIST_WITHIN:?}"
     );
-    assert!(count > 0, "the flood dropped nothing, or status does not say");
+    assert!(
+        count > 0,
+        "the flood dropped nothing, or status does not say"
+    );
     // The flooding call's client reads at last: its answer is there.
     let (answer, notes) = read_answer(call, 7);
     let answer = answer.unwrap_or_else(|| {
@@ -181,8 +184,10 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
     );
     // And the server still serves.
     assert_eq!(
-        c.result("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}))["content"]
-            [0]["text"],
+        c.result(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}})
+        )["content"][0]["text"],
         "hi"
     );
 }
@@ -210,8 +215,10 @@ fn a_client_that_does_not_read_still_gets_its_answer() {
     );
     assert!(dropped(&d) > 0, "the queue never filled: no test");
     assert_eq!(
-        c.result("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}))["content"]
-            [0]["text"],
+        c.result(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}})
+        )["content"][0]["text"],
         "hi"
     );
 }

@@ -60,8 +60,7 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     assert_eq!(
         c.tool_names(),
         [
-            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task",
-            "flood"
+            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task", "flood"
         ]
     );
     let session = c.session.clone().unwrap();

@@ -60,7 +60,9 @@ fn flood(out: &Out, n: u64, pad: &str, token: Option<&Value>, id: &Value) {
             let _ = serde_json::to_writer(&mut lines, &msg);
             lines.push(b'\n');
         }
-        let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut o = out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if o.write_all(&lines).and_then(|()| o.flush()).is_err() {
             return;
         }
@@ -129,8 +131,7 @@ fn main() {
             ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("tools/list", Some(id)) => {
                 let tools: Vec<Value> = [
-                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task",
-                    "flood",
+                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task", "flood",
                 ]
                 .iter()
                 .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))

@@ -316,7 +316,10 @@ mod tests {
         assert!(rx.recv().await.is_some());
         tx.try_send(note("notifications/tools/list_changed"))
             .unwrap();
-        assert!(rx.recv().await.is_some(), "one more once the first was read");
+        assert!(
+            rx.recv().await.is_some(),
+            "one more once the first was read"
+        );
         assert!(
             tokio::time::timeout(std::time::Duration::from_millis(10), rx.recv())
                 .await
@@ -343,6 +346,10 @@ mod tests {
         assert!(flow.queued() <= BRIDGE_BYTES);
         assert!(flow.dropped() > 0);
         drop(boxes);
-        assert_eq!(flow.queued(), 0, "a closed exchange's queue leaves the total");
+        assert_eq!(
+            flow.queued(),
+            0,
+            "a closed exchange's queue leaves the total"
+        );
     }
 }
