@@ -208,8 +208,10 @@ fn a_client_that_does_not_read_still_gets_its_answer() {
     // routed the flood's answer too, into the full queue of a client that
     // has read nothing yet.
     assert_eq!(
-        c.result("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}))["content"]
-            [0]["text"],
+        c.result(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}})
+        )["content"][0]["text"],
         "hi"
     );
     let (answer, notes) = read_answer(call, 8);
