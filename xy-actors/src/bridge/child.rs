@@ -3,7 +3,8 @@
 //! limit is skipped in bounded memory, with a warning in the server's log).
 //! Neither decides anything: lines come from the BridgeActor, which keeps
 //! what is queued within its budget; messages go to whatever the actor
-//! handed in as the delivery function.
+//! handed in as the delivery function, and the reader waits while what it
+//! handed over and the actor has not handled fills [`IN_MAILBOX`].
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
