@@ -4,3 +4,4 @@
 //! module per topic; each module's doc names the finding it attacks.
 
 mod flood;
+mod parse;
