@@ -108,8 +108,14 @@ pub(crate) enum BridgeMsg {
     },
     /// A new child (spawn number `run`).
     Attach { run: u64, io: ChildStdio },
-    /// One message from the child's stdout.
-    ChildLine { run: u64, msg: Value },
+    /// One message from the child's stdout. `held` (each `Child*`): its
+    /// share of what the reader may have handed over, given back when the
+    /// message is dropped after its handling.
+    ChildLine {
+        run: u64,
+        msg: Value,
+        _held: child::Held,
+    },
     /// The child's answer to request `id` (its id at `at` in `line`), unparsed.
     ChildAnswer {
         run: u64,
@@ -117,9 +123,10 @@ pub(crate) enum BridgeMsg {
         line: Vec<u8>,
         at: std::ops::Range<usize>,
         said: raw::Said,
+        _held: child::Held,
     },
     /// The child's stdout closed.
-    ChildEof { run: u64 },
+    ChildEof { run: u64, _held: child::Held },
     /// A handshake step of spawn `run` has had no answer for a while.
     HandshakeTimeout { run: u64, id: u64 },
     /// A client POST.
@@ -183,6 +190,9 @@ pub(crate) struct BridgeArgs {
     /// Bytes of POST bodies read ahead of the actor ([`http::BODIES`]),
     /// shared by its own port and the gateway.
     pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Its exchanges' queue totals ([`route::outbox`]), shared with the
+    /// gateway's endpoint and read by `status`.
+    pub(crate) flow: Arc<route::outbox::Flow>,
     /// The firewall's verdicts as the ServerActor last published them.
     pub(crate) verdicts: Arc<Verdicts>,
 }
@@ -198,6 +208,7 @@ pub(crate) struct BridgeState {
     owner: Box<dyn Owner>,
     idle_stop: Option<Duration>,
     bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    flow: Arc<route::outbox::Flow>,
     /// The last request that did work, or busy tick (in flight, streams).
     last_activity: Instant,
     listening: Option<crate::http::edge::Listening>,
@@ -249,6 +260,7 @@ impl Actor for BridgeActor {
             owner: args.owner,
             idle_stop: args.idle_stop,
             bodies: args.bodies,
+            flow: args.flow,
             last_activity: Instant::now(),
             listening: None,
             child: None,
@@ -282,6 +294,7 @@ impl Actor for BridgeActor {
                     path: st.path.clone(),
                     actor: myself.clone(),
                     bodies: std::sync::Arc::clone(&st.bodies),
+                    flow: Arc::clone(&st.flow),
                 };
                 match http::serve(listener, ep) {
                     Ok(l) => {
@@ -314,7 +327,7 @@ impl Actor for BridgeActor {
                 st.hs.relearn();
             }
             BridgeMsg::Attach { run, io } => st.attach(&myself, run, io),
-            BridgeMsg::ChildLine { run, msg } => {
+            BridgeMsg::ChildLine { run, msg, .. } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run) {
                     st.on_child(&myself, msg);
                 }
@@ -325,6 +338,7 @@ impl Actor for BridgeActor {
                 line,
                 at,
                 said,
+                ..
             } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run)
                     && st.job.as_ref().is_some_and(|j| j.id == id)
@@ -339,7 +353,7 @@ impl Actor for BridgeActor {
                     st.on_child(&myself, msg);
                 }
             }
-            BridgeMsg::ChildEof { run } => {
+            BridgeMsg::ChildEof { run, .. } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run) {
                     st.detach("its process exited");
                 }

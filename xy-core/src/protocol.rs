@@ -415,6 +415,11 @@ pub struct StatusResult {
     /// `null` for a server xy runs. Never a header's value.
     #[serde(default)]
     pub remote: Option<RemoteStatus>,
+    /// Notifications from the server's child that xy dropped because a
+    /// client's queue was full (SPEC §24 "Bounded children"); 0 for a
+    /// server without a stdio bridge.
+    #[serde(default)]
+    pub dropped_notifications: u64,
 }
 
 /// One recorded change of [`HealthState`].

@@ -3,5 +3,6 @@
 //! a real `xyd` with real children, and checks that xy fails closed. One
 //! module per topic; each module's doc names the finding it attacks.
 
+mod flood;
 mod parse;
 mod stop;

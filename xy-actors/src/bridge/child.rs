@@ -6,7 +6,8 @@
 //! that request gets a JSON-RPC error in its place at once.
 //! Neither decides anything: lines come from the BridgeActor, which keeps
 //! what is queued within its budget; messages go to whatever the actor
-//! handed in as the delivery function.
+//! handed in as the delivery function, and the reader waits while what it
+//! handed over and the actor has not handled fills [`IN_MAILBOX`].
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -29,6 +30,19 @@ use crate::mcp::strict;
 const MAX_CHILD_LINE: usize = crate::http::body::MAX_BODY;
 /// How much of a non-JSON stdout line a debug log shows.
 const SHOWN_LINE: usize = 512;
+/// Bytes of the child's messages read and not yet handled by the actor
+/// (SPEC §24 "Bounded children"): past it the reader waits, and so does a
+/// child that floods (its stdout pipe fills).
+const IN_MAILBOX: u32 = 8 * 1024 * 1024;
+/// What a message costs of [`IN_MAILBOX`] beyond its bytes (its parsed
+/// form, the actor's envelope).
+const PER_MESSAGE: u32 = 1024;
+
+/// Messages the reader takes from the pipe before it lets other tasks run.
+const YIELD_EVERY: u32 = 32;
+
+/// A message's share of [`IN_MAILBOX`], given back when the actor drops it.
+pub(crate) type Held = tokio::sync::OwnedSemaphorePermit;
 
 /// A child's protocol pipes, and where the bridge writes what it has to
 /// say about the child's stdout (the server's log, secrets redacted).
@@ -97,13 +111,14 @@ impl Drop for AbortOnDrop {
 
 impl ChildLink {
     /// Starts the writer and the reader of spawn `run`. `deliver` gets
-    /// every message read, in order; once it returns `false` (its actor is
+    /// every message read, in order, with its share of [`IN_MAILBOX`] to
+    /// hold until it is handled; once it returns `false` (its actor is
     /// gone) the reader stops.
     pub(crate) fn spawn(
         run: u64,
         io: ChildStdio,
         name: String,
-        deliver: impl Fn(FromChild) -> bool + Send + 'static,
+        deliver: impl Fn(FromChild, Held) -> bool + Send + 'static,
     ) -> ChildLink {
         let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
         let in_pipe = Arc::new(AtomicU64::new(0));
@@ -272,12 +287,28 @@ fn failed_answer(id: u64, server: &str, why: &str) -> FromChild {
 async fn read_lines(
     stdout: ChildStdout,
     notes: Notes,
-    deliver: impl Fn(FromChild) -> bool + Send + 'static,
+    deliver: impl Fn(FromChild, Held) -> bool + Send + 'static,
 ) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(IN_MAILBOX as usize));
+    // Waits while the actor has a mailbox's worth to handle.
+    let held = |len: usize| {
+        let cost = u32::try_from(len)
+            .unwrap_or(u32::MAX)
+            .saturating_add(PER_MESSAGE)
+            .min(IN_MAILBOX);
+        Arc::clone(&gate).acquire_many_owned(cost)
+    };
     let mut out = BufReader::with_capacity(64 * 1024, stdout);
     let mut buf = Vec::new();
+    let mut read = 0u32;
     loop {
         buf.clear();
+        // A flood: xyd's one thread serves the RPCs and the other servers
+        // between every few messages, not after a whole buffer of them.
+        read = read.wrapping_add(1);
+        if read.is_multiple_of(YIELD_EVERY) {
+            tokio::task::yield_now().await;
+        }
         let n = (&mut out)
             .take(MAX_CHILD_LINE as u64 + 1)
             .read_until(b'\n', &mut buf)
@@ -299,10 +330,11 @@ async fn read_lines(
                 MAX_CHILD_LINE >> 20
             );
             notes.warn(&format!("xy: the child wrote {why}; skipped"));
-            if let Some(id) = id
-                && !deliver(failed_answer(id, &notes.name, &why))
-            {
-                return;
+            if let Some(id) = id {
+                let Ok(h) = held(0).await else { return };
+                if !deliver(failed_answer(id, &notes.name, &why), h) {
+                    return;
+                }
             }
             continue;
         }
@@ -321,7 +353,8 @@ async fn read_lines(
                     notes.warn(&format!(
                         "xy: the child answered request {id} with {why}; not forwarded"
                     ));
-                    if !deliver(failed_answer(id, &notes.name, &why)) {
+                    let Ok(h) = held(0).await else { return };
+                    if !deliver(failed_answer(id, &notes.name, &why), h) {
                         return;
                     }
                 }
@@ -331,22 +364,26 @@ async fn read_lines(
         }
         // An answer goes on unparsed; the actor decides (D49).
         if let Some((id, at, said)) = raw::answer_id(&buf) {
+            let Ok(h) = held(buf.len()).await else { return };
             let line = std::mem::replace(&mut buf, Vec::with_capacity(256));
-            if !deliver(FromChild::Answer { id, line, at, said }) {
+            if !deliver(FromChild::Answer { id, line, at, said }, h) {
                 return;
             }
             continue;
         }
         match serde_json::from_slice::<Value>(&buf) {
             Ok(msg) if msg.is_object() => {
-                if !deliver(FromChild::Line(msg)) {
+                let Ok(h) = held(buf.len()).await else { return };
+                if !deliver(FromChild::Line(msg), h) {
                     return;
                 }
             }
             _ => notes.not_json(&buf),
         }
     }
-    let _ = deliver(FromChild::Eof);
+    if let Ok(h) = held(0).await {
+        let _ = deliver(FromChild::Eof, h);
+    }
 }
 
 /// Bytes written into a pipe that its reader has not read (`FIONREAD`,

@@ -17,17 +17,15 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use ractor::ActorRef;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::raw::RawRequest;
-use super::route::{Out, Outbox};
+use super::route::Out;
+use super::route::outbox::{self, Flow, Inbox};
 use super::validate::{self, Mirrored, TRACE_KEYS};
 use super::{Ack, BridgeMsg, Post};
 use crate::http::body::{MAX_BODY, MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
 use crate::mcp::strict;
-
-/// Messages buffered per exchange before the child's output is dropped for it.
-const OUTBOX: usize = 256;
 
 // Header names are built once: a lookup by `&str` parses the name on every
 // request.
@@ -42,7 +40,7 @@ static TRACE_HEADERS: [(&str, HeaderName); 2] = [
 /// client went away), the actor sees the outbox closed.
 pub(crate) enum OutBody {
     Full(Option<Bytes>),
-    Sse(Option<Out>, mpsc::Receiver<Out>),
+    Sse(Option<Out>, Inbox),
 }
 
 impl Body for OutBody {
@@ -95,6 +93,8 @@ pub(crate) struct Endpoint {
     /// Bytes of POST bodies being read or handed to the actor, one permit
     /// a byte ([`BODIES`]).
     pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The bridge's queue totals: every exchange's queue counts in them.
+    pub(crate) flow: std::sync::Arc<Flow>,
 }
 
 /// Bytes of POST bodies one endpoint holds at once before the BridgeActor
@@ -155,7 +155,7 @@ fn empty(status: StatusCode) -> Response<OutBody> {
     r
 }
 
-fn sse(first: Option<Out>, rx: mpsc::Receiver<Out>, session: Option<&str>) -> Response<OutBody> {
+fn sse(first: Option<Out>, rx: Inbox, session: Option<&str>) -> Response<OutBody> {
     let mut r = Response::new(OutBody::Sse(first, rx));
     let h = r.headers_mut();
     h.insert(
@@ -312,7 +312,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
             Value::Null,
             |tool| json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool}}),
         );
-        let (tx, _rx): (Outbox, _) = mpsc::channel(1);
+        let (tx, _rx) = outbox::channel(&ep.flow);
         let (ack_tx, ack_rx) = oneshot::channel();
         let post = Post {
             size: body.len(),
@@ -390,7 +390,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     }
     let mut msg = msg;
     carry_trace(&mut msg, &trace);
-    let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
+    let (tx, rx) = outbox::channel(&ep.flow);
     let (ack_tx, ack_rx) = oneshot::channel();
     let post = Post {
         size: body.len(),
@@ -478,18 +478,14 @@ fn status_2026(first: &Out) -> StatusCode {
                 .ok()
                 .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
         }
-        Out::Answer(_) => None,
+        Out::Answer(_) | Out::Note { .. } => None,
     };
     code.map_or(StatusCode::OK, validate::status_of_error)
 }
 
 /// A plain JSON answer when the first message is the response itself,
 /// else an SSE stream that carries what comes before it, then it.
-async fn answer(
-    mut rx: mpsc::Receiver<Out>,
-    session: Option<String>,
-    era2026: bool,
-) -> Response<OutBody> {
+async fn answer(mut rx: Inbox, session: Option<String>, era2026: bool) -> Response<OutBody> {
     let Some(first) = rx.recv().await else {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -522,7 +518,7 @@ async fn get(ep: Endpoint, session: Option<String>) -> Response<OutBody> {
             "GET needs an Mcp-Session-Id (2025 era); 2026 clients use subscriptions/listen",
         );
     };
-    let (tx, rx) = mpsc::channel(OUTBOX);
+    let (tx, rx) = outbox::channel(&ep.flow);
     let (ack_tx, ack_rx) = oneshot::channel();
     if ep
         .actor

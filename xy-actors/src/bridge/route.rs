@@ -9,7 +9,6 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use std::sync::{Arc, LazyLock};
@@ -28,6 +27,7 @@ use xy_core::protocol::mcp::CallOutcome;
 pub(crate) mod exchanges;
 pub(crate) mod log;
 mod notify;
+pub(crate) mod outbox;
 
 use exchanges::{Asks, Relay, Waiting};
 use log::Log;
@@ -39,6 +39,9 @@ static INPUT_REQUIRED: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"input_required\""));
 static TASK_ID: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"taskId\""));
+
+/// The child's requests to clients that may wait for an answer at once.
+const MAX_ASKING: usize = 1024;
 
 /// `notifications/cancelled` for the child's request `id`.
 fn cancelled(id: u64, reason: &str) -> Value {
@@ -56,8 +59,9 @@ pub(crate) fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -
 }
 
 /// Where messages for one HTTP exchange (a POST's response, a GET or
-/// `subscriptions/listen` stream) go. Closing it ends the HTTP response.
-pub(crate) type Outbox = mpsc::Sender<Out>;
+/// `subscriptions/listen` stream) go, within its bounds. Closing it ends
+/// the HTTP response.
+pub(crate) use outbox::Outbox;
 
 /// One message for an HTTP exchange.
 #[derive(Debug)]
@@ -66,6 +70,13 @@ pub(crate) enum Out {
     /// The child's answer to a request as the bytes it wrote, the client's
     /// id in place (the fast path, D49).
     Answer(Bytes),
+    /// A notification or a request to the client, its bytes counted in
+    /// its queue's budget ([`outbox`]); `changed`: the `list_changed` kind
+    /// it is.
+    Note {
+        bytes: Bytes,
+        changed: Option<usize>,
+    },
 }
 
 impl From<Value> for Out {
@@ -80,6 +91,7 @@ impl Out {
         match self {
             Out::Msg(v) => v.get("method").is_none(),
             Out::Answer(_) => true,
+            Out::Note { .. } => false,
         }
     }
 
@@ -88,7 +100,7 @@ impl Out {
         match self {
             // A `Value` always serialises (and not through `Display`: D49).
             Out::Msg(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-            Out::Answer(b) => b,
+            Out::Answer(b) | Out::Note { bytes: b, .. } => b,
         }
     }
 }
@@ -575,17 +587,32 @@ impl Router {
                         }
                     }
                 };
+                // Each one waits here for its client's answer: a child that
+                // asks more than clients answer is told so, not remembered.
+                if self.s2c.len() >= MAX_ASKING {
+                    let m = format!(
+                        "xy: {MAX_ASKING} requests to clients wait for answers already; \
+                         {method} not sent"
+                    );
+                    return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
+                }
                 let ours = format!("xy-s2c-{}", unguessable());
                 msg["id"] = json!(ours);
                 self.s2c.insert(
-                    ours,
+                    ours.clone(),
                     ServerRequest {
-                        child_id,
+                        child_id: child_id.clone(),
                         session,
                         relay: None,
                     },
                 );
-                let _ = outbox.try_send(msg.into());
+                // A client that does not read has no room for more of the
+                // child's questions: the child hears so at once.
+                if outbox.try_send(msg.into()).is_err() {
+                    self.s2c.remove(&ours);
+                    let m = format!("xy: the client is not reading; {method} not sent");
+                    return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
+                }
                 (ChildAction::Nothing, None)
             }
             (Some(method), None) => {

@@ -237,6 +237,7 @@ fn status_result() {
         sandbox: None,
         package: None,
         remote: None,
+        dropped_notifications: 0,
     };
     pin(
         &s,
@@ -271,7 +272,8 @@ fn status_result() {
             "secrets": [],
             "sandbox": null,
             "package": null,
-            "remote": null
+            "remote": null,
+            "dropped_notifications": 0
         }),
     );
 }

@@ -2,9 +2,10 @@
 use super::*;
 use crate::bridge::route::exchanges::MrtrCall;
 use serde_json::Map;
+use tokio::sync::mpsc;
 
 /// What an exchange receives, as JSON values.
-struct Rx(mpsc::Receiver<Out>);
+struct Rx(outbox::Inbox);
 
 impl Rx {
     fn try_recv(&mut self) -> Result<Value, mpsc::error::TryRecvError> {
@@ -15,7 +16,7 @@ impl Rx {
 }
 
 fn outbox() -> (Outbox, Rx) {
-    let (tx, rx) = mpsc::channel(16);
+    let (tx, rx) = outbox::channel(&Arc::default());
     (tx, Rx(rx))
 }
 
@@ -915,4 +916,47 @@ fn own_answers_are_handed_back() {
     let id = r.own_id();
     let (_, own) = r.on_child(json!({"jsonrpc":"2.0","id":id,"result":{}}));
     assert_eq!(own.unwrap()["id"], json!(id));
+}
+
+#[test]
+fn a_client_that_does_not_read_gets_its_answer_and_its_child_hears_no_room() {
+    let mut r = Router::default();
+    let (a, mut ra) = outbox();
+    let m = r.forward(
+        json!({"jsonrpc":"2.0","id":"call","method":"tools/call",
+            "params":{"_meta":{"progressToken":"t"}}}),
+        None,
+        a,
+        Answer::AsIs,
+    );
+    let token = m["params"]["_meta"]["progressToken"].clone();
+    for n in 0..1000 {
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/progress",
+            "params":{"progressToken":token,"progress":n}}));
+    }
+    // Questions until there is no room left for them: the child is told.
+    let mut refused = None;
+    for n in 0..1000 {
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":n,"method":"roots/list"}));
+        if let ChildAction::ToChild(m) = act {
+            refused = Some(m[0].clone());
+            break;
+        }
+    }
+    let refused = refused.expect("a full queue refuses the child's request");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not reading")),
+        "{refused}"
+    );
+    // The answer still fits, after everything queued before it.
+    r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{"done":true}}));
+    let mut last = Value::Null;
+    while let Ok(v) = ra.try_recv() {
+        last = v;
+    }
+    assert_eq!(last["id"], "call");
+    assert_eq!(last["result"]["done"], true);
 }
