@@ -498,8 +498,8 @@ pub struct StartResult {
     /// Servers that were already running (or starting).
     pub already_running: Vec<String>,
     /// Servers whose start a stop overtook before it could spawn (they are
-    /// `stopped`). Absent when empty, as before it existed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// `stopped`). `[]` when none (SPEC §6: every key present).
+    #[serde(default)]
     pub cancelled: Vec<String>,
 }
 
@@ -518,8 +518,8 @@ pub struct RestartResult {
     /// Servers stopped (if running) and started again.
     pub restarted: Vec<String>,
     /// Servers whose restart a stop overtook before the new child could
-    /// spawn (they are `stopped`). Absent when empty, as before it existed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// spawn (they are `stopped`). `[]` when none (SPEC §6: every key present).
+    #[serde(default)]
     pub cancelled: Vec<String>,
 }
 
