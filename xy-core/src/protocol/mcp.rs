@@ -152,6 +152,11 @@ pub struct ToolSummary {
     /// Why it is held back (empty when approved): one sentence each.
     #[serde(default)]
     pub reasons: Vec<String>,
+    /// What the user should know that does not hold it back (another
+    /// server lists its name with another definition, in `pin` mode): one
+    /// sentence each; `[]` when none.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     /// `inputSchema` as listed (for a review's diff).
     #[serde(default)]
     pub input_schema: Option<Value>,
@@ -365,6 +370,7 @@ impl ItemLedger {
             digest: Some(v.digest.clone()),
             state: Some(v.state),
             reasons: v.reasons.clone(),
+            warnings: Vec::new(),
             input_schema: v
                 .input_schema
                 .as_ref()
@@ -716,7 +722,7 @@ mod tests {
         // SPEC §6: every key present, even where a snapshot has no verdict.
         let t = |name: &str, description: &str| {
             json!({"name": name, "title": null, "description": description,
-                   "digest": null, "state": null, "reasons": [], "input_schema": null,
+                   "digest": null, "state": null, "reasons": [], "warnings": [], "input_schema": null,
                    "approved": null, "calls": null})
         };
         assert_eq!(

@@ -483,7 +483,7 @@ fn tools_result_keys_always_present() {
     pin(
         &tool,
         json!({"name": "echo", "title": null, "description": null, "digest": null,
-               "state": null, "reasons": [], "input_schema": null, "approved": null,
+               "state": null, "reasons": [], "warnings": [], "input_schema": null, "approved": null,
                "calls": null}),
     );
     pin(

@@ -375,40 +375,68 @@ fn a_change_through_a_restart_and_one_of_twenty_tools_across_pages() {
     assert_eq!(names_via(&mut c).len(), 20);
 }
 
+/// `tool`'s `warnings` in `tools {name}`.
+fn warnings(d: &TestDaemon, server: &str, tool: &str) -> Vec<String> {
+    let r = d.result("tools", Some(json!({"name": server})));
+    let tools = r["current"]["tools"].as_array().cloned().unwrap_or_default();
+    let t = tools.iter().find(|t| t["name"] == tool).cloned();
+    let w = t.map(|t| t["warnings"].clone()).unwrap_or_default();
+    serde_json::from_value(w).unwrap_or_default()
+}
+
+/// SPEC §24, §25 (issue 39: a second install of one package had every
+/// tool held back): the same definition under the same name on two
+/// servers is no shadowing; another definition is a warning on both sides
+/// in `pin` (nothing held) and holds only in `review`.
 #[test]
-fn a_tool_named_like_another_servers_is_flagged_as_shadowing() {
+fn shadowing_is_a_different_definition_shown_on_both_sides_and_holds_only_in_review() {
     let env = Env::new();
     let fa = env.config_dir().join("../a.json");
     let fb = env.config_dir().join("../b.json");
-    write_lists(&fa, &[tool("read_file", "Reads a file.")], None, false);
+    let fc = env.config_dir().join("../c.json");
+    let read = tool("read_file", "Reads a file.");
+    write_lists(&fa, &[read.clone(), tool("list", "Lists.")], None, false);
     write_lists(
         &fb,
         &[
-            tool("read_file", "Reads a file too."),
+            read.clone(),
+            tool("list", "Lists everything."),
             tool("other", "Other."),
         ],
         None,
         false,
     );
+    write_lists(&fc, &[tool("list", "Lists more.")], None, false);
     env.write_config("a", &tools_config(&fa, free_port(), 100, ""));
     let d = TestDaemon::start_in(env);
-    wait_all_approved(&d, "a", 1);
+    wait_all_approved(&d, "a", 2);
     let pb = free_port();
     d.env.write_config("b", &tools_config(&fb, pb, 100, ""));
     d.result("reload", None);
-    wait_state(
-        &d,
-        "b",
-        "read_file",
-        "flagged",
-        "already offered by server a",
-        false,
-    );
-    wait_state(&d, "b", "other", "approved", "", false);
+    // Pin: the later server's tools are all approved, the identical one
+    // without a word, the different one with a warning naming the other.
+    wait_all_approved(&d, "b", 3);
     let mut c = Mcp::connected(&url(pb), Era::V2026);
-    assert_eq!(names_via(&mut c), ["other"]);
-    // The first server's own tool is untouched.
-    wait_state(&d, "a", "read_file", "approved", "", false);
+    assert_eq!(names_via(&mut c), ["read_file", "list", "other"]);
+    assert_eq!(warnings(&d, "b", "read_file"), Vec::<String>::new());
+    assert_eq!(warnings(&d, "a", "read_file"), Vec::<String>::new());
+    let wb = warnings(&d, "b", "list");
+    assert!(wb.len() == 1 && wb[0].contains("server a"), "{wb:?}");
+    // Both sides: the server that listed first shows the clash too, and
+    // its approved tool is not re-flagged.
+    let wa = warnings(&d, "a", "list");
+    assert!(wa.len() == 1 && wa[0].contains("server b"), "{wa:?}");
+    wait_state(&d, "a", "list", "approved", "", false);
+    // Review holds the clash back, naming both servers.
+    d.env.write_config(
+        "c",
+        &tools_config(&fc, free_port(), 100, "firewall {\n    mode \"review\"\n}\n"),
+    );
+    d.result("reload", None);
+    wait_state(&d, "c", "list", "flagged", "servers a, b", false);
+    wait_state(&d, "a", "list", "approved", "", false);
+    let wa = warnings(&d, "a", "list");
+    assert!(wa[0].contains("servers b, c"), "{wa:?}");
 }
 
 #[test]
