@@ -207,6 +207,10 @@ pub(crate) struct Router {
     relays: HashMap<u64, Relay>,
     /// The child's tasks seen passing.
     pub(crate) tasks: Tasks,
+    /// A listing answer held an item xy's own listing does not have (a
+    /// child that changed without `list_changed`): xy lists again, so that
+    /// what it held back can be approved by name (SPEC §24).
+    pub(crate) relist: bool,
 }
 
 impl Router {
@@ -451,6 +455,12 @@ impl Router {
                 Answer::Replace(result) => msg["result"] = result,
             }
             if let Some(kind) = p.filter {
+                let key = match kind {
+                    Kind::Tool => "tools",
+                    Kind::Prompt => "prompts",
+                };
+                let items = msg["result"].get(key).and_then(Value::as_array);
+                self.relist |= items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);
             }
         }

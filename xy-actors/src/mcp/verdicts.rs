@@ -180,6 +180,11 @@ impl Verdicts {
             .is_some_and(|v| v.object.as_deref().is_some_and(|o| same_but_meta(map, o)))
     }
 
+    /// Whether xy's latest listing has an item named `name`.
+    pub(crate) fn knows_name(&self, kind: Kind, name: &str) -> bool {
+        self.of(kind).contains_key(name)
+    }
+
     /// Removes the held-back items from a `tools/list` (`prompts/list`)
     /// result; returns how many went. Other fields (`nextCursor`) stay.
     pub(crate) fn filter(&self, kind: Kind, result: &mut Value) -> usize {

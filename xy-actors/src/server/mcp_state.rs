@@ -399,8 +399,8 @@ impl McpState {
         self.verdicts.send_replace(Arc::new(verdicts));
     }
 
-    /// Every name is a listed tool or prompt; else the ones that are not.
-    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
+    /// The names that are no listed tool or prompt.
+    pub(crate) fn unknown(&self, names: &[String]) -> Vec<String> {
         let fw = &self.ledger.firewall;
         let listed = |n: &str| {
             fw.tools
@@ -409,7 +409,12 @@ impl McpState {
                 .chain(&fw.prompts.current)
                 .any(|v| v.name == n)
         };
-        let unknown: Vec<String> = names.iter().filter(|n| !listed(n)).cloned().collect();
+        names.iter().filter(|n| !listed(n)).cloned().collect()
+    }
+
+    /// Every name is a listed tool or prompt; else the ones that are not.
+    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
+        let unknown = self.unknown(names);
         if unknown.is_empty() {
             Ok(())
         } else {

@@ -674,3 +674,40 @@ fn a_2026_only_child_is_listed_by_xy_and_its_tools_approved() {
     let mut b = Mcp::connected(&url(port), Era::V2026);
     assert_eq!(names_via(&mut b).len(), 3);
 }
+
+/// SPEC §24: a tool the child adds without saying `list_changed` is held
+/// back, and the command xy prints in the refusal approves it — run as
+/// printed, right away, through `xyctl`.
+#[test]
+fn a_tool_added_without_list_changed_is_approved_by_the_printed_command() {
+    let env = Env::new();
+    let file = env.config_dir().join("../lists.json");
+    let a = tool("a", "Adds.");
+    write_lists(&file, std::slice::from_ref(&a), None, false);
+    let port = free_port();
+    env.write_config("s", &tools_config(&file, port, 100, ""));
+    let d = TestDaemon::start_in(env);
+    wait_all_approved(&d, "s", 1);
+    let mut c = Mcp::connected(&url(port), Era::V2026);
+    // The "upgrade" the child does not announce.
+    write_lists(&file, &[a, tool("sneak", "Sneaks in.")], None, false);
+    assert_eq!(names_via(&mut c), ["a"]);
+    let r = c.result("tools/call", json!({"name": "sneak", "arguments": {}}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    let printed = &text[text.find("xyctl ").unwrap_or_else(|| panic!("{text}"))..];
+    let words: Vec<&str> = printed.split_whitespace().collect();
+    assert_eq!(words, ["xyctl", "tools", "approve", "s", "sneak"], "{text}");
+    let xyctl = xy_testbins::locate::bin_of("xy-cli", "xyctl");
+    let out = std::process::Command::new(&xyctl)
+        .arg("--no-spawn")
+        .args(&words[1..])
+        .env("XY_SOCKET", &d.env.socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    wait_state(&d, "s", "sneak", "approved", "", false);
+    let r = c.result("tools/call", json!({"name": "sneak", "arguments": {}}));
+    assert_eq!(r["content"][0]["text"], "called sneak", "{r}");
+    assert_eq!(names_via(&mut c), ["a", "sneak"]);
+}
