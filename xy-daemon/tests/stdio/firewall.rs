@@ -711,3 +711,29 @@ fn a_tool_added_without_list_changed_is_approved_by_the_printed_command() {
     assert_eq!(r["content"][0]["text"], "called sneak", "{r}");
     assert_eq!(names_via(&mut c), ["a", "sneak"]);
 }
+
+/// SPEC §24: what a server writes reaches `daemon.log` escaped: a tool
+/// name with a NUL, a newline that would forge a line, and a
+/// direction-changing character in its description.
+#[test]
+fn server_text_is_escaped_in_the_daemon_log() {
+    let a = tool("a", "Adds.");
+    let mut rig = Rig::start("pin", std::slice::from_ref(&a), None);
+    wait_all_approved(&rig.d, "s", 1);
+    let evil = "ev\u{0}il\nFAKE xyd started";
+    let tools = [a, tool(evil, "Reads \u{202e}txt.exe")];
+    write_lists(&rig.file, &tools, None, true);
+    wait_state(&rig.d, "s", evil, "flagged", "U+202E", false);
+    rig.la.drain();
+    let log = wait_some("the held-back line in daemon.log", DEADLINE, || {
+        let log = rig.d.env.daemon_log();
+        log.contains("held back").then_some(log)
+    });
+    assert!(!log.contains('\u{0}'), "a NUL in daemon.log");
+    assert!(!log.contains('\u{202e}'), "a U+202E in daemon.log");
+    assert!(
+        !log.lines().any(|l| l.starts_with("FAKE")),
+        "a forged line in daemon.log"
+    );
+    assert!(log.contains(r"ev\u{0}il\nFAKE xyd started"), "{log}");
+}
