@@ -239,10 +239,11 @@ impl Router {
     /// The child asked forwarded request `k`'s client for something it did
     /// not declare (`need`): refused on the client's behalf. A 2026 client's
     /// request fails with -32021 and the child's is cancelled; a 2025
-    /// client's child gets an error, as such a client would answer. So does
-    /// the child for `roots/list`, whoever asks: servers ask for roots on
-    /// their own (after the handshake, on `roots/list_changed`), so the
-    /// request in flight is likely not its cause and is left alone.
+    /// client's child gets an error, as such a client would answer. For
+    /// `roots/list` the 2026 client's request fails only when it is one
+    /// that takes input (a call, SPEC §24): servers also ask for roots on
+    /// their own (after the handshake, on `roots/list_changed`), and a
+    /// listing in flight then is not its cause and is left alone.
     pub(super) fn lacks(
         &mut self,
         k: u64,
@@ -258,11 +259,11 @@ impl Router {
             .unwrap_or_default();
         let m = format!("xy: the client did not declare the {what} capability {method} needs");
         let mut out = vec![refuse(-32601, m, Some(data.clone()))];
-        let mrtr = method != "roots/list"
-            && self
-                .pending
-                .get(&k)
-                .is_some_and(|p| matches!(p.asks, Asks::Mrtr(_) | Asks::Refuse));
+        let mrtr = self.pending.get(&k).is_some_and(|p| match p.asks {
+            Asks::Mrtr(_) => true,
+            Asks::Refuse => method != "roots/list",
+            Asks::Direct | Asks::Relay(_) => false,
+        });
         if !mrtr {
             return ChildAction::ToChild(out);
         }

@@ -678,20 +678,25 @@ fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
         json!({"sampling":{}})
     );
     assert_eq!(r.in_flight(), 0);
-    // Roots are asked for unprompted too: only the child hears no.
+    // Roots asked during a 2026 call fail the call the same way (SPEC §24).
     let (a, mut ra) = outbox();
     let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
     let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
     let ChildAction::ToChild(out) = act else {
         panic!("{act:?}")
     };
-    assert_eq!(out.len(), 1);
     assert_eq!(
         out[0]["error"]["data"]["requiredCapabilities"],
         json!({"roots":{}})
     );
-    assert!(ra.try_recv().is_err());
-    r.fail(k, "x");
+    assert_eq!(out[1]["params"]["requestId"], json!(k));
+    let got = ra.try_recv().unwrap();
+    assert_eq!(got["error"]["code"], json!(mrtr::MISSING_CAPABILITY));
+    assert_eq!(
+        got["error"]["data"]["requiredCapabilities"],
+        json!({"roots":{}})
+    );
+    assert_eq!(r.in_flight(), 0);
     // 2025: the child gets the error the client would give; nothing else.
     let (b, mut rb) = outbox();
     let m = r.forward(
