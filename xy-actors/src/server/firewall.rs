@@ -21,8 +21,9 @@ use crate::server::mcp_state::{Held, UnknownNames};
 use crate::server::ServerMsg;
 
 /// How long an approval naming an item xy has not listed waits for the new
-/// listing it asks for (a child that changed without `list_changed`).
-const RELIST_WAIT: Duration = Duration::from_secs(5);
+/// listing it asks for (a child that changed without `list_changed`):
+/// well within the engine's wait for the answer.
+const RELIST_WAIT: Duration = Duration::from_secs(3);
 
 type ApproveReply = RpcReplyPort<Result<Vec<String>, UnknownNames>>;
 
@@ -67,7 +68,8 @@ impl ServerActorState {
         all: bool,
         reply: ApproveReply,
     ) {
-        if self.mcp.unknown(&names).is_empty() {
+        let running = self.lc.phase == xy_core::protocol::ServerState::Running;
+        if !running || self.mcp.unknown(&names).is_empty() {
             return self.approve_now(&names, all, reply);
         }
         match &self.bridge {
