@@ -688,6 +688,12 @@ fn a_tool_added_without_list_changed_is_approved_by_the_printed_command() {
     env.write_config("s", &tools_config(&file, port, 100, ""));
     let d = TestDaemon::start_in(env);
     wait_all_approved(&d, "s", 1);
+    // SPEC §6: every key present, `reasons: []` on a tool with none.
+    let r = d.result("tools", Some(json!({"name": "s"})));
+    let t = &r["current"]["tools"][0];
+    assert_eq!((&t["reasons"], &t["warnings"]), (&json!([]), &json!([])), "{t}");
+    assert!(t.get("approved").is_some() && t.get("calls").is_some(), "{t}");
+    assert_eq!(r["prompts"], json!([]), "{r}");
     let mut c = Mcp::connected(&url(port), Era::V2026);
     // The "upgrade" the child does not announce.
     write_lists(&file, &[a, tool("sneak", "Sneaks in.")], None, false);
