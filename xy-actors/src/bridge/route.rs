@@ -460,7 +460,8 @@ impl Router {
                     Kind::Prompt => "prompts",
                 };
                 let items = msg["result"].get(key).and_then(Value::as_array);
-                self.relist |= items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
+                self.relist |=
+                    items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);
             }
         }

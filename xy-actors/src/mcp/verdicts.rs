@@ -270,7 +270,10 @@ pub(crate) fn without_meta(item: &Value) -> Option<Arc<Map<String, Value>>> {
 /// mailboxes; the lock is `std`, held only to copy or replace one entry,
 /// never across an `.await`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Directory(Arc<RwLock<BTreeMap<String, Arc<[(String, String)]>>>>);
+pub(crate) struct Directory(Arc<RwLock<BTreeMap<String, Listed>>>);
+
+/// One server's listed tools: `(name, digest)`.
+type Listed = Arc<[(String, String)]>;
 
 impl Directory {
     /// A server's entry; it is removed when the entry is dropped.

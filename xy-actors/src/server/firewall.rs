@@ -17,8 +17,8 @@ use super::ServerActorState;
 use crate::bridge::BridgeMsg;
 use crate::events::EngineEvent;
 use crate::mcp::listing::Listing;
-use crate::server::mcp_state::{Held, UnknownNames};
 use crate::server::ServerMsg;
+use crate::server::mcp_state::{Held, UnknownNames};
 
 /// How long an approval naming an item xy has not listed waits for the new
 /// listing it asks for (a child that changed without `list_changed`):

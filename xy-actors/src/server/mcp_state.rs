@@ -757,7 +757,12 @@ mod tests {
 
     fn warnings(st: &McpState, tool: &str) -> Vec<String> {
         let r = st.tools();
-        let t = r.current.unwrap().tools.into_iter().find(|t| t.name == tool);
+        let t = r
+            .current
+            .unwrap()
+            .tools
+            .into_iter()
+            .find(|t| t.name == tool);
         t.unwrap().warnings
     }
 

@@ -419,7 +419,8 @@ mod tests {
         use xy_core::protocol::mcp::{ApprovedVersion, ToolCallStats};
         let mut v = view("2026-11-30T06:00:00.000Z", &["echo", "read", "sneaky"]);
         v.tools[0].state = Some(ToolState::Approved);
-        v.tools[0].warnings = vec!["its name is also offered by server b with another definition".into()];
+        v.tools[0].warnings =
+            vec!["its name is also offered by server b with another definition".into()];
         v.tools[0].calls = Some(ToolCallStats {
             calls: 12,
             errors: 1,

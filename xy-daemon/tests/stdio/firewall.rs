@@ -378,7 +378,10 @@ fn a_change_through_a_restart_and_one_of_twenty_tools_across_pages() {
 /// `tool`'s `warnings` in `tools {name}`.
 fn warnings(d: &TestDaemon, server: &str, tool: &str) -> Vec<String> {
     let r = d.result("tools", Some(json!({"name": server})));
-    let tools = r["current"]["tools"].as_array().cloned().unwrap_or_default();
+    let tools = r["current"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let t = tools.iter().find(|t| t["name"] == tool).cloned();
     let w = t.map(|t| t["warnings"].clone()).unwrap_or_default();
     serde_json::from_value(w).unwrap_or_default()
@@ -430,7 +433,12 @@ fn shadowing_is_a_different_definition_shown_on_both_sides_and_holds_only_in_rev
     // Review holds the clash back, naming both servers.
     d.env.write_config(
         "c",
-        &tools_config(&fc, free_port(), 100, "firewall {\n    mode \"review\"\n}\n"),
+        &tools_config(
+            &fc,
+            free_port(),
+            100,
+            "firewall {\n    mode \"review\"\n}\n",
+        ),
     );
     d.result("reload", None);
     wait_state(&d, "c", "list", "flagged", "servers a, b", false);
@@ -691,8 +699,15 @@ fn a_tool_added_without_list_changed_is_approved_by_the_printed_command() {
     // SPEC §6: every key present, `reasons: []` on a tool with none.
     let r = d.result("tools", Some(json!({"name": "s"})));
     let t = &r["current"]["tools"][0];
-    assert_eq!((&t["reasons"], &t["warnings"]), (&json!([]), &json!([])), "{t}");
-    assert!(t.get("approved").is_some() && t.get("calls").is_some(), "{t}");
+    assert_eq!(
+        (&t["reasons"], &t["warnings"]),
+        (&json!([]), &json!([])),
+        "{t}"
+    );
+    assert!(
+        t.get("approved").is_some() && t.get("calls").is_some(),
+        "{t}"
+    );
     assert_eq!(r["prompts"], json!([]), "{r}");
     let mut c = Mcp::connected(&url(port), Era::V2026);
     // The "upgrade" the child does not announce.
@@ -724,7 +739,7 @@ fn a_tool_added_without_list_changed_is_approved_by_the_printed_command() {
 #[test]
 fn server_text_is_escaped_in_the_daemon_log() {
     let a = tool("a", "Adds.");
-    let mut rig = Rig::start("pin", std::slice::from_ref(&a), None);
+    let rig = Rig::start("pin", std::slice::from_ref(&a), None);
     wait_all_approved(&rig.d, "s", 1);
     let evil = "ev\u{0}il\nFAKE xyd started";
     let tools = [a, tool(evil, "Reads \u{202e}txt.exe")];
