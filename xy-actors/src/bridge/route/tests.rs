@@ -678,18 +678,27 @@ fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
         json!({"sampling":{}})
     );
     assert_eq!(r.in_flight(), 0);
-    // Roots asked during a 2026 call fail the call the same way (SPEC §24).
+    // Roots are asked for unprompted too: only the child hears no, and a
+    // call that then succeeds is passed on ...
     let (a, mut ra) = outbox();
     let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
     let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
     let ChildAction::ToChild(out) = act else {
         panic!("{act:?}")
     };
+    assert_eq!(out.len(), 1);
     assert_eq!(
         out[0]["error"]["data"]["requiredCapabilities"],
         json!({"roots":{}})
     );
-    assert_eq!(out[1]["params"]["requestId"], json!(k));
+    assert!(ra.try_recv().is_err());
+    r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[]}}));
+    assert!(ra.try_recv().unwrap()["result"].is_object());
+    // ... while one that fails fails with -32021 (SPEC §24).
+    let (a, mut ra) = outbox();
+    let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
+    r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+    r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[],"isError":true}}));
     let got = ra.try_recv().unwrap();
     assert_eq!(got["error"]["code"], json!(mrtr::MISSING_CAPABILITY));
     assert_eq!(
