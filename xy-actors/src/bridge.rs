@@ -155,6 +155,9 @@ pub(crate) enum BridgeMsg {
     /// The firewall's new verdicts (from the ServerActor): clients are
     /// told when the visible set changed.
     Firewall(Arc<Verdicts>),
+    /// The ServerActor asks xy's own listing of the child again (an
+    /// approval named an item xy's latest listing does not have).
+    Relist,
     /// Fault injection (unit tests): panic in the handler.
     #[cfg(test)]
     InjectPanic,
@@ -406,6 +409,7 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Firewall(v) => st.set_verdicts(v),
+            BridgeMsg::Relist => st.start_listing(),
             #[cfg(test)]
             BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),
         }
@@ -507,6 +511,9 @@ impl BridgeState {
             return;
         }
         let (action, own) = self.router.on_child(msg);
+        if std::mem::take(&mut self.router.relist) {
+            self.start_listing();
+        }
         match action {
             route::ChildAction::Nothing => {}
             route::ChildAction::ToChild(msgs) => {

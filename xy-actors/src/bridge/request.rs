@@ -201,6 +201,11 @@ impl BridgeState {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
+                // A name xy's listing lacks: list again, so the approval
+                // the refusal prints finds it (SPEC §24).
+                if !self.router.firewall.knows_name(kind, name) {
+                    self.start_listing();
+                }
                 let era2026 = p.era2026;
                 return self.held_back(p, kind, id, text, era2026);
             }

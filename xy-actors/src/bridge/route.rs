@@ -147,6 +147,10 @@ struct Pending {
     asks: Asks,
     /// Which of the child's log messages during it reach its client.
     log: Log,
+    /// The child asked this 2026 client for roots it did not declare, and
+    /// only the child was told no (servers also ask unprompted): if the
+    /// request then fails, it fails with `-32021` naming this (SPEC §24).
+    lacked: Option<Value>,
 }
 
 /// A request the child sent to a client.
@@ -219,6 +223,10 @@ pub(crate) struct Router {
     relays: HashMap<u64, Relay>,
     /// The child's tasks seen passing.
     pub(crate) tasks: Tasks,
+    /// A listing answer held an item xy's own listing does not have (a
+    /// child that changed without `list_changed`): xy lists again, so that
+    /// what it held back can be approved by name (SPEC §24).
+    pub(crate) relist: bool,
 }
 
 impl Router {
@@ -325,6 +333,7 @@ impl Router {
                 caps: None,
                 asks: Asks::Direct,
                 log: Log::Session,
+                lacked: None,
             },
         );
         msg
@@ -352,6 +361,7 @@ impl Router {
                 caps: None,
                 asks: Asks::Direct,
                 log: Log::Session,
+                lacked: None,
             },
         );
         id
@@ -370,6 +380,8 @@ impl Router {
     ) -> bool {
         if self.pending.get(&id).is_none_or(|p| {
             p.answer != Answer::AsIs
+                // A failure may become `-32021` (see `finish`).
+                || p.lacked.is_some()
                 // A 2026 child's `InputRequiredResult` for a 2025 client
                 // becomes requests to it (D113), never its answer.
                 || (matches!(p.asks, Asks::Relay(_))
@@ -443,6 +455,23 @@ impl Router {
         if let Some((_, ours)) = &p.token {
             self.tokens.remove(ours);
         }
+        let failed = msg.get("error").is_some()
+            || msg.pointer("/result/isError") == Some(&Value::Bool(true));
+        if let Some(data) = p.lacked.as_ref().filter(|_| failed) {
+            // The call failed after its client was refused roots it did
+            // not declare: that is the failure it gets (SPEC §24).
+            self.ended(&p, CallOutcome::RpcError);
+            let text = "Missing required client capability: the server asked for roots \
+                        (roots/list)";
+            let e = error(
+                &p.client_id,
+                crate::bridge::mrtr::MISSING_CAPABILITY,
+                text,
+                Some(data.clone()),
+            );
+            let _ = p.outbox.try_send(e.into());
+            return;
+        }
         if p.call.is_some() {
             self.ended(&p, raw::Said::of(&msg).into());
         }
@@ -463,6 +492,13 @@ impl Router {
                 Answer::Replace(result) => msg["result"] = result,
             }
             if let Some(kind) = p.filter {
+                let key = match kind {
+                    Kind::Tool => "tools",
+                    Kind::Prompt => "prompts",
+                };
+                let items = msg["result"].get(key).and_then(Value::as_array);
+                self.relist |=
+                    items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);
             }
         }

@@ -679,7 +679,8 @@ fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
         json!({"sampling":{}})
     );
     assert_eq!(r.in_flight(), 0);
-    // Roots are asked for unprompted too: only the child hears no.
+    // Roots are asked for unprompted too: only the child hears no, and a
+    // call that then succeeds is passed on ...
     let (a, mut ra) = outbox();
     let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
     let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
@@ -692,7 +693,20 @@ fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
         json!({"roots":{}})
     );
     assert!(ra.try_recv().is_err());
-    r.fail(k, "x");
+    r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[]}}));
+    assert!(ra.try_recv().unwrap()["result"].is_object());
+    // ... while one that fails fails with -32021 (SPEC §24).
+    let (a, mut ra) = outbox();
+    let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
+    r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+    r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[],"isError":true}}));
+    let got = ra.try_recv().unwrap();
+    assert_eq!(got["error"]["code"], json!(mrtr::MISSING_CAPABILITY));
+    assert_eq!(
+        got["error"]["data"]["requiredCapabilities"],
+        json!({"roots":{}})
+    );
+    assert_eq!(r.in_flight(), 0);
     // 2025: the child gets the error the client would give; nothing else.
     let (b, mut rb) = outbox();
     let m = r.forward(
