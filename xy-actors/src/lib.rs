@@ -95,4 +95,5 @@ pub use os::group::become_subreaper;
 pub use os::limits::{NofileLimit, raise_nofile_limit};
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans, sweep_orphans_reporting};
+pub use os::sandbox::is_confined_process;
 pub use server::failure::{SecretFailure, SpawnFailure};

@@ -35,6 +35,59 @@ pub(crate) fn kernel_abi() -> i32 {
     i32::try_from(v).unwrap_or(0).max(0)
 }
 
+/// Longest parent chain [`is_confined_process`] walks before refusing.
+const MAX_ANCESTRY: usize = 256;
+
+/// `/proc/<pid>/stat`'s parent pid (the field after the parenthesised
+/// command name, which may itself hold spaces and parentheses).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// A numeric field of `/proc/<pid>/status` (`Seccomp_filters`).
+fn status_field(pid: i32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// See `os::sandbox::is_confined_process`. Every sandboxed spawn is xyd's
+/// child and installs one seccomp filter more than xyd has (filters are
+/// inherited and never removed); an unconfined spawn installs none. So:
+/// walk `pid`'s parents; reaching init without meeting xyd means the
+/// process is no spawn of xyd's (a shell's `xyctl`); meeting xyd, the
+/// process below it (a server's root, a probe, or an orphan xyd adopted as
+/// the subreaper) decides by its filter count. A process that vanished or
+/// a chain too long to be real is refused.
+pub(crate) fn is_confined_process(pid: i32) -> bool {
+    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    let mine = status_field(me, "Seccomp_filters").unwrap_or(0);
+    let mut at = pid;
+    for _ in 0..MAX_ANCESTRY {
+        if at == me {
+            return false;
+        }
+        if at <= 1 {
+            return false;
+        }
+        let Some(parent) = parent_of(at) else {
+            return true;
+        };
+        if parent == me {
+            return status_field(at, "Seccomp_filters").is_none_or(|n| n > mine);
+        }
+        at = parent;
+    }
+    true
+}
+
 /// The ruleset and the filter of one spawn, applied in the child.
 pub(crate) struct Enforcer {
     /// Taken by the (`FnMut`) `pre_exec` closure: `restrict_self` consumes it.
@@ -42,18 +95,37 @@ pub(crate) struct Enforcer {
     filter: BpfProgram,
 }
 
+/// What the seccomp filter of one spawn refuses beyond its network mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FilterFacts {
+    /// The network mode.
+    pub(crate) network: NetworkMode,
+    /// Whether `network "any"` may create Unix sockets: only when Landlock
+    /// scopes abstract ones to the sandbox (ABI 6); named ones, xyd's
+    /// control socket among them, are guarded by xyd's peer check (D178).
+    pub(crate) unix: bool,
+    /// Whether the child may `listen()` at all under `"none"`/`"allow"`:
+    /// only a supervised HTTP server, on its configured port.
+    pub(crate) listen: bool,
+}
+
 /// The seccomp filter: `EACCES` for what a sandbox never allows and what
 /// its network mode forbids, everything else allowed.
 ///
-/// - Every sandbox: `socket(AF_UNIX, …)` (Landlock up to ABI 8 does not
-///   confine Unix `connect`, and xyd's control socket must stay out of
-///   reach: D102) and `io_uring_setup` (io_uring operations bypass seccomp).
-///   `socketpair` stays allowed: runtimes use it for their own pipes.
+/// - Every sandbox: `io_uring_setup` (io_uring operations bypass seccomp).
+/// - `network "any"`: `socket(AF_UNIX, …)` only where abstract Unix
+///   sockets cannot be scoped (Landlock ABI < 6, [`FilterFacts::unix`]).
 /// - `network "none"`/`"allow"`: every `socket()` but AF_INET/AF_INET6 +
-///   SOCK_STREAM + protocol 0/TCP (so UDP, raw, SCTP, MPTCP, netlink and
-///   packet sockets are refused: Landlock's rules cover TCP only), and
-///   `sendto`/`sendmsg` with `MSG_FASTOPEN` (a connect in disguise).
-pub(crate) fn socket_filter(network: NetworkMode) -> Result<BpfProgram, seccompiler::Error> {
+///   SOCK_STREAM + protocol 0/TCP (so UDP, raw, SCTP, MPTCP, netlink,
+///   packet and Unix sockets are refused: Landlock's rules cover TCP only),
+///   `sendto`/`sendmsg` with `MSG_FASTOPEN` (a connect in disguise),
+///   `socketpair(…, SOCK_DGRAM, …)` (a datagram socket can `connect` or
+///   `sendto` any Unix socket path; stream and seqpacket pairs cannot:
+///   they are connected for good), and `listen()` unless the server is a
+///   supervised HTTP server (a listen without a bind binds an ephemeral
+///   port on every interface, and Landlock sees no bind in it).
+pub(crate) fn socket_filter(facts: FilterFacts) -> Result<BpfProgram, seccompiler::Error> {
+    let network = facts.network;
     let arch: seccompiler::TargetArch = std::env::consts::ARCH.try_into()?;
     let cond = |arg: u8, op: SeccompCmpOp, value: u64| {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
@@ -62,6 +134,7 @@ pub(crate) fn socket_filter(network: NetworkMode) -> Result<BpfProgram, seccompi
     let mut socket = Vec::new();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     match network {
+        NetworkMode::Any if facts.unix => {}
         NetworkMode::Any => {
             socket.push(SeccompRule::new(vec![cond(
                 0,
@@ -98,6 +171,18 @@ pub(crate) fn socket_filter(network: NetworkMode) -> Result<BpfProgram, seccompi
                 )?])?],
             );
             rules.insert(
+                libc::SYS_socketpair,
+                vec![SeccompRule::new(vec![cond(
+                    1,
+                    SeccompCmpOp::MaskedEq(0xf),
+                    af(libc::SOCK_DGRAM),
+                )?])?],
+            );
+            if !facts.listen {
+                // No conditions: refused whatever the arguments.
+                rules.insert(libc::SYS_listen, Vec::new());
+            }
+            rules.insert(
                 libc::SYS_sendmsg,
                 vec![SeccompRule::new(vec![cond(
                     2,
@@ -107,7 +192,9 @@ pub(crate) fn socket_filter(network: NetworkMode) -> Result<BpfProgram, seccompi
             );
         }
     }
-    rules.insert(libc::SYS_socket, socket);
+    if !socket.is_empty() {
+        rules.insert(libc::SYS_socket, socket);
+    }
     // No conditions: refused whatever the arguments.
     rules.insert(libc::SYS_io_uring_setup, Vec::new());
     let eacces = u32::try_from(libc::EACCES).unwrap_or(13);
@@ -123,6 +210,9 @@ pub(crate) fn socket_filter(network: NetworkMode) -> Result<BpfProgram, seccompi
 
 /// Landlock ABI 4 (Linux 6.7) brought TCP rules.
 const NET_ABI: i32 = 4;
+/// Landlock ABI 6 (Linux 6.12) brought scopes: abstract Unix sockets and
+/// signals confined to the sandbox.
+const SCOPE_ABI: i32 = 6;
 
 fn ll(e: impl std::fmt::Display) -> String {
     format!("sandbox: cannot build the Landlock ruleset: {e}")
@@ -169,8 +259,10 @@ impl Enforcer {
                 .map_err(ll)?;
         }
         // Scopes (ABI 6): no signals to, and no abstract Unix sockets of,
-        // processes outside the sandbox. Extra, so best effort.
-        if n >= 6 {
+        // processes outside the sandbox. Unix sockets are allowed under
+        // "any" only with them (`FilterFacts::unix`).
+        let scoped = n >= SCOPE_ABI;
+        if scoped {
             ruleset = ruleset
                 .set_compatibility(CompatLevel::BestEffort)
                 .scope(Scope::from_all(abi))
@@ -204,17 +296,36 @@ impl Enforcer {
                     .map_err(ll)?;
             }
         }
-        let filter = socket_filter(rules.network)
+        let facts = FilterFacts {
+            network: rules.network,
+            unix: scoped,
+            listen: rules.listen_port.is_some(),
+        };
+        let filter = socket_filter(facts)
             .map_err(|e| format!("sandbox: cannot build the seccomp filter: {e}"))?;
         let mut phrases = vec![format!(
             "landlock abi {n}: files{}",
             if network { ", tcp" } else { "" }
         )];
         phrases.push(match rules.network {
-            NetworkMode::Any => "seccomp: no unix sockets, no io_uring".to_owned(),
-            NetworkMode::None | NetworkMode::Allow => {
-                "seccomp: tcp only (no udp, raw or unix sockets), no io_uring".to_owned()
+            NetworkMode::Any if scoped => {
+                "seccomp: no io_uring; unix sockets allowed (abstract ones scoped to the \
+                 sandbox, xy's own refused by xyd)"
+                    .to_owned()
             }
+            NetworkMode::Any => format!(
+                "seccomp: no unix sockets (landlock abi {n} cannot scope abstract ones), \
+                 no io_uring"
+            ),
+            NetworkMode::None | NetworkMode::Allow => format!(
+                "seccomp: tcp only (no udp, raw or unix sockets, no datagram socketpairs), \
+                 {}no io_uring",
+                if facts.listen {
+                    ""
+                } else {
+                    "no listen, "
+                }
+            ),
         });
         phrases.push("no_new_privs".to_owned());
         let config_missing: Vec<String> = missing
@@ -292,15 +403,24 @@ mod tests {
 
     #[test]
     fn the_filter_compiles_for_every_mode() {
+        let f = |network, unix, listen| {
+            socket_filter(FilterFacts {
+                network,
+                unix,
+                listen,
+            })
+            .unwrap()
+        };
         for mode in [NetworkMode::Any, NetworkMode::None, NetworkMode::Allow] {
-            let prog = socket_filter(mode).unwrap();
-            assert!(!prog.is_empty(), "{mode:?}");
+            for (unix, listen) in [(true, true), (false, false)] {
+                assert!(!f(mode, unix, listen).is_empty(), "{mode:?}");
+            }
         }
         // The type rules make "none" much longer than "any".
         assert!(
-            socket_filter(NetworkMode::None).unwrap().len()
-                > socket_filter(NetworkMode::Any).unwrap().len() + 16
+            f(NetworkMode::None, false, false).len() > f(NetworkMode::Any, false, false).len() + 16
         );
+        assert!(f(NetworkMode::Any, true, false).len() < f(NetworkMode::Any, false, false).len());
     }
 
     fn rules(network: NetworkMode) -> Rules {
@@ -316,6 +436,8 @@ mod tests {
             interpreter: None,
             working_dir: Path::new("/tmp"),
             temp_dir: Path::new("/tmp"),
+            venv: None,
+            data_dir: None,
             listen_port: Some(8421),
             os: xy_core::sandbox::Os::Linux,
         };
