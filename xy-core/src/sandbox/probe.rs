@@ -108,14 +108,29 @@ impl Probe {
                 use std::io::Write;
                 let mut s = std::os::unix::net::UnixStream::connect(path)?;
                 s.set_read_timeout(Some(Duration::from_secs(3)))?;
-                s.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xy.probe\"}\n")?;
                 let mut b = [0u8; 1];
-                match s.read(&mut b) {
-                    Ok(1..) => Ok(()),
-                    Ok(0) => Err(std::io::Error::new(
+                let answered = s
+                    .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xy.probe\"}\n")
+                    .and_then(|()| s.read(&mut b));
+                // Connected, then closed before an answer (EOF, EPIPE, reset):
+                // the listener refused this process.
+                let refused = || {
+                    std::io::Error::new(
                         std::io::ErrorKind::PermissionDenied,
                         "closed unanswered (refused by the listener)",
-                    )),
+                    )
+                };
+                match answered {
+                    Ok(1..) => Ok(()),
+                    Ok(0) => Err(refused()),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                        ) =>
+                    {
+                        Err(refused())
+                    }
                     Err(e) => Err(e),
                 }
             }
