@@ -56,7 +56,10 @@ fn env_pass_names_variables_once() {
     assert!(xy_core::sandbox::passes_env("LC_ALL", &[]));
     assert!(xy_core::sandbox::passes_env("PATH", &[]));
     assert!(!xy_core::sandbox::passes_env("GITHUB_TOKEN", &[]));
-    assert!(!xy_core::sandbox::passes_env("HOME", &[]), "HOME is the sandbox's own");
+    assert!(
+        !xy_core::sandbox::passes_env("HOME", &[]),
+        "HOME is the sandbox's own"
+    );
     assert!(!xy_core::sandbox::passes_env("XDG_RUNTIME_DIR", &[]));
     assert!(!xy_core::sandbox::is_env_name("1X"));
     assert!(!xy_core::sandbox::is_env_name(""));
@@ -129,7 +132,13 @@ fn mistakes_name_line_and_column() {
             25,
             "not a variable name",
         ),
-        ("  env-pass\n", DiagnosticKind::WrongType, 4, 3, "needs a value"),
+        (
+            "  env-pass\n",
+            DiagnosticKind::WrongType,
+            4,
+            3,
+            "needs a value",
+        ),
         (
             "  read 1\n",
             DiagnosticKind::WrongType,

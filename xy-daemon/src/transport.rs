@@ -205,7 +205,9 @@ pub(crate) async fn serve(
         match stream.peer_cred() {
             // A sandboxed server runs as the owner, and may open Unix sockets
             // under network "any": its processes are refused (SPEC §24).
-            Ok(cred) if cred.uid() == uid && cred.pid().is_some_and(xy_actors::is_confined_process) => {
+            Ok(cred)
+                if cred.uid() == uid && cred.pid().is_some_and(xy_actors::is_confined_process) =>
+            {
                 tracing::warn!(peer_pid = ?cred.pid(), "connection from a sandboxed server's process refused");
                 continue;
             }

@@ -384,7 +384,10 @@ pub(crate) fn command(
         }
     }
     cmd.envs(&config.env).process_group(0).kill_on_drop(true);
-    match (&config.working_dir, sandbox.as_ref().and_then(|s| s.cwd.as_ref())) {
+    match (
+        &config.working_dir,
+        sandbox.as_ref().and_then(|s| s.cwd.as_ref()),
+    ) {
         (Some(dir), _) | (None, Some(dir)) => {
             cmd.current_dir(dir);
         }

@@ -62,7 +62,14 @@ fn tricks(dir: &std::path::Path) {
     });
     report("listen_unbound", verdict(unbound));
     let target = UnixAddr::new(&dir.join("dgram.sock"));
-    let pair = || socketpair(AddressFamily::Unix, SockType::Datagram, None, SockFlag::empty());
+    let pair = || {
+        socketpair(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            None,
+            SockFlag::empty(),
+        )
+    };
     let sent = target.and_then(|t| {
         let (a, _b) = pair()?;
         sendto(a.as_raw_fd(), b"sendto", &t, MsgFlags::empty())
@@ -94,9 +101,17 @@ fn tricks(dir: &std::path::Path) {
         },
     );
     // The abstract socket the test (outside the sandbox) listens on.
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let abstract_ = UnixAddr::new_abstract(name.as_bytes()).and_then(|a| {
-        let s = socket(AddressFamily::Unix, SockType::Stream, SockFlag::empty(), None)?;
+        let s = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )?;
         connect(s.as_raw_fd(), &a)
     });
     report("abstract_outside", verdict(abstract_));

@@ -320,11 +320,7 @@ impl Enforcer {
             NetworkMode::None | NetworkMode::Allow => format!(
                 "seccomp: tcp only (no udp, raw or unix sockets, no datagram socketpairs), \
                  {}no io_uring",
-                if facts.listen {
-                    ""
-                } else {
-                    "no listen, "
-                }
+                if facts.listen { "" } else { "no listen, " }
             ),
         });
         phrases.push("no_new_privs".to_owned());
