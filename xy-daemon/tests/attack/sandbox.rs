@@ -54,7 +54,7 @@ fn trick<'a>(lines: &'a [Value], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no trick {name} in {lines:?}"))
 }
 
-fn env_seen<'a>(lines: &'a [Value]) -> &'a Value {
+fn env_seen(lines: &[Value]) -> &Value {
     lines
         .iter()
         .find(|v| v["env"].is_object())
