@@ -101,19 +101,33 @@ impl Sockets {
 fn network_none_refuses_an_implicit_listen_and_unix_datagrams_to_a_path() {
     let env = Env::new();
     let s = Sockets::new(&env, "none");
+    let h = Sockets::new(&env, "http");
+    let none = "sandbox {\n    network \"none\"\n}\n";
+    env.write_config("boxed", &tricks_config(&s.dir, "PATH", none));
+    // An HTTP server may listen on its own port only: an unbound socket's
+    // listen() is refused by xyd's listen guard.
     env.write_config(
-        "boxed",
-        &tricks_config(&s.dir, "PATH", "sandbox {\n    network \"none\"\n}\n"),
+        "web",
+        &format!(
+            "command {:?}\nargs \"--tricks\" {:?}\nport {}\nworking-dir {:?}\n{none}",
+            testbin("xy-test-exfil").display().to_string(),
+            h.dir.display().to_string(),
+            free_port(),
+            h.dir.display().to_string()
+        ),
     );
     let d = TestDaemon::start_in(env);
-    let lines = report(&d, "boxed");
-    let through: Vec<&Value> = ["listen_unbound", "dgram_sendto_path", "dgram_connect_path"]
-        .into_iter()
-        .map(|t| trick(&lines, t))
-        .filter(|v| v["outcome"] != "blocked")
-        .collect();
-    assert!(through.is_empty(), "got through: {through:?}");
+    for name in ["boxed", "web"] {
+        let lines = report(&d, name);
+        let through: Vec<&Value> = ["listen_unbound", "dgram_sendto_path", "dgram_connect_path"]
+            .into_iter()
+            .map(|t| trick(&lines, t))
+            .filter(|v| v["outcome"] != "blocked")
+            .collect();
+        assert!(through.is_empty(), "{name}: got through: {through:?}");
+    }
     assert_eq!(s.received(), Vec::<String>::new(), "a datagram got out");
+    assert_eq!(h.received(), Vec::<String>::new(), "a datagram got out");
 }
 
 const NAMES: &str = "XY_ATTACK_TOKEN,PATH,LANG,XDG_RUNTIME_DIR";
