@@ -129,7 +129,7 @@ fn mistakes_name_line_and_column() {
             "  env-pass \"GH_TOKEN\" \"A-B\"\n",
             DiagnosticKind::InvalidValue,
             4,
-            25,
+            23,
             "not a variable name",
         ),
         (
