@@ -759,6 +759,53 @@ mod tests {
     }
 
     #[test]
+    fn a_child_with_one_filter_more_is_confined_one_without_is_not() {
+        use std::os::unix::process::CommandExt;
+        let filter = socket_filter(FilterFacts {
+            network: NetworkMode::Any,
+            unix: true,
+            listen: true,
+        })
+        .unwrap();
+        let mut confined = std::process::Command::new("/bin/sleep");
+        confined.arg("30");
+        // SAFETY: only prctl and seccomp between fork and exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            confined.pre_exec(move || {
+                seccompiler::apply_filter(&filter).map_err(|_| std::io::Error::last_os_error())
+            });
+        }
+        let mut confined = confined.spawn().unwrap();
+        let mut plain = std::process::Command::new("/bin/sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = |c: &std::process::Child| i32::try_from(c.id()).unwrap();
+        assert!(is_confined_process(pid(&confined)));
+        assert!(!is_confined_process(pid(&plain)));
+        // This process and a shell's (init's) processes are not.
+        assert!(!is_confined_process(
+            i32::try_from(std::process::id()).unwrap()
+        ));
+        assert!(!is_confined_process(1));
+        for c in [&mut confined, &mut plain] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        // Gone: refused.
+        assert!(is_confined_process(pid(&confined)));
+    }
+
+    #[test]
+    fn the_listen_filter_notifies_listen_only() {
+        let f = listen_notify_filter();
+        assert_eq!(f.len(), 7);
+        assert_eq!(f[5].k, libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(i64::from(f[4].k), libc::SYS_listen);
+    }
+
+    #[test]
     fn this_kernel_reports_an_abi() {
         // The CI kernel has Landlock (ABI 7); elsewhere at least not negative.
         assert!(kernel_abi() >= 0);
