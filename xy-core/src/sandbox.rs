@@ -816,6 +816,40 @@ mod tests {
     }
 
     #[test]
+    fn a_venv_is_found_on_the_path_as_written_and_read_whole() {
+        let has = |p: &Path| p == Path::new("/home/me/proj/.venv/pyvenv.cfg");
+        assert_eq!(
+            venv_root(Path::new("/home/me/proj/.venv/bin/python"), &has),
+            Some(PathBuf::from("/home/me/proj/.venv"))
+        );
+        assert_eq!(
+            venv_root(Path::new("/home/me/proj/.venv/bin/mcp-server-time"), &has),
+            Some(PathBuf::from("/home/me/proj/.venv"))
+        );
+        // No pyvenv.cfg, or not in a bin dir: no venv.
+        assert_eq!(venv_root(Path::new("/usr/bin/python3"), &has), None);
+        assert_eq!(
+            venv_root(Path::new("/home/me/proj/.venv/python"), &has),
+            None
+        );
+        let home = Path::new("/home/me");
+        let f = SpawnFacts {
+            venv: Some(Path::new("/home/me/proj/.venv")),
+            data_dir: Some(Path::new("/home/me/.local/share/xy/data/notes")),
+            ..facts(home, Path::new("/usr/bin/python3.12"))
+        };
+        let rules = effective(&SandboxConfig::default(), &f);
+        assert!(rules.can_read(Path::new(
+            "/home/me/proj/.venv/lib/python3.12/site-packages/mcp/__init__.py"
+        )));
+        assert!(rules.can_read(Path::new("/home/me/proj/.venv/pyvenv.cfg")));
+        assert!(!rules.can_write(Path::new("/home/me/proj/.venv/pyvenv.cfg")));
+        assert!(rules.can_write(Path::new("/home/me/.local/share/xy/data/notes/.app/x")));
+        assert!(!rules.can_read(Path::new("/home/me/.local/share/xy/data/other")));
+        assert!(!rules.can_read(Path::new("/home/me/proj/secret.txt")));
+    }
+
+    #[test]
     fn package_root_climbs_out_of_bin() {
         assert_eq!(
             package_root(Path::new("/opt/node/bin/node")).unwrap(),
