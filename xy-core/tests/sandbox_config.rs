@@ -46,6 +46,26 @@ fn paths_network_and_hosts_parse() {
 }
 
 #[test]
+fn env_pass_names_variables_once() {
+    let src = format!(
+        "{HEAD}sandbox {{\n  env-pass \"GITHUB_TOKEN\" \"_X1\"\n  env-pass \"GITHUB_TOKEN\"\n}}\n"
+    );
+    let s = ok(&src).sandbox.unwrap();
+    assert_eq!(s.env_pass, ["GITHUB_TOKEN", "_X1"]);
+    assert!(xy_core::sandbox::passes_env("GITHUB_TOKEN", &s.env_pass));
+    assert!(xy_core::sandbox::passes_env("LC_ALL", &[]));
+    assert!(xy_core::sandbox::passes_env("PATH", &[]));
+    assert!(!xy_core::sandbox::passes_env("GITHUB_TOKEN", &[]));
+    assert!(
+        !xy_core::sandbox::passes_env("HOME", &[]),
+        "HOME is the sandbox's own"
+    );
+    assert!(!xy_core::sandbox::passes_env("XDG_RUNTIME_DIR", &[]));
+    assert!(!xy_core::sandbox::is_env_name("1X"));
+    assert!(!xy_core::sandbox::is_env_name(""));
+}
+
+#[test]
 fn mistakes_name_line_and_column() {
     let cases: &[(&str, DiagnosticKind, usize, usize, &str)] = &[
         (
@@ -105,6 +125,20 @@ fn mistakes_name_line_and_column() {
             "reads",
         ),
         ("  read\n", DiagnosticKind::WrongType, 4, 3, "needs a value"),
+        (
+            "  env-pass \"GH_TOKEN\" \"A-B\"\n",
+            DiagnosticKind::InvalidValue,
+            4,
+            23,
+            "not a variable name",
+        ),
+        (
+            "  env-pass\n",
+            DiagnosticKind::WrongType,
+            4,
+            3,
+            "needs a value",
+        ),
         (
             "  read 1\n",
             DiagnosticKind::WrongType,

@@ -148,6 +148,7 @@ pub async fn run(
 
     let n_servers = configs.servers.len();
     let mut opts = EngineOptions::new(&paths.log_dir, &paths.run_dir);
+    opts.server_data_dir = paths.server_data_root();
     // The broker is built once: a changed URL applies at the next start.
     opts.oauth
         .client_metadata_url

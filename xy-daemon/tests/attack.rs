@@ -6,3 +6,4 @@
 mod flood;
 mod parse;
 mod stop;
+mod sandbox;

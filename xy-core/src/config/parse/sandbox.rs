@@ -1,4 +1,6 @@
-//! `sandbox { read …; write …; network …; allow-host … }` (SPEC §21).
+//! `sandbox { read …; write …; network …; allow-host …; env-pass … }`
+//! (SPEC §21, §24: `env-pass "NAME"` names a variable of xyd's environment
+//! the confined child gets besides the fixed list; one or more per line).
 //! `read`/`write` take one or more paths per line and may repeat; paths
 //! are absolute or start with `~/`. `allow-host` lines need `network
 //! "allow"` (written or implied by writing no `network`); `network "allow"`
@@ -12,7 +14,7 @@ use crate::protocol::DiagnosticKind;
 use crate::sandbox::{HostPort, NetworkMode, SandboxConfig};
 
 /// Children of `sandbox { … }`.
-pub(super) const SANDBOX_FIELDS: &[&str] = &["read", "write", "network", "allow-host"];
+pub(super) const SANDBOX_FIELDS: &[&str] = &["read", "write", "network", "allow-host", "env-pass"];
 /// The network modes, for suggestions.
 const NETWORK_MODES: &[&str] = &["any", "none", "allow"];
 
@@ -103,6 +105,7 @@ pub(super) fn parse_sandbox(cx: &mut Cx<'_>, node: &KdlNode) -> Option<SandboxCo
                     strings(cx, child, example);
                 }
             }
+            "env-pass" => env_pass(cx, child, &mut config.env_pass),
             _ => unreachable!("every SANDBOX_FIELDS entry is matched"),
         }
     }
@@ -147,6 +150,36 @@ pub(super) fn parse_sandbox(cx: &mut Cx<'_>, node: &KdlNode) -> Option<SandboxCo
         cx.push(d);
     }
     (cx.diags.len() == before).then_some(config)
+}
+
+/// `env-pass "NAME" …`: each a variable name, kept once.
+fn env_pass(cx: &mut Cx<'_>, node: &KdlNode, out: &mut Vec<String>) {
+    let example = "env-pass \"GITHUB_TOKEN\"";
+    let names = strings(cx, node, example);
+    for name in names {
+        if crate::sandbox::is_env_name(&name) {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+            continue;
+        }
+        let span = node
+            .entries()
+            .iter()
+            .find(|e| e.value().as_string() == Some(name.as_str()))
+            .map_or(node.name().span(), kdl::KdlEntry::span);
+        let d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                span,
+                format!("`env-pass` {name:?} is not a variable name"),
+            )
+            .with_label("not a name")
+            .with_help(format!(
+                "letters, digits and `_`, not starting with a digit, e.g. {example}"
+            ));
+        cx.push(d);
+    }
 }
 
 /// The string arguments of `node` (at least one).
