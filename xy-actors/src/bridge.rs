@@ -278,7 +278,7 @@ impl Actor for BridgeActor {
                     actor: myself.clone(),
                     bodies: std::sync::Arc::clone(&st.bodies),
                 };
-                match http::serve(listener, ep) {
+                match http::serve(listener, &st.name, ep) {
                     Ok(l) => {
                         tracing::info!(server = %st.name, url = %xy_core::protocol::endpoint_url(st.port, &st.path), "stdio bridge listening");
                         st.listening = Some(l);

@@ -49,8 +49,9 @@
 //!   call records, `_meta` keys and the one id helper.
 //! * `http`: what an HTTP exchange is: the body type and limits, header
 //!   names, the outbound client, the admission edge.
-//! * `os`: process groups, records, ports, peers, limits, resources,
-//!   spawn errors, the sandbox and its egress proxy.
+//! * `os`: process groups, records, ports, peers (and which server a peer
+//!   process belongs to), limits, resources, spawn errors, the sandbox and
+//!   its egress proxy.
 //! * `calls`: the call records, in memory and on disk. `ledger`: the tool
 //!   ledger file. `logs`: what a log reader sees. `secrets`: secret
 //!   lookups at each spawn.

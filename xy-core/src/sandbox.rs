@@ -115,6 +115,9 @@ pub struct SandboxConfig {
     pub network: NetworkMode,
     /// `allow-host` lines (only with [`NetworkMode::Allow`]).
     pub allow_hosts: Vec<HostPort>,
+    /// `reach "<server>"` lines: the servers this one's processes may use
+    /// through xy's listeners (SPEC §24); none by default.
+    pub reach: Vec<String>,
 }
 
 /// Expands a leading `~` against `home`; other paths are returned as they are.
@@ -565,7 +568,7 @@ mod tests {
             read: vec!["~/notes".into()],
             write: vec!["~/notes/inbox".into()],
             network: NetworkMode::None,
-            allow_hosts: vec![],
+            ..SandboxConfig::default()
         };
         let rules = effective(&config, &facts(home, program));
         assert!(rules.can_read(Path::new("/usr/lib/libc.so.6")));
