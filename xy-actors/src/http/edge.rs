@@ -343,6 +343,24 @@ pub(crate) async fn peer_socket(
         .map_err(LookupError::Peer)
 }
 
+/// Whether the peer of `stream` is an unconfined process of xyd's own uid:
+/// the test of a listener no sandboxed server may ever reach (the OAuth
+/// callback). `Err` says why not, for the log.
+pub(crate) async fn owner_unconfined(stream: &TcpStream, peer: SocketAddr) -> Result<(), String> {
+    if !peer.ip().is_loopback() {
+        return Err(format!("{peer} is not loopback"));
+    }
+    let socket = peer_socket(stream, peer).await.map_err(|e| e.to_string())?;
+    let uid = nix::unistd::getuid().as_raw();
+    if socket.uid != uid {
+        return Err(format!("its socket belongs to uid {}", socket.uid));
+    }
+    match peer_reach(socket.key).await.map_err(|e| e.to_string())? {
+        Reach::All => Ok(()),
+        confined => Err(confined.who()),
+    }
+}
+
 /// What the process holding the peer's socket may reach: a walk of `/proc`
 /// (Linux) or of the parent chain (macOS), on the blocking pool.
 pub(crate) async fn peer_reach(key: crate::os::peer::SocketKey) -> Result<Reach, LookupError> {
