@@ -127,6 +127,44 @@ where
     }
 }
 
+/// The loopback ports xy's own listeners hold, so the egress proxy never
+/// relays to one (D173): a relayed connection is xyd's own and would pass
+/// the process check.
+static OWN_PORTS: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// Holds one entry of the own-ports list; dropping it removes the entry.
+#[derive(Debug)]
+pub(crate) struct OwnPort(u16);
+
+impl OwnPort {
+    pub(crate) fn hold(port: u16) -> OwnPort {
+        OWN_PORTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(port);
+        OwnPort(port)
+    }
+}
+
+impl Drop for OwnPort {
+    fn drop(&mut self) {
+        let mut ports = OWN_PORTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = ports.iter().position(|p| *p == self.0) {
+            ports.swap_remove(i);
+        }
+    }
+}
+
+/// Whether `port` is held by one of xy's listeners.
+pub(crate) fn is_own_port(port: u16) -> bool {
+    OWN_PORTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&port)
+}
+
 /// How long open connections get to finish after a [`Listening`] is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -136,6 +174,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub(crate) struct Listening {
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    _port: Option<OwnPort>,
 }
 
 impl Drop for Listening {
@@ -163,10 +202,15 @@ where
     B: Reply,
 {
     listener.set_nonblocking(true)?;
+    let port = listener.local_addr().ok().map(|a| OwnPort::hold(a.port()));
     let listener = TcpListener::from_std(listener)?;
     let (shutdown, stop) = watch::channel(false);
     let task = tokio::spawn(serve(listener, behind, service, stop));
-    Ok(Listening { shutdown, task })
+    Ok(Listening {
+        shutdown,
+        task,
+        _port: port,
+    })
 }
 
 /// Serves `listener` until `stop` turns true (or its sender is dropped),

@@ -260,6 +260,7 @@ async fn serve_callback(
 ) {
     let deadline = tokio::time::Instant::now() + timeout;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let _own = crate::http::edge::OwnPort::hold(port);
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,

@@ -73,7 +73,8 @@ fn urls(gateway: u16, target_port: u16, remote_port: u16) -> Vec<String> {
 
 /// A daemon with two stdio servers (`target`, `other`), a remote (`far`,
 /// upstream run by the test) on the gateway and own ports, and one
-/// `xy-test-exfil` per `(name, sandbox block)`.
+/// `xy-test-exfil` per `(name, sandbox block)`; `ALLOW_XY` in a block
+/// becomes `allow-host` lines for each of xy's ports the URLs name.
 fn scene(attackers: &[(&str, &str)]) -> Scene {
     let env = Env::new();
     let (gateway, target_port, other_port, remote_port, up_port) =
@@ -102,7 +103,12 @@ fn scene(attackers: &[(&str, &str)]) -> Scene {
         &format!("url \"http://127.0.0.1:{up_port}/mcp\"\nport {remote_port}\n"),
     );
     let urls = urls(gateway, target_port, remote_port);
+    let allow_xy: String = [gateway, target_port, remote_port]
+        .iter()
+        .map(|p| format!("    allow-host \"127.0.0.1:{p}\"\n"))
+        .collect();
     for (name, sandbox) in attackers {
+        let sandbox = sandbox.replace("ALLOW_XY", &allow_xy);
         let args: String = urls.iter().map(|u| format!(" \"--mcp\" {u:?}")).collect();
         env.write_config(
             name,
@@ -137,6 +143,9 @@ fn a_confined_child_and_its_orphan_get_no_mcp_answer_in_any_network_mode() {
             "box-allow",
             "sandbox {\n    network \"allow\"\n    allow-host \"example.com:443\"\n}",
         ),
+        // xy's own ports as allow-host lines: the egress proxy (xyd's own
+        // connection) still relays nothing to them (D173).
+        ("box-proxy", "sandbox {\n    network \"allow\"\nALLOW_XY}"),
     ];
     let s = scene(&modes);
     let urls = s.urls();
@@ -154,9 +163,9 @@ fn a_confined_child_and_its_orphan_get_no_mcp_answer_in_any_network_mode() {
                 );
             }
         }
-        // With `network "any"` the kernel lets the connection through: xy
-        // itself says no.
-        if name == "box-any" {
+        // With `network "any"` the kernel lets the connection through, and
+        // the proxy relays what `allow-host` names: xy itself says no.
+        if name == "box-any" || name == "box-proxy" {
             for v in lines.iter().filter(|v| v["mcp"].is_string()) {
                 assert_eq!(v["status"], "403", "{v}");
             }

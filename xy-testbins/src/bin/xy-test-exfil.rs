@@ -9,7 +9,8 @@
 //! denial recogniser reads).
 //!
 //! `--mcp URL` (repeatable) instead tries to use xy's listeners from inside
-//! the sandbox (SPEC §24): it POSTs `initialize` to each URL and prints
+//! the sandbox (SPEC §24): it POSTs `initialize` to each URL (through the
+//! egress proxy when the sandbox set `HTTP_PROXY`) and prints
 //! `{"who":…,"mcp":URL,"answered":…,"status":…}` (`answered`: an MCP result
 //! came back); then a grandchild calls `setsid` and forks an orphan, which
 //! waits until it has been reparented (to xyd, the subreaper) and tries the
@@ -26,8 +27,36 @@ use xy_testbins::sys;
 const USAGE: &str = "xy-test-exfil [--probes JSON] [--grandchild] [--read-or-die PATH] \
                      [--mkdir-or-die PATH] [--mcp URL]… [--mcp-role grandchild|orphan]";
 
-/// POSTs `initialize` to `url` (plain HTTP/1.1 on loopback): the status
-/// line's code, and whether an MCP `initialize` result came back.
+/// Standard base64 with padding (the proxy's `Basic` credentials).
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(A[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `HTTP_PROXY`'s address and `Proxy-Authorization` value, when the
+/// sandbox gave one (`network "allow"`).
+fn proxy() -> Option<(std::net::SocketAddr, String)> {
+    let url = std::env::var("HTTP_PROXY").ok()?;
+    let rest = url.strip_prefix("http://")?;
+    let (userinfo, host) = rest.trim_end_matches('/').rsplit_once('@')?;
+    Some((host.parse().ok()?, format!("Basic {}", base64(userinfo.as_bytes()))))
+}
+
+/// POSTs `initialize` to `url` (plain HTTP/1.1 on loopback; through xy's
+/// egress proxy when the sandbox set `HTTP_PROXY`): the status line's
+/// code, and whether an MCP `initialize` result came back.
 fn try_mcp(url: &str) -> (String, bool) {
     use std::io::{Read, Write};
     use std::time::Duration;
@@ -37,6 +66,11 @@ fn try_mcp(url: &str) -> (String, bool) {
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let Ok(addr) = authority.parse::<std::net::SocketAddr>() else {
         return ("bad url".into(), false);
+    };
+    let via = proxy();
+    let (addr, target, auth) = match &via {
+        Some((p, auth)) => (*p, url.to_owned(), format!("Proxy-Authorization: {auth}\r\n")),
+        None => (addr, path.to_owned(), String::new()),
     };
     let mut s = match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
         Ok(s) => s,
@@ -48,7 +82,7 @@ fn try_mcp(url: &str) -> (String, bool) {
         "clientInfo": {"name": "exfil", "version": "1"}}})
     .to_string();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+        "POST {target} HTTP/1.1\r\nHost: {authority}\r\n{auth}Content-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
