@@ -39,8 +39,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
-pub use backoff::AcceptBackoff;
 pub(crate) use crate::os::peer::process::Reach;
+pub use backoff::AcceptBackoff;
 use refuse::{Refusal, refuse};
 
 /// Connections served at once per listener. An MCP client holds one or two
@@ -229,7 +229,6 @@ pub(crate) async fn serve<M, S, B>(
 {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let held = Arc::new(Semaphore::new(MAX_CONNECTIONS + MAX_QUEUED));
-    let uid = nix::unistd::getuid().as_raw();
     let mut backoff = AcceptBackoff::new();
     let mut conns = JoinSet::new();
     loop {
@@ -265,7 +264,6 @@ pub(crate) async fn serve<M, S, B>(
         conns.spawn(connection(
             stream,
             peer,
-            uid,
             behind.clone(),
             hold,
             Arc::clone(&slots),
@@ -281,7 +279,6 @@ pub(crate) async fn serve<M, S, B>(
 async fn connection<S, B>(
     stream: TcpStream,
     peer: SocketAddr,
-    uid: u32,
     behind: Behind,
     hold: OwnedSemaphorePermit,
     slots: Arc<Semaphore>,
@@ -295,6 +292,7 @@ async fn connection<S, B>(
     if !peer.ip().is_loopback() {
         return;
     }
+    let uid = nix::unistd::getuid().as_raw();
     let socket = match peer_socket(&stream, peer).await {
         Ok(s) if s.uid == uid => s,
         Ok(s) => {

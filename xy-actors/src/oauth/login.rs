@@ -273,7 +273,9 @@ async fn serve_callback(
                 return;
             }
         };
-        let Ok((mut stream, peer)) = conn else { continue };
+        let Ok((mut stream, peer)) = conn else {
+            continue;
+        };
         // Only the owner's own, unconfined processes (the browser) may
         // deliver the code: another user's would bind this xy to their
         // account (SPEC §24). Refused before a byte is read.

@@ -594,8 +594,16 @@ async fn curl_as(uid: Option<u32>, url: &str) -> String {
     let url = url.to_owned();
     tokio::task::spawn_blocking(move || {
         let mut cmd = std::process::Command::new("curl");
-        cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10"])
-            .arg(&url);
+        cmd.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+        ])
+        .arg(&url);
         if let Some(uid) = uid {
             cmd.uid(uid).gid(uid);
         }
@@ -610,8 +618,13 @@ async fn curl_as(uid: Option<u32>, url: &str) -> String {
 /// `state` is ignored, and after the valid callback the port is closed.
 #[tokio::test]
 #[cfg(unix)]
+#[allow(clippy::print_stderr)]
 async fn only_the_owners_callback_with_the_logins_state_counts_and_only_once() {
-    if std::process::Command::new("curl").arg("--version").output().is_err() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped: no curl");
         return;
     }
@@ -633,7 +646,10 @@ async fn only_the_owners_callback_with_the_logins_state_counts_and_only_once() {
     // the edge's, `os::peer`, tested there).
     if nix::unistd::getuid().is_root() {
         assert_eq!(curl_as(Some(65534), &callback).await, "403");
-        assert!(not_done().await, "another user's callback finished the login");
+        assert!(
+            not_done().await,
+            "another user's callback finished the login"
+        );
     } else {
         eprintln!("another uid not tried: not root");
     }
@@ -655,7 +671,10 @@ async fn only_the_owners_callback_with_the_logins_state_counts_and_only_once() {
         if again == "000" {
             break;
         }
-        assert!(Instant::now() < deadline, "a second callback was answered {again}");
+        assert!(
+            Instant::now() < deadline,
+            "a second callback was answered {again}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -64,7 +64,10 @@ pub(crate) fn tcp_peer(
 /// Like [`tcp_peer`], by walking every socket (`/proc/net/tcp{,6}` on
 /// Linux, this user's processes on macOS). Blocking, milliseconds or more on
 /// a busy machine: call it from the blocking pool.
-pub(crate) fn tcp_peer_by_scan(peer: SocketAddr, local: SocketAddr) -> Result<PeerSocket, PeerError> {
+pub(crate) fn tcp_peer_by_scan(
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> Result<PeerSocket, PeerError> {
     sys::scan(canonical(peer), canonical(local))
 }
 
@@ -187,7 +190,10 @@ mod diag {
     /// What the kernel answered.
     #[derive(Debug, PartialEq, Eq)]
     pub(super) enum Reply {
-        Found { uid: u32, inode: u32 },
+        Found {
+            uid: u32,
+            inode: u32,
+        },
         NotFound,
         /// An errno, or a reply too short to read.
         Failed(i32),

@@ -77,8 +77,13 @@ fn urls(gateway: u16, target_port: u16, remote_port: u16) -> Vec<String> {
 /// becomes `allow-host` lines for each of xy's ports the URLs name.
 fn scene(attackers: &[(&str, &str)]) -> Scene {
     let env = Env::new();
-    let (gateway, target_port, other_port, remote_port, up_port) =
-        (free_port(), free_port(), free_port(), free_port(), free_port());
+    let (gateway, target_port, other_port, remote_port, up_port) = (
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+        free_port(),
+    );
     env.write_settings(&format!("gateway {{\n    port {gateway}\n}}\n"));
     let up = std::process::Command::new(testbin("xy-test-mcp"))
         .args(["--port", &up_port.to_string(), "--tools", "echo"])
@@ -91,7 +96,11 @@ fn scene(attackers: &[(&str, &str)]) -> Scene {
     let stdio = |port: u16| {
         crate::stdio::stdio_config(
             &testbin("xy-test-mcp"),
-            &["--stdio".to_owned(), "--tools".to_owned(), "echo".to_owned()],
+            &[
+                "--stdio".to_owned(),
+                "--tools".to_owned(),
+                "echo".to_owned(),
+            ],
             port,
             "",
         )
@@ -151,7 +160,10 @@ fn a_confined_child_and_its_orphan_get_no_mcp_answer_in_any_network_mode() {
     let urls = s.urls();
     // The owner's own, unconfined client is still served everywhere.
     for url in &urls {
-        assert!(we_are_answered(url), "the test process was refused at {url}");
+        assert!(
+            we_are_answered(url),
+            "the test process was refused at {url}"
+        );
     }
     for (name, _) in modes {
         let lines = results(&s.d, name);
@@ -171,7 +183,10 @@ fn a_confined_child_and_its_orphan_get_no_mcp_answer_in_any_network_mode() {
             }
         }
         // The orphan really left: a session of its own, reparented to xyd.
-        let orphan = lines.iter().find(|v| v["who"] == "orphan" && v["ppid"].is_i64()).unwrap();
+        let orphan = lines
+            .iter()
+            .find(|v| v["who"] == "orphan" && v["ppid"].is_i64())
+            .unwrap();
         assert_eq!(orphan["ppid"], i64::from(s.d.pid()), "{orphan}");
     }
 }
@@ -183,15 +198,23 @@ fn reach_opens_the_named_server_only() {
         "sandbox {\n    network \"any\"\n    reach \"target\"\n}",
     )]);
     let lines = results(&s.d, "box-reach");
-    let [gw_target, gw_other, gw_far, own_target, own_far] = <[String; 5]>::try_from(s.urls()).unwrap();
+    let [gw_target, gw_other, gw_far, own_target, own_far] =
+        <[String; 5]>::try_from(s.urls()).unwrap();
     for who in ["child", "orphan"] {
         // The orphan's server is unknown once its parents are gone: it
         // reaches nothing (fail closed, D171).
         let opened = who == "child";
         assert_eq!(answered(&lines, who, &gw_target), opened, "{who} {lines:?}");
-        assert_eq!(answered(&lines, who, &own_target), opened, "{who} {lines:?}");
+        assert_eq!(
+            answered(&lines, who, &own_target),
+            opened,
+            "{who} {lines:?}"
+        );
         for url in [&gw_other, &gw_far, &own_far] {
-            assert!(!answered(&lines, who, url), "{who} reached {url}: {lines:?}");
+            assert!(
+                !answered(&lines, who, url),
+                "{who} reached {url}: {lines:?}"
+            );
         }
     }
 }

@@ -32,7 +32,11 @@ fn base64(data: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -51,7 +55,10 @@ fn proxy() -> Option<(std::net::SocketAddr, String)> {
     let url = std::env::var("HTTP_PROXY").ok()?;
     let rest = url.strip_prefix("http://")?;
     let (userinfo, host) = rest.trim_end_matches('/').rsplit_once('@')?;
-    Some((host.parse().ok()?, format!("Basic {}", base64(userinfo.as_bytes()))))
+    Some((
+        host.parse().ok()?,
+        format!("Basic {}", base64(userinfo.as_bytes())),
+    ))
 }
 
 /// POSTs `initialize` to `url` (plain HTTP/1.1 on loopback; through xy's
@@ -69,7 +76,11 @@ fn try_mcp(url: &str) -> (String, bool) {
     };
     let via = proxy();
     let (addr, target, auth) = match &via {
-        Some((p, auth)) => (*p, url.to_owned(), format!("Proxy-Authorization: {auth}\r\n")),
+        Some((p, auth)) => (
+            *p,
+            url.to_owned(),
+            format!("Proxy-Authorization: {auth}\r\n"),
+        ),
         None => (addr, path.to_owned(), String::new()),
     };
     let mut s = match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
@@ -144,7 +155,10 @@ fn mcp_mode(urls: &[String], role: Option<&str>, args: &Args) -> ! {
             );
             for u in urls {
                 let (status, answered) = try_mcp(u);
-                send(&out, &json!({"who": "orphan", "mcp": u, "status": status, "answered": answered}));
+                send(
+                    &out,
+                    &json!({"who": "orphan", "mcp": u, "status": status, "answered": answered}),
+                );
             }
             send(&out, &json!({"who": "orphan", "done": true}));
             std::process::exit(0);
@@ -152,7 +166,10 @@ fn mcp_mode(urls: &[String], role: Option<&str>, args: &Args) -> ! {
         _ => {
             for u in urls {
                 let (status, answered) = try_mcp(u);
-                send(&out, &json!({"who": "child", "mcp": u, "status": status, "answered": answered}));
+                send(
+                    &out,
+                    &json!({"who": "child", "mcp": u, "status": status, "answered": answered}),
+                );
             }
             let mut cmd = std::process::Command::new(&me);
             with_urls(&mut cmd);

@@ -269,10 +269,11 @@ pub(crate) fn parent(pid: c_int) -> Option<c_int> {
     let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
     let size = c_int::try_from(size_of::<libc::proc_bsdinfo>()).ok()?;
     // SAFETY: `info` is `size` bytes, written by the kernel.
-    let got = unsafe {
-        libc::proc_pidinfo(pid, libc::PROC_PIDTBSDINFO, 0, (&raw mut info).cast(), size)
-    };
-    (got == size).then(|| c_int::try_from(info.pbi_ppid).ok()).flatten()
+    let got =
+        unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDTBSDINFO, 0, (&raw mut info).cast(), size) };
+    (got == size)
+        .then(|| c_int::try_from(info.pbi_ppid).ok())
+        .flatten()
 }
 
 unsafe extern "C" {

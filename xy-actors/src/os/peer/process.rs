@@ -23,7 +23,7 @@
 //! chain of the process the socket scan found (D172).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use super::{PeerError, SocketKey};
 
@@ -107,7 +107,10 @@ pub(crate) struct RootGuard {
 impl Drop for RootGuard {
     fn drop(&mut self) {
         let mut roots = ROOTS.write().unwrap_or_else(PoisonError::into_inner);
-        if roots.get(&self.pid).is_some_and(|r| r.serial == self.serial) {
+        if roots
+            .get(&self.pid)
+            .is_some_and(|r| r.serial == self.serial)
+        {
             roots.remove(&self.pid);
         }
     }
@@ -119,14 +122,17 @@ static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// `reach` lines) when the server runs sandboxed.
 pub(crate) fn register(pid: i32, server: &str, reach: Option<&[String]>) -> RootGuard {
     let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    ROOTS.write().unwrap_or_else(PoisonError::into_inner).insert(
-        pid,
-        Root {
-            serial,
-            server: server.to_owned(),
-            confined: reach.map(Arc::from),
-        },
-    );
+    ROOTS
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            pid,
+            Root {
+                serial,
+                server: server.to_owned(),
+                confined: reach.map(Arc::from),
+            },
+        );
     RootGuard { pid, serial }
 }
 
@@ -137,17 +143,16 @@ fn roots() -> BTreeMap<i32, Root> {
 /// Bounds on the walk of xyd's tree: past either, the peer is refused.
 const MAX_DEPTH: usize = 64;
 const MAX_PROCESSES: usize = 8192;
-/// Outside holders remembered, tried first for the next connection.
-const HINTS: usize = 8;
-
-static HINT: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// Why a peer's process is not known; every variant refuses.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ProcessError {
     #[error("no process was found holding the connection's socket")]
     NoHolder,
-    #[error("xyd's process tree is past its walk bounds ({MAX_PROCESSES} processes, depth {MAX_DEPTH})")]
+    #[error(
+        "xyd's process tree is past its walk bounds ({MAX_PROCESSES} processes, depth {MAX_DEPTH})"
+    )]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     TooMany,
     #[error(transparent)]
     Peer(#[from] PeerError),
@@ -172,18 +177,6 @@ fn top_class(roots: &BTreeMap<i32, Root>, pid: i32, no_new_privs: bool) -> Reach
     }
 }
 
-/// Remembers `pid` as a recent outside holder.
-fn hint(pid: i32) {
-    let mut h = HINT.lock().unwrap_or_else(PoisonError::into_inner);
-    h.retain(|p| *p != pid);
-    h.insert(0, pid);
-    h.truncate(HINTS);
-}
-
-fn hints() -> Vec<i32> {
-    HINT.lock().unwrap_or_else(PoisonError::into_inner).clone()
-}
-
 /// `NoNewPrivs:` of a `/proc/<pid>/status` text (pure); unreadable counts as
 /// set (fail closed).
 // Read on Linux; tested everywhere.
@@ -201,10 +194,28 @@ mod sys {
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
 
+    use std::sync::{Mutex, PoisonError};
+
     use super::{
-        MAX_DEPTH, MAX_PROCESSES, ProcessError, Reach, Root, SocketKey, hint, hints,
-        no_new_privs, top_class,
+        MAX_DEPTH, MAX_PROCESSES, ProcessError, Reach, Root, SocketKey, no_new_privs, top_class,
     };
+
+    /// Outside holders remembered, tried first for the next connection.
+    const HINTS: usize = 8;
+
+    static HINT: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+    /// Remembers `pid` as a recent outside holder.
+    fn hint(pid: i32) {
+        let mut h = HINT.lock().unwrap_or_else(PoisonError::into_inner);
+        h.retain(|p| *p != pid);
+        h.insert(0, pid);
+        h.truncate(HINTS);
+    }
+
+    fn hints() -> Vec<i32> {
+        HINT.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
 
     pub(super) fn reach_of(
         key: SocketKey,
@@ -220,7 +231,11 @@ mod sys {
         // Depth-first over xyd's tree, each process with its top's class.
         let mut stack: Vec<(i32, usize, Reach)> = Vec::new();
         for child in children(me) {
-            let nnp = no_new_privs(std::fs::read_to_string(format!("/proc/{child}/status")).ok().as_deref());
+            let nnp = no_new_privs(
+                std::fs::read_to_string(format!("/proc/{child}/status"))
+                    .ok()
+                    .as_deref(),
+            );
             stack.push((child, 1, top_class(roots, child, nnp)));
         }
         while let Some((pid, depth, class)) = stack.pop() {
@@ -272,7 +287,10 @@ mod sys {
             let mut path = task.path();
             path.push("children");
             match std::fs::read_to_string(&path) {
-                Ok(text) => out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok())),
+                Ok(text) => out.extend(
+                    text.split_ascii_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                ),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return by_ppid(pid),
                 Err(_) => {}
             }
@@ -282,7 +300,9 @@ mod sys {
 
     fn by_ppid(pid: i32) -> Vec<i32> {
         crate::os::procfs::pids()
-            .filter(|p| crate::os::procfs::stat(*p).is_some_and(|s| i64::from(s.ppid) == i64::from(pid)))
+            .filter(|p| {
+                crate::os::procfs::stat(*p).is_some_and(|s| i64::from(s.ppid) == i64::from(pid))
+            })
             .collect()
     }
 
@@ -291,8 +311,9 @@ mod sys {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             return false;
         };
-        fds.flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == link.as_os_str()))
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == link.as_os_str())
+        })
     }
 }
 
@@ -405,7 +426,9 @@ mod tests {
 
     #[test]
     fn no_new_privs_is_read_from_status_and_unknown_counts_as_set() {
-        assert!(!no_new_privs(Some("Name:\tx\nNoNewPrivs:\t0\nSeccomp:\t0\n")));
+        assert!(!no_new_privs(Some(
+            "Name:\tx\nNoNewPrivs:\t0\nSeccomp:\t0\n"
+        )));
         assert!(no_new_privs(Some("NoNewPrivs:\t1\n")));
         assert!(no_new_privs(Some("Name:\tx\n")));
         assert!(no_new_privs(None));
