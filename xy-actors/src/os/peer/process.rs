@@ -15,12 +15,12 @@
 //!   (every sandboxed child sets it), else not confined;
 //! - outside xyd's tree: not a member of any server.
 //!
-//! Linux finds the holders by the socket's inode in `/proc/<pid>/fd`: first
-//! every process of xyd's tree (any confined holder refuses), then outside
-//! it, the processes that held the last accepted sockets first. A socket no
-//! process is found holding (it closed, it is in flight in a Unix socket,
-//! its holder hides its descriptors) is refused. macOS walks the parent
-//! chain of the process the socket scan found (D172).
+//! Linux finds a holder by the socket's inode in `/proc/<pid>/fd` — the
+//! processes that held the last accepted sockets first, then xyd's tree,
+//! then every other process — and classes it by its parent chain. A socket
+//! no process is found holding (it closed, it is in flight in a Unix
+//! socket, its holder hides its descriptors) is refused. macOS walks the
+//! parent chain of the process the socket scan found (D172).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -217,6 +217,11 @@ mod sys {
         HINT.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    #[cfg(test)]
+    pub(super) fn forget_hints() {
+        HINT.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
     pub(super) fn reach_of(
         key: SocketKey,
         roots: &BTreeMap<i32, Root>,
@@ -226,19 +231,22 @@ mod sys {
         };
         let link = OsString::from_vec(format!("socket:[{inode}]").into_bytes());
         let me = i32::try_from(std::process::id()).unwrap_or_default();
-        let mut tree: HashSet<i32> = HashSet::new();
-        let mut found_inside = false;
-        // Depth-first over xyd's tree, each process with its top's class.
-        let mut stack: Vec<(i32, usize, Reach)> = Vec::new();
-        for child in children(me) {
-            let nnp = no_new_privs(
-                std::fs::read_to_string(format!("/proc/{child}/status"))
-                    .ok()
-                    .as_deref(),
-            );
-            stack.push((child, 1, top_class(roots, child, nnp)));
+        let found = |pid: i32| -> Result<Reach, ProcessError> {
+            let reach = ancestry(pid, me, roots)?;
+            if reach == Reach::All {
+                hint(pid);
+            }
+            Ok(reach)
+        };
+        // The last outside holders first: a client that connects again.
+        let hinted = hints();
+        if let Some(pid) = hinted.iter().copied().find(|p| holds(*p, &link)) {
+            return found(pid);
         }
-        while let Some((pid, depth, class)) = stack.pop() {
+        // Then xyd's tree, where every confined process is.
+        let mut tree: HashSet<i32> = HashSet::new();
+        let mut stack: Vec<(i32, usize)> = children(me).into_iter().map(|c| (c, 1)).collect();
+        while let Some((pid, depth)) = stack.pop() {
             if !tree.insert(pid) {
                 continue;
             }
@@ -246,33 +254,42 @@ mod sys {
                 return Err(ProcessError::TooMany);
             }
             if holds(pid, &link) {
-                if class != Reach::All {
-                    return Ok(class);
-                }
-                found_inside = true;
+                return found(pid);
             }
-            for c in children(pid) {
-                stack.push((c, depth + 1, class.clone()));
-            }
+            stack.extend(children(pid).into_iter().map(|c| (c, depth + 1)));
         }
-        if found_inside {
-            return Ok(Reach::All);
-        }
-        let hinted = hints();
-        let outside = hinted
-            .iter()
-            .copied()
-            .chain(crate::os::procfs::pids().filter(|p| !hinted.contains(p)))
-            // xyd itself counts as outside: its own connections (tests
-            // that serve in-process) are no server's.
-            .filter(|p| !tree.contains(p));
-        for pid in outside {
+        // Then everyone else (xyd itself included: its own connections,
+        // in tests that serve in-process, are no server's).
+        let rest = crate::os::procfs::pids().filter(|p| !hinted.contains(p) && !tree.contains(p));
+        for pid in rest {
             if holds(pid, &link) {
-                hint(pid);
-                return Ok(Reach::All);
+                return found(pid);
             }
         }
         Err(ProcessError::NoHolder)
+    }
+
+    /// The class of `pid` by its parent chain: a descendant of xyd takes
+    /// the class of the child of xyd it descends from; anything else is no
+    /// server's. A process that is gone by now is refused.
+    fn ancestry(pid: i32, me: i32, roots: &BTreeMap<i32, Root>) -> Result<Reach, ProcessError> {
+        if pid == me {
+            return Ok(Reach::All);
+        }
+        let mut p = pid;
+        for _ in 0..MAX_DEPTH {
+            let stat = crate::os::procfs::stat(p).ok_or(ProcessError::NoHolder)?;
+            let parent = i32::try_from(stat.ppid).map_err(|_| ProcessError::NoHolder)?;
+            if parent == me {
+                let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok();
+                return Ok(top_class(roots, p, no_new_privs(status.as_deref())));
+            }
+            if parent <= 1 {
+                return Ok(Reach::All);
+            }
+            p = parent;
+        }
+        Err(ProcessError::TooMany)
     }
 
     /// The children of every thread of `pid` (a child belongs to the thread
@@ -450,6 +467,8 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
+    // `XY_PEER_TIMING=1 … -- --nocapture` prints what a lookup costs.
+    #[allow(clippy::print_stderr)]
     fn our_own_connection_is_held_outside_xyds_tree() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
@@ -459,6 +478,22 @@ mod tests {
             .unwrap();
         // The test process holds both ends and is no child of itself.
         assert_eq!(reach_of(found.key).unwrap(), Reach::All);
+        if std::env::var_os("XY_PEER_TIMING").is_some() {
+            let t = std::time::Instant::now();
+            for _ in 0..200 {
+                reach_of(found.key).unwrap();
+            }
+            let hinted = t.elapsed() / 200;
+            // Without the hint: the walk of every process.
+            let t = std::time::Instant::now();
+            for _ in 0..20 {
+                sys::forget_hints();
+                reach_of(found.key).unwrap();
+            }
+            let cold = t.elapsed() / 20;
+            let procs = crate::os::procfs::pids().count();
+            eprintln!("[peer] reach_of: {hinted:?} with the hint, {cold:?} without ({procs} processes)");
+        }
         drop(client);
         // Closed: nobody holds the client's socket any more.
         assert!(reach_of(found.key).is_err());
