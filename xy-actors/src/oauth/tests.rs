@@ -678,3 +678,51 @@ async fn only_the_owners_callback_with_the_logins_state_counts_and_only_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// SPEC §24: a sandboxed server's process cannot deliver the callback
+/// either. The child plays one: registered as a sandboxed server's root
+/// before it connects (it waits for a line on stdin).
+#[tokio::test]
+#[cfg(target_os = "linux")]
+async fn a_sandboxed_servers_process_cannot_deliver_the_callback() {
+    use std::io::Write;
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return;
+    }
+    let fx = Fixture::start(&FixtureOptions::default());
+    let d = tempfile::tempdir().unwrap();
+    let b = broker(d.path());
+    let cfg = OAuthConfig::default();
+    let started = b.login(SERVER, &fx.mcp_url(), &cfg).await.unwrap();
+    let callback = callback_of(&started.url).await;
+    let status = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "read go; exec curl -s -o /dev/null -w '%{http_code}' --max-time 10 \"$0\"",
+            ])
+            .arg(&callback)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let _root = crate::os::peer::process::register(pid, "boxed", Some(&[]));
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, "403");
+    assert!(
+        !b.login_wait(&started.login_id, Duration::from_millis(100))
+            .await
+            .unwrap()
+            .done
+    );
+}

@@ -492,7 +492,9 @@ mod tests {
             }
             let cold = t.elapsed() / 20;
             let procs = crate::os::procfs::pids().count();
-            eprintln!("[peer] reach_of: {hinted:?} with the hint, {cold:?} without ({procs} processes)");
+            eprintln!(
+                "[peer] reach_of: {hinted:?} with the hint, {cold:?} without ({procs} processes)"
+            );
         }
         drop(client);
         // Closed: nobody holds the client's socket any more.
