@@ -264,7 +264,11 @@ async fn serve(mut stream: TcpStream, grants: Arc<Mutex<HashMap<String, Grant>>>
         .peer_addr()
         .is_ok_and(|a| a.ip().is_loopback() && crate::http::edge::is_own_port(a.port()))
     {
-        run.record(&Denied::Connect(ask.target.to_string()));
+        run.record(&Denied::Other(format!(
+            "connection to {} through the egress proxy: one of xy's own listeners \
+             (a sandboxed server reaches xy only by its block's reach lines)",
+            ask.target
+        )));
         return reply(&mut stream, "403 Forbidden", "").await;
     }
     let mut upstream = upstream;
