@@ -265,8 +265,8 @@ async fn serve(mut stream: TcpStream, grants: Arc<Mutex<HashMap<String, Grant>>>
         .is_ok_and(|a| a.ip().is_loopback() && crate::http::edge::is_own_port(a.port()))
     {
         run.record(&Denied::Other(format!(
-            "connection to {} through the egress proxy: one of xy's own listeners \
-             (a sandboxed server reaches xy only by its block's reach lines)",
+            "connection to {} (one of xy's own listeners: a sandboxed server \
+             reaches xy only through its block's reach lines)",
             ask.target
         )));
         return reply(&mut stream, "403 Forbidden", "").await;
