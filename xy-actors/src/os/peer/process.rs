@@ -156,6 +156,9 @@ pub(crate) enum ProcessError {
     TooMany,
     #[error(transparent)]
     Peer(#[from] PeerError),
+    #[error("cannot read /proc: {0}")]
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Io(std::io::Error),
 }
 
 /// What the process holding the socket `key` may reach. Blocking (reads
@@ -240,8 +243,10 @@ mod sys {
         };
         // The last outside holders first: a client that connects again.
         let hinted = hints();
-        if let Some(pid) = hinted.iter().copied().find(|p| holds(*p, &link)) {
-            return found(pid);
+        for pid in hinted.iter().copied() {
+            if holds(pid, &link)? {
+                return found(pid);
+            }
         }
         // Then xyd's tree, where every confined process is.
         let mut tree: HashSet<i32> = HashSet::new();
@@ -253,7 +258,7 @@ mod sys {
             if tree.len() > MAX_PROCESSES || depth > MAX_DEPTH {
                 return Err(ProcessError::TooMany);
             }
-            if holds(pid, &link) {
+            if holds(pid, &link)? {
                 return found(pid);
             }
             stack.extend(children(pid).into_iter().map(|c| (c, depth + 1)));
@@ -262,7 +267,7 @@ mod sys {
         // in tests that serve in-process, are no server's).
         let rest = crate::os::procfs::pids().filter(|p| !hinted.contains(p) && !tree.contains(p));
         for pid in rest {
-            if holds(pid, &link) {
+            if holds(pid, &link)? {
                 return found(pid);
             }
         }
@@ -324,13 +329,20 @@ mod sys {
     }
 
     /// Whether one of `pid`'s descriptors is the socket `link` names.
-    fn holds(pid: i32, link: &OsString) -> bool {
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-            return false;
+    /// Whether one of `pid`'s descriptors is the socket `link` names. Out
+    /// of descriptors ourselves, the walk stops at once (refused) rather
+    /// than finding nothing in every process.
+    fn holds(pid: i32, link: &OsString) -> Result<bool, ProcessError> {
+        let fds = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+            Ok(fds) => fds,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                return Err(ProcessError::Io(e));
+            }
+            Err(_) => return Ok(false),
         };
-        fds.flatten().any(|fd| {
+        Ok(fds.flatten().any(|fd| {
             std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == link.as_os_str())
-        })
+        }))
     }
 }
 
