@@ -124,6 +124,11 @@ pub(crate) enum BridgeMsg {
     HandshakeTimeout { run: u64, id: u64 },
     /// A client POST.
     Post(Box<Post>),
+    /// A client POST xy cannot read exactly (SPEC §24): refused `400`/
+    /// `-32700`, never forwarded, and a call record when it may have been
+    /// a `tools/call` (its `msg` then names the tool as far as it could be
+    /// made out).
+    Unreadable { post: Box<Post>, why: String },
     /// A 2025 session's GET stream.
     Listen {
         session: String,
@@ -356,6 +361,7 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Post(post) => st.on_post(post),
+            BridgeMsg::Unreadable { post, why } => st.unreadable(post, &why),
             BridgeMsg::Listen {
                 session,
                 outbox,

@@ -46,7 +46,8 @@
 //! The ground (shared vocabulary, no actor, imports no wing):
 //!
 //! * `mcp`: what an MCP message is to xy: listings, report, verdicts,
-//!   call records, `_meta` keys and the one id helper.
+//!   call records, `_meta` keys, the one id helper, and the one strict
+//!   reader of a message (`strict`, SPEC §24).
 //! * `http`: what an HTTP exchange is: the body type and limits, header
 //!   names, the outbound client, the admission edge.
 //! * `os`: process groups, records, ports, peers (and which server a peer

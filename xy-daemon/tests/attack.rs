@@ -3,4 +3,5 @@
 //! a real `xyd` with real children, and checks that xy fails closed. One
 //! module per topic; each module's doc names the finding it attacks.
 
+mod parse;
 mod peer;

@@ -1,6 +1,9 @@
 //! One child's protocol pipes: the task that writes lines into its stdin
-//! and the task that splits its stdout into messages (a line over the body
-//! limit is skipped in bounded memory, with a warning in the server's log).
+//! and the task that splits its stdout into messages. A line is read with
+//! the strict reader (`crate::mcp::strict`); one over the body limit is
+//! skipped in bounded memory. Either one not forwarded is a warning in the
+//! server's log, and when it answers a request (its id can be made out),
+//! that request gets a JSON-RPC error in its place at once.
 //! Neither decides anything: lines come from the BridgeActor, which keeps
 //! what is queued within its budget; messages go to whatever the actor
 //! handed in as the delivery function.
@@ -19,6 +22,7 @@ use xy_core::protocol::LogStream;
 use super::raw;
 use crate::log_router::redact::Redactor;
 use crate::log_router::sink::{SharedSink, lock};
+use crate::mcp::strict;
 
 /// Longest line accepted from a child's stdout: no client could have sent
 /// a longer message either (SPEC §18).
@@ -211,22 +215,57 @@ impl Notes {
     }
 }
 
+/// How many of an overlong line's last bytes are kept: enough for the
+/// `"id":N}` an encoder that writes `result` first ends it with.
+const KEPT_TAIL: usize = 64;
+
 /// Discards the rest of an overlong line, a buffer at a time; the bytes
-/// skipped.
-async fn skip_line(out: &mut BufReader<ChildStdout>) -> u64 {
+/// skipped, and the last [`KEPT_TAIL`] of them.
+async fn skip_line(out: &mut BufReader<ChildStdout>) -> (u64, Vec<u8>) {
     let mut skipped = 0u64;
+    let mut tail = Vec::with_capacity(2 * KEPT_TAIL);
+    let keep = |tail: &mut Vec<u8>, b: &[u8]| {
+        tail.extend_from_slice(&b[b.len().saturating_sub(KEPT_TAIL)..]);
+        let extra = tail.len().saturating_sub(KEPT_TAIL);
+        tail.drain(..extra);
+    };
     loop {
         let buf = match out.fill_buf().await {
-            Ok([]) | Err(_) => return skipped,
+            Ok([]) | Err(_) => return (skipped, tail),
             Ok(b) => b,
         };
         if let Some(nl) = memchr::memchr(b'\n', buf) {
+            keep(&mut tail, &buf[..nl]);
             out.consume(nl + 1);
-            return skipped + nl as u64 + 1;
+            return (skipped + nl as u64 + 1, tail);
         }
+        keep(&mut tail, buf);
         let n = buf.len();
         out.consume(n);
         skipped += n as u64;
+    }
+}
+
+/// The line that answers child request `id` in place of one xy did not
+/// forward (SPEC §24: the request fails at once, never hangs): a JSON-RPC
+/// error naming the server and why.
+fn failed_answer(id: u64, server: &str, why: &str) -> FromChild {
+    let msg = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": -32603,
+        "message": format!("xy: server {server} answered with {why}; not forwarded"),
+        "data": {"server": server},
+    }});
+    let line = serde_json::to_vec(&msg).unwrap_or_default();
+    let digits = id.to_string();
+    // The id as written by `to_vec`: `"id":N` (keys in insertion order).
+    let at = memchr::memmem::find(&line, b"\"id\":")
+        .map(|i| i + 5..i + 5 + digits.len())
+        .unwrap_or(0..0);
+    FromChild::Answer {
+        id,
+        line,
+        at,
+        said: raw::Said::Error,
     }
 }
 
@@ -248,18 +287,48 @@ async fn read_lines(
             break;
         }
         if buf.len() > MAX_CHILD_LINE && buf.last() != Some(&b'\n') {
-            let more = skip_line(&mut out).await;
+            let (more, tail) = skip_line(&mut out).await;
+            let id = strict::glimpse(&buf)
+                .number_id(&buf)
+                .or_else(|| strict::trailing_id(&tail));
             // The buffer it took goes back: a flood must not stay allocated.
             buf = Vec::new();
             let total = MAX_CHILD_LINE as u64 + 1 + more;
-            notes.warn(&format!(
-                "xy: the child wrote a line of {total} bytes on stdout, over the {} MiB limit; skipped",
+            let why = format!(
+                "a line of {total} bytes on stdout, over the {} MiB limit",
                 MAX_CHILD_LINE >> 20
-            ));
+            );
+            notes.warn(&format!("xy: the child wrote {why}; skipped"));
+            if let Some(id) = id
+                && !deliver(failed_answer(id, &notes.name, &why))
+            {
+                return;
+            }
             continue;
         }
         let len = buf.trim_ascii_end().len();
         buf.truncate(len);
+        if buf.is_empty() {
+            continue;
+        }
+        // Only what xy reads exactly goes on (SPEC §24, D160); an answer
+        // xy cannot read fails its request at once.
+        if let Err(e) = strict::check(&buf) {
+            let id = strict::glimpse(&buf).number_id(&buf);
+            match id {
+                Some(id) => {
+                    let why = format!("a message xy cannot read exactly ({e})");
+                    notes.warn(&format!(
+                        "xy: the child answered request {id} with {why}; not forwarded"
+                    ));
+                    if !deliver(failed_answer(id, &notes.name, &why)) {
+                        return;
+                    }
+                }
+                None => notes.not_json(&buf),
+            }
+            continue;
+        }
         // An answer goes on unparsed; the actor decides (D49).
         if let Some((id, at, said)) = raw::answer_id(&buf) {
             let line = std::mem::replace(&mut buf, Vec::with_capacity(256));

@@ -24,6 +24,7 @@ use super::route::{Out, Outbox};
 use super::validate::{self, Mirrored, TRACE_KEYS};
 use super::{Ack, BridgeMsg, Post};
 use crate::http::body::{MAX_BODY, MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
+use crate::mcp::strict;
 
 /// Messages buffered per exchange before the child's output is dropped for it.
 const OUTBOX: usize = 256;
@@ -309,6 +310,47 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Err(_) => return empty(StatusCode::BAD_REQUEST),
     };
+    // Only what xy reads exactly goes on (SPEC §24, D160): the actor
+    // refuses the rest, and records it when it may have been a call.
+    if let Err(e) = strict::check(&body) {
+        let msg = strict::refused_call(&body).map_or(
+            Value::Null,
+            |tool| json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool}}),
+        );
+        let (tx, _rx): (Outbox, _) = mpsc::channel(1);
+        let (ack_tx, ack_rx) = oneshot::channel();
+        let post = Post {
+            size: body.len(),
+            msg,
+            raw: None,
+            session,
+            version: header_version,
+            era2026: false,
+            outbox: tx,
+            ack: ack_tx,
+            at,
+            arrived,
+            user_agent,
+        };
+        let refused = BridgeMsg::Unreadable {
+            post: Box::new(post),
+            why: e.to_string(),
+        };
+        let ack = match ep.actor.cast(refused) {
+            Ok(()) => ack_rx.await.ok(),
+            Err(_) => None,
+        };
+        drop(room);
+        return match ack {
+            Some(Ack::Refused(status, body)) => json_response(status, &body),
+            _ => rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32700,
+                &format!("xy: parse error: the request cannot be read exactly: {e}; not forwarded"),
+            ),
+        };
+    }
     // An ordinary request goes to the actor unparsed (D49): a 2025-form one
     // without trace context to carry into its `_meta`.
     let era2026_header = validate::is_2026_form(header_version.as_deref(), &Value::Null);

@@ -370,6 +370,21 @@ impl BridgeState {
         }
     }
 
+    /// Refuses a request xy could not read (SPEC §24): `400`/`-32700`,
+    /// recorded when it may have been a `tools/call`.
+    pub(super) fn unreadable(&mut self, p: Box<Post>, why: &str) {
+        let call = self.call_of(&p);
+        self.record_now(call.as_ref(), CallOutcome::RpcError);
+        let message = format!(
+            "xy: parse error: the request for server {} cannot be read exactly: {why}; not forwarded",
+            self.name
+        );
+        tracing::info!(server = %self.name, "{message}");
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+            "code": -32700, "message": message, "data": {"server": self.name}}});
+        let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, body));
+    }
+
     /// The record-to-be of `p` if it is a parsed `tools/call`.
     fn call_of(&self, p: &Post) -> Option<CallStart> {
         if p.msg.get("method").and_then(Value::as_str) != Some("tools/call") {

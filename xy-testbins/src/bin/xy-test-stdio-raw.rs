@@ -9,6 +9,9 @@
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
 //! test sees whether a `notifications/cancelled` reached it; with a
 //! progress token it sends one progress notification as it starts.
+//! `lone` answers with a lone surrogate escape in its text, `huge` with a
+//! text of `mib` MiB (default 5, over xy's line limit), each with its id
+//! last, as the TypeScript SDK orders an answer.
 //! `task` starts a task (the 2025-11-25 tasks utility: a `CreateTaskResult`
 //! at once) that completes after `ms` (default a minute); `tasks/get` and
 //! `tasks/cancel` serve its state.
@@ -92,7 +95,8 @@ fn main() {
             ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("tools/list", Some(id)) => {
                 let tools: Vec<Value> = [
-                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task",
+                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task", "lone",
+                    "huge",
                 ]
                 .iter()
                 .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
@@ -148,6 +152,33 @@ fn main() {
                         let _ = o.write_all(b"\n");
                         drop(o);
                         send(&out, &text(&id, "after the blob"));
+                    }
+                    Some("lone") => {
+                        // `result` first and the id last, as the TypeScript
+                        // SDK writes; `JSON.stringify` escapes a lone
+                        // surrogate exactly so.
+                        let line = format!(
+                            "{{\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"a\\ud800b\"}}],\"isError\":false}},\"jsonrpc\":\"2.0\",\"id\":{id}}}\n"
+                        );
+                        let mut o = out.lock().unwrap();
+                        let _ = o.write_all(line.as_bytes());
+                        let _ = o.flush();
+                    }
+                    Some("huge") => {
+                        let mib = args.get("mib").and_then(Value::as_u64).unwrap_or(5);
+                        let mut o = out.lock().unwrap();
+                        let _ = o.write_all(br#"{"result":{"content":[{"type":"text","text":""#);
+                        let chunk = vec![b'x'; 1 << 20];
+                        for _ in 0..mib {
+                            if o.write_all(&chunk).is_err() {
+                                return;
+                            }
+                        }
+                        let end = format!(
+                            "\"}}],\"isError\":false}},\"jsonrpc\":\"2.0\",\"id\":{id}}}\n"
+                        );
+                        let _ = o.write_all(end.as_bytes());
+                        let _ = o.flush();
                     }
                     Some("fail") => send(
                         &out,
