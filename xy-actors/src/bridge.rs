@@ -299,7 +299,7 @@ impl Actor for BridgeActor {
                     bodies: std::sync::Arc::clone(&st.bodies),
                     flow: Arc::clone(&st.flow),
                 };
-                match http::serve(listener, ep) {
+                match http::serve(listener, &st.name, ep) {
                     Ok(l) => {
                         tracing::info!(server = %st.name, url = %xy_core::protocol::endpoint_url(st.port, &st.path), "stdio bridge listening");
                         st.listening = Some(l);

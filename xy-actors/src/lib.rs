@@ -50,8 +50,9 @@
 //!   reader of a message (`strict`, SPEC §24).
 //! * `http`: what an HTTP exchange is: the body type and limits, header
 //!   names, the outbound client, the admission edge.
-//! * `os`: process groups and trees, records, ports, peers, limits,
-//!   resources, spawn errors, the sandbox and its egress proxy.
+//! * `os`: process groups and trees, records, ports, peers (and which
+//!   server a peer process belongs to), limits, resources, spawn errors,
+//!   the sandbox and its egress proxy.
 //! * `calls`: the call records, in memory and on disk. `ledger`: the tool
 //!   ledger file. `logs`: what a log reader sees. `secrets`: secret
 //!   lookups at each spawn.

@@ -115,6 +115,9 @@ pub struct SandboxConfig {
     pub network: NetworkMode,
     /// `allow-host` lines (only with [`NetworkMode::Allow`]).
     pub allow_hosts: Vec<HostPort>,
+    /// `reach "<server>"` lines: the servers this one's processes may use
+    /// through xy's listeners (SPEC §24); none by default.
+    pub reach: Vec<String>,
     /// `env-pass "NAME"` lines: variables of xyd's environment the child
     /// gets besides [`passes_env`]'s fixed list (SPEC §24).
     pub env_pass: Vec<String>,
@@ -653,8 +656,7 @@ mod tests {
             read: vec!["~/notes".into()],
             write: vec!["~/notes/inbox".into()],
             network: NetworkMode::None,
-            allow_hosts: vec![],
-            env_pass: vec![],
+            ..SandboxConfig::default()
         };
         let rules = effective(&config, &facts(home, program));
         assert!(rules.can_read(Path::new("/usr/lib/libc.so.6")));

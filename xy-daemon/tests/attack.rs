@@ -7,3 +7,4 @@ mod flood;
 mod parse;
 mod stop;
 mod sandbox;
+mod peer;

@@ -109,6 +109,7 @@ const BODY_WAIT: Duration = Duration::from_secs(10);
 /// admission edge (`crate::http::edge`: who, how many, how long).
 pub(crate) fn serve(
     listener: std::net::TcpListener,
+    server: &str,
     ep: Endpoint,
 ) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
@@ -118,7 +119,11 @@ pub(crate) fn serve(
             async move { Ok::<_, Infallible>(handle(req, ep).await) }
         })
     };
-    crate::http::edge::listen(listener, service)
+    crate::http::edge::listen(
+        listener,
+        crate::http::edge::Behind::Server(server.into()),
+        service,
+    )
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {

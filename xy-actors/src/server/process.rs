@@ -151,6 +151,19 @@ impl ChildSpawner for RealSpawner {
         })?;
         let pid = child.id().unwrap_or_default();
         let pgid = i32::try_from(pid).unwrap_or_default();
+        // xy's listeners map a peer's process to its server through this
+        // (SPEC §24). Until it is in, the child counts as an unregistered
+        // child of xyd: refused if sandboxed (`no_new_privs`).
+        let root = crate::os::peer::process::register(
+            pgid,
+            &config.name,
+            run.as_ref().map(|_| {
+                config
+                    .sandbox
+                    .as_ref()
+                    .map_or(&[][..], |s| s.reach.as_slice())
+            }),
+        );
         // A stdio server's stdout is the protocol: the bridge reads it, and
         // it is not logged.
         let mut protocol = None;
@@ -201,6 +214,7 @@ impl ChildSpawner for RealSpawner {
             record_path,
             stdio: Mutex::new(protocol),
             sandbox: run,
+            _root: root,
         }))
     }
 }
@@ -249,6 +263,9 @@ struct RealChild {
     record_path: Option<PathBuf>,
     stdio: Mutex<Option<crate::bridge::ChildStdio>>,
     sandbox: Option<Arc<crate::os::sandbox::SandboxRun>>,
+    /// The root's registration for xy's listeners, held as long as the
+    /// child is.
+    _root: crate::os::peer::process::RootGuard,
 }
 
 impl ChildHandle for RealChild {
