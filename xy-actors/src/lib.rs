@@ -97,6 +97,6 @@ pub use os::group::become_subreaper;
 pub use os::limits::{NofileLimit, raise_nofile_limit};
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans, sweep_orphans_reporting};
-pub use os::tree::reap_adopted_forever;
 pub use os::sandbox::is_confined_process;
+pub use os::tree::reap_adopted_forever;
 pub use server::failure::{SecretFailure, SpawnFailure};

@@ -5,6 +5,6 @@
 
 mod flood;
 mod parse;
-mod stop;
-mod sandbox;
 mod peer;
+mod sandbox;
+mod stop;

@@ -15,8 +15,14 @@ use crate::protocol::DiagnosticKind;
 use crate::sandbox::{HostPort, NetworkMode, SandboxConfig};
 
 /// Children of `sandbox { … }`.
-pub(super) const SANDBOX_FIELDS: &[&str] =
-    &["read", "write", "network", "allow-host", "env-pass", "reach"];
+pub(super) const SANDBOX_FIELDS: &[&str] = &[
+    "read",
+    "write",
+    "network",
+    "allow-host",
+    "env-pass",
+    "reach",
+];
 /// The network modes, for suggestions.
 const NETWORK_MODES: &[&str] = &["any", "none", "allow"];
 
