@@ -462,7 +462,11 @@ fn with_256_descriptors_an_fd_flood_backs_off_and_the_daemon_recovers() {
     let log = d.env.daemon_log();
     let bursts = log.matches("accept failed; backing off").count();
     eprintln!("[edge] {bursts} accept-failure bursts logged");
-    assert!(bursts < 100, "logged per error, not per burst: {bursts}");
+    // Per burst, not per error (thousands over the flood): a burst ends at
+    // the next accepted connection, and since the peer check (D171) a
+    // connection whose holder cannot be looked up without descriptors is
+    // closed at once, which frees one, so bursts are shorter than before.
+    assert!(bursts < 400, "logged per error, not per burst: {bursts}");
 }
 
 /// The "Max open files" soft and hard limits in `/proc/<pid>/limits`.

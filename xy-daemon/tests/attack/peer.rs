@@ -182,12 +182,15 @@ fn a_confined_child_and_its_orphan_get_no_mcp_answer_in_any_network_mode() {
                 assert_eq!(v["status"], "403", "{v}");
             }
         }
-        // The orphan really left: a session of its own, reparented to xyd.
+        // The orphan really left: a session of its own, reparented to its
+        // server's root, which is a child subreaper (D175), not to its
+        // parent.
         let orphan = lines
             .iter()
             .find(|v| v["who"] == "orphan" && v["ppid"].is_i64())
             .unwrap();
-        assert_eq!(orphan["ppid"], i64::from(s.d.pid()), "{orphan}");
+        assert_eq!(orphan["ppid"], root_pid(&s.d, name), "{orphan}");
+        assert_ne!(orphan["sid"], orphan["ppid"], "{orphan}");
     }
 }
 
@@ -201,15 +204,11 @@ fn reach_opens_the_named_server_only() {
     let [gw_target, gw_other, gw_far, own_target, own_far] =
         <[String; 5]>::try_from(s.urls()).unwrap();
     for who in ["child", "orphan"] {
-        // The orphan's server is unknown once its parents are gone: it
-        // reaches nothing (fail closed, D171).
-        let opened = who == "child";
-        assert_eq!(answered(&lines, who, &gw_target), opened, "{who} {lines:?}");
-        assert_eq!(
-            answered(&lines, who, &own_target),
-            opened,
-            "{who} {lines:?}"
-        );
+        // The orphan stays under its server's root (a child subreaper,
+        // D175), so it is still that server's process and its `reach`
+        // holds for it as for the child (D171).
+        assert!(answered(&lines, who, &gw_target), "{who} {lines:?}");
+        assert!(answered(&lines, who, &own_target), "{who} {lines:?}");
         for url in [&gw_other, &gw_far, &own_far] {
             assert!(
                 !answered(&lines, who, url),
@@ -217,4 +216,13 @@ fn reach_opens_the_named_server_only() {
             );
         }
     }
+}
+
+/// The pid of server `name`'s root process, from `list`.
+fn root_pid(d: &TestDaemon, name: &str) -> Value {
+    let v = d.result("list", None);
+    v.as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == name))
+        .map(|r| r["pid"].clone())
+        .unwrap_or_else(|| panic!("no pid for {name} in {v}"))
 }
