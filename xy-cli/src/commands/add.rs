@@ -7,6 +7,9 @@
 use xy_core::client::Client;
 use xy_core::protocol::{ListEntry, ReloadResult, StatusResult, StopResult, TargetParams, method};
 
+use std::time::Duration;
+
+use super::outcome;
 use crate::cli::AddArgs;
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::daemon_conn::daemon_and_dir;
@@ -106,8 +109,7 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         // leaves it `stopped`.
         Some(mut c) => {
             let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
-            let line = state_line(&mut c, &a.name, port)?;
-            output::stdout(&line);
+            return report(&mut c, ctx, &a.name, port, a.wait.duration());
         }
         None if a.no_start => output::stdout(&format!(
             "{}  not started  {}  (`xyctl start {}` starts it)\n",
@@ -189,8 +191,7 @@ fn add_remote(
     }
     if let Some(mut c) = client {
         let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
-        let line = state_line(&mut c, &a.name, port)?;
-        output::stdout(&line);
+        return report(&mut c, ctx, &a.name, port, a.wait.duration());
     } else {
         output::stdout(&format!(
             "{}  not started  {}  (starts at the next `xyctl reload`)\n",
@@ -199,6 +200,27 @@ fn add_remote(
         ));
     }
     Ok(Exit::Success)
+}
+
+/// After the reload (SPEC §25): `name  running, 3 tools (0 held back)
+/// http://127.0.0.1:8400/mcp` once the server listed its tools, or the
+/// failure with its cause (exit 1); with `--wait 0`, the state at once.
+fn report(c: &mut Client, ctx: &Ctx, name: &str, port: u16, wait: Duration) -> Result<Exit, Failure> {
+    if wait.is_zero() {
+        output::stdout(&state_line(c, name, port)?);
+        return Ok(Exit::Success);
+    }
+    let found = outcome::wait(c, &[name.to_owned()], wait)?;
+    let (_, o, st) = found.into_iter().next().expect("one name, one outcome");
+    let url = st.as_ref().map_or_else(|| fallback_url(port), |s| server_url(&s.entry));
+    let words = ctx.out.paint(&o.words(name, wait), o.paint());
+    if o.failed() {
+        output::stdout(&format!("{name}  {words}\n"));
+        Ok(Exit::Operational)
+    } else {
+        output::stdout(&format!("{name}  {words}  {url}\n"));
+        Ok(Exit::Success)
+    }
 }
 
 /// `name  running  http://127.0.0.1:8400/mcp` from `status`.
