@@ -90,7 +90,12 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     ]);
     r.ok();
     let url = format!("http://127.0.0.1:{p}/mcp");
-    assert!(r.stdout().starts_with("demo  running  "), "{}", r.stdout());
+    // SPEC §25: `add` waited for the listing and says what it found.
+    assert!(
+        r.stdout().starts_with("demo  running, 1 tool (0 held back)  "),
+        "{}",
+        r.stdout()
+    );
     assert!(r.stdout().contains(&url), "{}", r.stdout());
     let text = std::fs::read_to_string(h.config_dir().join("demo.kdl")).unwrap();
     assert!(
@@ -145,7 +150,7 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     // such server", issue 26).
     h.run(&["reload"]).ok();
     assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
-    let r = h.run(&["start", "later"]);
+    let r = h.run(&["start", "later", "--wait", "0"]);
     r.ok();
     assert!(r.stdout().contains("later: started"), "{}", r.stdout());
     assert_eq!(h.state_of("later").as_deref(), Some("running"));
@@ -208,6 +213,51 @@ fn add_writes_a_starter_sandbox_block_unless_no_sandbox() {
     r.ok();
     let text = std::fs::read_to_string(h.config_dir().join("open.kdl")).unwrap();
     assert!(!text.contains("sandbox"), "{text}");
+}
+
+/// SPEC §25 (issue 39: `add` printed `running` for 9 servers that then
+/// crash-looped): `add` and `start` wait until the server listed its tools
+/// or failed, and say which; a child that exits at once is a failure with
+/// its cause (exit 1), never `running`.
+#[test]
+fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
+    let h = Home::new("xyo");
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    let r = h.run(&["add", "good", "--stdio", "--", mcp.to_str().unwrap(), "--stdio"]);
+    r.ok();
+    assert!(
+        r.stdout().starts_with("good  running, 1 tool (0 held back)  http://127.0.0.1:"),
+        "{}",
+        r.stdout()
+    );
+    let r = h.run(&[
+        "add",
+        "bad",
+        "--stdio",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo 'Error: missing API_TOKEN' >&2; exit 1",
+    ]);
+    assert_eq!(r.code(), 1, "{} {}", r.stdout(), r.stderr());
+    let out = r.stdout();
+    assert!(!out.contains("running"), "{out}");
+    assert!(out.starts_with("bad  crash-looping: "), "{out}");
+    assert!(out.contains("Error: missing API_TOKEN"), "{out}");
+    assert!(out.contains("xyctl status bad"), "{out}");
+
+    h.run(&["stop", "good"]).ok();
+    let r = h.run(&["start", "good"]);
+    r.ok();
+    assert_eq!(r.stdout(), "good: running, 1 tool (0 held back)\n");
+    let r = h.run(&["restart", "good", "bad"]);
+    assert_eq!(r.code(), 1, "{}", r.stdout());
+    let out = r.stdout();
+    assert!(out.contains("good: running, 1 tool (0 held back)\n"), "{out}");
+    assert!(out.contains("bad: crash-looping: "), "{out}");
+    // `--wait 0`: the state at once, as before.
+    h.run(&["stop", "good"]).ok();
+    assert_eq!(h.run(&["start", "good", "--wait", "0"]).ok(), "good: started\n");
 }
 
 #[test]
@@ -542,7 +592,8 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
     assert!(r.stdout().contains("would be created"), "{}", r.stdout());
     assert!(!h.config_dir().join("alpha.kdl").exists(), "dry run wrote");
 
-    let r = h.run(&["import", "claude-desktop", "--file", f]);
+    // Sleepers never answer MCP: nothing to wait for here (`--wait 0`).
+    let r = h.run(&["import", "claude-desktop", "--file", f, "--wait", "0"]);
     r.ok();
     let out = r.stdout();
     assert!(out.contains("My-Gamma (renamed)"), "{out}");
