@@ -260,6 +260,58 @@ fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     assert_eq!(h.run(&["start", "good", "--wait", "0"]).ok(), "good: started\n");
 }
 
+/// SPEC §25 (issue 39: own server added with a relative path crash-looped,
+/// resolved against xyd's directory): `xyctl add mine --stdio -- ./run.sh
+/// serve.conf` from a project directory runs the project's `run.sh` there,
+/// with the project as its working dir.
+#[test]
+fn relative_paths_in_add_resolve_against_the_directory_xyctl_ran_in() {
+    let h = Home::new("xyo");
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    // The script reads a file named relative to its working dir, and execs
+    // a test binary outside the home (not the subject here: no sandbox).
+    std::fs::write(proj.join("serve.conf"), "--stdio\n").unwrap();
+    let script = proj.join("run.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {} $(cat \"$1\")\n", mcp.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = h
+        .cmd(&["add", "mine", "--stdio", "--no-sandbox", "--", "./run.sh", "serve.conf"])
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("mine  running, 1 tool (0 held back)"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(h.config_dir().join("mine.kdl")).unwrap();
+    assert!(
+        text.contains(&format!("command \"{}\"", script.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("working-dir \"{}\"", proj.display())),
+        "{text}"
+    );
+    // From the home directory no working dir is written.
+    let out = h
+        .cmd(&["add", "athome", "--no-start", "--", "/bin/sleep", "300"])
+        .current_dir(h.home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(h.config_dir().join("athome.kdl")).unwrap();
+    assert!(!text.contains("working-dir"), "{text}");
+}
+
 #[test]
 fn remove_keeps_the_file_recoverable() {
     let h = Home::new("xyo");
