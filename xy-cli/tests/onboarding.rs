@@ -279,7 +279,6 @@ fn relative_paths_in_add_resolve_against_the_directory_xyctl_ran_in() {
         format!("#!/bin/sh\nexec {} $(cat \"$1\")\n", mcp.display()),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = h
         .cmd(&["add", "mine", "--stdio", "--no-sandbox", "--", "./run.sh", "serve.conf"])
@@ -701,6 +700,120 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
         std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap(),
         beta
     );
+}
+
+/// A strict streamable-HTTP MCP server (Python's standard library only):
+/// it takes a request only after the session's `notifications/initialized`
+/// and answers `-32600 Received request before initialization was
+/// complete` otherwise, as the Python SDK does; it takes its time to accept
+/// that notification, so a request sent beside it arrives first.
+const STRICT_SERVER: &str = r#"
+import json, sys, threading, time, uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+ready = set()
+lock = threading.Lock()
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None, sid=None):
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(code)
+        if body is not None: self.send_header("Content-Type", "application/json")
+        if sid: self.send_header("Mcp-Session-Id", sid)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_DELETE(self): self.send(200)
+    def do_GET(self): self.send(405)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        sid = self.headers.get("Mcp-Session-Id")
+        m, i = msg.get("method"), msg.get("id")
+        if m == "initialize":
+            sid = uuid.uuid4().hex
+            return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {
+                "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "strict", "version": "1"}}}, sid)
+        if m == "notifications/initialized":
+            time.sleep(0.05)
+            with lock: ready.add(sid)
+            return self.send(202)
+        if i is None: return self.send(202)
+        with lock: ok = sid in ready
+        if not ok:
+            return self.send(400, {"jsonrpc": "2.0", "id": i, "error": {"code": -32600,
+                "message": "Received request before initialization was complete"}})
+        if m == "tools/list":
+            return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {"tools": [
+                {"name": "echo", "inputSchema": {"type": "object"}}]}})
+        self.send(200, {"jsonrpc": "2.0", "id": i, "result": {}})
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// SPEC §25 (issue 39: a strict HTTP server answered `-32600 Received
+/// request before initialization was complete` about one session start in
+/// three): `xyctl connect` delivers the client's `notifications/initialized`
+/// before it sends the next request. A client that writes both at once,
+/// 50 session starts in a row, against [`STRICT_SERVER`]: every
+/// `tools/list` gets its result.
+#[test]
+fn connect_delivers_a_notification_before_the_next_request() {
+    use std::io::{BufRead, BufReader, Write};
+    let h = Home::new("xyo");
+    let p = free_port();
+    let script = h.home().join("strict.py");
+    std::fs::write(&script, STRICT_SERVER).unwrap();
+    h.write_config(
+        "web",
+        &format!(
+            "command \"python3\"\nargs {:?} \"{p}\"\nport {p}\n",
+            script.display().to_string()
+        ),
+    );
+    h.run(&["list"]).ok();
+    // Listed: it answers MCP.
+    wait_for("web listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "web" && e["tool_count"].is_u64())
+    });
+    for round in 0..50 {
+        let mut child = h
+            .cmd(&["connect", "web"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        stdin
+            .write_all(
+                br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+"#,
+            )
+            .unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line.contains("\"result\""), "round {round}: {line}");
+        // Both at once, as an SDK client writes them.
+        stdin
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n",
+            )
+            .unwrap();
+        let answer = loop {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "round {round}: no answer");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 2 {
+                break v;
+            }
+        };
+        assert!(answer.get("result").is_some(), "round {round}: {answer}");
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "round {round}");
+    }
 }
 
 /// SPEC §14: `xyctl connect` driven by the official Python SDK's stdio
