@@ -702,6 +702,109 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
     );
 }
 
+/// A stdio MCP server (Python's standard library only) whose one tool,
+/// `save`, writes the file named in its first argument and, when that
+/// fails, says so only in its tool result (`isError`), as server-memory
+/// does.
+const SAVING_SERVER: &str = r#"
+import json, sys
+target = sys.argv[1]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "saver", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "save", "inputSchema": {"type": "object"}}]}})
+    elif m == "tools/call":
+        try:
+            with open(target, "w") as f: f.write("x")
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "saved"}]}})
+        except OSError as e:
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "Error: " + str(e)}], "isError": True}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25 (issue 39: server-memory's `EACCES … dist/memory.jsonl` came
+/// back in a tool result and `status` said "denials (none since the
+/// spawn)"): a denial a confined server reports only in a tool result is
+/// in `status` — the path, the rule, and the line to add.
+#[test]
+fn a_denial_in_a_tool_result_is_explained_by_status() {
+    use std::io::{BufRead, BufReader, Write};
+    let h = Home::new("xyo");
+    let data = h.home().join("x");
+    std::fs::create_dir_all(&data).unwrap();
+    let script = h.home().join("proj/saver.py");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, SAVING_SERVER).unwrap();
+    let p = free_port();
+    // `~/x` readable, not writable: the write is refused by the sandbox.
+    // The system's python (a pyenv shim would need its own read line).
+    h.write_config(
+        "mine",
+        &format!(
+            "command \"/usr/bin/python3\"\nargs {:?} {:?}\ntransport \"stdio\"\nport {p}\n\
+             sandbox {{\n    read \"~/proj\"\n    read \"~/x\"\n}}\n",
+            script.display().to_string(),
+            data.join("data.json").display().to_string()
+        ),
+    );
+    h.run(&["list"]).ok();
+    wait_for("mine listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "mine" && e["tool_count"].is_u64())
+    });
+    let mut child = h
+        .cmd(&["connect", "mine"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"save","arguments":{}}}
+"#,
+        )
+        .unwrap();
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no answer");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Permission denied"), "{text}");
+    let mut why = String::new();
+    wait_for("the denial in status", Duration::from_secs(10), || {
+        let st: Value =
+            serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
+        why = st["explain"].as_str().unwrap_or_default().to_owned();
+        why.contains("denied")
+    });
+    assert!(
+        why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
+        "{why}"
+    );
+    assert!(why.contains("fix: add `write \"~/x\"` to the sandbox block"), "{why}");
+}
+
 /// A strict streamable-HTTP MCP server (Python's standard library only):
 /// it takes a request only after the session's `notifications/initialized`
 /// and answers `-32600 Received request before initialization was

@@ -31,8 +31,13 @@ const TICK: Duration = Duration::from_millis(250);
 /// What one server came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// It listed its tools for this spawn.
-    Listed { tools: u32, held: u32 },
+    /// It listed its tools for this spawn; `note`: what `status` says
+    /// went wrong meanwhile (a sandbox denial and its fix).
+    Listed {
+        tools: u32,
+        held: u32,
+        note: Option<String>,
+    },
     /// It runs, but xy could not list its tools (`why`), or had not yet
     /// when the wait ended (`None`).
     NotListed { why: Option<String> },
@@ -48,14 +53,15 @@ impl Outcome {
     /// The words after the name: `running, 3 tools (0 held back)`.
     pub(crate) fn words(&self, name: &str, waited: Duration) -> String {
         match self {
-            Outcome::Listed { tools, held } => {
+            Outcome::Listed { tools, held, note } => {
                 let s = if *tools == 1 { "" } else { "s" };
                 let review = if *held > 0 {
                     format!("; review them: xyctl tools review {name}")
                 } else {
                     String::new()
                 };
-                format!("running, {tools} tool{s} ({held} held back{review})")
+                let note = note.as_ref().map(|n| format!("; but {n}")).unwrap_or_default();
+                format!("running, {tools} tool{s} ({held} held back{review}){note}")
             }
             Outcome::NotListed { why: Some(why) } => {
                 format!("running, but xy could not list its tools: {why}")
@@ -82,7 +88,9 @@ impl Outcome {
     /// The colour of [`Outcome::words`].
     pub(crate) fn paint(&self) -> Paint {
         match self {
-            Outcome::Listed { held: 0, .. } => Paint::Green,
+            Outcome::Listed {
+                held: 0, note: None, ..
+            } => Paint::Green,
             Outcome::Listed { .. } | Outcome::NotListed { .. } => Paint::Yellow,
             Outcome::Failed { .. } => Paint::Red,
             Outcome::State(_) => Paint::Dim,
@@ -132,15 +140,17 @@ pub(crate) fn decide(st: &StatusResult, listed: Option<(&str, u32)>) -> Option<O
                 return Some(Outcome::Listed {
                     tools,
                     held: st.entry.tools_held,
+                    note: st.explain.clone(),
                 });
             }
-            st.explain.as_ref().map(|why| Outcome::NotListed {
-                why: Some(
-                    why.strip_prefix("xy could not list its tools: ")
-                        .unwrap_or(why)
-                        .to_owned(),
-                ),
-            })
+            // Any other `explain` of a running server (a denial) is said
+            // with its listing.
+            st.explain
+                .as_ref()
+                .and_then(|why| why.strip_prefix("xy could not list its tools: "))
+                .map(|why| Outcome::NotListed {
+                    why: Some(why.to_owned()),
+                })
         }
         ServerState::Starting => None,
         s @ (ServerState::Stopped | ServerState::Stopping | ServerState::Idle) => {
@@ -321,7 +331,11 @@ mod tests {
         assert_eq!(decide(&st, Some(("2026-12-04T09:59:59.999Z", 3))), None);
         assert_eq!(
             decide(&st, Some(("2026-12-04T10:00:00.500Z", 3))),
-            Some(Outcome::Listed { tools: 3, held: 2 })
+            Some(Outcome::Listed {
+                tools: 3,
+                held: 2,
+                note: None
+            })
         );
     }
 
@@ -345,11 +359,21 @@ mod tests {
     fn words() {
         let d = Duration::from_secs(15);
         assert_eq!(
-            Outcome::Listed { tools: 3, held: 0 }.words("s", d),
+            Outcome::Listed {
+                tools: 3,
+                held: 0,
+                note: None
+            }
+            .words("s", d),
             "running, 3 tools (0 held back)"
         );
         assert_eq!(
-            Outcome::Listed { tools: 1, held: 1 }.words("s", d),
+            Outcome::Listed {
+                tools: 1,
+                held: 1,
+                note: None
+            }
+            .words("s", d),
             "running, 1 tool (1 held back; review them: xyctl tools review s)"
         );
         let st = status_json(
