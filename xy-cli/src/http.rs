@@ -17,7 +17,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// the relay's streams last as long as the server keeps them; one-shot
 /// lookups set theirs per request ([`get_json`]).
 pub(crate) fn agent() -> ureq::Agent {
-    install_tls_provider();
+    xy_core::tls::install_provider();
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
@@ -36,19 +36,6 @@ pub(crate) fn agent() -> ureq::Agent {
 const TLS_PROVIDER: ureq::tls::TlsProvider = ureq::tls::TlsProvider::NativeTls;
 #[cfg(not(target_os = "macos"))]
 const TLS_PROVIDER: ureq::tls::TlsProvider = ureq::tls::TlsProvider::Rustls;
-
-/// rustls without a built-in provider needs one installed once per process.
-#[cfg(not(target_os = "macos"))]
-fn install_tls_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // Err only when another provider was installed first, which is as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-#[cfg(target_os = "macos")]
-fn install_tls_provider() {}
 
 /// The status and the JSON body of `GET url` (`Ok(None)` body: not JSON).
 /// A transport failure (DNS, TLS, timeout) is an `Err` naming the URL.

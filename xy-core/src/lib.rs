@@ -22,6 +22,7 @@
 //!   (SPEC §22).
 //! - [`config`]: the KDL server files and `xy.kdl` — types, validation,
 //!   diagnostics and loading (SPEC §3, §16–§23, remote servers included).
+//! - [`tls`]: the TLS crypto provider both binaries install (not macOS).
 //! - `client` (feature `client`): the one blocking JSON-line client of the
 //!   socket, for `xyctl`, the integration tests and the benches.
 //!
@@ -50,6 +51,7 @@ pub mod paths;
 pub mod protocol;
 pub mod sandbox;
 pub mod time;
+pub mod tls;
 
 /// The version both binaries report and compare (version-skew warning).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -24,7 +24,7 @@ pub(crate) const USER_AGENT: &str = concat!("xy/", env!("CARGO_PKG_VERSION"));
 /// A client builder with xy's TLS, redirect and timeout choices; callers
 /// add per-use settings (a request timeout, pool sizes) and `build()`.
 pub(crate) fn builder() -> reqwest::ClientBuilder {
-    install_tls_provider();
+    xy_core::tls::install_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
@@ -100,19 +100,6 @@ pub(crate) fn proxy_for(matcher: &Matcher, url: &hyper::Uri) -> Option<Intercept
 pub(crate) fn proxy_env() -> Matcher {
     Matcher::from_system()
 }
-
-/// rustls without a default provider needs one installed once per process.
-#[cfg(not(target_os = "macos"))]
-fn install_tls_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // Err only when another provider was installed first, which is as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-#[cfg(target_os = "macos")]
-fn install_tls_provider() {}
 
 #[cfg(test)]
 mod tests {
