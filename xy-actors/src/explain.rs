@@ -214,7 +214,10 @@ fn telling(stderr: &[String]) -> Vec<&str> {
     // its version banner, a property line.
     let noise = |l: &str| {
         let t = l.trim();
-        t == "}" || t == "^" || t.starts_with("Node.js v") || (l.starts_with("  ") && t.ends_with(','))
+        t == "}"
+            || t == "^"
+            || t.starts_with("Node.js v")
+            || (l.starts_with("  ") && t.ends_with(','))
     };
     let mut last: Vec<&str> = stderr
         .iter()
@@ -432,7 +435,10 @@ mod tests {
         };
         assert_eq!(classify(&i), Cause::FileNotFound(Some("/server.py".into())));
         let text = explain(&i, SystemTime::now());
-        assert!(text.starts_with("file not found: /server.py; last stderr: "), "{text}");
+        assert!(
+            text.starts_with("file not found: /server.py; last stderr: "),
+            "{text}"
+        );
         assert!(!text.contains("permission denied"), "{text}");
         let node = lines(&[
             "Error: Cannot find module '/srv/app/server.js'",
@@ -444,7 +450,10 @@ mod tests {
             stderr: &node,
             ..Input::default()
         };
-        assert_eq!(classify(&i), Cause::FileNotFound(Some("data/config.json".into())));
+        assert_eq!(
+            classify(&i),
+            Cause::FileNotFound(Some("data/config.json".into()))
+        );
     }
 
     #[test]
@@ -542,7 +551,9 @@ mod tests {
         let answer = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"EACCES: permission denied, open '/home/me/.local/share/xy/packages/memory/2026.8.31/node_modules/@modelcontextprotocol/server-memory/dist/memory.jsonl'"}],"isError":true}}"#;
         assert_eq!(
             denials_in_tool_error(answer),
-            ["EACCES: permission denied, open '/home/me/.local/share/xy/packages/memory/2026.8.31/node_modules/@modelcontextprotocol/server-memory/dist/memory.jsonl'"]
+            [
+                "EACCES: permission denied, open '/home/me/.local/share/xy/packages/memory/2026.8.31/node_modules/@modelcontextprotocol/server-memory/dist/memory.jsonl'"
+            ]
         );
         let py = br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"Error executing tool write: [Errno 13] Permission denied: '/srv/notes/a.md'\nmore"}],"isError":true}}"#;
         assert_eq!(

@@ -92,7 +92,8 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     let url = format!("http://127.0.0.1:{p}/mcp");
     // SPEC §25: `add` waited for the listing and says what it found.
     assert!(
-        r.stdout().starts_with("demo  running, 1 tool (0 held back)  "),
+        r.stdout()
+            .starts_with("demo  running, 1 tool (0 held back)  "),
         "{}",
         r.stdout()
     );
@@ -223,10 +224,18 @@ fn add_writes_a_starter_sandbox_block_unless_no_sandbox() {
 fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     let h = Home::new("xyo");
     let mcp = xy_testbins::locate::testbin("xy-test-mcp");
-    let r = h.run(&["add", "good", "--stdio", "--", mcp.to_str().unwrap(), "--stdio"]);
+    let r = h.run(&[
+        "add",
+        "good",
+        "--stdio",
+        "--",
+        mcp.to_str().unwrap(),
+        "--stdio",
+    ]);
     r.ok();
     assert!(
-        r.stdout().starts_with("good  running, 1 tool (0 held back)  http://127.0.0.1:"),
+        r.stdout()
+            .starts_with("good  running, 1 tool (0 held back)  http://127.0.0.1:"),
         "{}",
         r.stdout()
     );
@@ -253,11 +262,17 @@ fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     let r = h.run(&["restart", "good", "bad"]);
     assert_eq!(r.code(), 1, "{}", r.stdout());
     let out = r.stdout();
-    assert!(out.contains("good: running, 1 tool (0 held back)\n"), "{out}");
+    assert!(
+        out.contains("good: running, 1 tool (0 held back)\n"),
+        "{out}"
+    );
     assert!(out.contains("bad: crash-looping: "), "{out}");
     // `--wait 0`: the state at once, as before.
     h.run(&["stop", "good"]).ok();
-    assert_eq!(h.run(&["start", "good", "--wait", "0"]).ok(), "good: started\n");
+    assert_eq!(
+        h.run(&["start", "good", "--wait", "0"]).ok(),
+        "good: started\n"
+    );
 }
 
 /// SPEC §25 (issue 39: own server added with a relative path crash-looped,
@@ -281,7 +296,15 @@ fn relative_paths_in_add_resolve_against_the_directory_xyctl_ran_in() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = h
-        .cmd(&["add", "mine", "--stdio", "--no-sandbox", "--", "./run.sh", "serve.conf"])
+        .cmd(&[
+            "add",
+            "mine",
+            "--stdio",
+            "--no-sandbox",
+            "--",
+            "./run.sh",
+            "serve.conf",
+        ])
         .current_dir(&proj)
         .output()
         .unwrap();
@@ -793,8 +816,7 @@ fn a_denial_in_a_tool_result_is_explained_by_status() {
     assert!(text.contains("Permission denied"), "{text}");
     let mut why = String::new();
     wait_for("the denial in status", Duration::from_secs(10), || {
-        let st: Value =
-            serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
+        let st: Value = serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
         why = st["explain"].as_str().unwrap_or_default().to_owned();
         why.contains("denied")
     });
@@ -802,7 +824,10 @@ fn a_denial_in_a_tool_result_is_explained_by_status() {
         why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
         "{why}"
     );
-    assert!(why.contains("fix: add `write \"~/x\"` to the sandbox block"), "{why}");
+    assert!(
+        why.contains("fix: add `write \"~/x\"` to the sandbox block"),
+        "{why}"
+    );
 }
 
 /// A strict streamable-HTTP MCP server (Python's standard library only):
@@ -907,7 +932,10 @@ fn connect_delivers_a_notification_before_the_next_request() {
             .unwrap();
         let answer = loop {
             line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "round {round}: no answer");
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "round {round}: no answer"
+            );
             let v: Value = serde_json::from_str(&line).unwrap();
             if v["id"] == 2 {
                 break v;

@@ -509,7 +509,10 @@ pub fn fix_for(rules: &Rules, denied: &Denied, home: &Path) -> Option<String> {
             if let Some(dir) = missing {
                 fix.push_str(&format!("create {} first, then ", tilde(&dir, home)));
             }
-            fix.push_str(&format!("add `write {}` to the sandbox block", quoted(&target)));
+            fix.push_str(&format!(
+                "add `write {}` to the sandbox block",
+                quoted(&target)
+            ));
             if inside_code {
                 fix.push_str(
                     " (it is inside what the server may only read, such as its own \
@@ -846,9 +849,15 @@ mod tests {
         let fix = fix_for(&rules, &Denied::Write(file), home).unwrap();
         let _ = std::fs::remove_dir_all(&tmp);
         assert!(
-            fix.starts_with(&format!("add `write {:?}` to the sandbox block", pkg.display().to_string())),
+            fix.starts_with(&format!(
+                "add `write {:?}` to the sandbox block",
+                pkg.display().to_string()
+            )),
             "{fix}"
         );
-        assert!(fix.contains("inside what the server may only read"), "{fix}");
+        assert!(
+            fix.contains("inside what the server may only read"),
+            "{fix}"
+        );
     }
 }

@@ -247,14 +247,22 @@ fn add_remote(
 /// After the reload (SPEC §25): `name  running, 3 tools (0 held back)
 /// http://127.0.0.1:8400/mcp` once the server listed its tools, or the
 /// failure with its cause (exit 1); with `--wait 0`, the state at once.
-fn report(c: &mut Client, ctx: &Ctx, name: &str, port: u16, wait: Duration) -> Result<Exit, Failure> {
+fn report(
+    c: &mut Client,
+    ctx: &Ctx,
+    name: &str,
+    port: u16,
+    wait: Duration,
+) -> Result<Exit, Failure> {
     if wait.is_zero() {
         output::stdout(&state_line(c, name, port)?);
         return Ok(Exit::Success);
     }
     let found = outcome::wait(c, &[name.to_owned()], wait)?;
     let (_, o, st) = found.into_iter().next().expect("one name, one outcome");
-    let url = st.as_ref().map_or_else(|| fallback_url(port), |s| server_url(&s.entry));
+    let url = st
+        .as_ref()
+        .map_or_else(|| fallback_url(port), |s| server_url(&s.entry));
     let words = ctx.out.paint(&o.words(name, wait), o.paint());
     if o.failed() {
         output::stdout(&format!("{name}  {words}\n"));

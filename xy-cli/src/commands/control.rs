@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use xy_core::protocol::{RestartResult, StartResult, StopResult, TargetParams, method};
 
+use super::outcome;
 use crate::cli::Targets;
 use crate::ctx::{CONTROL_TIMEOUT, Ctx};
 use crate::error::{Exit, Failure};
-use super::outcome;
 use crate::{daemon_conn, output, render};
 
 #[derive(Debug, Clone, Copy)]
@@ -30,12 +30,7 @@ pub(crate) fn params(t: &Targets) -> TargetParams {
     }
 }
 
-pub(crate) fn run(
-    ctx: &Ctx,
-    action: Action,
-    t: &Targets,
-    wait: Duration,
-) -> Result<Exit, Failure> {
+pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets, wait: Duration) -> Result<Exit, Failure> {
     let mut client = daemon_conn::connect(ctx)?;
     let p = params(t);
     let mut exit = Exit::Success;
@@ -49,7 +44,12 @@ pub(crate) fn run(
             if wait.is_zero() {
                 render::render_start(&r, &ctx.out)
             } else {
-                let names: Vec<String> = r.started.iter().chain(&r.already_running).cloned().collect();
+                let names: Vec<String> = r
+                    .started
+                    .iter()
+                    .chain(&r.already_running)
+                    .cloned()
+                    .collect();
                 let (text, e) = outcomes(&mut client, &names, wait, &ctx.out)?;
                 if e != Exit::Success {
                     exit = e;

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use xy_core::client::{Client, ClientError};
 use xy_core::protocol::{
     EventsResult, NameParams, ServerState, StatusResult,
-    mcp::{ToolsParams, ToolsResult}, method,
+    mcp::{ToolsParams, ToolsResult},
+    method,
 };
 
 use crate::ctx::READ_TIMEOUT;
@@ -60,7 +61,10 @@ impl Outcome {
                 } else {
                     String::new()
                 };
-                let note = note.as_ref().map(|n| format!("; but {n}")).unwrap_or_default();
+                let note = note
+                    .as_ref()
+                    .map(|n| format!("; but {n}"))
+                    .unwrap_or_default();
                 format!("running, {tools} tool{s} ({held} held back{review}){note}")
             }
             Outcome::NotListed { why: Some(why) } => {
@@ -78,9 +82,7 @@ impl Outcome {
                 };
                 format!("{what}: {why} (see `xyctl status {name}` and `xyctl logs {name}`)")
             }
-            Outcome::State(ServerState::Idle) => {
-                "idle (starts at its first request)".to_owned()
-            }
+            Outcome::State(ServerState::Idle) => "idle (starts at its first request)".to_owned(),
             Outcome::State(s) => s.as_str().to_owned(),
         }
     }
@@ -89,7 +91,9 @@ impl Outcome {
     pub(crate) fn paint(&self) -> Paint {
         match self {
             Outcome::Listed {
-                held: 0, note: None, ..
+                held: 0,
+                note: None,
+                ..
             } => Paint::Green,
             Outcome::Listed { .. } | Outcome::NotListed { .. } => Paint::Yellow,
             Outcome::Failed { .. } => Paint::Red,
@@ -105,7 +109,10 @@ impl Outcome {
 
 /// `name: running, 3 tools (0 held back)`, one line.
 pub(crate) fn line(name: &str, o: &Outcome, waited: Duration, style: &Style) -> String {
-    format!("{name}: {}\n", style.paint(&o.words(name, waited), o.paint()))
+    format!(
+        "{name}: {}\n",
+        style.paint(&o.words(name, waited), o.paint())
+    )
 }
 
 /// When the current spawn began: the newest transition into `starting`.
@@ -123,10 +130,7 @@ pub(crate) fn decide(st: &StatusResult, listed: Option<(&str, u32)>) -> Option<O
     match st.entry.state {
         ServerState::Failed | ServerState::Restarting => Some(Outcome::Failed {
             state: st.entry.state,
-            why: st
-                .explain
-                .clone()
-                .unwrap_or_else(|| describe_last_exit(st)),
+            why: st.explain.clone().unwrap_or_else(|| describe_last_exit(st)),
         }),
         ServerState::Running => {
             // RFC 3339 with milliseconds, both from xyd's clock: the text
@@ -282,12 +286,8 @@ fn tools_listed(c: &mut Client, name: &str) -> Result<Option<(String, u32)>, Fai
         }),
         READ_TIMEOUT,
     )?;
-    Ok(r.current.map(|v| {
-        (
-            v.ts,
-            u32::try_from(v.tools.len()).unwrap_or(u32::MAX),
-        )
-    }))
+    Ok(r.current
+        .map(|v| (v.ts, u32::try_from(v.tools.len()).unwrap_or(u32::MAX))))
 }
 
 /// The exit a set of outcomes makes: 1 when any failed.
@@ -303,7 +303,11 @@ pub(crate) fn exit_of<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> Ex
 mod tests {
     use super::*;
 
-    fn status_json(state: &str, explain: Option<&str>, transitions: &[(&str, &str)]) -> StatusResult {
+    fn status_json(
+        state: &str,
+        explain: Option<&str>,
+        transitions: &[(&str, &str)],
+    ) -> StatusResult {
         let t: Vec<serde_json::Value> = transitions
             .iter()
             .map(|(to, ts)| serde_json::json!({"from": "stopped", "to": to, "ts": ts, "reason": "r"}))
@@ -324,7 +328,10 @@ mod tests {
         let st = status_json(
             "running",
             None,
-            &[("starting", "2026-12-04T10:00:00.000Z"), ("running", "2026-12-04T10:00:00.010Z")],
+            &[
+                ("starting", "2026-12-04T10:00:00.000Z"),
+                ("running", "2026-12-04T10:00:00.010Z"),
+            ],
         );
         assert_eq!(decide(&st, None), None);
         // The previous spawn's listing.
@@ -349,7 +356,10 @@ mod tests {
         let o = decide(&st, None).unwrap();
         assert!(o.failed());
         let w = o.words("s", Duration::from_secs(15));
-        assert!(w.starts_with("crash-looping: exited immediately with code 1"), "{w}");
+        assert!(
+            w.starts_with("crash-looping: exited immediately with code 1"),
+            "{w}"
+        );
         assert!(!w.contains("running"), "{w}");
         let st = status_json("failed", None, &[]);
         assert!(decide(&st, None).unwrap().failed());

@@ -257,7 +257,10 @@ fn with_install_scripts(lock: &str) -> Vec<String> {
     let mut names: Vec<String> = packages
         .iter()
         .filter(|(k, p)| {
-            !k.is_empty() && p.get("hasInstallScript").and_then(serde_json::Value::as_bool) == Some(true)
+            !k.is_empty()
+                && p.get("hasInstallScript")
+                    .and_then(serde_json::Value::as_bool)
+                    == Some(true)
         })
         .map(|(k, _)| {
             k.rsplit_once("node_modules/")

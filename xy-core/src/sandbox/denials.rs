@@ -608,7 +608,9 @@ mod tests {
             panic!()
         };
         assert!(
-            what.starts_with("creating a socket (the child said \"socket() failed: Permission denied"),
+            what.starts_with(
+                "creating a socket (the child said \"socket() failed: Permission denied"
+            ),
             "{what}"
         );
         assert_eq!(
