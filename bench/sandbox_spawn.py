@@ -12,7 +12,11 @@ kernel's restriction are inside it).
 
 The table gives p50 and p99 of each and the added p50 (target <= 5 ms).
 
-usage: python3 bench/sandbox_spawn.py [--rounds 200]
+`--block starter` confines `boxed` with what `xyctl add` writes for an npx
+server instead (SPEC §25: `write "~/.npm"`, `network "any"`; a private
+HOME, the built environment, Unix sockets with scoped abstract ones).
+
+usage: python3 bench/sandbox_spawn.py [--rounds 200] [--block none|starter]
        (builds `cargo build --release -p xy-daemon -p xy-testbins --bins`
        unless XYBENCH_NO_BUILD=1; XY_BENCH_PROFILE=debug uses debug builds)
 """
@@ -98,7 +102,12 @@ def pct(xs, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--block", choices=["none", "starter"], default="none")
     args = ap.parse_args()
+    blocks = {
+        "none": 'sandbox {\n    network "none"\n}\n',
+        "starter": 'sandbox {\n    write "~/.npm"\n    network "any"\n}\n',
+    }
     if PROFILE == "release" and not os.environ.get("XYBENCH_NO_BUILD"):
         subprocess.run(["cargo", "build", "--release", "-p", "xy-daemon", "-p", "xy-testbins",
                         "--bins"], cwd=ROOT, check=True)
@@ -110,12 +119,13 @@ def main():
         f.write("gateway {\n    port 0\n}\n")
     ports = {"plain": free_port(), "boxed": free_port()}
     for name, port in ports.items():
-        block = 'sandbox {\n    network "none"\n}\n' if name == "boxed" else ""
+        block = blocks[args.block] if name == "boxed" else ""
         with open(os.path.join(servers, f"{name}.kdl"), "w") as f:
             f.write(f'command "{child}"\nargs "--port" "{port}" "--tools" "echo"\n'
                     f'port {port}\nworking-dir "{tmp}"\n{block}')
     env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(tmp, "c"),
-               XDG_STATE_HOME=os.path.join(tmp, "s"), XY_SOCKET=os.path.join(tmp, "x.sock"),
+               XDG_STATE_HOME=os.path.join(tmp, "s"), XDG_DATA_HOME=os.path.join(tmp, "d"),
+               XY_SOCKET=os.path.join(tmp, "x.sock"),
                XY_LOG="warn")
     env.pop("XDG_RUNTIME_DIR", None)
     xyd = subprocess.Popen([os.path.join(BIN, "xyd")], env=env,

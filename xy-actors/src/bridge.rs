@@ -108,8 +108,14 @@ pub(crate) enum BridgeMsg {
     },
     /// A new child (spawn number `run`).
     Attach { run: u64, io: ChildStdio },
-    /// One message from the child's stdout.
-    ChildLine { run: u64, msg: Value },
+    /// One message from the child's stdout. `held` (each `Child*`): its
+    /// share of what the reader may have handed over, given back when the
+    /// message is dropped after its handling.
+    ChildLine {
+        run: u64,
+        msg: Value,
+        _held: child::Held,
+    },
     /// The child's answer to request `id` (its id at `at` in `line`), unparsed.
     ChildAnswer {
         run: u64,
@@ -117,13 +123,19 @@ pub(crate) enum BridgeMsg {
         line: Vec<u8>,
         at: std::ops::Range<usize>,
         said: raw::Said,
+        _held: child::Held,
     },
     /// The child's stdout closed.
-    ChildEof { run: u64 },
+    ChildEof { run: u64, _held: child::Held },
     /// A handshake step of spawn `run` has had no answer for a while.
     HandshakeTimeout { run: u64, id: u64 },
     /// A client POST.
     Post(Box<Post>),
+    /// A client POST xy cannot read exactly (SPEC §24): refused `400`/
+    /// `-32700`, never forwarded, and a call record when it may have been
+    /// a `tools/call` (its `msg` then names the tool as far as it could be
+    /// made out).
+    Unreadable { post: Box<Post>, why: String },
     /// A 2025 session's GET stream.
     Listen {
         session: String,
@@ -143,6 +155,9 @@ pub(crate) enum BridgeMsg {
     /// The firewall's new verdicts (from the ServerActor): clients are
     /// told when the visible set changed.
     Firewall(Arc<Verdicts>),
+    /// The ServerActor asks xy's own listing of the child again (an
+    /// approval named an item xy's latest listing does not have).
+    Relist,
     /// Fault injection (unit tests): panic in the handler.
     #[cfg(test)]
     InjectPanic,
@@ -178,6 +193,9 @@ pub(crate) struct BridgeArgs {
     /// Bytes of POST bodies read ahead of the actor ([`http::BODIES`]),
     /// shared by its own port and the gateway.
     pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Its exchanges' queue totals ([`route::outbox`]), shared with the
+    /// gateway's endpoint and read by `status`.
+    pub(crate) flow: Arc<route::outbox::Flow>,
     /// The firewall's verdicts as the ServerActor last published them.
     pub(crate) verdicts: Arc<Verdicts>,
 }
@@ -193,6 +211,7 @@ pub(crate) struct BridgeState {
     owner: Box<dyn Owner>,
     idle_stop: Option<Duration>,
     bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    flow: Arc<route::outbox::Flow>,
     /// The last request that did work, or busy tick (in flight, streams).
     last_activity: Instant,
     listening: Option<crate::http::edge::Listening>,
@@ -244,6 +263,7 @@ impl Actor for BridgeActor {
             owner: args.owner,
             idle_stop: args.idle_stop,
             bodies: args.bodies,
+            flow: args.flow,
             last_activity: Instant::now(),
             listening: None,
             child: None,
@@ -277,8 +297,9 @@ impl Actor for BridgeActor {
                     path: st.path.clone(),
                     actor: myself.clone(),
                     bodies: std::sync::Arc::clone(&st.bodies),
+                    flow: Arc::clone(&st.flow),
                 };
-                match http::serve(listener, ep) {
+                match http::serve(listener, &st.name, ep) {
                     Ok(l) => {
                         tracing::info!(server = %st.name, url = %xy_core::protocol::endpoint_url(st.port, &st.path), "stdio bridge listening");
                         st.listening = Some(l);
@@ -309,7 +330,7 @@ impl Actor for BridgeActor {
                 st.hs.relearn();
             }
             BridgeMsg::Attach { run, io } => st.attach(&myself, run, io),
-            BridgeMsg::ChildLine { run, msg } => {
+            BridgeMsg::ChildLine { run, msg, .. } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run) {
                     st.on_child(&myself, msg);
                 }
@@ -320,6 +341,7 @@ impl Actor for BridgeActor {
                 line,
                 at,
                 said,
+                ..
             } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run)
                     && st.job.as_ref().is_some_and(|j| j.id == id)
@@ -334,7 +356,7 @@ impl Actor for BridgeActor {
                     st.on_child(&myself, msg);
                 }
             }
-            BridgeMsg::ChildEof { run } => {
+            BridgeMsg::ChildEof { run, .. } => {
                 if st.child.as_ref().is_some_and(|c| c.run == run) {
                     st.detach("its process exited");
                 }
@@ -356,6 +378,7 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Post(post) => st.on_post(post),
+            BridgeMsg::Unreadable { post, why } => st.unreadable(post, &why),
             BridgeMsg::Listen {
                 session,
                 outbox,
@@ -386,6 +409,7 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Firewall(v) => st.set_verdicts(v),
+            BridgeMsg::Relist => st.start_listing(),
             #[cfg(test)]
             BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),
         }
@@ -487,6 +511,9 @@ impl BridgeState {
             return;
         }
         let (action, own) = self.router.on_child(msg);
+        if std::mem::take(&mut self.router.relist) {
+            self.start_listing();
+        }
         match action {
             route::ChildAction::Nothing => {}
             route::ChildAction::ToChild(msgs) => {

@@ -94,7 +94,10 @@ impl Engine {
     pub async fn start(configs: ConfigSet, opts: EngineOptions) -> Result<Engine, EngineError> {
         let spawner = Arc::new(RealSpawner {
             run_dir: opts.run_dir.clone(),
-            sandbox: crate::os::sandbox::SandboxEnv::new(opts.sandbox_dir.clone()),
+            sandbox: crate::os::sandbox::SandboxEnv::new(
+                opts.sandbox_dir.clone(),
+                opts.server_data_dir.clone(),
+            ),
         });
         Engine::start_with(configs, opts, spawner).await
     }
@@ -105,7 +108,10 @@ impl Engine {
         opts: EngineOptions,
         spawner: Arc<dyn ChildSpawner>,
     ) -> Result<Engine, EngineError> {
-        let sandbox_env = crate::os::sandbox::SandboxEnv::new(opts.sandbox_dir.clone());
+        let sandbox_env = crate::os::sandbox::SandboxEnv::new(
+            opts.sandbox_dir.clone(),
+            opts.server_data_dir.clone(),
+        );
         for dir in [&opts.log_dir, &opts.run_dir] {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot create directory");

@@ -189,7 +189,7 @@ fn listen(
             async move { Ok::<_, Infallible>(handle(req, &shared).await) }
         })
     };
-    crate::http::edge::listen(listener, service)
+    crate::http::edge::listen(listener, crate::http::edge::Behind::Gateway, service)
 }
 
 /// `/<name>/mcp` → `name`.
@@ -215,6 +215,23 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<HttpBody> {
     };
     let name = name.to_owned();
     let name = name.as_str();
+    // The edge put the connection's reach here (SPEC §24): a sandboxed
+    // server's process is served only the servers its `reach` lines name.
+    // None at all is refused too (fail closed).
+    let reach = req.extensions().get::<Arc<crate::http::edge::Reach>>();
+    if !reach.is_some_and(|r| r.allows(name)) {
+        let who = reach.map_or_else(|| "an unidentified process".to_owned(), |r| r.who());
+        tracing::info!(server = %name, %who, "gateway request from a sandboxed server refused");
+        return error(
+            StatusCode::FORBIDDEN,
+            -32600,
+            format!(
+                "xy: {who} may not reach server {name} (its sandbox block has no \
+                 reach \"{name}\")"
+            ),
+            Some(json!({"server": name})),
+        );
+    }
     // The borrow ends before any await (`watch` holds a read lock).
     let found = {
         let routes = shared.routes.borrow();

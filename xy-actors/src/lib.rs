@@ -46,11 +46,13 @@
 //! The ground (shared vocabulary, no actor, imports no wing):
 //!
 //! * `mcp`: what an MCP message is to xy: listings, report, verdicts,
-//!   call records, `_meta` keys and the one id helper.
+//!   call records, `_meta` keys, the one id helper, and the one strict
+//!   reader of a message (`strict`, SPEC §24).
 //! * `http`: what an HTTP exchange is: the body type and limits, header
 //!   names, the outbound client, the admission edge.
-//! * `os`: process groups, records, ports, peers, limits, resources,
-//!   spawn errors, the sandbox and its egress proxy.
+//! * `os`: process groups and trees, records, ports, peers (and which
+//!   server a peer process belongs to), limits, resources, spawn errors,
+//!   the sandbox and its egress proxy.
 //! * `calls`: the call records, in memory and on disk. `ledger`: the tool
 //!   ledger file. `logs`: what a log reader sees. `secrets`: secret
 //!   lookups at each spawn.
@@ -95,4 +97,6 @@ pub use os::group::become_subreaper;
 pub use os::limits::{NofileLimit, raise_nofile_limit};
 pub use os::ports::PortHolder;
 pub use os::records::{SweptOrphan, sweep_orphans, sweep_orphans_reporting};
+pub use os::sandbox::is_confined_process;
+pub use os::tree::reap_adopted_forever;
 pub use server::failure::{SecretFailure, SpawnFailure};

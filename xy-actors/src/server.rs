@@ -151,6 +151,8 @@ pub(crate) enum ServerMsg {
         /// The names approved, or the names the server does not list.
         reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
     },
+    /// A parked `tools_approve` waited long enough for a new listing.
+    ApproveTimeout(u64),
     /// `tools_deny`: the named items are held back until approved.
     ToolsDeny {
         /// Tool or prompt names.
@@ -351,6 +353,8 @@ pub(crate) struct ServerActorState {
     upstream: Option<Arc<crate::remote::Upstream>>,
     /// A remote server's own port, while connected.
     remote_port: Option<remote::RemotePort>,
+    /// Approvals waiting for the listing they asked for.
+    parked: firewall::Parked,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -467,6 +471,7 @@ impl Actor for ServerActor {
             credentials_for: args.credentials_for,
             upstream: None,
             remote_port: None,
+            parked: firewall::Parked::default(),
         };
         st.ensure_bridge(&myself).await;
         st.publish();
@@ -551,12 +556,9 @@ impl Actor for ServerActor {
             }
             ServerMsg::Listed(listing) => st.on_listed(*listing),
             ServerMsg::ToolsApprove { names, all, reply } => {
-                let r = st.mcp.approve(&names, all, SystemTime::now());
-                st.firewall_changed(Vec::new());
-                if !reply.is_closed() {
-                    let _ = reply.send(r);
-                }
+                st.tools_approve(&myself, names, all, reply);
             }
+            ServerMsg::ApproveTimeout(id) => st.approve_timeout(id),
             ServerMsg::ToolsDeny { names, reply } => {
                 let r = st.mcp.deny(&names, SystemTime::now());
                 st.firewall_changed(Vec::new());

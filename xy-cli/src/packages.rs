@@ -287,6 +287,46 @@ pub(crate) fn check_age(
     Ok(())
 }
 
+/// The newest publish time `min-age` allows for a dependency, and the
+/// `min-age` it comes from (for the message that names a dependency).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cutoff {
+    pub(crate) at: SystemTime,
+    pub(crate) min_age: Duration,
+}
+
+impl Cutoff {
+    /// `now - min_age`; `None` for a zero `min-age` (nothing to hold back).
+    pub(crate) fn of(min_age: Duration, now: SystemTime) -> Option<Cutoff> {
+        (!min_age.is_zero()).then(|| Cutoff {
+            at: now.checked_sub(min_age).unwrap_or(SystemTime::UNIX_EPOCH),
+            min_age,
+        })
+    }
+
+    /// The refusal for dependency `what`, published at `published`
+    /// (`None`: the registry gives no time).
+    pub(crate) fn too_new(&self, what: &str, published: Option<SystemTime>) -> Failure {
+        let when = match published {
+            Some(p) => format!(
+                "was published {} ({} ago)",
+                xy_core::time::rfc3339_ms(p),
+                human_age(SystemTime::now().duration_since(p).unwrap_or_default())
+            ),
+            None => "has no publish time in the registry".to_owned(),
+        };
+        Failure::new(
+            Exit::Operational,
+            format!(
+                "the dependency {what} {when}, newer than min-age {} allows (published before \
+                 {}); nothing was installed (wait, pick an older version, or pass --allow-fresh)",
+                humantime::format_duration(self.min_age),
+                xy_core::time::rfc3339_ms(self.at),
+            ),
+        )
+    }
+}
+
 /// `3d 4h`, `5m`: the two largest units of an age.
 fn human_age(d: Duration) -> String {
     let s = d.as_secs();
@@ -329,9 +369,15 @@ pub(crate) fn install(
         .join(INSTALL_RECORD)
         .exists()
         .then_some(target.as_path());
+    // Every dependency a fresh resolution picks must be older than
+    // min-age too (SPEC §24): npm resolves before the date, PyPI's files
+    // are checked one by one.
+    let before = (!flags.allow_fresh)
+        .then(|| Cutoff::of(min_age(paths, flags), SystemTime::now()))
+        .flatten();
     let built = match r.pkg.ecosystem {
-        Ecosystem::Npm => npm::install(&tmp, &target, previous, r, flags),
-        Ecosystem::Pypi => pypi::install(&tmp, &target, previous, r),
+        Ecosystem::Npm => npm::install(&tmp, &target, previous, r, flags, before.as_ref()),
+        Ecosystem::Pypi => pypi::install(&tmp, &target, previous, r, before.as_ref()),
     };
     let built = match built {
         Ok(b) => b,

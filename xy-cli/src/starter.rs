@@ -17,8 +17,11 @@
 //!   is code and readable; a script (`.js`, `.py`, …) makes its project
 //!   readable (the nearest directory above it with `package.json`,
 //!   `pyproject.toml` or `node_modules`, so its dependencies load); any
-//!   other file is writable (a database, a memory file); an `env` value
-//!   naming a file that does not exist yet makes its directory writable;
+//!   other file named in the arguments is readable, never writable (SPEC
+//!   §25: the system `chromium`, a `--pypi` install's entry script — an
+//!   argument naming a file says nothing about writing it); a file named
+//!   in an `env` value is writable (`MEMORY_FILE_PATH`: the server's data),
+//!   and one that does not exist yet makes its directory writable;
 //! - `network "any"`: network rules break servers in ways a starter
 //!   cannot guess; the comment says how to narrow it.
 //!
@@ -211,7 +214,8 @@ fn named_path(
         Kind::Dir if code => s.read.push(path),
         Kind::Dir => s.write.push(path),
         Kind::File if is_script(&path) => s.read.push(project_of(&path, home, kind)),
-        Kind::File => s.write.push(path),
+        Kind::File if from_env => s.write.push(path),
+        Kind::File => s.read.push(path),
         Kind::Missing if from_env => {
             if let Some(parent) = path.parent()
                 && kind(parent) == Kind::Dir
@@ -307,8 +311,9 @@ pub(crate) fn render_block(s: &Starter, home: &Path, by: &str) -> String {
     let mut out = String::from("\n");
     out.push_str(&format!(
         "// Starter sandbox from `{by}`: besides what is below, the server may read the\n\
-         // system and its program's directories and write its working dir and a private\n\
-         // TMPDIR; the rest of the home directory is out of reach. When it breaks, the\n\
+         // system and its program's directories (a venv whole) and write its working\n\
+         // dir, a private TMPDIR and its own HOME (~/.local/share/xy/data/<name>); the\n\
+         // rest of your home directory is out of reach. When it breaks, the\n\
          // `why` in `xyctl status` names the path: add a read or write line for it.\n\
          // `network \"none\"` (or \"allow\" with allow-host lines) also cuts the network.\n"
     ));
@@ -445,7 +450,7 @@ mod tests {
     }
 
     #[test]
-    fn scripts_make_their_project_readable_and_data_files_writable() {
+    fn scripts_make_their_project_readable_and_argument_files_only_readable() {
         let s = run(
             "node",
             &[
@@ -461,11 +466,34 @@ mod tests {
                 "/home/me/work/local.json",
             ],
         );
-        assert_eq!(paths(&s.read), ["/home/me/srv"]);
         assert_eq!(
-            paths(&s.write),
-            ["/home/me/data/app.sqlite", "/home/me/work/local.json"]
+            paths(&s.read),
+            [
+                "/home/me/srv",
+                "/home/me/data/app.sqlite",
+                "/home/me/work/local.json"
+            ]
         );
+        assert!(s.write.is_empty(), "{:?}", s.write);
+        // An executable and an entry script named in the arguments stay
+        // read-only (issue 39: the system chromium, a --pypi entry point).
+        let s = run(
+            "npx",
+            &[
+                "@playwright/mcp",
+                "--executable-path",
+                "/usr/bin/chromium",
+                "/home/me/.local/share/xy/packages/t/1/venv/bin/mcp-server-time",
+            ],
+            &[],
+            &[
+                "/home/me/.npm/",
+                "/usr/bin/chromium",
+                "/home/me/.local/share/xy/packages/t/1/venv/bin/mcp-server-time",
+            ],
+        );
+        assert_eq!(paths(&s.write), ["/home/me/.npm"]);
+        assert!(s.read.iter().any(|p| p == Path::new("/usr/bin/chromium")));
         // No marker: the script's own directory.
         let s = run(
             "python3",

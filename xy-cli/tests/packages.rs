@@ -449,6 +449,87 @@ fn pypi_install_is_hash_pinned_and_answers() {
     });
 }
 
+/// `min-age` covers the dependencies too (SPEC §24): with a cutoff just
+/// after `mcp-server-time==2026.10.19` was uploaded, every wheel in the lock
+/// was uploaded before it, though newer releases of its dependencies exist.
+#[test]
+fn pypi_dependencies_are_older_than_min_age() {
+    if registry_unreachable(
+        "pypi_dependencies_are_older_than_min_age",
+        Command::new("python3").args([
+            "-c",
+            "import urllib.request; urllib.request.urlopen('https://pypi.org/pypi/mcp-server-time/json', timeout=20)",
+        ]),
+    ) {
+        return;
+    }
+    // The top was uploaded 2026-10-19T06:48Z; the cutoff lands on 2026-10-20.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 1_792_454_400;
+    let days = since / 86_400;
+    let cutoff = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - days * 86_400;
+    let w = World::new("xypa");
+    w.run(&[
+        "--no-spawn",
+        "add",
+        "tm",
+        "--pypi",
+        "mcp-server-time==2026.10.19",
+        "--yes",
+        "--min-age",
+        &format!("{days}d"),
+        "--port",
+        &port(),
+    ])
+    .ok();
+    let lock = w
+        .packages("tm")
+        .join("2026.10.19")
+        .join("requirements.lock");
+    let check = r##"
+import json, sys, urllib.request, datetime
+cutoff = datetime.datetime.fromtimestamp(int(sys.argv[2]), datetime.timezone.utc)
+late = []
+for line in open(sys.argv[1]):
+    if line.startswith("#") or "==" not in line:
+        continue
+    name, version = line.split()[0].split("==")
+    try:
+        doc = json.load(urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=30))
+        files = doc["releases"][version]
+    except Exception as e:
+        late.append(f"{name}=={version}: {e}")
+        continue
+    up = min(datetime.datetime.fromisoformat(f["upload_time_iso_8601"].replace("Z", "+00:00")) for f in files)
+    if up > cutoff and not name.startswith("mcp_server_time"):
+        late.append(f"{name}=={version} {up.isoformat()}")
+print("\n".join(late))
+"##;
+    let out = Command::new("python3")
+        .args(["-c", check])
+        .arg(&lock)
+        .arg(cutoff.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let late = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        late.trim().is_empty(),
+        "newer than min-age in the lock:\n{late}"
+    );
+}
+
 /// `--registry server.json`: the npm package it names, its arguments and
 /// plain variables, and a `secrets` placeholder for the secret one.
 #[test]

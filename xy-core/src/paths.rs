@@ -140,6 +140,12 @@ impl Paths {
         self.state_dir.join("sandbox").join(name).join("tmp")
     }
 
+    /// `<data dir>/data`: the private home and data dirs of sandboxed
+    /// servers, `<name>` each (SPEC §25), out of every other server's reach.
+    pub fn server_data_root(&self) -> PathBuf {
+        self.data_dir.join("data")
+    }
+
     /// `<data dir>/packages/<name>`: every installed version of one
     /// server's pinned package (SPEC §22).
     pub fn packages_root(&self, name: &str) -> PathBuf {

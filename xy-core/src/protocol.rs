@@ -415,6 +415,11 @@ pub struct StatusResult {
     /// `null` for a server xy runs. Never a header's value.
     #[serde(default)]
     pub remote: Option<RemoteStatus>,
+    /// Notifications from the server's child that xy dropped because a
+    /// client's queue was full (SPEC §24 "Bounded children"); 0 for a
+    /// server without a stdio bridge.
+    #[serde(default)]
+    pub dropped_notifications: u64,
 }
 
 /// One recorded change of [`HealthState`].
@@ -498,7 +503,8 @@ pub struct StartResult {
     /// Servers that were already running (or starting).
     pub already_running: Vec<String>,
     /// Servers whose start a stop overtook before it could spawn (they are
-    /// `stopped`). Absent when empty, as before it existed.
+    /// `stopped`). Absent when empty: the seed's table fixes `start`'s
+    /// result as `{started, already_running}` (D184).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cancelled: Vec<String>,
 }
@@ -518,7 +524,8 @@ pub struct RestartResult {
     /// Servers stopped (if running) and started again.
     pub restarted: Vec<String>,
     /// Servers whose restart a stop overtook before the new child could
-    /// spawn (they are `stopped`). Absent when empty, as before it existed.
+    /// spawn (they are `stopped`). Absent when empty: the seed's table fixes
+    /// `restart`'s result as `{restarted}` (D184).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cancelled: Vec<String>,
 }

@@ -115,6 +115,82 @@ pub struct SandboxConfig {
     pub network: NetworkMode,
     /// `allow-host` lines (only with [`NetworkMode::Allow`]).
     pub allow_hosts: Vec<HostPort>,
+    /// `reach "<server>"` lines: the servers this one's processes may use
+    /// through xy's listeners (SPEC §24); none by default.
+    pub reach: Vec<String>,
+    /// `env-pass "NAME"` lines: variables of xyd's environment the child
+    /// gets besides [`passes_env`]'s fixed list (SPEC §24).
+    pub env_pass: Vec<String>,
+}
+
+/// The variables of xyd's own environment a confined child inherits
+/// (SPEC §24): what programs need to find programs, say who they run as,
+/// speak the user's language and draw on a terminal. `HOME` and `TMPDIR`
+/// are the sandbox's own (not xyd's); the file's `env` block, secrets and
+/// `env-pass` lines come on top.
+pub const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ"];
+
+/// Whether xyd's variable `name` reaches a confined child: [`PASSED_ENV`],
+/// `LC_*`, or an `env-pass` line.
+pub fn passes_env(name: &str, env_pass: &[String]) -> bool {
+    PASSED_ENV.contains(&name) || name.starts_with("LC_") || env_pass.iter().any(|p| p == name)
+}
+
+/// Whether `name` can be an `env-pass` line: a POSIX-portable variable name.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The user's package caches a confined child keeps using although its
+/// `HOME` is its own data dir: the variable that points the tool at its
+/// cache, and the cache's home-relative path. xy sets a variable only when
+/// the rules make its cache writable (the starter block grants the
+/// launcher's), so a cache the block does not grant is the server's own,
+/// under its private home.
+pub fn user_caches(os: Os) -> &'static [(&'static str, &'static str)] {
+    match os {
+        Os::Linux => &[
+            ("npm_config_cache", ".npm"),
+            ("UV_CACHE_DIR", ".cache/uv"),
+            ("UV_PYTHON_INSTALL_DIR", ".local/share/uv/python"),
+            ("UV_TOOL_DIR", ".local/share/uv/tools"),
+            ("PIP_CACHE_DIR", ".cache/pip"),
+            ("PIPX_HOME", ".local/share/pipx"),
+            ("BUN_INSTALL_CACHE_DIR", ".bun/install/cache"),
+            ("DENO_DIR", ".cache/deno"),
+        ],
+        Os::Macos => &[
+            ("npm_config_cache", ".npm"),
+            ("UV_CACHE_DIR", ".cache/uv"),
+            ("UV_PYTHON_INSTALL_DIR", ".local/share/uv/python"),
+            ("UV_TOOL_DIR", ".local/share/uv/tools"),
+            ("PIP_CACHE_DIR", "Library/Caches/pip"),
+            ("PIPX_HOME", ".local/pipx"),
+            ("BUN_INSTALL_CACHE_DIR", ".bun/install/cache"),
+            ("DENO_DIR", "Library/Caches/deno"),
+        ],
+    }
+}
+
+/// The virtualenv a Python program as written belongs to: `…/bin/python`
+/// (or any `…/bin/<entry>`) whose directory above holds `pyvenv.cfg`.
+/// Judged on the path before symlinks are followed: a venv's `python` is a
+/// link to the interpreter it was made from (`/usr/bin/python3.12`, a
+/// uv-managed one), so its resolved path says nothing of the venv.
+pub fn venv_root(program: &Path, exists: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
+    let bin = program.parent()?;
+    if !bin
+        .file_name()
+        .is_some_and(|n| n == "bin" || n == "Scripts")
+    {
+        return None;
+    }
+    let root = bin.parent()?;
+    exists(&root.join("pyvenv.cfg")).then(|| root.to_path_buf())
 }
 
 /// Expands a leading `~` against `home`; other paths are returned as they are.
@@ -151,6 +227,8 @@ pub enum RuleSource {
     Temp,
     /// `sandbox.read` / `sandbox.write` as written.
     Config,
+    /// The server's private home and data dir (its `HOME`, SPEC §25).
+    Data,
 }
 
 /// One path of the effective rules.
@@ -262,6 +340,11 @@ pub struct SpawnFacts<'a> {
     pub working_dir: &'a Path,
     /// The private temp dir given as `TMPDIR`.
     pub temp_dir: &'a Path,
+    /// The virtualenv of the command or of its `#!` interpreter as written
+    /// ([`venv_root`]): readable as a whole.
+    pub venv: Option<&'a Path>,
+    /// The server's private home and data dir (`HOME`), writable.
+    pub data_dir: Option<&'a Path>,
     /// The port a supervised HTTP server listens on (`None` for stdio).
     pub listen_port: Option<u16>,
     /// The OS.
@@ -409,6 +492,9 @@ pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
     {
         add(&mut read, program_rule(p, facts.home), RuleSource::Program);
     }
+    if let Some(venv) = facts.venv {
+        add(&mut read, venv.to_path_buf(), RuleSource::Program);
+    }
     for p in &config.read {
         add(&mut read, expand_home(p, facts.home), RuleSource::Config);
     }
@@ -426,6 +512,9 @@ pub fn effective(config: &SandboxConfig, facts: &SpawnFacts<'_>) -> Rules {
         );
     }
     add(&mut write, facts.temp_dir.to_path_buf(), RuleSource::Temp);
+    if let Some(data) = facts.data_dir {
+        add(&mut write, data.to_path_buf(), RuleSource::Data);
+    }
     for p in &config.write {
         add(&mut write, expand_home(p, facts.home), RuleSource::Config);
     }
@@ -592,6 +681,8 @@ mod tests {
             script: None,
             working_dir: Path::new("/home/me/work"),
             temp_dir: Path::new("/home/me/.local/state/xy/sandbox/notes/tmp"),
+            venv: None,
+            data_dir: None,
             listen_port: Some(8421),
             os: Os::Linux,
         }
@@ -626,7 +717,7 @@ mod tests {
             read: vec!["~/notes".into()],
             write: vec!["~/notes/inbox".into()],
             network: NetworkMode::None,
-            allow_hosts: vec![],
+            ..SandboxConfig::default()
         };
         let rules = effective(&config, &facts(home, program));
         assert!(rules.can_read(Path::new("/usr/lib/libc.so.6")));
@@ -785,6 +876,40 @@ mod tests {
                 "{script}"
             );
         }
+    }
+
+    #[test]
+    fn a_venv_is_found_on_the_path_as_written_and_read_whole() {
+        let has = |p: &Path| p == Path::new("/home/me/proj/.venv/pyvenv.cfg");
+        assert_eq!(
+            venv_root(Path::new("/home/me/proj/.venv/bin/python"), &has),
+            Some(PathBuf::from("/home/me/proj/.venv"))
+        );
+        assert_eq!(
+            venv_root(Path::new("/home/me/proj/.venv/bin/mcp-server-time"), &has),
+            Some(PathBuf::from("/home/me/proj/.venv"))
+        );
+        // No pyvenv.cfg, or not in a bin dir: no venv.
+        assert_eq!(venv_root(Path::new("/usr/bin/python3"), &has), None);
+        assert_eq!(
+            venv_root(Path::new("/home/me/proj/.venv/python"), &has),
+            None
+        );
+        let home = Path::new("/home/me");
+        let f = SpawnFacts {
+            venv: Some(Path::new("/home/me/proj/.venv")),
+            data_dir: Some(Path::new("/home/me/.local/share/xy/data/notes")),
+            ..facts(home, Path::new("/usr/bin/python3.12"))
+        };
+        let rules = effective(&SandboxConfig::default(), &f);
+        assert!(rules.can_read(Path::new(
+            "/home/me/proj/.venv/lib/python3.12/site-packages/mcp/__init__.py"
+        )));
+        assert!(rules.can_read(Path::new("/home/me/proj/.venv/pyvenv.cfg")));
+        assert!(!rules.can_write(Path::new("/home/me/proj/.venv/pyvenv.cfg")));
+        assert!(rules.can_write(Path::new("/home/me/.local/share/xy/data/notes/.app/x")));
+        assert!(!rules.can_read(Path::new("/home/me/.local/share/xy/data/other")));
+        assert!(!rules.can_read(Path::new("/home/me/proj/secret.txt")));
     }
 
     #[test]

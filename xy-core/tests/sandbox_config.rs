@@ -46,6 +46,26 @@ fn paths_network_and_hosts_parse() {
 }
 
 #[test]
+fn env_pass_names_variables_once() {
+    let src = format!(
+        "{HEAD}sandbox {{\n  env-pass \"GITHUB_TOKEN\" \"_X1\"\n  env-pass \"GITHUB_TOKEN\"\n}}\n"
+    );
+    let s = ok(&src).sandbox.unwrap();
+    assert_eq!(s.env_pass, ["GITHUB_TOKEN", "_X1"]);
+    assert!(xy_core::sandbox::passes_env("GITHUB_TOKEN", &s.env_pass));
+    assert!(xy_core::sandbox::passes_env("LC_ALL", &[]));
+    assert!(xy_core::sandbox::passes_env("PATH", &[]));
+    assert!(!xy_core::sandbox::passes_env("GITHUB_TOKEN", &[]));
+    assert!(
+        !xy_core::sandbox::passes_env("HOME", &[]),
+        "HOME is the sandbox's own"
+    );
+    assert!(!xy_core::sandbox::passes_env("XDG_RUNTIME_DIR", &[]));
+    assert!(!xy_core::sandbox::is_env_name("1X"));
+    assert!(!xy_core::sandbox::is_env_name(""));
+}
+
+#[test]
 fn mistakes_name_line_and_column() {
     let cases: &[(&str, DiagnosticKind, usize, usize, &str)] = &[
         (
@@ -106,6 +126,20 @@ fn mistakes_name_line_and_column() {
         ),
         ("  read\n", DiagnosticKind::WrongType, 4, 3, "needs a value"),
         (
+            "  env-pass \"GH_TOKEN\" \"A-B\"\n",
+            DiagnosticKind::InvalidValue,
+            4,
+            23,
+            "not a variable name",
+        ),
+        (
+            "  env-pass\n",
+            DiagnosticKind::WrongType,
+            4,
+            3,
+            "needs a value",
+        ),
+        (
             "  read 1\n",
             DiagnosticKind::WrongType,
             4,
@@ -142,4 +176,62 @@ fn a_changed_block_changes_the_settings() {
     let c = ok(&format!("{HEAD}sandbox {{\n  network \"none\"\n}}\n"));
     assert!(a.settings() != b.settings());
     assert!(b.settings() == c.settings());
+}
+
+#[test]
+fn reach_names_servers_and_an_unknown_one_is_an_error_at_its_place() {
+    let src = format!("{HEAD}sandbox {{\n  reach \"github\" \"notes\"\n  reach \"github\"\n}}\n");
+    assert_eq!(ok(&src).sandbox.unwrap().reach, ["github", "notes"]);
+    assert!(
+        ok(&format!("{HEAD}sandbox {{\n}}\n"))
+            .sandbox
+            .unwrap()
+            .reach
+            .is_empty()
+    );
+    let d = errors(&format!("{HEAD}sandbox {{\n  reach \"a/b\"\n}}\n"));
+    assert_eq!(
+        (d[0].kind, d[0].line, d[0].column),
+        (DiagnosticKind::InvalidValue, 4, 9),
+        "{d:#?}"
+    );
+    assert!(d[0].message.contains("not a server name"), "{d:?}");
+
+    // Across files: a name with no file in the directory.
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, port: u16, body: &str| {
+        std::fs::write(
+            dir.path().join(format!("{name}.kdl")),
+            format!("command \"/bin/true\"\nport {port}\n{body}"),
+        )
+        .unwrap();
+    };
+    file("github", 41001, "");
+    file(
+        "boxed",
+        41002,
+        "sandbox {\n  reach \"github\"\n  reach \"githb\"\n}\n",
+    );
+    let e = xy_core::config::load_dir(dir.path()).unwrap_err();
+    let d = &e.diagnostics;
+    assert_eq!(d.len(), 1, "{d:#?}");
+    assert!(d[0].file.ends_with("boxed.kdl"), "{d:?}");
+    assert_eq!((d[0].line, d[0].column), (5, 9), "{d:?}");
+    assert!(
+        d[0].message.contains("no configured server: \"githb\""),
+        "{d:?}"
+    );
+    assert!(
+        d[0].help
+            .as_deref()
+            .unwrap_or("")
+            .contains("reach \"github\""),
+        "{d:?}"
+    );
+    file("boxed", 41002, "sandbox {\n  reach \"github\"\n}\n");
+    let set = xy_core::config::load_dir(dir.path()).unwrap();
+    assert_eq!(
+        set.servers["boxed"].sandbox.as_ref().unwrap().reach,
+        ["github"]
+    );
 }

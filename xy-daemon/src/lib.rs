@@ -72,6 +72,9 @@ pub async fn run(
     if let Err(e) = xy_actors::become_subreaper() {
         tracing::warn!(error = %e, "cannot become child subreaper; orphaned grandchildren may linger as zombies");
     }
+    // What xyd adopts (a daemonised grandchild whose parent died) is reaped
+    // as it ends, not left a zombie until the next stop.
+    tokio::spawn(xy_actors::reap_adopted_forever());
     let loaded = boot::load_configs(&paths).await;
     let grace = match &loaded {
         Ok(c) if !c.servers.is_empty() => c.max_grace(),
@@ -145,6 +148,7 @@ pub async fn run(
 
     let n_servers = configs.servers.len();
     let mut opts = EngineOptions::new(&paths.log_dir, &paths.run_dir);
+    opts.server_data_dir = paths.server_data_root();
     // The broker is built once: a changed URL applies at the next start.
     opts.oauth
         .client_metadata_url

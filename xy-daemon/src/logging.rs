@@ -1,7 +1,10 @@
 //! The daemon's own log: `tracing` to stderr and to `logs/daemon.log`
 //! (size-rotated like the server logs, written off the hot path through
 //! `tracing_appender::non_blocking`), filtered by `XY_LOG`, plus a panic hook
-//! that routes panics into the same log.
+//! that routes panics into the same log. What reaches `daemon.log` is
+//! escaped ([`Escaping`]): tool names, descriptions, errors and whatever else
+//! a server wrote travel in log fields, and none of it may forge a line or
+//! make the file binary (SPEC §24).
 
 use std::io::{self, IsTerminal};
 
@@ -40,7 +43,7 @@ pub fn init(paths: &Paths) -> Result<LogGuard, DaemonError> {
     let (file, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .lossy(true)
-        .finish(writer);
+        .finish(Escaping(writer));
     let filter = filter_from(std::env::var(LOG_ENV).ok().as_deref());
     let stderr_layer = tracing_subscriber::fmt::layer()
         .with_writer(io::stderr)
@@ -58,6 +61,55 @@ pub fn init(paths: &Paths) -> Result<LogGuard, DaemonError> {
         .try_init();
     install_panic_hook();
     Ok(LogGuard { _file: guard })
+}
+
+/// Writes each formatted event with its control, invisible and
+/// direction-changing characters escaped (`\u{0}`, `\n`, `\u{202e}`), so
+/// one event is one line of text whatever a server put in its fields. The
+/// non-blocking worker hands the inner writer one whole event per write.
+pub(crate) struct Escaping<W>(pub(crate) W);
+
+impl<W: io::Write> io::Write for Escaping<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match escape_event(buf) {
+            None => self.0.write_all(buf)?,
+            Some(escaped) => self.0.write_all(escaped.as_bytes())?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// One formatted event (ending in `\n`) with every character that is not
+/// plain text escaped; `None` when there is none (the common case, checked
+/// without decoding).
+fn escape_event(buf: &[u8]) -> Option<String> {
+    let (body, end) = match buf.split_last() {
+        Some((b'\n', body)) => (body, "\n"),
+        _ => (buf, ""),
+    };
+    if body.iter().all(|&b| (0x20..0x7f).contains(&b)) {
+        return None;
+    }
+    let text = String::from_utf8_lossy(body);
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || xy_core::firewall::is_hidden(c) => {
+                use std::fmt::Write as _;
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push_str(end);
+    Some(out)
 }
 
 /// `XY_LOG` as `tracing`'s target directives (`warn`, `xy_actors=debug,info`).
@@ -106,7 +158,23 @@ fn install_panic_hook() {
 mod tests {
     use tracing::Level;
 
-    use super::filter_from;
+    use super::{Escaping, escape_event, filter_from};
+
+    #[test]
+    fn server_text_cannot_forge_a_line_or_make_the_log_binary() {
+        assert_eq!(escape_event(b"plain line\n"), None);
+        let evil = "tool ev\0il\nFAKE xyd: ok\r\u{202e}txt.exe \u{7f}\u{85}é\n";
+        assert_eq!(
+            escape_event(evil.as_bytes()).unwrap(),
+            "tool ev\\u{0}il\\nFAKE xyd: ok\\r\\u{202e}txt.exe \\u{7f}\\u{85}é\n"
+        );
+        // Through the writer: one line, no NUL.
+        let mut w = Escaping(Vec::new());
+        std::io::Write::write_all(&mut w, evil.as_bytes()).unwrap();
+        let out = String::from_utf8(w.0).unwrap();
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(!out.contains('\0'));
+    }
 
     #[test]
     fn xy_log_takes_levels_and_per_target_directives() {

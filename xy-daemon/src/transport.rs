@@ -203,6 +203,14 @@ pub(crate) async fn serve(
             tracing::info!(failures, "accepting again");
         }
         match stream.peer_cred() {
+            // A sandboxed server runs as the owner, and may open Unix sockets
+            // under network "any": its processes are refused (SPEC §24).
+            Ok(cred)
+                if cred.uid() == uid && cred.pid().is_some_and(xy_actors::is_confined_process) =>
+            {
+                tracing::warn!(peer_pid = ?cred.pid(), "connection from a sandboxed server's process refused");
+                continue;
+            }
             Ok(cred) if cred.uid() == uid => {}
             Ok(cred) => {
                 tracing::warn!(peer_uid = cred.uid(), peer_pid = ?cred.pid(), "connection from another user refused");

@@ -95,6 +95,8 @@ impl Env {
         let mut cmd = Command::new(xyd());
         cmd.env("XDG_CONFIG_HOME", &self.config_home)
             .env("XDG_STATE_HOME", &self.state_home)
+            // Sandboxed servers' homes (`<data>/xy/data/<name>`) stay in the test's tree.
+            .env("XDG_DATA_HOME", self.root.path().join("d"))
             .env("XY_SOCKET", &self.socket)
             .env("XY_LOG", "info,xy_daemon=debug")
             .env_remove("XDG_RUNTIME_DIR")

@@ -683,14 +683,17 @@ pub fn npm_server(package: &str, version: &str) -> Interop<NpmServer> {
     Interop::Ready(NpmServer { node, entry })
 }
 
-enum Failure {
+pub(crate) enum Failure {
     Skip(String),
 }
 
 /// Installs into `dir` once: under `<cache>/.lock`, a finished install is
 /// marked by `dir/.installed`; otherwise `install` fills a fresh work dir
 /// that is then renamed into place, so a killed install leaves no half.
-fn ensure(dir: &Path, install: impl FnOnce(&Path) -> Result<(), Failure>) -> Result<(), Skip> {
+pub(crate) fn ensure(
+    dir: &Path,
+    install: impl FnOnce(&Path) -> Result<(), Failure>,
+) -> Result<(), Skip> {
     let marker = dir.join(".installed");
     if marker.is_file() {
         return Ok(());
@@ -753,7 +756,7 @@ fn npm_install(work: &Path, packages: &[String]) -> Result<(), Failure> {
     )
 }
 
-fn run(cmd: &mut Command, what: &str) -> Result<(), Failure> {
+pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<(), Failure> {
     let output: Output = cmd
         .stdin(Stdio::null())
         .output()
@@ -815,7 +818,7 @@ fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-fn write_if_changed(path: &Path, text: &str) {
+pub(crate) fn write_if_changed(path: &Path, text: &str) {
     if fs::read_to_string(path).is_ok_and(|old| old == text) {
         return;
     }

@@ -1,9 +1,13 @@
 //! One child's protocol pipes: the task that writes lines into its stdin
-//! and the task that splits its stdout into messages (a line over the body
-//! limit is skipped in bounded memory, with a warning in the server's log).
+//! and the task that splits its stdout into messages. A line is read with
+//! the strict reader (`crate::mcp::strict`); one over the body limit is
+//! skipped in bounded memory. Either one not forwarded is a warning in the
+//! server's log, and when it answers a request (its id can be made out),
+//! that request gets a JSON-RPC error in its place at once.
 //! Neither decides anything: lines come from the BridgeActor, which keeps
 //! what is queued within its budget; messages go to whatever the actor
-//! handed in as the delivery function.
+//! handed in as the delivery function, and the reader waits while what it
+//! handed over and the actor has not handled fills [`IN_MAILBOX`].
 
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -19,12 +23,26 @@ use xy_core::protocol::LogStream;
 use super::raw;
 use crate::log_router::redact::Redactor;
 use crate::log_router::sink::{SharedSink, lock};
+use crate::mcp::strict;
 
 /// Longest line accepted from a child's stdout: no client could have sent
 /// a longer message either (SPEC §18).
 const MAX_CHILD_LINE: usize = crate::http::body::MAX_BODY;
 /// How much of a non-JSON stdout line a debug log shows.
 const SHOWN_LINE: usize = 512;
+/// Bytes of the child's messages read and not yet handled by the actor
+/// (SPEC §24 "Bounded children"): past it the reader waits, and so does a
+/// child that floods (its stdout pipe fills).
+const IN_MAILBOX: u32 = 8 * 1024 * 1024;
+/// What a message costs of [`IN_MAILBOX`] beyond its bytes (its parsed
+/// form, the actor's envelope).
+const PER_MESSAGE: u32 = 1024;
+
+/// Messages the reader takes from the pipe before it lets other tasks run.
+const YIELD_EVERY: u32 = 32;
+
+/// A message's share of [`IN_MAILBOX`], given back when the actor drops it.
+pub(crate) type Held = tokio::sync::OwnedSemaphorePermit;
 
 /// A child's protocol pipes, and where the bridge writes what it has to
 /// say about the child's stdout (the server's log, secrets redacted).
@@ -93,13 +111,14 @@ impl Drop for AbortOnDrop {
 
 impl ChildLink {
     /// Starts the writer and the reader of spawn `run`. `deliver` gets
-    /// every message read, in order; once it returns `false` (its actor is
+    /// every message read, in order, with its share of [`IN_MAILBOX`] to
+    /// hold until it is handled; once it returns `false` (its actor is
     /// gone) the reader stops.
     pub(crate) fn spawn(
         run: u64,
         io: ChildStdio,
         name: String,
-        deliver: impl Fn(FromChild) -> bool + Send + 'static,
+        deliver: impl Fn(FromChild, Held) -> bool + Send + 'static,
     ) -> ChildLink {
         let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
         let in_pipe = Arc::new(AtomicU64::new(0));
@@ -211,34 +230,85 @@ impl Notes {
     }
 }
 
+/// How many of an overlong line's last bytes are kept: enough for the
+/// `"id":N}` an encoder that writes `result` first ends it with.
+const KEPT_TAIL: usize = 64;
+
 /// Discards the rest of an overlong line, a buffer at a time; the bytes
-/// skipped.
-async fn skip_line(out: &mut BufReader<ChildStdout>) -> u64 {
+/// skipped, and the last [`KEPT_TAIL`] of them.
+async fn skip_line(out: &mut BufReader<ChildStdout>) -> (u64, Vec<u8>) {
     let mut skipped = 0u64;
+    let mut tail = Vec::with_capacity(2 * KEPT_TAIL);
+    let keep = |tail: &mut Vec<u8>, b: &[u8]| {
+        tail.extend_from_slice(&b[b.len().saturating_sub(KEPT_TAIL)..]);
+        let extra = tail.len().saturating_sub(KEPT_TAIL);
+        tail.drain(..extra);
+    };
     loop {
         let buf = match out.fill_buf().await {
-            Ok([]) | Err(_) => return skipped,
+            Ok([]) | Err(_) => return (skipped, tail),
             Ok(b) => b,
         };
         if let Some(nl) = memchr::memchr(b'\n', buf) {
+            keep(&mut tail, &buf[..nl]);
             out.consume(nl + 1);
-            return skipped + nl as u64 + 1;
+            return (skipped + nl as u64 + 1, tail);
         }
+        keep(&mut tail, buf);
         let n = buf.len();
         out.consume(n);
         skipped += n as u64;
     }
 }
 
+/// The line that answers child request `id` in place of one xy did not
+/// forward (SPEC §24: the request fails at once, never hangs): a JSON-RPC
+/// error naming the server and why.
+fn failed_answer(id: u64, server: &str, why: &str) -> FromChild {
+    let msg = serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": -32603,
+        "message": format!("xy: server {server} answered with {why}; not forwarded"),
+        "data": {"server": server},
+    }});
+    let line = serde_json::to_vec(&msg).unwrap_or_default();
+    let digits = id.to_string();
+    // The id as written by `to_vec`: `"id":N` (keys in insertion order).
+    let at = memchr::memmem::find(&line, b"\"id\":")
+        .map(|i| i + 5..i + 5 + digits.len())
+        .unwrap_or(0..0);
+    FromChild::Answer {
+        id,
+        line,
+        at,
+        said: raw::Said::Error,
+    }
+}
+
 async fn read_lines(
     stdout: ChildStdout,
     notes: Notes,
-    deliver: impl Fn(FromChild) -> bool + Send + 'static,
+    deliver: impl Fn(FromChild, Held) -> bool + Send + 'static,
 ) {
+    let gate = Arc::new(tokio::sync::Semaphore::new(IN_MAILBOX as usize));
+    // Waits while the actor has a mailbox's worth to handle.
+    let held = |len: usize| {
+        let cost = u32::try_from(len)
+            .unwrap_or(u32::MAX)
+            .saturating_add(PER_MESSAGE)
+            .min(IN_MAILBOX);
+        Arc::clone(&gate).acquire_many_owned(cost)
+    };
     let mut out = BufReader::with_capacity(64 * 1024, stdout);
     let mut buf = Vec::new();
+    let mut read = 0u32;
     loop {
         buf.clear();
+        // A flood: xyd's one thread serves the RPCs and the other servers
+        // between every few messages, not after a whole buffer of them.
+        read = read.wrapping_add(1);
+        if read.is_multiple_of(YIELD_EVERY) {
+            tokio::task::yield_now().await;
+        }
         let n = (&mut out)
             .take(MAX_CHILD_LINE as u64 + 1)
             .read_until(b'\n', &mut buf)
@@ -248,18 +318,50 @@ async fn read_lines(
             break;
         }
         if buf.len() > MAX_CHILD_LINE && buf.last() != Some(&b'\n') {
-            let more = skip_line(&mut out).await;
+            let (more, tail) = skip_line(&mut out).await;
+            let id = strict::glimpse(&buf)
+                .number_id(&buf)
+                .or_else(|| strict::trailing_id(&tail));
             // The buffer it took goes back: a flood must not stay allocated.
             buf = Vec::new();
             let total = MAX_CHILD_LINE as u64 + 1 + more;
-            notes.warn(&format!(
-                "xy: the child wrote a line of {total} bytes on stdout, over the {} MiB limit; skipped",
+            let why = format!(
+                "a line of {total} bytes on stdout, over the {} MiB limit",
                 MAX_CHILD_LINE >> 20
-            ));
+            );
+            notes.warn(&format!("xy: the child wrote {why}; skipped"));
+            if let Some(id) = id {
+                let Ok(h) = held(0).await else { return };
+                if !deliver(failed_answer(id, &notes.name, &why), h) {
+                    return;
+                }
+            }
             continue;
         }
         let len = buf.trim_ascii_end().len();
         buf.truncate(len);
+        if buf.is_empty() {
+            continue;
+        }
+        // Only what xy reads exactly goes on (SPEC §24, D160); an answer
+        // xy cannot read fails its request at once.
+        if let Err(e) = strict::check(&buf) {
+            let id = strict::glimpse(&buf).number_id(&buf);
+            match id {
+                Some(id) => {
+                    let why = format!("a message xy cannot read exactly ({e})");
+                    notes.warn(&format!(
+                        "xy: the child answered request {id} with {why}; not forwarded"
+                    ));
+                    let Ok(h) = held(0).await else { return };
+                    if !deliver(failed_answer(id, &notes.name, &why), h) {
+                        return;
+                    }
+                }
+                None => notes.not_json(&buf),
+            }
+            continue;
+        }
         // An answer goes on unparsed; the actor decides (D49).
         if let Some((id, at, said)) = raw::answer_id(&buf) {
             // SPEC §25: a denial a server reports only in a tool result
@@ -270,22 +372,26 @@ async fn read_lines(
                     notes.warn(&format!("xy: a tool result said: {l}"));
                 }
             }
+            let Ok(h) = held(buf.len()).await else { return };
             let line = std::mem::replace(&mut buf, Vec::with_capacity(256));
-            if !deliver(FromChild::Answer { id, line, at, said }) {
+            if !deliver(FromChild::Answer { id, line, at, said }, h) {
                 return;
             }
             continue;
         }
         match serde_json::from_slice::<Value>(&buf) {
             Ok(msg) if msg.is_object() => {
-                if !deliver(FromChild::Line(msg)) {
+                let Ok(h) = held(buf.len()).await else { return };
+                if !deliver(FromChild::Line(msg), h) {
                     return;
                 }
             }
             _ => notes.not_json(&buf),
         }
     }
-    let _ = deliver(FromChild::Eof);
+    if let Ok(h) = held(0).await {
+        let _ = deliver(FromChild::Eof, h);
+    }
 }
 
 /// Bytes written into a pipe that its reader has not read (`FIONREAD`,

@@ -17,16 +17,15 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use ractor::ActorRef;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::raw::RawRequest;
-use super::route::{Out, Outbox};
+use super::route::Out;
+use super::route::outbox::{self, Flow, Inbox};
 use super::validate::{self, Mirrored, TRACE_KEYS};
 use super::{Ack, BridgeMsg, Post};
 use crate::http::body::{MAX_BODY, MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
-
-/// Messages buffered per exchange before the child's output is dropped for it.
-const OUTBOX: usize = 256;
+use crate::mcp::strict;
 
 // Header names are built once: a lookup by `&str` parses the name on every
 // request.
@@ -41,7 +40,7 @@ static TRACE_HEADERS: [(&str, HeaderName); 2] = [
 /// client went away), the actor sees the outbox closed.
 pub(crate) enum OutBody {
     Full(Option<Bytes>),
-    Sse(Option<Out>, mpsc::Receiver<Out>),
+    Sse(Option<Out>, Inbox),
 }
 
 impl Body for OutBody {
@@ -94,6 +93,8 @@ pub(crate) struct Endpoint {
     /// Bytes of POST bodies being read or handed to the actor, one permit
     /// a byte ([`BODIES`]).
     pub(crate) bodies: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The bridge's queue totals: every exchange's queue counts in them.
+    pub(crate) flow: std::sync::Arc<Flow>,
 }
 
 /// Bytes of POST bodies one endpoint holds at once before the BridgeActor
@@ -108,6 +109,7 @@ const BODY_WAIT: Duration = Duration::from_secs(10);
 /// admission edge (`crate::http::edge`: who, how many, how long).
 pub(crate) fn serve(
     listener: std::net::TcpListener,
+    server: &str,
     ep: Endpoint,
 ) -> std::io::Result<crate::http::edge::Listening> {
     let service = move || {
@@ -117,7 +119,11 @@ pub(crate) fn serve(
             async move { Ok::<_, Infallible>(handle(req, ep).await) }
         })
     };
-    crate::http::edge::listen(listener, service)
+    crate::http::edge::listen(
+        listener,
+        crate::http::edge::Behind::Server(server.into()),
+        service,
+    )
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<OutBody> {
@@ -154,7 +160,7 @@ fn empty(status: StatusCode) -> Response<OutBody> {
     r
 }
 
-fn sse(first: Option<Out>, rx: mpsc::Receiver<Out>, session: Option<&str>) -> Response<OutBody> {
+fn sse(first: Option<Out>, rx: Inbox, session: Option<&str>) -> Response<OutBody> {
     let mut r = Response::new(OutBody::Sse(first, rx));
     let h = r.headers_mut();
     h.insert(
@@ -304,6 +310,47 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
         Err(e) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Err(_) => return empty(StatusCode::BAD_REQUEST),
     };
+    // Only what xy reads exactly goes on (SPEC §24, D160): the actor
+    // refuses the rest, and records it when it may have been a call.
+    if let Err(e) = strict::check(&body) {
+        let msg = strict::refused_call(&body).map_or(
+            Value::Null,
+            |tool| json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": tool}}),
+        );
+        let (tx, _rx) = outbox::channel(&ep.flow);
+        let (ack_tx, ack_rx) = oneshot::channel();
+        let post = Post {
+            size: body.len(),
+            msg,
+            raw: None,
+            session,
+            version: header_version,
+            era2026: false,
+            outbox: tx,
+            ack: ack_tx,
+            at,
+            arrived,
+            user_agent,
+        };
+        let refused = BridgeMsg::Unreadable {
+            post: Box::new(post),
+            why: e.to_string(),
+        };
+        let ack = match ep.actor.cast(refused) {
+            Ok(()) => ack_rx.await.ok(),
+            Err(_) => None,
+        };
+        drop(room);
+        return match ack {
+            Some(Ack::Refused(status, body)) => json_response(status, &body),
+            _ => rpc_error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32700,
+                &format!("xy: parse error: the request cannot be read exactly: {e}; not forwarded"),
+            ),
+        };
+    }
     // An ordinary request goes to the actor unparsed (D49): a 2025-form one
     // without trace context to carry into its `_meta`.
     let era2026_header = validate::is_2026_form(header_version.as_deref(), &Value::Null);
@@ -348,7 +395,7 @@ async fn post(req: Request<Incoming>, ep: Endpoint, session: Option<String>) -> 
     }
     let mut msg = msg;
     carry_trace(&mut msg, &trace);
-    let (tx, rx): (Outbox, _) = mpsc::channel(OUTBOX);
+    let (tx, rx) = outbox::channel(&ep.flow);
     let (ack_tx, ack_rx) = oneshot::channel();
     let post = Post {
         size: body.len(),
@@ -436,18 +483,14 @@ fn status_2026(first: &Out) -> StatusCode {
                 .ok()
                 .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
         }
-        Out::Answer(_) => None,
+        Out::Answer(_) | Out::Note { .. } => None,
     };
     code.map_or(StatusCode::OK, validate::status_of_error)
 }
 
 /// A plain JSON answer when the first message is the response itself,
 /// else an SSE stream that carries what comes before it, then it.
-async fn answer(
-    mut rx: mpsc::Receiver<Out>,
-    session: Option<String>,
-    era2026: bool,
-) -> Response<OutBody> {
+async fn answer(mut rx: Inbox, session: Option<String>, era2026: bool) -> Response<OutBody> {
     let Some(first) = rx.recv().await else {
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -480,7 +523,7 @@ async fn get(ep: Endpoint, session: Option<String>) -> Response<OutBody> {
             "GET needs an Mcp-Session-Id (2025 era); 2026 clients use subscriptions/listen",
         );
     };
-    let (tx, rx) = mpsc::channel(OUTBOX);
+    let (tx, rx) = outbox::channel(&ep.flow);
     let (ack_tx, ack_rx) = oneshot::channel();
     if ep
         .actor

@@ -22,17 +22,22 @@ impl BridgeState {
             self.detach("it was replaced");
         }
         let me = myself.clone();
-        let deliver = move |from: FromChild| {
+        let deliver = move |from: FromChild, held| {
             let msg = match from {
-                FromChild::Line(msg) => BridgeMsg::ChildLine { run, msg },
+                FromChild::Line(msg) => BridgeMsg::ChildLine {
+                    run,
+                    msg,
+                    _held: held,
+                },
                 FromChild::Answer { id, line, at, said } => BridgeMsg::ChildAnswer {
                     run,
                     id,
                     line,
                     at,
                     said,
+                    _held: held,
                 },
-                FromChild::Eof => BridgeMsg::ChildEof { run },
+                FromChild::Eof => BridgeMsg::ChildEof { run, _held: held },
             };
             me.cast(msg).is_ok()
         };

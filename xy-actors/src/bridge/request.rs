@@ -201,6 +201,11 @@ impl BridgeState {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
+                // A name xy's listing lacks: list again, so the approval
+                // the refusal prints finds it (SPEC §24).
+                if !self.router.firewall.knows_name(kind, name) {
+                    self.start_listing();
+                }
                 let era2026 = p.era2026;
                 return self.held_back(p, kind, id, text, era2026);
             }
@@ -368,6 +373,21 @@ impl BridgeState {
                 self.busy(p, id);
             }
         }
+    }
+
+    /// Refuses a request xy could not read (SPEC §24): `400`/`-32700`,
+    /// recorded when it may have been a `tools/call`.
+    pub(super) fn unreadable(&mut self, p: Box<Post>, why: &str) {
+        let call = self.call_of(&p);
+        self.record_now(call.as_ref(), CallOutcome::RpcError);
+        let message = format!(
+            "xy: parse error: the request for server {} cannot be read exactly: {why}; not forwarded",
+            self.name
+        );
+        tracing::info!(server = %self.name, "{message}");
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+            "code": -32700, "message": message, "data": {"server": self.name}}});
+        let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, body));
     }
 
     /// The record-to-be of `p` if it is a parsed `tools/call`.

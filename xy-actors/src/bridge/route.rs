@@ -9,7 +9,6 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use std::sync::{Arc, LazyLock};
@@ -28,6 +27,7 @@ use xy_core::protocol::mcp::CallOutcome;
 pub(crate) mod exchanges;
 pub(crate) mod log;
 mod notify;
+pub(crate) mod outbox;
 
 use exchanges::{Asks, Relay, Waiting};
 use log::Log;
@@ -39,6 +39,9 @@ static INPUT_REQUIRED: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"input_required\""));
 static TASK_ID: LazyLock<memchr::memmem::Finder<'static>> =
     LazyLock::new(|| memchr::memmem::Finder::new(b"\"taskId\""));
+
+/// The child's requests to clients that may wait for an answer at once.
+const MAX_ASKING: usize = 1024;
 
 /// `notifications/cancelled` for the child's request `id`.
 fn cancelled(id: u64, reason: &str) -> Value {
@@ -56,8 +59,9 @@ pub(crate) fn error(id: &Value, code: i64, message: &str, data: Option<Value>) -
 }
 
 /// Where messages for one HTTP exchange (a POST's response, a GET or
-/// `subscriptions/listen` stream) go. Closing it ends the HTTP response.
-pub(crate) type Outbox = mpsc::Sender<Out>;
+/// `subscriptions/listen` stream) go, within its bounds. Closing it ends
+/// the HTTP response.
+pub(crate) use outbox::Outbox;
 
 /// One message for an HTTP exchange.
 #[derive(Debug)]
@@ -66,6 +70,13 @@ pub(crate) enum Out {
     /// The child's answer to a request as the bytes it wrote, the client's
     /// id in place (the fast path, D49).
     Answer(Bytes),
+    /// A notification or a request to the client, its bytes counted in
+    /// its queue's budget ([`outbox`]); `changed`: the `list_changed` kind
+    /// it is.
+    Note {
+        bytes: Bytes,
+        changed: Option<usize>,
+    },
 }
 
 impl From<Value> for Out {
@@ -80,6 +91,7 @@ impl Out {
         match self {
             Out::Msg(v) => v.get("method").is_none(),
             Out::Answer(_) => true,
+            Out::Note { .. } => false,
         }
     }
 
@@ -88,7 +100,7 @@ impl Out {
         match self {
             // A `Value` always serialises (and not through `Display`: D49).
             Out::Msg(v) => Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
-            Out::Answer(b) => b,
+            Out::Answer(b) | Out::Note { bytes: b, .. } => b,
         }
     }
 }
@@ -135,6 +147,10 @@ struct Pending {
     asks: Asks,
     /// Which of the child's log messages during it reach its client.
     log: Log,
+    /// The child asked this 2026 client for roots it did not declare, and
+    /// only the child was told no (servers also ask unprompted): if the
+    /// request then fails, it fails with `-32021` naming this (SPEC §24).
+    lacked: Option<Value>,
 }
 
 /// A request the child sent to a client.
@@ -207,6 +223,10 @@ pub(crate) struct Router {
     relays: HashMap<u64, Relay>,
     /// The child's tasks seen passing.
     pub(crate) tasks: Tasks,
+    /// A listing answer held an item xy's own listing does not have (a
+    /// child that changed without `list_changed`): xy lists again, so that
+    /// what it held back can be approved by name (SPEC §24).
+    pub(crate) relist: bool,
 }
 
 impl Router {
@@ -313,6 +333,7 @@ impl Router {
                 caps: None,
                 asks: Asks::Direct,
                 log: Log::Session,
+                lacked: None,
             },
         );
         msg
@@ -340,6 +361,7 @@ impl Router {
                 caps: None,
                 asks: Asks::Direct,
                 log: Log::Session,
+                lacked: None,
             },
         );
         id
@@ -358,6 +380,8 @@ impl Router {
     ) -> bool {
         if self.pending.get(&id).is_none_or(|p| {
             p.answer != Answer::AsIs
+                // A failure may become `-32021` (see `finish`).
+                || p.lacked.is_some()
                 // A 2026 child's `InputRequiredResult` for a 2025 client
                 // becomes requests to it (D113), never its answer.
                 || (matches!(p.asks, Asks::Relay(_))
@@ -431,6 +455,23 @@ impl Router {
         if let Some((_, ours)) = &p.token {
             self.tokens.remove(ours);
         }
+        let failed = msg.get("error").is_some()
+            || msg.pointer("/result/isError") == Some(&Value::Bool(true));
+        if let Some(data) = p.lacked.as_ref().filter(|_| failed) {
+            // The call failed after its client was refused roots it did
+            // not declare: that is the failure it gets (SPEC §24).
+            self.ended(&p, CallOutcome::RpcError);
+            let text = "Missing required client capability: the server asked for roots \
+                        (roots/list)";
+            let e = error(
+                &p.client_id,
+                crate::bridge::mrtr::MISSING_CAPABILITY,
+                text,
+                Some(data.clone()),
+            );
+            let _ = p.outbox.try_send(e.into());
+            return;
+        }
         if p.call.is_some() {
             self.ended(&p, raw::Said::of(&msg).into());
         }
@@ -451,6 +492,13 @@ impl Router {
                 Answer::Replace(result) => msg["result"] = result,
             }
             if let Some(kind) = p.filter {
+                let key = match kind {
+                    Kind::Tool => "tools",
+                    Kind::Prompt => "prompts",
+                };
+                let items = msg["result"].get(key).and_then(Value::as_array);
+                self.relist |=
+                    items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);
             }
         }
@@ -575,17 +623,32 @@ impl Router {
                         }
                     }
                 };
+                // Each one waits here for its client's answer: a child that
+                // asks more than clients answer is told so, not remembered.
+                if self.s2c.len() >= MAX_ASKING {
+                    let m = format!(
+                        "xy: {MAX_ASKING} requests to clients wait for answers already; \
+                         {method} not sent"
+                    );
+                    return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
+                }
                 let ours = format!("xy-s2c-{}", unguessable());
                 msg["id"] = json!(ours);
                 self.s2c.insert(
-                    ours,
+                    ours.clone(),
                     ServerRequest {
-                        child_id,
+                        child_id: child_id.clone(),
                         session,
                         relay: None,
                     },
                 );
-                let _ = outbox.try_send(msg.into());
+                // A client that does not read has no room for more of the
+                // child's questions: the child hears so at once.
+                if outbox.try_send(msg.into()).is_err() {
+                    self.s2c.remove(&ours);
+                    let m = format!("xy: the client is not reading; {method} not sent");
+                    return (ChildAction::ToChild(vec![refuse(-32603, m, None)]), None);
+                }
                 (ChildAction::Nothing, None)
             }
             (Some(method), None) => {

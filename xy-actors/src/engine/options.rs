@@ -22,6 +22,10 @@ pub struct EngineOptions {
     /// Sandboxed servers' private temp dirs (`<name>/tmp`, SPEC §21).
     /// [`EngineOptions::new`] puts them in `sandbox/` beside `run_dir`.
     pub sandbox_dir: PathBuf,
+    /// Sandboxed servers' private home and data dirs (`<name>`, SPEC §25).
+    /// [`EngineOptions::new`] puts them in `data/` beside `run_dir`; xyd
+    /// uses `Paths::server_data_root`.
+    pub server_data_dir: PathBuf,
     /// Size at which `<name>.log` rotates (SPEC §5: 10 MB, taken as 10 MiB); tests lower it.
     pub rotate_bytes: u64,
     /// Bytes of line text kept in each server's ring buffer (~1 MiB).
@@ -49,6 +53,9 @@ impl EngineOptions {
             sandbox_dir: run_dir
                 .parent()
                 .map_or_else(|| run_dir.join("sandbox"), |p| p.join("sandbox")),
+            server_data_dir: run_dir
+                .parent()
+                .map_or_else(|| run_dir.join("data"), |p| p.join("data")),
             oauth: crate::oauth::OAuthOptions::new(
                 run_dir
                     .parent()
@@ -68,6 +75,7 @@ impl Default for EngineOptions {
             tools_dir: None,
             calls_dir: None,
             sandbox_dir: std::env::temp_dir().join("xy-sandbox"),
+            server_data_dir: std::env::temp_dir().join("xy-data"),
             rotate_bytes: RotatingWriter::DEFAULT_MAX_BYTES,
             ring_bytes: DEFAULT_RING_BYTES,
             follow_buffer: DEFAULT_FOLLOW_BUFFER,

@@ -4,7 +4,8 @@
 //! its hidden `--sandbox-probe` mode (present wherever xy is installed).
 //! The probe re-runs itself once, so a grandchild's view is reported too.
 //! Targets: the user's keys and credentials, xy's state, another server's
-//! config, `~/.bashrc`, xyd's socket, and loopback listeners opened here.
+//! config and private data dir, `~/.bashrc`, xyd's socket, and loopback
+//! listeners opened here.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -55,6 +56,7 @@ fn probes(
     config: &ServerConfig,
     home: &Path,
     state_dir: &Path,
+    data_root: &Path,
     socket: &Path,
     addrs: [std::net::SocketAddr; 3],
 ) -> Vec<Probe> {
@@ -83,6 +85,13 @@ fn probes(
         .unwrap_or_else(|| dir.to_path_buf());
         out.push(Probe::Read {
             label: Some(format!("another server's config {}", tilde(&other, home))),
+            path: other,
+        });
+    }
+    let own = data_root.join(&config.name);
+    if let Some(other) = first_in(data_root, |p| p.is_dir() && p != own) {
+        out.push(Probe::Read {
+            label: Some(format!("another server's data dir {}", tilde(&other, home))),
             path: other,
         });
     }
@@ -141,6 +150,7 @@ pub(crate) async fn run(
         config,
         &home,
         &state_dir,
+        &env.data_root,
         socket,
         [
             addr(tcp.local_addr())?,

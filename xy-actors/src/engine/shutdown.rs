@@ -1,5 +1,6 @@
 //! `shutdown`: stop every server in parallel, SIGKILL what is left at the
-//! deadline, wait for the groups to vanish, then stop the tree.
+//! deadline, wait for the groups to vanish, stop what `xyd` adopted (a
+//! daemonised grandchild whose root died: D175), then stop the tree.
 
 use std::time::Duration;
 
@@ -51,6 +52,15 @@ impl Engine {
             {
                 tracing::error!(pgid, "process group survived SIGKILL");
             }
+        }
+        let adopted = tokio::task::spawn_blocking(|| crate::os::tree::kill_adopted(KILL_WAIT))
+            .await
+            .unwrap_or_default();
+        if adopted > 0 {
+            tracing::warn!(
+                adopted,
+                "shutdown: stopped processes that outlived their server's root"
+            );
         }
         root.stop_children_and_wait(Some("shutdown".into()), Some(QUERY_TIMEOUT))
             .await;

@@ -20,7 +20,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full, Limited};
@@ -32,13 +32,16 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use xy_core::firewall::FirewallMode;
 use xy_core::protocol::ServerState;
+use xy_core::protocol::mcp::CallOutcome;
 
 use super::firewall::{Exchange, Firewall, Verdict, wanted};
 use super::{down, error};
 use crate::calls::Calls;
 use crate::http::body::{BoxError, HttpBody, MAX_BODY, MCP_METHOD, SESSION};
+use crate::mcp::strict;
 use crate::remote::{Upstream, UpstreamError};
 
 /// Largest response body read whole for inspection (a JSON `tools/list`
@@ -182,20 +185,31 @@ impl Proxy {
         // The client's Host names the gateway; the child is asked as itself.
         parts.headers.remove(header::HOST);
 
-        // Decided from the header before anything is built: a 2026 request
-        // the firewall does not want costs one comparison.
+        // Decided before anything is built. Under a firewall every POST is
+        // read whole and strictly (SPEC §24, D160): what xy cannot read
+        // exactly never reaches the child, and the body's own method (not
+        // its `Mcp-Method` header) says whether the firewall takes it. In
+        // `off`, a 2026 request the firewall does not want costs one
+        // comparison.
         let mode = fw
             .verdicts
             .as_ref()
             .map_or_else(FirewallMode::default, |v| v.policy.mode);
-        let mut ex = (parts.method == Method::POST
-            && header_str(&parts.headers, &MCP_METHOD)
-                .is_none_or(|m| wanted(mode, self.calls.is_some(), m)))
-        .then(|| Exchange::begin(name, fw, self.calls.as_ref(), &parts.headers));
+        let strict = mode != FirewallMode::Off;
+        let recording = self.calls.is_some();
+        let post = parts.method == Method::POST;
+        let mut ex = None;
+        // The request's id, for an answer xy cannot read (strict only).
+        let mut asked: Option<Value> = None;
         // Held until the child's answer begins: the request's bytes are
         // in hyper's hands until then.
         let mut held = None;
-        let (body, taken) = if let Some(ex) = &mut ex {
+        let (body, taken) = if post
+            && (strict
+                || header_str(&parts.headers, &MCP_METHOD)
+                    .is_none_or(|m| wanted(mode, recording, m)))
+        {
+            let (at, arrived) = (SystemTime::now(), Instant::now());
             let bytes = match read_bounded(body, MAX_BODY, &self.room).await {
                 Ok((b, permit)) => {
                     held = permit;
@@ -205,17 +219,44 @@ impl Proxy {
                 Err(ReadError::Busy) => return busy(),
                 Err(ReadError::Body(_)) => return plain(StatusCode::BAD_REQUEST),
             };
-            match take(ex, &bytes) {
-                Took::Pass => (full(bytes), None),
-                Took::Taken(taken, bytes) => {
-                    // Read whole to be inspected: asked uncompressed.
-                    parts.headers.remove(header::ACCEPT_ENCODING);
-                    (full(bytes), Some(taken))
+            let wants = if strict {
+                match strict::check(&bytes) {
+                    Ok(fields) => {
+                        asked = fields.id_value(&bytes);
+                        bytes.trim_ascii_start().first() == Some(&b'[')
+                            || fields
+                                .method(&bytes)
+                                .is_none_or(|m| wanted(mode, recording, m))
+                    }
+                    Err(e) => {
+                        self.refused(name, &bytes, &parts.headers, at, arrived);
+                        return unreadable_request(name, &e);
+                    }
                 }
-                Took::Answer(msg) => return answer(&msg, &parts.headers),
-                Took::Refuse(why) => {
-                    return error(StatusCode::BAD_REQUEST, -32600, why.to_owned(), None);
+            } else {
+                true
+            };
+            if wants {
+                let exchange = ex.insert(Exchange::begin(
+                    name,
+                    fw,
+                    self.calls.as_ref(),
+                    &parts.headers,
+                ));
+                match take(exchange, &bytes) {
+                    Took::Pass => (full(bytes), None),
+                    Took::Taken(taken, bytes) => {
+                        // Read whole to be inspected: asked uncompressed.
+                        parts.headers.remove(header::ACCEPT_ENCODING);
+                        (full(bytes), Some(taken))
+                    }
+                    Took::Answer(msg) => return answer(&msg, &parts.headers),
+                    Took::Refuse(why) => {
+                        return error(StatusCode::BAD_REQUEST, -32600, why.to_owned(), None);
+                    }
                 }
+            } else {
+                (full(bytes), None)
             }
         } else {
             (
@@ -225,6 +266,12 @@ impl Proxy {
                 None,
             )
         };
+        let get = parts.method == Method::GET;
+        if strict && (post || get) {
+            // Every answer is read (whole, or event by event): asked
+            // uncompressed.
+            parts.headers.remove(header::ACCEPT_ENCODING);
+        }
         if taken.is_some() {
             // The body was replaced; hyper frames it from its exact size.
             parts.headers.remove(header::CONTENT_LENGTH);
@@ -265,9 +312,14 @@ impl Proxy {
         drop(held);
         let (mut parts, body) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        let (Some(taken), Some(mut ex)) = (taken, ex) else {
+        // What is read of the answer: the response to a taken request
+        // (the firewall's), and under a firewall every answer to a POST
+        // and every event of a GET stream (SPEC §24).
+        let inspect = taken.is_some() || (strict && (post || get));
+        if !inspect {
             return Response::from_parts(parts, body.map_err(BoxError::from).boxed_unsync());
-        };
+        }
+        let answering = taken.as_ref().map(|t| t.id.clone()).or(asked);
         let kind = header_str(&parts.headers, &header::CONTENT_TYPE).map(|c| {
             c.split(';')
                 .next()
@@ -282,38 +334,94 @@ impl Proxy {
                 let body = SseInspect {
                     inner: body,
                     buf: BytesMut::new(),
-                    taken: Some(taken),
+                    taken,
                     ex,
+                    strict,
+                    answering,
+                    server: name.into(),
                     ended: false,
                     room: Arc::clone(&self.room),
                     held: None,
                 };
                 Response::from_parts(parts, body.boxed_unsync())
             }
-            Some("application/json") => {
-                let (bytes, _held) =
-                    match read_bounded(body, MAX_INSPECTED_RESPONSE, &self.room).await {
-                        Ok(b) => b,
-                        Err(ReadError::Busy) => return busy(),
-                        Err(e) => {
-                            let why = match e {
-                                ReadError::Body(e) => e.to_string(),
-                                _ => "over 16 MiB".to_owned(),
-                            };
-                            return error(
-                                StatusCode::BAD_GATEWAY,
-                                -32603,
-                                format!("xy: server {name}'s response could not be read: {why}"),
-                                Some(json!({"server": name, "state": state})),
-                            );
+            Some("application/json") if post => {
+                let (bytes, _held) = match read_bounded(body, MAX_INSPECTED_RESPONSE, &self.room)
+                    .await
+                {
+                    Ok(b) => b,
+                    Err(ReadError::Busy) => return busy(),
+                    Err(e) => {
+                        let why = match e {
+                            ReadError::Body(e) => e.to_string(),
+                            _ => "over 16 MiB".to_owned(),
+                        };
+                        let message =
+                            format!("xy: server {name}'s response could not be read: {why}");
+                        if let Some(id) = answering {
+                            return answer(&unreadable_answer(id, message, name), &parts.headers);
                         }
-                    };
-                let bytes = inspect_response(&mut ex, &taken, bytes);
+                        return error(
+                            StatusCode::BAD_GATEWAY,
+                            -32603,
+                            message,
+                            Some(json!({"server": name, "state": state})),
+                        );
+                    }
+                };
                 parts.headers.remove(header::CONTENT_LENGTH);
-                Response::from_parts(parts, full(bytes))
+                let bytes = match (taken, ex) {
+                    (Some(taken), Some(mut ex)) => inspect_response(&mut ex, &taken, bytes, strict),
+                    // An empty body (a `202` to a notification) is no message.
+                    _ if bytes.is_empty() => Ok(bytes),
+                    _ => strict::check(&bytes).map(|_| bytes),
+                };
+                match bytes {
+                    Ok(bytes) => Response::from_parts(parts, full(bytes)),
+                    Err(e) => {
+                        tracing::warn!(server = %name, "xy: an answer not forwarded: {e}");
+                        let message = unreadable_message(name, &e);
+                        let msg = match answering {
+                            Some(id) => unreadable_answer(id, message, name),
+                            None => json!({"jsonrpc": "2.0", "id": null, "error": {
+                                "code": -32603, "message": message, "data": {"server": name}}}),
+                        };
+                        let mut r = answer(&msg, &parts.headers);
+                        if msg["id"].is_null() {
+                            *r.status_mut() = StatusCode::BAD_GATEWAY;
+                        }
+                        r
+                    }
+                }
             }
             // `202`, or a body the seam does not understand: as it is.
             _ => Response::from_parts(parts, body),
+        }
+    }
+
+    /// A request refused unread: a call record when it may have been a
+    /// `tools/call` (what can be made out of it names the tool).
+    fn refused(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        headers: &HeaderMap,
+        at: SystemTime,
+        arrived: Instant,
+    ) {
+        let Some(calls) = &self.calls else {
+            return;
+        };
+        if let Some(call) = strict::refused_call(bytes) {
+            let agent = header_str(headers, &header::USER_AGENT);
+            calls.record_call(
+                name,
+                at,
+                agent,
+                &call,
+                arrived.elapsed(),
+                CallOutcome::RpcError,
+            );
         }
     }
 
@@ -434,18 +542,51 @@ fn take(ex: &mut Exchange, bytes: &Bytes) -> Took {
 }
 
 /// A JSON response body after the firewall (unchanged when it is not the
-/// response to `taken`).
-fn inspect_response(ex: &mut Exchange, taken: &Taken, bytes: Bytes) -> Bytes {
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(mut msg) if msg.get("id") == Some(&taken.id) => {
-            if ex.response(&taken.method, &mut msg) {
-                Bytes::from(serde_json::to_vec(&msg).unwrap_or_default())
-            } else {
-                bytes
-            }
+/// response to `taken`); under a firewall, refused when xy cannot read it
+/// exactly (in `off`, unread bytes pass as they are).
+fn inspect_response(
+    ex: &mut Exchange,
+    taken: &Taken,
+    bytes: Bytes,
+    strict: bool,
+) -> Result<Bytes, strict::Unreadable> {
+    let msg = if strict {
+        strict::read(&bytes).map(|(v, _)| v)?
+    } else {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(v) => v,
+            Err(_) => return Ok(bytes),
         }
-        _ => bytes,
+    };
+    let mut msg = msg;
+    if msg.get("id") == Some(&taken.id) && ex.response(&taken.method, &mut msg) {
+        return Ok(Bytes::from(serde_json::to_vec(&msg).unwrap_or_default()));
     }
+    Ok(bytes)
+}
+
+/// The text of an answer xy did not forward.
+fn unreadable_message(name: &str, e: &strict::Unreadable) -> String {
+    format!("xy: server {name} answered with a message xy cannot read exactly ({e}); not forwarded")
+}
+
+/// The JSON-RPC error that answers request `id` in place of its unreadable
+/// or over-large answer (SPEC §24: at once, never a hang).
+fn unreadable_answer(id: Value, message: String, name: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {
+        "code": -32603, "message": message, "data": {"server": name}}})
+}
+
+/// `400`/`-32700` for a request xy cannot read exactly (SPEC §24).
+fn unreadable_request(name: &str, e: &strict::Unreadable) -> Response<HttpBody> {
+    error(
+        StatusCode::BAD_REQUEST,
+        -32700,
+        format!(
+            "xy: parse error: the request for server {name} cannot be read exactly: {e}; not forwarded"
+        ),
+        Some(json!({"server": name})),
+    )
 }
 
 enum Took {
@@ -459,9 +600,11 @@ enum Took {
     Refuse(&'static str),
 }
 
-/// An SSE response to an inspected request: events pass as they arrive;
-/// the one whose `data:` is the response to the request goes through the
-/// firewall first. After it, the rest streams unparsed.
+/// An SSE response the gateway reads: to a taken request, the event whose
+/// `data:` is its response goes through the firewall first; under a
+/// firewall, every event is read strictly and one xy cannot read is not
+/// forwarded (the request it answers gets an error event in its place, at
+/// once). In `off`, after the taken response the rest streams unparsed.
 struct SseInspect {
     inner: HttpBody,
     /// Bytes of the event being read.
@@ -470,7 +613,12 @@ struct SseInspect {
     taken: Option<Taken>,
     /// The request's firewall exchange (a pending call is recorded when
     /// its response passes, or when the stream ends without it).
-    ex: Exchange,
+    ex: Option<Exchange>,
+    /// Every event is read strictly (the server's firewall is not `off`).
+    strict: bool,
+    /// The id of the request still unanswered on this stream.
+    answering: Option<Value>,
+    server: Arc<str>,
     ended: bool,
     /// The gateway's room for inspected bytes, and what `buf` holds of it.
     room: Arc<Semaphore>,
@@ -478,38 +626,69 @@ struct SseInspect {
 }
 
 impl SseInspect {
+    /// Whether events are still read one by one.
+    fn reading(&self) -> bool {
+        self.strict || self.taken.is_some()
+    }
+
     /// The bytes to send for one complete event (blank line included).
     fn event(&mut self, raw: Bytes) -> Bytes {
+        if !self.reading() {
+            return raw;
+        }
+        let ev = sse::Event::parse(&raw);
+        // No data, or empty data (a priming event): clients dispatch
+        // nothing for it.
+        let Some(data) = ev.data.as_ref().filter(|d| !d.is_empty()) else {
+            return raw;
+        };
+        let msg = if self.strict {
+            match strict::read(data) {
+                Ok((v, _)) => v,
+                Err(e) => return self.unreadable(&e),
+            }
+        } else {
+            match serde_json::from_slice::<Value>(data) {
+                Ok(v) => v,
+                Err(_) => return raw,
+            }
+        };
+        let response = msg.get("method").is_none() && msg.get("id").is_some();
+        if response && msg.get("id") == self.answering.as_ref() {
+            self.answering = None;
+        }
         let Some(taken) = &self.taken else {
             return raw;
         };
-        let text = String::from_utf8_lossy(&raw);
-        let mut data = String::new();
-        let mut other = String::new();
-        for line in text.lines() {
-            if let Some(d) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(d.strip_prefix(' ').unwrap_or(d));
-            } else if !line.is_empty() {
-                other.push_str(line);
-                other.push('\n');
-            }
-        }
-        let Ok(mut msg) = serde_json::from_str::<Value>(&data) else {
+        if !response || msg.get("id") != Some(&taken.id) {
             return raw;
+        }
+        let mut msg = msg;
+        let rewritten = match &mut self.ex {
+            Some(ex) => ex.response(&taken.method, &mut msg),
+            None => false,
         };
-        if msg.get("id") != Some(&taken.id) || msg.get("method").is_some() {
-            return raw;
-        }
-        let rewritten = self.ex.response(&taken.method, &mut msg);
         self.taken = None;
         if !rewritten {
             return raw;
         }
-        let json = serde_json::to_string(&msg).unwrap_or_default();
-        Bytes::from(format!("{other}data: {json}\n\n"))
+        let json = serde_json::to_vec(&msg).unwrap_or_default();
+        ev.with_data(&json)
+    }
+
+    /// An event xy cannot read: not forwarded. The request still waiting
+    /// for its answer gets an error in its place.
+    fn unreadable(&mut self, e: &strict::Unreadable) -> Bytes {
+        tracing::warn!(server = %self.server, "xy: an SSE event not forwarded: {e}");
+        let Some(id) = self.answering.take() else {
+            return Bytes::new();
+        };
+        // The exchange's pending call ends as a JSON-RPC error.
+        self.taken = None;
+        self.ex = None;
+        let msg = unreadable_answer(id, unreadable_message(&self.server, e), &self.server);
+        let json = serde_json::to_vec(&msg).unwrap_or_default();
+        sse::Event::default().with_data(&json)
     }
 }
 
@@ -536,7 +715,7 @@ impl Body for SseInspect {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         loop {
-            if this.taken.is_none() && !this.buf.is_empty() {
+            if !this.reading() && !this.buf.is_empty() {
                 // Past the inspected event: whatever is buffered goes as is.
                 return Poll::Ready(Some(Ok(Frame::data(this.buf.split().freeze()))));
             }
@@ -546,22 +725,50 @@ impl Body for SseInspect {
                 if this.buf.is_empty() {
                     this.held = None;
                 }
+                if out.is_empty() {
+                    continue;
+                }
                 return Poll::Ready(Some(Ok(Frame::data(out))));
             }
             if this.ended {
                 if this.buf.is_empty() {
                     return Poll::Ready(None);
                 }
-                return Poll::Ready(Some(Ok(Frame::data(this.buf.split().freeze()))));
+                let rest = this.buf.split().freeze();
+                if this.reading() {
+                    // An event cut short is no event: clients drop it too.
+                    continue;
+                }
+                return Poll::Ready(Some(Ok(Frame::data(rest))));
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) if this.taken.is_none() && this.buf.is_empty() => {
+                    Ok(data) if !this.reading() && this.buf.is_empty() => {
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                     Ok(data) => {
                         if this.buf.len() + data.len() > MAX_EVENT {
-                            return Poll::Ready(Some(Err("an SSE event over 16 MiB".into())));
+                            // The request it answers gets an error at
+                            // once, and the stream ends (SPEC §24).
+                            this.buf.clear();
+                            this.held = None;
+                            this.ended = true;
+                            let e = "an SSE event over 16 MiB";
+                            tracing::warn!(server = %this.server, "xy: {e}, not forwarded");
+                            let Some(id) = this.answering.take() else {
+                                return Poll::Ready(Some(Err(e.into())));
+                            };
+                            this.taken = None;
+                            this.ex = None;
+                            let message = format!(
+                                "xy: server {} answered with {e}; not forwarded",
+                                this.server
+                            );
+                            let msg = unreadable_answer(id, message, &this.server);
+                            let json = serde_json::to_vec(&msg).unwrap_or_default();
+                            return Poll::Ready(Some(Ok(Frame::data(
+                                sse::Event::default().with_data(&json),
+                            ))));
                         }
                         // Not waited for inside a poll: a gateway this
                         // full ends the stream rather than hold more.
@@ -682,5 +889,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
+mod sse;
 #[cfg(test)]
 mod tests;

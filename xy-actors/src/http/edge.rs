@@ -10,7 +10,13 @@
 //! 2. **Who**: only the daemon's own uid. The peer's socket is looked up in
 //!    the kernel's socket table (`os::peer`: an exact lookup where there is
 //!    one, else a scan on the blocking pool); another uid, or a peer that
-//!    cannot be identified, gets `403` and is closed.
+//!    cannot be identified, gets `403` and is closed. Then the process
+//!    holding the socket is mapped to xy's servers (`os::peer::process`,
+//!    on the blocking pool, once per connection): a process of a sandboxed
+//!    server gets `403` unless its `reach` lines name the server behind the
+//!    listener ([`Behind`]); on the gateway, where that server is known per
+//!    request, the connection's [`Reach`] rides in each request's
+//!    extensions for the route to check (SPEC §24, D170).
 //! 3. **How long**: hyper's `header_read_timeout` ([`HEAD_TIMEOUT`]) closes
 //!    a connection that has not sent a complete request head in time, and
 //!    the same timer bounds an idle keep-alive connection.
@@ -33,6 +39,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
+pub(crate) use crate::os::peer::process::Reach;
 pub use backoff::AcceptBackoff;
 use refuse::{Refusal, refuse};
 
@@ -91,6 +98,73 @@ impl<B> Reply for B where
 {
 }
 
+/// Which server a listener serves, for the `reach` check of each connection.
+#[derive(Debug, Clone)]
+pub(crate) enum Behind {
+    /// One server's own port (a stdio bridge, a remote's port).
+    Server(Arc<str>),
+    /// The gateway: the server is known per request (see [`Reach`]).
+    Gateway,
+}
+
+/// Puts the connection's [`Reach`] into each request's extensions.
+struct WithReach<S> {
+    inner: S,
+    reach: Arc<Reach>,
+}
+
+impl<S> hyper::service::Service<Request<Incoming>> for WithReach<S>
+where
+    S: hyper::service::Service<Request<Incoming>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(Arc::clone(&self.reach));
+        self.inner.call(req)
+    }
+}
+
+/// The loopback ports xy's own listeners hold, so the egress proxy never
+/// relays to one (D173): a relayed connection is xyd's own and would pass
+/// the process check.
+static OWN_PORTS: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// Holds one entry of the own-ports list; dropping it removes the entry.
+#[derive(Debug)]
+pub(crate) struct OwnPort(u16);
+
+impl OwnPort {
+    pub(crate) fn hold(port: u16) -> OwnPort {
+        OWN_PORTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(port);
+        OwnPort(port)
+    }
+}
+
+impl Drop for OwnPort {
+    fn drop(&mut self) {
+        let mut ports = OWN_PORTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = ports.iter().position(|p| *p == self.0) {
+            ports.swap_remove(i);
+        }
+    }
+}
+
+/// Whether `port` is held by one of xy's listeners.
+pub(crate) fn is_own_port(port: u16) -> bool {
+    OWN_PORTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&port)
+}
+
 /// How long open connections get to finish after a [`Listening`] is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
@@ -100,6 +174,7 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 pub(crate) struct Listening {
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    _port: Option<OwnPort>,
 }
 
 impl Drop for Listening {
@@ -118,6 +193,7 @@ impl Drop for Listening {
 /// until the returned [`Listening`] is dropped.
 pub(crate) fn listen<M, S, B>(
     listener: std::net::TcpListener,
+    behind: Behind,
     service: M,
 ) -> std::io::Result<Listening>
 where
@@ -126,10 +202,15 @@ where
     B: Reply,
 {
     listener.set_nonblocking(true)?;
+    let port = listener.local_addr().ok().map(|a| OwnPort::hold(a.port()));
     let listener = TcpListener::from_std(listener)?;
     let (shutdown, stop) = watch::channel(false);
-    let task = tokio::spawn(serve(listener, service, stop));
-    Ok(Listening { shutdown, task })
+    let task = tokio::spawn(serve(listener, behind, service, stop));
+    Ok(Listening {
+        shutdown,
+        task,
+        _port: port,
+    })
 }
 
 /// Serves `listener` until `stop` turns true (or its sender is dropped),
@@ -138,6 +219,7 @@ where
 /// admitted connection.
 pub(crate) async fn serve<M, S, B>(
     listener: TcpListener,
+    behind: Behind,
     service: M,
     mut stop: watch::Receiver<bool>,
 ) where
@@ -147,7 +229,6 @@ pub(crate) async fn serve<M, S, B>(
 {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let held = Arc::new(Semaphore::new(MAX_CONNECTIONS + MAX_QUEUED));
-    let uid = nix::unistd::getuid().as_raw();
     let mut backoff = AcceptBackoff::new();
     let mut conns = JoinSet::new();
     loop {
@@ -183,7 +264,7 @@ pub(crate) async fn serve<M, S, B>(
         conns.spawn(connection(
             stream,
             peer,
-            uid,
+            behind.clone(),
             hold,
             Arc::clone(&slots),
             service(),
@@ -198,7 +279,7 @@ pub(crate) async fn serve<M, S, B>(
 async fn connection<S, B>(
     stream: TcpStream,
     peer: SocketAddr,
-    uid: u32,
+    behind: Behind,
     hold: OwnedSemaphorePermit,
     slots: Arc<Semaphore>,
     service: S,
@@ -211,9 +292,11 @@ async fn connection<S, B>(
     if !peer.ip().is_loopback() {
         return;
     }
-    match peer_uid(&stream, peer).await {
-        Ok(owner) if owner == uid => {}
-        Ok(owner) => {
+    let uid = nix::unistd::getuid().as_raw();
+    let socket = match peer_socket(&stream, peer).await {
+        Ok(s) if s.uid == uid => s,
+        Ok(s) => {
+            let owner = s.uid;
             tracing::info!(%peer, peer_uid = owner, "connection from another user refused");
             // A refusal holds no place of the listener's (see `refuse`).
             drop(hold);
@@ -224,7 +307,28 @@ async fn connection<S, B>(
             drop(hold);
             return refuse(stream, Refusal::Forbidden).await;
         }
+    };
+    let reach = match peer_reach(socket.key).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "connection refused: its process cannot be identified");
+            drop(hold);
+            return refuse(stream, Refusal::Forbidden).await;
+        }
+    };
+    let refused = match &behind {
+        Behind::Server(name) => !reach.allows(name),
+        Behind::Gateway => reach.nothing(),
+    };
+    if refused {
+        tracing::info!(%peer, who = %reach.who(), listener = ?behind, "connection from a sandboxed server refused");
+        drop(hold);
+        return refuse(stream, Refusal::Confined).await;
     }
+    let service = WithReach {
+        inner: service,
+        reach: Arc::new(reach),
+    };
     let slot = match Arc::clone(&slots).try_acquire_owned() {
         Ok(p) => p,
         Err(_) => match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
@@ -260,30 +364,66 @@ async fn connection<S, B>(
     drop(hold);
 }
 
-/// The uid owning the peer's socket. The exact lookup (Linux's sock_diag)
+/// The peer's socket and its owner. The exact lookup (Linux's sock_diag)
 /// is a few microseconds and runs here; a scan of the whole socket list
 /// (the `/proc` fallback, macOS) runs on the blocking pool, a few at a time.
-async fn peer_uid(stream: &TcpStream, peer: SocketAddr) -> Result<u32, LookupError> {
+pub(crate) async fn peer_socket(
+    stream: &TcpStream,
+    peer: SocketAddr,
+) -> Result<crate::os::peer::PeerSocket, LookupError> {
     let local = stream.local_addr().map_err(LookupError::Local)?;
-    if let Some(found) = crate::os::peer::tcp_peer_uid(peer, local) {
+    if let Some(found) = crate::os::peer::tcp_peer(peer, local) {
         return found.map_err(LookupError::Peer);
     }
     let _turn = LOOKUP_SLOTS
         .acquire()
         .await
         .expect("the semaphore is never closed");
-    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_uid_by_scan(peer, local))
+    tokio::task::spawn_blocking(move || crate::os::peer::tcp_peer_by_scan(peer, local))
         .await
         .map_err(|_| LookupError::Panicked)?
         .map_err(LookupError::Peer)
 }
 
+/// Whether the peer of `stream` is an unconfined process of xyd's own uid:
+/// the test of a listener no sandboxed server may ever reach (the OAuth
+/// callback). `Err` says why not, for the log.
+pub(crate) async fn owner_unconfined(stream: &TcpStream, peer: SocketAddr) -> Result<(), String> {
+    if !peer.ip().is_loopback() {
+        return Err(format!("{peer} is not loopback"));
+    }
+    let socket = peer_socket(stream, peer).await.map_err(|e| e.to_string())?;
+    let uid = nix::unistd::getuid().as_raw();
+    if socket.uid != uid {
+        return Err(format!("its socket belongs to uid {}", socket.uid));
+    }
+    match peer_reach(socket.key).await.map_err(|e| e.to_string())? {
+        Reach::All => Ok(()),
+        confined => Err(confined.who()),
+    }
+}
+
+/// What the process holding the peer's socket may reach: a walk of `/proc`
+/// (Linux) or of the parent chain (macOS), on the blocking pool.
+pub(crate) async fn peer_reach(key: crate::os::peer::SocketKey) -> Result<Reach, LookupError> {
+    let _turn = LOOKUP_SLOTS
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
+    tokio::task::spawn_blocking(move || crate::os::peer::process::reach_of(key))
+        .await
+        .map_err(|_| LookupError::Panicked)?
+        .map_err(LookupError::Process)
+}
+
 #[derive(Debug, thiserror::Error)]
-enum LookupError {
+pub(crate) enum LookupError {
     #[error("cannot read the connection's local address: {0}")]
     Local(std::io::Error),
     #[error(transparent)]
     Peer(crate::os::peer::PeerError),
+    #[error(transparent)]
+    Process(crate::os::peer::process::ProcessError),
     #[error("the lookup panicked")]
     Panicked,
 }
@@ -309,7 +449,7 @@ mod tests {
                 Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
             })
         };
-        tokio::spawn(serve(listener, service, stop));
+        tokio::spawn(serve(listener, Behind::Gateway, service, stop));
         (addr, stop_tx)
     }
 

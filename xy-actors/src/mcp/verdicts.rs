@@ -3,13 +3,14 @@
 //! filter a `tools/list` or `prompts/list` result in place and decide a
 //! `tools/call` or `prompts/get` by name. The stdio bridge calls these; the
 //! gateway's reverse proxy can call the same ones. Also the [`Directory`]
-//! of tool names every server offers, which shadowing is decided against.
+//! of the tools every server lists (names and digests), which shadowing is
+//! decided against.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
-use xy_core::firewall::{Kind, Policy, ToolState, decide};
+use xy_core::firewall::{Foreign, Kind, Policy, ToolState, decide};
 
 /// What the bridge knows of one listed item: how xy's own listing had it
 /// and what was decided.
@@ -179,6 +180,11 @@ impl Verdicts {
             .is_some_and(|v| v.object.as_deref().is_some_and(|o| same_but_meta(map, o)))
     }
 
+    /// Whether xy's latest listing has an item named `name`.
+    pub(crate) fn knows_name(&self, kind: Kind, name: &str) -> bool {
+        self.of(kind).contains_key(name)
+    }
+
     /// Removes the held-back items from a `tools/list` (`prompts/list`)
     /// result; returns how many went. Other fields (`nextCursor`) stay.
     pub(crate) fn filter(&self, kind: Kind, result: &mut Value) -> usize {
@@ -254,16 +260,20 @@ pub(crate) fn without_meta(item: &Value) -> Option<Arc<Map<String, Value>>> {
     Some(Arc::new(m))
 }
 
-/// The tool names each server offers (approved and visible), for
+/// The tools each server lists, by name with the digest of each, for
 /// shadowing. Each ServerActor writes only its own entry (through its
-/// [`DirectoryEntry`]) and reads the others' when it decides a listing.
+/// [`DirectoryEntry`]) and reads the others' when it decides a listing or
+/// shows its tools.
 ///
 /// A documented lock exception (house style §4): the entries are read far
 /// more than written, by many actors that must not wait on one another's
 /// mailboxes; the lock is `std`, held only to copy or replace one entry,
 /// never across an `.await`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Directory(Arc<RwLock<BTreeMap<String, Arc<[String]>>>>);
+pub(crate) struct Directory(Arc<RwLock<BTreeMap<String, Listed>>>);
+
+/// One server's listed tools: `(name, digest)`.
+type Listed = Arc<[(String, String)]>;
 
 impl Directory {
     /// A server's entry; it is removed when the entry is dropped.
@@ -274,17 +284,19 @@ impl Directory {
         }
     }
 
-    /// The names the servers other than `me` offer, and who offers each
-    /// (the first server by name, when several do).
-    pub(crate) fn others(&self, me: &str) -> HashMap<String, String> {
+    /// The tools the servers other than `me` list: by name, every server
+    /// listing one (in name order) with its digest.
+    pub(crate) fn others(&self, me: &str) -> Foreign {
         let map = self
             .0
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut out = HashMap::new();
-        for (server, names) in map.iter().filter(|(s, _)| s.as_str() != me) {
-            for n in names.iter() {
-                out.entry(n.clone()).or_insert_with(|| server.clone());
+        let mut out = Foreign::new();
+        for (server, tools) in map.iter().filter(|(s, _)| s.as_str() != me) {
+            for (name, digest) in tools.iter() {
+                out.entry(name.clone())
+                    .or_default()
+                    .push((server.clone(), digest.clone()));
             }
         }
         out
@@ -299,14 +311,14 @@ pub(crate) struct DirectoryEntry {
 }
 
 impl DirectoryEntry {
-    /// The names this server offers now.
-    pub(crate) fn set(&self, names: Vec<String>) {
+    /// The tools this server lists now: `(name, digest)`.
+    pub(crate) fn set(&self, tools: Vec<(String, String)>) {
         let mut map = self
             .dir
             .0
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.insert(self.server.clone(), names.into());
+        map.insert(self.server.clone(), tools.into());
     }
 }
 
@@ -597,10 +609,16 @@ mod tests {
     fn the_directory_shows_others_and_forgets_a_dropped_entry() {
         let d = Directory::default();
         let a = d.entry("a");
-        a.set(vec!["read".into()]);
+        a.set(vec![("read".into(), "d1".into())]);
         let b = d.entry("b");
-        b.set(vec!["write".into()]);
-        assert_eq!(d.others("b").get("read").map(String::as_str), Some("a"));
+        b.set(vec![("write".into(), "d2".into())]);
+        let c = d.entry("c");
+        c.set(vec![("read".into(), "d3".into())]);
+        assert_eq!(
+            d.others("b")["read"],
+            [("a".into(), "d1".into()), ("c".into(), "d3".into())]
+        );
+        drop(c);
         assert!(!d.others("a").contains_key("read"));
         drop(a);
         assert!(d.others("b").is_empty());

@@ -3,7 +3,8 @@
 //! Client ID Metadata Document, or RFC 7591 registration), PKCE `S256`, the
 //! authorization URL with `resource` (RFC 8707), and a loopback redirect
 //! listener on a port chosen for this login only, which takes the browser's
-//! callback, checks `state` and `iss` (RFC 9207) and exchanges the code.
+//! callback (from an unconfined process of xyd's own uid only: SPEC §24),
+//! checks `state` and `iss` (RFC 9207), exchanges the code and closes.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -259,6 +260,7 @@ async fn serve_callback(
 ) {
     let deadline = tokio::time::Instant::now() + timeout;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let _own = crate::http::edge::OwnPort::hold(port);
     loop {
         let conn = tokio::select! {
             c = listener.accept() => c,
@@ -271,7 +273,22 @@ async fn serve_callback(
                 return;
             }
         };
-        let Ok((mut stream, _)) = conn else { continue };
+        let Ok((mut stream, peer)) = conn else {
+            continue;
+        };
+        // Only the owner's own, unconfined processes (the browser) may
+        // deliver the code: another user's would bind this xy to their
+        // account (SPEC §24). Refused before a byte is read.
+        if let Err(why) = crate::http::edge::owner_unconfined(&stream, peer).await {
+            tracing::warn!(server = %grant.server(), %peer, %why, "OAuth callback refused");
+            respond(
+                &mut stream,
+                403,
+                "Forbidden: xy takes this login's callback only from its own user's browser.",
+            )
+            .await;
+            continue;
+        }
         let Some(target) = read_target(&mut stream).await else {
             continue;
         };
@@ -383,6 +400,7 @@ async fn read_target(stream: &mut TcpStream) -> Option<String> {
 async fn respond(stream: &mut TcpStream, status: u16, text: &str) {
     let reason = match status {
         200 => "OK",
+        403 => "Forbidden",
         404 => "Not Found",
         _ => "Bad Request",
     };

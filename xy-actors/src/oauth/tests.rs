@@ -569,3 +569,160 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The callback URL the authorization server sends the browser to (its
+/// redirect, not followed).
+async fn callback_of(auth_url: &str) -> String {
+    let r = crate::http::client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .get(auth_url)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_redirection(), "{}", r.status());
+    r.headers()["location"].to_str().unwrap().to_owned()
+}
+
+/// `curl` on `url` as `uid`: the HTTP status, or `000` when it could not
+/// connect.
+#[cfg(unix)]
+async fn curl_as(uid: Option<u32>, url: &str) -> String {
+    use std::os::unix::process::CommandExt;
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+        ])
+        .arg(&url);
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+    .unwrap()
+}
+
+/// SPEC §24: another local user cannot finish the owner's login, a wrong
+/// `state` is ignored, and after the valid callback the port is closed.
+#[tokio::test]
+#[cfg(unix)]
+#[allow(clippy::print_stderr)]
+async fn only_the_owners_callback_with_the_logins_state_counts_and_only_once() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no curl");
+        return;
+    }
+    let fx = Fixture::start(&FixtureOptions::default());
+    let d = tempfile::tempdir().unwrap();
+    let b = broker(d.path());
+    let cfg = OAuthConfig::default();
+    let started = b.login(SERVER, &fx.mcp_url(), &cfg).await.unwrap();
+    let callback = callback_of(&started.url).await;
+    assert!(callback.starts_with(&started.redirect_uri), "{callback}");
+    let not_done = || async {
+        !b.login_wait(&started.login_id, Duration::from_millis(100))
+            .await
+            .unwrap()
+            .done
+    };
+
+    // Another uid (needs root to become one; the uid decision itself is
+    // the edge's, `os::peer`, tested there).
+    if nix::unistd::getuid().is_root() {
+        assert_eq!(curl_as(Some(65534), &callback).await, "403");
+        assert!(
+            not_done().await,
+            "another user's callback finished the login"
+        );
+    } else {
+        eprintln!("another uid not tried: not root");
+    }
+    // The owner's, with a state that is not the login's.
+    let forged = callback.replace("state=", "state=x");
+    assert_eq!(curl_as(None, &forged).await, "400");
+    assert!(not_done().await);
+    // The valid one ends it, and the listener with it.
+    assert_eq!(curl_as(None, &callback).await, "200");
+    assert!(
+        b.login_wait(&started.login_id, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .done
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let again = curl_as(None, &callback).await;
+        if again == "000" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second callback was answered {again}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// SPEC §24: a sandboxed server's process cannot deliver the callback
+/// either. The child plays one: registered as a sandboxed server's root
+/// before it connects (it waits for a line on stdin).
+#[tokio::test]
+#[cfg(target_os = "linux")]
+async fn a_sandboxed_servers_process_cannot_deliver_the_callback() {
+    use std::io::Write;
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return;
+    }
+    let fx = Fixture::start(&FixtureOptions::default());
+    let d = tempfile::tempdir().unwrap();
+    let b = broker(d.path());
+    let cfg = OAuthConfig::default();
+    let started = b.login(SERVER, &fx.mcp_url(), &cfg).await.unwrap();
+    let callback = callback_of(&started.url).await;
+    let status = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "read go; exec curl -s -o /dev/null -w '%{http_code}' --max-time 10 \"$0\"",
+            ])
+            .arg(&callback)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        let _root = crate::os::peer::process::register(pid, "boxed", Some(&[]));
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, "403");
+    assert!(
+        !b.login_wait(&started.login_id, Duration::from_millis(100))
+            .await
+            .unwrap()
+            .done
+    );
+}

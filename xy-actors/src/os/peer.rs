@@ -10,6 +10,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+pub(crate) mod process;
+
 /// Why the peer's uid is unknown. Every variant means "refuse".
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PeerError {
@@ -26,19 +28,46 @@ pub(crate) enum PeerError {
     },
 }
 
-/// The uid owning the socket at `peer` that is connected to `local` (this
-/// process's end of the connection), by an exact lookup in the kernel's
-/// socket table: one netlink round trip, microseconds, fine on the async
-/// thread. `None` where there is no such lookup (not Linux, or netlink
-/// unavailable): then [`tcp_peer_uid_by_scan`].
-pub(crate) fn tcp_peer_uid(peer: SocketAddr, local: SocketAddr) -> Option<Result<u32, PeerError>> {
+/// The peer's socket as found: its owner, and what leads to the processes
+/// holding it (`process` maps those to xy's servers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PeerSocket {
+    pub(crate) uid: u32,
+    pub(crate) key: SocketKey,
+}
+
+/// How the holders of a peer socket are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SocketKey {
+    /// Linux: the socket's inode, named by `/proc/<pid>/fd/*` links
+    /// (`socket:[inode]`) of every process holding it.
+    // Built on Linux; matched everywhere.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Inode(u64),
+    /// macOS: the process whose descriptor table the scan found it in.
+    #[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+    Pid(i32),
+}
+
+/// The socket at `peer` that is connected to `local` (this process's end
+/// of the connection), by an exact lookup in the kernel's socket table: one
+/// netlink round trip, microseconds, fine on the async thread. `None` where
+/// there is no such lookup (not Linux, or netlink unavailable): then
+/// [`tcp_peer_by_scan`].
+pub(crate) fn tcp_peer(
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> Option<Result<PeerSocket, PeerError>> {
     sys::exact(canonical(peer), canonical(local))
 }
 
-/// Like [`tcp_peer_uid`], by walking every socket (`/proc/net/tcp{,6}` on
+/// Like [`tcp_peer`], by walking every socket (`/proc/net/tcp{,6}` on
 /// Linux, this user's processes on macOS). Blocking, milliseconds or more on
 /// a busy machine: call it from the blocking pool.
-pub(crate) fn tcp_peer_uid_by_scan(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
+pub(crate) fn tcp_peer_by_scan(
+    peer: SocketAddr,
+    local: SocketAddr,
+) -> Result<PeerSocket, PeerError> {
     sys::scan(canonical(peer), canonical(local))
 }
 
@@ -50,6 +79,7 @@ pub(crate) struct TcpEntry {
     pub(crate) local: SocketAddr,
     pub(crate) remote: SocketAddr,
     pub(crate) uid: u32,
+    pub(crate) inode: u64,
 }
 
 /// Parses one entry line (`sl local rem st … uid …`); `None` for the
@@ -63,7 +93,14 @@ pub(crate) fn parse_tcp_line(line: &str) -> Option<TcpEntry> {
     let remote = parse_endpoint(f.next()?)?;
     // st, tx_queue:rx_queue, tr:tm->when, retrnsmt, then uid.
     let uid = f.nth(4)?.parse().ok()?;
-    Some(TcpEntry { local, remote, uid })
+    // timeout, then inode.
+    let inode = f.nth(1)?.parse().ok()?;
+    Some(TcpEntry {
+        local,
+        remote,
+        uid,
+        inode,
+    })
 }
 
 /// `0100007F:1F90` (address words in host byte order, port big-endian hex).
@@ -73,20 +110,23 @@ fn parse_endpoint(text: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, u16::from_str_radix(port, 16).ok()?))
 }
 
-/// The uid of the entry in `text` (a whole `/proc/net/tcp{,6}`) whose local
+/// The owner and inode of the entry in `text` (a whole `/proc/net/tcp{,6}`) whose local
 /// end is `peer` and whose remote end is `local`. Matching both ends keeps
 /// a TIME_WAIT socket that reused the peer's port toward another address
 /// from answering. IPv4-mapped IPv6 addresses compare as IPv4.
 // Read on Linux; tested everywhere.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(crate) fn find_owner(text: &str, peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+pub(crate) fn find_owner(text: &str, peer: SocketAddr, local: SocketAddr) -> Option<PeerSocket> {
     let peer = canonical(peer);
     let local = canonical(local);
     text.lines()
         .skip(1)
         .filter_map(parse_tcp_line)
         .find(|e| canonical(e.local) == peer && canonical(e.remote) == local)
-        .map(|e| e.uid)
+        .map(|e| PeerSocket {
+            uid: e.uid,
+            key: SocketKey::Inode(e.inode),
+        })
 }
 
 fn canonical(a: SocketAddr) -> SocketAddr {
@@ -112,8 +152,9 @@ mod diag {
     pub(super) const REQUEST_LEN: usize = 72;
     /// Where `idiag_uid` sits in a reply: `nlmsghdr` (16), then
     /// `inet_diag_msg`'s family, state, timer, retrans (4), sockid (48),
-    /// expires, rqueue, wqueue (12).
+    /// expires, rqueue, wqueue (12); `idiag_inode` follows it.
     const UID_AT: usize = 80;
+    const INODE_AT: usize = 84;
 
     /// The request for the socket whose local end is `peer` and whose
     /// remote end is `local`; `None` when the two are of different families.
@@ -149,7 +190,10 @@ mod diag {
     /// What the kernel answered.
     #[derive(Debug, PartialEq, Eq)]
     pub(super) enum Reply {
-        Uid(u32),
+        Found {
+            uid: u32,
+            inode: u32,
+        },
         NotFound,
         /// An errno, or a reply too short to read.
         Failed(i32),
@@ -167,7 +211,10 @@ mod diag {
                 .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
         };
         match u16_at(4) {
-            Some(SOCK_DIAG_BY_FAMILY) => u32_at(UID_AT).map_or(Reply::Failed(0), Reply::Uid),
+            Some(SOCK_DIAG_BY_FAMILY) => match (u32_at(UID_AT), u32_at(INODE_AT)) {
+                (Some(uid), Some(inode)) => Reply::Found { uid, inode },
+                _ => Reply::Failed(0),
+            },
             Some(NLMSG_ERROR) => match u32_at(16).map(|e| -(e as i32)) {
                 Some(ENOENT) => Reply::NotFound,
                 Some(errno) => Reply::Failed(errno),
@@ -189,11 +236,17 @@ mod sys {
         setsockopt, socket, sockopt,
     };
 
-    use super::{PeerError, diag, find_owner};
+    use super::{PeerError, PeerSocket, SocketKey, diag, find_owner};
 
-    pub(super) fn exact(peer: SocketAddr, local: SocketAddr) -> Option<Result<u32, PeerError>> {
+    pub(super) fn exact(
+        peer: SocketAddr,
+        local: SocketAddr,
+    ) -> Option<Result<PeerSocket, PeerError>> {
         match ask_kernel(peer, local) {
-            Ok(diag::Reply::Uid(uid)) => Some(Ok(uid)),
+            Ok(diag::Reply::Found { uid, inode }) => Some(Ok(PeerSocket {
+                uid,
+                key: SocketKey::Inode(u64::from(inode)),
+            })),
             Ok(diag::Reply::NotFound) => Some(Err(PeerError::NotFound { peer })),
             // No netlink here (a seccomp filter, a kernel without
             // sock_diag): the caller scans /proc instead.
@@ -231,7 +284,7 @@ mod sys {
         Ok(diag::parse(&reply[..n]))
     }
 
-    pub(super) fn scan(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
+    pub(super) fn scan(peer: SocketAddr, local: SocketAddr) -> Result<PeerSocket, PeerError> {
         // An IPv4 peer is usually an AF_INET socket (`tcp`), but a dual-stack
         // AF_INET6 socket connected to 127.0.0.1 is listed in `tcp6` under
         // its mapped address: look there second.
@@ -249,8 +302,8 @@ mod sys {
                 }
                 Err(source) => return Err(PeerError::Io { what: path, source }),
             };
-            if let Some(uid) = find_owner(&text, peer, local) {
-                return Ok(uid);
+            if let Some(found) = find_owner(&text, peer, local) {
+                return Ok(found);
             }
         }
         Err(PeerError::NotFound { peer })
@@ -258,7 +311,7 @@ mod sys {
 }
 
 #[cfg(target_os = "macos")]
-mod macos;
+pub(crate) mod macos;
 #[cfg(target_os = "macos")]
 use macos as sys;
 
@@ -266,14 +319,17 @@ use macos as sys;
 mod sys {
     use std::net::SocketAddr;
 
-    use super::PeerError;
+    use super::{PeerError, PeerSocket};
 
-    pub(super) fn exact(_peer: SocketAddr, _local: SocketAddr) -> Option<Result<u32, PeerError>> {
+    pub(super) fn exact(
+        _peer: SocketAddr,
+        _local: SocketAddr,
+    ) -> Option<Result<PeerSocket, PeerError>> {
         None
     }
 
     /// No mechanism here: every peer is unidentified, so refused.
-    pub(super) fn scan(peer: SocketAddr, _local: SocketAddr) -> Result<u32, PeerError> {
+    pub(super) fn scan(peer: SocketAddr, _local: SocketAddr) -> Result<PeerSocket, PeerError> {
         Err(PeerError::NotFound { peer })
     }
 }
@@ -308,7 +364,8 @@ mod tests {
             TcpEntry {
                 local: addr("127.0.0.1:54321"),
                 remote: addr("127.0.0.1:8080"),
-                uid: 65534
+                uid: 65534,
+                inode: 99321,
             }
         );
         assert_eq!(parse_tcp_line(TCP.lines().next().unwrap()), None);
@@ -323,6 +380,7 @@ mod tests {
         assert_eq!(e.local, addr("[::ffff:127.0.0.1]:57586"));
         assert_eq!(e.remote, addr("[::ffff:127.0.0.1]:8080"));
         assert_eq!(e.uid, 1000);
+        assert_eq!(e.inode, 4242);
         let e = parse_tcp_line(TCP6.lines().nth(2).unwrap()).unwrap();
         assert_eq!(e.local, addr("[::1]:41394"));
         assert_eq!(e.uid, 1001);
@@ -331,6 +389,7 @@ mod tests {
     #[test]
     #[cfg(target_endian = "little")]
     fn the_peer_is_found_by_both_ends() {
+        let find_owner = |text, peer, local| find_owner(text, peer, local).map(|f| f.uid);
         let server = addr("127.0.0.1:8080");
         // The client's socket, not the server's accepted one (same ports,
         // ends swapped) nor the TIME_WAIT one toward port 9000 (uid 0).
@@ -371,7 +430,14 @@ mod tests {
         let mut ok = vec![0u8; 88];
         ok[4..6].copy_from_slice(&20u16.to_ne_bytes());
         ok[80..84].copy_from_slice(&65534u32.to_ne_bytes());
-        assert_eq!(diag::parse(&ok), diag::Reply::Uid(65534));
+        ok[84..88].copy_from_slice(&777u32.to_ne_bytes());
+        assert_eq!(
+            diag::parse(&ok),
+            diag::Reply::Found {
+                uid: 65534,
+                inode: 777
+            }
+        );
         let mut err = vec![0u8; 36];
         err[4..6].copy_from_slice(&2u16.to_ne_bytes());
         err[16..20].copy_from_slice(&(-2i32).to_ne_bytes());
@@ -396,8 +462,9 @@ mod tests {
         assert!(peer.is_ipv4());
         let local = accepted.local_addr().unwrap();
         let me = nix::unistd::getuid().as_raw();
-        assert_eq!(tcp_peer_uid(peer, local).unwrap().unwrap(), me);
-        assert_eq!(tcp_peer_uid_by_scan(peer, local).unwrap(), me);
+        let exact = tcp_peer(peer, local).unwrap().unwrap();
+        assert_eq!(exact.uid, me);
+        assert_eq!(tcp_peer_by_scan(peer, local).unwrap(), exact);
     }
 
     #[test]
@@ -411,19 +478,29 @@ mod tests {
         assert_eq!(peer, client.local_addr().unwrap());
         let local = accepted.local_addr().unwrap();
         let me = nix::unistd::getuid().as_raw();
-        assert_eq!(tcp_peer_uid(peer, local).unwrap().unwrap(), me);
-        assert_eq!(tcp_peer_uid_by_scan(peer, local).unwrap(), me);
+        let exact = tcp_peer(peer, local).unwrap().unwrap();
+        assert_eq!(exact.uid, me);
+        assert_eq!(tcp_peer_by_scan(peer, local).unwrap(), exact);
         // The netlink answer itself, not the /proc fallback.
-        assert_eq!(sys::ask_kernel(peer, local), Ok(diag::Reply::Uid(me)));
+        let SocketKey::Inode(inode) = exact.key else {
+            panic!("{exact:?}")
+        };
+        assert_eq!(
+            sys::ask_kernel(peer, local),
+            Ok(diag::Reply::Found {
+                uid: me,
+                inode: u32::try_from(inode).unwrap()
+            })
+        );
         if std::env::var_os("XY_PEER_TIMING").is_some() {
             let t = std::time::Instant::now();
             for _ in 0..200 {
-                tcp_peer_uid(peer, local).unwrap().unwrap();
+                tcp_peer(peer, local).unwrap().unwrap();
             }
             let diag = t.elapsed() / 200;
             let t = std::time::Instant::now();
             for _ in 0..20 {
-                tcp_peer_uid_by_scan(peer, local).unwrap();
+                tcp_peer_by_scan(peer, local).unwrap();
             }
             let proc = t.elapsed() / 20;
             eprintln!("[peer] sock_diag {diag:?} per lookup, /proc/net/tcp {proc:?}");

@@ -1,7 +1,9 @@
 //! Child records under `run/` (SPEC §7): `{pid, pgid, start_time, command}`
 //! written at spawn and removed once the group is reaped, and the boot-time
-//! [`sweep_orphans`] that stops groups a crashed daemon left behind without
-//! ever signalling an unrelated process that reused the pid.
+//! [`sweep_orphans`] that stops the process trees a crashed daemon left
+//! behind (the group and every descendant of the recorded root, which kept
+//! them as their subreaper: D175) without ever signalling an unrelated
+//! process that reused the pid.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::group;
+use super::tree::Tree;
 use crate::atomic_file;
 
 /// What the daemon knows about one spawned child: the record's JSON
@@ -22,6 +25,10 @@ pub(crate) struct ChildRecord {
     /// reused pid from the child; `null` where it cannot be read.
     pub(crate) start_time: Option<u64>,
     pub(crate) command: String,
+    /// Descendants met so far, `[pid, start_time]` each: what outlives
+    /// the root (a daemon) is still found after a `kill -9` of `xyd`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) descendants: Vec<(i32, u64)>,
 }
 
 impl ChildRecord {
@@ -48,6 +55,11 @@ pub(crate) fn write(path: &Path, rec: &ChildRecord) -> std::io::Result<()> {
     }
     let json = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
     atomic_file::write(path, &json, atomic_file::Sync::Atomic)
+}
+
+/// Whether the record at `path` describes group `pgid`.
+pub(crate) fn describes(path: &Path, pgid: i32) -> bool {
+    ChildRecord::read(path).is_some_and(|r| r.pgid == pgid)
 }
 
 /// Removes the record at `path` if it still describes group `pgid` (a newer
@@ -97,7 +109,7 @@ pub fn sweep_orphans_reporting(
     grace: Duration,
     mut progress: impl FnMut(usize, usize),
 ) -> Vec<SweptOrphan> {
-    let mut found: Vec<(PathBuf, SweptOrphan)> = Vec::new();
+    let mut found: Vec<(PathBuf, SweptOrphan, Tree)> = Vec::new();
     let Ok(dir) = std::fs::read_dir(run_dir) else {
         progress(0, 0);
         return Vec::new();
@@ -119,9 +131,10 @@ pub fn sweep_orphans_reporting(
                     name,
                     pid: rec.pid,
                     pgid: rec.pgid,
-                    command: rec.command,
+                    command: rec.command.clone(),
                     killed: false,
                 },
+                tree_of(&rec),
             )),
             _ => {
                 let _ = std::fs::remove_file(&path);
@@ -130,28 +143,28 @@ pub fn sweep_orphans_reporting(
     }
     let total = found.len();
     progress(total, total);
-    for (_, o) in &found {
+    for (_, o, tree) in &found {
         tracing::warn!(server = %o.name, pid = o.pid, pgid = o.pgid, command = %o.command, "stopping orphan from a previous daemon");
-        let _ = group::signal_group(o.pgid, Signal::SIGTERM);
+        tree.signal(Signal::SIGTERM);
     }
     let mut alive: Vec<usize> = (0..total).collect();
     wait_groups_gone(&found, &mut alive, grace, &mut progress);
     if !alive.is_empty() {
         for &i in &alive {
             found[i].1.killed = true;
-            let _ = group::signal_group(found[i].1.pgid, Signal::SIGKILL);
+            found[i].2.signal(Signal::SIGKILL);
         }
         wait_groups_gone(&found, &mut alive, Duration::from_secs(5), &mut progress);
         for &i in &alive {
             tracing::warn!(
                 pgid = found[i].1.pgid,
-                "orphan group still alive after SIGKILL"
+                "orphan process tree still alive after SIGKILL"
             );
         }
     }
     found
         .into_iter()
-        .map(|(path, o)| {
+        .map(|(path, o, _)| {
             let _ = std::fs::remove_file(&path);
             o
         })
@@ -161,7 +174,7 @@ pub fn sweep_orphans_reporting(
 /// Polls the groups indexed by `alive` until none is left or `within` has
 /// passed, dropping each from `alive` as it goes (and reporting the count).
 fn wait_groups_gone(
-    found: &[(PathBuf, SweptOrphan)],
+    found: &[(PathBuf, SweptOrphan, Tree)],
     alive: &mut Vec<usize>,
     within: Duration,
     progress: &mut impl FnMut(usize, usize),
@@ -170,7 +183,7 @@ fn wait_groups_gone(
     let mut delay = Duration::from_millis(2);
     loop {
         let before = alive.len();
-        alive.retain(|&i| group::group_alive(found[i].1.pgid, None));
+        alive.retain(|&i| found[i].2.alive(None));
         if alive.len() != before {
             progress(found.len(), alive.len());
         }
@@ -182,9 +195,25 @@ fn wait_groups_gone(
     }
 }
 
+fn tree_of(rec: &ChildRecord) -> Tree {
+    // A reused root pid may lead a group of that number: not ours then.
+    let reused = group::start_time(rec.pid).is_some_and(|t| Some(t) != rec.start_time);
+    let tree = Tree::of(rec.pid, rec.start_time, if reused { 0 } else { rec.pgid });
+    tree.meet(&rec.descendants);
+    tree
+}
+
 fn is_orphan(rec: &ChildRecord) -> bool {
     if rec.pgid <= 1 {
         return false;
+    }
+    // A recorded descendant still running (the root may be gone).
+    if rec
+        .descendants
+        .iter()
+        .any(|(p, s)| *p > 1 && group::start_time(*p) == Some(*s) && group::pid_alive(*p))
+    {
+        return true;
     }
     match group::start_time(rec.pid) {
         // Same pid, same start: the very process we spawned.
@@ -205,6 +234,7 @@ mod tests {
             pgid: 10,
             start_time: Some(99),
             command: "/bin/x".into(),
+            descendants: vec![(12, 100)],
         };
         let dir = tempfile::tempdir().unwrap();
         let path = record_path(dir.path(), "x");
@@ -222,7 +252,8 @@ mod tests {
                 pid: 7,
                 pgid: 7,
                 start_time: None,
-                command: "c".into()
+                command: "c".into(),
+                descendants: Vec::new(),
             })
         );
     }
@@ -237,6 +268,7 @@ mod tests {
             pgid: me,
             start_time: Some(1),
             command: "x".into(),
+            descendants: vec![(me, 1)],
         };
         let path = record_path(dir.path(), "a");
         write(&path, &rec).unwrap();

@@ -33,6 +33,9 @@ pub(crate) struct SandboxEnv {
     /// `<state>/sandbox`: each server's temp dir is `<name>/tmp` beneath it
     /// (`Paths::sandbox_temp`).
     pub(crate) root: PathBuf,
+    /// `<data>/data`: each server's private home and data dir is `<name>`
+    /// beneath it (`Paths::server_data`, SPEC §25).
+    pub(crate) data_root: PathBuf,
     /// The Landlock ABI to pretend the kernel has (`XY_SANDBOX_FAKE_ABI`,
     /// read only in debug builds; Linux only).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
@@ -40,8 +43,9 @@ pub(crate) struct SandboxEnv {
 }
 
 impl SandboxEnv {
-    /// `root` with the fake ABI from the environment (debug builds only).
-    pub(crate) fn new(root: PathBuf) -> SandboxEnv {
+    /// `root` and `data_root` with the fake ABI from the environment
+    /// (debug builds only).
+    pub(crate) fn new(root: PathBuf, data_root: PathBuf) -> SandboxEnv {
         let fake_abi = if cfg!(debug_assertions) {
             std::env::var("XY_SANDBOX_FAKE_ABI")
                 .ok()
@@ -49,7 +53,16 @@ impl SandboxEnv {
         } else {
             None
         };
-        SandboxEnv { root, fake_abi }
+        SandboxEnv {
+            root,
+            data_root,
+            fake_abi,
+        }
+    }
+
+    /// The private home and data dir of server `name`.
+    pub(crate) fn data_dir(&self, name: &str) -> PathBuf {
+        self.data_root.join(name)
     }
 
     /// The private temp dir of server `name`.
@@ -73,8 +86,15 @@ pub(crate) struct Prepared {
     pub(crate) status: SandboxStatus,
     /// The home directory `~` expanded against (denials are shown with it).
     pub(crate) home: PathBuf,
-    /// Variables set on top of the child's env (`TMPDIR`, proxy variables).
+    /// Variables set on top of the child's env (`HOME`, `TMPDIR`, caches,
+    /// proxy variables).
     env: Vec<(&'static str, OsString)>,
+    /// `env-pass` names: xyd's variables the built environment takes
+    /// besides the fixed list (SPEC §24).
+    env_pass: Vec<String>,
+    /// The working dir when the config names none and the default is the
+    /// data dir (a pinned install, SPEC §25).
+    cwd: Option<PathBuf>,
     /// Variables removed from the child's env (`NO_PROXY`).
     env_remove: Vec<&'static str>,
     #[cfg(target_os = "linux")]
@@ -99,6 +119,24 @@ fn unavailable(program: &Path, error: String) -> SpawnError {
     }
 }
 
+/// Whether process `pid` belongs to a sandboxed spawn of this xyd (a
+/// server, its descendants, a `sandbox test` probe): xyd's control socket
+/// refuses it (SPEC §24, D178). Linux walks the parent chain to xyd's own
+/// child and compares seccomp filter counts; a process that cannot be
+/// looked up counts as confined. macOS: `false` — the Seatbelt profile
+/// already refuses a Unix connect outside the rules' paths.
+pub fn is_confined_process(pid: i32) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        linux::is_confined_process(pid)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        false
+    }
+}
+
 /// The child's home: its env block's `HOME`, else the daemon's.
 pub(crate) fn child_home(config: &ServerConfig) -> PathBuf {
     config
@@ -112,7 +150,14 @@ pub(crate) fn child_home(config: &ServerConfig) -> PathBuf {
 /// The interpreter named by `program`'s `#!` line, resolved and
 /// canonicalized: `#!/usr/bin/env node` → `node` on `path` (the child's
 /// PATH, else the daemon's). `None` for a binary or an unreadable file.
+#[cfg(test)]
 pub(crate) fn interpreter(program: &Path, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::fs::canonicalize(interpreter_as_named(program, path)?).ok()
+}
+
+/// [`interpreter`] before symlinks are followed: a venv's entry script
+/// names `<venv>/bin/python`, a link out of the venv.
+fn interpreter_as_named(program: &Path, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     use std::io::Read;
     let mut head = [0u8; 256];
     let n = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
@@ -122,14 +167,31 @@ pub(crate) fn interpreter(program: &Path, path: Option<&std::ffi::OsStr>) -> Opt
     let line = std::str::from_utf8(line).ok()?;
     let mut words = line.split_whitespace();
     let first = words.next()?;
-    let named = if Path::new(first).file_name().is_some_and(|n| n == "env") {
+    if Path::new(first).file_name().is_some_and(|n| n == "env") {
         // `env -S node --flag`, `env node`: the first word that is no option.
         let name = words.find(|w| !w.starts_with('-'))?;
-        xy_core::config::resolve_command_in(name, path, None).ok()?
+        xy_core::config::resolve_command_in(name, path, None).ok()
     } else {
-        PathBuf::from(first)
-    };
-    std::fs::canonicalize(named).ok()
+        Some(PathBuf::from(first))
+    }
+}
+
+/// Creates `dir` (and missing parents) private, or makes an existing one
+/// private again: a server's home keeps its files across spawns.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::other("not a directory"));
+    }
+    if meta.permissions().mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// Empties (or creates) `dir` as a private 0700 directory.
@@ -171,10 +233,33 @@ pub(crate) fn prepare(
     let home = child_home(config);
     let canonical = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
     let path_var: Option<OsString> = config.env.get("PATH").map(OsString::from);
-    let interp = interpreter(&canonical, path_var.as_deref());
-    let working_dir = match &config.working_dir {
-        Some(d) => std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()),
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    let named_interp = interpreter_as_named(program, path_var.as_deref());
+    let interp = named_interp
+        .as_deref()
+        .and_then(|i| std::fs::canonicalize(i).ok());
+    // A venv is judged on the paths as named (its `python` links out of it),
+    // then canonicalized like every other rule.
+    let is_file = |p: &Path| p.is_file();
+    let venv = [Some(program), named_interp.as_deref()]
+        .into_iter()
+        .flatten()
+        .find_map(|p| xy_core::sandbox::venv_root(p, &is_file))
+        .and_then(|v| std::fs::canonicalize(v).ok());
+    let data_dir = env.data_dir(&config.name);
+    private_dir(&data_dir).map_err(|e| {
+        unavailable(
+            program,
+            format!("sandbox home dir {}: {e}", data_dir.display()),
+        )
+    })?;
+    let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
+    // A pinned install's files are its code (read-only): it works in its
+    // data dir unless the file says otherwise.
+    let cwd = (config.working_dir.is_none() && config.package.is_some()).then(|| data_dir.clone());
+    let working_dir = match (&config.working_dir, &cwd) {
+        (Some(d), _) => std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()),
+        (None, Some(d)) => d.clone(),
+        (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
     };
     let script = xy_core::sandbox::script_candidate(&canonical, &config.args, &working_dir)
         .and_then(|s| std::fs::canonicalize(s).ok())
@@ -193,6 +278,8 @@ pub(crate) fn prepare(
         script: script.as_deref(),
         working_dir: &working_dir,
         temp_dir: &temp_dir,
+        venv: venv.as_deref(),
+        data_dir: Some(&data_dir),
         listen_port: (config.transport == Transport::Http).then_some(config.port),
         os: Os::current(),
     };
@@ -213,6 +300,16 @@ pub(crate) fn prepare(
         .into_iter()
         .map(|k| (k, temp_dir.clone().into_os_string()))
         .collect();
+    if !config.env.contains_key("HOME") {
+        vars.push(("HOME", data_dir.clone().into_os_string()));
+    }
+    // The user's caches the rules grant stay the ones the tools use.
+    for (var, rel) in xy_core::sandbox::user_caches(Os::current()) {
+        let cache = home.join(rel);
+        if !config.env.contains_key(*var) && rules.can_write(&cache) {
+            vars.push((var, cache.into_os_string()));
+        }
+    }
     let mut env_remove = Vec::new();
     if let (NetworkMode::Allow, Some(grant)) = (rules.network, proxy) {
         for k in [
@@ -249,6 +346,8 @@ pub(crate) fn prepare(
         },
         home,
         env: vars,
+        env_pass: block.env_pass.clone(),
+        cwd,
         env_remove,
         enforcer,
     }))
@@ -260,8 +359,10 @@ pub(crate) fn prepare(
 /// drop, the descriptor limit given back, then the sandbox's environment
 /// and enforcement put on last (they win over the config's env), and the
 /// spawn's egress grant activated for the returned run (what `status`
-/// shows, and where the proxy records refusals). Arguments and stdio are
-/// the caller's.
+/// shows, and where the proxy records refusals). A confined child's
+/// environment is built, not inherited (SPEC §24): xyd's variables that
+/// [`xy_core::sandbox::passes_env`] names, then the config's. Arguments
+/// and stdio are the caller's.
 pub(crate) fn command(
     config: &ServerConfig,
     program: &Path,
@@ -272,9 +373,25 @@ pub(crate) fn command(
         Some(s) => s.command(program),
         None => tokio::process::Command::new(program),
     };
+    if let Some(s) = &sandbox {
+        cmd.env_clear();
+        for (k, v) in std::env::vars_os() {
+            if k.to_str()
+                .is_some_and(|k| xy_core::sandbox::passes_env(k, &s.env_pass))
+            {
+                cmd.env(k, v);
+            }
+        }
+    }
     cmd.envs(&config.env).process_group(0).kill_on_drop(true);
-    if let Some(dir) = &config.working_dir {
-        cmd.current_dir(dir);
+    match (
+        &config.working_dir,
+        sandbox.as_ref().and_then(|s| s.cwd.as_ref()),
+    ) {
+        (Some(dir), _) | (None, Some(dir)) => {
+            cmd.current_dir(dir);
+        }
+        (None, None) => {}
     }
     crate::os::limits::restore_for_child(&mut cmd);
     let run = sandbox.map(|s| {
@@ -414,6 +531,8 @@ mod tests {
                 interpreter: None,
                 working_dir: Path::new("/home/me/work"),
                 temp_dir: Path::new("/tmp/t"),
+                venv: None,
+                data_dir: None,
                 listen_port: None,
                 os: Os::Linux,
             },

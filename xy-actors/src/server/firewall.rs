@@ -2,9 +2,13 @@
 //! the child goes to [`crate::server::mcp_state::McpState`], which decides; this
 //! carries out what follows — the `tools` events (the listing's change, and
 //! one per item newly held back), the desktop notification with `notify
-//! #true`, the new verdicts to the bridge, and the `list` view.
+//! #true`, the new verdicts to the bridge, and the `list` view; and an
+//! approval of an item xy's latest listing lacks, which waits for a new
+//! listing before it is answered.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+use ractor::{ActorRef, RpcReplyPort};
 
 use xy_core::config::HookEvent;
 use xy_core::protocol::EventKind;
@@ -13,7 +17,22 @@ use super::ServerActorState;
 use crate::bridge::BridgeMsg;
 use crate::events::EngineEvent;
 use crate::mcp::listing::Listing;
-use crate::server::mcp_state::Held;
+use crate::server::ServerMsg;
+use crate::server::mcp_state::{Held, UnknownNames};
+
+/// How long an approval naming an item xy has not listed waits for the new
+/// listing it asks for (a child that changed without `list_changed`):
+/// well within the engine's wait for the answer.
+const RELIST_WAIT: Duration = Duration::from_secs(3);
+
+type ApproveReply = RpcReplyPort<Result<Vec<String>, UnknownNames>>;
+
+/// Approvals waiting for a new listing, by id.
+#[derive(Default)]
+pub(crate) struct Parked {
+    next: u64,
+    waiting: Vec<(u64, Vec<String>, bool, ApproveReply)>,
+}
 
 impl ServerActorState {
     /// xy listed the current child's tools (and prompts).
@@ -32,6 +51,54 @@ impl ServerActorState {
         }
         self.firewall_changed(held);
         self.publish();
+        // The listing parked approvals waited for.
+        for (_, names, all, reply) in std::mem::take(&mut self.parked.waiting) {
+            self.approve_now(&names, all, reply);
+        }
+    }
+
+    /// `tools_approve`. A name xy's latest listing lacks may be an item the
+    /// child added without `list_changed` (its refusal printed the command
+    /// the user runs): xy lists again and answers after that listing, or
+    /// after [`RELIST_WAIT`] (SPEC §24).
+    pub(super) fn tools_approve(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        names: Vec<String>,
+        all: bool,
+        reply: ApproveReply,
+    ) {
+        let running = self.lc.phase == xy_core::protocol::ServerState::Running;
+        if !running || self.mcp.unknown(&names).is_empty() {
+            return self.approve_now(&names, all, reply);
+        }
+        match &self.bridge {
+            Some(b) => {
+                let _ = b.actor.cast(BridgeMsg::Relist);
+            }
+            None => self.relist.notify_one(),
+        }
+        let id = self.parked.next;
+        self.parked.next += 1;
+        self.parked.waiting.push((id, names, all, reply));
+        myself.send_after(RELIST_WAIT, move || ServerMsg::ApproveTimeout(id));
+    }
+
+    /// A parked approval's wait is over: answered with what xy lists now.
+    pub(super) fn approve_timeout(&mut self, id: u64) {
+        let Some(at) = self.parked.waiting.iter().position(|p| p.0 == id) else {
+            return;
+        };
+        let (_, names, all, reply) = self.parked.waiting.remove(at);
+        self.approve_now(&names, all, reply);
+    }
+
+    fn approve_now(&mut self, names: &[String], all: bool, reply: ApproveReply) {
+        let r = self.mcp.approve(names, all, SystemTime::now());
+        self.firewall_changed(Vec::new());
+        if !reply.is_closed() {
+            let _ = reply.send(r);
+        }
     }
 
     /// xy could not list the current child (it never answered MCP, or its

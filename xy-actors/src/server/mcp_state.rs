@@ -90,7 +90,7 @@ pub(crate) struct McpState {
     /// Tools listed by xy this daemon run, for `list[].tool_count` of
     /// servers without an `mcp` probe.
     listed_count: Option<u32>,
-    /// Every server's offered tool names (shadowing), and this server's place in it.
+    /// Every server's listed tools (shadowing), and this server's place in it.
     directory: Directory,
     entry: DirectoryEntry,
     /// The verdicts as published (the bridge and, later, the gateway read them).
@@ -387,22 +387,20 @@ impl McpState {
             tools,
             prompts,
         };
-        let offered: Vec<String> = if self.mode == FirewallMode::Off {
-            fw.tools.current.iter().map(|v| v.name.clone()).collect()
-        } else {
-            fw.tools
-                .current
-                .iter()
-                .filter(|v| v.state.visible())
-                .map(|v| v.name.clone())
-                .collect()
-        };
-        self.entry.set(offered);
+        // Every listed tool, held back or not, so that a clash shows on
+        // both sides whichever server listed first (SPEC §24).
+        let listed: Vec<(String, String)> = fw
+            .tools
+            .current
+            .iter()
+            .map(|v| (v.name.clone(), v.digest.clone()))
+            .collect();
+        self.entry.set(listed);
         self.verdicts.send_replace(Arc::new(verdicts));
     }
 
-    /// Every name is a listed tool or prompt; else the ones that are not.
-    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
+    /// The names that are no listed tool or prompt.
+    pub(crate) fn unknown(&self, names: &[String]) -> Vec<String> {
         let fw = &self.ledger.firewall;
         let listed = |n: &str| {
             fw.tools
@@ -411,7 +409,12 @@ impl McpState {
                 .chain(&fw.prompts.current)
                 .any(|v| v.name == n)
         };
-        let unknown: Vec<String> = names.iter().filter(|n| !listed(n)).cloned().collect();
+        names.iter().filter(|n| !listed(n)).cloned().collect()
+    }
+
+    /// Every name is a listed tool or prompt; else the ones that are not.
+    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
+        let unknown = self.unknown(names);
         if unknown.is_empty() {
             Ok(())
         } else {
@@ -523,6 +526,24 @@ impl McpState {
     pub(crate) fn tools(&self) -> ToolsResult {
         let mut r = self.ledger.result(&self.name);
         r.mode = Some(self.mode);
+        // Shadowing as it stands now, on both sides of a clash: a server
+        // that listed first learns of a later one without a new decision.
+        if self.mode != FirewallMode::Off
+            && let Some(current) = &mut r.current
+        {
+            let foreign = self.directory.others(&self.name);
+            for t in &mut current.tools {
+                let warning = t
+                    .digest
+                    .as_deref()
+                    .and_then(|d| xy_core::firewall::shadowing(&foreign, &t.name, d));
+                if let Some(w) = warning
+                    && !t.reasons.contains(&w)
+                {
+                    t.warnings.push(w);
+                }
+            }
+        }
         r
     }
 
@@ -722,11 +743,61 @@ mod tests {
             ]
         );
         assert!(st.verdicts().call(Kind::Tool, "n").is_ok());
-        // The directory offers what is visible, for shadowing elsewhere.
-        assert_eq!(dir.others("other").len(), 2);
+        // The directory has every listed tool, held back or not, for
+        // shadowing on both sides.
+        assert_eq!(dir.others("other").len(), 3);
         // `all` approves every held-back one.
         assert_eq!(st.approve(&[], true, now).unwrap(), ["bad"]);
         assert_eq!(dir.others("other").len(), 3);
+    }
+
+    fn named(name: &str, mode: FirewallMode, directory: &Directory) -> McpState {
+        McpState::load(None, name, mode, directory.clone())
+    }
+
+    fn warnings(st: &McpState, tool: &str) -> Vec<String> {
+        let r = st.tools();
+        let t = r
+            .current
+            .unwrap()
+            .tools
+            .into_iter()
+            .find(|t| t.name == tool);
+        t.unwrap().warnings
+    }
+
+    #[test]
+    fn shadowing_needs_another_definition_and_shows_on_both_sides() {
+        // Issue 39: the same tools listed by two servers (another install
+        // of one package) are never held back, whichever lists first.
+        let dir = Directory::default();
+        let now = SystemTime::now();
+        let same = [t("read_file", "Reads."), t("write_file", "Writes.")];
+        let mut a = named("a", FirewallMode::Pin, &dir);
+        a.listed(listing(&same), now);
+        let mut b = named("b", FirewallMode::Pin, &dir);
+        b.listed(listing(&same), now);
+        for st in [&a, &b] {
+            assert!(states(st).iter().all(|(_, s)| *s == ToolState::Approved));
+            assert!(warnings(st, "read_file").is_empty());
+        }
+        // Another definition under the name: a warning on both sides in
+        // pin, nothing held.
+        let mut c = named("c", FirewallMode::Pin, &dir);
+        c.listed(listing(&[t("read_file", "Reads anything.")]), now);
+        assert_eq!(states(&c), [("read_file".into(), ToolState::Approved)]);
+        assert!(warnings(&c, "read_file")[0].contains("servers a, b"));
+        assert!(warnings(&a, "read_file")[0].contains("server c"));
+        assert!(warnings(&a, "write_file").is_empty());
+        // Review holds the clash; the approved side stays approved.
+        let mut r = named("r", FirewallMode::Review, &dir);
+        r.listed(listing(&[t("write_file", "Writes anything.")]), now);
+        assert_eq!(states(&r), [("write_file".into(), ToolState::Flagged)]);
+        assert!(r.tools().current.unwrap().tools[0].reasons[0].contains("servers a, b"));
+        assert_eq!(states(&a)[1], ("write_file".into(), ToolState::Approved));
+        assert!(warnings(&a, "write_file")[0].contains("server r"));
+        // The reason is not repeated as a warning.
+        assert!(warnings(&r, "write_file").is_empty());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Spawning a server's child behind a trait, so the ServerActor runs against
 //! real processes in the daemon and against a mock in unit tests. The real
-//! spawner puts the child in its own process group, wires its stdout/stderr
-//! to the log pumps and writes the child record for the orphan sweep.
+//! spawner puts the child in its own process group, makes it the subreaper
+//! of its descendants (Linux), wires its stdout/stderr to the log pumps and
+//! writes the child record for the orphan sweep; its signals and its
+//! "gone" reach the child's whole process tree (`os::tree`).
 
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
@@ -21,6 +23,7 @@ use crate::os::group;
 use crate::os::ports::PortHolder;
 use crate::os::records::{self, ChildRecord};
 use crate::os::spawn::{SpawnError, resolve};
+use crate::os::tree::Tree;
 
 /// A boxed `Send` future.
 pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -130,6 +133,13 @@ impl ChildSpawner for RealSpawner {
         )?;
         let (mut cmd, run) =
             crate::os::sandbox::command(config, &program, sandbox.as_mut(), egress);
+        #[cfg(target_os = "linux")]
+        #[allow(unsafe_code)]
+        // SAFETY: the closure makes one prctl call, async-signal-safe, and
+        // touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(crate::os::tree::subreaper_in_child);
+        }
         cmd.args(&config.args)
             .stdin(if stdio { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
@@ -141,6 +151,19 @@ impl ChildSpawner for RealSpawner {
         })?;
         let pid = child.id().unwrap_or_default();
         let pgid = i32::try_from(pid).unwrap_or_default();
+        // xy's listeners map a peer's process to its server through this
+        // (SPEC §24). Until it is in, the child counts as an unregistered
+        // child of xyd: refused if sandboxed (`no_new_privs`).
+        let root = crate::os::peer::process::register(
+            pgid,
+            &config.name,
+            run.as_ref().map(|_| {
+                config
+                    .sandbox
+                    .as_ref()
+                    .map_or(&[][..], |s| s.reach.as_slice())
+            }),
+        );
         // A stdio server's stdout is the protocol: the bridge reads it, and
         // it is not logged.
         let mut protocol = None;
@@ -170,6 +193,7 @@ impl ChildSpawner for RealSpawner {
             pgid,
             start_time: group::start_time(pgid),
             command: shown,
+            descendants: Vec::new(),
         };
         let record_path = match records::write(&record_path, &record) {
             Ok(()) => Some(record_path),
@@ -178,25 +202,70 @@ impl ChildSpawner for RealSpawner {
                 None
             }
         };
+        let tree = Arc::new(Tree::of(pgid, record.start_time, pgid));
+        if let Some(path) = &record_path {
+            tokio::spawn(census(tree.clone(), record, path.clone()));
+        }
         Ok(Arc::new(RealChild {
             pid,
             pgid,
+            tree,
             child: Mutex::new(Some(child)),
             record_path,
             stdio: Mutex::new(protocol),
             sandbox: run,
+            _root: root,
         }))
+    }
+}
+
+/// Follows the child's tree while its root lives and rewrites its record
+/// when the descendants change (D175): every 2 s after the spawn or a
+/// change, backing off to once a minute while nothing changes. Ends with
+/// the root.
+async fn census(tree: Arc<Tree>, mut record: ChildRecord, path: PathBuf) {
+    let mut every = crate::os::tree::CENSUS_EVERY;
+    loop {
+        tokio::time::sleep(every).await;
+        let t = tree.clone();
+        let Ok((changed, root_alive)) =
+            tokio::task::spawn_blocking(move || (t.census(), t.root_alive())).await
+        else {
+            return;
+        };
+        if !root_alive {
+            return;
+        }
+        every = if changed {
+            crate::os::tree::CENSUS_EVERY
+        } else {
+            (every * 2).min(crate::os::tree::CENSUS_IDLE_EVERY)
+        };
+        if changed {
+            record.descendants = tree.met();
+            // Only while the record is still this child's (a stop removes it).
+            if records::describes(&path, record.pgid)
+                && let Err(e) = records::write(&path, &record)
+            {
+                tracing::warn!(path = %path.display(), error = %e, "cannot update child record");
+            }
+        }
     }
 }
 
 struct RealChild {
     pid: u32,
     pgid: i32,
+    /// Everything the child started, its group and beyond (D175).
+    tree: Arc<Tree>,
     /// Taken by the waiter task; `kill_on_drop` fires if that task is dropped.
     child: Mutex<Option<tokio::process::Child>>,
     record_path: Option<PathBuf>,
     stdio: Mutex<Option<crate::bridge::ChildStdio>>,
     sandbox: Option<Arc<crate::os::sandbox::SandboxRun>>,
+    /// The root's registration for xy's listeners, held as long as the
+    /// child is.
+    _root: crate::os::peer::process::RootGuard,
 }
 
 impl ChildHandle for RealChild {
@@ -209,9 +278,7 @@ impl ChildHandle for RealChild {
     }
 
     fn signal_group(&self, sig: Signal) {
-        if let Err(e) = group::signal_group(self.pgid, sig) {
-            tracing::warn!(pgid = self.pgid, signal = %sig, error = %e, "cannot signal process group");
-        }
+        self.tree.signal(sig);
     }
 
     fn wait(&self) -> BoxFuture<ExitInfo> {
@@ -257,8 +324,9 @@ impl ChildHandle for RealChild {
     fn wait_group_gone(&self) -> BoxFuture<()> {
         let (pgid, leader) = (self.pgid, i32::try_from(self.pid).ok());
         let record = self.record_path.clone();
+        let tree = self.tree.clone();
         Box::pin(async move {
-            group::wait_group_gone(pgid, leader).await;
+            tree.wait_gone(leader).await;
             if let Some(path) = record {
                 records::remove_if_pid(&path, pgid);
             }

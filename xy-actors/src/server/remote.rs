@@ -151,7 +151,8 @@ impl ServerActorState {
                 }
             })
         };
-        match crate::http::edge::listen(listener, service) {
+        let behind = crate::http::edge::Behind::Server(self.config.name.as_str().into());
+        match crate::http::edge::listen(listener, behind, service) {
             Ok(l) => {
                 self.remote_port = Some(RemotePort {
                     port,

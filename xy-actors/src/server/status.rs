@@ -48,6 +48,10 @@ impl ServerActorState {
                 .as_ref()
                 .map(|p| xy_core::package::status(&c.name, p)),
             remote: c.remote.as_ref().map(xy_core::config::RemoteConfig::status),
+            dropped_notifications: self
+                .bridge
+                .as_ref()
+                .map_or(0, |b| b.endpoint.flow.dropped()),
         }
     }
 

@@ -77,8 +77,10 @@ impl ServerActorState {
             return;
         }
         let bodies = std::sync::Arc::new(tokio::sync::Semaphore::new(bridge::http::BODIES));
+        let flow = std::sync::Arc::new(bridge::route::outbox::Flow::default());
         let args = BridgeArgs {
             bodies: std::sync::Arc::clone(&bodies),
+            flow: std::sync::Arc::clone(&flow),
             name: self.config.name.clone(),
             port: self.config.port,
             path: self.config.path.clone(),
@@ -97,6 +99,7 @@ impl ServerActorState {
                         path: self.config.path.clone(),
                         actor: actor.clone(),
                         bodies,
+                        flow,
                     },
                     actor,
                     listening: false,

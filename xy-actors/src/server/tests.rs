@@ -478,6 +478,9 @@ async fn an_idle_on_demand_server_listens_again_after_its_bridge_panicked() {
         body.len()
     );
     let deadline = Instant::now() + Duration::from_secs(10);
+    // Each poke stays open: the edge refuses a connection whose socket no
+    // process holds any more (SPEC §24, D171).
+    let mut pokes = Vec::new();
     while f.spawner.spawns() == 0 {
         assert!(
             Instant::now() < deadline,
@@ -486,6 +489,7 @@ async fn an_idle_on_demand_server_listens_again_after_its_bridge_panicked() {
         );
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             let _ = std::io::Write::write_all(&mut s, req.as_bytes());
+            pokes.push(s);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -11,7 +11,7 @@ use std::process::Command;
 use serde::Deserialize;
 use xy_core::package::{Ecosystem, PackageRef};
 
-use super::{Built, Resolved, parse_rfc3339, program, run};
+use super::{Built, Cutoff, Resolved, parse_rfc3339, program, run};
 use crate::cli::InstallFlags;
 use crate::error::{Exit, Failure};
 
@@ -142,13 +142,17 @@ pub(crate) fn node() -> Result<PathBuf, Failure> {
 
 /// Installs `r` into `tmp`, which becomes `target`: `npm ci` from
 /// `previous`'s lockfile when the same version was installed before, else
-/// `npm install --save-exact`. Scripts are off unless `--allow-scripts`.
+/// `npm install --save-exact`, every dependency resolved to a version
+/// published before `before` (`--before`: min-age covers the whole tree;
+/// a dependency with no such version is named). Scripts are off unless
+/// `--allow-scripts`.
 pub(crate) fn install(
     tmp: &Path,
     target: &Path,
     previous: Option<&Path>,
     r: &Resolved,
     flags: &InstallFlags,
+    before: Option<&Cutoff>,
 ) -> Result<Built, Failure> {
     debug_assert_eq!(r.pkg.ecosystem, Ecosystem::Npm);
     let npm = program("npm", NO_NPM)?;
@@ -173,6 +177,9 @@ pub(crate) fn install(
         cmd.arg("install")
             .arg("--save-exact")
             .arg(format!("{}@{}", r.pkg.name, r.pkg.version));
+        if let Some(c) = before {
+            cmd.arg("--before").arg(xy_core::time::rfc3339_ms(c.at));
+        }
         "`npm install`"
     };
     cmd.arg("--prefix")
@@ -181,7 +188,12 @@ pub(crate) fn install(
     if !flags.allow_scripts {
         cmd.arg("--ignore-scripts");
     }
-    run(&mut cmd, what)?;
+    run(&mut cmd, what).map_err(|f| match (before, too_new_dependency(&f)) {
+        (Some(c), Some(dep)) => c
+            .too_new(&dep, None)
+            .with_detail(f.detail.unwrap_or_default()),
+        _ => f,
+    })?;
     let lock = std::fs::read_to_string(tmp.join(LOCKFILE)).map_err(|e| {
         Failure::new(
             Exit::Operational,
@@ -273,6 +285,16 @@ fn with_install_scripts(lock: &str) -> Vec<String> {
     names
 }
 
+/// The dependency npm's `--before` found no version of: npm says `No
+/// matching version found for <name>@<range> with a date before <date>`.
+fn too_new_dependency(f: &Failure) -> Option<String> {
+    let text = f.detail.as_deref()?;
+    let rest = &text[text.find("No matching version found for ")? + 30..];
+    let spec = rest.split_whitespace().next()?.trim_end_matches('.');
+    rest.contains("with a date before")
+        .then(|| format!("{spec} (no version of it is old enough)"))
+}
+
 /// The lockfile's installed packages that carry no `integrity` (links to
 /// local folders and bundled dependencies have none by nature and are
 /// pinned by their parent).
@@ -348,6 +370,20 @@ mod tests {
             entry_path(Path::new("/d"), "@x/srv", "./dist//s.js"),
             Path::new("/d/node_modules/@x/srv/dist/s.js")
         );
+    }
+
+    #[test]
+    fn the_dependency_with_no_version_old_enough_is_named() {
+        let f = Failure::new(Exit::Operational, "`npm install` failed").with_detail(
+            "npm error code ETARGET\nnpm error notarget No matching version found for \
+             zod@^4.1.0 with a date before 11/1/2026, 12:00:00 AM.\nnpm error notarget …",
+        );
+        assert_eq!(
+            too_new_dependency(&f).as_deref(),
+            Some("zod@^4.1.0 (no version of it is old enough)")
+        );
+        let other = Failure::new(Exit::Operational, "x").with_detail("E404");
+        assert_eq!(too_new_dependency(&other), None);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! version and its upload time (over [`crate::http`]: the system's roots,
 //! the `HTTPS_PROXY`/`NO_PROXY` settings); a venv in the version
 //! directory; `pip download` of every wheel, each hashed into
-//! `requirements.lock` as `--hash=sha256:…`; `pip install --no-index
+//! `requirements.lock` as `--hash=sha256:…`, each file's upload time
+//! checked against `min-age` (the JSON API again); `pip install --no-index
 //! --require-hashes` from those files only; the distribution's console
 //! script run by the venv's python.
 
@@ -11,7 +12,7 @@ use std::process::Command;
 
 use xy_core::package::PackageRef;
 
-use super::{Built, Resolved, parse_rfc3339, program, run};
+use super::{Built, Cutoff, Resolved, parse_rfc3339, program, run};
 use crate::error::{Exit, Failure};
 
 /// The hash-pinned requirements file.
@@ -114,13 +115,16 @@ pub(crate) fn venv_python(dir: &Path) -> PathBuf {
 
 /// Builds the venv in `tmp` (which becomes `target`): the wheels of
 /// `previous`'s lock when this version was installed before, else those
-/// `pip download` picks, hashed into the lock; then installed from those
-/// files only, every hash checked.
+/// `pip download` picks, each uploaded before `before` (min-age covers
+/// every dependency: too-new releases are held back by constraints and the
+/// download redone; what cannot be held back is named), hashed into the
+/// lock; then installed from those files only, every hash checked.
 pub(crate) fn install(
     tmp: &Path,
     target: &Path,
     previous: Option<&Path>,
     r: &Resolved,
+    before: Option<&Cutoff>,
 ) -> Result<Built, Failure> {
     let python3 = program("python3", NO_PYTHON)?;
     run(
@@ -163,16 +167,60 @@ pub(crate) fn install(
         )?;
     } else {
         let spec = format!("{}=={}", r.pkg.name, r.pkg.version);
-        run(
-            &mut pip(&[
-                os("download"),
-                os("--only-binary=:all:"),
-                os("-d"),
-                wheels.as_os_str(),
-                std::ffi::OsStr::new(&spec),
-            ]),
-            &format!("`pip download {spec}`"),
-        )?;
+        let constraints = tmp.join("min-age.constraints");
+        let mut excluded: Vec<String> = Vec::new();
+        for round in 0.. {
+            std::fs::write(&constraints, excluded.join("\n") + "\n").map_err(|e| {
+                Failure::new(
+                    Exit::Operational,
+                    format!("cannot write {}: {e}", constraints.display()),
+                )
+            })?;
+            let _ = std::fs::remove_dir_all(&wheels);
+            run(
+                &mut pip(&[
+                    os("download"),
+                    os("--only-binary=:all:"),
+                    os("-c"),
+                    constraints.as_os_str(),
+                    os("-d"),
+                    wheels.as_os_str(),
+                    std::ffi::OsStr::new(&spec),
+                ]),
+                &format!("`pip download {spec}`"),
+            )
+            .map_err(|f| match excluded.is_empty() {
+                true => f,
+                false => Failure::new(
+                    Exit::Operational,
+                    format!(
+                        "no set of dependencies of {spec} is older than min-age: {} were \
+                         held back as too new; nothing was installed (--allow-fresh installs \
+                         them anyway)",
+                        excluded.join(", ")
+                    ),
+                )
+                .with_detail(f.detail.unwrap_or_default()),
+            })?;
+            let Some(c) = before else { break };
+            let more = too_new_uploads(&wheels, &r.pkg.name, c)?;
+            if more.is_empty() {
+                break;
+            }
+            if round == MAX_ROUNDS {
+                return Err(Failure::new(
+                    Exit::Operational,
+                    format!(
+                        "{spec}'s dependencies kept resolving to releases newer than min-age \
+                         {} ({}); nothing was installed (--allow-fresh installs them anyway)",
+                        humantime::format_duration(c.min_age),
+                        more.join(", ")
+                    ),
+                ));
+            }
+            excluded.extend(more);
+        }
+        let _ = std::fs::remove_file(&constraints);
         let text = lock_text(&wheels)?;
         std::fs::write(&lock, text).map_err(|e| {
             Failure::new(
@@ -251,6 +299,116 @@ fn lock_text(dir: &Path) -> Result<String, Failure> {
     Ok(s)
 }
 
+/// How many times a download is redone with more too-new versions held
+/// back before the install is refused.
+const MAX_ROUNDS: usize = 8;
+
+/// For every downloaded wheel other than `top`'s own (checked when it was
+/// resolved) uploaded after the cutoff, or of no known upload time: one
+/// constraint line `name!=version` per release of that project first
+/// uploaded after the cutoff, so pip's next resolution picks older ones
+/// (pip has no `--before`; each project's document is looked up). Empty
+/// when every file is old enough.
+fn too_new_uploads(dir: &Path, top: &str, before: &Cutoff) -> Result<Vec<String>, Failure> {
+    let io = |e: std::io::Error| {
+        Failure::new(
+            Exit::Operational,
+            format!("cannot read {}: {e}", dir.display()),
+        )
+    };
+    let mut files: Vec<String> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(io)? {
+        files.push(e.map_err(io)?.file_name().to_string_lossy().into_owned());
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let Some((name, version)) = wheel_name(&file) else {
+            continue;
+        };
+        if normalized(name) == normalized(top) {
+            continue;
+        }
+        let url = format!(
+            "{}/{}/json",
+            api_base().trim_end_matches('/'),
+            normalized(name)
+        );
+        let doc = match crate::http::get_json(&url, LOOKUP_TIMEOUT) {
+            Ok((200, Some(doc))) => doc,
+            _ => {
+                return Err(before
+                    .too_new(&format!("{name}=={version} ({file})"), None)
+                    .with_detail(format!("its upload time could not be read from {url}")));
+            }
+        };
+        match upload_time(&doc, version, &file) {
+            Some(t) if t <= before.at => {}
+            Some(_) => out.extend(
+                too_new_releases(&doc, before)
+                    .into_iter()
+                    .map(|v| format!("{}!={v}", normalized(name))),
+            ),
+            None => return Err(before.too_new(&format!("{name}=={version} ({file})"), None)),
+        }
+    }
+    Ok(out)
+}
+
+/// The releases of a project document first uploaded after the cutoff.
+fn too_new_releases(doc: &serde_json::Value, before: &Cutoff) -> Vec<String> {
+    let Some(releases) = doc.get("releases").and_then(|r| r.as_object()) else {
+        return Vec::new();
+    };
+    releases
+        .iter()
+        .filter(|(_, files)| {
+            files
+                .as_array()
+                .and_then(|fs| {
+                    fs.iter()
+                        .filter_map(|f| f.get("upload_time_iso_8601")?.as_str())
+                        .filter_map(parse_rfc3339)
+                        .min()
+                })
+                .is_some_and(|first| first > before.at)
+        })
+        .map(|(v, _)| v.clone())
+        .collect()
+}
+
+/// When file `file` of release `version` was uploaded, per a project
+/// document.
+fn upload_time(
+    doc: &serde_json::Value,
+    version: &str,
+    file: &str,
+) -> Option<std::time::SystemTime> {
+    doc.get("releases")?
+        .get(version)?
+        .as_array()?
+        .iter()
+        .find(|f| f.get("filename").and_then(|n| n.as_str()) == Some(file))?
+        .get("upload_time_iso_8601")?
+        .as_str()
+        .and_then(parse_rfc3339)
+}
+
+/// PEP 503: lower case, runs of `-`, `_`, `.` as one `-`.
+fn normalized(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
 /// `(distribution, version)` from a wheel's file name
 /// (`{dist}-{version}(-{build})?-{py}-{abi}-{platform}.whl`).
 fn wheel_name(file: &str) -> Option<(&str, &str)> {
@@ -284,6 +442,31 @@ fn pick_script(name: &str, scripts: &[String]) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_files_upload_time_and_a_normalized_name() {
+        let doc = serde_json::json!({"releases": {"1.0": [
+            {"filename": "a_b-1.0-py3-none-any.whl", "upload_time_iso_8601": "2024-01-02T00:00:00.000000Z"},
+            {"filename": "a_b-1.0.tar.gz", "upload_time_iso_8601": "2024-01-01T00:00:00.000000Z"}
+        ]}});
+        assert_eq!(
+            upload_time(&doc, "1.0", "a_b-1.0-py3-none-any.whl"),
+            parse_rfc3339("2024-01-02T00:00:00.000000Z")
+        );
+        assert_eq!(upload_time(&doc, "1.0", "other.whl"), None);
+        assert_eq!(upload_time(&doc, "2.0", "a_b-1.0.tar.gz"), None);
+        assert_eq!(normalized("Typing__Extensions.x"), "typing-extensions-x");
+        let cut = Cutoff {
+            at: parse_rfc3339("2023-12-31T12:00:00Z").unwrap(),
+            min_age: std::time::Duration::from_secs(86_400),
+        };
+        assert_eq!(too_new_releases(&doc, &cut), vec!["1.0".to_owned()]);
+        let later = Cutoff {
+            at: parse_rfc3339("2024-02-01T00:00:00Z").unwrap(),
+            ..cut
+        };
+        assert!(too_new_releases(&doc, &later).is_empty());
+    }
 
     #[test]
     fn a_release_is_found_with_its_first_upload() {

@@ -81,6 +81,7 @@ fn source_word(source: RuleSource, write: bool) -> &'static str {
         RuleSource::Program => "program",
         RuleSource::WorkingDir => "working dir",
         RuleSource::Temp => "temp (TMPDIR)",
+        RuleSource::Data => "home and data (HOME)",
         RuleSource::Config if write => "sandbox.write",
         RuleSource::Config => "sandbox.read",
     }
@@ -88,10 +89,11 @@ fn source_word(source: RuleSource, write: bool) -> &'static str {
 
 /// The order sources are shown in: what the user wrote first, what the
 /// OS needs last.
-const SOURCE_ORDER: [RuleSource; 5] = [
+const SOURCE_ORDER: [RuleSource; 6] = [
     RuleSource::Config,
     RuleSource::Program,
     RuleSource::WorkingDir,
+    RuleSource::Data,
     RuleSource::Temp,
     RuleSource::System,
 ];
@@ -206,6 +208,18 @@ pub(crate) fn expected(
     ]
     .into_iter()
     .find_map(|(prefix, op)| text.strip_prefix(prefix).map(|t| (op, t.trim())))?;
+    // A labelled target (`xy's state dir ~/.local/state/xy`, `xyd's socket
+    // /run/user/1000/xy.sock`): the path is what follows the label.
+    let own_socket = target.starts_with("xyd's socket ");
+    let target = if target.starts_with('/') || target.starts_with('~') {
+        target
+    } else {
+        [" /", " ~/", " ~"]
+            .iter()
+            .filter_map(|m| target.find(m))
+            .min()
+            .map_or(target, |i| &target[i + 1..])
+    };
     let is_path = target.starts_with('/') || target == "~" || target.starts_with("~/");
     if target.is_empty() || (matches!(op, Op::Read | Op::Write | Op::Unix) && !is_path) {
         return None;
@@ -237,10 +251,19 @@ pub(crate) fn expected(
                 .iter()
                 .chain(&r.write)
                 .any(|rule| rule.source != RuleSource::System && p.starts_with(&rule.path));
-            match (own, r.network) {
-                (true, _) => ProbeOutcome::Allowed,
-                (false, NetworkMode::Any) => return None,
-                (false, _) => ProbeOutcome::Blocked,
+            // xyd refuses its own socket to every sandboxed process (SPEC
+            // §24); under "any" other sockets are reachable where the
+            // enforcement allows Unix sockets at all (Linux with scoped
+            // abstract sockets), and only beneath the rules elsewhere.
+            let unix_any = s
+                .enforcement
+                .iter()
+                .any(|e| e.contains("unix sockets allowed"));
+            match (own_socket, own, r.network) {
+                (true, _, _) => ProbeOutcome::Blocked,
+                (false, true, _) => ProbeOutcome::Allowed,
+                (false, false, NetworkMode::Any) => verdict(unix_any),
+                (false, false, _) => ProbeOutcome::Blocked,
             }
         }
         Op::Tcp => match r.network {
@@ -531,7 +554,23 @@ Sandbox
             (&none, "bind 127.0.0.1:9999", Some(Blocked)),
             (&any, "tcp connect 127.0.0.1:4242", Some(Allowed)),
             (&any, "udp send 127.0.0.1:53", Some(Allowed)),
-            (&any, "unix connect /run/user/1000/xy.sock", None),
+            (&any, "unix connect /run/user/1000/xy.sock", Some(Blocked)),
+            (
+                &any,
+                "grandchild: unix connect xyd's socket /run/user/1000/xy.sock",
+                Some(Blocked),
+            ),
+            (
+                &none,
+                "read xy's state dir ~/.local/state/xy",
+                Some(Blocked),
+            ),
+            (
+                &none,
+                "grandchild: read another server's config ~/.config/xy/servers/b.kdl",
+                Some(Blocked),
+            ),
+            (&none, "read xy's state dir ~/notes/x", Some(Allowed)),
             (&any, "bind 9999", Some(Allowed)),
             (&allow, "tcp connect api.github.com:443", None),
             (&allow, "connect API.github.com:443", None),

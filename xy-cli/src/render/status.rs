@@ -63,6 +63,16 @@ pub(crate) fn render_status(
             .map_or_else(|| "-".to_owned(), |b| format!("{} (RSS)", format_bytes(b))),
     ));
     fields.push(("health", health_line(s)));
+    if s.dropped_notifications > 0 {
+        // SPEC §24: a chatty child's notifications a slow client missed.
+        fields.push((
+            "dropped",
+            format!(
+                "{} notifications (a client read too slowly)",
+                s.dropped_notifications
+            ),
+        ));
+    }
     if let Some(m) = &s.mcp {
         fields.push(("mcp", mcp_line(m)));
         if m.tool_count.is_some() {
@@ -400,6 +410,7 @@ pub(crate) mod tests {
             sandbox: None,
             package: None,
             remote: None,
+            dropped_notifications: 0,
         }
     }
 
@@ -461,6 +472,19 @@ Recent log
         assert_eq!(
             render_status(&sample(), &log(), &SandboxView::default(), &Style::PLAIN),
             want
+        );
+    }
+
+    #[test]
+    fn dropped_notifications_show_only_when_some_were() {
+        let mut s = sample();
+        let out = render_status(&s, &[], &SandboxView::default(), &Style::PLAIN);
+        assert!(!out.contains("dropped"), "{out}");
+        s.dropped_notifications = 1200;
+        let out = render_status(&s, &[], &SandboxView::default(), &Style::PLAIN);
+        assert!(
+            out.contains("  dropped      1200 notifications (a client read too slowly)\n"),
+            "{out}"
         );
     }
 

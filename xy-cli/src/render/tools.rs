@@ -39,6 +39,7 @@ pub(crate) fn render_tools(r: &ToolsResult, style: &Style) -> String {
         out.push_str(&table(&r.prompts, style));
     }
     out.push_str(&held_lines(r, style));
+    out.push_str(&warning_lines(r, style));
     out.push_str(&changes_line(r));
     out
 }
@@ -150,6 +151,24 @@ fn held_lines(r: &ToolsResult, style: &Style) -> String {
         "review them with `xyctl tools review {0}`, or approve with `xyctl tools approve {0} TOOL…` (`--all` for every one)",
         r.name
     );
+    out
+}
+
+/// What does not hold a tool back but the user should know (a name another
+/// server lists with another definition, SPEC §25).
+fn warning_lines(r: &ToolsResult, style: &Style) -> String {
+    let mut out = String::new();
+    for t in r.current.iter().flat_map(|c| c.tools.iter()) {
+        for w in &t.warnings {
+            let _ = writeln!(
+                out,
+                "{} {}: {}",
+                style.paint("warning:", Paint::Yellow),
+                reveal(&t.name),
+                reveal(w)
+            );
+        }
+    }
     out
 }
 
@@ -400,6 +419,8 @@ mod tests {
         use xy_core::protocol::mcp::{ApprovedVersion, ToolCallStats};
         let mut v = view("2026-11-30T06:00:00.000Z", &["echo", "read", "sneaky"]);
         v.tools[0].state = Some(ToolState::Approved);
+        v.tools[0].warnings =
+            vec!["its name is also offered by server b with another definition".into()];
         v.tools[0].calls = Some(ToolCallStats {
             calls: 12,
             errors: 1,
@@ -459,6 +480,12 @@ mod tests {
         );
         assert!(
             out.contains("2 held back by xy's firewall (clients do not see them):"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "warning: echo: its name is also offered by server b with another definition\n"
+            ),
             "{out}"
         );
         assert!(

@@ -86,6 +86,11 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigErrors> {
 
     let mut servers = BTreeMap::new();
     let mut ports: BTreeMap<u16, Vec<PortUse>> = BTreeMap::new();
+    let stems: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
     for path in files {
         let stem = path
             .file_stem()
@@ -121,6 +126,28 @@ pub fn load_dir(dir: &Path) -> Result<ConfigSet, ConfigErrors> {
                 .push((path.clone(), span, Arc::clone(&parsed.source)));
         }
         diags.extend(parsed.diagnostics);
+        for (name, span) in &parsed.reach {
+            if crate::config::is_valid_name(name) && !stems.contains(name) {
+                let names: Vec<&str> = stems.iter().map(String::as_str).collect();
+                let help = match crate::config::parse::suggest_name(name, &names) {
+                    Some(s) => format!("did you mean reach \"{s}\"?"),
+                    None => format!(
+                        "reach names a server of this directory by its file name ({}.kdl)",
+                        name
+                    ),
+                };
+                diags.push(
+                    ConfigDiagnostic::new(
+                        DiagnosticKind::InvalidValue,
+                        &path,
+                        format!("`reach` names no configured server: {name:?}"),
+                    )
+                    .at(&parsed.source, span.clone())
+                    .with_label("no such server")
+                    .with_help(help),
+                );
+            }
+        }
         if let Some(config) = parsed.config {
             servers.insert(config.name.clone(), config);
         }

@@ -82,6 +82,9 @@ pub(super) struct Parsed {
     pub(super) source: Arc<str>,
     /// Every error found, in document order.
     pub(super) diagnostics: Vec<ConfigDiagnostic>,
+    /// The `sandbox` block's `reach` names and their spans, for the check
+    /// that each names a server of the directory.
+    pub(super) reach: Vec<(String, Range<usize>)>,
 }
 
 /// Parses one server config; `name` is the file stem.
@@ -91,6 +94,16 @@ pub fn parse_server(name: &str, file: &Path, src: &str) -> Result<ServerConfig, 
         Some(config) if parsed.diagnostics.is_empty() => Ok(config),
         _ => Err(ConfigErrors::new(parsed.diagnostics)),
     }
+}
+
+/// The closest of `names` to `word`, if close enough to suggest.
+pub(crate) fn suggest_name<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), *c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
 }
 
 /// True for a valid server name: `[A-Za-z0-9_.-]+`, and not `.` or `..`.
@@ -123,6 +136,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
                 port: None,
                 source,
                 diagnostics: cx.diags,
+                reach: Vec::new(),
             };
         }
     };
@@ -308,6 +322,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
     }
 
     checks::file_rules(&mut cx, &doc, &mut b, &seen);
+    let reach = sandbox::reach_spans(&doc);
 
     let port = b.port.clone();
     let remote = b.url.map(|(url, _)| crate::config::RemoteConfig {
@@ -363,6 +378,7 @@ pub(super) fn parse_file(name: &str, file: &Path, src: &str) -> Parsed {
         port,
         source,
         diagnostics: cx.diags,
+        reach,
     }
 }
 

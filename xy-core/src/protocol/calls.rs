@@ -43,8 +43,8 @@ pub struct CallsResult {
     /// Records, oldest first (by arrival).
     pub calls: Vec<CallRecord>,
     /// With `follow`: the stream's id (`call` notifications follow, and
-    /// `calls_cancel` takes it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `calls_cancel` takes it); `null` without.
+    #[serde(default)]
     pub subscription_id: Option<u64>,
     /// Per server asked for: calls recorded since the daemon started
     /// (`xyctl top`'s CALLS column; `limit: 0` asks for these alone).

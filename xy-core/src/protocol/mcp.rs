@@ -110,10 +110,10 @@ pub struct ToolsResult {
     /// Names in both whose description, input schema or annotations differ.
     pub changed: Vec<String>,
     /// The firewall mode in force (SPEC §20); `null` from a daemon before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub mode: Option<crate::firewall::FirewallMode>,
     /// The current listing's prompts, shown like its tools.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub prompts: Vec<ToolSummary>,
 }
 
@@ -143,24 +143,29 @@ pub struct ToolSummary {
     pub description: Option<String>,
     /// [`crate::firewall::digest`] of the object as listed (SPEC §20);
     /// `null` in snapshots from before the firewall.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub digest: Option<String>,
     /// Where it stands; `null` in the `previous` snapshot and in ledgers
     /// from before the firewall.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub state: Option<crate::firewall::ToolState>,
     /// Why it is held back (empty when approved): one sentence each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub reasons: Vec<String>,
+    /// What the user should know that does not hold it back (another
+    /// server lists its name with another definition, in `pin` mode): one
+    /// sentence each; `[]` when none.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     /// `inputSchema` as listed (for a review's diff).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub input_schema: Option<Value>,
     /// For a `changed` tool: the version the user approved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub approved: Option<Box<ApprovedVersion>>,
     /// Calls through xy since the daemon started (SPEC §20); `null` when
     /// none were recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub calls: Option<ToolCallStats>,
 }
 
@@ -365,6 +370,7 @@ impl ItemLedger {
             digest: Some(v.digest.clone()),
             state: Some(v.state),
             reasons: v.reasons.clone(),
+            warnings: Vec::new(),
             input_schema: v
                 .input_schema
                 .as_ref()
@@ -702,7 +708,7 @@ mod tests {
         assert_eq!(
             serde_json::to_value(ledger.result("a")).unwrap(),
             json!({"name": "a", "current": null, "previous": null,
-                   "added": [], "removed": [], "changed": []})
+                   "added": [], "removed": [], "changed": [], "mode": null, "prompts": []})
         );
         ledger.push(snap(
             "t1",
@@ -713,21 +719,28 @@ mod tests {
             vec![tool("same", "S"), tool("echo", "Echo v2"), tool("new", "N")],
         ));
         let r = ledger.result("a");
+        // SPEC §6: every key present, even where a snapshot has no verdict.
+        let t = |name: &str, description: &str| {
+            json!({"name": name, "title": null, "description": description,
+                   "digest": null, "state": null, "reasons": [], "warnings": [], "input_schema": null,
+                   "approved": null, "calls": null})
+        };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
             json!({
                 "name": "a",
                 "current": {"ts": "t2", "protocol_version": "2026-07-28", "server_name": "s",
                     "server_version": "1", "tools": [
-                        {"name": "same", "title": null, "description": "S"},
-                        {"name": "echo", "title": null, "description": "Echo v2"},
-                        {"name": "new", "title": null, "description": "N"}]},
+                        t("same", "S"),
+                        t("echo", "Echo v2"),
+                        t("new", "N")]},
                 "previous": {"ts": "t1", "protocol_version": "2026-07-28", "server_name": "s",
                     "server_version": "1", "tools": [
-                        {"name": "echo", "title": null, "description": "Echo"},
-                        {"name": "gone", "title": null, "description": "G"},
-                        {"name": "same", "title": null, "description": "S"}]},
-                "added": ["new"], "removed": ["gone"], "changed": ["echo"]
+                        t("echo", "Echo"),
+                        t("gone", "G"),
+                        t("same", "S")]},
+                "added": ["new"], "removed": ["gone"], "changed": ["echo"],
+                "mode": null, "prompts": []
             })
         );
         let back: ToolsResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();

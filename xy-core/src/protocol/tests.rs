@@ -237,6 +237,7 @@ fn status_result() {
         sandbox: None,
         package: None,
         remote: None,
+        dropped_notifications: 0,
     };
     pin(
         &s,
@@ -271,7 +272,8 @@ fn status_result() {
             "secrets": [],
             "sandbox": null,
             "package": null,
-            "remote": null
+            "remote": null,
+            "dropped_notifications": 0
         }),
     );
 }
@@ -469,4 +471,39 @@ fn envelopes() {
     }))
     .unwrap();
     assert_eq!(err.error.unwrap().kind(), Some(ErrorCode::ParseError));
+}
+
+#[test]
+fn tools_result_keys_always_present() {
+    use crate::protocol::mcp::{ToolSummary, ToolsResult};
+    // SPEC §6: every key of a result is present, `reasons: []` on a tool
+    // held back for nothing.
+    let tool = ToolSummary {
+        name: "echo".into(),
+        ..ToolSummary::default()
+    };
+    pin(
+        &tool,
+        json!({"name": "echo", "title": null, "description": null, "digest": null,
+               "state": null, "reasons": [], "warnings": [], "input_schema": null, "approved": null,
+               "calls": null}),
+    );
+    pin(
+        &ToolsResult {
+            name: "a".into(),
+            current: None,
+            previous: None,
+            added: vec![],
+            removed: vec![],
+            changed: vec![],
+            mode: None,
+            prompts: vec![],
+        },
+        json!({"name": "a", "current": null, "previous": null, "added": [], "removed": [],
+               "changed": [], "mode": null, "prompts": []}),
+    );
+    pin(
+        &CallsResult::default(),
+        json!({"calls": [], "subscription_id": null, "totals": {}}),
+    );
 }

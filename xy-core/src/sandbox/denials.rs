@@ -559,6 +559,8 @@ mod tests {
                 interpreter: None,
                 working_dir: std::path::Path::new("/home/me/work"),
                 temp_dir: std::path::Path::new("/tmp/xy"),
+                venv: None,
+                data_dir: None,
                 listen_port: None,
                 os: Os::Linux,
             },

@@ -48,7 +48,9 @@ pub enum Probe {
         /// The address.
         addr: SocketAddr,
     },
-    /// A connect to a Unix socket (xyd's control socket).
+    /// A connect to a Unix socket (xyd's control socket) and one request
+    /// line: through only when an answer comes back (xyd accepts, then
+    /// closes a confined peer's connection unanswered).
     Unix {
         /// The socket's path.
         path: PathBuf,
@@ -102,7 +104,36 @@ impl Probe {
                 s.send_to(b"xy-probe", addr).map(drop)
             }
             Probe::Listen { addr } => std::net::TcpListener::bind(addr).map(drop),
-            Probe::Unix { path, .. } => std::os::unix::net::UnixStream::connect(path).map(drop),
+            Probe::Unix { path, .. } => {
+                use std::io::Write;
+                let mut s = std::os::unix::net::UnixStream::connect(path)?;
+                s.set_read_timeout(Some(Duration::from_secs(3)))?;
+                let mut b = [0u8; 1];
+                let answered = s
+                    .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"xy.probe\"}\n")
+                    .and_then(|()| s.read(&mut b));
+                // Connected, then closed before an answer (EOF, EPIPE, reset):
+                // the listener refused this process.
+                let refused = || {
+                    std::io::Error::new(
+                        std::io::ErrorKind::PermissionDenied,
+                        "closed unanswered (refused by the listener)",
+                    )
+                };
+                match answered {
+                    Ok(1..) => Ok(()),
+                    Ok(0) => Err(refused()),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                        ) =>
+                    {
+                        Err(refused())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
         }
     }
 
@@ -114,7 +145,10 @@ impl Probe {
         let network = matches!(self, Probe::Connect { .. } | Probe::Udp { .. });
         let (outcome, detail) = match self.attempt() {
             Ok(()) => (ProbeOutcome::Allowed, "got through".to_owned()),
-            Err(e) if matches!(e.raw_os_error(), Some(EACCES | EPERM)) => {
+            Err(e)
+                if matches!(e.raw_os_error(), Some(EACCES | EPERM))
+                    || e.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
                 (ProbeOutcome::Blocked, e.to_string())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !network => {

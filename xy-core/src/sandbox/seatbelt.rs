@@ -305,6 +305,8 @@ mod tests {
                 interpreter: None,
                 working_dir: Path::new("/Users/me/work"),
                 temp_dir: Path::new("/var/folders/xy/T/notes"),
+                venv: None,
+                data_dir: None,
                 listen_port,
                 os: Os::Macos,
             },

@@ -60,7 +60,8 @@ fn a_stopped_child_under_100_big_posts_gets_503_past_the_budget() {
     assert_eq!(
         c.tool_names(),
         [
-            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task"
+            "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task", "lone", "huge",
+            "flood"
         ]
     );
     let session = c.session.clone().unwrap();
@@ -334,10 +335,10 @@ fn the_least_recently_used_of_1000_sessions_goes_first() {
     let mut newest = Mcp::connected(&url(port), Era::V2025);
     assert_eq!(second.post(&ping, &second.session_headers()).status, 404);
     assert_eq!(first.post(&ping, &first.session_headers()).status, 200);
-    assert_eq!(newest.tool_names().len(), 9);
+    assert_eq!(newest.tool_names().len(), 12);
     // The evicted client initialises again and carries on.
     second.initialize();
-    assert_eq!(second.tool_names().len(), 9);
+    assert_eq!(second.tool_names().len(), 12);
 }
 
 /// A 2026 client cancels by closing its request's response stream (D64):

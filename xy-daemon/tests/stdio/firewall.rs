@@ -375,40 +375,76 @@ fn a_change_through_a_restart_and_one_of_twenty_tools_across_pages() {
     assert_eq!(names_via(&mut c).len(), 20);
 }
 
+/// `tool`'s `warnings` in `tools {name}`.
+fn warnings(d: &TestDaemon, server: &str, tool: &str) -> Vec<String> {
+    let r = d.result("tools", Some(json!({"name": server})));
+    let tools = r["current"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let t = tools.iter().find(|t| t["name"] == tool).cloned();
+    let w = t.map(|t| t["warnings"].clone()).unwrap_or_default();
+    serde_json::from_value(w).unwrap_or_default()
+}
+
+/// SPEC §24, §25 (issue 39: a second install of one package had every
+/// tool held back): the same definition under the same name on two
+/// servers is no shadowing; another definition is a warning on both sides
+/// in `pin` (nothing held) and holds only in `review`.
 #[test]
-fn a_tool_named_like_another_servers_is_flagged_as_shadowing() {
+fn shadowing_is_a_different_definition_shown_on_both_sides_and_holds_only_in_review() {
     let env = Env::new();
     let fa = env.config_dir().join("../a.json");
     let fb = env.config_dir().join("../b.json");
-    write_lists(&fa, &[tool("read_file", "Reads a file.")], None, false);
+    let fc = env.config_dir().join("../c.json");
+    let read = tool("read_file", "Reads a file.");
+    write_lists(&fa, &[read.clone(), tool("list", "Lists.")], None, false);
     write_lists(
         &fb,
         &[
-            tool("read_file", "Reads a file too."),
+            read.clone(),
+            tool("list", "Lists everything."),
             tool("other", "Other."),
         ],
         None,
         false,
     );
+    write_lists(&fc, &[tool("list", "Lists more.")], None, false);
     env.write_config("a", &tools_config(&fa, free_port(), 100, ""));
     let d = TestDaemon::start_in(env);
-    wait_all_approved(&d, "a", 1);
+    wait_all_approved(&d, "a", 2);
     let pb = free_port();
     d.env.write_config("b", &tools_config(&fb, pb, 100, ""));
     d.result("reload", None);
-    wait_state(
-        &d,
-        "b",
-        "read_file",
-        "flagged",
-        "already offered by server a",
-        false,
-    );
-    wait_state(&d, "b", "other", "approved", "", false);
+    // Pin: the later server's tools are all approved, the identical one
+    // without a word, the different one with a warning naming the other.
+    wait_all_approved(&d, "b", 3);
     let mut c = Mcp::connected(&url(pb), Era::V2026);
-    assert_eq!(names_via(&mut c), ["other"]);
-    // The first server's own tool is untouched.
-    wait_state(&d, "a", "read_file", "approved", "", false);
+    assert_eq!(names_via(&mut c), ["read_file", "list", "other"]);
+    assert_eq!(warnings(&d, "b", "read_file"), Vec::<String>::new());
+    assert_eq!(warnings(&d, "a", "read_file"), Vec::<String>::new());
+    let wb = warnings(&d, "b", "list");
+    assert!(wb.len() == 1 && wb[0].contains("server a"), "{wb:?}");
+    // Both sides: the server that listed first shows the clash too, and
+    // its approved tool is not re-flagged.
+    let wa = warnings(&d, "a", "list");
+    assert!(wa.len() == 1 && wa[0].contains("server b"), "{wa:?}");
+    wait_state(&d, "a", "list", "approved", "", false);
+    // Review holds the clash back, naming both servers.
+    d.env.write_config(
+        "c",
+        &tools_config(
+            &fc,
+            free_port(),
+            100,
+            "firewall {\n    mode \"review\"\n}\n",
+        ),
+    );
+    d.result("reload", None);
+    wait_state(&d, "c", "list", "flagged", "servers a, b", false);
+    wait_state(&d, "a", "list", "approved", "", false);
+    let wa = warnings(&d, "a", "list");
+    assert!(wa[0].contains("servers b, c"), "{wa:?}");
 }
 
 #[test]
@@ -645,4 +681,80 @@ fn a_2026_only_child_is_listed_by_xy_and_its_tools_approved() {
     assert_eq!(digest.len(), 64, "{r}");
     let mut b = Mcp::connected(&url(port), Era::V2026);
     assert_eq!(names_via(&mut b).len(), 3);
+}
+
+/// SPEC §24: a tool the child adds without saying `list_changed` is held
+/// back, and the command xy prints in the refusal approves it — run as
+/// printed, right away, through `xyctl`.
+#[test]
+fn a_tool_added_without_list_changed_is_approved_by_the_printed_command() {
+    let env = Env::new();
+    let file = env.config_dir().join("../lists.json");
+    let a = tool("a", "Adds.");
+    write_lists(&file, std::slice::from_ref(&a), None, false);
+    let port = free_port();
+    env.write_config("s", &tools_config(&file, port, 100, ""));
+    let d = TestDaemon::start_in(env);
+    wait_all_approved(&d, "s", 1);
+    // SPEC §6: every key present, `reasons: []` on a tool with none.
+    let r = d.result("tools", Some(json!({"name": "s"})));
+    let t = &r["current"]["tools"][0];
+    assert_eq!(
+        (&t["reasons"], &t["warnings"]),
+        (&json!([]), &json!([])),
+        "{t}"
+    );
+    assert!(
+        t.get("approved").is_some() && t.get("calls").is_some(),
+        "{t}"
+    );
+    assert_eq!(r["prompts"], json!([]), "{r}");
+    let mut c = Mcp::connected(&url(port), Era::V2026);
+    // The "upgrade" the child does not announce.
+    write_lists(&file, &[a, tool("sneak", "Sneaks in.")], None, false);
+    assert_eq!(names_via(&mut c), ["a"]);
+    let r = c.result("tools/call", json!({"name": "sneak", "arguments": {}}));
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    let printed = &text[text.find("xyctl ").unwrap_or_else(|| panic!("{text}"))..];
+    let words: Vec<&str> = printed.split_whitespace().collect();
+    assert_eq!(words, ["xyctl", "tools", "approve", "s", "sneak"], "{text}");
+    let xyctl = xy_testbins::locate::bin_of("xy-cli", "xyctl");
+    let out = std::process::Command::new(&xyctl)
+        .arg("--no-spawn")
+        .args(&words[1..])
+        .env("XY_SOCKET", &d.env.socket)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    wait_state(&d, "s", "sneak", "approved", "", false);
+    let r = c.result("tools/call", json!({"name": "sneak", "arguments": {}}));
+    assert_eq!(r["content"][0]["text"], "called sneak", "{r}");
+    assert_eq!(names_via(&mut c), ["a", "sneak"]);
+}
+
+/// SPEC §24: what a server writes reaches `daemon.log` escaped: a tool
+/// name with a NUL, a newline that would forge a line, and a
+/// direction-changing character in its description.
+#[test]
+fn server_text_is_escaped_in_the_daemon_log() {
+    let a = tool("a", "Adds.");
+    let rig = Rig::start("pin", std::slice::from_ref(&a), None);
+    wait_all_approved(&rig.d, "s", 1);
+    let evil = "ev\u{0}il\nFAKE xyd started";
+    let tools = [a, tool(evil, "Reads \u{202e}txt.exe")];
+    write_lists(&rig.file, &tools, None, true);
+    wait_state(&rig.d, "s", evil, "flagged", "U+202E", false);
+    rig.la.drain();
+    let log = wait_some("the held-back line in daemon.log", DEADLINE, || {
+        let log = rig.d.env.daemon_log();
+        log.contains("held back").then_some(log)
+    });
+    assert!(!log.contains('\u{0}'), "a NUL in daemon.log");
+    assert!(!log.contains('\u{202e}'), "a U+202E in daemon.log");
+    assert!(
+        !log.lines().any(|l| l.starts_with("FAKE")),
+        "a forged line in daemon.log"
+    );
+    assert!(log.contains(r"ev\u{0}il\nFAKE xyd started"), "{log}");
 }

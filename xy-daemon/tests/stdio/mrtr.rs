@@ -232,6 +232,16 @@ fn a_question_the_client_did_not_declare_is_refused_on_its_behalf() {
         json!({"sampling": {}}),
         "{e}"
     );
+    assert_eq!(r.status, 400, "{r:?}");
+    // SPEC §24: roots too, when the child asks while serving the call.
+    let r = bare.request("tools/call", call("roots", json!({}), None));
+    let e = &r.response()["error"];
+    assert_eq!((r.status, &e["code"]), (400, &json!(-32021)), "{r:?}");
+    assert_eq!(
+        e["data"]["requiredCapabilities"],
+        json!({"roots": {}}),
+        "{e}"
+    );
     let echo = bare.result("tools/call", call("echo", json!({"text": "still"}), None));
     assert_eq!(echo["content"][0]["text"], "still");
 

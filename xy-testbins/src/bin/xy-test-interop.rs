@@ -1,9 +1,12 @@
 //! `xy-test-interop install`: installs the pinned Python SDK,
-//! server-everything, the conformance suite and the reference servers into the interop cache (`xy_testbins::interop`), so CI
+//! server-everything, the conformance suite, the reference servers and the
+//! compatibility corpus into the interop cache (`xy_testbins::interop`,
+//! `xy_testbins::corpus`), so CI
 //! pays for it once up front. Exit 0 installed, 0 with a loud message when
 //! skipped (no python3/npm, registry unreachable), non-zero on a real failure.
 
 use xy_testbins::args::Args;
+use xy_testbins::corpus;
 use xy_testbins::interop::{self, Interop};
 use xy_testbins::out::out;
 
@@ -53,5 +56,15 @@ fn main() {
             Interop::Ready(s) => out(&format!("{package} {version}: {}", s.entry.display())),
             Interop::Skip(skip) => skip.announce(&format!("install {package}")),
         }
+    }
+    match corpus::corpus() {
+        Interop::Ready(c) => out(&format!(
+            "compatibility corpus ({} npm, {} PyPI servers, uv {}): {}",
+            corpus::NPM.len(),
+            corpus::PYPI.len(),
+            corpus::UV_VERSION,
+            c.dir.display()
+        )),
+        Interop::Skip(skip) => skip.announce("install the compatibility corpus"),
     }
 }

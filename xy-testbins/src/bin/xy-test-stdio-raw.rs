@@ -9,9 +9,18 @@
 //! A cancelled `slow` call is answered at once with error `-32800`, so a
 //! test sees whether a `notifications/cancelled` reached it; with a
 //! progress token it sends one progress notification as it starts.
+//! `lone` answers with a lone surrogate escape in its text, `huge` with a
+//! text of `mib` MiB (default 5, over xy's line limit), each with its id
+//! last, as the TypeScript SDK orders an answer.
 //! `task` starts a task (the 2025-11-25 tasks utility: a `CreateTaskResult`
 //! at once) that completes after `ms` (default a minute); `tasks/get` and
 //! `tasks/cancel` serve its state.
+//! `flood` floods: `n` notifications (`notifications/progress` with the
+//! call's progress token when it has one, `notifications/message` log
+//! messages padded with `pad` bytes, `notifications/tools/list_changed`,
+//! in turn) as fast as the
+//! pipe takes them, then its answer `flooded <n>`, then `flooded <n>` on
+//! stderr (the server's log), so a test knows the flood is over.
 //! `--refuse-echo NAME` makes it refuse the handshake (`initialize` and
 //! `server/discover`) with an error quoting variable `NAME`, as a server
 //! that quotes its token in an error would.
@@ -32,6 +41,39 @@ use xy_testbins::out::send;
 fn text(id: &Value, text: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": {
         "content": [{"type": "text", "text": text}], "isError": false}})
+}
+
+/// The `flood` tool: `n` notifications, then the answer to `id`. Written
+/// in batches, the lock released between them: the child still answers
+/// xy's own requests (its re-listing after `list_changed`) meanwhile.
+fn flood(out: &Out, n: u64, pad: &str, token: Option<&Value>, id: &Value) {
+    const BATCH: u64 = 1000;
+    let mut lines = Vec::with_capacity(128 * BATCH as usize);
+    let mut i = 0;
+    while i < n {
+        lines.clear();
+        for k in i..(i + BATCH).min(n) {
+            let msg = match (k % 3, token) {
+                (0, Some(t)) => json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": t, "progress": k, "total": n}}),
+                (0 | 1, _) => json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "logger": "flood", "data": format!("flood {k}{pad}")}}),
+                _ => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+            };
+            let _ = serde_json::to_writer(&mut lines, &msg);
+            lines.push(b'\n');
+        }
+        let mut o = out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if o.write_all(&lines).and_then(|()| o.flush()).is_err() {
+            return;
+        }
+        drop(o);
+        i += BATCH;
+    }
+    send(out, &text(id, &format!("flooded {n}")));
+    xy_testbins::out::err(&format!("xy-test-stdio-raw: flooded {n}"));
 }
 
 fn main() {
@@ -92,7 +134,8 @@ fn main() {
             ("ping", Some(id)) => send(&out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("tools/list", Some(id)) => {
                 let tools: Vec<Value> = [
-                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task",
+                    "echo", "slow", "ask", "blob", "fail", "reject", "die", "meta", "task", "lone",
+                    "huge", "flood",
                 ]
                 .iter()
                 .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
@@ -149,6 +192,33 @@ fn main() {
                         drop(o);
                         send(&out, &text(&id, "after the blob"));
                     }
+                    Some("lone") => {
+                        // `result` first and the id last, as the TypeScript
+                        // SDK writes; `JSON.stringify` escapes a lone
+                        // surrogate exactly so.
+                        let line = format!(
+                            "{{\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"a\\ud800b\"}}],\"isError\":false}},\"jsonrpc\":\"2.0\",\"id\":{id}}}\n"
+                        );
+                        let mut o = out.lock().unwrap();
+                        let _ = o.write_all(line.as_bytes());
+                        let _ = o.flush();
+                    }
+                    Some("huge") => {
+                        let mib = args.get("mib").and_then(Value::as_u64).unwrap_or(5);
+                        let mut o = out.lock().unwrap();
+                        let _ = o.write_all(br#"{"result":{"content":[{"type":"text","text":""#);
+                        let chunk = vec![b'x'; 1 << 20];
+                        for _ in 0..mib {
+                            if o.write_all(&chunk).is_err() {
+                                return;
+                            }
+                        }
+                        let end = format!(
+                            "\"}}],\"isError\":false}},\"jsonrpc\":\"2.0\",\"id\":{id}}}\n"
+                        );
+                        let _ = o.write_all(end.as_bytes());
+                        let _ = o.flush();
+                    }
                     Some("fail") => send(
                         &out,
                         &json!({"jsonrpc": "2.0", "id": id, "result": {
@@ -160,6 +230,16 @@ fn main() {
                             "error": {"code": -32602, "message": "rejected"}}),
                     ),
                     Some("die") => std::process::exit(3),
+                    Some("flood") => {
+                        let n = args.get("n").and_then(Value::as_u64).unwrap_or(1000);
+                        let pad = args.get("pad").and_then(Value::as_u64).unwrap_or(0);
+                        let token = msg.pointer("/params/_meta/progressToken").cloned();
+                        let out = out.clone();
+                        std::thread::spawn(move || {
+                            let pad = "x".repeat(usize::try_from(pad).unwrap_or(0));
+                            flood(&out, n, &pad, token.as_ref(), &id);
+                        });
+                    }
                     Some("meta") => {
                         let meta = msg.pointer("/params/_meta").cloned().unwrap_or(Value::Null);
                         send(&out, &text(&id, &meta.to_string()));

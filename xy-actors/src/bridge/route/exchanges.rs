@@ -239,10 +239,12 @@ impl Router {
     /// The child asked forwarded request `k`'s client for something it did
     /// not declare (`need`): refused on the client's behalf. A 2026 client's
     /// request fails with -32021 and the child's is cancelled; a 2025
-    /// client's child gets an error, as such a client would answer. So does
-    /// the child for `roots/list`, whoever asks: servers ask for roots on
-    /// their own (after the handshake, on `roots/list_changed`), so the
-    /// request in flight is likely not its cause and is left alone.
+    /// client's child gets an error, as such a client would answer. For
+    /// `roots/list` only the child is told no at first: servers also ask
+    /// for roots on their own (`server-everything` 350 ms after its
+    /// handshake), so the request in flight may not be the cause. A 2026
+    /// call it was asked during is marked, and fails with `-32021` if it
+    /// then fails (SPEC §24); if it succeeds, the roots were not its need.
     pub(super) fn lacks(
         &mut self,
         k: u64,
@@ -258,11 +260,18 @@ impl Router {
             .unwrap_or_default();
         let m = format!("xy: the client did not declare the {what} capability {method} needs");
         let mut out = vec![refuse(-32601, m, Some(data.clone()))];
-        let mrtr = method != "roots/list"
-            && self
-                .pending
-                .get(&k)
-                .is_some_and(|p| matches!(p.asks, Asks::Mrtr(_) | Asks::Refuse));
+        if method == "roots/list" {
+            if let Some(p) = self.pending.get_mut(&k)
+                && matches!(p.asks, Asks::Mrtr(_))
+            {
+                p.lacked = Some(data);
+            }
+            return ChildAction::ToChild(out);
+        }
+        let mrtr = self
+            .pending
+            .get(&k)
+            .is_some_and(|p| matches!(p.asks, Asks::Mrtr(_) | Asks::Refuse));
         if !mrtr {
             return ChildAction::ToChild(out);
         }

@@ -22,7 +22,7 @@ pub(super) struct Listener {
 }
 
 impl Router {
-    /// Registers a broadcast stream; returns its key (for [`Router::unlisten`]).
+    /// Registers a broadcast stream; returns its key.
     pub(crate) fn listen(
         &mut self,
         session: Option<String>,

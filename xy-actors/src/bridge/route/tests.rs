@@ -2,9 +2,10 @@
 use super::*;
 use crate::bridge::route::exchanges::MrtrCall;
 use serde_json::Map;
+use tokio::sync::mpsc;
 
 /// What an exchange receives, as JSON values.
-struct Rx(mpsc::Receiver<Out>);
+struct Rx(outbox::Inbox);
 
 impl Rx {
     fn try_recv(&mut self) -> Result<Value, mpsc::error::TryRecvError> {
@@ -15,7 +16,7 @@ impl Rx {
 }
 
 fn outbox() -> (Outbox, Rx) {
-    let (tx, rx) = mpsc::channel(16);
+    let (tx, rx) = outbox::channel(&Arc::default());
     (tx, Rx(rx))
 }
 
@@ -678,7 +679,8 @@ fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
         json!({"sampling":{}})
     );
     assert_eq!(r.in_flight(), 0);
-    // Roots are asked for unprompted too: only the child hears no.
+    // Roots are asked for unprompted too: only the child hears no, and a
+    // call that then succeeds is passed on ...
     let (a, mut ra) = outbox();
     let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
     let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
@@ -691,7 +693,20 @@ fn a_question_the_client_cannot_answer_is_refused_on_its_behalf() {
         json!({"roots":{}})
     );
     assert!(ra.try_recv().is_err());
-    r.fail(k, "x");
+    r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[]}}));
+    assert!(ra.try_recv().unwrap()["result"].is_object());
+    // ... while one that fails fails with -32021 (SPEC §24).
+    let (a, mut ra) = outbox();
+    let k = mrtr_call(&mut r, json!(1), "ask", json!({}), a);
+    r.on_child(json!({"jsonrpc":"2.0","id":3,"method":"roots/list"}));
+    r.on_child(json!({"jsonrpc":"2.0","id":k,"result":{"content":[],"isError":true}}));
+    let got = ra.try_recv().unwrap();
+    assert_eq!(got["error"]["code"], json!(mrtr::MISSING_CAPABILITY));
+    assert_eq!(
+        got["error"]["data"]["requiredCapabilities"],
+        json!({"roots":{}})
+    );
+    assert_eq!(r.in_flight(), 0);
     // 2025: the child gets the error the client would give; nothing else.
     let (b, mut rb) = outbox();
     let m = r.forward(
@@ -915,4 +930,47 @@ fn own_answers_are_handed_back() {
     let id = r.own_id();
     let (_, own) = r.on_child(json!({"jsonrpc":"2.0","id":id,"result":{}}));
     assert_eq!(own.unwrap()["id"], json!(id));
+}
+
+#[test]
+fn a_client_that_does_not_read_gets_its_answer_and_its_child_hears_no_room() {
+    let mut r = Router::default();
+    let (a, mut ra) = outbox();
+    let m = r.forward(
+        json!({"jsonrpc":"2.0","id":"call","method":"tools/call",
+            "params":{"_meta":{"progressToken":"t"}}}),
+        None,
+        a,
+        Answer::AsIs,
+    );
+    let token = m["params"]["_meta"]["progressToken"].clone();
+    for n in 0..1000 {
+        r.on_child(json!({"jsonrpc":"2.0","method":"notifications/progress",
+            "params":{"progressToken":token,"progress":n}}));
+    }
+    // Questions until there is no room left for them: the child is told.
+    let mut refused = None;
+    for n in 0..1000 {
+        let (act, _) = r.on_child(json!({"jsonrpc":"2.0","id":n,"method":"roots/list"}));
+        if let ChildAction::ToChild(m) = act {
+            refused = Some(m[0].clone());
+            break;
+        }
+    }
+    let refused = refused.expect("a full queue refuses the child's request");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not reading")),
+        "{refused}"
+    );
+    // The answer still fits, after everything queued before it.
+    r.on_child(json!({"jsonrpc":"2.0","id":m["id"],"result":{"done":true}}));
+    let mut last = Value::Null;
+    while let Ok(v) = ra.try_recv() {
+        last = v;
+    }
+    assert_eq!(last["id"], "call");
+    assert_eq!(last["result"]["done"], true);
 }

@@ -1,5 +1,6 @@
 //! The answers the edge gives instead of serving: `403` to a peer that is
-//! not xyd's user (or cannot be identified), `503` past the connection cap.
+//! not xyd's user (or cannot be identified) or is a sandboxed server's
+//! process, `503` past the connection cap.
 //! Written raw before the request is read (HTTP/1.1 lets a server answer
 //! early), then the connection lingers: our side is shut for writing and
 //! the client's bytes are read and dropped until it closes, so closing
@@ -29,6 +30,9 @@ static LINGERING: Semaphore = Semaphore::const_new(MAX_LINGERING);
 pub(crate) enum Refusal {
     /// The peer's socket belongs to another uid, or its owner is unknown.
     Forbidden,
+    /// The peer is a process of a sandboxed server whose `reach` lines do
+    /// not name the server behind this listener (SPEC §24).
+    Confined,
     /// Every slot of the listener stayed taken for the queue wait.
     Busy { limit: usize },
 }
@@ -40,6 +44,14 @@ impl Refusal {
                 "403 Forbidden",
                 -32600,
                 "connection refused: this endpoint serves only the user xyd runs as".to_owned(),
+                "",
+            ),
+            Refusal::Confined => (
+                "403 Forbidden",
+                -32600,
+                "connection refused: a sandboxed server's process may not reach xy's \
+                 listeners unless its sandbox block says reach \"<server>\""
+                    .to_owned(),
                 "",
             ),
             Refusal::Busy { limit } => (
@@ -94,7 +106,11 @@ mod tests {
 
     #[test]
     fn answers_are_complete_http_with_json_bodies() {
-        for why in [Refusal::Forbidden, Refusal::Busy { limit: 256 }] {
+        for why in [
+            Refusal::Forbidden,
+            Refusal::Confined,
+            Refusal::Busy { limit: 256 },
+        ] {
             let text = String::from_utf8(why.response()).unwrap();
             let (head, body) = text.split_once("\r\n\r\n").unwrap();
             assert!(

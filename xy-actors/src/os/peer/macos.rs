@@ -3,6 +3,7 @@
 //! `proc_pidfdinfo(PROC_PIDFDSOCKETINFO)`), matched by both ends of the
 //! connection. Another user's processes cannot be inspected without root,
 //! so their sockets are never found: such a peer is refused, as wanted.
+//! The process found is also the one `process` maps to a server (D172).
 //! The structs mirror `<sys/proc_info.h>` (as the `libproc` crate's
 //! `net_info.rs` does); only the fields read here are named.
 // FFI, and structs whose fields are there for their layout, not to be read.
@@ -13,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use libc::{c_int, c_short, c_ushort};
 
-use super::{PeerError, canonical};
+use super::{PeerError, PeerSocket, SocketKey, canonical};
 
 const PROC_UID_ONLY: u32 = 4;
 const PROC_PIDLISTFDS: c_int = 1;
@@ -150,17 +151,23 @@ const _: () = assert!(size_of::<SocketInfoProto>() == 528);
 const _: () = assert!(std::mem::offset_of!(SocketInfo, soi_proto) == 240);
 const _: () = assert!(size_of::<SocketFdInfo>() == 792);
 
-pub(super) fn exact(_peer: SocketAddr, _local: SocketAddr) -> Option<Result<u32, PeerError>> {
+pub(super) fn exact(
+    _peer: SocketAddr,
+    _local: SocketAddr,
+) -> Option<Result<PeerSocket, PeerError>> {
     None
 }
 
 /// `peer` and `local` are canonical (IPv4-mapped addresses as IPv4).
-pub(super) fn scan(peer: SocketAddr, local: SocketAddr) -> Result<u32, PeerError> {
+pub(super) fn scan(peer: SocketAddr, local: SocketAddr) -> Result<PeerSocket, PeerError> {
     let uid = nix::unistd::getuid().as_raw();
     for pid in own_pids(uid)? {
         for fd in socket_fds(pid) {
             if let Some(owner) = tcp_owner(pid, fd, peer, local) {
-                return Ok(owner);
+                return Ok(PeerSocket {
+                    uid: owner,
+                    key: SocketKey::Pid(pid),
+                });
             }
         }
     }
@@ -254,4 +261,31 @@ fn tcp_owner(pid: c_int, fd: c_int, peer: SocketAddr, local: SocketAddr) -> Opti
     let matches =
         end(ini.insi_laddr, ini.insi_lport) == peer && end(ini.insi_faddr, ini.insi_fport) == local;
     matches.then_some(info.psi.soi_stat.vst_uid)
+}
+
+/// The parent of `pid` (`proc_pidinfo(PROC_PIDTBSDINFO)`), if it can be read.
+pub(crate) fn parent(pid: c_int) -> Option<c_int> {
+    // SAFETY: all-zero is a valid value of this plain C struct.
+    let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+    let size = c_int::try_from(size_of::<libc::proc_bsdinfo>()).ok()?;
+    // SAFETY: `info` is `size` bytes, written by the kernel.
+    let got =
+        unsafe { libc::proc_pidinfo(pid, libc::PROC_PIDTBSDINFO, 0, (&raw mut info).cast(), size) };
+    (got == size)
+        .then(|| c_int::try_from(info.pbi_ppid).ok())
+        .flatten()
+}
+
+unsafe extern "C" {
+    /// libsystem_sandbox (in libSystem): with no operation, `1` when `pid`
+    /// runs under any Seatbelt sandbox.
+    fn sandbox_check(pid: libc::pid_t, operation: *const libc::c_char, kind: c_int, ...) -> c_int;
+}
+
+/// Whether `pid` runs in a Seatbelt sandbox; unknown counts as yes.
+pub(crate) fn sandboxed(pid: c_int) -> bool {
+    // SAFETY: a null operation with SANDBOX_FILTER_NONE (0) takes no
+    // further arguments.
+    let r = unsafe { sandbox_check(pid, std::ptr::null(), 0) };
+    r != 0
 }

@@ -5,8 +5,9 @@
 //! the token selects the spawn's `allow-host` lines. `CONNECT host:port`
 //! and absolute-form `http://` requests to an allowed `host:port` are
 //! relayed (names resolved by xyd); everything else is answered `403` and
-//! recorded as a denial of that spawn. The child's own sockets can reach
-//! nothing but this port (Landlock, `os/sandbox/linux.rs`).
+//! recorded as a denial of that spawn, and so is a target that is one of
+//! xy's own listeners, whatever `allow-host` says (D173). The child's own
+//! sockets can reach nothing but this port (Landlock, `os/sandbox/linux.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -256,6 +257,20 @@ async fn serve(mut stream: TcpStream, grants: Arc<Mutex<HashMap<String, Grant>>>
             return reply(&mut stream, "502 Bad Gateway", "").await;
         }
     };
+    // Never to one of xy's own listeners (D173): the connection would be
+    // xyd's and pass their process check. Checked on the address connected
+    // to, so a name that resolves to loopback is caught too.
+    if upstream
+        .peer_addr()
+        .is_ok_and(|a| a.ip().is_loopback() && crate::http::edge::is_own_port(a.port()))
+    {
+        run.record(&Denied::Other(format!(
+            "connection to {} (one of xy's own listeners: a sandboxed server \
+             reaches xy only through its block's reach lines)",
+            ask.target
+        )));
+        return reply(&mut stream, "403 Forbidden", "").await;
+    }
     let mut upstream = upstream;
     if ask.connect {
         if stream

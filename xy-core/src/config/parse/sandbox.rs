@@ -1,4 +1,7 @@
-//! `sandbox { read …; write …; network …; allow-host … }` (SPEC §21).
+//! `sandbox { read …; write …; network …; allow-host …; env-pass …; reach … }`
+//! (SPEC §21, §24: `env-pass "NAME"` names a variable of xyd's environment
+//! the confined child gets besides the fixed list; `reach "<server>"` a
+//! server its processes may use through xy; one or more per line).
 //! `read`/`write` take one or more paths per line and may repeat; paths
 //! are absolute or start with `~/`. `allow-host` lines need `network
 //! "allow"` (written or implied by writing no `network`); `network "allow"`
@@ -12,7 +15,14 @@ use crate::protocol::DiagnosticKind;
 use crate::sandbox::{HostPort, NetworkMode, SandboxConfig};
 
 /// Children of `sandbox { … }`.
-pub(super) const SANDBOX_FIELDS: &[&str] = &["read", "write", "network", "allow-host"];
+pub(super) const SANDBOX_FIELDS: &[&str] = &[
+    "read",
+    "write",
+    "network",
+    "allow-host",
+    "env-pass",
+    "reach",
+];
 /// The network modes, for suggestions.
 const NETWORK_MODES: &[&str] = &["any", "none", "allow"];
 
@@ -103,6 +113,8 @@ pub(super) fn parse_sandbox(cx: &mut Cx<'_>, node: &KdlNode) -> Option<SandboxCo
                     strings(cx, child, example);
                 }
             }
+            "env-pass" => env_pass(cx, child, &mut config.env_pass),
+            "reach" => parse_reach(cx, child, &mut config.reach),
             _ => unreachable!("every SANDBOX_FIELDS entry is matched"),
         }
     }
@@ -147,6 +159,82 @@ pub(super) fn parse_sandbox(cx: &mut Cx<'_>, node: &KdlNode) -> Option<SandboxCo
         cx.push(d);
     }
     (cx.diags.len() == before).then_some(config)
+}
+
+/// `env-pass "NAME" …`: each a variable name, kept once.
+fn env_pass(cx: &mut Cx<'_>, node: &KdlNode, out: &mut Vec<String>) {
+    let example = "env-pass \"GITHUB_TOKEN\"";
+    let names = strings(cx, node, example);
+    for name in names {
+        if crate::sandbox::is_env_name(&name) {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+            continue;
+        }
+        let span = node
+            .entries()
+            .iter()
+            .find(|e| e.value().as_string() == Some(name.as_str()))
+            .map_or(node.name().span(), kdl::KdlEntry::span);
+        let d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                span,
+                format!("`env-pass` {name:?} is not a variable name"),
+            )
+            .with_label("not a name")
+            .with_help(format!(
+                "letters, digits and `_`, not starting with a digit, e.g. {example}"
+            ));
+        cx.push(d);
+    }
+}
+
+/// `reach "<server>" …`: server names, each valid; whether a server of
+/// that name exists is checked across files (`load.rs`, [`reach_spans`]).
+fn parse_reach(cx: &mut Cx<'_>, node: &KdlNode, reach: &mut Vec<String>) {
+    for name in strings(cx, node, "reach \"github\"") {
+        if crate::config::is_valid_name(&name) {
+            if !reach.contains(&name) {
+                reach.push(name);
+            }
+            continue;
+        }
+        let span = node
+            .entries()
+            .iter()
+            .find(|e| e.value().as_string() == Some(name.as_str()))
+            .map_or(node.name().span(), kdl::KdlEntry::span);
+        let d = cx
+            .diag(
+                DiagnosticKind::InvalidValue,
+                span,
+                format!("`reach` {name:?} is not a server name"),
+            )
+            .with_label("not a server name")
+            .with_help("name a server by its file name without .kdl, e.g. reach \"github\"");
+        cx.push(d);
+    }
+}
+
+/// Every `reach` name of a file's `sandbox` blocks with the byte span of
+/// its value, for the check that each names a configured server.
+pub(crate) fn reach_spans(doc: &kdl::KdlDocument) -> Vec<(String, std::ops::Range<usize>)> {
+    doc.nodes()
+        .iter()
+        .filter(|n| n.name().value() == "sandbox")
+        .filter_map(|n| n.children())
+        .flat_map(|c| c.nodes())
+        .filter(|n| n.name().value() == "reach")
+        .flat_map(|n| n.entries())
+        .filter(|e| e.name().is_none())
+        .filter_map(|e| {
+            let s = e.value().as_string()?;
+            let span = e.span();
+            Some((s.to_owned(), span.offset()..span.offset() + span.len()))
+        })
+        .collect()
 }
 
 /// The string arguments of `node` (at least one).
