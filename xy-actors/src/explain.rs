@@ -16,7 +16,7 @@ const STDERR_LINE_CHARS: usize = 200;
 
 /// Stderr lines the ServerActor hands in: the last burst, long enough to
 /// hold a whole Node or Python stack trace, whose telling line is at its top.
-pub(crate) const STDERR_TAIL: usize = 40;
+pub(crate) const STDERR_TAIL: usize = 80;
 
 /// The recognised cause.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +25,11 @@ pub(crate) enum Cause {
     CommandNotFound,
     /// exec or the program hit EACCES (shell 126, "Permission denied").
     PermissionDenied,
+    /// The program said a file it needs is missing (`No such file or
+    /// directory`, `ENOENT`, `[Errno 2]`): the path, when it named one.
+    /// Not a permission problem (issue 39: a relative path resolved
+    /// elsewhere was explained as "permission denied").
+    FileNotFound(Option<String>),
     /// exec refused the file: not a program this system runs (ENOEXEC).
     ExecFormat,
     /// The port is taken (`Address already in use`, EADDRINUSE, or a
@@ -87,7 +92,18 @@ pub(crate) fn classify(input: &Input<'_>) -> Cause {
     if input.code == Some(127) || stderr_has(&["command not found", ": not found"]) {
         return Cause::CommandNotFound;
     }
-    if input.code == Some(126) || stderr_has(&["permission denied", "eacces"]) {
+    if stderr_has(&["permission denied", "eacces"]) {
+        return Cause::PermissionDenied;
+    }
+    if let Some(line) = input.stderr.iter().rev().find(|l| {
+        let l = l.to_ascii_lowercase();
+        ["no such file or directory", "enoent", "[errno 2]"]
+            .iter()
+            .any(|n| l.contains(n))
+    }) {
+        return Cause::FileNotFound(quoted_path(line));
+    }
+    if input.code == Some(126) {
         return Cause::PermissionDenied;
     }
     match (input.code, input.signal) {
@@ -111,6 +127,8 @@ pub(crate) fn explain(input: &Input<'_>, now: SystemTime) -> String {
             Some((_, _, path)) => format!("permission denied: {path}"),
             None => format!("permission denied ({exit})"),
         },
+        Cause::FileNotFound(Some(path)) => format!("file not found: {path}"),
+        Cause::FileNotFound(None) => format!("a file it needs is missing ({exit})"),
         Cause::ExecFormat => match input.spawn_error {
             Some((_, error, path)) => {
                 format!("not a program this system can run: {path} ({error})")
@@ -192,15 +210,77 @@ fn telling(stderr: &[String]) -> Vec<&str> {
     }) {
         return vec![l.as_str()];
     }
+    // Node's closing lines say nothing: the `}` of an error's properties,
+    // its version banner, a property line.
+    let noise = |l: &str| {
+        let t = l.trim();
+        t == "}"
+            || t == "^"
+            || t.starts_with("Node.js v")
+            || (l.starts_with("  ") && t.ends_with(','))
+    };
     let mut last: Vec<&str> = stderr
         .iter()
         .rev()
-        .filter(|l| !blank(l))
+        .filter(|l| !blank(l) && !noise(l))
         .take(STDERR_LINES)
         .map(String::as_str)
         .collect();
     last.reverse();
     last
+}
+
+/// The first quoted (`'…'`, `"…"`) text of `line` that looks like a path.
+fn quoted_path(line: &str) -> Option<String> {
+    for q in ['\'', '"'] {
+        let mut parts = line.split(q);
+        parts.next();
+        while let (Some(inside), Some(_)) = (parts.next(), parts.clone().next()) {
+            if inside.contains('/') || inside.contains('.') {
+                return Some(inside.to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// Markers of an OS refusal in a server's own text.
+const DENIAL_MARKERS: [&str; 4] = [
+    "EACCES",
+    "EPERM",
+    "ermission denied",
+    "peration not permitted",
+];
+
+/// The lines of a tool result with `isError` that report an OS refusal
+/// (SPEC §25: server-memory's `EACCES … dist/memory.jsonl` came back in a
+/// tool result, never on stderr), at most three, each cut to
+/// [`STDERR_LINE_CHARS`]. The bridge writes them to the server's log, where
+/// `status` looks for denials as it does on stderr. Cheap for every other
+/// answer: the JSON is parsed only when a marker is in the bytes.
+pub(crate) fn denials_in_tool_error(answer: &[u8]) -> Vec<String> {
+    let has = |hay: &[u8]| {
+        DENIAL_MARKERS
+            .iter()
+            .any(|m| memchr::memmem::find(hay, m.as_bytes()).is_some())
+    };
+    if !has(answer) {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(answer) else {
+        return Vec::new();
+    };
+    let Some(content) = v.pointer("/result/content").and_then(|c| c.as_array()) else {
+        return Vec::new();
+    };
+    content
+        .iter()
+        .filter_map(|c| c.get("text").and_then(serde_json::Value::as_str))
+        .flat_map(str::lines)
+        .filter(|l| has(l.as_bytes()))
+        .take(3)
+        .map(|l| quote(l.trim()))
+        .collect()
 }
 
 fn quote(line: &str) -> String {
@@ -340,6 +420,42 @@ mod tests {
         assert_eq!(explain(&i, SystemTime::now()), "killed by SIGSEGV");
     }
 
+    /// Issue 39: an own server added with a relative path, run without a
+    /// sandbox from xyd's directory: a missing file, not a permission.
+    #[test]
+    fn a_missing_file_is_not_called_permission_denied() {
+        let py = lines(&[
+            "/usr/bin/python3: can't open file '/server.py': [Errno 2] No such file or directory",
+        ]);
+        let i = Input {
+            code: Some(2),
+            ran_for: Some(Duration::from_millis(40)),
+            stderr: &py,
+            ..Input::default()
+        };
+        assert_eq!(classify(&i), Cause::FileNotFound(Some("/server.py".into())));
+        let text = explain(&i, SystemTime::now());
+        assert!(
+            text.starts_with("file not found: /server.py; last stderr: "),
+            "{text}"
+        );
+        assert!(!text.contains("permission denied"), "{text}");
+        let node = lines(&[
+            "Error: Cannot find module '/srv/app/server.js'",
+            "  code: 'MODULE_NOT_FOUND',",
+            "Error: ENOENT: no such file or directory, open 'data/config.json'",
+        ]);
+        let i = Input {
+            code: Some(1),
+            stderr: &node,
+            ..Input::default()
+        };
+        assert_eq!(
+            classify(&i),
+            Cause::FileNotFound(Some("data/config.json".into()))
+        );
+    }
+
     #[test]
     fn next_retry_and_health_kill() {
         let now = humantime::parse_rfc3339("2026-11-30T05:00:00Z").unwrap();
@@ -426,6 +542,46 @@ mod tests {
             "Node.js v20.17.0",
         ];
         assert_eq!(last_stderr(&thrown), "Error: missing API_TOKEN");
+    }
+
+    /// server-memory under the starter sandbox (issue 39), as its tool
+    /// result came back; a plain failure says nothing.
+    #[test]
+    fn a_denial_in_a_tool_result_is_found() {
+        let answer = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"EACCES: permission denied, open '/home/me/.local/share/xy/packages/memory/2026.8.31/node_modules/@modelcontextprotocol/server-memory/dist/memory.jsonl'"}],"isError":true}}"#;
+        assert_eq!(
+            denials_in_tool_error(answer),
+            [
+                "EACCES: permission denied, open '/home/me/.local/share/xy/packages/memory/2026.8.31/node_modules/@modelcontextprotocol/server-memory/dist/memory.jsonl'"
+            ]
+        );
+        let py = br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"Error executing tool write: [Errno 13] Permission denied: '/srv/notes/a.md'\nmore"}],"isError":true}}"#;
+        assert_eq!(
+            denials_in_tool_error(py),
+            ["Error executing tool write: [Errno 13] Permission denied: '/srv/notes/a.md'"]
+        );
+        let plain = br#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"no such note"}],"isError":true}}"#;
+        assert!(denials_in_tool_error(plain).is_empty());
+    }
+
+    /// Issue 39: `@executeautomation/database-server` without its install
+    /// script; its `Error:` line scrolled out of the tail, and `}` /
+    /// `Node.js v20…` were quoted.
+    #[test]
+    fn a_node_stack_without_its_error_line_is_not_quoted_by_its_brace() {
+        let tail = [
+            " → /srv/db/node_modules/sqlite3/lib/binding/node-v115-linux-x64/node_sqlite3.node",
+            "    at bindings (/srv/db/node_modules/bindings/bindings.js:126:9)",
+            "    at Object.<anonymous> (/srv/db/node_modules/sqlite3/lib/sqlite3-binding.js:1:37)",
+            "  tries: [",
+            "    '/srv/db/node_modules/sqlite3/build/node_sqlite3.node',",
+            "  ]",
+            "}",
+            "",
+            "Node.js v20.17.0",
+        ];
+        let got = last_stderr(&tail);
+        assert!(!got.contains('}') && !got.contains("Node.js"), "{got}");
     }
 
     #[test]

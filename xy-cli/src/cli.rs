@@ -77,12 +77,23 @@ pub(crate) enum Command {
     /// Show a server's tools, which the firewall holds back and why, and what
     /// changed since the start before; approve, deny or review them.
     Tools(ToolsArgs),
-    /// Start servers.
-    Start(Targets),
+    /// Start servers, and wait until each has listed its tools or failed.
+    Start {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        wait: WaitFlag,
+    },
     /// Stop servers (SIGTERM, then SIGKILL after the grace period).
     Stop(Targets),
-    /// Stop and start servers again (starts stopped or failed ones).
-    Restart(Targets),
+    /// Stop and start servers again (starts stopped or failed ones), and
+    /// wait until each has listed its tools or failed.
+    Restart {
+        #[command(flatten)]
+        targets: Targets,
+        #[command(flatten)]
+        wait: WaitFlag,
+    },
     /// Re-read the config directory: start added, stop removed, restart changed.
     Reload(JsonFlag),
     /// Print servers' log lines; with no name, every server's, prefixed.
@@ -154,6 +165,23 @@ pub(crate) struct JsonFlag {
     /// Print the daemon's JSON result unchanged, on one line.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `--wait` (SPEC §25): how long `add`, `import`, `start` and `restart`
+/// wait for each server to list its tools or fail.
+#[derive(Debug, Clone, Copy, Args)]
+pub(crate) struct WaitFlag {
+    /// Seconds to wait for each server to list its tools or fail before
+    /// saying what it does; 0 prints the state at once.
+    #[arg(long, value_name = "SECS", default_value_t = crate::commands::outcome::DEFAULT_WAIT_SECS)]
+    pub(crate) wait: u64,
+}
+
+impl WaitFlag {
+    /// The wait as a duration.
+    pub(crate) fn duration(self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.wait)
+    }
 }
 
 /// Which servers `start`/`stop`/`restart` act on.
@@ -314,11 +342,13 @@ mod tests {
     fn targets_need_names_or_all() {
         assert!(parse(&["start"]).is_err());
         assert!(parse(&["start", "a", "--all"]).is_err());
-        let Command::Start(t) = parse(&["start", "a", "b"]).unwrap().command else {
+        let Command::Start { targets: t, wait } = parse(&["start", "a", "b"]).unwrap().command
+        else {
             panic!("not start")
         };
         assert_eq!(t.names, ["a", "b"]);
         assert!(!t.all);
+        assert_eq!(wait.wait, crate::commands::outcome::DEFAULT_WAIT_SECS);
         let Command::Stop(t) = parse(&["stop", "--all"]).unwrap().command else {
             panic!("not stop")
         };

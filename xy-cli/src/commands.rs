@@ -1,6 +1,8 @@
 //! One module per subcommand, and the dispatch from the parsed command line
 //! to them. The context they share is [`crate::ctx::Ctx`].
 
+use std::time::Duration;
+
 use crate::cli::Command;
 use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
@@ -17,6 +19,7 @@ pub(crate) mod daemon;
 pub(crate) mod events;
 pub(crate) mod list;
 pub(crate) mod logs;
+pub(crate) mod outcome;
 pub(crate) mod reload;
 pub(crate) mod sandbox;
 pub(crate) mod service;
@@ -34,9 +37,13 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
             json,
         } => status::run(ctx, &name, verbose, json.json),
         Command::Tools(args) => tools::run(ctx, args),
-        Command::Start(t) => control::run(ctx, control::Action::Start, &t),
-        Command::Stop(t) => control::run(ctx, control::Action::Stop, &t),
-        Command::Restart(t) => control::run(ctx, control::Action::Restart, &t),
+        Command::Start { targets, wait } => {
+            control::run(ctx, control::Action::Start, &targets, wait.duration())
+        }
+        Command::Stop(t) => control::run(ctx, control::Action::Stop, &t, Duration::ZERO),
+        Command::Restart { targets, wait } => {
+            control::run(ctx, control::Action::Restart, &targets, wait.duration())
+        }
         Command::Reload(j) => reload::run(ctx, j.json),
         Command::Logs(args) => logs::run(ctx, &args),
         Command::Events(args) => events::run(ctx, &args),

@@ -52,6 +52,9 @@ pub(crate) struct Built {
     pub(crate) entry: PathBuf,
     /// The lockfile's name in the version directory.
     pub(crate) lockfile: &'static str,
+    /// Packages whose install script `--ignore-scripts` skipped (SPEC
+    /// §25: a native add-on then fails at start).
+    pub(crate) skipped_scripts: Vec<String>,
 }
 
 /// A completed install, as `add` writes it into the server file.
@@ -162,6 +165,20 @@ pub(crate) fn for_add(
     };
     confirm(ctx, &plan)?;
     let (built, _) = install(&paths, &a.name, &resolved, &a.pin.install)?;
+    if !built.skipped_scripts.is_empty() {
+        output::warn(
+            &ctx.err,
+            &format!(
+                "install scripts were skipped (--ignore-scripts) for {}: a native add-on among \
+                 them will not load and the server will fail at start; if it does, install \
+                 with scripts: xyctl add {} --npm {}@{} --allow-scripts --force",
+                built.skipped_scripts.join(", "),
+                a.name,
+                resolved.pkg.name,
+                resolved.pkg.version
+            ),
+        );
+    }
     let mut args = runtime_args;
     args.push(built.entry.display().to_string());
     args.extend(extra);

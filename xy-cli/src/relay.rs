@@ -211,14 +211,20 @@ pub(crate) fn run(url: &str) {
         inflight.retain(|h| !h.is_finished());
         // `initialize` is answered before the client sends anything else,
         // and the session it opens must be known to what follows: run it
-        // inline. Everything else runs beside other requests, so a long
-        // tool call does not hold up a `ping`.
+        // inline. A notification (and an answer to a server's request) is
+        // delivered before the next line is read, so it reaches the
+        // server before any request the client wrote after it — a strict
+        // server refuses a request that overtakes `notifications/initialized`
+        // (SPEC §25); the server accepts those at once (`202`). Requests run
+        // beside each other, so a long tool call does not hold up a `ping`.
         if msg.method.as_deref() == Some("initialize") {
             *lock(&shared.initialize) = Some(msg.body.clone());
             post(&shared, &msg);
             let s = Arc::clone(&shared);
             // Detached: it ends with the server's stream or the process.
             std::thread::spawn(move || listen(&s));
+        } else if msg.id.is_none() {
+            post(&shared, &msg);
         } else {
             let s = Arc::clone(&shared);
             inflight.push(std::thread::spawn(move || post(&s, &msg)));

@@ -225,10 +225,10 @@ fn control_commands_and_exit_codes() {
     assert_eq!(w.run(&["stop", "alpha"]).ok(), "alpha: stopped\n");
     assert_eq!(w.run(&["stop", "alpha"]).ok(), "alpha: not running\n");
     assert_eq!(
-        w.run(&["start", "alpha", "beta"]).ok(),
+        w.run(&["start", "alpha", "beta", "--wait", "0"]).ok(),
         "alpha: started\nbeta: already running\n"
     );
-    let out = w.run(&["restart", "--all"]).ok();
+    let out = w.run(&["restart", "--all", "--wait", "0"]).ok();
     assert_eq!(out, "alpha: restarted\nbeta: restarted\n");
     let out = w.run(&["stop", "--all"]).ok();
     assert_eq!(out, "alpha: stopped\nbeta: stopped\n");

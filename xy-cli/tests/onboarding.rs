@@ -90,7 +90,13 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     ]);
     r.ok();
     let url = format!("http://127.0.0.1:{p}/mcp");
-    assert!(r.stdout().starts_with("demo  running  "), "{}", r.stdout());
+    // SPEC §25: `add` waited for the listing and says what it found.
+    assert!(
+        r.stdout()
+            .starts_with("demo  running, 1 tool (0 held back)  "),
+        "{}",
+        r.stdout()
+    );
     assert!(r.stdout().contains(&url), "{}", r.stdout());
     let text = std::fs::read_to_string(h.config_dir().join("demo.kdl")).unwrap();
     assert!(
@@ -145,7 +151,7 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     // such server", issue 26).
     h.run(&["reload"]).ok();
     assert_eq!(h.state_of("later").as_deref(), Some("stopped"));
-    let r = h.run(&["start", "later"]);
+    let r = h.run(&["start", "later", "--wait", "0"]);
     r.ok();
     assert!(r.stdout().contains("later: started"), "{}", r.stdout());
     assert_eq!(h.state_of("later").as_deref(), Some("running"));
@@ -208,6 +214,124 @@ fn add_writes_a_starter_sandbox_block_unless_no_sandbox() {
     r.ok();
     let text = std::fs::read_to_string(h.config_dir().join("open.kdl")).unwrap();
     assert!(!text.contains("sandbox"), "{text}");
+}
+
+/// SPEC §25 (issue 39: `add` printed `running` for 9 servers that then
+/// crash-looped): `add` and `start` wait until the server listed its tools
+/// or failed, and say which; a child that exits at once is a failure with
+/// its cause (exit 1), never `running`.
+#[test]
+fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
+    let h = Home::new("xyo");
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    let r = h.run(&[
+        "add",
+        "good",
+        "--stdio",
+        "--",
+        mcp.to_str().unwrap(),
+        "--stdio",
+    ]);
+    r.ok();
+    assert!(
+        r.stdout()
+            .starts_with("good  running, 1 tool (0 held back)  http://127.0.0.1:"),
+        "{}",
+        r.stdout()
+    );
+    let r = h.run(&[
+        "add",
+        "bad",
+        "--stdio",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo 'Error: missing API_TOKEN' >&2; exit 1",
+    ]);
+    assert_eq!(r.code(), 1, "{} {}", r.stdout(), r.stderr());
+    let out = r.stdout();
+    assert!(!out.contains("running"), "{out}");
+    assert!(out.starts_with("bad  crash-looping: "), "{out}");
+    assert!(out.contains("Error: missing API_TOKEN"), "{out}");
+    assert!(out.contains("xyctl status bad"), "{out}");
+
+    h.run(&["stop", "good"]).ok();
+    let r = h.run(&["start", "good"]);
+    r.ok();
+    assert_eq!(r.stdout(), "good: running, 1 tool (0 held back)\n");
+    let r = h.run(&["restart", "good", "bad"]);
+    assert_eq!(r.code(), 1, "{}", r.stdout());
+    let out = r.stdout();
+    assert!(
+        out.contains("good: running, 1 tool (0 held back)\n"),
+        "{out}"
+    );
+    assert!(out.contains("bad: crash-looping: "), "{out}");
+    // `--wait 0`: the state at once, as before.
+    h.run(&["stop", "good"]).ok();
+    assert_eq!(
+        h.run(&["start", "good", "--wait", "0"]).ok(),
+        "good: started\n"
+    );
+}
+
+/// SPEC §25 (issue 39: own server added with a relative path crash-looped,
+/// resolved against xyd's directory): `xyctl add mine --stdio -- ./run.sh
+/// serve.conf` from a project directory runs the project's `run.sh` there,
+/// with the project as its working dir.
+#[test]
+fn relative_paths_in_add_resolve_against_the_directory_xyctl_ran_in() {
+    let h = Home::new("xyo");
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    // The script reads a file named relative to its working dir, and execs
+    // a test binary outside the home (not the subject here: no sandbox).
+    std::fs::write(proj.join("serve.conf"), "--stdio\n").unwrap();
+    let script = proj.join("run.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {} $(cat \"$1\")\n", mcp.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = h
+        .cmd(&[
+            "add",
+            "mine",
+            "--stdio",
+            "--no-sandbox",
+            "--",
+            "./run.sh",
+            "serve.conf",
+        ])
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("mine  running, 1 tool (0 held back)"),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(h.config_dir().join("mine.kdl")).unwrap();
+    assert!(
+        text.contains(&format!("command \"{}\"", script.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("working-dir \"{}\"", proj.display())),
+        "{text}"
+    );
+    // From the home directory no working dir is written.
+    let out = h
+        .cmd(&["add", "athome", "--no-start", "--", "/bin/sleep", "300"])
+        .current_dir(h.home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = std::fs::read_to_string(h.config_dir().join("athome.kdl")).unwrap();
+    assert!(!text.contains("working-dir"), "{text}");
 }
 
 #[test]
@@ -542,7 +666,8 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
     assert!(r.stdout().contains("would be created"), "{}", r.stdout());
     assert!(!h.config_dir().join("alpha.kdl").exists(), "dry run wrote");
 
-    let r = h.run(&["import", "claude-desktop", "--file", f]);
+    // Sleepers never answer MCP: nothing to wait for here (`--wait 0`).
+    let r = h.run(&["import", "claude-desktop", "--file", f, "--wait", "0"]);
     r.ok();
     let out = r.stdout();
     assert!(out.contains("My-Gamma (renamed)"), "{out}");
@@ -598,6 +723,228 @@ fn import_claude_desktop_creates_one_stdio_server_per_stdio_entry() {
         std::fs::read_to_string(h.config_dir().join("beta.kdl")).unwrap(),
         beta
     );
+}
+
+/// A stdio MCP server (Python's standard library only) whose one tool,
+/// `save`, writes the file named in its first argument and, when that
+/// fails, says so only in its tool result (`isError`), as server-memory
+/// does.
+const SAVING_SERVER: &str = r#"
+import json, sys
+target = sys.argv[1]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "saver", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "save", "inputSchema": {"type": "object"}}]}})
+    elif m == "tools/call":
+        try:
+            with open(target, "w") as f: f.write("x")
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "saved"}]}})
+        except OSError as e:
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "Error: " + str(e)}], "isError": True}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25 (issue 39: server-memory's `EACCES … dist/memory.jsonl` came
+/// back in a tool result and `status` said "denials (none since the
+/// spawn)"): a denial a confined server reports only in a tool result is
+/// in `status` — the path, the rule, and the line to add.
+#[test]
+fn a_denial_in_a_tool_result_is_explained_by_status() {
+    use std::io::{BufRead, BufReader, Write};
+    let h = Home::new("xyo");
+    let data = h.home().join("x");
+    std::fs::create_dir_all(&data).unwrap();
+    let script = h.home().join("proj/saver.py");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, SAVING_SERVER).unwrap();
+    let p = free_port();
+    // `~/x` readable, not writable: the write is refused by the sandbox.
+    // The system's python (a pyenv shim would need its own read line).
+    h.write_config(
+        "mine",
+        &format!(
+            "command \"/usr/bin/python3\"\nargs {:?} {:?}\ntransport \"stdio\"\nport {p}\n\
+             sandbox {{\n    read \"~/proj\"\n    read \"~/x\"\n}}\n",
+            script.display().to_string(),
+            data.join("data.json").display().to_string()
+        ),
+    );
+    h.run(&["list"]).ok();
+    wait_for("mine listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "mine" && e["tool_count"].is_u64())
+    });
+    let mut child = h
+        .cmd(&["connect", "mine"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    stdin
+        .write_all(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"save","arguments":{}}}
+"#,
+        )
+        .unwrap();
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no answer");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Permission denied"), "{text}");
+    let mut why = String::new();
+    wait_for("the denial in status", Duration::from_secs(10), || {
+        let st: Value = serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
+        why = st["explain"].as_str().unwrap_or_default().to_owned();
+        why.contains("denied")
+    });
+    assert!(
+        why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("fix: add `write \"~/x\"` to the sandbox block"),
+        "{why}"
+    );
+}
+
+/// A strict streamable-HTTP MCP server (Python's standard library only):
+/// it takes a request only after the session's `notifications/initialized`
+/// and answers `-32600 Received request before initialization was
+/// complete` otherwise, as the Python SDK does; it takes its time to accept
+/// that notification, so a request sent beside it arrives first.
+const STRICT_SERVER: &str = r#"
+import json, sys, threading, time, uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+ready = set()
+lock = threading.Lock()
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None, sid=None):
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(code)
+        if body is not None: self.send_header("Content-Type", "application/json")
+        if sid: self.send_header("Mcp-Session-Id", sid)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_DELETE(self): self.send(200)
+    def do_GET(self): self.send(405)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        sid = self.headers.get("Mcp-Session-Id")
+        m, i = msg.get("method"), msg.get("id")
+        if m == "initialize":
+            sid = uuid.uuid4().hex
+            return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {
+                "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "strict", "version": "1"}}}, sid)
+        if m == "notifications/initialized":
+            time.sleep(0.05)
+            with lock: ready.add(sid)
+            return self.send(202)
+        if i is None: return self.send(202)
+        with lock: ok = sid in ready
+        if not ok:
+            return self.send(400, {"jsonrpc": "2.0", "id": i, "error": {"code": -32600,
+                "message": "Received request before initialization was complete"}})
+        if m == "tools/list":
+            return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {"tools": [
+                {"name": "echo", "inputSchema": {"type": "object"}}]}})
+        self.send(200, {"jsonrpc": "2.0", "id": i, "result": {}})
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// SPEC §25 (issue 39: a strict HTTP server answered `-32600 Received
+/// request before initialization was complete` about one session start in
+/// three): `xyctl connect` delivers the client's `notifications/initialized`
+/// before it sends the next request. A client that writes both at once,
+/// 50 session starts in a row, against [`STRICT_SERVER`]: every
+/// `tools/list` gets its result.
+#[test]
+fn connect_delivers_a_notification_before_the_next_request() {
+    use std::io::{BufRead, BufReader, Write};
+    let h = Home::new("xyo");
+    let p = free_port();
+    let script = h.home().join("strict.py");
+    std::fs::write(&script, STRICT_SERVER).unwrap();
+    h.write_config(
+        "web",
+        &format!(
+            "command \"python3\"\nargs {:?} \"{p}\"\nport {p}\n",
+            script.display().to_string()
+        ),
+    );
+    h.run(&["list"]).ok();
+    // Listed: it answers MCP.
+    wait_for("web listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "web" && e["tool_count"].is_u64())
+    });
+    for round in 0..50 {
+        let mut child = h
+            .cmd(&["connect", "web"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        stdin
+            .write_all(
+                br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+"#,
+            )
+            .unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line.contains("\"result\""), "round {round}: {line}");
+        // Both at once, as an SDK client writes them.
+        stdin
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n",
+            )
+            .unwrap();
+        let answer = loop {
+            line.clear();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "round {round}: no answer"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 2 {
+                break v;
+            }
+        };
+        assert!(answer.get("result").is_some(), "round {round}: {answer}");
+        drop(stdin);
+        assert!(child.wait().unwrap().success(), "round {round}");
+    }
 }
 
 /// SPEC §14: `xyctl connect` driven by the official Python SDK's stdio

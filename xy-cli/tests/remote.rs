@@ -63,7 +63,14 @@ fn add_url_then_status_list_and_connect() {
         "--header-secret",
         "Authorization=TOKEN",
     ]);
-    r.ok();
+    // SPEC §25: `add` says the server failed, and why (the placeholder
+    // is not filled in yet), exit 1.
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    assert!(
+        r.stdout().starts_with("far  failed: secret `TOKEN`"),
+        "{}",
+        r.stdout()
+    );
     assert!(
         r.stderr().contains("fill in the secret TOKEN"),
         "{}",

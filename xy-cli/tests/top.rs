@@ -110,7 +110,7 @@ fn events_prints_one_line_per_change_and_exits_0_on_ctrl_c() {
                 start.elapsed() < xy_testbins::wait::scaled(DEADLINE),
                 "no events: {got:#?}"
             );
-            let restart = w.cmd(&["restart", "beta"]).output().unwrap();
+            let restart = w.cmd(&["restart", "beta", "--wait", "0"]).output().unwrap();
             assert!(restart.status.success(), "{restart:?}");
             while let Ok(line) = rx.recv_timeout(Duration::from_secs(2)) {
                 got.push(line.clone());

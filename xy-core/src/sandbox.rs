@@ -563,7 +563,68 @@ pub enum Denied {
 
 /// One line explaining `denied` in terms of the block, e.g.
 /// `sandbox: write to ~/.bashrc denied (not under sandbox.write)`.
+///
+/// When a line in the block would allow it, the explanation ends with it
+/// (SPEC §25): `; fix: add `write "~/notes"` to the sandbox block`.
 pub fn explain_denial(rules: &Rules, denied: &Denied, home: &Path) -> String {
+    let what = what_was_denied(rules, denied, home);
+    match fix_for(rules, denied, home) {
+        Some(fix) => format!("{what}; fix: {fix}"),
+        None => what,
+    }
+}
+
+/// The line (or step) that would let `denied` through, if there is one;
+/// `None` when the rules allow it already (the file's own permissions
+/// refused it) or no line of the block can.
+pub fn fix_for(rules: &Rules, denied: &Denied, home: &Path) -> Option<String> {
+    let quoted = |p: &Path| format!("{:?}", tilde(p, home));
+    match denied {
+        Denied::Read(p) if !rules.can_read(p) => {
+            Some(format!("add `read {}` to the sandbox block", quoted(p)))
+        }
+        Denied::Write(p) if !rules.can_write(p) => {
+            // A create needs its directory writable; a missing directory
+            // is created first (rules name existing paths).
+            let (target, missing) = if p.exists() {
+                (p.clone(), None)
+            } else {
+                let dir = p.parent().unwrap_or(p).to_path_buf();
+                let missing = (!dir.exists()).then(|| dir.clone());
+                (dir, missing)
+            };
+            let inside_code = rules.can_read(&target);
+            let mut fix = String::new();
+            if let Some(dir) = missing {
+                fix.push_str(&format!("create {} first, then ", tilde(&dir, home)));
+            }
+            fix.push_str(&format!(
+                "add `write {}` to the sandbox block",
+                quoted(&target)
+            ));
+            if inside_code {
+                fix.push_str(
+                    " (it is inside what the server may only read, such as its own \
+                     package: better point its data elsewhere, e.g. by an env variable)",
+                );
+            }
+            Some(fix)
+        }
+        Denied::Connect(addr) => match rules.network {
+            NetworkMode::Any => None,
+            NetworkMode::None => Some(format!(
+                "set `network \"allow\"` with `allow-host \"{addr}\"` (or `network \"any\"`)"
+            )),
+            NetworkMode::Allow if HostPort::parse(addr).is_ok() => {
+                Some(format!("add `allow-host \"{addr}\"` to the sandbox block"))
+            }
+            NetworkMode::Allow => None,
+        },
+        _ => None,
+    }
+}
+
+fn what_was_denied(rules: &Rules, denied: &Denied, home: &Path) -> String {
     match denied {
         Denied::Read(p) => {
             let reason = if rules.can_read(p) {
@@ -879,16 +940,49 @@ mod tests {
         let rules = effective(&config, &facts(home, program));
         assert_eq!(
             explain_denial(&rules, &Denied::Read("/home/me/.ssh/id_rsa".into()), home),
-            "sandbox: read of ~/.ssh/id_rsa denied (not under sandbox.read)"
+            "sandbox: read of ~/.ssh/id_rsa denied (not under sandbox.read); \
+             fix: add `read \"~/.ssh/id_rsa\"` to the sandbox block"
         );
+        // Neither the file nor its directory exists: create it first.
         assert_eq!(
-            explain_denial(&rules, &Denied::Write("/home/me/.bashrc".into()), home),
-            "sandbox: write to ~/.bashrc denied (not under sandbox.write)"
+            explain_denial(&rules, &Denied::Write("/home/me/new/a.txt".into()), home),
+            "sandbox: write to ~/new/a.txt denied (not under sandbox.write); \
+             fix: create ~/new first, then add `write \"~/new\"` to the sandbox block"
         );
         assert_eq!(
             explain_denial(&rules, &Denied::Connect("evil.example:443".into()), home),
-            "sandbox: connection to evil.example:443 denied (network \"allow\": not an allow-host line (api.github.com:443))"
+            "sandbox: connection to evil.example:443 denied (network \"allow\": not an allow-host line (api.github.com:443)); \
+             fix: add `allow-host \"evil.example:443\"` to the sandbox block"
         );
         assert!(explain_denial(&rules, &Denied::Bind(9999), home).contains("only port 8421"));
+    }
+
+    /// SPEC §25: a failed create names the directory to allow (it exists),
+    /// and says so when that is inside the server's own package.
+    #[test]
+    fn a_failed_create_names_its_directory() {
+        let tmp = std::env::temp_dir().join(format!("xy-fix-{}", std::process::id()));
+        let pkg = tmp.join("pkg/dist");
+        std::fs::create_dir_all(&pkg).unwrap();
+        let program = tmp.join("pkg/dist/index.js");
+        std::fs::write(&program, "").unwrap();
+        let home = Path::new("/home/me");
+        let mut f = facts(home, Path::new("/usr/bin/node"));
+        f.script = Some(&program);
+        let rules = effective(&SandboxConfig::default(), &f);
+        let file = pkg.join("memory.jsonl");
+        let fix = fix_for(&rules, &Denied::Write(file), home).unwrap();
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert!(
+            fix.starts_with(&format!(
+                "add `write {:?}` to the sandbox block",
+                pkg.display().to_string()
+            )),
+            "{fix}"
+        );
+        assert!(
+            fix.contains("inside what the server may only read"),
+            "{fix}"
+        );
     }
 }

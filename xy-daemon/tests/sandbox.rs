@@ -369,9 +369,11 @@ fn a_denial_of_each_kind_is_explained_in_status() {
         let explain = status["explain"].as_str().unwrap();
         assert!(explain.starts_with(want), "{name}: {explain}");
         let sb = &status["sandbox"];
-        assert_eq!(
-            sb["denials"].as_array().unwrap().last().unwrap(),
-            want,
+        // SPEC §25: the denial ends with the line that fixes it.
+        let last = sb["denials"].as_array().unwrap().last().unwrap();
+        assert!(
+            last.as_str()
+                .is_some_and(|d| d.starts_with(want) && d.contains("; fix: add `")),
             "{sb}"
         );
         let enforcement = sb["enforcement"].to_string();
@@ -463,7 +465,8 @@ fn allow_host_goes_through_the_egress_proxy_only() {
     let status = d.result("status", Some(json!({"name": "net"})));
     let sb = &status["sandbox"];
     let denial = format!(
-        "sandbox: connection to localhost:{other} denied (network \"allow\": not an allow-host line (localhost:{allowed}))"
+        "sandbox: connection to localhost:{other} denied (network \"allow\": not an allow-host line (localhost:{allowed})); \
+         fix: add `allow-host \"localhost:{other}\"` to the sandbox block"
     );
     assert!(
         sb["denials"]

@@ -364,6 +364,14 @@ async fn read_lines(
         }
         // An answer goes on unparsed; the actor decides (D49).
         if let Some((id, at, said)) = raw::answer_id(&buf) {
+            // SPEC §25: a denial a server reports only in a tool result
+            // goes to its log, where `status` finds denials.
+            if said == raw::Said::ToolError {
+                for l in crate::explain::denials_in_tool_error(&buf) {
+                    let l = crate::log_router::redact::scrub(l, notes.redactor.as_deref());
+                    notes.warn(&format!("xy: a tool result said: {l}"));
+                }
+            }
             let Ok(h) = held(buf.len()).await else { return };
             let line = std::mem::replace(&mut buf, Vec::with_capacity(256));
             if !deliver(FromChild::Answer { id, line, at, said }, h) {

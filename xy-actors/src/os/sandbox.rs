@@ -577,7 +577,9 @@ mod tests {
             s.denials,
             vec![
                 "sandbox: connection to evil.example:443 denied (network \"any\": not the sandbox; check a firewall)".to_owned(),
-                "sandbox: read of ~/.ssh/id_rsa denied (not under sandbox.read)".to_owned(),
+                "sandbox: read of ~/.ssh/id_rsa denied (not under sandbox.read); \
+                 fix: add `read \"~/.ssh/id_rsa\"` to the sandbox block"
+                    .to_owned(),
             ]
         );
         for i in 0..15 {

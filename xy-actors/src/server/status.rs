@@ -59,10 +59,17 @@ impl ServerActorState {
     /// could not list a running one (SPEC §20).
     pub(super) fn explain(&self) -> Option<String> {
         if self.lc.phase == ServerState::Running {
+            // A denial since the spawn (on stderr, or in a tool result,
+            // SPEC §25) is why a running server's calls fail.
+            let denial = || {
+                self.sandbox_status()
+                    .and_then(|s| s.denials.last().cloned())
+            };
             return self
                 .mcp
                 .why_not_listed()
-                .map(|why| format!("xy could not list its tools: {why}"));
+                .map(|why| format!("xy could not list its tools: {why}"))
+                .or_else(denial);
         }
         if !matches!(self.lc.phase, ServerState::Failed | ServerState::Restarting) {
             return None;

@@ -53,6 +53,9 @@ pub(crate) struct AddArgs {
     /// placeholder is written for you to fill in.
     #[arg(long = "header-secret", value_name = "NAME=SECRET", requires = "url", value_parser = parse_env)]
     pub(crate) header_secret: Vec<(String, String)>,
+    /// SPEC §25: how long to wait for the server to list its tools or fail.
+    #[command(flatten)]
+    pub(crate) wait: super::WaitFlag,
     /// SPEC §22: `--npm`/`--pypi` and their install flags.
     #[command(flatten)]
     pub(crate) pin: super::packages::PinArgs,

@@ -29,6 +29,9 @@ pub(crate) struct ImportArgs {
     pub(crate) pin: bool,
     #[command(flatten)]
     pub(crate) install: crate::cli::InstallFlags,
+    /// SPEC §25: how long to wait for the servers to list their tools or fail.
+    #[command(flatten)]
+    pub(crate) wait: crate::cli::WaitFlag,
 }
 
 /// `clients`.

@@ -7,6 +7,10 @@
 use xy_core::client::Client;
 use xy_core::protocol::{ListEntry, ReloadResult, StatusResult, StopResult, TargetParams, method};
 
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::outcome;
 use crate::cli::AddArgs;
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::daemon_conn::daemon_and_dir;
@@ -56,8 +60,16 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             .split_first()
             .expect("clap requires a command without --npm/--pypi"),
     };
+    // SPEC §25: relative paths mean the directory `xyctl` ran in.
+    let here = if pinned.is_none() {
+        std::env::current_dir().ok()
+    } else {
+        None
+    };
     let spec = ServerSpec {
-        command: command.clone(),
+        command: here
+            .as_deref()
+            .map_or_else(|| command.clone(), |d| resolve_command(command, d)),
         args: args
             .iter()
             .map(|s| s.replace("{port}", &port.to_string()))
@@ -70,12 +82,18 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
             .flat_map(|p| p.env.clone())
             .chain(a.env.iter().cloned())
             .collect(),
-        working_dir: a.working_dir.as_ref().map(|d| {
-            std::path::absolute(d)
-                .unwrap_or_else(|_| d.clone())
-                .display()
-                .to_string()
-        }),
+        working_dir: match &a.working_dir {
+            Some(d) => Some(
+                std::path::absolute(d)
+                    .unwrap_or_else(|_| d.clone())
+                    .display()
+                    .to_string(),
+            ),
+            None => here
+                .as_deref()
+                .and_then(|d| default_working_dir(d, std::env::var_os("HOME").as_deref()))
+                .map(|d| d.display().to_string()),
+        },
         health: a.health.clone(),
     };
     let mut text = server_file::render(
@@ -106,8 +124,7 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         // leaves it `stopped`.
         Some(mut c) => {
             let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
-            let line = state_line(&mut c, &a.name, port)?;
-            output::stdout(&line);
+            return report(&mut c, ctx, &a.name, port, a.wait.duration());
         }
         None if a.no_start => output::stdout(&format!(
             "{}  not started  {}  (`xyctl start {}` starts it)\n",
@@ -122,6 +139,33 @@ pub(crate) fn run(ctx: &Ctx, a: &AddArgs) -> Result<Exit, Failure> {
         )),
     }
     Ok(Exit::Success)
+}
+
+/// A command written as a relative path (`.venv/bin/python`,
+/// `./server`) made absolute against `here`, the directory `xyctl` ran in;
+/// a bare name (`node`) is left for `PATH`.
+fn resolve_command(command: &str, here: &Path) -> String {
+    let p = Path::new(command);
+    if p.is_absolute() || !command.contains('/') {
+        return command.to_owned();
+    }
+    here.join(p)
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect::<PathBuf>()
+        .display()
+        .to_string()
+}
+
+/// The `working-dir` a command server gets when `add` names none: the
+/// directory `xyctl` ran in, so `server.py` means the one there — unless
+/// that is the home directory (or `/`), which a server should not run in
+/// (the starter sandbox would make it writable).
+fn default_working_dir(here: &Path, home: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    if here == Path::new("/") || home.is_some_and(|h| Path::new(h) == here) {
+        return None;
+    }
+    Some(here.to_path_buf())
 }
 
 /// `add --url` (SPEC §23): a remote server's file, its secret
@@ -189,8 +233,7 @@ fn add_remote(
     }
     if let Some(mut c) = client {
         let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
-        let line = state_line(&mut c, &a.name, port)?;
-        output::stdout(&line);
+        return report(&mut c, ctx, &a.name, port, a.wait.duration());
     } else {
         output::stdout(&format!(
             "{}  not started  {}  (starts at the next `xyctl reload`)\n",
@@ -199,6 +242,35 @@ fn add_remote(
         ));
     }
     Ok(Exit::Success)
+}
+
+/// After the reload (SPEC §25): `name  running, 3 tools (0 held back)
+/// http://127.0.0.1:8400/mcp` once the server listed its tools, or the
+/// failure with its cause (exit 1); with `--wait 0`, the state at once.
+fn report(
+    c: &mut Client,
+    ctx: &Ctx,
+    name: &str,
+    port: u16,
+    wait: Duration,
+) -> Result<Exit, Failure> {
+    if wait.is_zero() {
+        output::stdout(&state_line(c, name, port)?);
+        return Ok(Exit::Success);
+    }
+    let found = outcome::wait(c, &[name.to_owned()], wait)?;
+    let (_, o, st) = found.into_iter().next().expect("one name, one outcome");
+    let url = st
+        .as_ref()
+        .map_or_else(|| fallback_url(port), |s| server_url(&s.entry));
+    let words = ctx.out.paint(&o.words(name, wait), o.paint());
+    if o.failed() {
+        output::stdout(&format!("{name}  {words}\n"));
+        Ok(Exit::Operational)
+    } else {
+        output::stdout(&format!("{name}  {words}  {url}\n"));
+        Ok(Exit::Success)
+    }
 }
 
 /// `name  running  http://127.0.0.1:8400/mcp` from `status`.
@@ -266,4 +338,25 @@ pub(crate) fn remove(ctx: &Ctx, name: &str) -> Result<Exit, Failure> {
         moved.display()
     ));
     Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_mean_the_directory_xyctl_ran_in() {
+        let here = Path::new("/home/me/proj");
+        assert_eq!(
+            resolve_command(".venv/bin/python", here),
+            "/home/me/proj/.venv/bin/python"
+        );
+        assert_eq!(resolve_command("./server", here), "/home/me/proj/server");
+        assert_eq!(resolve_command("node", here), "node");
+        assert_eq!(resolve_command("/usr/bin/node", here), "/usr/bin/node");
+        let home = Some(std::ffi::OsStr::new("/home/me"));
+        assert_eq!(default_working_dir(here, home), Some(here.to_path_buf()));
+        assert_eq!(default_working_dir(Path::new("/home/me"), home), None);
+        assert_eq!(default_working_dir(Path::new("/"), None), None);
+    }
 }

@@ -77,6 +77,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
     let mut taken: BTreeSet<String> = BTreeSet::new();
     let mut rows = Vec::new();
     let mut created = 0;
+    let mut created_names = Vec::new();
     let mut invalid = Vec::new();
     let xy_ports = xy_ports(&dir, &used);
     for e in &entries {
@@ -213,6 +214,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
                     }
                 }
                 created += 1;
+                created_names.push(name.clone());
                 for warning in crate::starter::create_dirs(&create) {
                     output::note(&ctx.err, &warning);
                 }
@@ -229,10 +231,21 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
         &rows,
         &ctx.out,
     ));
+    let mut exit = Exit::Success;
     if created > 0
         && let Some(mut c) = client
     {
         let _: ReloadResult = c.call::<(), _>(method::RELOAD, None, CONTROL_TIMEOUT)?;
+        // SPEC §25: what each new server came to, not just that it exists.
+        let wait = a.wait.duration();
+        if !wait.is_zero() {
+            let found = super::outcome::wait(&mut c, &created_names, wait)?;
+            output::stdout("\n");
+            for (name, o, _) in &found {
+                output::stdout(&super::outcome::line(name, o, wait, &ctx.out));
+            }
+            exit = super::outcome::exit_of(found.iter().map(|(_, o, _)| o));
+        }
     }
     if created > 0 {
         output::stdout(&format!(
@@ -249,7 +262,7 @@ pub(crate) fn import(ctx: &Ctx, a: &ImportArgs) -> Result<Exit, Failure> {
     }
     match invalid.into_iter().next() {
         Some(f) => Err(f),
-        None => Ok(Exit::Success),
+        None => Ok(exit),
     }
 }
 

@@ -1,8 +1,12 @@
 //! `xyctl start|stop|restart <name...|--all>`: one name is sent as `{name}`,
-//! several as `{names}`, `--all` as `{all: true}`.
+//! several as `{names}`, `--all` as `{all: true}`. `start` and `restart`
+//! then wait for each server's outcome (SPEC §25, [`super::outcome`]).
+
+use std::time::Duration;
 
 use xy_core::protocol::{RestartResult, StartResult, StopResult, TargetParams, method};
 
+use super::outcome;
 use crate::cli::Targets;
 use crate::ctx::{CONTROL_TIMEOUT, Ctx};
 use crate::error::{Exit, Failure};
@@ -26,7 +30,7 @@ pub(crate) fn params(t: &Targets) -> TargetParams {
     }
 }
 
-pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failure> {
+pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets, wait: Duration) -> Result<Exit, Failure> {
     let mut client = daemon_conn::connect(ctx)?;
     let p = params(t);
     let mut exit = Exit::Success;
@@ -37,7 +41,27 @@ pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failur
             if !r.cancelled.is_empty() {
                 exit = Exit::Operational;
             }
-            render::render_start(&r, &ctx.out)
+            if wait.is_zero() {
+                render::render_start(&r, &ctx.out)
+            } else {
+                let names: Vec<String> = r
+                    .started
+                    .iter()
+                    .chain(&r.already_running)
+                    .cloned()
+                    .collect();
+                let (text, e) = outcomes(&mut client, &names, wait, &ctx.out)?;
+                if e != Exit::Success {
+                    exit = e;
+                }
+                text + &render::render_start(
+                    &StartResult {
+                        cancelled: r.cancelled,
+                        ..StartResult::default()
+                    },
+                    &ctx.out,
+                )
+            }
         }
         Action::Stop => {
             let r: StopResult = client.call(method::STOP, Some(&p), CONTROL_TIMEOUT)?;
@@ -48,7 +72,21 @@ pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failur
             if !r.cancelled.is_empty() {
                 exit = Exit::Operational;
             }
-            render::render_restart(&r, &ctx.out)
+            if wait.is_zero() {
+                render::render_restart(&r, &ctx.out)
+            } else {
+                let (text, e) = outcomes(&mut client, &r.restarted, wait, &ctx.out)?;
+                if e != Exit::Success {
+                    exit = e;
+                }
+                text + &render::render_restart(
+                    &RestartResult {
+                        cancelled: r.cancelled,
+                        ..RestartResult::default()
+                    },
+                    &ctx.out,
+                )
+            }
         }
     };
     if text.is_empty() && t.all {
@@ -57,6 +95,22 @@ pub(crate) fn run(ctx: &Ctx, action: Action, t: &Targets) -> Result<Exit, Failur
         output::stdout(&text);
     }
     Ok(exit)
+}
+
+/// `name: running, 3 tools (0 held back)` for each server, and the exit
+/// its outcomes make.
+fn outcomes(
+    client: &mut xy_core::client::Client,
+    names: &[String],
+    wait: Duration,
+    style: &render::Style,
+) -> Result<(String, Exit), Failure> {
+    let found = outcome::wait(client, names, wait)?;
+    let text = found
+        .iter()
+        .map(|(name, o, _)| outcome::line(name, o, wait, style))
+        .collect();
+    Ok((text, outcome::exit_of(found.iter().map(|(_, o, _)| o))))
 }
 
 #[cfg(test)]

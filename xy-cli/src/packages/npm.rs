@@ -246,7 +246,43 @@ pub(crate) fn install(
         runtime: node,
         entry,
         lockfile: LOCKFILE,
+        skipped_scripts: if flags.allow_scripts {
+            Vec::new()
+        } else {
+            with_install_scripts(&lock)
+        },
     })
+}
+
+/// The lockfile's packages with an install script (`hasInstallScript`,
+/// which npm records whether or not the script ran): with
+/// `--ignore-scripts` a native add-on among them was never built (SPEC
+/// §25: `@executeautomation/database-server`'s sqlite3 crash-looped).
+/// Names, not paths: `node_modules/a/node_modules/b` is `b`.
+fn with_install_scripts(lock: &str) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(lock) else {
+        return Vec::new();
+    };
+    let Some(packages) = v.get("packages").and_then(|p| p.as_object()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = packages
+        .iter()
+        .filter(|(k, p)| {
+            !k.is_empty()
+                && p.get("hasInstallScript")
+                    .and_then(serde_json::Value::as_bool)
+                    == Some(true)
+        })
+        .map(|(k, _)| {
+            k.rsplit_once("node_modules/")
+                .map_or(k.as_str(), |(_, n)| n)
+                .to_owned()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The dependency npm's `--before` found no version of: npm says `No
@@ -287,6 +323,18 @@ fn unpinned(lock: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packages_with_install_scripts_are_named() {
+        let lock = r#"{"lockfileVersion":3,"packages":{
+            "":{"name":"x"},
+            "node_modules/@executeautomation/database-server":{"version":"1.1.0","integrity":"sha512-a"},
+            "node_modules/sqlite3":{"version":"5.1.7","integrity":"sha512-b","hasInstallScript":true},
+            "node_modules/a/node_modules/better-sqlite3":{"version":"11.0.0","integrity":"sha512-c","hasInstallScript":true},
+            "node_modules/left-pad":{"version":"1.3.0","integrity":"sha512-d"}}}"#;
+        assert_eq!(with_install_scripts(lock), ["better-sqlite3", "sqlite3"]);
+        assert!(with_install_scripts(r#"{"packages":{}}"#).is_empty());
+    }
 
     #[test]
     fn views_of_one_or_several_versions_parse() {

@@ -255,6 +255,7 @@ pub(crate) fn install(
         runtime: venv_python(target),
         entry: venv_bin(target).join(script),
         lockfile: LOCKFILE,
+        skipped_scripts: Vec::new(),
     })
 }
 

@@ -116,6 +116,17 @@ fn recognise(line: &str) -> Option<(Denied, bool)> {
     if let Some(d) = file(line, &lower) {
         return Some(d);
     }
+    // Chromium's `socket() failed: Permission denied (13)`: a refused
+    // system call that names no path (SPEC §25).
+    if let Some(i) = lower.find("socket()") {
+        return Some((
+            Denied::Other(format!(
+                "creating a socket (the child said {:?})",
+                clip(line[i..].trim())
+            )),
+            false,
+        ));
+    }
     let os_error = OS_ERROR_SIGNS.iter().any(|s| lower.contains(s));
     let spoken = lower.contains("permission denied") || lower.contains("operation not permitted");
     (os_error && spoken).then(|| {
@@ -586,6 +597,29 @@ mod tests {
         assert_eq!(
             under("Error: connect EACCES 127.0.0.1:9"),
             Some(Denied::Connect("127.0.0.1:9".into()))
+        );
+    }
+
+    /// Chromium under `@playwright/mcp` (issue 39), and the line the bridge
+    /// writes for a tool result that reported a denial.
+    #[test]
+    fn a_refused_socket_and_a_tool_result_line() {
+        let Some(Denied::Other(what)) = denial_in_line(
+            "[1204/101010.123456:ERROR:socket_posix.cc(93)] socket() failed: Permission denied (13)",
+        ) else {
+            panic!()
+        };
+        assert!(
+            what.starts_with(
+                "creating a socket (the child said \"socket() failed: Permission denied"
+            ),
+            "{what}"
+        );
+        assert_eq!(
+            denial_in_line(
+                "xy: a tool result said: EACCES: permission denied, open '/opt/pkg/dist/memory.jsonl'"
+            ),
+            read("/opt/pkg/dist/memory.jsonl")
         );
     }
 
