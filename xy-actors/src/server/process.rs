@@ -227,13 +227,11 @@ async fn census(tree: Arc<Tree>, mut record: ChildRecord, path: PathBuf) {
     let mut every = crate::os::tree::CENSUS_EVERY;
     loop {
         tokio::time::sleep(every).await;
-        let t = tree.clone();
-        let Ok((changed, root_alive)) =
-            tokio::task::spawn_blocking(move || (t.census(), t.root_alive())).await
-        else {
-            return;
-        };
-        if !root_alive {
+        // A few small procfs reads (the root's stat and children lists),
+        // which never wait on a disk: inline, not on the blocking pool,
+        // which kept a thread alive per server of a fleet.
+        let changed = tree.census();
+        if !tree.root_alive() {
             return;
         }
         every = if changed {
