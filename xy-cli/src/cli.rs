@@ -22,6 +22,11 @@ pub(crate) use tools::{ToolsArgs, ToolsCmd};
 /// Default `logs --tail`: about a screenful per server.
 pub(crate) const DEFAULT_TAIL: u32 = 50;
 
+/// `--wait`'s default: long enough for a Node or Python server to start
+/// and answer its first `tools/list`, and past the 10 s within which
+/// SPEC §25 wants a failure named.
+pub(crate) const DEFAULT_WAIT_SECS: u64 = 15;
+
 /// Control xyd, the per-user supervisor of local MCP servers (stdio and HTTP).
 ///
 /// xyctl talks to xyd over its Unix socket and starts xyd when it is not
@@ -173,7 +178,7 @@ pub(crate) struct JsonFlag {
 pub(crate) struct WaitFlag {
     /// Seconds to wait for each server to list its tools or fail before
     /// saying what it does; 0 prints the state at once.
-    #[arg(long, value_name = "SECS", default_value_t = crate::commands::outcome::DEFAULT_WAIT_SECS)]
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_WAIT_SECS)]
     pub(crate) wait: u64,
 }
 
@@ -348,7 +353,7 @@ mod tests {
         };
         assert_eq!(t.names, ["a", "b"]);
         assert!(!t.all);
-        assert_eq!(wait.wait, crate::commands::outcome::DEFAULT_WAIT_SECS);
+        assert_eq!(wait.wait, DEFAULT_WAIT_SECS);
         let Command::Stop(t) = parse(&["stop", "--all"]).unwrap().command else {
             panic!("not stop")
         };

@@ -21,11 +21,6 @@ use crate::ctx::READ_TIMEOUT;
 use crate::error::{Exit, Failure};
 use crate::render::{Paint, Style};
 
-/// `--wait`'s default: long enough for a Node or Python server to start
-/// and answer its first `tools/list`, and past the 10 s within which
-/// SPEC §25 wants a failure named.
-pub(crate) const DEFAULT_WAIT_SECS: u64 = 15;
-
 /// Longest sleep between two looks without an event.
 const TICK: Duration = Duration::from_millis(250);
 

@@ -164,9 +164,45 @@ pub(super) fn parse_sandbox(cx: &mut Cx<'_>, node: &KdlNode) -> Option<SandboxCo
 /// `env-pass "NAME" …`: each a variable name, kept once.
 fn env_pass(cx: &mut Cx<'_>, node: &KdlNode, out: &mut Vec<String>) {
     let example = "env-pass \"GITHUB_TOKEN\"";
-    let names = strings(cx, node, example);
-    for name in names {
-        if crate::sandbox::is_env_name(&name) {
+    let bad = Bad {
+        what: "a variable name",
+        label: "not a name",
+        help: format!("letters, digits and `_`, not starting with a digit, e.g. {example}"),
+    };
+    distinct_names(cx, node, example, crate::sandbox::is_env_name, &bad, out);
+}
+
+/// `reach "<server>" …`: server names, each valid; whether a server of
+/// that name exists is checked across files (`load.rs`, [`reach_spans`]).
+fn parse_reach(cx: &mut Cx<'_>, node: &KdlNode, reach: &mut Vec<String>) {
+    let bad = Bad {
+        what: "a server name",
+        label: "not a server name",
+        help: "name a server by its file name without .kdl, e.g. reach \"github\"".into(),
+    };
+    let example = "reach \"github\"";
+    distinct_names(cx, node, example, crate::config::is_valid_name, &bad, reach);
+}
+
+/// How a list line names a value that is not valid.
+struct Bad {
+    what: &'static str,
+    label: &'static str,
+    help: String,
+}
+
+/// The string arguments of a list line (`env-pass`, `reach`), each kept
+/// once in `out` when `valid`, else a diagnostic at its own entry.
+fn distinct_names(
+    cx: &mut Cx<'_>,
+    node: &KdlNode,
+    example: &str,
+    valid: fn(&str) -> bool,
+    bad: &Bad,
+    out: &mut Vec<String>,
+) {
+    for name in strings(cx, node, example) {
+        if valid(&name) {
             if !out.contains(&name) {
                 out.push(name);
             }
@@ -177,43 +213,15 @@ fn env_pass(cx: &mut Cx<'_>, node: &KdlNode, out: &mut Vec<String>) {
             .iter()
             .find(|e| e.value().as_string() == Some(name.as_str()))
             .map_or(node.name().span(), kdl::KdlEntry::span);
+        let key = node.name().value();
         let d = cx
             .diag(
                 DiagnosticKind::InvalidValue,
                 span,
-                format!("`env-pass` {name:?} is not a variable name"),
+                format!("`{key}` {name:?} is not {}", bad.what),
             )
-            .with_label("not a name")
-            .with_help(format!(
-                "letters, digits and `_`, not starting with a digit, e.g. {example}"
-            ));
-        cx.push(d);
-    }
-}
-
-/// `reach "<server>" …`: server names, each valid; whether a server of
-/// that name exists is checked across files (`load.rs`, [`reach_spans`]).
-fn parse_reach(cx: &mut Cx<'_>, node: &KdlNode, reach: &mut Vec<String>) {
-    for name in strings(cx, node, "reach \"github\"") {
-        if crate::config::is_valid_name(&name) {
-            if !reach.contains(&name) {
-                reach.push(name);
-            }
-            continue;
-        }
-        let span = node
-            .entries()
-            .iter()
-            .find(|e| e.value().as_string() == Some(name.as_str()))
-            .map_or(node.name().span(), kdl::KdlEntry::span);
-        let d = cx
-            .diag(
-                DiagnosticKind::InvalidValue,
-                span,
-                format!("`reach` {name:?} is not a server name"),
-            )
-            .with_label("not a server name")
-            .with_help("name a server by its file name without .kdl, e.g. reach \"github\"");
+            .with_label(bad.label)
+            .with_help(bad.help.clone());
         cx.push(d);
     }
 }
