@@ -159,39 +159,14 @@ pub(crate) async fn wait_group_gone(pgid: i32, skip: Option<i32>) {
 /// for the same process (Linux: clock ticks since boot; macOS: µs since the
 /// epoch). `None` if the process does not exist.
 pub(crate) fn start_time(pid: i32) -> Option<u64> {
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
     {
         crate::os::procfs::stat(pid).map(|s| s.start_ticks)
-    }
-    #[cfg(target_os = "macos")]
-    {
-        macos::start_time(pid)
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     {
         let _ = pid;
         None
-    }
-}
-
-#[cfg(target_os = "macos")]
-mod macos {
-    #[allow(unsafe_code)]
-    pub(super) fn start_time(pid: i32) -> Option<u64> {
-        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::proc_bsdinfo>() as libc::c_int;
-        // SAFETY: `info` is a properly sized, writable proc_bsdinfo; the call
-        // writes at most `size` bytes into it and returns how many it wrote.
-        let n = unsafe {
-            libc::proc_pidinfo(
-                pid,
-                libc::PROC_PIDTBSDINFO,
-                0,
-                (&raw mut info).cast::<libc::c_void>(),
-                size,
-            )
-        };
-        (n == size).then(|| info.pbi_start_tvsec * 1_000_000 + info.pbi_start_tvusec)
     }
 }
 

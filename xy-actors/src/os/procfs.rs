@@ -168,6 +168,13 @@ pub(crate) fn children(pid: i32) -> Vec<i32> {
     out
 }
 
+/// One process's parent, group, session, state and start (libproc;
+/// `cpu_ticks` and `rss_pages` are not filled).
+#[cfg(target_os = "macos")]
+pub(crate) fn stat(pid: i32) -> Option<ProcStat> {
+    macos::stat(pid)
+}
+
 /// The children of `pid` (libproc).
 #[cfg(target_os = "macos")]
 pub(crate) fn children(pid: i32) -> Vec<i32> {
