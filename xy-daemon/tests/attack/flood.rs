@@ -226,3 +226,54 @@ fn a_client_that_does_not_read_still_gets_its_answer() {
     // The queue was full when the answer came: this tested something.
     assert!(dropped(&d) > 0, "the queue never filled: no test");
 }
+
+/// A 2026 child's question relayed to a 2025 client whose request stream
+/// has no room for it (SPEC §24, D213): the client's request fails at once
+/// with the reason. Before, the question was dropped silently and the
+/// request waited out the relay's ten minutes.
+#[test]
+fn a_question_relayed_into_a_full_queue_fails_its_request_with_the_reason() {
+    const N: u64 = 1_500;
+    let port = free_port();
+    let config = stdio_config(
+        &testbin("xy-test-stdio-raw"),
+        &["--era2026".to_owned()],
+        port,
+        "",
+    );
+    let d = TestDaemon::start(&[("fl", config)]);
+    let u = format!("http://127.0.0.1:{port}/mcp");
+    let c = Mcp::declaring(&u, Era::V2025, json!({"elicitation": {}}));
+    let session = c.session.clone().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "flood", "arguments": {"n": N, "pad": 40_000, "ask": true}}});
+    let call = unread(port, "POST", &session, body.to_string().as_bytes());
+    wait_for("the flood to end", scaled(Duration::from_secs(60)), || {
+        flooded(&d, N)
+    });
+    // The child answers in order: once a later call is answered, xyd has
+    // routed the flood's `InputRequiredResult` too.
+    let mut other = Mcp::declaring(&u, Era::V2025, json!({"elicitation": {}}));
+    assert_eq!(
+        other.result(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}})
+        )["content"][0]["text"],
+        "hi"
+    );
+    assert!(dropped(&d) > 0, "the queue never filled: no test");
+    let t = Instant::now();
+    let (answer, notes) = read_answer(call, 9);
+    let answer = answer.unwrap_or_else(|| {
+        panic!(
+            "no answer within {:?}: the relayed question was dropped silently, or it had \
+             room and was asked ({notes} messages came)",
+            t.elapsed()
+        )
+    });
+    let m = answer["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("not reading") && m.contains("elicitation/create"),
+        "{answer}"
+    );
+}
