@@ -101,6 +101,27 @@ fn flooded(d: &TestDaemon, n: u64) -> bool {
     std::fs::read_to_string(log).is_ok_and(|t| t.contains(&format!("flooded {n}")))
 }
 
+/// CPU time `pid` has used so far (user + system, `/proc/<pid>/stat`).
+fn cpu_used(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_ascii_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|t| t.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    #[allow(unsafe_code)]
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .unwrap_or(100)
+        .max(1);
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 fn dropped(d: &TestDaemon) -> u64 {
     let s = d.result("status", Some(json!({"name": "fl"})));
     // Absent (as on a build without the counter): nothing counted.
@@ -132,6 +153,7 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
     let call = unread(port, "POST", &session, &flood_call(7, N, 0));
     let (mut peak, mut slowest, mut polls) = (idle, Duration::ZERO, Vec::new());
     let started = Instant::now();
+    let cpu_before = cpu_used(d.pid());
     while !flooded(&d, N) {
         assert!(
             started.elapsed() < scaled(Duration::from_secs(180)),
@@ -145,25 +167,33 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
         peak = peak.max(rss_kib(d.pid()));
         std::thread::sleep(Duration::from_millis(20));
     }
+    // xyd's one async thread: how much of the flood's wall time it was
+    // busy (what a `list` waits behind).
+    let busy = (cpu_used(d.pid()) - cpu_before).as_secs_f64() / started.elapsed().as_secs_f64();
     polls.sort();
     let p50 = polls.get(polls.len() / 2).copied().unwrap_or_default();
     let p90 = polls.get(polls.len() * 9 / 10).copied().unwrap_or_default();
+    let p99 = polls.get(polls.len() * 99 / 100).copied().unwrap_or_default();
     let count = dropped(&d);
     eprintln!(
         "flood of {N}: {:.1} s, xyd idle {idle} KiB, peak {peak} KiB (+{} KiB); list p50 {p50:?} \
-         p90 {p90:?} max {slowest:?} over {} polls (before it: p50 {:?}, p90 {:?}); \
-         {count} notifications dropped",
+         p90 {p90:?} p99 {p99:?} max {slowest:?} over {} polls (before it: p50 {:?}, p90 {:?}); \
+         {count} notifications dropped; xyd busy {:.0}% of the time",
         started.elapsed().as_secs_f64(),
         peak.saturating_sub(idle),
         polls.len(),
         quiet[25],
-        quiet[45]
+        quiet[45],
+        busy * 100.0
     );
     assert!(
         peak <= idle + CEILING_KIB,
         "xyd grew from {idle} KiB to {peak} KiB under the flood (ceiling +{CEILING_KIB} KiB)"
     );
-    // A loaded 2-core machine has outliers; most polls are well within.
+    // The bound is the p90, not the max: xyd is busy a small part of the
+    // flood (its share is printed), so what delays the slowest polls is
+    // the wait for a CPU on a loaded 2-core machine, not a task of xyd's
+    // holding `list` (see docs/performance.md, "list during a flood").
     assert!(
         p90 < LIST_WITHIN,
         "list p90 {p90:?} (max {slowest:?}) during the flood; want < {LIST_WITHIN:?}"
