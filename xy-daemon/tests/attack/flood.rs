@@ -173,7 +173,10 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
     polls.sort();
     let p50 = polls.get(polls.len() / 2).copied().unwrap_or_default();
     let p90 = polls.get(polls.len() * 9 / 10).copied().unwrap_or_default();
-    let p99 = polls.get(polls.len() * 99 / 100).copied().unwrap_or_default();
+    let p99 = polls
+        .get(polls.len() * 99 / 100)
+        .copied()
+        .unwrap_or_default();
     let count = dropped(&d);
     eprintln!(
         "flood of {N}: {:.1} s, xyd idle {idle} KiB, peak {peak} KiB (+{} KiB); list p50 {p50:?} \
