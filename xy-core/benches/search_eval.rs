@@ -51,6 +51,7 @@ fn main() {
         .map(|i| PathBuf::from(&args[i + 1]));
     let instructions = args.iter().any(|a| a == "--instructions");
     let sweep = args.iter().any(|a| a == "--sweep");
+    let misses = args.iter().any(|a| a == "--misses");
 
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/livemcpbench");
     let docs = load_docs(&dir, instructions);
@@ -61,6 +62,13 @@ fn main() {
 
     if sweep {
         return run_sweep(&docs, &tune, &held, model.as_ref());
+    }
+    if misses {
+        let mut index = Index::build(docs.clone());
+        if let Some(m) = model.clone() {
+            index = index.with_model(m);
+        }
+        return print_misses(&index, &tune);
     }
 
     let started = Instant::now();
@@ -198,6 +206,41 @@ fn score(index: &Index, tasks: &[&Task]) -> Scores {
     total
 }
 
+/// For each task, the needs missing from the first 10 tools and the
+/// first 5 servers ranked (tuning split only).
+fn print_misses(index: &Index, tasks: &[&Task]) {
+    for t in tasks {
+        let hits = index.search(&t.question, 10, None);
+        let ranked: Vec<&ToolDoc> = hits.iter().map(|h| &index.docs()[h.doc]).collect();
+        let mut servers: Vec<&str> = Vec::new();
+        for d in &ranked {
+            if !servers.contains(&d.server.as_str()) {
+                servers.push(&d.server);
+            }
+        }
+        let missing: Vec<String> = t
+            .needs
+            .iter()
+            .filter(|n| !ranked.iter().any(|d| &d.name == *n))
+            .map(|n| {
+                let on: Vec<&str> = index
+                    .docs()
+                    .iter()
+                    .filter(|d| &d.name == n)
+                    .map(|d| d.server.as_str())
+                    .collect();
+                format!("{n}@{}", on.join("|"))
+            })
+            .collect();
+        println!(
+            "Q: {}\n  top servers: {:?}\n  missing: {:?}",
+            t.question,
+            &servers[..servers.len().min(5)],
+            missing
+        );
+    }
+}
+
 fn run_sweep(docs: &[ToolDoc], tune: &[&Task], held: &[&Task], model: Option<&StaticEmbeddings>) {
     let base = Weights::default();
     let build = |w: &Weights| {
@@ -207,28 +250,44 @@ fn run_sweep(docs: &[ToolDoc], tune: &[&Task], held: &[&Task], model: Option<&St
             None => index,
         }
     };
-    let mut results = Vec::new();
-    for k1 in [0.9, 1.2, 1.5] {
-        for name in [1.0, 2.0, 3.0] {
-            for desc_b in [0.5, 0.75] {
-                for params in [0.25, 0.5, 1.0] {
-                    for server in [0.0, 0.25, 0.5, 1.0] {
-                        for server_field in [1.0, 2.0] {
+    let mut grid = Vec::new();
+    if model.is_some() {
+        // With a model, only the fusion weights move; BM25's stay as tuned.
+        for embedding in [0.5, 1.0, 2.0, 4.0, 8.0] {
+            for server in [0.0, 0.25, 0.5, 1.0] {
+                grid.push(Weights {
+                    embedding,
+                    server,
+                    ..base.clone()
+                });
+            }
+        }
+    } else {
+        for k1 in [0.9, 1.2, 1.5] {
+            for name in [1.0, 2.0, 3.0] {
+                for desc_b in [0.5, 0.75] {
+                    for params in [0.25, 0.5, 1.0] {
+                        for server in [0.0, 0.25, 0.5, 1.0] {
                             let mut w = base.clone();
                             w.k1 = k1;
                             w.field[0] = name;
                             w.field[3] = params;
-                            w.field[4] = server_field;
                             w.b[2] = desc_b;
                             w.server = server;
-                            let s = score(&build(&w), tune);
-                            results.push((s.server[2] + s.tool[2], w, s));
+                            grid.push(w);
                         }
                     }
                 }
             }
         }
     }
+    let mut results: Vec<_> = grid
+        .into_iter()
+        .map(|w| {
+            let s = score(&build(&w), tune);
+            (s.server[2] + s.tool[2], w, s)
+        })
+        .collect();
     results.sort_by(|a, b| b.0.total_cmp(&a.0));
     println!("best on the tuning split (sR@5 + tR@10), with the held-out split beside:");
     for (_, w, s) in results.iter().take(10) {
