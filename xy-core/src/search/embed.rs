@@ -346,3 +346,15 @@ fn f16_to_f32(h: u16) -> f32 {
     };
     f32::from_bits(bits)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn f16_values() {
+        assert_eq!(super::f16_to_f32(0x3c00), 1.0);
+        assert_eq!(super::f16_to_f32(0xc000), -2.0);
+        assert_eq!(super::f16_to_f32(0x0000), 0.0);
+        assert_eq!(super::f16_to_f32(0x3555), 0.333_251_95);
+        assert_eq!(super::f16_to_f32(0x0001), 2f32.powi(-24));
+    }
+}
