@@ -58,6 +58,7 @@ fn main() {
     let tasks = load_tasks(&dir, &docs);
     let (tune, held): (Vec<&Task>, Vec<&Task>) =
         tasks.iter().partition(|t| t.id.as_bytes()[0] < b'8');
+    let rss_before = rss_kib();
     let model = model.map(|m| StaticEmbeddings::load(&m).expect("the model loads"));
 
     if sweep {
@@ -73,10 +74,11 @@ fn main() {
 
     let started = Instant::now();
     let mut index = Index::build(docs.clone());
-    if let Some(m) = model.clone() {
+    if let Some(m) = model {
         index = index.with_model(m);
     }
     let build = started.elapsed();
+    let model = args.iter().any(|a| a == "--model");
     println!(
         "LiveMCPBench: {} servers, {} tools, {} tasks with needs ({} tune, {} held out); \
          index built in {:.1} ms{}{}",
@@ -89,7 +91,7 @@ fn main() {
         tune.len(),
         held.len(),
         build.as_secs_f64() * 1e3,
-        if model.is_some() {
+        if model {
             ", with the embedding model"
         } else {
             ""
@@ -120,6 +122,20 @@ fn main() {
         );
     }
     latency(&index, &tasks);
+    if let (Some(before), Some(after)) = (rss_before, rss_kib()) {
+        println!(
+            "resident memory added by the index{}: {:.1} MiB",
+            if model { " and the model" } else { "" },
+            after.saturating_sub(before) as f64 / 1024.0
+        );
+    }
+}
+
+/// This process's resident set in KiB (Linux), to see what an index costs.
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn latency(index: &Index, tasks: &[Task]) {

@@ -272,6 +272,7 @@ impl Index {
         if limit == 0 || self.docs.is_empty() {
             return Vec::new();
         }
+        let query = head(query, MAX_QUERY);
         let only = match server {
             Some(name) => match self.servers.binary_search_by(|s| s.as_str().cmp(name)) {
                 Ok(s) => Some(s as u32),
@@ -376,6 +377,24 @@ impl Index {
         }
         scores
     }
+}
+
+/// How much of a query is read, in bytes: enough for any question a
+/// client asks; a pasted document or blob past it would cost time and
+/// rank by noise.
+pub const MAX_QUERY: usize = 1024;
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character boundary.
+fn head(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// BM25's inverse document frequency (the always-positive form).

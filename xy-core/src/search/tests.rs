@@ -163,3 +163,11 @@ fn a_broken_model_is_refused_with_its_path() {
         SearchError::Format { .. } | SearchError::Io { .. }
     ));
 }
+
+#[test]
+fn only_the_head_of_a_long_query_is_read() {
+    let index = Index::build(corpus());
+    let blob = "é".repeat(MAX_QUERY);
+    let hits = index.search(&format!("weather forecast {blob} repositories"), 10, None);
+    assert_eq!(names(&index, &hits), ["weather/getForecast"]);
+}
