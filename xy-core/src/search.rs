@@ -108,8 +108,8 @@ pub struct Weights {
 impl Default for Weights {
     fn default() -> Self {
         Self {
-            k1: 1.2,
-            field: [3.0, 2.0, 1.0, 0.5, 2.0, 0.5],
+            k1: 0.9,
+            field: [1.0, 2.0, 1.0, 0.25, 2.0, 0.5],
             b: [0.5, 0.5, 0.75, 0.75, 0.0, 0.75],
             server: 0.5,
             embedding: 2.0,

@@ -38,13 +38,21 @@ pub struct StaticEmbeddings {
     rows: Rows,
 }
 
-/// The matrix kept in the file's own width: an f16 model stays half the
-/// size of its f32 copy in memory.
+/// The matrix as the file holds it, little-endian, decoded a row at a time
+/// while summing: the file's bytes are the model's memory, no second copy.
 #[derive(Clone)]
-enum Rows {
-    F32(Vec<f32>),
-    F16(Vec<u16>),
-    Bf16(Vec<u16>),
+struct Rows {
+    bytes: Vec<u8>,
+    /// Where the matrix starts in `bytes`.
+    start: usize,
+    dtype: Dtype,
+}
+
+#[derive(Clone, Copy)]
+enum Dtype {
+    F32,
+    F16,
+    Bf16,
 }
 
 impl std::fmt::Debug for StaticEmbeddings {
@@ -72,11 +80,24 @@ impl StaticEmbeddings {
                 source,
             })
         };
-        let (vocab_len, dim, rows) =
-            safetensors_matrix(&read(&weights)?).map_err(|reason| SearchError::Format {
+        let mut bytes = read(&weights)?;
+        let (vocab_len, dim, start, dtype) =
+            safetensors_matrix(&bytes).map_err(|reason| SearchError::Format {
                 path: weights.clone(),
                 reason,
             })?;
+        // Whatever follows the matrix is not needed.
+        let width = match dtype {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+        };
+        bytes.truncate(start + vocab_len * dim * width);
+        bytes.shrink_to_fit();
+        let rows = Rows {
+            bytes,
+            start,
+            dtype,
+        };
         let tok = Tokenizer::parse(&read(&tokenizer)?).map_err(|reason| SearchError::Format {
             path: tokenizer.clone(),
             reason,
@@ -112,17 +133,22 @@ impl StaticEmbeddings {
         let mut sum = vec![0f32; self.dim];
         for &id in ids {
             let w = weight(id);
-            let at = id as usize * self.dim..(id as usize + 1) * self.dim;
-            match &self.rows {
-                Rows::F32(r) => sum.iter_mut().zip(&r[at]).for_each(|(s, v)| *s += w * v),
-                Rows::F16(r) => sum
-                    .iter_mut()
-                    .zip(&r[at])
-                    .for_each(|(s, v)| *s += w * f16_to_f32(*v)),
-                Rows::Bf16(r) => sum
-                    .iter_mut()
-                    .zip(&r[at])
-                    .for_each(|(s, v)| *s += w * f32::from_bits(u32::from(*v) << 16)),
+            let r = &self.rows;
+            let width = match r.dtype {
+                Dtype::F32 => 4,
+                Dtype::F16 | Dtype::Bf16 => 2,
+            };
+            let from = r.start + id as usize * self.dim * width;
+            let row = &r.bytes[from..from + self.dim * width];
+            for (s, c) in sum.iter_mut().zip(row.chunks_exact(width)) {
+                let v = match r.dtype {
+                    Dtype::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                    Dtype::F16 => f16_to_f32(u16::from_le_bytes([c[0], c[1]])),
+                    Dtype::Bf16 => {
+                        f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
+                    }
+                };
+                *s += w * v;
             }
         }
         normalise(&mut sum);
@@ -246,7 +272,7 @@ fn normalise(v: &mut [f32]) {
 
 /// Reads the one 2-D tensor of a safetensors file (named `embeddings`, or
 /// the only one there is) as f32.
-fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, Rows), String> {
+fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, usize, Dtype), String> {
     let head_len = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
@@ -313,21 +339,12 @@ fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, Rows), String> {
             data.len()
         ));
     }
-    let halves = || {
-        data.chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect()
+    let dtype = match dtype {
+        "F32" => Dtype::F32,
+        "BF16" => Dtype::Bf16,
+        _ => Dtype::F16,
     };
-    let values = match dtype {
-        "F32" => Rows::F32(
-            data.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        "BF16" => Rows::Bf16(halves()),
-        _ => Rows::F16(halves()),
-    };
-    Ok((rows, dim, values))
+    Ok((rows, dim, data_start + from, dtype))
 }
 
 fn f16_to_f32(h: u16) -> f32 {

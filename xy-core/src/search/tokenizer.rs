@@ -26,66 +26,77 @@ pub(crate) enum Tokenizer {
     },
 }
 
+/// The parts of `tokenizer.json` read; parsed straight into these types
+/// (a `serde_json::Value` of a Llama vocabulary and its merges left tens of
+/// MiB in the heap).
+#[derive(serde::Deserialize)]
+struct File {
+    model: Model,
+    normalizer: Option<Normalizer>,
+}
+
+#[derive(serde::Deserialize)]
+struct Model {
+    #[serde(rename = "type")]
+    kind: String,
+    vocab: HashMap<String, u32>,
+    unk_token: Option<String>,
+    continuing_subword_prefix: Option<String>,
+    #[serde(default)]
+    merges: Vec<Merge>,
+}
+
+#[derive(serde::Deserialize)]
+struct Normalizer {
+    lowercase: Option<bool>,
+}
+
+/// A merge is `"a b"` or `["a", "b"]`, by the file's format version.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Merge {
+    Joined(String),
+    Pair(String, String),
+}
+
 impl Tokenizer {
     /// Reads a `tokenizer.json`.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, String> {
-        let json: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-        let model = json.get("model").ok_or("no `model`")?;
-        let vocab: HashMap<String, u32> = model
-            .get("vocab")
-            .and_then(|v| v.as_object())
-            .ok_or("no `model.vocab` object")?
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), u32::try_from(v.as_u64()?).ok()?)))
-            .collect();
-        let unk = model
-            .get("unk_token")
-            .and_then(|u| u.as_str())
-            .and_then(|u| vocab.get(u).copied());
-        match model.get("type").and_then(|t| t.as_str()).unwrap_or("") {
+        let file: File =
+            serde_json::from_slice(bytes).map_err(|e| format!("not a tokenizer: {e}"))?;
+        let Model {
+            kind,
+            vocab,
+            unk_token,
+            continuing_subword_prefix,
+            merges,
+        } = file.model;
+        let unk = unk_token.and_then(|u| vocab.get(&u).copied());
+        match kind.as_str() {
             "WordPiece" => Ok(Self::WordPiece {
                 unk,
-                prefix: model
-                    .get("continuing_subword_prefix")
-                    .and_then(|p| p.as_str())
-                    .unwrap_or("##")
-                    .to_owned(),
-                lowercase: json
-                    .pointer("/normalizer/lowercase")
-                    .and_then(|l| l.as_bool())
-                    .unwrap_or(true),
+                prefix: continuing_subword_prefix.unwrap_or_else(|| "##".to_owned()),
+                lowercase: file.normalizer.and_then(|n| n.lowercase).unwrap_or(true),
                 vocab,
             }),
             "BPE" => {
-                let merges = model
-                    .get("merges")
-                    .and_then(|m| m.as_array())
-                    .ok_or("no `model.merges`")?;
                 let mut ranks = HashMap::with_capacity(merges.len());
-                let id = |s: &str| vocab.get(s).copied();
-                for (rank, m) in merges.iter().enumerate() {
-                    // Either "a b" or ["a", "b"], by the file's format version.
-                    let pair = match m {
-                        serde_json::Value::String(s) => {
-                            s.split_once(' ').map(|(a, b)| (a.to_owned(), b.to_owned()))
-                        }
-                        serde_json::Value::Array(p) => match p.as_slice() {
-                            [a, b] => Some((
-                                a.as_str().unwrap_or_default().to_owned(),
-                                b.as_str().unwrap_or_default().to_owned(),
-                            )),
-                            _ => None,
+                for (rank, m) in merges.into_iter().enumerate() {
+                    let (a, b) = match m {
+                        Merge::Pair(a, b) => (a, b),
+                        Merge::Joined(s) => match s.split_once(' ') {
+                            Some((a, b)) => (a.to_owned(), b.to_owned()),
+                            None => return Err(format!("merge {rank} is not a pair")),
                         },
-                        _ => None,
                     };
-                    let (a, b) = pair.ok_or_else(|| format!("merge {rank} is not a pair"))?;
                     // A merge whose parts or result are not in the
                     // vocabulary can never apply.
+                    let id = |s: &str| vocab.get(s).copied();
                     if let (Some(l), Some(r), Some(m)) = (id(&a), id(&b), id(&format!("{a}{b}"))) {
                         ranks.entry((l, r)).or_insert((rank as u32, m));
                     }
                 }
+                ranks.shrink_to_fit();
                 Ok(Self::Bpe {
                     vocab,
                     merges: ranks,
