@@ -171,3 +171,10 @@ fn only_the_head_of_a_long_query_is_read() {
     let hits = index.search(&format!("weather forecast {blob} repositories"), 10, None);
     assert_eq!(names(&index, &hits), ["weather/getForecast"]);
 }
+
+#[test]
+fn an_index_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Index>();
+    shared::<StaticEmbeddings>();
+}
