@@ -78,10 +78,7 @@ fn daemon_with_gateway(fx: &Fixture, port: u16, interval: &str, gw: u16) -> Test
     env.write_config("far", &oauth_config(fx, port, interval, ""));
     TestDaemon::start_in_with(
         env,
-        &[
-            ("XY_AUTH_STORE", "file".into()),
-            ("XY_LOG", "debug".into()),
-        ],
+        &[("XY_AUTH_STORE", "file".into()), ("XY_LOG", "debug".into())],
     )
 }
 
@@ -700,7 +697,7 @@ fn a_403_insufficient_scope_on_a_tool_call_asks_for_more_scopes_until_a_login() 
         return;
     }
     let fx = Fixture::start(&FixtureOptions {
-        call_scope: Some("mcp:write".to_owned()),
+        call_scope: Some("mcp:admin".to_owned()),
         ..FixtureOptions::default()
     });
     let (port, gw) = (free_port(), free_port());
@@ -721,20 +718,24 @@ fn a_403_insufficient_scope_on_a_tool_call_asks_for_more_scopes_until_a_login() 
         let asked = Instant::now();
         let text = refused_echo(client);
         assert!(asked.elapsed() < scaled(Duration::from_secs(5)), "{via}");
-        for want in ["far", "mcp:write", "xyctl auth login far"] {
+        for want in ["far", "mcp:admin", "xyctl auth login far"] {
             assert!(text.contains(want), "{via}: {want:?} not in {text:?}");
         }
     }
     let st = d.result("auth_status", Some(json!({"name": "far"})));
     assert_eq!(st["servers"][0]["state"], "login_needed", "{st}");
-    assert_eq!(st["servers"][0]["missing_scopes"], json!(["mcp:write"]), "{st}");
+    assert_eq!(
+        st["servers"][0]["missing_scopes"],
+        json!(["mcp:admin"]),
+        "{st}"
+    );
     // The probes succeed (the grant covers `ping`), and `status` still
     // says what is missing and what to run.
     let h = after_probes(&d, 3);
     assert_eq!(h["state"], "unhealthy", "{h}");
     let why = h["error"].as_str().unwrap_or_default();
     assert!(
-        why.contains("login needed: xyctl auth login far") && why.contains("mcp:write"),
+        why.contains("login needed: xyctl auth login far") && why.contains("mcp:admin"),
         "{h}"
     );
 
@@ -748,7 +749,7 @@ fn a_403_insufficient_scope_on_a_tool_call_asks_for_more_scopes_until_a_login() 
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert!(asked.contains(&"mcp:write"), "{authorize:?}");
+    assert!(asked.contains(&"mcp:admin"), "{authorize:?}");
     // The union: whatever the first login had is asked for again.
     for s in first_scope.as_str().unwrap_or_default().split_whitespace() {
         assert!(asked.contains(&s), "{s} dropped: {authorize:?}");
@@ -806,10 +807,23 @@ fn a_revoked_token_and_a_refused_refresh_then_a_login_recovers_within_a_probe_in
     fx.control(json!({"refuse_refresh": false}));
     login(&d);
     let logged_in = Instant::now();
-    wait_for("status without `login needed`", DEADLINE, || {
-        let s = d.result("status", Some(json!({"name": "far"})));
-        s["health"]["state"] == "healthy" && !s.to_string().contains("login needed")
-    });
+    let deadline = xy_testbins::wait::deadline(DEADLINE);
+    loop {
+        let mut s = d.result("status", Some(json!({"name": "far"})));
+        // What is now, not what was.
+        for past in ["health_history", "transitions"] {
+            s.as_object_mut().unwrap().remove(past);
+        }
+        if s["health"]["state"] == "healthy" && !s.to_string().contains("login needed") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status still says `login needed` {:?} after the login: {s:#}",
+            logged_in.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let recovered = logged_in.elapsed();
     assert!(
         recovered < scaled(Duration::from_secs(5)),
