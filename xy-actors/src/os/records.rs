@@ -74,7 +74,7 @@ fn changing() -> std::sync::MutexGuard<'static, ()> {
 /// group (a stop or a sweep may have removed it); whether it did.
 pub(crate) fn rewrite(path: &Path, rec: &ChildRecord) -> std::io::Result<bool> {
     let _changing = changing();
-    if !ChildRecord::read(path).is_some_and(|r| r.pgid == rec.pgid) {
+    if ChildRecord::read(path).is_none_or(|r| r.pgid != rec.pgid) {
         return Ok(false);
     }
     write(path, rec).map(|()| true)
