@@ -269,7 +269,7 @@ async fn run(
                         humantime::format_duration(cfg.timeout)
                     )),
                 };
-                if !matches!(stop.try_recv(), Err(oneshot::error::TryRecvError::Empty)) {
+                if listing::stopped(&mut stop) {
                     break;
                 }
                 // The interval runs from the end of a probe.

@@ -6,7 +6,8 @@
 //! routes the URL through a proxy: D146), which client headers go
 //! upstream, the credentials of each request ([`Credentials`]: static
 //! `headers { }` from §16 secrets, or the OAuth broker), and the one retry
-//! after a `401` (or a `403` with `insufficient_scope`).
+//! after a `401` (or a `403` with `insufficient_scope`); a retry refused
+//! too is the supplier's to judge (an OAuth grant then needs a login).
 //!
 //! What it learns goes to the server's actor as an [`UpstreamEvent`]: the
 //! upstream answered (a `starting` remote is `running` from then on), or
@@ -180,7 +181,8 @@ impl Upstream {
 
     /// Sends one request: the client's `headers` minus [`CLIENT_ONLY`],
     /// then the credentials; on `401` (or `403` + `insufficient_scope`)
-    /// the supplier is told once and the request is sent once more.
+    /// the supplier is told once and the request is sent once more; a
+    /// second rejection is the supplier's to judge (`rejected_again`).
     pub(crate) async fn send(
         &self,
         method: Method,
@@ -227,6 +229,12 @@ impl Upstream {
                     h.insert(k.clone(), v.clone());
                 }
             }
+            // Which token a rejection refused: the supplier refreshes only
+            // when it is still the current one.
+            let carried = match &self.creds {
+                Some(_) => h.get(header::AUTHORIZATION).cloned(),
+                None => None,
+            };
             let resp = tokio::time::timeout(
                 RESPONSE_HEAD_TIMEOUT,
                 self.request(method.clone(), uri.clone(), h, body.clone()),
@@ -253,15 +261,20 @@ impl Upstream {
                     && challenge
                         .as_deref()
                         .is_some_and(|c| c.contains("insufficient_scope")));
-            if rejected
-                && !retried
-                && let Some(c) = &self.creds
-            {
-                retried = true;
-                c.rejected(status, challenge)
+            if rejected && let Some(c) = &self.creds {
+                if !retried {
+                    retried = true;
+                    c.rejected(status, challenge, carried)
+                        .await
+                        .map_err(|e| self.failed(e))?;
+                    continue;
+                }
+                // Refused with fresh credentials too: the supplier says
+                // whether that ends them (the client is then told why,
+                // not handed the bare `401`).
+                c.rejected_again(status, challenge, carried)
                     .await
                     .map_err(|e| self.failed(e))?;
-                continue;
             }
             return Ok(resp);
         }
@@ -430,6 +443,7 @@ impl Credentials for StaticHeaders {
         &self,
         status: u16,
         _www_authenticate: Option<String>,
+        _sent: Option<HeaderValue>,
     ) -> BoxFuture<'_, Result<(), CredentialError>> {
         Box::pin(async move {
             Err(CredentialError::Unavailable(format!(
@@ -449,16 +463,27 @@ pub(crate) struct NoGrant {
 impl Credentials for NoGrant {
     fn headers(&self) -> BoxFuture<'_, Result<HeaderMap, CredentialError>> {
         let server = self.server.clone();
-        Box::pin(async move { Err(CredentialError::LoginNeeded { server }) })
+        Box::pin(async move {
+            Err(CredentialError::LoginNeeded {
+                server,
+                reason: None,
+            })
+        })
     }
 
     fn rejected(
         &self,
         _status: u16,
         _www_authenticate: Option<String>,
+        _sent: Option<HeaderValue>,
     ) -> BoxFuture<'_, Result<(), CredentialError>> {
         let server = self.server.clone();
-        Box::pin(async move { Err(CredentialError::LoginNeeded { server }) })
+        Box::pin(async move {
+            Err(CredentialError::LoginNeeded {
+                server,
+                reason: None,
+            })
+        })
     }
 }
 

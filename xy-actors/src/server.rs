@@ -362,6 +362,10 @@ pub(crate) struct ServerActorState {
     upstream: Option<Arc<crate::remote::Upstream>>,
     /// A remote server's own port, while connected.
     remote_port: Option<remote::RemotePort>,
+    /// Why the grant needs a login (the broker said so), until a login:
+    /// a probe the grant still covers (a step-up asked for scopes only a
+    /// `tools/call` needs) does not make the server `healthy` meanwhile.
+    auth_hold: Option<String>,
     /// Approvals waiting for the listing they asked for.
     parked: firewall::Parked,
     /// What xy's listing probes learnt, and the one running (D210).
@@ -482,6 +486,7 @@ impl Actor for ServerActor {
             credentials_for: args.credentials_for,
             upstream: None,
             remote_port: None,
+            auth_hold: None,
             parked: firewall::Parked::default(),
             probes: probe::Probes::default(),
         };
@@ -749,7 +754,10 @@ impl ServerActorState {
                     }
                     Action::HoldEndpoint => self.hold_bridge(),
                     Action::OpenEndpoint => self.open_endpoint(myself, 0),
-                    Action::MarkUnhealthy(why) => self.credentials_failed(myself, &why),
+                    Action::MarkUnhealthy(why) => {
+                        self.auth_hold = Some(why.clone());
+                        self.credentials_failed(myself, &why);
+                    }
                     Action::ProbeNow => {
                         if let Some(p) = &self.probe {
                             p.probe_now();

@@ -71,6 +71,48 @@ fn daemon_for(fx: &Fixture, port: u16, interval: &str, extra: &str) -> TestDaemo
     )
 }
 
+/// [`daemon_for`] with the gateway on `gw` as well.
+fn daemon_with_gateway(fx: &Fixture, port: u16, interval: &str, gw: u16) -> TestDaemon {
+    let env = Env::new();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    env.write_config("far", &oauth_config(fx, port, interval, ""));
+    TestDaemon::start_in_with(
+        env,
+        &[("XY_AUTH_STORE", "file".into()), ("XY_LOG", "debug".into())],
+    )
+}
+
+/// `echo` through a 2025 client, expecting the tool error xy answers in
+/// the server's place: its text.
+#[track_caller]
+fn refused_echo(c: &mut Mcp) -> String {
+    let r = c.request(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "x"}}),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    let result = &r.response()["result"];
+    assert_eq!(result["isError"], true, "{r:?}");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {r:?}"))
+        .to_owned()
+}
+
+/// Waits for `n` probes after this call (each probe stamps
+/// `health.checked_at`); returns the health then.
+fn after_probes(d: &TestDaemon, n: usize) -> Value {
+    let mut seen = vec![health_of(d)["checked_at"].clone()];
+    wait_for(&format!("{n} more probes"), DEADLINE, || {
+        let at = health_of(d)["checked_at"].clone();
+        if !seen.contains(&at) {
+            seen.push(at);
+        }
+        seen.len() > n
+    });
+    health_of(d)
+}
+
 fn xyctl(d: &TestDaemon) -> Command {
     let mut c = Command::new(xy_testbins::locate::bin_of("xy-cli", "xyctl"));
     c.arg("--no-spawn")
@@ -640,4 +682,167 @@ fn auth_methods_refuse_unknown_and_non_oauth_servers() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// SPEC §23/§24: a step-up asked by a `403 insufficient_scope` on a
+/// `tools/call` (not on `initialize` or `tools/list`, which the grant
+/// covers), through the remote's port and the gateway: the client is told
+/// which server needs which scopes and what to run; `status` says so and
+/// keeps saying so while the probes (which the grant covers) succeed; the
+/// next login asks for the union; then the call goes through.
+#[test]
+fn a_403_insufficient_scope_on_a_tool_call_asks_for_more_scopes_until_a_login() {
+    if python_missing("a_403_insufficient_scope_on_a_tool_call_asks_for_more_scopes_until_a_login")
+    {
+        return;
+    }
+    let fx = Fixture::start(&FixtureOptions {
+        call_scope: Some("mcp:admin".to_owned()),
+        ..FixtureOptions::default()
+    });
+    let (port, gw) = (free_port(), free_port());
+    let d = daemon_with_gateway(&fx, port, FAST, gw);
+    login(&d);
+    wait_health(&d, "healthy", None);
+    let first_scope = fx.log_of("authorize")[0]["scope"].clone();
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{port}/mcp"), Era::V2025);
+    let gateway = format!("http://127.0.0.1:{gw}/far/mcp");
+    wait_for("the gateway serves far", DEADLINE, || {
+        Mcp::new(&gateway, Era::V2025).initialize().status == 200
+    });
+    let mut g = Mcp::connected(&gateway, Era::V2025);
+    // `initialize` and `tools/list` pass with the grant as it is.
+    assert_eq!(c.tool_names(), vec!["echo".to_owned()]);
+
+    for (via, client) in [("port", &mut c), ("gateway", &mut g)] {
+        let asked = Instant::now();
+        let text = refused_echo(client);
+        assert!(asked.elapsed() < scaled(Duration::from_secs(5)), "{via}");
+        for want in ["far", "mcp:admin", "xyctl auth login far"] {
+            assert!(text.contains(want), "{via}: {want:?} not in {text:?}");
+        }
+    }
+    let st = d.result("auth_status", Some(json!({"name": "far"})));
+    assert_eq!(st["servers"][0]["state"], "login_needed", "{st}");
+    assert_eq!(
+        st["servers"][0]["missing_scopes"],
+        json!(["mcp:admin"]),
+        "{st}"
+    );
+    // The probes succeed (the grant covers `ping`), and `status` still
+    // says what is missing and what to run.
+    let h = after_probes(&d, 3);
+    assert_eq!(h["state"], "unhealthy", "{h}");
+    let why = h["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("login needed: xyctl auth login far") && why.contains("mcp:admin"),
+        "{h}"
+    );
+
+    login(&d);
+    let logged_in = Instant::now();
+    wait_health(&d, "healthy", None);
+    let healthy_ms = logged_in.elapsed().as_millis();
+    let authorize = fx.log_of("authorize");
+    let asked: Vec<&str> = authorize[1]["scope"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert!(asked.contains(&"mcp:admin"), "{authorize:?}");
+    // The union: whatever the first login had is asked for again.
+    for s in first_scope.as_str().unwrap_or_default().split_whitespace() {
+        assert!(asked.contains(&s), "{s} dropped: {authorize:?}");
+    }
+    assert_eq!(echo(&mut c, "by port").as_deref(), Ok("by port"));
+    assert_eq!(echo(&mut g, "by gateway").as_deref(), Ok("by gateway"));
+    let st = d.result("auth_status", Some(json!({"name": "far"})));
+    assert_eq!(st["servers"][0]["state"], "logged_in", "{st}");
+    assert_eq!(st["servers"][0]["missing_scopes"], json!([]), "{st}");
+    xy_testbins::out::err(&format!(
+        "step-up on tools/call: healthy {healthy_ms} ms after the login with {asked:?}"
+    ));
+}
+
+/// SPEC §23/§24: the token revoked at the server (a `401` on a later
+/// call) and the refresh refused: one refresh, then the client is told
+/// the server and the reason at once; `status` says `login needed`; a
+/// new login brings it back well within one probe interval — `health`,
+/// `status` and `auth_status` say so, and calls through the remote's
+/// port (the same client session) and the gateway work again.
+#[test]
+fn a_revoked_token_and_a_refused_refresh_then_a_login_recovers_within_a_probe_interval() {
+    if python_missing(
+        "a_revoked_token_and_a_refused_refresh_then_a_login_recovers_within_a_probe_interval",
+    ) {
+        return;
+    }
+    let fx = Fixture::start(&FixtureOptions::default());
+    let (port, gw) = (free_port(), free_port());
+    // The default interval: the login, not the next probe, must recover it.
+    let d = daemon_with_gateway(&fx, port, "10s", gw);
+    login(&d);
+    wait_health(&d, "healthy", None);
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{port}/mcp"), Era::V2025);
+    let gateway = format!("http://127.0.0.1:{gw}/far/mcp");
+    wait_for("the gateway serves far", DEADLINE, || {
+        Mcp::new(&gateway, Era::V2025).initialize().status == 200
+    });
+    let mut g = Mcp::connected(&gateway, Era::V2025);
+    assert_eq!(echo(&mut c, "fine").as_deref(), Ok("fine"));
+
+    // Revoked, however young: the `401` is answered by one refresh and the
+    // call goes through.
+    fx.control(json!({"revoke_access": true}));
+    assert_eq!(echo(&mut c, "refreshed").as_deref(), Ok("refreshed"));
+    let refreshes = fx.log_of("refresh");
+    assert_eq!(refreshes.len(), 1, "one refresh: {refreshes:?}");
+    assert_eq!(refreshes[0]["ok"], true);
+
+    fx.control(json!({"revoke_access": true, "refuse_refresh": true}));
+    let text = refused_echo(&mut c);
+    for want in ["far", "refused the refresh", "xyctl auth login far"] {
+        assert!(text.contains(want), "{want:?} not in {text:?}");
+    }
+    let refreshes = fx.log_of("refresh");
+    assert_eq!(refreshes.len(), 2, "one more refresh: {refreshes:?}");
+    assert_eq!(refreshes[1]["ok"], false);
+    wait_health(&d, "unhealthy", Some("login needed: xyctl auth login far"));
+    let text = refused_echo(&mut g);
+    assert!(text.contains("xyctl auth login far"), "{text}");
+    assert_eq!(fx.log_of("refresh").len(), 2, "no refresh of a dead grant");
+
+    fx.control(json!({"refuse_refresh": false}));
+    login(&d);
+    let logged_in = Instant::now();
+    let deadline = xy_testbins::wait::deadline(DEADLINE);
+    loop {
+        let mut s = d.result("status", Some(json!({"name": "far"})));
+        // What is now, not what was.
+        for past in ["health_history", "transitions"] {
+            s.as_object_mut().unwrap().remove(past);
+        }
+        if s["health"]["state"] == "healthy" && !s.to_string().contains("login needed") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status still says `login needed` {:?} after the login: {s:#}",
+            logged_in.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let recovered = logged_in.elapsed();
+    assert!(
+        recovered < scaled(Duration::from_secs(5)),
+        "{recovered:?} after the login (probe interval 10 s)"
+    );
+    let st = d.result("auth_status", Some(json!({"name": "far"})));
+    assert_eq!(st["servers"][0]["state"], "logged_in", "{st}");
+    assert_eq!(echo(&mut c, "back").as_deref(), Ok("back"));
+    assert_eq!(echo(&mut g, "back too").as_deref(), Ok("back too"));
+    xy_testbins::out::err(&format!(
+        "revoked token: status clean {} ms after the new login (interval 10 s)",
+        recovered.as_millis()
+    ));
 }

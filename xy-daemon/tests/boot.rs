@@ -184,6 +184,10 @@ fn a_second_sigterm_during_a_slow_stop_leaves_no_child() {
     );
     let mut d = TestDaemon::start_in(env);
     let mut pids = vec![d.running_pid("forker"), d.running_pid("stubborn")];
+    // `running` is the spawn: a SIGTERM before the child's `main` has set
+    // SIG_IGN ends it (under load, seen once), which is not what this test
+    // is about.
+    ignoring_sigterm(&d, "stubborn");
     pids.push(wait_some("grandchild pidfile", DEADLINE, || {
         std::fs::read_to_string(&grandchild_file)
             .ok()?
@@ -214,4 +218,13 @@ fn a_second_sigterm_during_a_slow_stop_leaves_no_child() {
         .map(|dir| dir.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "child records left: {left:?}");
+}
+
+/// Waits until `name` (an `xy-test-ignore-term`) says, in its log, that it
+/// ignores SIGTERM.
+pub(crate) fn ignoring_sigterm(d: &TestDaemon, name: &str) {
+    let log = d.env.state_dir().join(format!("logs/{name}.log"));
+    wait_for(&format!("{name} ignores SIGTERM"), DEADLINE, || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("ignoring SIGTERM"))
+    });
 }

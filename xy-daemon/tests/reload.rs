@@ -125,6 +125,7 @@ fn sigterm_during_a_slow_sighup_reload_stops_everything() {
     ]);
     let a = d.running_pid("a");
     let old = d.running_pid("stubborn");
+    crate::boot::ignoring_sigterm(&d, "stubborn");
     // Changed: the reload stops the old child first, which takes its 4 s.
     d.env.write_config("stubborn", &stubborn("3s"));
     signal(d.pid() as i32, libc::SIGHUP);

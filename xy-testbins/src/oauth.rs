@@ -30,6 +30,9 @@ pub struct FixtureOptions {
     pub no_pkce: bool,
     /// A scope the resource requires (`403 insufficient_scope` without it).
     pub required_scope: Option<String>,
+    /// A scope only `tools/call` needs (`403 insufficient_scope` without
+    /// it): a step-up that `initialize` and `tools/list` never show.
+    pub call_scope: Option<String>,
     /// A pre-registered confidential client `(id, secret)`: the token
     /// endpoint then takes only `client_secret_basic` from it.
     pub confidential: Option<(String, String)>,
@@ -45,6 +48,7 @@ impl Default for FixtureOptions {
             refuse_refresh: false,
             no_pkce: false,
             required_scope: None,
+            call_scope: None,
             confidential: None,
         }
     }
@@ -105,6 +109,9 @@ impl Fixture {
         }
         if let Some(s) = &opts.required_scope {
             cmd.args(["--required-scope", s]);
+        }
+        if let Some(s) = &opts.call_scope {
+            cmd.args(["--call-scope", s]);
         }
         if let Some((id, secret)) = &opts.confidential {
             cmd.args(["--confidential", &format!("{id}:{secret}")]);

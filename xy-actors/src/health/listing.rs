@@ -162,33 +162,50 @@ pub(crate) async fn step(
 }
 
 /// Readies `client` (the child answers MCP), then lists, each bounded;
-/// `None` when `stop` cut it short (the session, if one was learned, is
-/// ended on the way out).
+/// `None` when `stop` came first (the session, if one was opened, is ended
+/// on the way out).
+///
+/// The readying is not cut short by a stop: a 2025 `initialize` in flight
+/// may already have opened a session on the server, and only its answer
+/// carries the id the `DELETE` needs (SPEC §10: the probe never leaks a
+/// session). It is bounded by [`ATTEMPT_TIMEOUT`], like the probe's own
+/// exchange. The listing after it, in a session whose id xy holds, is cut
+/// short.
 async fn attempt(
     client: &mut McpClient,
     stop: &mut tokio::sync::oneshot::Receiver<()>,
 ) -> Option<Attempt> {
-    let work = async {
-        let ready = match tokio::time::timeout(ATTEMPT_TIMEOUT, client.ready()).await {
-            Ok(r) => r,
-            Err(_) => Err("no answer".to_owned()),
-        };
-        if let Err(why) = ready {
-            return Attempt::NoAnswer(why);
-        }
-        let listed = tokio::time::timeout(LIST_TIMEOUT, client.list_items()).await;
-        Attempt::Listed(listed.unwrap_or_else(|_| {
-            Err(format!(
-                "no complete listing within {}",
-                humantime::format_duration(LIST_TIMEOUT)
-            ))
-        }))
+    // Boxed: the exchange's state lives only while it runs.
+    let ready = Box::pin(tokio::time::timeout(ATTEMPT_TIMEOUT, client.ready())).await;
+    if stopped(stop) {
+        return None;
+    }
+    if let Err(why) = ready.unwrap_or_else(|_| Err("no answer".to_owned())) {
+        return Some(Attempt::NoAnswer(why));
+    }
+    let listed = async {
+        tokio::time::timeout(LIST_TIMEOUT, client.list_items())
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no complete listing within {}",
+                    humantime::format_duration(LIST_TIMEOUT)
+                ))
+            })
     };
     tokio::select! {
         _ = stop => None,
-        // Boxed: the exchange's state lives only while it runs.
-        a = Box::pin(work) => Some(a),
+        l = Box::pin(listed) => Some(Attempt::Listed(l)),
     }
+}
+
+/// Whether the task was told to stop (or its [`ProbeTask`](super::ProbeTask)
+/// is gone), without waiting.
+pub(crate) fn stopped(stop: &mut tokio::sync::oneshot::Receiver<()>) -> bool {
+    !matches!(
+        stop.try_recv(),
+        Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+    )
 }
 
 /// Why xy stopped asking, for `status`.

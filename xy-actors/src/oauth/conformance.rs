@@ -259,7 +259,7 @@ impl Session<'_> {
                     .get("www-authenticate")
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                match self.creds.rejected(status, www).await {
+                match self.creds.rejected(status, www, None).await {
                     Ok(()) if rounds % 2 == 1 => continue,
                     Ok(()) | Err(CredentialError::LoginNeeded { .. }) => {
                         self.login().await?;

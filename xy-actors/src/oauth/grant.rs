@@ -33,10 +33,6 @@ const REFRESH_AHEAD_MAX: Duration = Duration::from_secs(60);
 /// … or less than this fraction of it, whichever is smaller.
 const REFRESH_AHEAD_FRACTION: u32 = 5;
 
-/// A `401` on a token this young was a request sent with the token before
-/// it: the caller retries with the new one instead of refreshing again.
-const JUST_REFRESHED: Duration = Duration::from_secs(1);
-
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -79,6 +75,12 @@ pub(super) struct Snapshot {
 }
 
 impl Snapshot {
+    /// Whether a request that carried `sent` as its `Authorization` used
+    /// this token (no header: as good as this one).
+    fn carried_by(&self, sent: Option<&HeaderValue>) -> bool {
+        sent.is_none_or(|v| v.as_bytes().strip_prefix(b"Bearer ") == Some(self.access.as_bytes()))
+    }
+
     fn expired(&self, now: u64) -> bool {
         self.expires_at_ms.is_some_and(|e| e <= now)
     }
@@ -282,9 +284,10 @@ impl Grant {
         &self.shared.url
     }
 
-    fn login_needed_error(&self) -> CredentialError {
+    fn login_needed_error(&self, reason: Option<&str>) -> CredentialError {
         CredentialError::LoginNeeded {
             server: self.shared.server.clone(),
+            reason: reason.map(str::to_owned),
         }
     }
 
@@ -381,6 +384,40 @@ impl Grant {
         self.shared.lock().missing_scopes.clone()
     }
 
+    /// A `403` with `insufficient_scope` (SPEC §23 step-up), on whatever
+    /// request it came: the scopes it names join those the next login asks
+    /// for, the server is told to need a login, and the caller gets the
+    /// error naming them. `None` for any other rejection. The challenge is
+    /// kept either way: the next login starts discovery from it.
+    fn step_up(&self, www_authenticate: Option<String>) -> Option<CredentialError> {
+        let www_authenticate = www_authenticate?;
+        self.shared.lock().challenge = Some(www_authenticate.clone());
+        let params = reqwest::Url::parse(&self.shared.url)
+            .ok()
+            .map(|u| WWWAuthenticateParams::parse(&www_authenticate, &u))?;
+        if !params.is_insufficient_scope() {
+            return None;
+        }
+        let wanted: Vec<String> = params
+            .scope
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default();
+        let reason = format!("the server needs more scopes ({})", wanted.join(" "));
+        {
+            let mut st = self.shared.lock();
+            for s in wanted {
+                if !st.missing_scopes.contains(&s) {
+                    st.missing_scopes.push(s);
+                }
+            }
+        }
+        let _ = self.shared.events.send(AuthEvent::LoginNeeded {
+            server: self.shared.server.clone(),
+            reason: format!("{reason}: xyctl auth login {}", self.shared.server),
+        });
+        Some(self.login_needed_error(Some(&reason)))
+    }
+
     /// The current token, loading the store first.
     async fn current(&self) -> Result<Snapshot, CredentialError> {
         self.shared
@@ -390,9 +427,9 @@ impl Grant {
         let snap = self
             .shared
             .snapshot()
-            .ok_or_else(|| self.login_needed_error())?;
-        if snap.login_needed.is_some() {
-            return Err(self.login_needed_error());
+            .ok_or_else(|| self.login_needed_error(None))?;
+        if let Some(why) = &snap.login_needed {
+            return Err(self.login_needed_error(Some(why)));
         }
         Ok(snap)
     }
@@ -417,10 +454,9 @@ impl Grant {
                 Ok(())
             }
             Err(AuthError::TokenRefreshRejected(_) | AuthError::AuthorizationRequired) => {
-                self.shared
-                    .login_needed("the authorization server refused the refresh")
-                    .await;
-                Err(self.login_needed_error())
+                let why = "the authorization server refused the refresh";
+                self.shared.login_needed(why).await;
+                Err(self.login_needed_error(Some(why)))
             }
             Err(e) => Err(CredentialError::Unavailable(format!(
                 "refreshing the OAuth grant of {} failed: {e}",
@@ -478,7 +514,7 @@ impl Grant {
                 }
                 Ok(m)
             }
-            Ok(false) => Err(self.login_needed_error()),
+            Ok(false) => Err(self.login_needed_error(None)),
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -510,7 +546,9 @@ impl Credentials for Grant {
                         Err(e) => return Err(e),
                     }
                 } else if snap.expired(now) {
-                    return Err(self.login_needed_error());
+                    return Err(self.login_needed_error(Some(
+                        "the access token expired and there is no refresh token",
+                    )));
                 }
             }
             bearer(&snap.access)
@@ -521,39 +559,11 @@ impl Credentials for Grant {
         &self,
         status: u16,
         www_authenticate: Option<String>,
+        sent: Option<HeaderValue>,
     ) -> BoxFuture<'_, Result<(), CredentialError>> {
         Box::pin(async move {
-            if www_authenticate.is_some() {
-                self.shared.lock().challenge = www_authenticate.clone();
-            }
-            let params = www_authenticate.as_deref().and_then(|w| {
-                reqwest::Url::parse(&self.shared.url)
-                    .ok()
-                    .map(|u| WWWAuthenticateParams::parse(w, &u))
-            });
-            if params.as_ref().is_some_and(|p| p.is_insufficient_scope()) {
-                let wanted: Vec<String> = params
-                    .and_then(|p| p.scope)
-                    .map(|s| s.split_whitespace().map(str::to_owned).collect())
-                    .unwrap_or_default();
-                let reason = format!(
-                    "the server needs more scopes ({}): xyctl auth login {}",
-                    wanted.join(" "),
-                    self.shared.server
-                );
-                {
-                    let mut st = self.shared.lock();
-                    for s in wanted {
-                        if !st.missing_scopes.contains(&s) {
-                            st.missing_scopes.push(s);
-                        }
-                    }
-                }
-                let _ = self.shared.events.send(AuthEvent::LoginNeeded {
-                    server: self.shared.server.clone(),
-                    reason,
-                });
-                return Err(self.login_needed_error());
+            if let Some(e) = self.step_up(www_authenticate) {
+                return Err(e);
             }
             if status != 401 {
                 return Err(CredentialError::Unavailable(format!(
@@ -562,18 +572,46 @@ impl Credentials for Grant {
                 )));
             }
             let snap = self.current().await?;
-            if now_ms().saturating_sub(snap.received_at_ms) < JUST_REFRESHED.as_millis() as u64 {
+            if !snap.carried_by(sent.as_ref()) {
+                // The request went out with an older token (a refresh came
+                // in between): the retry carries the current one.
                 return Ok(());
             }
             if !snap.refreshable {
-                self.shared
-                    .login_needed(
-                        "the server refused the access token and there is no refresh token",
-                    )
-                    .await;
-                return Err(self.login_needed_error());
+                let why = "the server refused the access token and there is no refresh token";
+                self.shared.login_needed(why).await;
+                return Err(self.login_needed_error(Some(why)));
             }
             self.refresh(snap.generation).await
+        })
+    }
+
+    fn rejected_again(
+        &self,
+        status: u16,
+        www_authenticate: Option<String>,
+        sent: Option<HeaderValue>,
+    ) -> BoxFuture<'_, Result<(), CredentialError>> {
+        Box::pin(async move {
+            if let Some(e) = self.step_up(www_authenticate) {
+                return Err(e);
+            }
+            if status != 401 {
+                return Ok(());
+            }
+            let snap = self.current().await?;
+            if !snap.carried_by(sent.as_ref()) {
+                // Another refresh came in between: the next request has
+                // its turn with the new token.
+                return Ok(());
+            }
+            // The token the refresh just gave (or the one the server
+            // refused twice) does not work: only a login can fix that, and
+            // `status` and every client are told so rather than handed a
+            // bare `401` per call.
+            let why = "the server refused the access token after a refresh";
+            self.shared.login_needed(why).await;
+            Err(self.login_needed_error(Some(why)))
         })
     }
 }

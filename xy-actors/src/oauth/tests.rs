@@ -80,7 +80,7 @@ async fn call(
                 .get("www-authenticate")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            c.rejected(status, www).await?;
+            c.rejected(status, www, None).await?;
             continue;
         }
         return Err(CredentialError::Unavailable(format!("status {status}")));
@@ -98,7 +98,8 @@ async fn login_with_dynamic_registration_then_calls_carry_the_grant() {
     assert_eq!(
         call(c.as_ref(), &http(), &fx.mcp_url()).await,
         Err(CredentialError::LoginNeeded {
-            server: SERVER.into()
+            server: SERVER.into(),
+            reason: None,
         })
     );
 
@@ -363,7 +364,8 @@ async fn a_refused_refresh_means_login_needed_within_5s_then_a_login_recovers() 
     assert_eq!(
         err,
         CredentialError::LoginNeeded {
-            server: SERVER.into()
+            server: SERVER.into(),
+            reason: Some("the authorization server refused the refresh".into()),
         }
     );
     assert!(err.to_string().contains("xyctl auth login remote"), "{err}");
@@ -451,7 +453,8 @@ async fn insufficient_scope_asks_for_a_login_with_the_union_of_scopes() {
     assert_eq!(
         call(c.as_ref(), &http(), &fx.mcp_url()).await,
         Err(CredentialError::LoginNeeded {
-            server: SERVER.into()
+            server: SERVER.into(),
+            reason: Some("the server needs more scopes (mcp:write)".into()),
         })
     );
     let st = b.status(SERVER, &fx.mcp_url(), &cfg).await.unwrap();

@@ -57,14 +57,33 @@ pub(crate) fn write(path: &Path, rec: &ChildRecord) -> std::io::Result<()> {
     atomic_file::write(path, &json, atomic_file::Sync::Atomic)
 }
 
-/// Whether the record at `path` describes group `pgid`.
-pub(crate) fn describes(path: &Path, pgid: i32) -> bool {
-    ChildRecord::read(path).is_some_and(|r| r.pgid == pgid)
+/// Held across every check-then-change of a record (the census's rewrite,
+/// a stop's removal, the sweep's removal): a rewrite that checked before a
+/// removal and wrote after it would bring back the record of a tree that
+/// is gone — left behind after a forced exit, swept as stale at the next
+/// boot.
+static CHANGING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn changing() -> std::sync::MutexGuard<'static, ()> {
+    CHANGING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Rewrites the record at `path` with `rec` if it still describes the same
+/// group (a stop or a sweep may have removed it); whether it did.
+pub(crate) fn rewrite(path: &Path, rec: &ChildRecord) -> std::io::Result<bool> {
+    let _changing = changing();
+    if ChildRecord::read(path).is_none_or(|r| r.pgid != rec.pgid) {
+        return Ok(false);
+    }
+    write(path, rec).map(|()| true)
 }
 
 /// Removes the record at `path` if it still describes group `pgid` (a newer
 /// child of the same server may already have replaced it).
 pub(crate) fn remove_if_pid(path: &Path, pgid: i32) {
+    let _changing = changing();
     let current = ChildRecord::read(path);
     if current.is_some_and(|r| r.pgid == pgid)
         && let Err(e) = std::fs::remove_file(path)
@@ -162,6 +181,7 @@ pub fn sweep_orphans_reporting(
             );
         }
     }
+    let _changing = changing();
     found
         .into_iter()
         .map(|(path, o, _)| {

@@ -89,6 +89,7 @@ impl Credentials for Fake {
         &self,
         status: u16,
         www_authenticate: Option<String>,
+        _sent: Option<HeaderValue>,
     ) -> BoxFuture<'_, Result<(), CredentialError>> {
         self.rejected
             .lock()
@@ -194,6 +195,7 @@ async fn a_second_401_is_the_answer_not_a_loop() {
             &self,
             status: u16,
             w: Option<String>,
+            _sent: Option<HeaderValue>,
         ) -> BoxFuture<'_, Result<(), CredentialError>> {
             self.0.rejected.lock().unwrap().push((status, w));
             Box::pin(async { Ok(()) })
@@ -209,6 +211,73 @@ async fn a_second_401_is_the_answer_not_a_loop() {
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
+/// A retry refused as well goes to the supplier, with the token each try
+/// carried; its verdict (a login needed) is what the caller gets, not the
+/// bare `401`.
+#[tokio::test]
+async fn a_refused_retry_is_the_suppliers_to_judge() {
+    let (url, seen) = server().await;
+    struct Judge {
+        tries: Mutex<Vec<(&'static str, Option<HeaderValue>)>>,
+    }
+    impl Credentials for Judge {
+        fn headers(&self) -> BoxFuture<'_, Result<HeaderMap, CredentialError>> {
+            let mut h = HeaderMap::new();
+            h.insert("authorization", HeaderValue::from_static("Bearer other"));
+            Box::pin(async move { Ok(h) })
+        }
+        fn rejected(
+            &self,
+            _status: u16,
+            _w: Option<String>,
+            sent: Option<HeaderValue>,
+        ) -> BoxFuture<'_, Result<(), CredentialError>> {
+            self.tries.lock().unwrap().push(("rejected", sent));
+            Box::pin(async { Ok(()) })
+        }
+        fn rejected_again(
+            &self,
+            _status: u16,
+            _w: Option<String>,
+            sent: Option<HeaderValue>,
+        ) -> BoxFuture<'_, Result<(), CredentialError>> {
+            self.tries.lock().unwrap().push(("again", sent));
+            Box::pin(async {
+                Err(CredentialError::LoginNeeded {
+                    server: "far".into(),
+                    reason: Some("refused twice".into()),
+                })
+            })
+        }
+    }
+    let judge = Arc::new(Judge {
+        tries: Mutex::default(),
+    });
+    let (up, events) = upstream(&url, judge.clone());
+    let e = up
+        .send(Method::POST, None, &HeaderMap::new(), Bytes::new())
+        .await
+        .unwrap_err();
+    let text = match e {
+        UpstreamError::Credentials(e) => e.to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(text, "login needed: xyctl auth login far (refused twice)");
+    let other = Some(HeaderValue::from_static("Bearer other"));
+    assert_eq!(
+        *judge.tries.lock().unwrap(),
+        [("rejected", other.clone()), ("again", other)]
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert!(
+        events
+            .lock()
+            .unwrap()
+            .contains(&UpstreamEvent::CredentialsFailed(text)),
+        "{events:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_login_needed_is_reported_and_returned_at_once() {
     let (url, seen) = server().await;
@@ -216,6 +285,7 @@ async fn a_login_needed_is_reported_and_returned_at_once() {
         "Bearer stale",
         Some(CredentialError::LoginNeeded {
             server: "far".into(),
+            reason: None,
         }),
     );
     let (up, events) = upstream(&url, creds);

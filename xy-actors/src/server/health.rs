@@ -70,6 +70,20 @@ impl ServerActorState {
         if let Some(found) = &report.mcp {
             self.mcp.observe(&found.info);
         }
+        // The server answers, but the grant needs a login: the verdict
+        // stays what the broker said until one (SPEC §23: `status` says
+        // `login needed`).
+        let held;
+        let report = match (&report.outcome, &self.auth_hold) {
+            (Ok(_), Some(why)) => {
+                held = ProbeReport {
+                    outcome: Err(why.clone()),
+                    ..report.clone()
+                };
+                &held
+            }
+            _ => report,
+        };
         let Some(tracker) = self.tracker.as_mut() else {
             return;
         };

@@ -242,9 +242,7 @@ async fn census(tree: Arc<Tree>, mut record: ChildRecord, path: PathBuf) {
         if changed {
             record.descendants = tree.met();
             // Only while the record is still this child's (a stop removes it).
-            if records::describes(&path, record.pgid)
-                && let Err(e) = records::write(&path, &record)
-            {
+            if let Err(e) = records::rewrite(&path, &record) {
                 tracing::warn!(path = %path.display(), error = %e, "cannot update child record");
             }
         }

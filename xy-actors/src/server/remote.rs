@@ -181,8 +181,15 @@ impl ServerActorState {
 
     /// The broker's word on this server's grant, as a lifecycle event (it
     /// acts only while the remote is connected). A logout ends the grant
-    /// like a refused refresh: the server cannot answer until a login.
+    /// like a refused refresh: the server cannot answer until a login. A
+    /// login lifts the hold a `login needed` put on the verdict
+    /// ([`ServerActorState::auth_hold`]).
     pub(super) fn on_auth(&mut self, myself: &ActorRef<ServerMsg>, event: AuthEvent) {
+        if matches!(event, AuthEvent::LoggedIn { .. }) {
+            // A new grant: what the old one lacked no longer holds the
+            // verdict (the probe it asks for decides).
+            self.auth_hold = None;
+        }
         if self.upstream.is_none() {
             return;
         }
@@ -206,6 +213,7 @@ impl ServerActorState {
     fn login_hint(&self) -> String {
         crate::credentials::CredentialError::LoginNeeded {
             server: self.config.name.clone(),
+            reason: None,
         }
         .to_string()
     }
