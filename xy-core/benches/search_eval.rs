@@ -8,6 +8,8 @@
 //!                     the servers' instructions (a variant, not the figure)
 //!   `--sweep`         grid-search weights on the tuning split only
 //!   `--sweep --feedback`  the same for feedback (RM3) and server aggregation
+//!   `--sweep --fields`    the same for per-field BM25 parameters
+//!   `--sweep --neighbours --model DIR`  the same for embedding expansion
 //!
 //! Definitions (issue 40): a task's needs are its annotated tools found in
 //! the corpus (94 of 95 tasks have one; a name several servers offer counts
@@ -67,7 +69,17 @@ fn main() {
 
     if sweep {
         let feedback = args.iter().any(|a| a == "--feedback");
-        return run_sweep(&docs, &tune, &held, model.as_ref(), feedback);
+        let per_field = args.iter().any(|a| a == "--fields");
+        let neighbours = args.iter().any(|a| a == "--neighbours");
+        return run_sweep(
+            &docs,
+            &tune,
+            &held,
+            model.as_ref(),
+            feedback,
+            per_field,
+            neighbours,
+        );
     }
     if misses {
         let mut index = Index::build(docs.clone());
@@ -302,6 +314,8 @@ fn run_sweep(
     held: &[&Task],
     model: Option<&StaticEmbeddings>,
     feedback: bool,
+    per_field: bool,
+    neighbours: bool,
 ) {
     let base = Weights::default();
     let build = |w: &Weights| {
@@ -312,7 +326,37 @@ fn run_sweep(
         }
     };
     let mut grid = Vec::new();
-    if feedback {
+    if model.is_some() && neighbours {
+        // Embedding expansion: the index's terms nearest the query's vector.
+        for neighbour_terms in [0, 3, 5, 10, 20] {
+            for neighbour_weight in [0.1, 0.25, 0.5, 1.0] {
+                grid.push(Weights {
+                    neighbour_terms,
+                    neighbour_weight,
+                    ..base.clone()
+                });
+            }
+        }
+    } else if per_field {
+        // Length normalisation per field and the server name's weight.
+        for name_b in [0.3, 0.5, 0.75] {
+            for desc_b in [0.5, 0.75, 0.9] {
+                for params_b in [0.5, 0.75, 1.0] {
+                    for server_field in [1.0, 2.0, 4.0] {
+                        for server_b in [0.5, 0.75, 0.9] {
+                            let mut w = base.clone();
+                            w.b[0] = name_b;
+                            w.b[2] = desc_b;
+                            w.b[3] = params_b;
+                            w.field[4] = server_field;
+                            w.server_b = server_b;
+                            grid.push(w);
+                        }
+                    }
+                }
+            }
+        }
+    } else if feedback {
         // Feedback and server aggregation on top of the tuned weights.
         for prf_docs in [0, 3, 5, 10] {
             for prf_terms in [5, 10, 20] {

@@ -114,6 +114,14 @@ pub struct Weights {
     /// How much a server's best tool (scaled to the query's best) adds to
     /// each of its tools, beside the server's own BM25.
     pub server_best_tool: f32,
+    /// The server BM25's length normalisation.
+    pub server_b: f32,
+    /// With a model: how many of the index's terms nearest the query's
+    /// vector join the query (0 turns it off).
+    pub neighbour_terms: usize,
+    /// Their weight against the query's own terms (the nearest counts
+    /// this much).
+    pub neighbour_weight: f32,
 }
 
 impl Default for Weights {
@@ -128,6 +136,9 @@ impl Default for Weights {
             prf_terms: 10,
             prf_weight: 0.5,
             server_best_tool: 0.0,
+            server_b: 0.75,
+            neighbour_terms: 0,
+            neighbour_weight: 0.25,
         }
     }
 }
@@ -166,6 +177,9 @@ pub struct Index {
     server_len: Vec<u32>,
     server_avg_len: f32,
     model: Option<embed::DocVectors>,
+    /// With a model and neighbour expansion: each term's vector (a word
+    /// it was read from), by term id.
+    term_vectors: Vec<Vec<f32>>,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -275,13 +289,31 @@ impl Index {
             server_len,
             server_avg_len,
             model: None,
+            term_vectors: Vec::new(),
         }
     }
 
     /// Adds a static-embedding model: every tool is embedded now, each
     /// query at search time, and the cosine joins the score.
     pub fn with_model(mut self, model: StaticEmbeddings) -> Self {
-        self.model = Some(embed::DocVectors::build(model, &self.docs));
+        let vectors = embed::DocVectors::build(model, &self.docs);
+        if self.weights.neighbour_terms > 0 {
+            let mut words: Vec<Option<String>> = vec![None; self.postings.len()];
+            for doc in &self.docs {
+                for (_, text) in fields(doc) {
+                    for (stem, word) in self.analyzer.surfaces(text) {
+                        if let Some(&id) = self.vocab.get(&stem) {
+                            words[id as usize].get_or_insert(word);
+                        }
+                    }
+                }
+            }
+            self.term_vectors = words
+                .iter()
+                .map(|w| w.as_deref().map(|w| vectors.embed_word(w)).unwrap_or_default())
+                .collect();
+        }
+        self.model = Some(vectors);
         self
     }
 
@@ -324,8 +356,9 @@ impl Index {
         // Cosines of mean-pooled vectors crowd into a narrow band; spread
         // each query's over [0, 1] so the weight means the same for every
         // query and model.
-        let cosines = self.model.as_ref().map(|m| {
-            let mut c = m.cosines(query);
+        let query_vector = self.model.as_ref().map(|m| m.embed(query));
+        let cosines = self.model.as_ref().zip(query_vector.as_ref()).map(|(m, q)| {
+            let mut c = m.cosines(q);
             let lo = c.iter().copied().fold(f32::INFINITY, f32::min);
             let hi = c.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             if hi > lo {
@@ -333,8 +366,11 @@ impl Index {
             }
             c
         });
-        let mut scores = self.fused(&terms, cosines.as_deref());
         let w = &self.weights;
+        if let Some(q) = &query_vector {
+            self.neighbours(&mut terms, q);
+        }
+        let mut scores = self.fused(&terms, cosines.as_deref());
         if w.prf_docs > 0 && w.prf_terms > 0 && w.prf_weight > 0.0 {
             self.expand(&mut terms, &scores);
             scores = self.fused(&terms, cosines.as_deref());
@@ -420,6 +456,29 @@ impl Index {
         terms.extend(votes.into_iter().map(|(id, v)| (id, w.prf_weight * v / best)));
     }
 
+    /// Embedding expansion: the index's terms whose word vectors are
+    /// nearest the query's vector join it, weighted by their cosine.
+    fn neighbours(&self, terms: &mut Vec<(u32, f32)>, q: &[f32]) {
+        let w = &self.weights;
+        if w.neighbour_terms == 0 || self.term_vectors.is_empty() {
+            return;
+        }
+        let mut near: Vec<(u32, f32)> = self
+            .term_vectors
+            .iter()
+            .enumerate()
+            .filter(|(id, v)| !v.is_empty() && !terms.iter().any(|(t, _)| *t as usize == *id))
+            .map(|(id, v)| (id as u32, v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
+            .filter(|(_, c)| *c > 0.0)
+            .collect();
+        near.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        near.truncate(w.neighbour_terms);
+        let Some(&(_, best)) = near.first() else {
+            return;
+        };
+        terms.extend(near.into_iter().map(|(id, c)| (id, w.neighbour_weight * c / best)));
+    }
+
     /// BM25F per tool: each field's count weighted and length-normalised,
     /// summed, then saturated once.
     fn tool_scores(&self, terms: &[(u32, f32)]) -> Vec<f32> {
@@ -448,7 +507,7 @@ impl Index {
     /// instructions.
     fn server_scores(&self, terms: &[(u32, f32)]) -> Vec<f32> {
         let k1 = self.weights.k1;
-        let b = 0.75;
+        let b = self.weights.server_b;
         let n = self.servers.len() as f32;
         let mut scores = vec![0f32; self.servers.len()];
         for &(id, qw) in terms {
