@@ -337,6 +337,21 @@ fn run_sweep(
                 });
             }
         }
+    } else if args_aggregate() {
+        // Server aggregation: BM25 of the server's text, its best tool,
+        // the sum of its tools.
+        for server in [0.0, 0.25, 0.5, 1.0] {
+            for server_best_tool in [0.0, 0.25, 0.5, 1.0] {
+                for server_tool_sum in [0.0, 0.1, 0.25, 0.5, 1.0] {
+                    grid.push(Weights {
+                        server,
+                        server_best_tool,
+                        server_tool_sum,
+                        ..base.clone()
+                    });
+                }
+            }
+        }
     } else if per_field {
         // Length normalisation per field and the server name's weight.
         for name_b in [0.3, 0.5, 0.75] {
@@ -426,6 +441,10 @@ fn run_sweep(
             s.server[2], s.tool[2], h.server[2], h.tool[2], w
         );
     }
+}
+
+fn args_aggregate() -> bool {
+    std::env::args().any(|a| a == "--aggregate")
 }
 
 fn load_docs(dir: &Path, instructions: bool) -> Vec<ToolDoc> {

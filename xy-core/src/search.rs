@@ -116,6 +116,9 @@ pub struct Weights {
     pub server_best_tool: f32,
     /// The server BM25's length normalisation.
     pub server_b: f32,
+    /// How much the sum of a server's tools' scores (scaled to the
+    /// query's best server by that sum) adds to each of its tools.
+    pub server_tool_sum: f32,
     /// With a model: how many of the index's terms nearest the query's
     /// vector join the query (0 turns it off).
     pub neighbour_terms: usize,
@@ -137,6 +140,7 @@ impl Default for Weights {
             prf_weight: 0.5,
             server_best_tool: 0.0,
             server_b: 0.75,
+            server_tool_sum: 0.0,
             neighbour_terms: 0,
             neighbour_weight: 0.25,
         }
@@ -407,6 +411,16 @@ impl Index {
                 *b = b.max(t / max_tool);
             }
         }
+        let mut sums = vec![0f32; self.servers.len()];
+        if w.server_tool_sum > 0.0 {
+            for (d, &t) in tool.iter().enumerate() {
+                sums[self.doc_server[d] as usize] += t;
+            }
+            let top = sums.iter().copied().fold(0f32, f32::max);
+            if top > 0.0 {
+                sums.iter_mut().for_each(|x| *x /= top);
+            }
+        }
         (0..self.docs.len())
             .map(|d| {
                 let s = self.doc_server[d] as usize;
@@ -418,6 +432,7 @@ impl Index {
                     score += w.server * server_scores[s] / max_server;
                 }
                 score += w.server_best_tool * best_tool[s];
+                score += w.server_tool_sum * sums[s];
                 if let Some(c) = cosines {
                     score += w.embedding * c[d];
                 }
