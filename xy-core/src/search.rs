@@ -103,31 +103,6 @@ pub struct Weights {
     pub server: f32,
     /// How much the embedding's cosine adds, when a model is loaded.
     pub embedding: f32,
-    /// Pseudo-relevance feedback (RM3): how many of the first pass's best
-    /// tools lend their terms to a second pass; 0 turns it off.
-    pub prf_docs: usize,
-    /// How many feedback terms are added to the query.
-    pub prf_terms: usize,
-    /// The feedback terms' weight against the query's own (each query
-    /// term counts 1; the strongest feedback term counts this much).
-    pub prf_weight: f32,
-    /// How much a server's best tool (scaled to the query's best) adds to
-    /// each of its tools, beside the server's own BM25.
-    pub server_best_tool: f32,
-    /// The server BM25's length normalisation.
-    pub server_b: f32,
-    /// How much the sum of a server's tools' scores (scaled to the
-    /// query's best server by that sum) adds to each of its tools.
-    pub server_tool_sum: f32,
-    /// With a model: how much the mean cosine of a server's tools (spread
-    /// over [0, 1] across servers) adds to each of its tools.
-    pub server_cosine: f32,
-    /// With a model: how many of the index's terms nearest the query's
-    /// vector join the query (0 turns it off).
-    pub neighbour_terms: usize,
-    /// Their weight against the query's own terms (the nearest counts
-    /// this much).
-    pub neighbour_weight: f32,
 }
 
 impl Default for Weights {
@@ -138,15 +113,6 @@ impl Default for Weights {
             b: [0.5, 0.5, 0.75, 0.75, 0.0, 0.75],
             server: 0.5,
             embedding: 2.0,
-            prf_docs: 0,
-            prf_terms: 10,
-            prf_weight: 0.5,
-            server_best_tool: 0.0,
-            server_b: 0.75,
-            server_tool_sum: 0.0,
-            server_cosine: 0.0,
-            neighbour_terms: 0,
-            neighbour_weight: 0.25,
         }
     }
 }
@@ -175,8 +141,6 @@ pub struct Index {
     vocab: HashMap<String, u32>,
     postings: Vec<Vec<Posting>>,
     lens: Vec<[u32; FIELDS]>,
-    /// Per tool, its terms and their field-weighted counts (for feedback).
-    doc_terms: Vec<Vec<(u32, f32)>>,
     avg_len: [f32; FIELDS],
     /// Distinct server names, sorted; `doc_server[d]` indexes it.
     servers: Vec<String>,
@@ -185,9 +149,6 @@ pub struct Index {
     server_len: Vec<u32>,
     server_avg_len: f32,
     model: Option<embed::DocVectors>,
-    /// With a model and neighbour expansion: each term's vector (a word
-    /// it was read from), by term id.
-    term_vectors: Vec<Vec<f32>>,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -219,7 +180,6 @@ impl Index {
         let mut server_len = vec![0u32; servers.len()];
         let mut server_seen = vec![false; servers.len()];
         let mut lens = Vec::with_capacity(docs.len());
-        let mut doc_terms = Vec::with_capacity(docs.len());
         let mut terms = Vec::new();
         for (d, doc) in docs.iter().enumerate() {
             let s = doc_server[d] as usize;
@@ -246,18 +206,6 @@ impl Index {
             lens.push(len);
             let mut tf: Vec<_> = tf.into_iter().collect();
             tf.sort_unstable_by_key(|(id, _)| *id);
-            doc_terms.push(
-                tf.iter()
-                    .map(|(id, tf)| {
-                        let n: f32 = (tf.iter().zip(&weights.field))
-                            .take(PARAMS + 1)
-                            .map(|(&c, &w)| c as f32 * w)
-                            .sum();
-                        (*id, n)
-                    })
-                    .filter(|(_, n)| *n > 0.0)
-                    .collect(),
-            );
             for (id, tf) in tf {
                 postings[id as usize].push(Posting { doc: d as u32, tf });
             }
@@ -289,7 +237,6 @@ impl Index {
             vocab,
             postings,
             lens,
-            doc_terms,
             avg_len,
             servers,
             doc_server,
@@ -297,35 +244,13 @@ impl Index {
             server_len,
             server_avg_len,
             model: None,
-            term_vectors: Vec::new(),
         }
     }
 
     /// Adds a static-embedding model: every tool is embedded now, each
     /// query at search time, and the cosine joins the score.
     pub fn with_model(mut self, model: StaticEmbeddings) -> Self {
-        let vectors = embed::DocVectors::build(model, &self.docs);
-        if self.weights.neighbour_terms > 0 {
-            let mut words: Vec<Option<String>> = vec![None; self.postings.len()];
-            for doc in &self.docs {
-                for (_, text) in fields(doc) {
-                    for (stem, word) in self.analyzer.surfaces(text) {
-                        if let Some(&id) = self.vocab.get(&stem) {
-                            words[id as usize].get_or_insert(word);
-                        }
-                    }
-                }
-            }
-            self.term_vectors = words
-                .iter()
-                .map(|w| {
-                    w.as_deref()
-                        .map(|w| vectors.embed_word(w))
-                        .unwrap_or_default()
-                })
-                .collect();
-        }
-        self.model = Some(vectors);
+        self.model = Some(embed::DocVectors::build(model, &self.docs));
         self
     }
 
@@ -363,39 +288,41 @@ impl Index {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut terms: Vec<(u32, f32)> = ids.iter().map(|&id| (id, 1.0)).collect();
 
+        let tool = self.tool_scores(&ids);
+        let server_scores = self.server_scores(&ids);
         // Cosines of mean-pooled vectors crowd into a narrow band; spread
         // each query's over [0, 1] so the weight means the same for every
         // query and model.
-        let query_vector = self.model.as_ref().map(|m| m.embed(query));
-        let cosines = self
-            .model
-            .as_ref()
-            .zip(query_vector.as_ref())
-            .map(|(m, q)| {
-                let mut c = m.cosines(q);
-                let lo = c.iter().copied().fold(f32::INFINITY, f32::min);
-                let hi = c.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                if hi > lo {
-                    c.iter_mut().for_each(|x| *x = (*x - lo) / (hi - lo));
-                }
-                c
-            });
+        let cosines = self.model.as_ref().map(|m| {
+            let mut c = m.cosines(query);
+            let lo = c.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = c.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if hi > lo {
+                c.iter_mut().for_each(|x| *x = (*x - lo) / (hi - lo));
+            }
+            c
+        });
+        let max_tool = tool.iter().copied().fold(0f32, f32::max);
+        let max_server = server_scores.iter().copied().fold(0f32, f32::max);
+
         let w = &self.weights;
-        if let Some(q) = &query_vector {
-            self.neighbours(&mut terms, q);
-        }
-        let mut scores = self.fused(&terms, cosines.as_deref());
-        if w.prf_docs > 0 && w.prf_terms > 0 && w.prf_weight > 0.0 {
-            self.expand(&mut terms, &scores);
-            scores = self.fused(&terms, cosines.as_deref());
-        }
-        let mut hits: Vec<Hit> = scores
-            .into_iter()
-            .enumerate()
-            .filter(|&(d, score)| score > 0.0 && only.is_none_or(|s| self.doc_server[d] == s))
-            .map(|(doc, score)| Hit { doc, score })
+        let mut hits: Vec<Hit> = (0..self.docs.len())
+            .filter(|&d| only.is_none_or(|s| self.doc_server[d] == s))
+            .filter_map(|d| {
+                let s = self.doc_server[d] as usize;
+                let mut score = 0.0;
+                if max_tool > 0.0 {
+                    score += tool[d] / max_tool;
+                }
+                if max_server > 0.0 {
+                    score += w.server * server_scores[s] / max_server;
+                }
+                if let Some(c) = &cosines {
+                    score += w.embedding * c[d];
+                }
+                (score > 0.0).then_some(Hit { doc: d, score })
+            })
             .collect();
         hits.sort_by(|a, b| {
             b.score.total_cmp(&a.score).then_with(|| {
@@ -407,141 +334,15 @@ impl Index {
         hits
     }
 
-    /// Every tool's score for weighted query terms: its own BM25F, its
-    /// server's BM25 (and best tool), and the cosine, each scaled to the
-    /// query's best.
-    fn fused(&self, terms: &[(u32, f32)], cosines: Option<&[f32]>) -> Vec<f32> {
-        let w = &self.weights;
-        let tool = self.tool_scores(terms);
-        let server_scores = self.server_scores(terms);
-        let max_tool = tool.iter().copied().fold(0f32, f32::max);
-        let max_server = server_scores.iter().copied().fold(0f32, f32::max);
-        let mut best_tool = vec![0f32; self.servers.len()];
-        if w.server_best_tool > 0.0 && max_tool > 0.0 {
-            for (d, &t) in tool.iter().enumerate() {
-                let b = &mut best_tool[self.doc_server[d] as usize];
-                *b = b.max(t / max_tool);
-            }
-        }
-        let mut sums = vec![0f32; self.servers.len()];
-        if w.server_tool_sum > 0.0 {
-            for (d, &t) in tool.iter().enumerate() {
-                sums[self.doc_server[d] as usize] += t;
-            }
-            let top = sums.iter().copied().fold(0f32, f32::max);
-            if top > 0.0 {
-                sums.iter_mut().for_each(|x| *x /= top);
-            }
-        }
-        let mut server_cos = vec![0f32; self.servers.len()];
-        if let (Some(c), true) = (cosines, w.server_cosine > 0.0) {
-            let mut count = vec![0f32; self.servers.len()];
-            for (d, &x) in c.iter().enumerate() {
-                server_cos[self.doc_server[d] as usize] += x;
-                count[self.doc_server[d] as usize] += 1.0;
-            }
-            server_cos
-                .iter_mut()
-                .zip(&count)
-                .for_each(|(x, n)| *x /= n.max(1.0));
-            let lo = server_cos.iter().copied().fold(f32::INFINITY, f32::min);
-            let hi = server_cos.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            if hi > lo {
-                server_cos
-                    .iter_mut()
-                    .for_each(|x| *x = (*x - lo) / (hi - lo));
-            }
-        }
-        (0..self.docs.len())
-            .map(|d| {
-                let s = self.doc_server[d] as usize;
-                let mut score = 0.0;
-                if max_tool > 0.0 {
-                    score += tool[d] / max_tool;
-                }
-                if max_server > 0.0 {
-                    score += w.server * server_scores[s] / max_server;
-                }
-                score += w.server_best_tool * best_tool[s];
-                score += w.server_tool_sum * sums[s];
-                score += w.server_cosine * server_cos[s];
-                if let Some(c) = cosines {
-                    score += w.embedding * c[d];
-                }
-                score
-            })
-            .collect()
-    }
-
-    /// RM3-style feedback: the first pass's best tools, each weighted by
-    /// its score, vote for their terms (count over length); the strongest
-    /// terms not already asked join the query with a lower weight.
-    fn expand(&self, terms: &mut Vec<(u32, f32)>, scores: &[f32]) {
-        let w = &self.weights;
-        let mut top: Vec<usize> = (0..scores.len()).filter(|&d| scores[d] > 0.0).collect();
-        top.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-        top.truncate(w.prf_docs);
-        let mut votes: HashMap<u32, f32> = HashMap::new();
-        for &d in &top {
-            let total: f32 = self.doc_terms[d].iter().map(|(_, n)| n).sum();
-            if total <= 0.0 {
-                continue;
-            }
-            for &(id, n) in &self.doc_terms[d] {
-                *votes.entry(id).or_default() += scores[d] * n / total;
-            }
-        }
-        let mut votes: Vec<(u32, f32)> = votes
-            .into_iter()
-            .filter(|(id, _)| !terms.iter().any(|(t, _)| t == id))
-            .collect();
-        votes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        votes.truncate(w.prf_terms);
-        let Some(&(_, best)) = votes.first() else {
-            return;
-        };
-        terms.extend(
-            votes
-                .into_iter()
-                .map(|(id, v)| (id, w.prf_weight * v / best)),
-        );
-    }
-
-    /// Embedding expansion: the index's terms whose word vectors are
-    /// nearest the query's vector join it, weighted by their cosine.
-    fn neighbours(&self, terms: &mut Vec<(u32, f32)>, q: &[f32]) {
-        let w = &self.weights;
-        if w.neighbour_terms == 0 || self.term_vectors.is_empty() {
-            return;
-        }
-        let mut near: Vec<(u32, f32)> = self
-            .term_vectors
-            .iter()
-            .enumerate()
-            .filter(|(id, v)| !v.is_empty() && !terms.iter().any(|(t, _)| *t as usize == *id))
-            .map(|(id, v)| (id as u32, v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()))
-            .filter(|(_, c)| *c > 0.0)
-            .collect();
-        near.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        near.truncate(w.neighbour_terms);
-        let Some(&(_, best)) = near.first() else {
-            return;
-        };
-        terms.extend(
-            near.into_iter()
-                .map(|(id, c)| (id, w.neighbour_weight * c / best)),
-        );
-    }
-
     /// BM25F per tool: each field's count weighted and length-normalised,
     /// summed, then saturated once.
-    fn tool_scores(&self, terms: &[(u32, f32)]) -> Vec<f32> {
+    fn tool_scores(&self, ids: &[u32]) -> Vec<f32> {
         let w = &self.weights;
         let n = self.docs.len() as f32;
         let mut scores = vec![0f32; self.docs.len()];
-        for &(id, qw) in terms {
+        for &id in ids {
             let list = &self.postings[id as usize];
-            let idf = qw * idf(n, list.len() as f32);
+            let idf = idf(n, list.len() as f32);
             for p in list {
                 let len = &self.lens[p.doc as usize];
                 let tf: f32 = (p.tf.iter().zip(len))
@@ -559,14 +360,14 @@ impl Index {
 
     /// Plain BM25 per server over all its tools' text, its name and its
     /// instructions.
-    fn server_scores(&self, terms: &[(u32, f32)]) -> Vec<f32> {
+    fn server_scores(&self, ids: &[u32]) -> Vec<f32> {
         let k1 = self.weights.k1;
-        let b = self.weights.server_b;
+        let b = 0.75;
         let n = self.servers.len() as f32;
         let mut scores = vec![0f32; self.servers.len()];
-        for &(id, qw) in terms {
+        for &id in ids {
             let list = &self.server_postings[id as usize];
-            let idf = qw * idf(n, list.len() as f32);
+            let idf = idf(n, list.len() as f32);
             for p in list {
                 let len = self.server_len[p.server as usize] as f32;
                 let tf = p.tf as f32;

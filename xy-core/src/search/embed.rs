@@ -211,21 +211,12 @@ impl DocVectors {
         Self { model, vectors }
     }
 
-    /// The query's vector.
-    pub(super) fn embed(&self, query: &str) -> Vec<f32> {
-        self.model.embed(query)
-    }
-
-    /// A word's vector (for the index's terms).
-    pub(super) fn embed_word(&self, word: &str) -> Vec<f32> {
-        self.model.embed(word)
-    }
-
-    /// The cosine of a query's vector with every tool, in document order.
-    pub(super) fn cosines(&self, q: &[f32]) -> Vec<f32> {
+    /// The cosine of `query` with every tool, in document order.
+    pub(super) fn cosines(&self, query: &str) -> Vec<f32> {
+        let q = self.model.embed(query);
         self.vectors
             .iter()
-            .map(|v| v.iter().zip(q).map(|(a, b)| a * b).sum())
+            .map(|v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
             .collect()
     }
 }

@@ -54,25 +54,6 @@ impl Analyzer {
         }
     }
 
-    /// Each term of `text` with the lowercased word it came from.
-    pub(crate) fn surfaces(&self, text: &str) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for word in text.split(|c: char| !c.is_alphanumeric()) {
-            if word.len() > MAX_WORD {
-                continue;
-            }
-            for part in split_case(word) {
-                let lower = part.to_lowercase();
-                if lower.is_empty() || STOPWORDS.contains(&lower.as_str()) {
-                    continue;
-                }
-                let stem = self.stemmer.stem(&lower).into_owned();
-                out.push((stem, lower));
-            }
-        }
-        out
-    }
-
     /// The terms of `text`, in order, repeats kept.
     pub(crate) fn terms(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
