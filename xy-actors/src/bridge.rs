@@ -155,6 +155,9 @@ pub(crate) enum BridgeMsg {
     /// The firewall's new verdicts (from the ServerActor): clients are
     /// told when the visible set changed.
     Firewall(Arc<Verdicts>),
+    /// What the child offers only to clients of a capability (from the
+    /// ServerActor's probes, D210): requests that waited for them go on.
+    Gates(Arc<crate::mcp::gates::Gates>),
     /// The ServerActor asks xy's own listing of the child again (an
     /// approval named an item xy's latest listing does not have).
     Relist,
@@ -177,6 +180,10 @@ pub(crate) trait Owner: Send + Sync + 'static {
     fn idle_stop(&self);
     /// xy's own listing of the current child is complete.
     fn listed(&self, listing: Listing);
+    /// xy listed a 2025-era child with these tools: which of them it
+    /// offers only to clients of a capability is to be learnt (D210),
+    /// answered with [`BridgeMsg::Gates`].
+    fn probe_gates(&self, tools: Vec<String>);
 }
 
 /// Arguments of the BridgeActor.
@@ -409,6 +416,7 @@ impl Actor for BridgeActor {
                 }
             }
             BridgeMsg::Firewall(v) => st.set_verdicts(v),
+            BridgeMsg::Gates(g) => st.set_gates(g),
             BridgeMsg::Relist => st.start_listing(),
             #[cfg(test)]
             BridgeMsg::InjectPanic => panic!("injected panic in the stdio bridge of {}", st.name),

@@ -60,6 +60,7 @@ async fn port_comes_free(port: u16, deadline: Duration) -> bool {
 pub(crate) mod mcp_state;
 #[cfg(test)]
 pub(crate) mod mock;
+mod probe;
 pub(crate) mod process;
 mod publish;
 mod remote;
@@ -135,6 +136,14 @@ pub(crate) enum ServerMsg {
     Tools(RpcReplyPort<xy_core::protocol::mcp::ToolsResult>),
     /// From the bridge: xy's own listing of the current child (SPEC §20).
     Listed(Box<crate::mcp::listing::Listing>),
+    /// From the bridge: xy listed a 2025-era child with these tools; its
+    /// gates go to the bridge, learnt by probes when new (D210).
+    ProbeGates(Vec<String>),
+    /// The probes of a listing (its key) are done.
+    Gated {
+        key: String,
+        gates: Box<crate::mcp::gates::Gates>,
+    },
     /// xy's own listing of spawn `run` of an HTTP or remote server (SPEC
     /// §20), or why there is none.
     HttpListed {
@@ -355,6 +364,8 @@ pub(crate) struct ServerActorState {
     remote_port: Option<remote::RemotePort>,
     /// Approvals waiting for the listing they asked for.
     parked: firewall::Parked,
+    /// What xy's listing probes learnt, and the one running (D210).
+    probes: probe::Probes,
 }
 
 /// What the explainer needs beyond the lifecycle: kept per run.
@@ -472,6 +483,7 @@ impl Actor for ServerActor {
             upstream: None,
             remote_port: None,
             parked: firewall::Parked::default(),
+            probes: probe::Probes::default(),
         };
         st.ensure_bridge(&myself).await;
         st.publish();
@@ -555,6 +567,8 @@ impl Actor for ServerActor {
                 }
             }
             ServerMsg::Listed(listing) => st.on_listed(*listing),
+            ServerMsg::ProbeGates(tools) => st.probe_gates(&myself, tools),
+            ServerMsg::Gated { key, gates } => st.gated(key, *gates),
             ServerMsg::ToolsApprove { names, all, reply } => {
                 st.tools_approve(&myself, names, all, reply);
             }
@@ -595,6 +609,7 @@ impl Actor for ServerActor {
                     st.leader_alive = false;
                     st.why.ran_for = st.lc.run_started.map(|t| t.elapsed());
                     st.end_probe();
+                    st.stop_probes();
                     st.last_exit = Some(LastExit {
                         code: exit.code,
                         signal: exit.signal.map(lifecycle::signal_name),
@@ -850,6 +865,7 @@ impl ServerActorState {
         match self.spawner.spawn(config, &self.sink) {
             Ok(handle) => {
                 tracing::info!(server = %self.config.name, pid = handle.pid(), "spawned");
+                self.probes.spawned = Some(Arc::new(config.clone()));
                 self.attach(run, handle.take_stdio());
                 self.start_probe(myself, run, Redactor::for_spawn(config));
                 self.child = ChildSlot {

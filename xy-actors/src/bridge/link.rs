@@ -13,6 +13,7 @@ use xy_core::firewall::Kind;
 use super::child::{ChildLink, ChildStdio, FromChild};
 use super::handshake::{HANDSHAKE_STEP, Hs, Step};
 use super::{BridgeMsg, BridgeState, WAIT_FOR_CHILD, era, listing, tasks};
+use crate::mcp::gates::{self, Gates};
 use crate::mcp::listing::Listing;
 use crate::mcp::verdicts::Verdicts;
 
@@ -80,6 +81,14 @@ impl BridgeState {
                 tracing::info!(server = %self.name, versions = ?self.hs.era.versions, "stdio bridge: child handshake done");
                 self.gone = None;
                 self.job = None;
+                // A 2025 child lists for xy as for the most capable client:
+                // until its gates are known, a client that lacks a
+                // capability waits to list or call (D210).
+                if self.hs.era.init.is_some() {
+                    self.router.gates = Arc::new(Gates::unknown());
+                } else {
+                    self.router.gates = Arc::new(Gates::none());
+                }
                 self.start_listing();
                 self.listen_to_child();
                 for (id, _, line) in std::mem::take(&mut self.resend) {
@@ -234,6 +243,7 @@ impl BridgeState {
         let with_prompts = crate::mcp::listing::offers(caps, "prompts");
         if !crate::mcp::listing::offers(caps, "tools") && !with_prompts {
             self.owner.listed(base);
+            self.set_gates(Arc::new(Gates::none()));
             return;
         }
         let era2026 = era.init.is_none();
@@ -256,6 +266,10 @@ impl BridgeState {
             listing::Next::Ask(m) => self.write(&m),
             listing::Next::Done(l) => {
                 self.job = None;
+                if self.hs.era.init.is_some() {
+                    self.owner
+                        .probe_gates(gates::names(&l.tools).into_iter().collect());
+                }
                 self.owner.listed(l);
                 if again {
                     self.start_listing();
@@ -264,6 +278,9 @@ impl BridgeState {
             listing::Next::Failed(e) => {
                 tracing::warn!(server = %self.name, error = %e, "xy could not list the child's tools");
                 self.job = None;
+                if !self.router.gates.known {
+                    self.set_gates(Arc::new(Gates::failed(e)));
+                }
                 if again {
                     self.start_listing();
                 }
@@ -286,6 +303,25 @@ impl BridgeState {
                 tracing::debug!(server = %self.name, "{method}: the firewall changed what clients see");
                 self.router
                     .broadcast(method, &json!({"jsonrpc": "2.0", "method": method}));
+            }
+        }
+    }
+
+    /// The child's gates (D210): a change of what some client is shown
+    /// tells listening clients to list again; requests that waited for
+    /// them go on.
+    pub(super) fn set_gates(&mut self, g: Arc<Gates>) {
+        let old = std::mem::replace(&mut self.router.gates, g);
+        if old.known && old.needs != self.router.gates.needs {
+            let method = "notifications/tools/list_changed";
+            self.router
+                .broadcast(method, &json!({"jsonrpc": "2.0", "method": method}));
+        }
+        if self.router.gates.known && self.hs.ready() && !self.waiting.is_empty() {
+            let waiting: Vec<_> = self.waiting.drain(..).map(|(_, p)| p).collect();
+            self.waiting_bytes = 0;
+            for p in waiting {
+                self.on_post(p);
             }
         }
     }

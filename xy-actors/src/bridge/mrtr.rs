@@ -96,15 +96,12 @@ pub(crate) fn missing(method: &str, params: Option<&Value>, caps: &Value) -> Opt
 }
 
 /// The capabilities xy declares to a 2025 child it initialises: every
-/// one a client can have, so the child offers all it has (its tool list
-/// is the same for every client); a request for one the asking client
-/// lacks is refused on that client's behalf ([`missing`], D112).
+/// one a client can have, so the child offers all it has; a request for
+/// one the asking client lacks is refused on that client's behalf
+/// ([`missing`], D112), and a tool the child offers only to clients of a
+/// capability is shown only to them (`mcp::gates`, D210).
 pub(crate) fn all_client_capabilities() -> Value {
-    json!({
-        "roots": {"listChanged": true},
-        "sampling": {"tools": {}, "context": {}},
-        "elicitation": {"form": {}, "url": {}},
-    })
+    crate::mcp::gates::everything()
 }
 
 /// One question of the child's, waiting for the client.

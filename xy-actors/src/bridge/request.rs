@@ -23,6 +23,7 @@ use super::route::error;
 use super::route::exchanges::{Asks, MrtrCall};
 use super::route::log::Log;
 use super::{Ack, BridgeState, Post, WAIT_FOR_CHILD, era, mrtr, refusal, tasks};
+use crate::mcp::gates::Gates;
 use crate::mcp::meta::{META_SUBSCRIPTION, unguessable};
 use crate::mcp::record::{self, CallStart};
 use crate::mcp::verdicts::HeldBack;
@@ -194,12 +195,34 @@ impl BridgeState {
             let _ = p.ack.send(Ack::Exchange { session: None });
             return Routed::Taken;
         }
+        // What the child may ask this client, and how (SPEC §19); and
+        // which of the child's tools it is shown and may call (D210).
+        let caps = if p.era2026 {
+            p.msg
+                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
+                .cloned()
+                .map(Arc::new)
+        } else {
+            p.session.as_deref().and_then(|s| self.sessions.caps(s))
+        };
+        if matches!(method, "tools/list" | "tools/call")
+            && self.router.gates.must_wait(caps.as_deref())
+        {
+            self.waiting_bytes += p.size as u64;
+            self.waiting.push_back((Instant::now() + WAIT_FOR_CHILD, p));
+            return Routed::Taken;
+        }
         if let Some(kind) = call_kind(method) {
             let name = p
                 .msg
                 .pointer("/params/name")
                 .and_then(Value::as_str)
                 .unwrap_or("");
+            if kind == Kind::Tool
+                && let Some(msg) = self.gated(name, caps.as_deref(), id)
+            {
+                return Routed::Answered(p, msg, CallOutcome::HeldBack);
+            }
             if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
                 // A name xy's listing lacks: list again, so the approval
                 // the refusal prints finds it (SPEC §24).
@@ -213,15 +236,6 @@ impl BridgeState {
         if !self.room(p.size) {
             return Routed::Busy(p, CallOutcome::RpcError);
         }
-        // What the child may ask this client, and how (SPEC §19).
-        let caps = if p.era2026 {
-            p.msg
-                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
-                .cloned()
-                .map(Arc::new)
-        } else {
-            p.session.as_deref().and_then(|s| self.sessions.caps(s))
-        };
         let mut asks = match (p.era2026, child_2025) {
             (true, true) if mrtr::takes_input(method) => {
                 Asks::Mrtr(Box::new(MrtrCall::new(method, mrtr::request_name(&p.msg))))
@@ -287,6 +301,7 @@ impl BridgeState {
     pub(super) fn can_forward_raw(&self, p: &Post, raw: &RawRequest) -> bool {
         self.hs.ready()
             && self.hs.era.init.is_some()
+            && self.router.gates.known
             && !p.era2026
             && p.version.as_deref().is_none_or(|v| VERSIONS.contains(&v))
             && p.session
@@ -316,10 +331,16 @@ impl BridgeState {
         {
             return self.held_back(p, kind, &raw.id, text, false);
         }
+        let caps = p.session.as_deref().and_then(|s| self.sessions.caps(s));
+        if raw.method == "tools/call"
+            && let Some(msg) =
+                self.gated(raw.name.as_deref().unwrap_or(""), caps.as_deref(), &raw.id)
+        {
+            return Routed::Answered(p, msg, CallOutcome::HeldBack);
+        }
         if !self.room(raw.bytes.len()) {
             return Routed::Busy(p, CallOutcome::RpcError);
         }
-        let caps = p.session.as_deref().and_then(|s| self.sessions.caps(s));
         let Post {
             session,
             outbox,
@@ -336,6 +357,16 @@ impl BridgeState {
         self.write_request(child_id, raw.line(child_id));
         let _ = ack.send(Ack::Exchange { session: None });
         Routed::Forwarded(child_id)
+    }
+
+    /// A call of a tool the child offers only to clients of a capability
+    /// this one did not declare (D210): refused as the child would have
+    /// (`-32021`, naming what it needs), never forwarded.
+    fn gated(&self, tool: &str, caps: Option<&Value>, id: &Value) -> Option<Value> {
+        let required = self.router.gates.missing(tool, caps)?;
+        let (text, data) = Gates::refusal(&self.name, tool, required);
+        tracing::info!(server = %self.name, "{text}");
+        Some(error(id, mrtr::MISSING_CAPABILITY, &text, Some(data)))
     }
 
     /// Answers a call of a held-back tool (a tool result with `isError`,

@@ -211,6 +211,8 @@ pub(crate) struct Router {
     /// The firewall's verdicts answers are filtered with (the bridge keeps
     /// them current).
     pub(crate) firewall: Arc<Verdicts>,
+    /// The tools the child offers only to clients of a capability (D210).
+    pub(crate) gates: Arc<crate::mcp::gates::Gates>,
     /// Seals the `requestState`s xy issues.
     seal: Seal,
     /// The child's questions being gathered, by the child-side id of the
@@ -388,6 +390,7 @@ impl Router {
                     && INPUT_REQUIRED.find(line).is_some())
                 || p.filter
                     .is_some_and(|k| !self.firewall.passes_as_is(k, line, at))
+                || (p.filter == Some(Kind::Tool) && self.gates.hides_any(p.caps.as_deref()))
         }) {
             return false;
         }
@@ -500,6 +503,9 @@ impl Router {
                 self.relist |=
                     items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);
+                if kind == Kind::Tool {
+                    self.gates.filter(&mut msg["result"], p.caps.as_deref());
+                }
             }
         }
         let _ = p.outbox.try_send(msg.into());

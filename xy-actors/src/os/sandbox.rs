@@ -119,24 +119,6 @@ fn unavailable(program: &Path, error: String) -> SpawnError {
     }
 }
 
-/// Whether process `pid` belongs to a sandboxed spawn of this xyd (a
-/// server, its descendants, a `sandbox test` probe): xyd's control socket
-/// refuses it (SPEC §24, D178). Linux walks the parent chain to xyd's own
-/// child and compares seccomp filter counts; a process that cannot be
-/// looked up counts as confined. macOS: `false` — the Seatbelt profile
-/// already refuses a Unix connect outside the rules' paths.
-pub fn is_confined_process(pid: i32) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        linux::is_confined_process(pid)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        false
-    }
-}
-
 /// The child's home: its env block's `HOME`, else the daemon's.
 pub(crate) fn child_home(config: &ServerConfig) -> PathBuf {
     config

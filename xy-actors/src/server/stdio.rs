@@ -52,6 +52,10 @@ impl bridge::Owner for Owner {
     fn listed(&self, listing: crate::mcp::listing::Listing) {
         let _ = self.server.cast(ServerMsg::Listed(Box::new(listing)));
     }
+
+    fn probe_gates(&self, tools: Vec<String>) {
+        let _ = self.server.cast(ServerMsg::ProbeGates(tools));
+    }
 }
 
 impl Drop for BridgeLink {

@@ -101,6 +101,27 @@ fn flooded(d: &TestDaemon, n: u64) -> bool {
     std::fs::read_to_string(log).is_ok_and(|t| t.contains(&format!("flooded {n}")))
 }
 
+/// CPU time `pid` has used so far (user + system, `/proc/<pid>/stat`).
+fn cpu_used(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_ascii_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|t| t.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    #[allow(unsafe_code)]
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .unwrap_or(100)
+        .max(1);
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
 fn dropped(d: &TestDaemon) -> u64 {
     let s = d.result("status", Some(json!({"name": "fl"})));
     // Absent (as on a build without the counter): nothing counted.
@@ -132,6 +153,7 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
     let call = unread(port, "POST", &session, &flood_call(7, N, 0));
     let (mut peak, mut slowest, mut polls) = (idle, Duration::ZERO, Vec::new());
     let started = Instant::now();
+    let cpu_before = cpu_used(d.pid());
     while !flooded(&d, N) {
         assert!(
             started.elapsed() < scaled(Duration::from_secs(180)),
@@ -145,25 +167,36 @@ fn a_million_notifications_keep_xyd_small_and_list_quick() {
         peak = peak.max(rss_kib(d.pid()));
         std::thread::sleep(Duration::from_millis(20));
     }
+    // xyd's one async thread: how much of the flood's wall time it was
+    // busy (what a `list` waits behind).
+    let busy = (cpu_used(d.pid()) - cpu_before).as_secs_f64() / started.elapsed().as_secs_f64();
     polls.sort();
     let p50 = polls.get(polls.len() / 2).copied().unwrap_or_default();
     let p90 = polls.get(polls.len() * 9 / 10).copied().unwrap_or_default();
+    let p99 = polls
+        .get(polls.len() * 99 / 100)
+        .copied()
+        .unwrap_or_default();
     let count = dropped(&d);
     eprintln!(
         "flood of {N}: {:.1} s, xyd idle {idle} KiB, peak {peak} KiB (+{} KiB); list p50 {p50:?} \
-         p90 {p90:?} max {slowest:?} over {} polls (before it: p50 {:?}, p90 {:?}); \
-         {count} notifications dropped",
+         p90 {p90:?} p99 {p99:?} max {slowest:?} over {} polls (before it: p50 {:?}, p90 {:?}); \
+         {count} notifications dropped; xyd busy {:.0}% of the time",
         started.elapsed().as_secs_f64(),
         peak.saturating_sub(idle),
         polls.len(),
         quiet[25],
-        quiet[45]
+        quiet[45],
+        busy * 100.0
     );
     assert!(
         peak <= idle + CEILING_KIB,
         "xyd grew from {idle} KiB to {peak} KiB under the flood (ceiling +{CEILING_KIB} KiB)"
     );
-    // A loaded 2-core machine has outliers; most polls are well within.
+    // The bound is the p90, not the max: xyd is busy a small part of the
+    // flood (its share is printed), so what delays the slowest polls is
+    // the wait for a CPU on a loaded 2-core machine, not a task of xyd's
+    // holding `list` (see docs/performance.md, "list during a flood").
     assert!(
         p90 < LIST_WITHIN,
         "list p90 {p90:?} (max {slowest:?}) during the flood; want < {LIST_WITHIN:?}"
@@ -225,4 +258,55 @@ fn a_client_that_does_not_read_still_gets_its_answer() {
     );
     // The queue was full when the answer came: this tested something.
     assert!(dropped(&d) > 0, "the queue never filled: no test");
+}
+
+/// A 2026 child's question relayed to a 2025 client whose request stream
+/// has no room for it (SPEC §24, D213): the client's request fails at once
+/// with the reason. Before, the question was dropped silently and the
+/// request waited out the relay's ten minutes.
+#[test]
+fn a_question_relayed_into_a_full_queue_fails_its_request_with_the_reason() {
+    const N: u64 = 1_500;
+    let port = free_port();
+    let config = stdio_config(
+        &testbin("xy-test-stdio-raw"),
+        &["--era2026".to_owned()],
+        port,
+        "",
+    );
+    let d = TestDaemon::start(&[("fl", config)]);
+    let u = format!("http://127.0.0.1:{port}/mcp");
+    let c = Mcp::declaring(&u, Era::V2025, json!({"elicitation": {}}));
+    let session = c.session.clone().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+        "name": "flood", "arguments": {"n": N, "pad": 40_000, "ask": true}}});
+    let call = unread(port, "POST", &session, body.to_string().as_bytes());
+    wait_for("the flood to end", scaled(Duration::from_secs(60)), || {
+        flooded(&d, N)
+    });
+    // The child answers in order: once a later call is answered, xyd has
+    // routed the flood's `InputRequiredResult` too.
+    let mut other = Mcp::declaring(&u, Era::V2025, json!({"elicitation": {}}));
+    assert_eq!(
+        other.result(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}})
+        )["content"][0]["text"],
+        "hi"
+    );
+    assert!(dropped(&d) > 0, "the queue never filled: no test");
+    let t = Instant::now();
+    let (answer, notes) = read_answer(call, 9);
+    let answer = answer.unwrap_or_else(|| {
+        panic!(
+            "no answer within {:?}: the relayed question was dropped silently, or it had \
+             room and was asked ({notes} messages came)",
+            t.elapsed()
+        )
+    });
+    let m = answer["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("not reading") && m.contains("elicitation/create"),
+        "{answer}"
+    );
 }

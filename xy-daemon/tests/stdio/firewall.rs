@@ -589,7 +589,10 @@ fn real_servers_come_up_fully_visible_in_pin_with_zero_flags() {
             .filter(|t| t.1 != "approved" || !t.2.is_empty())
             .collect();
         assert!(held.is_empty(), "{name} prompts: {held:?}");
-        let mut c = Mcp::connected(&url(*port), Era::V2025);
+        // A client of every capability: one that declared less is shown
+        // less by a server that gates tools on them (D210).
+        let every = json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}, "url": {}}});
+        let mut c = Mcp::declaring(&url(*port), Era::V2025, every);
         let visible = names_via(&mut c);
         // A server may add tools after its handshake (server-everything
         // does): what the client sees now is what xy decided, all of it.

@@ -21,6 +21,11 @@
 //! in turn) as fast as the
 //! pipe takes them, then its answer `flooded <n>`, then `flooded <n>` on
 //! stderr (the server's log), so a test knows the flood is over.
+//! With `"ask": true` it answers with an `InputRequiredResult` (one
+//! `elicitation/create`, its message padded as the log messages are)
+//! instead, as a 2026-era server asks its client.
+//! `--era2026` makes it a 2026-only server: it answers `server/discover`
+//! (only `2026-07-28`) and refuses `initialize` with `-32022`.
 //! `--refuse-echo NAME` makes it refuse the handshake (`initialize` and
 //! `server/discover`) with an error quoting variable `NAME`, as a server
 //! that quotes its token in an error would.
@@ -33,7 +38,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use xy_testbins::args::Args;
 
-const USAGE: &str = "xy-test-stdio-raw [--refuse-echo NAME]";
+const USAGE: &str = "xy-test-stdio-raw [--era2026] [--refuse-echo NAME]";
 
 type Out = xy_testbins::out::Shared;
 use xy_testbins::out::send;
@@ -46,7 +51,7 @@ fn text(id: &Value, text: &str) -> Value {
 /// The `flood` tool: `n` notifications, then the answer to `id`. Written
 /// in batches, the lock released between them: the child still answers
 /// xy's own requests (its re-listing after `list_changed`) meanwhile.
-fn flood(out: &Out, n: u64, pad: &str, token: Option<&Value>, id: &Value) {
+fn flood(out: &Out, n: u64, pad: &str, token: Option<&Value>, id: &Value, ask: bool) {
     const BATCH: u64 = 1000;
     let mut lines = Vec::with_capacity(128 * BATCH as usize);
     let mut i = 0;
@@ -72,15 +77,29 @@ fn flood(out: &Out, n: u64, pad: &str, token: Option<&Value>, id: &Value) {
         drop(o);
         i += BATCH;
     }
-    send(out, &text(id, &format!("flooded {n}")));
+    if ask {
+        send(
+            out,
+            &json!({"jsonrpc": "2.0", "id": id, "result": {
+                "resultType": "input_required",
+                "inputRequests": {"q": {"method": "elicitation/create", "params": {
+                    "message": format!("after the flood? {pad}"),
+                    "requestedSchema": {"type": "object", "properties": {}}}}},
+                "requestState": "flood"}}),
+        );
+    } else {
+        send(out, &text(id, &format!("flooded {n}")));
+    }
     xy_testbins::out::err(&format!("xy-test-stdio-raw: flooded {n}"));
 }
 
 fn main() {
     let mut args = Args::from_env(USAGE);
     let mut refuse: Option<String> = None;
+    let mut era2026 = false;
     while let Some(flag) = args.next_flag() {
         match flag.as_str() {
+            "--era2026" => era2026 = true,
             "--refuse-echo" => {
                 let name: String = args.value(&flag);
                 refuse = Some(std::env::var(&name).unwrap_or_default());
@@ -124,6 +143,20 @@ fn main() {
                     send(&out, &text(&call, &format!("roots: {got}")));
                 }
             }
+            ("server/discover", Some(id)) if era2026 => send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {"tools": {}},
+                    "_meta": {"io.modelcontextprotocol/serverInfo":
+                        {"name": "xy-test-stdio-raw", "version": "1"}}}}),
+            ),
+            ("initialize", Some(id)) if era2026 => send(
+                &out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32022,
+                    "message": "unsupported protocol version",
+                    "data": {"supported": ["2026-07-28"]}}}),
+            ),
             ("initialize", Some(id)) => send(
                 &out,
                 &json!({"jsonrpc": "2.0", "id": id, "result": {
@@ -234,10 +267,12 @@ fn main() {
                         let n = args.get("n").and_then(Value::as_u64).unwrap_or(1000);
                         let pad = args.get("pad").and_then(Value::as_u64).unwrap_or(0);
                         let token = msg.pointer("/params/_meta/progressToken").cloned();
+                        let ask = args.get("ask").and_then(Value::as_bool) == Some(true)
+                            && msg.pointer("/params/inputResponses").is_none();
                         let out = out.clone();
                         std::thread::spawn(move || {
                             let pad = "x".repeat(usize::try_from(pad).unwrap_or(0));
-                            flood(&out, n, &pad, token.as_ref(), &id);
+                            flood(&out, n, &pad, token.as_ref(), &id, ask);
                         });
                     }
                     Some("meta") => {

@@ -7,6 +7,10 @@
 //! `notifications/tools/list_changed` and `notifications/prompts/list_changed`.
 //! Every `tools/call` is answered `called NAME`; `prompts/get` likewise.
 //! It offers the prompts capability when the file has `prompts` at start.
+//! The file's `gated` entries (`{"needs": "/sampling", "tool": {...}}`)
+//! are tools it lists, after the others, only when its client's
+//! `initialize` declared the capability at that JSON pointer, as SDK
+//! servers register capability-dependent tools.
 //!
 //! With `--port P` it serves the same over HTTP instead (streamable HTTP,
 //! 2025 era, stateless: each POST answered with one JSON body,
@@ -20,6 +24,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use xy_testbins::args::Args;
+
+/// What the client's `initialize` declared.
+static CLIENT_CAPS: Mutex<Option<Value>> = Mutex::new(None);
 
 const USAGE: &str = "xy-test-tools --file F [--page N] [--port P]";
 
@@ -105,6 +112,10 @@ fn answer(msg: &Value, file: &PathBuf, page: usize, with_prompts: bool) -> Optio
         .to_owned();
     let result = match method {
         "initialize" => {
+            *CLIENT_CAPS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                msg.pointer("/params/capabilities").cloned();
             let mut caps = json!({"tools": {"listChanged": true}});
             if with_prompts {
                 caps["prompts"] = json!({"listChanged": true});
@@ -119,11 +130,30 @@ fn answer(msg: &Value, file: &PathBuf, page: usize, with_prompts: bool) -> Optio
             } else {
                 "prompts"
             };
-            let all = read(file)
+            let lists = read(file);
+            let mut all = lists
                 .get(key)
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
+            if key == "tools" {
+                let declared = CLIENT_CAPS
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+                    .unwrap_or_else(|| json!({}));
+                for g in lists
+                    .get("gated")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let needs = g.get("needs").and_then(Value::as_str).unwrap_or("");
+                    if declared.pointer(needs).is_some() {
+                        all.extend(g.get("tool").cloned());
+                    }
+                }
+            }
             let from: usize = msg
                 .pointer("/params/cursor")
                 .and_then(Value::as_str)

@@ -218,7 +218,8 @@ impl Router {
         }
         for (key, r) in requests {
             let ours = format!("xy-s2c-{}", unguessable());
-            let mut ask = json!({"jsonrpc": "2.0", "id": ours, "method": r.get("method").cloned().unwrap_or(Value::Null)});
+            let method = r.get("method").cloned().unwrap_or(Value::Null);
+            let mut ask = json!({"jsonrpc": "2.0", "id": ours, "method": method});
             if let Some(params) = r.get("params") {
                 ask["params"] = params.clone();
             }
@@ -230,7 +231,24 @@ impl Router {
                     relay: Some((n, key)),
                 },
             );
-            let _ = relay.pending.outbox.try_send(ask.into());
+            // A client whose queue has no room for the question would never
+            // answer it: its request fails now, with the reason, rather
+            // than wait out the relay's TTL (SPEC §24, D165–D167, D213).
+            if relay.pending.outbox.try_send(ask.into()).is_err() {
+                self.s2c
+                    .retain(|_, q| q.relay.as_ref().is_none_or(|(m, _)| *m != n));
+                self.ended(&relay.pending, CallOutcome::RpcError);
+                let m = format!(
+                    "xy: the client is not reading its stream; the server's {} was not sent, \
+                     so the request cannot go on",
+                    method.as_str().unwrap_or("request")
+                );
+                let _ = relay
+                    .pending
+                    .outbox
+                    .try_send(error(&relay.pending.client_id, -32603, &m, None).into());
+                return ChildAction::Nothing;
+            }
         }
         self.relays.insert(n, relay);
         ChildAction::Nothing

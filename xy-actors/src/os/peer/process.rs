@@ -11,8 +11,9 @@
 //! - under a registered root: a member of that server, confined if the
 //!   server is sandboxed;
 //! - under a child of xyd that is no registered root (a reparented orphan,
-//!   a sandbox probe): confined, server unknown, if it has `no_new_privs`
-//!   (every sandboxed child sets it), else not confined;
+//!   a sandbox probe): confined, server unknown, if it shows a sandbox
+//!   xyd lacks (`no_new_privs`, or more seccomp filters: every sandboxed
+//!   child has both), else not confined;
 //! - outside xyd's tree: not a member of any server.
 //!
 //! Linux finds a holder by the socket's inode in `/proc/<pid>/fd` — the
@@ -167,12 +168,22 @@ pub(crate) fn reach_of(key: SocketKey) -> Result<Reach, ProcessError> {
     sys::reach_of(key, &roots())
 }
 
+/// Whether process `pid` belongs to a sandboxed spawn of this xyd — a
+/// sandboxed server's process or descendant, an orphan of one, a `sandbox
+/// test` probe: the one decision behind xy's TCP listeners ([`reach_of`])
+/// and xyd's control socket (SPEC §24, D170–D172, D178, D212). A process
+/// that cannot be looked up counts as confined; one outside xyd's tree
+/// does not. Blocking (reads `/proc`, or asks macOS for the parent chain).
+pub fn is_confined_process(pid: i32) -> bool {
+    !matches!(sys::class_of(pid, &roots()), Ok(Reach::All))
+}
+
 /// The class of a child of xyd (pure): a registered root's, else an
-/// orphan's by its `no_new_privs`.
-fn top_class(roots: &BTreeMap<i32, Root>, pid: i32, no_new_privs: bool) -> Reach {
+/// orphan's by whether it shows a sandbox (`confined`).
+fn top_class(roots: &BTreeMap<i32, Root>, pid: i32, confined: bool) -> Reach {
     match roots.get(&pid) {
         Some(root) => root.reach(),
-        None if no_new_privs => Reach::Only {
+        None if confined => Reach::Only {
             server: None,
             reach: Arc::from(Vec::new()),
         },
@@ -180,15 +191,31 @@ fn top_class(roots: &BTreeMap<i32, Root>, pid: i32, no_new_privs: bool) -> Reach
     }
 }
 
-/// `NoNewPrivs:` of a `/proc/<pid>/status` text (pure); unreadable counts as
-/// set (fail closed).
+/// A field of a `/proc/<pid>/status` text (pure).
+fn status_field<'a>(status: &'a str, field: &str) -> Option<&'a str> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// Whether a child of xyd that is no registered root shows a sandbox
+/// (pure, on the `/proc/<pid>/status` texts of it and of xyd): every
+/// sandboxed spawn sets `no_new_privs` and installs one seccomp filter
+/// more than xyd has (filters are inherited and never removed), so either
+/// beyond xyd's own is one. Unreadable counts as confined (fail closed).
 // Read on Linux; tested everywhere.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn no_new_privs(status: Option<&str>) -> bool {
+fn shows_sandbox(status: Option<&str>, xyd: Option<&str>) -> bool {
     let Some(text) = status else { return true };
-    text.lines()
-        .find_map(|l| l.strip_prefix("NoNewPrivs:"))
-        .is_none_or(|v| v.trim() != "0")
+    let nnp = |t: &str| status_field(t, "NoNewPrivs").is_none_or(|v| v != "0");
+    let filters = |t: &str| {
+        status_field(t, "Seccomp_filters")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (xyd_nnp, xyd_filters) = xyd.map_or((false, 0), |x| (nnp(x), filters(x)));
+    (nnp(text) && !xyd_nnp) || filters(text) > xyd_filters
 }
 
 #[cfg(target_os = "linux")]
@@ -200,7 +227,7 @@ mod sys {
     use std::sync::{Mutex, PoisonError};
 
     use super::{
-        MAX_DEPTH, MAX_PROCESSES, ProcessError, Reach, Root, SocketKey, no_new_privs, top_class,
+        MAX_DEPTH, MAX_PROCESSES, ProcessError, Reach, Root, SocketKey, shows_sandbox, top_class,
     };
 
     /// Outside holders remembered, tried first for the next connection.
@@ -274,6 +301,12 @@ mod sys {
         Err(ProcessError::NoHolder)
     }
 
+    /// See [`super::is_confined_process`].
+    pub(super) fn class_of(pid: i32, roots: &BTreeMap<i32, Root>) -> Result<Reach, ProcessError> {
+        let me = i32::try_from(std::process::id()).unwrap_or_default();
+        ancestry(pid, me, roots)
+    }
+
     /// The class of `pid` by its parent chain: a descendant of xyd takes
     /// the class of the child of xyd it descends from; anything else is no
     /// server's. A process that is gone by now is refused.
@@ -286,8 +319,16 @@ mod sys {
             let stat = crate::os::procfs::stat(p).ok_or(ProcessError::NoHolder)?;
             let parent = i32::try_from(stat.ppid).map_err(|_| ProcessError::NoHolder)?;
             if parent == me {
+                if roots.contains_key(&p) {
+                    return Ok(top_class(roots, p, true));
+                }
                 let status = std::fs::read_to_string(format!("/proc/{p}/status")).ok();
-                return Ok(top_class(roots, p, no_new_privs(status.as_deref())));
+                let xyd = std::fs::read_to_string("/proc/self/status").ok();
+                return Ok(top_class(
+                    roots,
+                    p,
+                    shows_sandbox(status.as_deref(), xyd.as_deref()),
+                ));
             }
             if parent <= 1 {
                 return Ok(Reach::All);
@@ -359,6 +400,15 @@ mod sys {
         let SocketKey::Pid(holder) = key else {
             return Err(ProcessError::NoHolder);
         };
+        class_of(holder, roots)
+    }
+
+    /// The class of `holder` by its parent chain, and its Seatbelt
+    /// sandbox where the chain does not name a registered root.
+    pub(super) fn class_of(
+        holder: i32,
+        roots: &BTreeMap<i32, Root>,
+    ) -> Result<Reach, ProcessError> {
         let me = i32::try_from(std::process::id()).unwrap_or_default();
         let mut pid = holder;
         let mut child_of_me = None;
@@ -401,6 +451,11 @@ mod sys {
     ) -> Result<Reach, ProcessError> {
         Err(ProcessError::NoHolder)
     }
+
+    /// Likewise every process counts as confined.
+    pub(super) fn class_of(_pid: i32, _roots: &BTreeMap<i32, Root>) -> Result<Reach, ProcessError> {
+        Err(ProcessError::NoHolder)
+    }
 }
 
 #[cfg(test)]
@@ -423,7 +478,7 @@ mod tests {
     }
 
     #[test]
-    fn a_child_of_xyd_is_classed_by_its_registration_then_no_new_privs() {
+    fn a_child_of_xyd_is_classed_by_its_registration_then_its_sandbox() {
         let mut roots = BTreeMap::new();
         roots.insert(
             10,
@@ -454,13 +509,25 @@ mod tests {
     }
 
     #[test]
-    fn no_new_privs_is_read_from_status_and_unknown_counts_as_set() {
-        assert!(!no_new_privs(Some(
-            "Name:\tx\nNoNewPrivs:\t0\nSeccomp:\t0\n"
-        )));
-        assert!(no_new_privs(Some("NoNewPrivs:\t1\n")));
-        assert!(no_new_privs(Some("Name:\tx\n")));
-        assert!(no_new_privs(None));
+    fn a_sandbox_is_what_xyd_lacks_and_unknown_counts_as_one() {
+        let plain = "Name:\tx\nNoNewPrivs:\t0\nSeccomp_filters:\t0\n";
+        let boxed = "NoNewPrivs:\t1\nSeccomp_filters:\t1\n";
+        assert!(!shows_sandbox(Some(plain), Some(plain)));
+        assert!(shows_sandbox(Some(boxed), Some(plain)));
+        assert!(shows_sandbox(Some("NoNewPrivs:\t1\n"), Some(plain)));
+        assert!(
+            shows_sandbox(Some("Name:\tx\n"), Some(plain)),
+            "no field: set"
+        );
+        assert!(shows_sandbox(None, Some(plain)));
+        // xyd itself under no_new_privs (a hardened service): the filter
+        // count decides.
+        let hardened = "NoNewPrivs:\t1\nSeccomp_filters:\t2\n";
+        assert!(!shows_sandbox(Some(hardened), Some(hardened)));
+        assert!(shows_sandbox(
+            Some("NoNewPrivs:\t1\nSeccomp_filters:\t3\n"),
+            Some(hardened)
+        ));
     }
 
     #[test]

@@ -35,59 +35,6 @@ pub(crate) fn kernel_abi() -> i32 {
     i32::try_from(v).unwrap_or(0).max(0)
 }
 
-/// Longest parent chain [`is_confined_process`] walks before refusing.
-const MAX_ANCESTRY: usize = 256;
-
-/// `/proc/<pid>/stat`'s parent pid (the field after the parenthesised
-/// command name, which may itself hold spaces and parentheses).
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
-}
-
-/// A numeric field of `/proc/<pid>/status` (`Seccomp_filters`).
-fn status_field(pid: i32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| {
-        l.strip_prefix(field)?
-            .strip_prefix(':')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-/// See `os::sandbox::is_confined_process`. Every sandboxed spawn is xyd's
-/// child and installs one seccomp filter more than xyd has (filters are
-/// inherited and never removed); an unconfined spawn installs none. So:
-/// walk `pid`'s parents; reaching init without meeting xyd means the
-/// process is no spawn of xyd's (a shell's `xyctl`); meeting xyd, the
-/// process below it (a server's root, a probe, or an orphan xyd adopted as
-/// the subreaper) decides by its filter count. A process that vanished or
-/// a chain too long to be real is refused.
-pub(crate) fn is_confined_process(pid: i32) -> bool {
-    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
-    let mine = status_field(me, "Seccomp_filters").unwrap_or(0);
-    let mut at = pid;
-    for _ in 0..MAX_ANCESTRY {
-        if at == me {
-            return false;
-        }
-        if at <= 1 {
-            return false;
-        }
-        let Some(parent) = parent_of(at) else {
-            return true;
-        };
-        if parent == me {
-            return status_field(at, "Seccomp_filters").is_none_or(|n| n > mine);
-        }
-        at = parent;
-    }
-    true
-}
-
 /// The ruleset and the filter of one spawn, applied in the child.
 pub(crate) struct Enforcer {
     /// Taken by the (`FnMut`) `pre_exec` closure: `restrict_self` consumes it.
@@ -782,6 +729,9 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = |c: &std::process::Child| i32::try_from(c.id()).unwrap();
+        // The one helper (D212): an unregistered child of this process
+        // (as a `sandbox test` probe is of xyd's) by its filters.
+        use crate::os::peer::process::is_confined_process;
         assert!(is_confined_process(pid(&confined)));
         assert!(!is_confined_process(pid(&plain)));
         // This process and a shell's (init's) processes are not.
