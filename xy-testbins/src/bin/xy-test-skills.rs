@@ -173,7 +173,8 @@ impl Server {
         if !self.app_names().iter().any(|a| a == name) {
             return None;
         }
-        let html = std::fs::read_to_string(self.dir.join("apps").join(format!("{name}.html"))).ok()?;
+        let html =
+            std::fs::read_to_string(self.dir.join("apps").join(format!("{name}.html"))).ok()?;
         let mut content = json!({"uri": uri, "mimeType": APP_MIME, "text": html});
         if let Some(csp) = self.app_file(name, "csp") {
             content["_meta"] = json!({"ui": {"csp": csp, "prefersBorder": true}});
@@ -187,6 +188,17 @@ macro_rules! typed {
     ($v:expr) => {
         serde_json::from_value($v).expect("a valid result")
     };
+}
+
+/// A result for this request's era: 2026 results say `resultType`.
+fn era(mut result: Value, context: &RequestContext<RoleServer>) -> Value {
+    if context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+    {
+        result["resultType"] = json!("complete");
+    }
+    result
 }
 
 impl ServerHandler for Server {
@@ -209,9 +221,7 @@ impl ServerHandler for Server {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         match self.era.as_str() {
-            "2025" => Cow::Borrowed(ProtocolVersion::known_up_to(
-                &ProtocolVersion::V_2025_11_25,
-            )),
+            "2025" => Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25)),
             "2026" => Cow::Owned(vec![ProtocolVersion::V_2026_07_28]),
             _ => Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
         }
@@ -220,15 +230,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(typed!(json!({"tools": self.tools()})))
+        Ok(typed!(era(json!({"tools": self.tools()}), &context)))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let text = request
@@ -237,15 +247,17 @@ impl ServerHandler for Server {
             .and_then(|a| a.get("text"))
             .and_then(Value::as_str)
             .map_or_else(|| format!("called {name}"), str::to_owned);
-        let result: rmcp::model::CallToolResult =
-            typed!(json!({"content": [{"type": "text", "text": text}]}));
+        let result: rmcp::model::CallToolResult = typed!(era(
+            json!({"content": [{"type": "text", "text": text}]}),
+            &context
+        ));
         Ok(result.into())
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources = Vec::new();
         for name in self.skill_names() {
@@ -265,44 +277,45 @@ impl ServerHandler for Server {
             resources.push(json!({"uri": format!("ui://{app}"), "name": app,
                 "mimeType": APP_MIME, "description": format!("The {app} app.")}));
         }
-        Ok(typed!(json!({"resources": resources})))
+        Ok(typed!(era(json!({"resources": resources}), &context)))
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(typed!(json!({"resourceTemplates": [{
+        let r = json!({"resourceTemplates": [{
             "uriTemplate": "skill://{skill}/{+path}", "name": "skill-file",
-            "description": "A file of a skill."}]})))
+            "description": "A file of a skill."}]});
+        Ok(typed!(era(r, &context)))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let r = self
             .read(&request.uri)
             .ok_or_else(|| McpError::resource_not_found(request.uri.clone(), None))?;
-        let r: rmcp::model::ReadResourceResult = typed!(r);
+        let r: rmcp::model::ReadResourceResult = typed!(era(r, &context));
         Ok(r.into())
     }
 
     async fn list_skills(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, McpError> {
         let skills: Vec<Value> = self.skill_names().iter().map(|n| self.skill(n)).collect();
-        Ok(typed!(json!({"skills": skills})))
+        Ok(typed!(era(json!({"skills": skills}), &context)))
     }
 
     async fn get_skill(
         &self,
         request: GetSkillRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, McpError> {
         let name = request
             .uri
@@ -310,7 +323,7 @@ impl ServerHandler for Server {
             .and_then(|r| r.strip_suffix("/SKILL.md"))
             .filter(|n| self.skill_names().iter().any(|s| s == n))
             .ok_or_else(|| McpError::invalid_params(format!("no skill {}", request.uri), None))?;
-        Ok(typed!(json!({"skill": self.skill(name)})))
+        Ok(typed!(era(json!({"skill": self.skill(name)}), &context)))
     }
 }
 
@@ -337,7 +350,9 @@ fn main() {
         let server = match (Server { dir, era }).serve(rmcp::transport::stdio()).await {
             Ok(s) => s,
             Err(e) => {
-                err(&format!("xy-test-skills: stdio session failed to start: {e}"));
+                err(&format!(
+                    "xy-test-skills: stdio session failed to start: {e}"
+                ));
                 return 1;
             }
         };

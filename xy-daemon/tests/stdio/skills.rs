@@ -1,0 +1,266 @@
+//! SPEC §27 against the real `xyd`: Skills (SEP-2640) and MCP Apps pass
+//! through the bridge of a stdio child, and the firewall pins them. The
+//! child is `xy-test-skills` (an rmcp server using the SDK's SEP-2640
+//! types, serving 2 skills and 2 apps from a directory the test changes).
+//! Every read is made twice, straight to a child of our own on its stdio
+//! and through xy, and compared: byte for byte where xy speaks the
+//! client's era with the child, the same value apart from the era's
+//! envelope across eras.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use super::client::{Era, Mcp, V2025, V2026};
+use super::{stdio_config, url};
+use crate::helper::{Env, TestDaemon, free_port, testbin};
+
+/// 2 skills (one with a second file) and 2 apps (one with a CSP).
+fn fixture(dir: &Path) {
+    let w = |p: &str, text: &str| {
+        let p = dir.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    w(
+        "skills/greet/SKILL.md",
+        "---\nname: greet\ndescription: Greets the user by name.\n---\n# Greet\n\nSay hello, then read reference.md.\n",
+    );
+    w("skills/greet/reference.md", "Use the user's first name.\n");
+    w(
+        "skills/tidy/SKILL.md",
+        "---\nname: tidy\ndescription: Tidies a folder.\n---\n# Tidy\n\nList the folder, then propose moves.\n",
+    );
+    w(
+        "apps/clock.html",
+        "<!doctype html><html><body><h1>Clock</h1><p id=t>now</p></body></html>\n",
+    );
+    w(
+        "apps/clock.csp",
+        r#"{"connectDomains": ["https://time.example.com"]}"#,
+    );
+    w(
+        "apps/chart.html",
+        "<!doctype html><html><body><h1>Chart</h1><canvas></canvas></body></html>\n",
+    );
+}
+
+fn write(dir: &Path, p: &str, text: &str) {
+    let p = dir.join(p);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let tmp = p.with_extension("tmp~");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &p).unwrap();
+}
+
+fn skills_config(dir: &Path, era: &str, port: u16, extra: &str) -> String {
+    let args = vec![
+        "--dir".to_owned(),
+        dir.display().to_string(),
+        "--era".to_owned(),
+        era.to_owned(),
+    ];
+    stdio_config(&testbin("xy-test-skills"), &args, port, extra)
+}
+
+/// The child spoken to straight, on its stdio.
+struct Direct {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    id: u64,
+    era: Era,
+}
+
+impl Direct {
+    /// The child speaking `child_era` (`both`, `2026`), spoken to in `era`.
+    fn start(dir: &Path, child_era: &str, era: Era) -> Direct {
+        let mut child = Command::new(testbin("xy-test-skills"))
+            .args(["--dir", &dir.display().to_string(), "--era", child_era])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn xy-test-skills");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut d = Direct {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+            era,
+        };
+        if era == Era::V2025 {
+            d.raw(
+                "initialize",
+                json!({"protocolVersion": V2025, "capabilities": {},
+                       "clientInfo": {"name": "direct", "version": "1"}}),
+            );
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            writeln!(d.stdin, "{note}").unwrap();
+        }
+        d
+    }
+
+    fn raw(&mut self, method: &str, mut params: Value) -> String {
+        self.id += 1;
+        if self.era == Era::V2026 {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": V2026,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "direct", "version": "1"},
+            });
+        }
+        let msg = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
+        writeln!(self.stdin, "{msg}").unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "child closed"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(self.id) && v.get("method").is_none() {
+                return line.trim_end().to_owned();
+            }
+        }
+    }
+}
+
+impl Drop for Direct {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The text of an answer's `result` member as written (the SDK writes
+/// `jsonrpc`, `id`, then `result`, last).
+#[track_caller]
+fn result_text(line: &str) -> &str {
+    let at = line
+        .find("\"result\":")
+        .unwrap_or_else(|| panic!("no result in {line}"));
+    &line[at + 9..line.len() - 1]
+}
+
+/// The era's envelope of a result (SPEC §27).
+const ENVELOPE: [&str; 4] = ["resultType", "ttlMs", "cacheScope", "_meta"];
+
+/// A result without the era's envelope.
+fn unenveloped(line: &str) -> Value {
+    let mut v: Value = serde_json::from_str(result_text(line)).unwrap();
+    if let Some(m) = v.as_object_mut() {
+        for k in ENVELOPE {
+            m.remove(k);
+        }
+    }
+    v
+}
+
+/// Every read a host makes of the fixture: the lists, both skills, every
+/// skill file and both apps.
+fn reads(direct: &mut Direct) -> Vec<(&'static str, Value)> {
+    let mut out = vec![
+        ("tools/list", json!({})),
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("skills/list", json!({})),
+    ];
+    let skills: Value = serde_json::from_str(result_text(&direct.raw("skills/list", json!({}))))
+        .expect("skills/list");
+    let skills = skills["skills"].as_array().cloned().unwrap_or_default();
+    assert_eq!(skills.len(), 2, "{skills:?}");
+    for s in &skills {
+        out.push(("skills/get", json!({"uri": s["uri"]})));
+        for r in s["resources"].as_array().unwrap() {
+            out.push(("resources/read", json!({"uri": r["uri"]})));
+        }
+    }
+    for app in ["ui://clock", "ui://chart"] {
+        out.push(("resources/read", json!({"uri": app})));
+    }
+    out
+}
+
+/// The envelope members a result has.
+fn envelope(line: &str) -> Vec<&'static str> {
+    let v: Value = serde_json::from_str(result_text(line)).unwrap();
+    ENVELOPE
+        .into_iter()
+        .filter(|k| v.get(k).is_some())
+        .collect()
+}
+
+#[test]
+fn skills_and_apps_pass_through_byte_for_byte_in_both_eras() {
+    let env = Env::new();
+    let dir = env.state_dir().join("fixture");
+    fixture(&dir);
+    let (both, only) = (free_port(), free_port());
+    env.write_config("sk", &skills_config(&dir, "both", both, ""));
+    env.write_config("sk26", &skills_config(&dir, "2026", only, ""));
+    let d = TestDaemon::start_in(env);
+    d.running_pid("sk");
+    d.running_pid("sk26");
+    let mut direct = Direct::start(&dir, "both", Era::V2025);
+    let reads = reads(&mut direct);
+    assert_eq!(reads.len(), 4 + 2 + 3 + 2);
+    // A dual-era child is kept in the 2025 era: a 2025 client gets the
+    // child's bytes.
+    let mut via = Mcp::connected(&url(both), Era::V2025);
+    for (method, params) in &reads {
+        let a = direct.raw(method, params.clone());
+        let b = via.raw(method, params.clone());
+        assert_eq!(result_text(&a), result_text(&b), "{method} {params}");
+    }
+    // A 2026 client of it: the same value, in the 2026 envelope the child
+    // itself gives a 2026 client.
+    let mut direct = Direct::start(&dir, "both", Era::V2026);
+    let mut via = Mcp::connected(&url(both), Era::V2026);
+    for (method, params) in &reads {
+        let a = direct.raw(method, params.clone());
+        let b = via.raw(method, params.clone());
+        assert_eq!(
+            unenveloped(&a),
+            unenveloped(&b),
+            "{method} {params}\n{a}\n{b}"
+        );
+        // (rmcp leaves `resultType` out on stdio; xy adds it, as 2026 requires.)
+        let (ea, eb) = (envelope(&a), envelope(&b));
+        assert!(
+            eb.contains(&"resultType") && ea.iter().all(|k| eb.contains(k)),
+            "{method} {params}\n{a}\n{b}"
+        );
+    }
+    // A 2026-only child: a 2026 client gets its bytes; a 2025 client the
+    // same value without the 2026 envelope.
+    let mut direct = Direct::start(&dir, "2026", Era::V2026);
+    let mut via26 = Mcp::connected(&url(only), Era::V2026);
+    let mut via25 = Mcp::connected(&url(only), Era::V2025);
+    for (method, params) in &reads {
+        let a = direct.raw(method, params.clone());
+        let b = via26.raw(method, params.clone());
+        assert_eq!(result_text(&a), result_text(&b), "{method} {params}");
+        let c = via25.raw(method, params.clone());
+        assert_eq!(
+            unenveloped(&a),
+            unenveloped(&c),
+            "{method} {params}\n{a}\n{c}"
+        );
+        assert_eq!(envelope(&c), Vec::<&str>::new(), "{method} {params}: {c}");
+    }
+    // The app-only helper is passed to the host on the server's own endpoint.
+    let tools = via.result("tools/list", json!({}));
+    let poll = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "clock_poll")
+        .cloned()
+        .expect("clock_poll listed");
+    assert!(xy_core::protocol::app_only(&poll), "{poll}");
+}
