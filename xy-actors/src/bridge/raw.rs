@@ -36,6 +36,8 @@ struct Params<'a> {
     meta: Option<&'a RawValue>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
 }
 
 /// Reads the routing fields of a JSON object (`None` for anything else,
@@ -68,9 +70,21 @@ pub(crate) struct RawRequest {
     pub(crate) id_at: Range<usize>,
     /// `params.name` (a `tools/call`'s tool, a `prompts/get`'s prompt).
     pub(crate) name: Option<String>,
+    /// `params.uri` (a `resources/read`'s resource, a `skills/get`'s skill).
+    pub(crate) uri: Option<String>,
 }
 
 impl RawRequest {
+    /// The name the firewall decides a call of `kind` by (SPEC §20, §27).
+    pub(crate) fn name_of(&self, kind: xy_core::firewall::Kind) -> &str {
+        let n = if kind == xy_core::firewall::Kind::Resource {
+            &self.uri
+        } else {
+            &self.name
+        };
+        n.as_deref().unwrap_or("")
+    }
+
     /// The tool of a `tools/call`.
     pub(crate) fn tool(&self) -> Option<&str> {
         self.name.as_deref().filter(|_| self.method == "tools/call")
@@ -96,6 +110,7 @@ impl RawRequest {
             return None;
         }
         let mut name = None;
+        let mut uri = None;
         if let Some(params) = p.params {
             if params.get().as_bytes().first() != Some(&b'{') {
                 return None;
@@ -105,6 +120,7 @@ impl RawRequest {
                 return None;
             }
             name = params.name.map(Cow::into_owned);
+            uri = params.uri.map(Cow::into_owned);
         }
         let id_at = span(bytes, raw_id)?;
         let id = serde_json::from_str(raw_id.get()).ok()?;
@@ -113,6 +129,7 @@ impl RawRequest {
             id,
             id_at,
             name,
+            uri,
             bytes: bytes.clone(),
         })
     }

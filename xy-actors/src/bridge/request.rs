@@ -45,8 +45,23 @@ fn call_kind(method: &str) -> Option<Kind> {
     match method {
         "tools/call" => Some(Kind::Tool),
         "prompts/get" => Some(Kind::Prompt),
+        "resources/read" | "skills/get" => Some(Kind::Resource),
         _ => None,
     }
+}
+
+/// The name a call is decided by: a tool's or prompt's `name`, a
+/// resource's (or skill's) `uri`.
+fn call_name(kind: Kind, params: Option<&Value>) -> &str {
+    let key = if kind == Kind::Resource {
+        "uri"
+    } else {
+        "name"
+    };
+    params
+        .and_then(|p| p.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The kind of a listing whose answer the firewall filters.
@@ -54,6 +69,7 @@ fn list_kind(method: &str) -> Option<Kind> {
     match method {
         "tools/list" => Some(Kind::Tool),
         "prompts/list" => Some(Kind::Prompt),
+        "resources/list" | "skills/list" => Some(Kind::Resource),
         _ => None,
     }
 }
@@ -195,11 +211,7 @@ impl BridgeState {
             return Routed::Taken;
         }
         if let Some(kind) = call_kind(method) {
-            let name = p
-                .msg
-                .pointer("/params/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let name = call_name(kind, p.msg.get("params"));
             if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
                 // A name xy's listing lacks: list again, so the approval
                 // the refusal prints finds it (SPEC §24).
@@ -309,10 +321,7 @@ impl BridgeState {
             self.last_activity = Instant::now();
         }
         if let Some(kind) = call_kind(&raw.method)
-            && let Err(HeldBack(text)) = self
-                .router
-                .firewall
-                .call(kind, raw.name.as_deref().unwrap_or(""))
+            && let Err(HeldBack(text)) = self.router.firewall.call(kind, raw.name_of(kind))
         {
             return self.held_back(p, kind, &raw.id, text, false);
         }

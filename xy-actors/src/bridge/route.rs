@@ -506,11 +506,13 @@ impl Router {
                 }
             }
             if let Some(kind) = p.filter {
-                let key = match kind {
-                    Kind::Tool => "tools",
-                    Kind::Prompt => "prompts",
-                };
-                let items = msg["result"].get(key).and_then(Value::as_array);
+                let r = &msg["result"];
+                let items = match kind {
+                    Kind::Tool => r.get("tools"),
+                    Kind::Prompt => r.get("prompts"),
+                    Kind::Resource => r.get("resources").or_else(|| r.get("skills")),
+                }
+                .and_then(Value::as_array);
                 self.relist |=
                     items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);

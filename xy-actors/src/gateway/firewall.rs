@@ -48,7 +48,8 @@ pub(crate) enum Verdict {
 pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool {
     match method {
         "tools/call" => recording || mode != FirewallMode::Off,
-        "tools/list" | "prompts/list" | "prompts/get" => mode != FirewallMode::Off,
+        "tools/list" | "prompts/list" | "prompts/get" | "resources/list" | "resources/read"
+        | "skills/list" | "skills/get" => mode != FirewallMode::Off,
         _ => false,
     }
 }
@@ -113,9 +114,17 @@ impl Exchange {
         let kind = match method {
             "tools/call" => Kind::Tool,
             "prompts/get" => Kind::Prompt,
+            "resources/read" | "skills/get" => Kind::Resource,
             _ => return Verdict::Forward,
         };
-        let name = record::tool_of(msg).unwrap_or("").to_owned();
+        let name = if kind == Kind::Resource {
+            msg.pointer("/params/uri")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        } else {
+            record::tool_of(msg).unwrap_or("").to_owned()
+        };
         let client = record::meta_client(msg).or_else(|| self.agent.clone());
         if let Err(HeldBack(text)) = self.verdicts.call(kind, &name) {
             tracing::info!(server = %self.server, "{text}");
@@ -164,6 +173,29 @@ impl Exchange {
                 }
                 self.verdicts.filter(kind, result);
                 true
+            }
+            "resources/list" | "skills/list" => {
+                let Some(result) = msg.get_mut("result") else {
+                    return false;
+                };
+                let key = if method == "skills/list" {
+                    "skills"
+                } else {
+                    "resources"
+                };
+                let changed = result
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|items| {
+                        items
+                            .iter()
+                            .any(|i| !self.verdicts.knows(Kind::Resource, i))
+                    });
+                if changed && let Some(r) = &self.relist {
+                    r.notify_one();
+                }
+                // The child's bytes go on unless something was held back.
+                self.verdicts.filter(Kind::Resource, result) > 0
             }
             "tools/call" => {
                 self.finish(outcome(msg));
