@@ -114,10 +114,19 @@ pub fn pinned(object: &Value) -> Value {
 pub fn pinned_meta(meta: &Value) -> Option<Value> {
     let mut ui = serde_json::Map::new();
     if let Some(u) = meta.get("ui") {
-        for k in ["resourceUri", "visibility"] {
-            if let Some(v) = u.get(k) {
-                ui.insert(k.to_owned(), v.clone());
+        if let Some(v) = u.get("resourceUri") {
+            ui.insert("resourceUri".to_owned(), v.clone());
+        }
+        if let Some(v) = u.get("visibility") {
+            // A set: `["app", "model"]` is `["model", "app"]`.
+            let mut v = v.clone();
+            if let Some(a) = v.as_array_mut()
+                && a.iter().all(Value::is_string)
+            {
+                a.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
+                a.dedup();
             }
+            ui.insert("visibility".to_owned(), v);
         }
     }
     // The key MCP Apps' drafts used before `ui.resourceUri`.
@@ -322,7 +331,10 @@ pub fn decide(policy: &Policy, kind: Kind, object: &Value) -> Decision {
     if !reasons.is_empty() {
         return held(ToolState::Flagged, reasons);
     }
-    match (policy.mode, approved, policy.seen) {
+    // A ledger from before resources were pinned has seen none of them:
+    // its first listing of them is a first listing.
+    let seen = policy.seen && !(policy.legacy && kind == Kind::Resource);
+    match (policy.mode, approved, seen) {
         (FirewallMode::Review, _, _) => held(
             ToolState::Pending,
             vec![format!(
@@ -418,6 +430,11 @@ mod tests {
             digest(&app_only),
             digest(&noisy),
             "the rest of `_meta` is not"
+        );
+        let both = |v: Value| with(json!({"ui": {"visibility": v}}));
+        assert_eq!(
+            digest(&both(json!(["model", "app"]))),
+            digest(&both(json!(["app", "model"])))
         );
     }
 

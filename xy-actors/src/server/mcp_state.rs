@@ -273,6 +273,10 @@ impl McpState {
                     continue;
                 };
                 let section = section(&mut self.ledger.firewall, kind);
+                // A ledger from before resources were pinned: their first
+                // listing is a first listing (`decide` says the same).
+                let first = first
+                    || (kind == Kind::Resource && policy.legacy && self.mode != FirewallMode::Off);
                 let mut current = Vec::with_capacity(items.len());
                 for item in items {
                     let Some(name) = item.get("name").and_then(Value::as_str) else {
