@@ -85,7 +85,7 @@ pub(crate) enum Next {
     /// Write this request (its id is the job's new `id`).
     Ask(Value),
     /// The listing is complete.
-    Done(Listing),
+    Done(Box<Listing>),
     /// Listing tools failed; nothing is reported.
     Failed(String),
 }
@@ -174,7 +174,7 @@ impl Job {
     fn next_read(&mut self, next_id: impl FnOnce() -> u64) -> Next {
         let Some(uri) = self.reads.pop_front() else {
             self.reading = None;
-            return Next::Done(std::mem::take(&mut self.listing));
+            return Next::Done(Box::new(std::mem::take(&mut self.listing)));
         };
         self.id = next_id();
         let mut msg = request(self.id, "resources/read", None, self.era2026);
