@@ -85,9 +85,17 @@ impl RawRequest {
         n.as_deref().unwrap_or("")
     }
 
-    /// The tool of a `tools/call`.
+    /// What a call record names: the tool of a `tools/call`, the URI of a
+    /// `resources/read` of a skill file or app (SPEC §27).
     pub(crate) fn tool(&self) -> Option<&str> {
-        self.name.as_deref().filter(|_| self.method == "tools/call")
+        match self.method.as_str() {
+            "tools/call" => self.name.as_deref(),
+            "resources/read" => self
+                .uri
+                .as_deref()
+                .filter(|u| xy_core::firewall::pins_uri(u)),
+            _ => None,
+        }
     }
 
     /// A POST body that is one JSON-RPC 2.0 request with a string or number

@@ -399,12 +399,19 @@ impl BridgeState {
         let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, body));
     }
 
-    /// The record-to-be of `p` if it is a parsed `tools/call`.
+    /// The record-to-be of `p` if it is a parsed `tools/call`, or a
+    /// `resources/read` of a skill file or app (SPEC §27; its URI is what
+    /// the record names).
     fn call_of(&self, p: &Post) -> Option<CallStart> {
-        if p.msg.get("method").and_then(Value::as_str) != Some("tools/call") {
-            return None;
-        }
-        let tool = record::tool_of(&p.msg)?;
+        let tool = match p.msg.get("method").and_then(Value::as_str) {
+            Some("tools/call") => record::tool_of(&p.msg)?,
+            Some("resources/read") => p
+                .msg
+                .pointer("/params/uri")
+                .and_then(Value::as_str)
+                .filter(|u| xy_core::firewall::pins_uri(u))?,
+            _ => return None,
+        };
         Some(self.call_start(p, tool, record::meta_client(&p.msg)))
     }
 

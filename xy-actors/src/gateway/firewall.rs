@@ -54,6 +54,12 @@ pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool 
     }
 }
 
+/// Whether a call is recorded: a `tools/call`, or a `resources/read` of a
+/// skill file or app (SPEC §27).
+fn recorded(kind: Kind, method: &str, name: &str) -> bool {
+    kind == Kind::Tool || (method == "resources/read" && xy_core::firewall::pins_uri(name))
+}
+
 /// One POST to an HTTP server, as the firewall sees it. Dropped with a
 /// call still pending (the child's answer was no JSON-RPC, or its stream
 /// ended first), the call is recorded as a JSON-RPC error.
@@ -128,7 +134,7 @@ impl Exchange {
         let client = record::meta_client(msg).or_else(|| self.agent.clone());
         if let Err(HeldBack(text)) = self.verdicts.call(kind, &name) {
             tracing::info!(server = %self.server, "{text}");
-            if kind == Kind::Tool {
+            if recorded(kind, method, &name) {
                 self.call = Some(self.start(name, client));
                 self.finish(CallOutcome::HeldBack);
             }
@@ -139,7 +145,7 @@ impl Exchange {
                 .is_some();
             return Verdict::Answer(held_back_answer(kind, &id, &text, era2026));
         }
-        if kind == Kind::Tool {
+        if recorded(kind, method, &name) {
             self.call = Some(self.start(name, client));
         }
         Verdict::Forward
@@ -197,7 +203,7 @@ impl Exchange {
                 // The child's bytes go on unless something was held back.
                 self.verdicts.filter(Kind::Resource, result) > 0
             }
-            "tools/call" => {
+            "tools/call" | "resources/read" => {
                 self.finish(outcome(msg));
                 false
             }

@@ -482,6 +482,15 @@ fn the_firewall_holds_4_rug_pulls_and_none_of_10_benign_changes() {
     );
     assert!(!uris(&mut c26, "resources/list", "resources").contains(&"ui://clock".to_owned()));
     refused(&mut c, "resources/read", "ui://clock");
+    // Reads are recorded like calls, the held-back one too.
+    wait_some("the read's call record", DEADLINE, || {
+        let r = d.result("calls", Some(json!({"name": "sk"})));
+        r["calls"]
+            .as_array()?
+            .iter()
+            .any(|x| x["tool"] == "ui://clock" && x["outcome"] == "held_back")
+            .then_some(())
+    });
     approve(&["ui://clock"]);
 
     // 4. An app-only tool made model-visible.
