@@ -3,7 +3,7 @@
 //! own listing of a server and its bounds (`listing`), the tools a 2025
 //! child offers only to capable clients (`gates`), what the probe
 //! reports (`report`), the firewall's published verdicts and the held-back
-//! answer (`verdicts`), call records (`record`), the `_meta` keys and
+//! answer (`verdicts`), the skill files and apps it pins (`pinned`), call records (`record`), the `_meta` keys and
 //! the one id helper (`meta`), and the one strict reader that decides what
 //! xy forwards (`strict`, SPEC §24). Wings import from here; nothing here
 //! imports a wing.
@@ -11,6 +11,7 @@
 pub(crate) mod gates;
 pub(crate) mod listing;
 pub(crate) mod meta;
+pub(crate) mod pinned;
 pub(crate) mod record;
 pub(crate) mod report;
 pub(crate) mod strict;

@@ -13,6 +13,7 @@ mod firewall;
 mod mrtr;
 mod restart;
 mod sandboxed;
+mod skills;
 mod tasks;
 
 use std::io::{Read, Write};

@@ -240,15 +240,15 @@ impl BridgeState {
             server_version: text("version"),
             ..Listing::default()
         };
-        let with_prompts = crate::mcp::listing::offers(caps, "prompts");
-        if !crate::mcp::listing::offers(caps, "tools") && !with_prompts {
+        let stages = listing::Stage::offered(caps);
+        if stages.is_empty() {
             self.owner.listed(base);
             self.set_gates(Arc::new(Gates::none()));
             return;
         }
         let era2026 = era.init.is_none();
         let id = self.router.own_id();
-        let (job, msg) = listing::Job::start(id, base, era2026, with_prompts);
+        let (job, msg) = listing::Job::start(id, base, era2026, &stages);
         self.job = Some(job);
         self.write(&msg);
     }
@@ -270,7 +270,7 @@ impl BridgeState {
                     self.owner
                         .probe_gates(gates::names(&l.tools).into_iter().collect());
                 }
-                self.owner.listed(l);
+                self.owner.listed(*l);
                 if again {
                     self.start_listing();
                 }

@@ -127,7 +127,7 @@ impl State {
 /// What one attempt came to.
 enum Attempt {
     /// The child answered; the listing, or why it failed.
-    Listed(Result<Listing, String>),
+    Listed(Result<Box<Listing>, String>),
     /// The child did not answer MCP.
     NoAnswer(String),
 }
@@ -148,7 +148,7 @@ pub(crate) async fn step(
         return Some(state);
     };
     let (next, result) = match attempt(client, stop).await? {
-        Attempt::Listed(l) => (State::Listed(Instant::now()), l),
+        Attempt::Listed(l) => (State::Listed(Instant::now()), l.map(|l| *l)),
         Attempt::NoAnswer(why) => match retry.after_failure(Instant::now()) {
             Some(r) => return Some(State::Due(r)),
             None => (State::GaveUp, Err(gave_up(&why, !own))),
@@ -195,7 +195,7 @@ async fn attempt(
     };
     tokio::select! {
         _ = stop => None,
-        l = Box::pin(listed) => Some(Attempt::Listed(l)),
+        l = Box::pin(listed) => Some(Attempt::Listed(l.map(Box::new))),
     }
 }
 

@@ -95,6 +95,9 @@ pub(crate) struct McpState {
     entry: DirectoryEntry,
     /// The verdicts as published (the bridge and, later, the gateway read them).
     verdicts: watch::Sender<Arc<Verdicts>>,
+    /// The ledger was written before tool digests covered `_meta.ui`: its
+    /// approvals migrate at the next listing (`Policy::legacy`).
+    legacy: bool,
 }
 
 impl McpState {
@@ -111,7 +114,9 @@ impl McpState {
             .unwrap_or_default();
         let entry = directory.entry(name);
         let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
+        let legacy = ledger.format != 0 && ledger.format < xy_core::protocol::mcp::LEDGER_FORMAT;
         let mut st = McpState {
+            legacy,
             saver: dir.map(|d| Saver::new(d, name)),
             name: name.to_owned(),
             ledger,
@@ -186,13 +191,19 @@ impl McpState {
             seen: fw.seen,
             tools: fw.tools.approvals(),
             prompts: fw.prompts.approvals(),
+            resources: fw.resources.approvals(),
+            legacy: self.legacy,
             foreign: self.directory.others(&self.name),
         }
     }
 
     fn save(&mut self) {
         if let Some(saver) = &mut self.saver {
-            self.ledger.format = xy_core::protocol::mcp::LEDGER_FORMAT;
+            // A ledger not yet migrated keeps its format (and so its
+            // migration) until a listing migrates it.
+            if !self.legacy {
+                self.ledger.format = xy_core::protocol::mcp::LEDGER_FORMAT;
+            }
             saver.save(self.ledger.clone());
         }
     }
@@ -202,9 +213,10 @@ impl McpState {
     /// newly held back.
     pub(crate) fn listed(
         &mut self,
-        listing: Listing,
+        mut listing: Listing,
         now: SystemTime,
     ) -> (Option<ToolsChange>, Vec<Held>) {
+        listing.pinned = crate::mcp::pinned::items(&listing);
         let tools: Vec<LedgerTool> = listing
             .tools
             .iter()
@@ -252,6 +264,7 @@ impl McpState {
             for (kind, items) in [
                 (Kind::Tool, Some(&last.tools)),
                 (Kind::Prompt, last.prompts.as_ref()),
+                (Kind::Resource, Some(&last.pinned)),
             ] {
                 let Some(items) = items else {
                     if kind == Kind::Prompt {
@@ -260,12 +273,24 @@ impl McpState {
                     continue;
                 };
                 let section = section(&mut self.ledger.firewall, kind);
+                // A ledger from before resources were pinned: their first
+                // listing is a first listing (`decide` says the same).
+                let first = first
+                    || (kind == Kind::Resource && policy.legacy && self.mode != FirewallMode::Off);
                 let mut current = Vec::with_capacity(items.len());
                 for item in items {
                     let Some(name) = item.get("name").and_then(Value::as_str) else {
                         continue;
                     };
                     let d = decide(&policy, kind, item);
+                    if d.state == ToolState::Approved
+                        && let Some(a) = section.approved.get_mut(name)
+                        && a.digest != d.digest
+                    {
+                        // Approved by a ledger from before `_meta.ui` was
+                        // pinned: the same tool, recorded with its new digest.
+                        a.digest.clone_from(&d.digest);
+                    }
                     if first
                         && d.state == ToolState::Approved
                         && !section.approved.contains_key(name)
@@ -295,6 +320,7 @@ impl McpState {
             if self.mode != FirewallMode::Off {
                 self.ledger.firewall.seen = true;
             }
+            self.legacy = false;
             self.last = Some(last);
         }
         self.publish();
@@ -308,6 +334,7 @@ impl McpState {
             let items = self.last.as_ref().and_then(|l| match kind {
                 Kind::Tool => Some(&l.tools),
                 Kind::Prompt => l.prompts.as_ref(),
+                Kind::Resource => Some(&l.pinned),
             });
             items
                 .into_iter()
@@ -334,6 +361,7 @@ impl McpState {
         };
         let tools = table(Kind::Tool, &fw.tools);
         let prompts = table(Kind::Prompt, &fw.prompts);
+        let resources = table(Kind::Resource, &fw.resources);
         let raw = |kind: Kind, table: &std::collections::HashMap<String, Verdict>| {
             let Some(l) = &self.last else {
                 return std::collections::HashMap::new();
@@ -344,6 +372,8 @@ impl McpState {
                     l.prompts.as_deref().unwrap_or_default(),
                     l.raw_prompts.as_slice(),
                 ),
+                // Decided by URI on the `Value` path: no texts kept.
+                Kind::Resource => (&[][..], &[][..]),
             };
             items
                 .iter()
@@ -365,7 +395,7 @@ impl McpState {
             .filter(|(kind, line, _)| {
                 let raw = match kind {
                     Kind::Tool => &raw_tools,
-                    Kind::Prompt => &raw_prompts,
+                    Kind::Prompt | Kind::Resource => &raw_prompts,
                 };
                 crate::mcp::verdicts::raw_items(line, *kind)
                     .is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
@@ -386,6 +416,12 @@ impl McpState {
             raw_prompts,
             tools,
             prompts,
+            resources,
+            skills: self
+                .last
+                .as_ref()
+                .map(crate::mcp::pinned::skills)
+                .unwrap_or_default(),
         };
         // Every listed tool, held back or not, so that a clash shows on
         // both sides whichever server listed first (SPEC §24).
@@ -407,6 +443,7 @@ impl McpState {
                 .current
                 .iter()
                 .chain(&fw.prompts.current)
+                .chain(&fw.resources.current)
                 .any(|v| v.name == n)
         };
         names.iter().filter(|n| !listed(n)).cloned().collect()
@@ -432,7 +469,7 @@ impl McpState {
     ) -> Result<Vec<String>, UnknownNames> {
         self.all_listed(names)?;
         let mut approved = Vec::new();
-        for kind in [Kind::Tool, Kind::Prompt] {
+        for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
             let section = section(&mut self.ledger.firewall, kind);
             for v in &mut section.current {
                 let wanted = names.contains(&v.name) || (all && !v.state.visible());
@@ -475,7 +512,7 @@ impl McpState {
     ) -> Result<Vec<String>, UnknownNames> {
         self.all_listed(names)?;
         let mut denied = Vec::new();
-        for kind in [Kind::Tool, Kind::Prompt] {
+        for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
             let section = section(&mut self.ledger.firewall, kind);
             for v in &mut section.current {
                 if !names.contains(&v.name) {
@@ -516,6 +553,7 @@ impl McpState {
             .tools
             .values()
             .chain(v.prompts.values())
+            .chain(v.resources.values())
             .filter(|x| !x.state.visible())
             .count();
         u32::try_from(held).unwrap_or(u32::MAX)
@@ -600,14 +638,17 @@ fn section(fw: &mut xy_core::protocol::mcp::FirewallLedger, kind: Kind) -> &mut 
     match kind {
         Kind::Tool => &mut fw.tools,
         Kind::Prompt => &mut fw.prompts,
+        Kind::Resource => &mut fw.resources,
     }
 }
 
-/// The schema text a review diffs: a tool's `inputSchema`, a prompt's `arguments`.
+/// The schema text a review diffs: a tool's `inputSchema`, a prompt's
+/// `arguments`, a pinned resource's `_meta.ui` (an app's CSP).
 fn schema_of(kind: Kind, item: &Value) -> Option<&Value> {
     item.get(match kind {
         Kind::Tool => "inputSchema",
         Kind::Prompt => "arguments",
+        Kind::Resource => "ui",
     })
 }
 
@@ -847,7 +888,9 @@ mod tests {
             std::time::Duration::from_secs(10),
             || {
                 let l = ledger::load(&tools, "s");
-                (l.format == 2 && l.firewall.tools.approved.len() == 2).then_some(l)
+                (l.format == xy_core::protocol::mcp::LEDGER_FORMAT
+                    && l.firewall.tools.approved.len() == 2)
+                    .then_some(l)
             },
         );
         assert!(l.firewall.seen);

@@ -36,6 +36,31 @@ pub mod wire {
     pub const UNSUPPORTED_VERSION_DRAFT: i64 = -32004;
 }
 
+/// MCP Apps' extension id (`io.modelcontextprotocol/ui`, SPEC §27).
+pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
+/// The skills extension's id (SEP-2640, SPEC §27).
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+/// The MIME type of an MCP App's HTML resource.
+pub const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
+
+/// Whether a tool is for the app only (MCP Apps, SPEC §27): its
+/// `_meta.ui.visibility` is present and leaves out `"model"`. Such a tool
+/// is passed to the host on the server's own endpoint and stays out of
+/// every model-facing list (the aggregate, `find_tools`). A visibility
+/// that is no list of strings leaves the model out too: a model-facing
+/// list fails closed.
+pub fn app_only(tool: &Value) -> bool {
+    let Some(visibility) = tool.pointer("/_meta/ui/visibility") else {
+        return false;
+    };
+    if visibility.is_null() {
+        return false;
+    }
+    !visibility
+        .as_array()
+        .is_some_and(|v| v.iter().any(|x| x.as_str() == Some("model")))
+}
+
 /// The protocol era a server was probed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum McpEra {
@@ -115,6 +140,11 @@ pub struct ToolsResult {
     /// The current listing's prompts, shown like its tools.
     #[serde(default)]
     pub prompts: Vec<ToolSummary>,
+    /// The current listing's pinned resources (skill files, MCP Apps; SPEC
+    /// §27), shown like its tools: `name` is the URI, `title` its MIME
+    /// type, size and hash, `description` its text.
+    #[serde(default)]
+    pub resources: Vec<ToolSummary>,
 }
 
 /// One snapshot as `tools` shows it.
@@ -302,6 +332,9 @@ pub struct FirewallLedger {
     /// Prompts.
     #[serde(default)]
     pub prompts: ItemLedger,
+    /// Pinned resources by URI (format 3; empty when read from before).
+    #[serde(default)]
+    pub resources: ItemLedger,
 }
 
 /// Approvals, denials and latest verdicts of one kind of item.
@@ -387,8 +420,10 @@ impl ItemLedger {
 
 /// Snapshots kept per server.
 pub const LEDGER_KEEP: usize = 10;
-/// The ledger file format written.
-pub const LEDGER_FORMAT: u32 = 2;
+/// The ledger file format written. 3: tool digests cover `_meta.ui`, and
+/// pinned resources (SPEC §27); a format 2 ledger's approvals migrate at
+/// the first listing after it is read (`firewall::Policy::legacy`).
+pub const LEDGER_FORMAT: u32 = 3;
 
 /// One `tools/list` result (all pages) after one spawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -601,6 +636,7 @@ impl ToolLedger {
             changed: d.changed,
             mode: None,
             prompts: self.firewall.prompts.summaries(),
+            resources: self.firewall.resources.summaries(),
         }
     }
 }
@@ -609,6 +645,23 @@ impl ToolLedger {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn app_only_means_a_visibility_without_the_model() {
+        let tool = |meta: Value| json!({"name": "t", "_meta": meta});
+        assert!(!app_only(&json!({"name": "t"})));
+        assert!(!app_only(&tool(json!({"ui": {"resourceUri": "ui://a"}}))));
+        assert!(!app_only(&tool(
+            json!({"ui": {"visibility": ["model", "app"]}})
+        )));
+        assert!(!app_only(&tool(json!({"ui": {"visibility": ["model"]}}))));
+        assert!(app_only(&tool(json!({"ui": {"visibility": ["app"]}}))));
+        assert!(app_only(&tool(json!({"ui": {"visibility": []}}))));
+        assert!(
+            app_only(&tool(json!({"ui": {"visibility": "app"}}))),
+            "fails closed"
+        );
+    }
 
     #[test]
     fn a_held_back_item_that_differs_from_its_approved_version_carries_it() {
@@ -708,7 +761,8 @@ mod tests {
         assert_eq!(
             serde_json::to_value(ledger.result("a")).unwrap(),
             json!({"name": "a", "current": null, "previous": null,
-                   "added": [], "removed": [], "changed": [], "mode": null, "prompts": []})
+                   "added": [], "removed": [], "changed": [], "mode": null, "prompts": [],
+                   "resources": []})
         );
         ledger.push(snap(
             "t1",
@@ -740,7 +794,7 @@ mod tests {
                         t("gone", "G"),
                         t("same", "S")]},
                 "added": ["new"], "removed": ["gone"], "changed": ["echo"],
-                "mode": null, "prompts": []
+                "mode": null, "prompts": [], "resources": []
             })
         );
         let back: ToolsResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
