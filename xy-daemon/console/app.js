@@ -1,6 +1,6 @@
 // xy console (SPEC §28). Every string that came from xyd or a server is put
 // into the page as text (textContent / text nodes), never parsed as markup;
-// the CSP enforces Trusted Types, so an innerHTML here would throw.
+// the CSP enforces Trusted Types, so any HTML-parsing sink would throw.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -170,7 +170,9 @@ function marked(text, phrases) {
 }
 function phrasesOf(reasons) {
   const out = [];
-  for (const r of reasons || []) for (const m of r.matchAll(/"([^"]{2,})"/g)) out.push(m[1]);
+  // A quoted pattern may hold "…" (any words between) and "*" (any ending).
+  for (const r of reasons || []) for (const m of r.matchAll(/"([^"]{2,})"/g))
+    for (const piece of m[1].split("…")) { const p = piece.replace(/\*/g, "").trim(); if (p.length >= 2) out.push(p); }
   return out;
 }
 function diffBlock(before, after, phrases) {

@@ -64,13 +64,15 @@ pub(crate) fn start(
         Ok(l) => l,
         Err(e) => {
             let why = format!("cannot listen on 127.0.0.1:{port}: {e}");
-            tracing::warn!("console: {why}; set another port with `console {{ port N }}` in xy.kdl (0 turns it off)");
+            tracing::warn!(
+                "console: {why}; set another port with `console {{ port N }}` in xy.kdl (0 turns it off)"
+            );
             return (ConsoleState::Failed(why), Serving { _listening: None });
         }
     };
     let console = Arc::new(Console {
         port,
-        sessions: session::Sessions::default(),
+        sessions: session::Sessions::new(session::code_ttl()),
         daemon: inproc::Daemon::new(methods, closing),
     });
     let handler = {

@@ -12,9 +12,8 @@ use crate::{daemon_conn, output};
 pub(crate) fn run(ctx: &Ctx, print_url: bool) -> Result<Exit, Failure> {
     let mut client = daemon_conn::connect(ctx)?;
     let raw = client.call_raw::<()>(method::CONSOLE_CODE, None, CONTROL_TIMEOUT)?;
-    let r: ConsoleCodeResult = serde_json::from_str(raw.get()).map_err(|e| {
-        Failure::new(Exit::Operational, format!("bad `console_code` result: {e}"))
-    })?;
+    let r: ConsoleCodeResult = serde_json::from_str(raw.get())
+        .map_err(|e| Failure::new(Exit::Operational, format!("bad `console_code` result: {e}")))?;
     let url = r.login_url();
     if print_url {
         output::stdout(&format!("{url}\n"));

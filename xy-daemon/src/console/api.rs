@@ -89,7 +89,10 @@ pub(crate) async fn rpc(console: &Console, body: Value) -> Response<ConsoleBody>
 pub(crate) async fn approve(console: &Console, body: Value) -> Response<ConsoleBody> {
     let server = body.get("name").and_then(Value::as_str).unwrap_or("");
     let Some(items) = body.get("items").and_then(Value::as_array) else {
-        return refused(StatusCode::BAD_REQUEST, "items: [{name, digest}] is missing");
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "items: [{name, digest}] is missing",
+        );
     };
     let mut wanted = Vec::new();
     for it in items {
@@ -141,7 +144,11 @@ pub(crate) async fn approve(console: &Console, body: Value) -> Response<ConsoleB
         .map(|(n, _)| n.as_str())
         .collect();
     if !changed.is_empty() {
-        tracing::warn!(server, ?changed, "console: approval refused, the item changed since the page showed it");
+        tracing::warn!(
+            server,
+            ?changed,
+            "console: approval refused, the item changed since the page showed it"
+        );
         return refused(
             StatusCode::CONFLICT,
             &format!(

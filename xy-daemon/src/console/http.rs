@@ -68,7 +68,11 @@ async fn post(req: Request<Incoming>, path: &str, console: &Console) -> Response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(';').next().is_some_and(|t| t.trim() == "application/json"));
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim() == "application/json")
+        });
     if !json_body {
         return text(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -179,18 +183,35 @@ fn checked_origin<B>(req: &Request<B>, host: &str) -> Result<(), &'static str> {
 fn with_headers(mut r: Response<ConsoleBody>, mime: &'static str) -> Response<ConsoleBody> {
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
-    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
-    h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
     r
 }
 
 pub(crate) fn full(b: Bytes) -> ConsoleBody {
-    Full::new(b).map_err(|e: Infallible| match e {}).boxed_unsync()
+    Full::new(b)
+        .map_err(|e: Infallible| match e {})
+        .boxed_unsync()
 }
 
 pub(crate) fn text(status: StatusCode, msg: &str) -> Response<ConsoleBody> {

@@ -138,5 +138,7 @@ impl Line {
 }
 
 fn gone() -> RpcFailure {
-    RpcFailure(json!({"code": -32603, "message": "xyd closed the console's connection (shutting down?)"}))
+    RpcFailure(
+        json!({"code": -32603, "message": "xyd closed the console's connection (shutting down?)"}),
+    )
 }

@@ -28,9 +28,35 @@ const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 type Hash = [u8; 32];
 
 /// The codes and sessions of one console.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Sessions {
     inner: Mutex<Inner>,
+    /// How long a code may wait ([`code_ttl`]).
+    ttl: Duration,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            inner: Mutex::default(),
+            ttl: Duration::from_secs(CONSOLE_CODE_TTL_SECS),
+        }
+    }
+}
+
+/// [`CONSOLE_CODE_TTL_SECS`]; debug builds take `XY_TEST_CONSOLE_CODE_TTL_MS`
+/// (lower only), so the attack suite sees a code expire without waiting
+/// a minute.
+pub(crate) fn code_ttl() -> Duration {
+    let full = Duration::from_secs(CONSOLE_CODE_TTL_SECS);
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("XY_TEST_CONSOLE_CODE_TTL_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        return Duration::from_millis(ms).min(full);
+    }
+    full
 }
 
 #[derive(Debug, Default)]
@@ -64,15 +90,27 @@ pub(crate) struct NewSession {
 }
 
 impl Sessions {
+    /// Sessions whose codes live `ttl` (at most [`CONSOLE_CODE_TTL_SECS`]).
+    pub(crate) fn new(ttl: Duration) -> Sessions {
+        Sessions {
+            ttl: ttl.min(Duration::from_secs(CONSOLE_CODE_TTL_SECS)),
+            ..Sessions::default()
+        }
+    }
+
     /// A fresh one-time code.
     pub(crate) fn issue_code(&self) -> String {
         let code = secret();
         let mut inner = self.lock();
         let now = Instant::now();
-        let ttl = Duration::from_secs(CONSOLE_CODE_TTL_SECS);
+        let ttl = self.ttl;
         inner.codes.retain(|_, at| now.duration_since(*at) < ttl);
         if inner.codes.len() >= MAX_CODES
-            && let Some(oldest) = inner.codes.iter().min_by_key(|(_, at)| **at).map(|(k, _)| *k)
+            && let Some(oldest) = inner
+                .codes
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(k, _)| *k)
         {
             inner.codes.remove(&oldest);
         }
@@ -83,8 +121,11 @@ impl Sessions {
     /// Exchanges `code` (once) for a session.
     pub(crate) fn exchange(&self, code: &str) -> Result<NewSession, CodeError> {
         let mut inner = self.lock();
-        let issued = inner.codes.remove(&digest(code)).ok_or(CodeError::Unknown)?;
-        if issued.elapsed() >= Duration::from_secs(CONSOLE_CODE_TTL_SECS) {
+        let issued = inner
+            .codes
+            .remove(&digest(code))
+            .ok_or(CodeError::Unknown)?;
+        if issued.elapsed() >= self.ttl {
             return Err(CodeError::Expired);
         }
         let (cookie, token) = (secret(), secret());
