@@ -7,7 +7,8 @@
 //! page open it costs an idle listener: nothing polls, nothing is cached.
 //!
 //! - `session.rs`: codes, sessions, the cookie and the token (D270).
-//! - `http.rs`: Host/Origin checks, method rules, headers (CSP, no CORS).
+//! - `http.rs`: Host/Origin checks, method rules, the session check.
+//! - `reply.rs`: the answers and their headers (CSP, no CORS).
 //! - `api.rs`: the allow-list, approvals by digest, the live streams.
 //! - `inproc.rs`: in-memory connections to the socket's transport.
 //! - `assets.rs`: the page's files, embedded at build time.
@@ -16,6 +17,7 @@ mod api;
 mod assets;
 mod http;
 mod inproc;
+mod reply;
 mod session;
 
 use std::sync::Arc;

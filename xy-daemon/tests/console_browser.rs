@@ -8,6 +8,7 @@
 //! in the page. Screenshots of each page go to
 //! `target/console-screenshots/` (CI artefacts). Skipped, loudly, where no
 //! Chromium is installed (`.ci/run` installs it).
+#![allow(clippy::print_stderr)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -13,7 +13,7 @@ use xy_actors::ConsoleBody;
 use xy_core::protocol::method;
 
 use super::Console;
-use super::http::{json_answer, ndjson_stream};
+use super::reply::{json_answer, ndjson_stream};
 
 /// Methods that only read.
 const READ: &[&str] = &[

@@ -6,6 +6,7 @@
 //! the absence of CORS, server text that tries to become markup, an
 //! approval of a digest that changed after the page showed it, and an
 //! approval through `xyctl mcp`.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
