@@ -13,7 +13,7 @@ use xy_actors::ConsoleBody;
 use xy_core::protocol::method;
 
 use super::Console;
-use super::reply::{json_answer, ndjson_stream};
+use super::reply::{json_answer, json_bytes, ndjson_stream};
 
 /// Methods that only read.
 const READ: &[&str] = &[
@@ -36,7 +36,8 @@ const CHANGE: &[&str] = &[
 /// Log lines a page reads at once (a `logs` call without `follow`).
 const MAX_LOG_LINES: u64 = 2000;
 
-/// `POST /api/rpc {method, params}` → `{result}` or `{error}`.
+/// `POST /api/rpc {method, params}` → the daemon's JSON-RPC answer
+/// (`{result}` or `{error}`).
 pub(crate) async fn rpc(console: &Console, body: Value) -> Response<ConsoleBody> {
     let name = body.get("method").and_then(Value::as_str).unwrap_or("");
     let mut params = body.get("params").cloned().unwrap_or_else(|| json!({}));
@@ -76,8 +77,8 @@ pub(crate) async fn rpc(console: &Console, body: Value) -> Response<ConsoleBody>
             .collect();
         return json_answer(StatusCode::OK, &json!({"result": {"lines": lines}}));
     }
-    match console.daemon.call(name, params).await {
-        Ok(result) => json_answer(StatusCode::OK, &json!({"result": result})),
+    match console.daemon.call_raw(name, params).await {
+        Ok(line) => json_bytes(line),
         Err(e) => json_answer(StatusCode::OK, &json!({"error": e.0})),
     }
 }

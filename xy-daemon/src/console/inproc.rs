@@ -71,6 +71,27 @@ impl Daemon {
         }
     }
 
+    /// One call; the daemon's answer line as it wrote it (a JSON-RPC
+    /// response: `result` or `error`), not parsed again: a page's read of
+    /// 10,000 call records is passed through, not rebuilt.
+    pub(crate) async fn call_raw(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<Vec<u8>, RpcFailure> {
+        let mut line = self.open().await;
+        let id = line.request(method, &params).await?;
+        loop {
+            let Some(raw) = line.next_line().await else {
+                return Err(gone());
+            };
+            let head: Head = serde_json::from_slice(&raw).unwrap_or_default();
+            if head.id == Some(id) {
+                return Ok(raw);
+            }
+        }
+    }
+
     /// One call; notifications before the answer (a `logs` read's lines)
     /// are dropped: use [`Line`] to keep them.
     pub(crate) async fn call(&self, method: &str, params: Value) -> Result<Value, RpcFailure> {
@@ -96,16 +117,7 @@ impl Line {
         params: Value,
         mut notified: impl FnMut(Value),
     ) -> Result<Value, RpcFailure> {
-        let id = self.next;
-        self.next += 1;
-        let mut req = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )
-        .expect("a Value serialises");
-        req.push(b'\n');
-        if self.write.write_all(&req).await.is_err() {
-            return Err(gone());
-        }
+        let id = self.request(method, &params).await?;
         loop {
             let Some(msg) = self.next_message().await else {
                 return Err(gone());
@@ -120,21 +132,50 @@ impl Line {
         }
     }
 
+    /// Writes one request; its id.
+    async fn request(&mut self, method: &str, params: &Value) -> Result<u64, RpcFailure> {
+        let id = self.next;
+        self.next += 1;
+        let mut req = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .expect("a Value serialises");
+        req.push(b'\n');
+        if self.write.write_all(&req).await.is_err() {
+            return Err(gone());
+        }
+        Ok(id)
+    }
+
     /// The next message the daemon wrote, `None` once it closed.
     pub(crate) async fn next_message(&mut self) -> Option<Value> {
-        let mut buf = Vec::new();
         loop {
-            buf.clear();
-            match self.read.read_until(b'\n', &mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {
-                    if let Ok(v) = serde_json::from_slice(&buf) {
-                        return Some(v);
-                    }
-                }
+            let raw = self.next_line().await?;
+            if let Ok(v) = serde_json::from_slice(&raw) {
+                return Some(v);
             }
         }
     }
+
+    /// The next line the daemon wrote, without its newline.
+    async fn next_line(&mut self) -> Option<Vec<u8>> {
+        let mut buf = Vec::new();
+        match self.read.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(_) => {
+                if buf.last() == Some(&b'\n') {
+                    buf.pop();
+                }
+                Some(buf)
+            }
+        }
+    }
+}
+
+/// Just the id of a message, the rest skipped.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Head {
+    id: Option<u64>,
 }
 
 fn gone() -> RpcFailure {

@@ -24,7 +24,10 @@ pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src '
      frame-ancestors 'none'; require-trusted-types-for 'script'; trusted-types 'none'";
 
 /// The headers every answer carries; `mime` is its content type.
-pub(crate) fn with_headers(mut r: Response<ConsoleBody>, mime: &'static str) -> Response<ConsoleBody> {
+pub(crate) fn with_headers(
+    mut r: Response<ConsoleBody>,
+    mime: &'static str,
+) -> Response<ConsoleBody> {
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
     h.insert(
@@ -70,6 +73,11 @@ pub(crate) fn json_answer(status: StatusCode, v: &Value) -> Response<ConsoleBody
     )));
     *r.status_mut() = status;
     with_headers(r, "application/json")
+}
+
+/// A `200` whose body is JSON written elsewhere (the daemon's answer line).
+pub(crate) fn json_bytes(json: Vec<u8>) -> Response<ConsoleBody> {
+    with_headers(Response::new(full(Bytes::from(json))), "application/json")
 }
 
 /// A streamed answer: one JSON value per line, as the sender produces them.
