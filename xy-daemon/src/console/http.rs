@@ -166,3 +166,57 @@ fn checked_origin<B>(req: &Request<B>, host: &str) -> Result<(), &'static str> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().uri("/");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn the_host_names_loopback_and_the_console_port() {
+        for ok in ["127.0.0.1:8398", "localhost:8398", "[::1]:8398"] {
+            assert_eq!(checked_host(&req(&[("host", ok)]), 8398).as_deref(), Ok(ok));
+        }
+        for bad in [
+            "127.0.0.1",
+            "127.0.0.1:8399",
+            "evil.example:8398",
+            "127.0.0.1.evil.example:8398",
+            "localhost.:8398",
+            "",
+        ] {
+            assert!(checked_host(&req(&[("host", bad)]), 8398).is_err(), "{bad}");
+        }
+        assert!(checked_host(&req(&[]), 8398).is_err());
+    }
+
+    #[test]
+    fn the_origin_is_the_consoles_own_and_no_other_site_sent_it() {
+        let host = "127.0.0.1:8398";
+        assert!(checked_origin(&req(&[]), host).is_ok());
+        assert!(checked_origin(&req(&[("origin", "http://127.0.0.1:8398")]), host).is_ok());
+        for bad in [
+            "http://localhost:8398",
+            "https://127.0.0.1:8398",
+            "http://127.0.0.1:8399",
+            "null",
+        ] {
+            assert!(
+                checked_origin(&req(&[("origin", bad)]), host).is_err(),
+                "{bad}"
+            );
+        }
+        for site in ["cross-site", "same-site"] {
+            assert!(checked_origin(&req(&[("sec-fetch-site", site)]), host).is_err());
+        }
+        assert!(checked_origin(&req(&[("sec-fetch-site", "same-origin")]), host).is_ok());
+        assert!(checked_origin(&req(&[("sec-fetch-site", "none")]), host).is_ok());
+    }
+}

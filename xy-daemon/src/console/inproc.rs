@@ -16,7 +16,7 @@ use crate::transport::{self, Handlers};
 
 /// In-memory connections open at once (calls in flight and live streams of
 /// every open page); past it a request waits for one to close.
-const MAX_OPEN: usize = 32;
+const MAX_OPEN: usize = 64;
 /// Bytes buffered between the console and the transport per connection.
 const PIPE_BYTES: usize = 256 * 1024;
 /// Connection ids of the console, far from the socket's counter (they name
