@@ -275,13 +275,17 @@ async function pageServer(name) {
   try { st = await call("status", { name }); } catch (e) { setMain(h("p", {}, e.message)); return; }
   const kv = (k, v) => h("tr", {}, h("th", {}, k), h("td", {}, v == null ? "–" : typeof v === "object" ? h("div", { class: "text" }, pretty(v)) : String(v)));
   const sb = st.sandbox || null;
-  const denials = (sb && (sb.denials || sb.last_denials)) || [];
+  const denials = (sb && sb.denials) || [];
+  const mcp = st.mcp || {};
   setMain(h("h2", {}, name),
     h("table", {},
-      kv("state", st.state), kv("pid", st.pid), kv("era", st.mcp && (st.mcp.protocol_version || st.mcp.era)),
-      kv("restarts", st.restart_count), kv("health", st.health), kv("package", st.package),
-      kv("OAuth", st.auth || (st.remote && st.remote.auth)), kv("sandbox", sb)),
-    h("h3", {}, "Last sandbox denials"),
+      kv("state", st.state), kv("pid", st.pid), kv("why", st.explain),
+      kv("era", mcp.era ? mcp.era + " (" + mcp.protocol_version + ")" : null),
+      kv("server", mcp.server_name ? mcp.server_name + " " + (mcp.server_version || "") : null),
+      kv("restarts", st.restart_count), kv("health", st.health && (st.health.state + (st.health.error ? ": " + st.health.error : ""))), kv("package", st.package),
+      kv("remote and OAuth", st.remote), kv("sandbox rules", sb && sb.rules),
+      kv("sandbox enforcement", sb && sb.enforcement)),
+    h("h3", {}, "Last sandbox denials (each with the line that allows it)"),
     denials.length ? h("ul", {}, denials.map((d) => h("li", {}, typeof d === "string" ? d : pretty(d)))) : h("p", { class: "muted" }, "None recorded."));
 }
 

@@ -278,6 +278,14 @@ fn the_console_in_a_real_browser() {
             && d.entry("demo")["pid"].as_i64() != Some(i64::from(pid))
     });
 
+    // One server's page: its status.
+    b.eval("location.hash = '#/servers/demo'; true");
+    b.wait(
+        "demo's page",
+        "document.querySelector('main h2') && document.querySelector('main h2').textContent === 'demo' && document.querySelector('main table').textContent.includes('running')",
+    );
+    b.screenshot("server");
+
     // Logs: the poisoned stderr line is text; a new line arrives live.
     b.eval("location.hash = '#/logs'; true");
     b.wait("log lines", "document.querySelector('#logs') && document.querySelector('#logs').textContent.includes('stderr says hi')");
