@@ -653,3 +653,29 @@ fn another_users_connection_to_the_console_is_refused() {
     // Our own uid is served on the same port.
     assert_eq!(http(s.port, "GET", "/", &[], "").status, 200);
 }
+
+#[test]
+fn xyctl_ui_prints_a_link_with_the_code_in_its_fragment_that_signs_in_once() {
+    let s = scene();
+    let out = std::process::Command::new(xy_testbins::locate::bin_of("xy-cli", "xyctl"))
+        .args(["ui", "--print-url"])
+        .env("XDG_CONFIG_HOME", &s.d.env.config_home)
+        .env("XDG_STATE_HOME", &s.d.env.state_home)
+        .env("XY_SOCKET", &s.d.env.socket)
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run xyctl ui");
+    assert!(out.status.success(), "{out:?}");
+    let link = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let prefix = format!("http://127.0.0.1:{}/#code=", s.port);
+    let code = link
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{link}"));
+    assert!(
+        !code.is_empty() && !code.contains(['?', '/', '&']),
+        "{link}"
+    );
+    assert_eq!(s.login_with(code).status, 200);
+    assert_eq!(s.login_with(code).status, 401);
+}
