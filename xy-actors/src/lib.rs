@@ -88,7 +88,7 @@ mod writers;
 pub use calls::{Calls, CallsRead, LiveCall};
 pub use engine::{Engine, EngineError, EngineOptions};
 pub use events::{EngineEvent, EventItem, EventSubscription};
-pub use http::edge::AcceptBackoff;
+pub use http::edge::{AcceptBackoff, ConsoleBody, ConsoleListening, listen_console};
 pub use log_router::flush_logs;
 pub use log_router::rotating::RotatingWriter;
 pub use logs::{LogEvent, LogLine, LogSubscription};

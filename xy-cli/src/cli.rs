@@ -110,6 +110,14 @@ pub(crate) enum Command {
     Calls(CallsArgs),
     /// Full-screen dashboard: every server live, its logs, start/stop/restart.
     Top,
+    /// Open the console in the browser: a one-time link to xyd's local page
+    /// (review queue, servers, calls, logs, clients).
+    Ui {
+        /// Print the link instead of opening a browser (for a browser
+        /// elsewhere, through an SSH tunnel to the console's port).
+        #[arg(long)]
+        print_url: bool,
+    },
     /// Start, stop or inspect the daemon itself.
     #[command(subcommand)]
     Daemon(DaemonCmd),

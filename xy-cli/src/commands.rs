@@ -25,6 +25,7 @@ pub(crate) mod sandbox;
 pub(crate) mod service;
 pub(crate) mod status;
 pub(crate) mod tools;
+pub(crate) mod ui;
 pub(crate) mod upgrade;
 
 /// Runs one subcommand.
@@ -49,6 +50,7 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Events(args) => events::run(ctx, &args),
         Command::Calls(args) => calls::run(ctx, &args),
         Command::Top => crate::top::run(ctx),
+        Command::Ui { print_url } => ui::run(ctx, print_url),
         Command::Daemon(cmd) => daemon::run(ctx, &cmd),
         Command::Config(cmd) => config::run(ctx, cmd),
         Command::Service(cmd) => service::run(ctx, cmd),

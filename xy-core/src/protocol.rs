@@ -10,7 +10,8 @@
 //! `calls.rs`); the `data` of errors (`failure.rs` for spawn failures,
 //! `diagnostic.rs` for config diagnostics); one file per part of `status`
 //! and its methods (`transport.rs`, `secrets.rs`, `sandbox.rs`,
-//! `package.rs`, `remote.rs`, `auth.rs`, [`mcp`]); `boot.rs`, `exit.rs`
+//! `package.rs`, `remote.rs`, `auth.rs`, [`mcp`]); `console.rs` (the
+//! console's one-time code); `boot.rs`, `exit.rs`
 //! and `list_row.rs` (a `list` row serialised ahead of time).
 
 use std::fmt;
@@ -44,6 +45,8 @@ pub use auth::{
     AuthLogoutParams, AuthLogoutResult, AuthState, AuthStatusEntry, AuthStatusParams,
     AuthStatusResult, ClientIdKind,
 };
+mod console;
+pub use console::{CONSOLE_CODE_TTL_SECS, ConsoleCodeResult};
 mod diagnostic;
 pub use diagnostic::{ConfigInvalidData, DiagnosticData, DiagnosticKind};
 mod failure;
@@ -100,6 +103,9 @@ pub mod method {
     pub const AUTH_STATUS: &str = "auth_status";
     /// `auth_logout {name}` → [`super::AuthLogoutResult`]
     pub const AUTH_LOGOUT: &str = "auth_logout";
+    /// A one-time code for the console (`xyctl ui`, SPEC §28); served on
+    /// the control socket only, never through the console itself.
+    pub const CONSOLE_CODE: &str = "console_code";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
@@ -122,7 +128,7 @@ pub mod method {
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 22] = [
+    pub const ALL: [&str; 23] = [
         LIST,
         STATUS,
         START,
@@ -145,6 +151,7 @@ pub mod method {
         AUTH_LOGIN_WAIT,
         AUTH_STATUS,
         AUTH_LOGOUT,
+        CONSOLE_CODE,
     ];
 }
 

@@ -24,6 +24,11 @@
 //!   backlog then live items, the bounded buffer, the lagged drop, the end
 //!   notification); `rpc/error.rs` the one engine-error mapping.
 //!
+//! The console:
+//! - `console`: the web page on loopback (SPEC §28), its sessions, and an
+//!   allow-list of the methods above, called through an in-memory
+//!   connection to the same transport.
+//!
 //! `main` calls [`boot::prepare`], [`logging::init`], then [`run`].
 
 use std::future::Future;
@@ -36,6 +41,7 @@ use xy_actors::{Engine, EngineOptions};
 use xy_core::config::{ConfigSet, DEFAULT_GRACE};
 
 pub mod boot;
+mod console;
 mod error;
 mod flag;
 pub mod heap;
@@ -112,6 +118,9 @@ pub async fn run(
         closing_rx.clone(),
     ));
     let methods = rpc::module(Arc::clone(&ctx));
+    let console_port = configs.settings.console.port();
+    let console_methods = methods.clone();
+    let console_closing = closing_rx.clone();
     let serving = Serving {
         server: tokio::spawn(transport::serve(
             listener,
@@ -173,6 +182,9 @@ pub async fn run(
         }
     };
     ctx.ready(engine.clone());
+    // After the engine: a page opened now finds every method answering.
+    let (console_state, console) = console::start(console_port, console_methods, console_closing);
+    ctx.set_console(console_state);
     tracing::info!(
         version = xy_core::VERSION,
         pid = lock.pid(),
@@ -202,6 +214,7 @@ pub async fn run(
     }
 
     tracing::info!("shutting down: stopping every server");
+    drop(console);
     serving.stop(Some(&engine)).await;
     tracing::info!("xyd stopped");
     Ok(())

@@ -49,6 +49,8 @@ pub(crate) struct DaemonCtx {
     pub(crate) shutdown: watch::Sender<bool>,
     /// Turns true when open streams must end with `log_end {reason: shutdown}`.
     pub(crate) closing: watch::Receiver<bool>,
+    /// The console (SPEC §28), once the boot started it.
+    console: OnceLock<crate::console::ConsoleState>,
 }
 
 impl DaemonCtx {
@@ -92,7 +94,18 @@ impl DaemonCtx {
             next_subscription: AtomicU64::new(1),
             shutdown,
             closing,
+            console: OnceLock::new(),
         }
+    }
+
+    /// Records the console's state once it was started (or not).
+    pub(crate) fn set_console(&self, state: crate::console::ConsoleState) {
+        let _ = self.console.set(state);
+    }
+
+    /// The console's state; `None` while the daemon boots.
+    pub(crate) fn console(&self) -> Option<&crate::console::ConsoleState> {
+        self.console.get()
     }
 
     /// Records the sweep's progress (from the blocking sweep thread).

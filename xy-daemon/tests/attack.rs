@@ -4,6 +4,7 @@
 //! module per topic; each module's doc names the finding it attacks.
 
 mod caps;
+mod console;
 mod flood;
 mod parse;
 mod peer;

@@ -58,8 +58,13 @@ impl Env {
         std::fs::create_dir_all(config_home.join("xy/servers")).unwrap();
         // The gateway's default port is one for the whole machine: test
         // daemons run many at once, so only the gateway's own tests turn
-        // it on (`write_settings`), each on a port of its own.
-        std::fs::write(config_home.join("xy/xy.kdl"), "gateway { port 0; }\n").unwrap();
+        // it on (`write_settings`), each on a port of its own. The console's
+        // default port likewise (SPEC §28).
+        std::fs::write(
+            config_home.join("xy/xy.kdl"),
+            "gateway { port 0; }\nconsole { port 0; }\n",
+        )
+        .unwrap();
         let socket = root.path().join("x.sock");
         Env {
             root,
@@ -81,9 +86,15 @@ impl Env {
         std::fs::write(self.config_dir().join(format!("{name}.kdl")), kdl).unwrap();
     }
 
-    /// Replaces `xy.kdl`, the daemon's settings.
+    /// Replaces `xy.kdl`, the daemon's settings; the console stays off
+    /// unless `kdl` sets it (its default port is one per machine).
     pub(crate) fn write_settings(&self, kdl: &str) {
-        std::fs::write(self.config_home.join("xy/xy.kdl"), kdl).unwrap();
+        let text = if kdl.contains("console") {
+            kdl.to_owned()
+        } else {
+            format!("{kdl}\nconsole {{ port 0; }}\n")
+        };
+        std::fs::write(self.config_home.join("xy/xy.kdl"), text).unwrap();
     }
 
     pub(crate) fn remove_config(&self, name: &str) {

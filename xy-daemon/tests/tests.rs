@@ -8,6 +8,7 @@ mod auth;
 mod boot;
 mod conformance;
 mod conformance_auth;
+mod console_browser;
 mod crash;
 mod docs;
 mod edge;

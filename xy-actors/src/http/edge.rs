@@ -105,6 +105,9 @@ pub(crate) enum Behind {
     Server(Arc<str>),
     /// The gateway: the server is known per request (see [`Reach`]).
     Gateway,
+    /// The console (SPEC §28): no sandboxed server's process, whatever its
+    /// `reach` lines say.
+    Console,
 }
 
 /// Puts the connection's [`Reach`] into each request's extensions.
@@ -213,6 +216,40 @@ where
     })
 }
 
+/// The body of a console response (`xy-daemon`'s console builds it).
+pub type ConsoleBody = crate::http::body::HttpBody;
+
+/// The console's listener (SPEC §28); dropping it stops the console.
+pub struct ConsoleListening(#[allow(dead_code)] Listening);
+
+impl std::fmt::Debug for ConsoleListening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConsoleListening")
+    }
+}
+
+/// Serves the console on an already bound loopback `listener` behind this
+/// edge (cap, head timeout, owner uid, no sandboxed server's process):
+/// each admitted request goes to `handle`. The `Host`/`Origin` checks,
+/// the session and everything a request means are the caller's.
+pub fn listen_console<F, Fut>(
+    listener: std::net::TcpListener,
+    handle: F,
+) -> std::io::Result<ConsoleListening>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<ConsoleBody>> + Send + 'static,
+{
+    let service = move || {
+        let handle = handle.clone();
+        hyper::service::service_fn(move |req| {
+            let answer = handle(req);
+            async move { Ok::<_, Infallible>(answer.await) }
+        })
+    };
+    listen(listener, Behind::Console, service).map(ConsoleListening)
+}
+
 /// Serves `listener` until `stop` turns true (or its sender is dropped),
 /// then lets open connections finish their responses (graceful shutdown)
 /// and returns once they have. `service` makes one hyper service per
@@ -319,6 +356,7 @@ async fn connection<S, B>(
     let refused = match &behind {
         Behind::Server(name) => !reach.allows(name),
         Behind::Gateway => reach.nothing(),
+        Behind::Console => !matches!(reach, Reach::All),
     };
     if refused {
         tracing::info!(%peer, who = %reach.who(), listener = ?behind, "connection from a sandboxed server refused");

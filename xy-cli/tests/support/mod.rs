@@ -47,10 +47,11 @@ impl Home {
         std::fs::create_dir_all(h.config_dir()).unwrap();
         std::fs::create_dir_all(h.state_home()).unwrap();
         // The gateway's default port is one per machine and test daemons
-        // run many at once (and beside a user's own xyd): off here.
+        // run many at once (and beside a user's own xyd): off here, and
+        // the console's likewise.
         std::fs::write(
             h.config_dir().parent().unwrap().join("xy.kdl"),
-            "gateway { port 0; }\n",
+            "gateway { port 0; }\nconsole { port 0; }\n",
         )
         .unwrap();
         h

@@ -10,11 +10,17 @@ use crate::firewall::FirewallMode;
 /// The gateway's port when `xy.kdl` does not set one.
 pub const DEFAULT_GATEWAY_PORT: u16 = 8399;
 
+/// The console's port when `xy.kdl` does not set one: next to the
+/// gateway's (SPEC §28).
+pub const DEFAULT_CONSOLE_PORT: u16 = 8398;
+
 /// Everything `xy.kdl` sets; [`DaemonSettings::default`] when the file is absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct DaemonSettings {
     /// `gateway { … }`.
     pub gateway: GatewaySettings,
+    /// `console { … }` (SPEC §28): where `xyctl ui`'s page is served.
+    pub console: ConsoleSettings,
     /// `firewall { mode … }`: every server's mode unless its own file sets one.
     pub firewall_default: FirewallMode,
     /// `min-age "3d"` (SPEC §22): how long a version must have been
@@ -63,6 +69,28 @@ impl Default for GatewaySettings {
     fn default() -> Self {
         GatewaySettings {
             port: DEFAULT_GATEWAY_PORT,
+        }
+    }
+}
+
+/// `console { port 8398 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConsoleSettings {
+    /// `port`: the console listens on `127.0.0.1:<port>`; `0` turns it off.
+    pub port: u16,
+}
+
+impl ConsoleSettings {
+    /// The port, or `None` when the console is off.
+    pub fn port(&self) -> Option<u16> {
+        (self.port != 0).then_some(self.port)
+    }
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> Self {
+        ConsoleSettings {
+            port: DEFAULT_CONSOLE_PORT,
         }
     }
 }

@@ -1,11 +1,14 @@
 //! `daemon_status` and `shutdown`: facts about the daemon itself, and the
-//! graceful exit, which starts only after its `{}` reply has been written.
+//! graceful exit, which starts only after its `{}` reply has been written;
+//! `console_code`: the console's one-time code (SPEC §28).
 
 use jsonrpsee::ResponsePayload;
 use jsonrpsee::RpcModule;
 use xy_core::protocol::{DaemonStatus, PROTOCOL_VERSION, ShutdownResult, method};
 
-use super::{DaemonCtx, engine_error, no_params};
+use super::{DaemonCtx, engine_error, no_params, to_error_object};
+use crate::console::ConsoleState;
+use xy_core::protocol::{ErrorCode, RpcError};
 
 pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::DAEMON_STATUS, |params, ctx, _| async move {
@@ -34,6 +37,28 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             boot,
             gateway,
         })
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::CONSOLE_CODE, |params, ctx, _| async move {
+        no_params(&params)?;
+        // The console starts after the engine: wait for the boot.
+        ctx.engine().await?;
+        match ctx.console() {
+            Some(ConsoleState::On(c)) => Ok(c.code()),
+            Some(ConsoleState::Failed(why)) => Err(to_error_object(RpcError::new(
+                ErrorCode::InternalError,
+                format!("the console is not listening: {why}; set another port with `console {{ port N }}` in xy.kdl and restart xyd"),
+            ))),
+            Some(ConsoleState::Off) => Err(to_error_object(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "the console is off (`console { port 0 }` in xy.kdl): set a port and restart xyd",
+            ))),
+            None => Err(to_error_object(RpcError::new(
+                ErrorCode::InternalError,
+                "the console has not started yet",
+            ))),
+        }
     })
     .expect("method names are unique");
 

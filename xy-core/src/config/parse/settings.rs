@@ -16,6 +16,7 @@ use crate::protocol::DiagnosticKind;
 /// Top-level nodes of `xy.kdl`.
 pub(super) const SETTINGS_FIELDS: &[&str] = &[
     "gateway",
+    "console",
     "firewall",
     "min-age",
     "oauth-client-metadata-url",
@@ -78,6 +79,11 @@ fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Opti
             "gateway" => {
                 port_at = gateway(&mut cx, node, &mut settings)
                     .map(|span| (super::cx::range(span), Arc::clone(&cx.source)));
+            }
+            "console" => {
+                if let Some(p) = port_block(&mut cx, node, "console") {
+                    settings.console.port = p;
+                }
             }
             "firewall" => {
                 if let Some(m) = super::firewall::parse_firewall(&mut cx, node) {
@@ -184,6 +190,44 @@ fn search(cx: &mut Cx<'_>, node: &KdlNode) -> Option<std::path::PathBuf> {
     model
 }
 
+/// Reads `console { port N }` (the same shape as `gateway { }`): the port
+/// if it is valid; every mistake is a diagnostic.
+fn port_block(cx: &mut Cx<'_>, node: &KdlNode, what: &str) -> Option<u16> {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut port = None;
+    let context = format!("in `{what} {{ }}`");
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !GATEWAY_FIELDS.contains(&key) {
+            cx.unknown_node(child, GATEWAY_FIELDS, &context);
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        let example = "port 8398";
+        if let Some(e) = cx.single(child, example)
+            && let Some(n) = cx.integer(child, e, example)
+        {
+            match u16::try_from(n) {
+                Ok(p) => port = Some(p),
+                Err(_) => cx.push(
+                    cx.diag(
+                        DiagnosticKind::InvalidValue,
+                        e.span(),
+                        format!("{what} port {n} is out of range"),
+                    )
+                    .with_label("not in 0..=65535")
+                    .with_help(format!(
+                        "use a TCP port between 1 and 65535, or 0 to turn the {what} off"
+                    )),
+                ),
+            }
+        }
+    }
+    port
+}
+
 const CIMD_EXAMPLE: &str = "oauth-client-metadata-url \"https://example.com/xy/client.json\"";
 
 /// `oauth-client-metadata-url "…"`: an `https://` URL with a path (a
@@ -269,6 +313,25 @@ mod tests {
         assert_eq!(d.kind, DiagnosticKind::BadDuration);
         let off = parse_settings(Path::new("/c/xy.kdl"), "gateway { port 0; }").unwrap();
         assert_eq!(off.gateway.port(), None);
+    }
+
+    #[test]
+    fn the_console_port_is_read_and_its_mistakes_located() {
+        let s = parse_settings(Path::new("/c/xy.kdl"), "").unwrap();
+        assert_eq!(
+            s.console.port(),
+            Some(crate::config::settings::DEFAULT_CONSOLE_PORT)
+        );
+        let s = parse_settings(Path::new("/c/xy.kdl"), "console { port 9001; }").unwrap();
+        assert_eq!(s.console.port(), Some(9001));
+        let off = parse_settings(Path::new("/c/xy.kdl"), "console { port 0; }").unwrap();
+        assert_eq!(off.console.port(), None);
+        let d = one_error("gateway { port 1; }\nconsole {\n    port 70000\n}\n");
+        assert_eq!(d.kind, DiagnosticKind::InvalidValue);
+        assert!(d.message.contains("console port 70000"), "{d:?}");
+        assert_eq!((d.line, d.column), (3, 10), "{d:?}");
+        let d = one_error("console { prot 1; }");
+        assert!(d.help.as_deref().unwrap_or("").contains("port"), "{d:?}");
     }
 
     #[test]

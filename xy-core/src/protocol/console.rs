@@ -1,0 +1,27 @@
+//! `console_code` (SPEC §28): the one-time code `xyctl ui` hands the
+//! browser in the console URL's fragment.
+
+use serde::{Deserialize, Serialize};
+
+/// How long a one-time code may wait to be exchanged, at most.
+pub const CONSOLE_CODE_TTL_SECS: u64 = 60;
+
+/// Result of `console_code`: where the console is and the code that logs
+/// one page in, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleCodeResult {
+    /// `http://127.0.0.1:<port>/`: the console's origin (no secret).
+    pub url: String,
+    /// The one-time code; it travels only in the URL's fragment, which a
+    /// browser never sends to a server.
+    pub code: String,
+    /// Seconds the code stays valid.
+    pub expires_in_secs: u64,
+}
+
+impl ConsoleCodeResult {
+    /// The URL `xyctl ui` opens: the origin, and the code in the fragment.
+    pub fn login_url(&self) -> String {
+        format!("{}#code={}", self.url, self.code)
+    }
+}
