@@ -22,6 +22,7 @@ use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 use crate::{output, server_file};
 
+pub(crate) mod data;
 pub(crate) mod import;
 pub(crate) mod npm;
 pub(crate) mod plan;
@@ -162,9 +163,10 @@ pub(crate) fn for_add(
         extra: &extra,
         port: Some(port),
         flags: &a.pin.install,
+        data: Some(&data::data_dir(&paths, &a.name)),
     };
     confirm(ctx, &plan)?;
-    let (built, _) = install(&paths, &a.name, &resolved, &a.pin.install)?;
+    let (built, version_dir) = install(&paths, &a.name, &resolved, &a.pin.install)?;
     if !built.skipped_scripts.is_empty() {
         output::warn(
             &ctx.err,
@@ -182,7 +184,7 @@ pub(crate) fn for_add(
     let mut args = runtime_args;
     args.push(built.entry.display().to_string());
     args.extend(extra);
-    let (env, secrets, todo) = match from_json {
+    let (mut env, secrets, todo) = match from_json {
         Some(e) => {
             let secrets_dir = server_file::secrets_dir(dir, &a.name);
             let secrets: Vec<(String, PathBuf)> = e
@@ -209,6 +211,15 @@ pub(crate) fn for_add(
     for t in todo {
         output::warn(&ctx.err, &format!("server.json asks for {t}"));
     }
+    let given = |n: &str| env.contains_key(n) || a.env.iter().any(|(k, _)| k == n);
+    let found = data::find(
+        ecosystem,
+        &version_dir,
+        &resolved.pkg.name,
+        &data::data_dir(&paths, &a.name),
+        &given,
+    );
+    env.extend(point_data(ctx, &a.name, &paths, found));
     Ok(Some(Installed {
         command: built.runtime.display().to_string(),
         args,
@@ -216,6 +227,40 @@ pub(crate) fn for_add(
         env,
         secrets,
     }))
+}
+
+/// D220: the data variables found in a fresh install, as `env` entries,
+/// each said on stderr; the data directory is created for them.
+pub(crate) fn point_data(
+    ctx: &Ctx,
+    server: &str,
+    paths: &Paths,
+    found: Vec<data::DataVar>,
+) -> Vec<(String, String)> {
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let dir = data::data_dir(paths, server);
+    if let Err(e) = data::create(&dir) {
+        output::warn(&ctx.err, &format!("cannot create {}: {e}", dir.display()));
+    }
+    found
+        .into_iter()
+        .map(|v| {
+            output::note(
+                &ctx.err,
+                &format!(
+                    "env {}={}: its data outside its package (its code reads the variable, in \
+                     {}; --env {}=… chooses another place)",
+                    v.name,
+                    v.value.display(),
+                    v.found_in,
+                    v.name
+                ),
+            );
+            (v.name, v.value.display().to_string())
+        })
+        .collect()
 }
 
 /// The paths, for the data directory (no socket check: installing needs

@@ -96,10 +96,14 @@ pub(crate) fn prepare(
         .iter()
         .map(|(name, r, _)| paths.packages_dir(name, &r.pkg.version))
         .collect();
+    let data_dirs: Vec<_> = pending
+        .iter()
+        .map(|(name, _, _)| super::data::data_dir(&paths, name))
+        .collect();
     let plans: Vec<Plan<'_>> = pending
         .iter()
-        .zip(&dirs)
-        .map(|((name, r, extra), dir)| Plan {
+        .zip(dirs.iter().zip(&data_dirs))
+        .map(|((name, r, extra), (dir, data))| Plan {
             server: name,
             source: None,
             resolved: r,
@@ -108,19 +112,30 @@ pub(crate) fn prepare(
             extra,
             port: None,
             flags,
+            data: Some(data),
         })
         .collect();
     super::plan::confirm_all(ctx, &plans, flags)?;
     for (name, r, extra) in &pending {
         let outcome = match super::install(&paths, name, r, flags) {
-            Ok((built, _)) => {
+            Ok((built, version_dir)) => {
+                let found = super::data::find(
+                    r.pkg.ecosystem,
+                    &version_dir,
+                    &r.pkg.name,
+                    &super::data::data_dir(&paths, name),
+                    &|_| false,
+                );
+                let env = super::point_data(ctx, name, &paths, found)
+                    .into_iter()
+                    .collect();
                 let mut args = vec![built.entry.display().to_string()];
                 args.extend(extra.iter().cloned());
                 Outcome::Pinned(Installed {
                     command: built.runtime.display().to_string(),
                     args,
                     package: r.pkg.clone(),
-                    env: BTreeMap::new(),
+                    env,
                     secrets: Vec::new(),
                 })
             }

@@ -33,6 +33,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) port: Option<u16>,
     /// `--yes`, `--allow-scripts`, …
     pub(crate) flags: &'a InstallFlags,
+    /// The server's data directory (D220), for a new server.
+    pub(crate) data: Option<&'a Path>,
 }
 
 impl Plan<'_> {
@@ -93,6 +95,14 @@ impl Plan<'_> {
         s.push('\n');
         if let Some(port) = self.port {
             s.push_str(&format!("transport stdio, served on port {port}\n"));
+        }
+        // D220: the package dir stays read-only; its data goes here.
+        if let Some(data) = self.data {
+            s.push_str(&format!(
+                "data      {}/\n          its home; each path-like variable its own code reads \
+                 (…_PATH, …_FILE, …_DIR) and --env does not set points here\n",
+                data.display()
+            ));
         }
         Ok(s)
     }
