@@ -4,10 +4,12 @@
 //! (`@modelcontextprotocol/server-memory`'s `MEMORY_FILE_PATH`). After the
 //! install, the package's own code (never its dependencies) is scanned for
 //! the path-like variables it reads (`process.env.X_PATH`,
-//! `os.environ.get("X_FILE")`, `os.getenv("X_DIR")`, …), a `server.json`
-//! shipped in the package adds the ones it declares, and each one the user
-//! did not give is pointed into the server's data directory
-//! (`$XDG_DATA_HOME/xy/data/<name>/`, writable under the starter sandbox).
+//! `os.environ.get("X_FILE")`, `os.getenv("X_DIR")`, …) whose fallback is
+//! beside the code itself (`__dirname`, `import.meta.url`, `__file__`
+//! nearby), and each one the user did not give is pointed into the
+//! server's data directory (`$XDG_DATA_HOME/xy/data/<name>/`, writable
+//! under the starter sandbox); a `server.json` shipped in the package
+//! names the file through its declared default.
 //! Works offline: no registry is asked.
 
 use std::collections::BTreeMap;
@@ -55,6 +57,7 @@ pub(crate) fn find(
         }
         Ecosystem::Pypi => pypi_files(version_dir, name),
     };
+    let declared = shipped_server_json(&root);
     // name → (found in, file name hint).
     let mut found: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     for file in &files {
@@ -62,21 +65,20 @@ pub(crate) fn find(
             continue;
         };
         for var in env_reads(&text) {
-            if !is_data_path(&var) || found.contains_key(&var) {
+            if !is_data_path(&var) || found.contains_key(&var) || !defaults_beside_code(&text, &var)
+            {
                 continue;
             }
             let rel = file.strip_prefix(&root).unwrap_or(file);
-            let hint = file_name_hint(&text, &var);
+            let hint = file_name_hint(&text, &var).or_else(|| {
+                declared
+                    .iter()
+                    .find(|(n, _)| *n == var)
+                    .and_then(|(_, d)| d.as_deref())
+                    .and_then(|d| Path::new(d).file_name())
+                    .map(|f| f.to_string_lossy().into_owned())
+            });
             found.insert(var, (rel.display().to_string(), hint));
-        }
-    }
-    for (var, default) in shipped_server_json(&root) {
-        if is_data_path(&var) && !found.contains_key(&var) {
-            let hint = default
-                .as_deref()
-                .and_then(|d| Path::new(d).file_name())
-                .map(|f| f.to_string_lossy().into_owned());
-            found.insert(var, ("server.json".to_owned(), hint));
         }
     }
     found
@@ -185,6 +187,33 @@ pub(crate) fn is_data_path(name: &str) -> bool {
     !stem
         .split('_')
         .any(|w| INPUT_WORDS.contains(&w) || w == "CHROMIUM" || w == "SOCKET")
+}
+
+/// Lines around a mention of the variable searched for the code's own
+/// location.
+const NEAR_LINES: usize = 40;
+
+/// Whether the code that reads `var` falls back to a path beside itself:
+/// within [`NEAR_LINES`] of a mention, it takes its own location
+/// (`__dirname`, `__filename`, `import.meta.url`, `import.meta.dirname`,
+/// `__file__`). Only such a default is data next to code; a variable whose
+/// default lies elsewhere (an allow-list of folders, a file in HOME) keeps
+/// it, as pointing it would change what the server does.
+pub(crate) fn defaults_beside_code(text: &str, var: &str) -> bool {
+    const SELF: [&str; 5] = [
+        "__dirname",
+        "__filename",
+        "import.meta.url",
+        "import.meta.dirname",
+        "__file__",
+    ];
+    let lines: Vec<&str> = text.lines().collect();
+    lines.iter().enumerate().any(|(i, l)| {
+        l.contains(var)
+            && lines[i.saturating_sub(NEAR_LINES)..(i + NEAR_LINES + 1).min(lines.len())]
+                .iter()
+                .any(|l| SELF.iter().any(|s| l.contains(s)))
+    })
 }
 
 /// The name a file variable's file gets: a quoted literal `<stem>.<ext>`
@@ -460,10 +489,15 @@ mod tests {
         let root = t.path().join("node_modules").join("@x/srv");
         std::fs::create_dir_all(root.join("dist")).unwrap();
         std::fs::create_dir_all(root.join("node_modules/dep")).unwrap();
+        let far = "\n".repeat(NEAR_LINES + 2);
         std::fs::write(
             root.join("dist/index.js"),
-            "const f = process.env.NOTES_FILE_PATH || path.join(__dirname, 'notes.db');\n\
-             const g = process.env.GIVEN_DIR;",
+            format!(
+                "const f = process.env.NOTES_FILE_PATH || path.join(__dirname, 'notes.db');\n\
+                 const g = process.env.GIVEN_DIR;\n\
+                 const h = process.env.HISTORY_FILE || path.join(__dirname, 'h');{far}\
+                 const allowed = (process.env.ALLOWED_FILES_PATH || '').split(':');"
+            ),
         )
         .unwrap();
         std::fs::write(
@@ -488,7 +522,7 @@ mod tests {
                 DataVar {
                     name: "HISTORY_FILE".into(),
                     value: data.join("history.txt"),
-                    found_in: "server.json".into(),
+                    found_in: "dist/index.js".into(),
                 },
                 DataVar {
                     name: "NOTES_FILE_PATH".into(),
