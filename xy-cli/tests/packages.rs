@@ -1058,3 +1058,32 @@ fn memory_keeps_its_data_in_its_data_dir_not_its_package() {
     assert!(written.contains("xy-data"), "{written}");
     assert_eq!(tree(&pkg), before, "the package dir changed");
 }
+
+/// D221: a native add-on that needs its install script is named in the
+/// plan, with the flag to pass, before anything is installed (it was only
+/// said after the install, when `--ignore-scripts` had already skipped it).
+#[test]
+fn a_native_add_on_is_named_in_the_plan_with_allow_scripts() {
+    if npm_unreachable("a_native_add_on_is_named_in_the_plan_with_allow_scripts") {
+        return;
+    }
+    let w = World::new("xypkscripts");
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "db",
+        "--npm",
+        "@executeautomation/database-server@1.1.0",
+    ]);
+    let err = r.fails(1);
+    assert!(err.contains("--yes"), "{err}");
+    let plan = r.stdout();
+    assert!(
+        plan.contains("scripts   not run (--ignore-scripts):")
+            && plan.contains("sqlite3@5.1.7 (native add-on)"),
+        "{plan}"
+    );
+    assert!(plan.contains("add --allow-scripts to this command"), "{plan}");
+    assert!(!w.packages("db").exists(), "nothing installed");
+    assert!(!w.h.config_dir().join("db.kdl").exists());
+}

@@ -54,6 +54,7 @@ pub(crate) fn upgrade(ctx: &Ctx, a: &UpgradeArgs) -> Result<Exit, Failure> {
         port: None,
         flags: &a.install,
         data: None,
+        scripts: &[],
     };
     confirm(ctx, &plan)?;
     packages::install(&paths, &a.name, &resolved, &a.install)?;

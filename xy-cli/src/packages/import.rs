@@ -92,6 +92,30 @@ pub(crate) fn prepare(
         }
         return Ok(pins);
     }
+    // D221: each npm tree resolved before the plan; one that cannot be
+    // resolved is imported as it is, like a failed install.
+    let mut trees = Vec::new();
+    let mut scripts = Vec::new();
+    let mut kept = Vec::new();
+    for (name, mut r, extra) in pending {
+        match super::resolve_tree(&paths, &mut r, flags) {
+            Ok((tree, found)) => {
+                trees.push(tree);
+                scripts.push(found);
+                kept.push((name, r, extra));
+            }
+            Err(f) => {
+                pins.0.insert(
+                    name.to_owned(),
+                    Outcome::Unpinned(format!("its dependencies cannot be resolved: {}", f.message)),
+                );
+            }
+        }
+    }
+    let pending = kept;
+    if pending.is_empty() {
+        return Ok(pins);
+    }
     let dirs: Vec<_> = pending
         .iter()
         .map(|(name, r, _)| paths.packages_dir(name, &r.pkg.version))
@@ -102,8 +126,8 @@ pub(crate) fn prepare(
         .collect();
     let plans: Vec<Plan<'_>> = pending
         .iter()
-        .zip(dirs.iter().zip(&data_dirs))
-        .map(|((name, r, extra), (dir, data))| Plan {
+        .zip(dirs.iter().zip(data_dirs.iter().zip(&scripts)))
+        .map(|((name, r, extra), (dir, (data, scripts)))| Plan {
             server: name,
             source: None,
             resolved: r,
@@ -113,6 +137,7 @@ pub(crate) fn prepare(
             port: None,
             flags,
             data: Some(data),
+            scripts,
         })
         .collect();
     super::plan::confirm_all(ctx, &plans, flags)?;
