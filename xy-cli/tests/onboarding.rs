@@ -875,7 +875,6 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 /// (on `main` before D222, `status` said "denials (none since the spawn)").
 #[test]
 fn a_denial_in_an_http_servers_tool_result_is_explained_by_status() {
-    use std::io::{BufRead, BufReader, Write};
     let h = Home::new("xyo");
     let data = h.home().join("x");
     std::fs::create_dir_all(&data).unwrap();
@@ -887,6 +886,7 @@ fn a_denial_in_an_http_servers_tool_result_is_explained_by_status() {
         "web",
         &format!(
             "command \"/usr/bin/python3\"\nargs {:?} \"{p}\" {:?}\nport {p}\n\
+             firewall {{ mode \"off\"; }}\n\
              sandbox {{\n    read \"~/proj\"\n    read \"~/x\"\n}}\n",
             script.display().to_string(),
             data.join("data.json").display().to_string()
@@ -898,33 +898,42 @@ fn a_denial_in_an_http_servers_tool_result_is_explained_by_status() {
             .iter()
             .any(|e| e["name"] == "web" && e["tool_count"].is_u64())
     });
-    let mut child = h
-        .cmd(&["connect", "web"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
+    // Through the gateway, where xy sees the answer (`connect` and a
+    // client of the server's own port talk to the server itself).
+    let url = h
+        .list()
+        .iter()
+        .find(|e| e["name"] == "web")
+        .and_then(|e| e["gateway_url"].as_str().map(str::to_owned))
+        .expect("a gateway URL");
+    let client = r#"
+import json, sys, urllib.request
+url = sys.argv[1]
+def post(m):
+    req = urllib.request.Request(url, data=json.dumps(m).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        body = r.read().decode()
+    for line in body.splitlines():
+        if line.startswith("data:"): body = line[5:]
+    return body
+post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+      "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+print(post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "save", "arguments": {}}}))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", client, &url])
+        .output()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    stdin
-        .write_all(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
-{"jsonrpc":"2.0","method":"notifications/initialized"}
-{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"save","arguments":{}}}
-"#,
-        )
-        .unwrap();
-    let mut line = String::new();
-    let answer = loop {
-        line.clear();
-        assert!(out.read_line(&mut line).unwrap() > 0, "no answer");
-        let v: Value = serde_json::from_str(&line).unwrap();
-        if v["id"] == 2 {
-            break v;
-        }
-    };
-    drop(stdin);
-    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("Permission denied"), "{text}");

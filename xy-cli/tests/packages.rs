@@ -1026,15 +1026,16 @@ fn memory_keeps_its_data_in_its_data_dir_not_its_package() {
         Some(file.to_str().unwrap()),
         "{text}"
     );
-    assert!(text.contains("sandbox {"), "the defaults confine it: {text}");
+    assert!(
+        text.contains("sandbox {"),
+        "the defaults confine it: {text}"
+    );
     let pkg = w.packages("mem").join(MEMORY_VERSION);
     let before = tree(&pkg);
 
     Run(w.cmd(&["list"]).output().unwrap()).ok();
     w.running_pid("mem", None);
-    let call = |name: &str, args: Value| {
-        serde_json::json!({"method": "tools/call", "params": {"name": name, "arguments": args}})
-    };
+    let call = |name: &str, args: Value| serde_json::json!({"method": "tools/call", "params": {"name": name, "arguments": args}});
     let answers = session_through_xy(
         &w,
         "mem",
@@ -1048,7 +1049,8 @@ fn memory_keeps_its_data_in_its_data_dir_not_its_package() {
     );
     for a in &answers {
         assert_ne!(
-            a["result"]["isError"], true,
+            a["result"]["isError"],
+            true,
             "a call failed through xy: {a}\n{}",
             w.status("mem")
         );
@@ -1083,7 +1085,10 @@ fn a_native_add_on_is_named_in_the_plan_with_allow_scripts() {
             && plan.contains("sqlite3@5.1.7 (native add-on)"),
         "{plan}"
     );
-    assert!(plan.contains("add --allow-scripts to this command"), "{plan}");
+    assert!(
+        plan.contains("add --allow-scripts to this command"),
+        "{plan}"
+    );
     assert!(!w.packages("db").exists(), "nothing installed");
     assert!(!w.h.config_dir().join("db.kdl").exists());
 }

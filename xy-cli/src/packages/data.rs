@@ -144,8 +144,18 @@ pub(crate) fn env_reads(text: &str) -> Vec<String> {
 pub(crate) fn is_data_path(name: &str) -> bool {
     const SUFFIXES: [&str; 5] = ["_PATH", "_FILE", "_DIR", "_DIRECTORY", "_FOLDER"];
     const SYSTEM_PREFIXES: [&str; 12] = [
-        "XDG_", "NODE_", "NPM_", "PYTHON", "PIP_", "UV_", "VIRTUAL_ENV", "CONDA_", "LD_", "DYLD_",
-        "SSL_", "GIT_",
+        "XDG_",
+        "NODE_",
+        "NPM_",
+        "PYTHON",
+        "PIP_",
+        "UV_",
+        "VIRTUAL_ENV",
+        "CONDA_",
+        "LD_",
+        "DYLD_",
+        "SSL_",
+        "GIT_",
     ];
     const INPUT_WORDS: [&str; 20] = [
         "CONFIG",
@@ -254,10 +264,17 @@ fn file_name_hint(text: &str, var: &str) -> Option<String> {
 
 /// `MEMORY_FILE_PATH` → `MEMORY`.
 fn stem_of(var: &str) -> Option<&str> {
-    ["_FILE_PATH", "_PATH", "_FILE", "_DIRECTORY", "_DIR", "_FOLDER"]
-        .iter()
-        .find_map(|s| var.strip_suffix(s))
-        .filter(|s| !s.is_empty())
+    [
+        "_FILE_PATH",
+        "_PATH",
+        "_FILE",
+        "_DIRECTORY",
+        "_DIR",
+        "_FOLDER",
+    ]
+    .iter()
+    .find_map(|s| var.strip_suffix(s))
+    .filter(|s| !s.is_empty())
 }
 
 /// A directory variable is the data directory itself; a file (or an
@@ -401,10 +418,7 @@ fn shipped_server_json(root: &Path) -> Vec<(String, Option<String>)> {
                 continue;
             }
             if let Some(n) = e.get("name").and_then(|n| n.as_str()) {
-                let default = e
-                    .get("default")
-                    .and_then(|d| d.as_str())
-                    .map(str::to_owned);
+                let default = e.get("default").and_then(|d| d.as_str()).map(str::to_owned);
                 out.push((n.to_owned(), default));
             }
         }
@@ -441,7 +455,12 @@ mod tests {
 
     #[test]
     fn only_data_paths_count() {
-        for yes in ["MEMORY_FILE_PATH", "DB_DIR", "HISTORY_FILE", "STORAGE_FOLDER"] {
+        for yes in [
+            "MEMORY_FILE_PATH",
+            "DB_DIR",
+            "HISTORY_FILE",
+            "STORAGE_FOLDER",
+        ] {
             assert!(is_data_path(yes), "{yes}");
         }
         for no in [

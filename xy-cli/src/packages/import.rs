@@ -107,7 +107,10 @@ pub(crate) fn prepare(
             Err(f) => {
                 pins.0.insert(
                     name.to_owned(),
-                    Outcome::Unpinned(format!("its dependencies cannot be resolved: {}", f.message)),
+                    Outcome::Unpinned(format!(
+                        "its dependencies cannot be resolved: {}",
+                        f.message
+                    )),
                 );
             }
         }

@@ -316,7 +316,12 @@ pub(crate) fn resolve_tree(
     let npm = program("npm", NO_NPM)?;
     let mut cmd = Command::new(&npm);
     cmd.env("npm_config_update_notifier", "false")
-        .args(["install", "--package-lock-only", "--ignore-scripts", "--save-exact"])
+        .args([
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--save-exact",
+        ])
         .arg(format!("{}@{}", r.pkg.name, r.pkg.version));
     if let Some(c) = before {
         cmd.arg("--before").arg(xy_core::time::rfc3339_ms(c.at));
@@ -435,8 +440,13 @@ fn with_install_scripts_versions(lock: &str) -> Vec<String> {
                     == Some(true)
         })
         .map(|(k, p)| {
-            let name = k.rsplit_once("node_modules/").map_or(k.as_str(), |(_, n)| n);
-            let version = p.get("version").and_then(|v| v.as_str()).unwrap_or("latest");
+            let name = k
+                .rsplit_once("node_modules/")
+                .map_or(k.as_str(), |(_, n)| n);
+            let version = p
+                .get("version")
+                .and_then(|v| v.as_str())
+                .unwrap_or("latest");
             format!("{name}@{version}")
         })
         .collect();
@@ -505,7 +515,9 @@ mod tests {
         assert!(native_manifest(r#"{"gypfile": true}"#));
         assert!(native_manifest("\"node-gyp-build\"\n"));
         // esbuild-like: a postinstall that is not a native build.
-        assert!(!native_manifest(r#"{"scripts.postinstall": "node install.js"}"#));
+        assert!(!native_manifest(
+            r#"{"scripts.postinstall": "node install.js"}"#
+        ));
         assert!(!native_manifest(""));
         let lock = r#"{"lockfileVersion":3,"packages":{"":{},
             "node_modules/sqlite3":{"version":"5.1.7","hasInstallScript":true},
