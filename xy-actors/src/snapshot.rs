@@ -73,6 +73,10 @@ pub(crate) struct BridgeGate {
 pub(crate) struct FirewallGate {
     pub(crate) verdicts: watch::Receiver<Arc<crate::mcp::verdicts::Verdicts>>,
     pub(crate) relist: Arc<tokio::sync::Notify>,
+    /// An HTTP server's log and its secrets' redactor: a denial it reports
+    /// only in a tool result is written there, where `status` finds
+    /// denials (D222). `None` for other transports.
+    pub(crate) log: Option<crate::gateway::firewall::ServerLog>,
 }
 
 impl FirewallGate {

@@ -7,8 +7,9 @@
 //! versions (`commands::upgrade`) and import clients' servers
 //! (`commands::clients`, through [`import`]) install through here; `list`'s
 //! hint about unpinned servers is [`unpinned`]. The ecosystems' own steps
-//! are in [`npm`] and [`pypi`], `server.json` in [`registry`]; the daemon
-//! never installs anything.
+//! are in [`npm`] and [`pypi`], `server.json` in [`registry`], the
+//! variables pointed into the server's data dir ([`data`], D220); the
+//! daemon never installs anything.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -22,6 +23,7 @@ use crate::ctx::Ctx;
 use crate::error::{Exit, Failure};
 use crate::{output, server_file};
 
+pub(crate) mod data;
 pub(crate) mod import;
 pub(crate) mod npm;
 pub(crate) mod plan;
@@ -41,6 +43,61 @@ pub(crate) struct Resolved {
     /// npm: the `bin` entry's path inside the package, known before the
     /// install; PyPI: `None` (console scripts are read after it).
     pub(crate) bin: Option<String>,
+    /// npm: the tree resolved for the plan ([`Tree`]), installed from.
+    pub(crate) tree: Option<PathBuf>,
+}
+
+/// A tree resolved before the plan (D221): `package.json` and the
+/// lockfile in a private temp dir, removed when dropped.
+pub(crate) struct Tree(PathBuf);
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// D221: for npm, resolves `r`'s tree before the plan (metadata only) and
+/// names the packages with an install script; `r` then installs from that
+/// tree. PyPI has no install scripts for wheels: nothing to name.
+pub(crate) fn resolve_tree(
+    paths: &Paths,
+    r: &mut Resolved,
+    flags: &InstallFlags,
+) -> Result<(Option<Tree>, Vec<npm::Script>), Failure> {
+    if r.pkg.ecosystem != Ecosystem::Npm {
+        return Ok((None, Vec::new()));
+    }
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "xy-tree-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| {
+                Failure::new(
+                    Exit::Operational,
+                    format!("cannot create {}: {e}", dir.display()),
+                )
+            })?;
+    }
+    let tree = Tree(dir.clone());
+    let scripts = npm::resolve_tree(&dir, r, cutoff(paths, flags).as_ref())?;
+    r.tree = Some(dir);
+    Ok((Some(tree), scripts))
+}
+
+/// The cutoff every dependency's publish time must be before.
+fn cutoff(paths: &Paths, flags: &InstallFlags) -> Option<Cutoff> {
+    (!flags.allow_fresh)
+        .then(|| Cutoff::of(min_age(paths, flags), SystemTime::now()))
+        .flatten()
 }
 
 /// What an ecosystem's install produced in a version directory.
@@ -131,7 +188,7 @@ pub(crate) fn for_add(
     let (name, want) = xy_core::package::split_spec(ecosystem, &spec)
         .map_err(|e| Failure::new(Exit::Operational, e.to_string()))?;
     let paths = data_paths()?;
-    let resolved = resolve(ecosystem, &name, want.as_deref())?;
+    let mut resolved = resolve(ecosystem, &name, want.as_deref())?;
     check_age(
         &resolved,
         min_age(&paths, &a.pin.install),
@@ -153,6 +210,7 @@ pub(crate) fn for_add(
             output::warn(&ctx.err, n);
         }
     }
+    let (_tree, scripts) = resolve_tree(&paths, &mut resolved, &a.pin.install)?;
     let plan = Plan {
         server: &a.name,
         source: from_json.as_ref().map(|e| e.source.as_str()),
@@ -162,9 +220,11 @@ pub(crate) fn for_add(
         extra: &extra,
         port: Some(port),
         flags: &a.pin.install,
+        data: Some(&data::data_dir(&paths, &a.name)),
+        scripts: &scripts,
     };
     confirm(ctx, &plan)?;
-    let (built, _) = install(&paths, &a.name, &resolved, &a.pin.install)?;
+    let (built, version_dir) = install(&paths, &a.name, &resolved, &a.pin.install)?;
     if !built.skipped_scripts.is_empty() {
         output::warn(
             &ctx.err,
@@ -182,7 +242,7 @@ pub(crate) fn for_add(
     let mut args = runtime_args;
     args.push(built.entry.display().to_string());
     args.extend(extra);
-    let (env, secrets, todo) = match from_json {
+    let (mut env, secrets, todo) = match from_json {
         Some(e) => {
             let secrets_dir = server_file::secrets_dir(dir, &a.name);
             let secrets: Vec<(String, PathBuf)> = e
@@ -209,6 +269,15 @@ pub(crate) fn for_add(
     for t in todo {
         output::warn(&ctx.err, &format!("server.json asks for {t}"));
     }
+    let given = |n: &str| env.contains_key(n) || a.env.iter().any(|(k, _)| k == n);
+    let found = data::find(
+        ecosystem,
+        &version_dir,
+        &resolved.pkg.name,
+        &data::data_dir(&paths, &a.name),
+        &given,
+    );
+    env.extend(point_data(ctx, &a.name, &paths, found));
     Ok(Some(Installed {
         command: built.runtime.display().to_string(),
         args,
@@ -216,6 +285,40 @@ pub(crate) fn for_add(
         env,
         secrets,
     }))
+}
+
+/// D220: the data variables found in a fresh install, as `env` entries,
+/// each said on stderr; the data directory is created for them.
+pub(crate) fn point_data(
+    ctx: &Ctx,
+    server: &str,
+    paths: &Paths,
+    found: Vec<data::DataVar>,
+) -> Vec<(String, String)> {
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let dir = data::data_dir(paths, server);
+    if let Err(e) = data::create(&dir) {
+        output::warn(&ctx.err, &format!("cannot create {}: {e}", dir.display()));
+    }
+    found
+        .into_iter()
+        .map(|v| {
+            output::note(
+                &ctx.err,
+                &format!(
+                    "env {}={}: its data outside its package (its code reads the variable, in \
+                     {}; --env {}=… chooses another place)",
+                    v.name,
+                    v.value.display(),
+                    v.found_in,
+                    v.name
+                ),
+            );
+            (v.name, v.value.display().to_string())
+        })
+        .collect()
 }
 
 /// The paths, for the data directory (no socket check: installing needs
@@ -365,16 +468,16 @@ pub(crate) fn install(
         std::fs::remove_dir_all(&tmp).map_err(|e| io("remove", &tmp, e))?;
     }
     std::fs::create_dir(&tmp).map_err(|e| io("create", &tmp, e))?;
+    // An earlier install of this version, else the tree the plan showed.
     let previous = target
         .join(INSTALL_RECORD)
         .exists()
-        .then_some(target.as_path());
+        .then_some(target.as_path())
+        .or(r.tree.as_deref());
     // Every dependency a fresh resolution picks must be older than
     // min-age too (SPEC §24): npm resolves before the date, PyPI's files
     // are checked one by one.
-    let before = (!flags.allow_fresh)
-        .then(|| Cutoff::of(min_age(paths, flags), SystemTime::now()))
-        .flatten();
+    let before = cutoff(paths, flags);
     let built = match r.pkg.ecosystem {
         Ecosystem::Npm => npm::install(&tmp, &target, previous, r, flags, before.as_ref()),
         Ecosystem::Pypi => pypi::install(&tmp, &target, previous, r, before.as_ref()),
@@ -549,6 +652,7 @@ mod tests {
             pkg: "npm:x@1.0.0".parse().unwrap(),
             published,
             bin: None,
+            tree: None,
         }
     }
 

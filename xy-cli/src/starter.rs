@@ -84,7 +84,23 @@ pub(crate) struct Starter {
     pub(crate) create: Vec<PathBuf>,
     /// Paths named in the command line that were left out, and why.
     pub(crate) skipped: Vec<(String, &'static str)>,
+    /// `env-pass` lines: the trust-root variables set where `xyctl` ran
+    /// (D223).
+    pub(crate) env_pass: Vec<String>,
 }
+
+/// Variables that name the certificates a TLS client trusts. On a network
+/// that inspects TLS with its own CA, a server that fetches works directly
+/// only with them (`uvx` failed `invalid peer certificate: UnknownIssuer`
+/// through xy, D223); they name public certificates, never a secret.
+pub(crate) const TRUST_ROOT_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "PIP_CERT",
+];
 
 /// Flags whose value is code to run, not data to work on.
 const CODE_FLAGS: &[&str] = &["--from", "--with", "--project", "--directory", "--prefix"];
@@ -274,7 +290,7 @@ fn project_of(script: &Path, home: &Path, kind: &dyn Fn(&Path) -> Kind) -> PathB
 pub(crate) fn block_for(spec: &ServerSpec, by: &str) -> Option<(String, Vec<PathBuf>)> {
     let home = std::env::home_dir()?;
     let working_dir = spec.working_dir.as_deref().map(Path::new);
-    let s = starter(
+    let mut s = starter(
         &StarterInput {
             command: &spec.command,
             args: &spec.args,
@@ -285,6 +301,21 @@ pub(crate) fn block_for(spec: &ServerSpec, by: &str) -> Option<(String, Vec<Path
         },
         &kind_on_disk,
     );
+    for var in TRUST_ROOT_VARS {
+        if spec.env.contains_key(*var) {
+            continue;
+        }
+        let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        s.env_pass.push((*var).to_owned());
+        // A bundle in the home directory must be readable too; the
+        // system's (`/etc/ssl`) already is.
+        let path = PathBuf::from(value);
+        if path.is_absolute() && path.starts_with(&home) && !s.read.contains(&path) {
+            s.read.push(path);
+        }
+    }
     Some((render_block(&s, &home, by), s.create))
 }
 
@@ -331,6 +362,18 @@ pub(crate) fn render_block(s: &Starter, home: &Path, by: &str) -> String {
             "    // not added: {} ({why}); name the directories it needs\n",
             value.escape_debug()
         ));
+    }
+    if !s.env_pass.is_empty() {
+        out.push_str(
+            "    // the certificates your shell trusts (set where xyctl ran), so TLS checks\n\
+             // as it does there\n",
+        );
+        out.push_str("    env-pass");
+        for v in &s.env_pass {
+            out.push(' ');
+            out.push_str(&crate::server_file::quote(v));
+        }
+        out.push('\n');
     }
     out.push_str("    network \"any\"\n}\n");
     out
@@ -551,6 +594,7 @@ mod tests {
             write: vec!["/home/me/.npm".into(), "/srv/a \"b\"".into()],
             create: vec![],
             skipped: vec![("~".into(), "the whole home directory or above it")],
+            env_pass: vec!["SSL_CERT_FILE".into(), "NODE_EXTRA_CA_CERTS".into()],
         };
         let block = render_block(&s, Path::new("/home/me"), "xyctl add");
         assert!(block.contains("    read \"~/.npmrc\"\n"), "{block}");
@@ -567,6 +611,7 @@ mod tests {
         assert_eq!(sb.read, ["~/.npmrc"]);
         assert_eq!(sb.write, ["~/.npm", "/srv/a \"b\""]);
         assert_eq!(sb.network, xy_core::sandbox::NetworkMode::Any);
+        assert_eq!(sb.env_pass, ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"]);
         let empty = render_block(&Starter::default(), Path::new("/home/me"), "xyctl import");
         xy_core::config::parse_server(
             "e",

@@ -79,7 +79,12 @@ impl Drop for World {
 
 impl World {
     fn new(name: &'static str, corpus: Corpus) -> World {
-        let h = Home::with_xdg(&format!("xycompat-{name}"));
+        // A short root: Chromium's `SingletonSocket` lives in the private
+        // TMPDIR (`<state>/xy/sandbox/<name>/tmp/org.chromium.Chromium.XXXXXX/`),
+        // and a Unix socket path has at most 107 bytes; a user's
+        // `~/.local/state` is short enough, `/tmp/xycompat-<row>-XXXXXX/state`
+        // was not (`Socket path too long`).
+        let h = Home::with_xdg("xyc");
         let gateway = xy_testbins::locate::free_port();
         std::fs::write(
             h.config_dir().parent().unwrap().join("xy.kdl"),

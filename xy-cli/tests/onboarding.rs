@@ -830,6 +830,129 @@ fn a_denial_in_a_tool_result_is_explained_by_status() {
     );
 }
 
+/// [`SAVING_SERVER`] over streamable HTTP (Python's standard library
+/// only): `python3 saver.py <port> <file>`.
+const SAVING_HTTP_SERVER: &str = r#"
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+target = sys.argv[2]
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None):
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(code)
+        if body is not None: self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_DELETE(self): self.send(200)
+    def do_GET(self): self.send(405)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        m, i = msg.get("method"), msg.get("id")
+        if i is None: return self.send(202)
+        if m == "initialize":
+            return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {
+                "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "saver", "version": "1"}}})
+        if m == "tools/list":
+            return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {"tools": [
+                {"name": "save", "inputSchema": {"type": "object"}}]}})
+        if m == "tools/call":
+            try:
+                with open(target, "w") as f: f.write("x")
+                return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "saved"}]}})
+            except OSError as e:
+                return self.send(200, {"jsonrpc": "2.0", "id": i, "result": {"content": [
+                    {"type": "text", "text": "Error: " + str(e)}], "isError": True}})
+        self.send(200, {"jsonrpc": "2.0", "id": i, "result": {}})
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// D222: the same for an HTTP server — a denial it reports only in a tool
+/// result that passed through xy's gateway is in `status`, with the fix
+/// (on `main` before D222, `status` said "denials (none since the spawn)").
+#[test]
+fn a_denial_in_an_http_servers_tool_result_is_explained_by_status() {
+    let h = Home::new("xyo");
+    let data = h.home().join("x");
+    std::fs::create_dir_all(&data).unwrap();
+    let script = h.home().join("proj/saver.py");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, SAVING_HTTP_SERVER).unwrap();
+    let p = free_port();
+    h.write_config(
+        "web",
+        &format!(
+            "command \"/usr/bin/python3\"\nargs {:?} \"{p}\" {:?}\nport {p}\n\
+             firewall {{ mode \"off\"; }}\n\
+             sandbox {{\n    read \"~/proj\"\n    read \"~/x\"\n}}\n",
+            script.display().to_string(),
+            data.join("data.json").display().to_string()
+        ),
+    );
+    h.run(&["list"]).ok();
+    wait_for("web listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "web" && e["tool_count"].is_u64())
+    });
+    // Through the gateway, where xy sees the answer (`connect` and a
+    // client of the server's own port talk to the server itself).
+    let url = h
+        .list()
+        .iter()
+        .find(|e| e["name"] == "web")
+        .and_then(|e| e["gateway_url"].as_str().map(str::to_owned))
+        .expect("a gateway URL");
+    let client = r#"
+import json, sys, urllib.request
+url = sys.argv[1]
+def post(m):
+    req = urllib.request.Request(url, data=json.dumps(m).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        body = r.read().decode()
+    for line in body.splitlines():
+        if line.startswith("data:"): body = line[5:]
+    return body
+post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+      "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+print(post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "save", "arguments": {}}}))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", client, &url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Permission denied"), "{text}");
+    let mut why = String::new();
+    wait_for("the denial in status", Duration::from_secs(10), || {
+        let st: Value = serde_json::from_str(&h.run(&["status", "web", "--json"]).ok()).unwrap();
+        why = st["explain"].as_str().unwrap_or_default().to_owned();
+        why.contains("denied")
+    });
+    assert!(
+        why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("fix: add `write \"~/x\"` to the sandbox block"),
+        "{why}"
+    );
+}
+
 /// A strict streamable-HTTP MCP server (Python's standard library only):
 /// it takes a request only after the session's `notifications/initialized`
 /// and answers `-32600 Received request before initialization was

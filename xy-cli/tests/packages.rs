@@ -917,3 +917,178 @@ fn import_pin_turns_npx_entries_into_pinned_installs() {
     assert!(w.config("odd").contains("\"npx\""));
     assert!(!w.config("plain").contains("package "));
 }
+
+/// `requests` (id 2 on) in one session through `xyctl connect <name>`,
+/// after the handshake; their answers in order.
+fn session_through_xy(w: &World, name: &str, requests: &[Value]) -> Vec<Value> {
+    let mut child = w
+        .cmd(&["connect", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains(r#""id":1"#), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    let mut answers = Vec::new();
+    for (i, r) in requests.iter().enumerate() {
+        let id = i + 2;
+        let mut req = r.clone();
+        req["jsonrpc"] = "2.0".into();
+        req["id"] = id.into();
+        writeln!(stdin, "{req}").unwrap();
+        let v: Value = loop {
+            line.clear();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "connect closed");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                break v;
+            }
+        };
+        answers.push(v);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    answers
+}
+
+/// Every file under `dir` with its size and modification time.
+fn tree(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push((e.path(), m.len(), m.modified().unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// D220: server-memory keeps `memory.jsonl` beside its own `dist/` unless
+/// `MEMORY_FILE_PATH` says otherwise; the install finds the variable in the
+/// package's code and points it into the server's data dir, so with the
+/// defaults (the starter sandbox on, the package dir read-only) its writes
+/// work, the file lands in the data dir and the package is untouched.
+#[test]
+fn memory_keeps_its_data_in_its_data_dir_not_its_package() {
+    if npm_unreachable("memory_keeps_its_data_in_its_data_dir_not_its_package") {
+        return;
+    }
+    let w = World::new("xypkdata");
+    let spec = format!("{MEMORY}@{MEMORY_VERSION}");
+    let p = port();
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "mem",
+        "--npm",
+        &spec,
+        "--yes",
+        "--port",
+        &p,
+    ]);
+    let out = r.ok();
+    let data = w.data.join("xy/data/mem");
+    // The plan says where its data goes, before the install.
+    assert!(
+        out.contains(&format!("data      {}/", data.display())),
+        "{out}"
+    );
+    let err = r.stderr();
+    let file = data.join("memory.jsonl");
+    assert!(
+        err.contains(&format!("env MEMORY_FILE_PATH={}", file.display())),
+        "{err}"
+    );
+    let text = w.config("mem");
+    let config = xy_core::config::parse_server("mem", Path::new("mem.kdl"), &text).unwrap();
+    assert_eq!(
+        config.env.get("MEMORY_FILE_PATH").map(String::as_str),
+        Some(file.to_str().unwrap()),
+        "{text}"
+    );
+    assert!(
+        text.contains("sandbox {"),
+        "the defaults confine it: {text}"
+    );
+    let pkg = w.packages("mem").join(MEMORY_VERSION);
+    let before = tree(&pkg);
+
+    Run(w.cmd(&["list"]).output().unwrap()).ok();
+    w.running_pid("mem", None);
+    let call = |name: &str, args: Value| serde_json::json!({"method": "tools/call", "params": {"name": name, "arguments": args}});
+    let answers = session_through_xy(
+        &w,
+        "mem",
+        &[
+            call(
+                "create_entities",
+                serde_json::json!({"entities": [{"name": "xy-data", "entityType": "test", "observations": ["one"]}]}),
+            ),
+            call("read_graph", serde_json::json!({})),
+        ],
+    );
+    for a in &answers {
+        assert_ne!(
+            a["result"]["isError"],
+            true,
+            "a call failed through xy: {a}\n{}",
+            w.status("mem")
+        );
+    }
+    assert!(answers[1].to_string().contains("xy-data"), "{}", answers[1]);
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("xy-data"), "{written}");
+    assert_eq!(tree(&pkg), before, "the package dir changed");
+}
+
+/// D221: a native add-on that needs its install script is named in the
+/// plan, with the flag to pass, before anything is installed (it was only
+/// said after the install, when `--ignore-scripts` had already skipped it).
+#[test]
+fn a_native_add_on_is_named_in_the_plan_with_allow_scripts() {
+    if npm_unreachable("a_native_add_on_is_named_in_the_plan_with_allow_scripts") {
+        return;
+    }
+    let w = World::new("xypkscripts");
+    let r = w.run(&[
+        "--no-spawn",
+        "add",
+        "db",
+        "--npm",
+        "@executeautomation/database-server@1.1.0",
+    ]);
+    let err = r.fails(1);
+    assert!(err.contains("--yes"), "{err}");
+    let plan = r.stdout();
+    assert!(
+        plan.contains("scripts   not run (--ignore-scripts):")
+            && plan.contains("sqlite3@5.1.7 (native add-on)"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("add --allow-scripts to this command"),
+        "{plan}"
+    );
+    assert!(!w.packages("db").exists(), "nothing installed");
+    assert!(!w.h.config_dir().join("db.kdl").exists());
+}

@@ -101,6 +101,62 @@ impl Corpus {
     }
 }
 
+/// Adds, beside each wheel younger than xy's default `min-age` (plus a
+/// day), the newest older release of that distribution: `xyctl add --pypi`
+/// holds a too-new dependency back and asks for an older one, which a
+/// wheelhouse filled on one day lacks a few days later (the `fetch` row
+/// failed on `regex` released two days before). Once a day (a marker
+/// names the day); best effort: PyPI unreachable leaves the wheelhouse as
+/// it is and the install names the dependency.
+fn age_wheels(wheels: &Path) {
+    const SCRIPT: &str = r#"
+import json, os, subprocess, sys, time, urllib.request
+from datetime import datetime
+wheels, min_age = sys.argv[1], float(sys.argv[2])
+seen = set()
+for _ in range(3):
+    fresh = []
+    for f in sorted(os.listdir(wheels)):
+        if not f.endswith(".whl"): continue
+        name, ver = f.split("-")[:2]
+        if (name, ver) in seen: continue
+        seen.add((name, ver))
+        try:
+            d = json.load(urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=30))
+            t = min(u["upload_time_iso_8601"] for u in d["releases"][ver])
+        except Exception:
+            continue
+        age = time.time() - datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+        if age < min_age: fresh.append((name, ver))
+    if not fresh: break
+    for name, ver in fresh:
+        print(f"older than {name}=={ver}", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check",
+            "--no-input", "-q", "--only-binary=:all:", "--no-deps", "-d", wheels, f"{name}<{ver}"])
+"#;
+    let day = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
+    let marker = wheels.join(format!(".aged-{day}"));
+    let Some(python3) = which("python3") else {
+        return;
+    };
+    if marker.is_file() || !wheels.is_dir() {
+        return;
+    }
+    let min_age = xy_core::package::DEFAULT_MIN_AGE.as_secs() + 86_400;
+    let ok = Command::new(python3)
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(wheels)
+        .arg(min_age.to_string())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let _ = std::fs::write(&marker, "");
+    }
+}
+
 /// The corpus directory's name: a digest of every pin, so a changed pin
 /// never reuses an old install.
 fn dir_name() -> String {
@@ -211,6 +267,8 @@ pub fn corpus() -> Interop<Corpus> {
     if let Err(skip) = result {
         return Interop::Skip(skip);
     }
+    static AGED: std::sync::Once = std::sync::Once::new();
+    AGED.call_once(|| age_wheels(&dir.join("wheels")));
     // Both scripts are rewritten on every call so an edit reaches a cached corpus.
     let client_script = dir.join("corpus_client.py");
     write_if_changed(&client_script, CLIENT_SCRIPT);

@@ -32,6 +32,33 @@ use xy_core::protocol::mcp::wire::META_PROTOCOL_VERSION;
 pub(crate) struct Firewall {
     pub(crate) verdicts: Option<Arc<Verdicts>>,
     pub(crate) relist: Option<Arc<tokio::sync::Notify>>,
+    /// Where a denial in a tool result is written (D222).
+    pub(crate) log: Option<ServerLog>,
+}
+
+/// An HTTP server's log, for what xy learns of it from its answers.
+#[derive(Clone)]
+pub(crate) struct ServerLog {
+    pub(crate) sink: crate::log_router::sink::SharedSink,
+    pub(crate) redactor: Option<Arc<crate::log_router::redact::Redactor>>,
+}
+
+impl ServerLog {
+    /// SPEC §25, D222: a denial an HTTP server reports only in a tool
+    /// result's text goes to its log as `xy: a tool result said: …`, as
+    /// the stdio bridge does (D193), so `status` explains it.
+    fn tool_error(&self, server: &str, answer: &Value) {
+        let Ok(bytes) = serde_json::to_vec(answer) else {
+            return;
+        };
+        for l in crate::explain::denials_in_tool_error(&bytes) {
+            let l = crate::log_router::redact::scrub(l, self.redactor.as_deref());
+            let text = format!("xy: a tool result said: {l}");
+            tracing::warn!(server = %server, "{text}");
+            crate::log_router::sink::lock(&self.sink)
+                .push_note(xy_core::protocol::LogStream::Stderr, &text);
+        }
+    }
 }
 
 /// What the proxy does with one inspected request.
@@ -68,6 +95,7 @@ pub(crate) struct Exchange {
     verdicts: Arc<Verdicts>,
     /// Woken when the child lists what xy's listing does not have.
     relist: Option<Arc<Notify>>,
+    log: Option<ServerLog>,
     /// Where its `tools/call` is recorded (`None`: calls are not).
     recorder: Option<Recorder>,
     /// The request's `User-Agent`: the client when `_meta` names none.
@@ -95,6 +123,7 @@ impl Exchange {
             server: server.into(),
             verdicts,
             relist: fw.relist,
+            log: fw.log,
             recorder: calls.map(|calls| Recorder {
                 calls: calls.clone(),
                 server: server.into(),
@@ -204,7 +233,14 @@ impl Exchange {
                 self.verdicts.filter(Kind::Resource, result) > 0
             }
             "tools/call" | "resources/read" => {
-                self.finish(outcome(msg));
+                let outcome = outcome(msg);
+                if method == "tools/call"
+                    && outcome == CallOutcome::ToolError
+                    && let Some(log) = &self.log
+                {
+                    log.tool_error(&self.server, msg);
+                }
+                self.finish(outcome);
                 false
             }
             _ => false,
@@ -271,6 +307,7 @@ mod tests {
         let fw = Firewall {
             verdicts: Some(Arc::new(v)),
             relist: Some(Arc::new(Notify::new())),
+            log: None,
         };
         Exchange::begin("web", fw, Some(calls), &h)
     }

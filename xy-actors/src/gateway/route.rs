@@ -36,6 +36,7 @@ pub(crate) fn route(snap: &ServerSnapshot) -> Route {
     let firewall = || Firewall {
         verdicts: snap.firewall.as_ref().map(|f| f.current()),
         relist: snap.firewall.as_ref().map(|f| Arc::clone(&f.relist)),
+        log: snap.firewall.as_ref().and_then(|f| f.log.clone()),
     };
     match snap.transport {
         Transport::Stdio => match &snap.bridge {

@@ -77,6 +77,14 @@ impl ServerActorState {
                     firewall: Some(FirewallGate {
                         verdicts: self.mcp.watch_verdicts(),
                         relist: Arc::clone(&self.relist),
+                        log: (self.config.transport == xy_core::protocol::Transport::Http).then(
+                            || crate::gateway::firewall::ServerLog {
+                                sink: self.sink.clone(),
+                                redactor: crate::log_router::redact::Redactor::for_spawn(
+                                    &self.config,
+                                ),
+                            },
+                        ),
                     }),
                     remote: self.upstream.clone().map(RemoteGate),
                     row: RowCache::default(),

@@ -53,6 +53,8 @@ pub(crate) fn upgrade(ctx: &Ctx, a: &UpgradeArgs) -> Result<Exit, Failure> {
         extra: &extra,
         port: None,
         flags: &a.install,
+        data: None,
+        scripts: &[],
     };
     confirm(ctx, &plan)?;
     packages::install(&paths, &a.name, &resolved, &a.install)?;

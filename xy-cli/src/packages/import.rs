@@ -92,14 +92,45 @@ pub(crate) fn prepare(
         }
         return Ok(pins);
     }
+    // D221: each npm tree resolved before the plan; one that cannot be
+    // resolved is imported as it is, like a failed install.
+    let mut trees = Vec::new();
+    let mut scripts = Vec::new();
+    let mut kept = Vec::new();
+    for (name, mut r, extra) in pending {
+        match super::resolve_tree(&paths, &mut r, flags) {
+            Ok((tree, found)) => {
+                trees.push(tree);
+                scripts.push(found);
+                kept.push((name, r, extra));
+            }
+            Err(f) => {
+                pins.0.insert(
+                    name.to_owned(),
+                    Outcome::Unpinned(format!(
+                        "its dependencies cannot be resolved: {}",
+                        f.message
+                    )),
+                );
+            }
+        }
+    }
+    let pending = kept;
+    if pending.is_empty() {
+        return Ok(pins);
+    }
     let dirs: Vec<_> = pending
         .iter()
         .map(|(name, r, _)| paths.packages_dir(name, &r.pkg.version))
         .collect();
+    let data_dirs: Vec<_> = pending
+        .iter()
+        .map(|(name, _, _)| super::data::data_dir(&paths, name))
+        .collect();
     let plans: Vec<Plan<'_>> = pending
         .iter()
-        .zip(&dirs)
-        .map(|((name, r, extra), dir)| Plan {
+        .zip(dirs.iter().zip(data_dirs.iter().zip(&scripts)))
+        .map(|((name, r, extra), (dir, (data, scripts)))| Plan {
             server: name,
             source: None,
             resolved: r,
@@ -108,19 +139,31 @@ pub(crate) fn prepare(
             extra,
             port: None,
             flags,
+            data: Some(data),
+            scripts,
         })
         .collect();
     super::plan::confirm_all(ctx, &plans, flags)?;
     for (name, r, extra) in &pending {
         let outcome = match super::install(&paths, name, r, flags) {
-            Ok((built, _)) => {
+            Ok((built, version_dir)) => {
+                let found = super::data::find(
+                    r.pkg.ecosystem,
+                    &version_dir,
+                    &r.pkg.name,
+                    &super::data::data_dir(&paths, name),
+                    &|_| false,
+                );
+                let env = super::point_data(ctx, name, &paths, found)
+                    .into_iter()
+                    .collect();
                 let mut args = vec![built.entry.display().to_string()];
                 args.extend(extra.iter().cloned());
                 Outcome::Pinned(Installed {
                     command: built.runtime.display().to_string(),
                     args,
                     package: r.pkg.clone(),
-                    env: BTreeMap::new(),
+                    env,
                     secrets: Vec::new(),
                 })
             }

@@ -1,6 +1,7 @@
 //! npm's steps of a pinned install: `npm view` for the exact version, its
-//! publish time and its `bin`; `npm install --save-exact` (or `npm ci` from
-//! an earlier lockfile) into the version directory; the check that
+//! publish time and its `bin`; the tree resolved before the plan, with its
+//! install scripts named (D221); `npm ci` from that lockfile (or an
+//! earlier install's) into the version directory; the check that
 //! `package-lock.json` pins every dependency by integrity hash; the `node`
 //! that runs the entry point.
 
@@ -72,6 +73,7 @@ pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failur
         published: view.time.get(&pkg.version).and_then(|t| parse_rfc3339(t)),
         pkg,
         bin: Some(bin),
+        tree: None,
     })
 }
 
@@ -285,6 +287,174 @@ fn with_install_scripts(lock: &str) -> Vec<String> {
     names
 }
 
+/// A package of the resolved tree with an install script (D221).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Script {
+    /// `name@version`.
+    pub(crate) package: String,
+    /// A native add-on: `gypfile`, or a script that builds or fetches a
+    /// binary (`node-gyp`, `prebuild-install`, …); it does not load when
+    /// the script was skipped.
+    pub(crate) native: bool,
+}
+
+/// Most packages whose manifest is read for the plan; a tree with more
+/// install scripts lists the rest unclassified.
+const MAX_SCRIPT_VIEWS: usize = 16;
+
+/// Resolves `r`'s whole tree into `dir` before anything is installed
+/// (`npm install --package-lock-only --ignore-scripts`: registry metadata
+/// only, every dependency `--before` the cutoff), so the plan can name the
+/// packages with an install script — `hasInstallScript` in the lockfile —
+/// and which of them are native add-ons; the install then runs `npm ci`
+/// from this lockfile, so the tree shown is the tree installed.
+pub(crate) fn resolve_tree(
+    dir: &Path,
+    r: &Resolved,
+    before: Option<&Cutoff>,
+) -> Result<Vec<Script>, Failure> {
+    let npm = program("npm", NO_NPM)?;
+    let mut cmd = Command::new(&npm);
+    cmd.env("npm_config_update_notifier", "false")
+        .args([
+            "install",
+            "--package-lock-only",
+            "--ignore-scripts",
+            "--save-exact",
+        ])
+        .arg(format!("{}@{}", r.pkg.name, r.pkg.version));
+    if let Some(c) = before {
+        cmd.arg("--before").arg(xy_core::time::rfc3339_ms(c.at));
+    }
+    cmd.arg("--prefix")
+        .arg(dir)
+        .args(["--no-audit", "--no-fund"]);
+    run(&mut cmd, "`npm install --package-lock-only`").map_err(|f| {
+        match (before, too_new_dependency(&f)) {
+            (Some(c), Some(dep)) => c
+                .too_new(&dep, None)
+                .with_detail(f.detail.unwrap_or_default()),
+            _ => f,
+        }
+    })?;
+    let lock = std::fs::read_to_string(dir.join(LOCKFILE)).map_err(|e| {
+        Failure::new(
+            Exit::Operational,
+            format!("npm wrote no {LOCKFILE} in {}: {e}", dir.display()),
+        )
+    })?;
+    let with = with_install_scripts_versions(&lock);
+    let native: Vec<bool> = std::thread::scope(|s| {
+        let handles: Vec<_> = with
+            .iter()
+            .take(MAX_SCRIPT_VIEWS)
+            .map(|spec| {
+                let npm = &npm;
+                s.spawn(move || is_native(npm, spec))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(false))
+            .collect()
+    });
+    Ok(with
+        .into_iter()
+        .enumerate()
+        .map(|(i, package)| Script {
+            package,
+            native: native.get(i).copied().unwrap_or(false),
+        })
+        .collect())
+}
+
+/// Whether `spec`'s manifest says it is a native add-on (`npm view
+/// <spec> gypfile scripts.preinstall scripts.install scripts.postinstall`).
+fn is_native(npm: &Path, spec: &str) -> bool {
+    let out = Command::new(npm)
+        .env("npm_config_update_notifier", "false")
+        .args([
+            "view",
+            spec,
+            "gypfile",
+            "scripts.preinstall",
+            "scripts.install",
+            "scripts.postinstall",
+            "--json",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    out.ok()
+        .filter(|o| o.status.success())
+        .is_some_and(|o| native_manifest(&String::from_utf8_lossy(&o.stdout)))
+}
+
+/// `npm view`'s answer for the fields above: a native add-on builds or
+/// fetches a binary at install.
+fn native_manifest(text: &str) -> bool {
+    const BUILDERS: [&str; 7] = [
+        "node-gyp",
+        "prebuild-install",
+        "node-pre-gyp",
+        "cmake-js",
+        "node-gyp-build",
+        "prebuildify",
+        "napi-postinstall",
+    ];
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
+        // A single field is printed bare.
+        return BUILDERS.iter().any(|b| text.contains(b));
+    };
+    if v.get("gypfile").and_then(serde_json::Value::as_bool) == Some(true) {
+        return true;
+    }
+    let scripts = match &v {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .filter(|(k, _)| k.starts_with("scripts."))
+            .filter_map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>(),
+        serde_json::Value::String(s) => vec![s.as_str()],
+        _ => Vec::new(),
+    };
+    scripts
+        .iter()
+        .any(|s| BUILDERS.iter().any(|b| s.contains(b)))
+}
+
+/// [`with_install_scripts`] as `name@version`, for `npm view`.
+fn with_install_scripts_versions(lock: &str) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(lock) else {
+        return Vec::new();
+    };
+    let Some(packages) = v.get("packages").and_then(|p| p.as_object()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = packages
+        .iter()
+        .filter(|(k, p)| {
+            !k.is_empty()
+                && p.get("hasInstallScript")
+                    .and_then(serde_json::Value::as_bool)
+                    == Some(true)
+        })
+        .map(|(k, p)| {
+            let name = k
+                .rsplit_once("node_modules/")
+                .map_or(k.as_str(), |(_, n)| n);
+            let version = p
+                .get("version")
+                .and_then(|v| v.as_str())
+                .unwrap_or("latest");
+            format!("{name}@{version}")
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The dependency npm's `--before` found no version of: npm says `No
 /// matching version found for <name>@<range> with a date before <date>`.
 fn too_new_dependency(f: &Failure) -> Option<String> {
@@ -334,6 +504,25 @@ mod tests {
             "node_modules/left-pad":{"version":"1.3.0","integrity":"sha512-d"}}}"#;
         assert_eq!(with_install_scripts(lock), ["better-sqlite3", "sqlite3"]);
         assert!(with_install_scripts(r#"{"packages":{}}"#).is_empty());
+    }
+
+    #[test]
+    fn native_add_ons_are_told_from_other_install_scripts() {
+        // sqlite3 5.1.7's manifest.
+        assert!(native_manifest(
+            r#"{"scripts.install": "prebuild-install -r napi || node-gyp rebuild"}"#
+        ));
+        assert!(native_manifest(r#"{"gypfile": true}"#));
+        assert!(native_manifest("\"node-gyp-build\"\n"));
+        // esbuild-like: a postinstall that is not a native build.
+        assert!(!native_manifest(
+            r#"{"scripts.postinstall": "node install.js"}"#
+        ));
+        assert!(!native_manifest(""));
+        let lock = r#"{"lockfileVersion":3,"packages":{"":{},
+            "node_modules/sqlite3":{"version":"5.1.7","hasInstallScript":true},
+            "node_modules/a":{"version":"1.0.0"}}}"#;
+        assert_eq!(with_install_scripts_versions(lock), ["sqlite3@5.1.7"]);
     }
 
     #[test]

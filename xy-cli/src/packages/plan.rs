@@ -33,6 +33,10 @@ pub(crate) struct Plan<'a> {
     pub(crate) port: Option<u16>,
     /// `--yes`, `--allow-scripts`, …
     pub(crate) flags: &'a InstallFlags,
+    /// The server's data directory (D220), for a new server.
+    pub(crate) data: Option<&'a Path>,
+    /// The resolved tree's packages with an install script (D221).
+    pub(crate) scripts: &'a [npm::Script],
 }
 
 impl Plan<'_> {
@@ -93,6 +97,42 @@ impl Plan<'_> {
         s.push('\n');
         if let Some(port) = self.port {
             s.push_str(&format!("transport stdio, served on port {port}\n"));
+        }
+        // D220: the package dir stays read-only; its data goes here.
+        if !self.scripts.is_empty() {
+            let names: Vec<String> = self
+                .scripts
+                .iter()
+                .map(|sc| {
+                    if sc.native {
+                        format!("{} (native add-on)", sc.package)
+                    } else {
+                        sc.package.clone()
+                    }
+                })
+                .collect();
+            if self.flags.allow_scripts {
+                s.push_str(&format!("scripts   run at install: {}\n", names.join(", ")));
+            } else {
+                s.push_str(&format!(
+                    "scripts   not run (--ignore-scripts): {}\n",
+                    names.join(", ")
+                ));
+                if self.scripts.iter().any(|sc| sc.native) {
+                    s.push_str(
+                        "          a native add-on does not load without its install script, \
+                         and the server may fail at start: add --allow-scripts to this command \
+                         to run them\n",
+                    );
+                }
+            }
+        }
+        if let Some(data) = self.data {
+            s.push_str(&format!(
+                "data      {}/\n          its home; each path-like variable its own code reads \
+                 (…_PATH, …_FILE, …_DIR) and --env does not set points here\n",
+                data.display()
+            ));
         }
         Ok(s)
     }

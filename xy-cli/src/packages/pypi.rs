@@ -64,6 +64,7 @@ pub(crate) fn resolve(name: &str, want: Option<&str>) -> Result<Resolved, Failur
         pkg,
         published: a.uploaded.as_deref().and_then(parse_rfc3339),
         bin: None,
+        tree: None,
     })
 }
 

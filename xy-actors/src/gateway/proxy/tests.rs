@@ -152,6 +152,7 @@ async fn front(
                                     Firewall {
                                         verdicts,
                                         relist: None,
+                                        log: None,
                                     },
                                     None,
                                     req,
