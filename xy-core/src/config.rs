@@ -35,7 +35,10 @@ pub use parse::settings::parse_settings;
 pub use parse::{is_valid_name, parse_server};
 pub use remote::{HeaderSpec, HeaderValueSpec, OAuthConfig, RemoteConfig};
 pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
-pub use settings::{DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings, gateway_url};
+pub use settings::{
+    AggregateMode, AggregateSettings, DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings,
+    Profile, gateway_url,
+};
 
 /// Default `restart.backoff-initial`.
 pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_secs(1);

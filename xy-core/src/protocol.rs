@@ -11,7 +11,8 @@
 //! `diagnostic.rs` for config diagnostics); one file per part of `status`
 //! and its methods (`transport.rs`, `secrets.rs`, `sandbox.rs`,
 //! `package.rs`, `remote.rs`, `auth.rs`, [`mcp`]); `boot.rs`, `exit.rs`
-//! and `list_row.rs` (a `list` row serialised ahead of time).
+//! and `list_row.rs` (a `list` row serialised ahead of time); `aggregate`
+//! (the aggregate endpoint's names, app-only tools, `tools_search`).
 
 use std::fmt;
 
@@ -38,6 +39,7 @@ pub use package::PackageStatus;
 pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
 mod remote;
 pub use remote::{RemoteHeader, RemoteStatus};
+pub mod aggregate;
 mod auth;
 pub use auth::{
     AuthGrantInfo, AuthLoginParams, AuthLoginResult, AuthLoginWaitParams, AuthLoginWaitResult,
@@ -100,6 +102,9 @@ pub mod method {
     pub const AUTH_STATUS: &str = "auth_status";
     /// `auth_logout {name}` → [`super::AuthLogoutResult`]
     pub const AUTH_LOGOUT: &str = "auth_logout";
+    /// `tools_search {query, server?, limit?, profile?}` →
+    /// [`super::aggregate::ToolsSearchResult`]
+    pub const TOOLS_SEARCH: &str = "tools_search";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
@@ -122,7 +127,7 @@ pub mod method {
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 22] = [
+    pub const ALL: [&str; 23] = [
         LIST,
         STATUS,
         START,
@@ -145,6 +150,7 @@ pub mod method {
         AUTH_LOGIN_WAIT,
         AUTH_STATUS,
         AUTH_LOGOUT,
+        TOOLS_SEARCH,
     ];
 }
 

@@ -71,7 +71,8 @@ fn method_names() {
             "auth_login",
             "auth_login_wait",
             "auth_status",
-            "auth_logout"
+            "auth_logout",
+            "tools_search"
         ]
     );
     assert_eq!(method::LOG, "log");
