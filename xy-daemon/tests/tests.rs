@@ -4,6 +4,7 @@
 mod helper;
 
 mod attack;
+mod aggregate;
 mod auth;
 mod boot;
 mod conformance;
