@@ -23,7 +23,6 @@
 
 pub(crate) mod catalog;
 mod methods;
-pub(crate) mod rank;
 pub(crate) mod upstream;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -59,6 +58,9 @@ pub(crate) struct Aggregate {
     settings: watch::Receiver<DaemonSettings>,
     sessions: Mutex<Sessions>,
     calls: Option<Calls>,
+    /// The search index of the last listing searched, by a key of what
+    /// it was built from.
+    index: Mutex<Option<(u64, Arc<xy_core::search::Index>)>>,
 }
 
 /// What one endpoint offers: which servers, in which mode.
@@ -82,6 +84,7 @@ impl Aggregate {
             settings,
             sessions: Mutex::new(Sessions::default()),
             calls,
+            index: Mutex::new(None),
         })
     }
 
@@ -132,6 +135,24 @@ impl Aggregate {
             .map_or_else(|| "/mcp".to_owned(), |n| format!("/p/{n}/mcp"));
         let view = self.view(&path)?;
         Ok(methods::search(self, &view, &p.query, p.server.as_deref(), p.limit()).await)
+    }
+
+    /// The index built from what `key` names, built by `build` when the
+    /// one kept is of something else.
+    fn index(
+        &self,
+        key: u64,
+        build: impl FnOnce() -> xy_core::search::Index,
+    ) -> Arc<xy_core::search::Index> {
+        let mut kept = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((k, i)) = kept.as_ref()
+            && *k == key
+        {
+            return Arc::clone(i);
+        }
+        let i = Arc::new(build());
+        *kept = Some((key, Arc::clone(&i)));
+        i
     }
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {

@@ -422,7 +422,9 @@ async fn find_tools(agg: &Arc<Aggregate>, view: &View, params: &Value) -> Value 
     }))
 }
 
-/// The ranked tools of `view` for `query` (of `server` only, when given).
+/// The ranked tools of `view` for `query` (of `server` only, when given),
+/// by xy's ranking ([`xy_core::search`]); the index is built once per
+/// change of what the view offers.
 pub(crate) async fn search(
     agg: &Arc<Aggregate>,
     view: &View,
@@ -431,32 +433,45 @@ pub(crate) async fn search(
     limit: usize,
 ) -> ToolsSearchResult {
     let o = offered(agg, view, List::Tools).await;
-    let pool: Vec<&Item> = o
+    let instructions: BTreeMap<&str, Option<String>> = o
         .items
         .iter()
-        .filter(|i| server.is_none_or(|s| i.server == s))
+        .map(|i| (i.server.as_str(), agg.catalog.upstream.instructions(&i.server)))
         .collect();
-    let docs: Vec<super::rank::Doc> = pool
-        .iter()
-        .map(|i| {
-            let instructions = agg.catalog.upstream.instructions(&i.server);
-            let mut own = i.definition.clone();
-            own["name"] = json!(i.own);
-            super::rank::Doc::of(&i.server, instructions.as_deref(), &own)
-        })
-        .collect();
-    let tools = super::rank::rank(&docs, query)
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for i in &o.items {
+            (&i.server, &i.name, i.definition.to_string()).hash(&mut h);
+        }
+        instructions.hash(&mut h);
+        h.finish()
+    };
+    let index = agg.index(key, || {
+        let docs = o
+            .items
+            .iter()
+            .map(|i| {
+                let mut own = i.definition.clone();
+                own["name"] = json!(i.own);
+                let ins = instructions.get(i.server.as_str()).cloned().flatten();
+                xy_core::search::ToolDoc::from_tool(&i.server, ins.as_deref(), &own)
+            })
+            .collect();
+        xy_core::search::Index::build(docs)
+    });
+    let tools = index
+        .search(query, limit, server)
         .into_iter()
-        .take(limit)
-        .map(|(n, score)| {
-            let i = pool[n];
-            ToolHit {
+        .filter_map(|hit| {
+            let i = o.items.get(hit.doc)?;
+            Some(ToolHit {
                 name: i.name.clone(),
                 server: i.server.clone(),
                 tool: i.own.clone(),
-                score,
+                score: f64::from(hit.score),
                 definition: i.definition.clone(),
-            }
+            })
         })
         .collect();
     ToolsSearchResult {
