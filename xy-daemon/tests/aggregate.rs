@@ -232,3 +232,58 @@ fn search_mode_lists_little_however_many_servers() {
     // Listing search mode's two tools wakes nobody.
     assert!(servers.iter().all(|(n, _)| d.entry(n)["state"] == "idle"));
 }
+
+/// The official Python SDK's client (from the interop cache) through the
+/// aggregate in each of its ways to pick an era: it lists, and calls a
+/// prefixed tool, as it would any server.
+#[test]
+fn the_python_sdk_uses_the_aggregate_in_both_eras() {
+    let test = "the_python_sdk_uses_the_aggregate_in_both_eras";
+    let sdk = match xy_testbins::interop::python_sdk() {
+        xy_testbins::interop::Interop::Ready(sdk) => sdk,
+        xy_testbins::interop::Interop::Skip(skip) => return skip.announce(test),
+    };
+    let (_d, gw) = start("", &[("alpha", server("")), ("beta", server(""))]);
+    let script = tempfile::NamedTempFile::with_suffix(".py").unwrap();
+    std::fs::write(
+        script.path(),
+        r#"
+import asyncio, json, sys
+from mcp import Client
+
+async def main(url):
+    for mode in ["legacy", "2026-07-28", "auto"]:
+        async with Client(url, mode=mode, raise_exceptions=True, cache=None) as c:
+            tools = sorted(t.name for t in (await c.list_tools()).tools)
+            r = await c.call_tool("beta__echo", {"text": "py " + mode})
+            text = [x.text for x in r.content if getattr(x, "type", None) == "text"]
+            print(json.dumps({"mode": mode, "version": c.protocol_version,
+                              "tools": tools, "text": text}))
+
+asyncio.run(main(sys.argv[1]))
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(&sdk.python)
+        .arg(script.path())
+        .arg(format!("http://127.0.0.1:{gw}/mcp"))
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "the SDK client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for l in &lines {
+        assert_eq!(l["tools"].as_array().unwrap().len(), 6, "{l}");
+        assert_eq!(l["text"][0], format!("py {}", l["mode"].as_str().unwrap()), "{l}");
+    }
+    assert!(lines[0]["version"].as_str().unwrap().starts_with("2025"), "{lines:?}");
+    assert_eq!(lines[1]["version"], "2026-07-28", "{lines:?}");
+    assert_eq!(lines[2]["version"], "2026-07-28", "{lines:?}");
+}

@@ -336,6 +336,20 @@ async fn post(
     if era2026 && let Some(r) = answer.as_object_mut().and_then(|a| a.get_mut("result")) {
         if let Some(o) = r.as_object_mut() {
             o.insert("resultType".to_owned(), json!("complete"));
+            // What a 2026 client may cache, and for how long: nothing, as
+            // the bridge answers for a 2025 child (the lists change).
+            if matches!(
+                method,
+                "server/discover"
+                    | "tools/list"
+                    | "prompts/list"
+                    | "resources/list"
+                    | "resources/templates/list"
+                    | "resources/read"
+            ) {
+                o.entry("ttlMs").or_insert(json!(0));
+                o.entry("cacheScope").or_insert(json!("private"));
+            }
         }
     }
     let mut full = json!({"jsonrpc": "2.0", "id": id});
