@@ -172,7 +172,9 @@ fn profiles_and_search_mode() {
         assert_eq!(tools[0]["name"], "alpha__echo", "{found}");
         assert!(tools[0]["inputSchema"].is_object(), "{found}");
         assert!(
-            tools.iter().all(|t| t["name"].as_str().unwrap().starts_with("alpha__")),
+            tools
+                .iter()
+                .all(|t| t["name"].as_str().unwrap().starts_with("alpha__")),
             "beta is not in the profile: {found}"
         );
         let r = c.result(
@@ -194,7 +196,10 @@ fn profiles_and_search_mode() {
     let mut none = Mcp::new(&format!("http://127.0.0.1:{gw}/p/nope/mcp"), Era::V2025);
     let r = none.initialize();
     assert_eq!(r.status, 404, "{r:?}");
-    let msg = r.response()["error"]["message"].as_str().unwrap().to_owned();
+    let msg = r.response()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(msg.contains("nope") && msg.contains("all, one"), "{msg}");
     // `tools_search` answers what `find_tools` would.
     let r = d.result(
@@ -281,9 +286,16 @@ asyncio.run(main(sys.argv[1]))
     assert_eq!(lines.len(), 3, "{lines:?}");
     for l in &lines {
         assert_eq!(l["tools"].as_array().unwrap().len(), 6, "{l}");
-        assert_eq!(l["text"][0], format!("py {}", l["mode"].as_str().unwrap()), "{l}");
+        assert_eq!(
+            l["text"][0],
+            format!("py {}", l["mode"].as_str().unwrap()),
+            "{l}"
+        );
     }
-    assert!(lines[0]["version"].as_str().unwrap().starts_with("2025"), "{lines:?}");
+    assert!(
+        lines[0]["version"].as_str().unwrap().starts_with("2025"),
+        "{lines:?}"
+    );
     assert_eq!(lines[1]["version"], "2026-07-28", "{lines:?}");
     assert_eq!(lines[2]["version"], "2026-07-28", "{lines:?}");
 }

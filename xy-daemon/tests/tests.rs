@@ -3,8 +3,8 @@
 
 mod helper;
 
-mod attack;
 mod aggregate;
+mod attack;
 mod auth;
 mod boot;
 mod conformance;

@@ -194,10 +194,8 @@ pub(crate) async fn serve(agg: &Arc<Aggregate>, req: Request<Incoming>) -> Respo
         Method::POST => post(agg, &view, req, session).await,
         Method::GET => stream(agg, session),
         Method::DELETE => {
-            let gone = session.is_some_and(|s| {
-                agg.lock_sessions()
-                    .remove(&s, tokio::time::Instant::now())
-            });
+            let gone = session
+                .is_some_and(|s| agg.lock_sessions().remove(&s, tokio::time::Instant::now()));
             let status = if gone {
                 StatusCode::OK
             } else {
@@ -330,26 +328,33 @@ async fn post(
     };
     let client = client.or(agent);
     let who = methods::Who {
-        client: format!("{} via {}", client.as_deref().unwrap_or("unknown"), view.path),
+        client: format!(
+            "{} via {}",
+            client.as_deref().unwrap_or("unknown"),
+            view.path
+        ),
     };
     let mut answer = methods::answer(agg, view, &who, method, &msg).await;
-    if era2026 && let Some(r) = answer.as_object_mut().and_then(|a| a.get_mut("result")) {
-        if let Some(o) = r.as_object_mut() {
-            o.insert("resultType".to_owned(), json!("complete"));
-            // What a 2026 client may cache, and for how long: nothing, as
-            // the bridge answers for a 2025 child (the lists change).
-            if matches!(
-                method,
-                "server/discover"
-                    | "tools/list"
-                    | "prompts/list"
-                    | "resources/list"
-                    | "resources/templates/list"
-                    | "resources/read"
-            ) {
-                o.entry("ttlMs").or_insert(json!(0));
-                o.entry("cacheScope").or_insert(json!("private"));
-            }
+    if era2026
+        && let Some(o) = answer
+            .as_object_mut()
+            .and_then(|a| a.get_mut("result"))
+            .and_then(Value::as_object_mut)
+    {
+        o.insert("resultType".to_owned(), json!("complete"));
+        // What a 2026 client may cache, and for how long: nothing, as
+        // the bridge answers for a 2025 child (the lists change).
+        if matches!(
+            method,
+            "server/discover"
+                | "tools/list"
+                | "prompts/list"
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+        ) {
+            o.entry("ttlMs").or_insert(json!(0));
+            o.entry("cacheScope").or_insert(json!("private"));
         }
     }
     let mut full = json!({"jsonrpc": "2.0", "id": id});
@@ -374,9 +379,7 @@ fn initialize(agg: &Arc<Aggregate>, view: &View, msg: &Value) -> Response<HttpBo
     {
         let mut s = agg.lock_sessions();
         s.insert(session.clone(), tokio::time::Instant::now());
-        if let Some(c) =
-            crate::mcp::record::client_name(msg.pointer("/params/clientInfo"))
-        {
+        if let Some(c) = crate::mcp::record::client_name(msg.pointer("/params/clientInfo")) {
             s.set_client(&session, c);
         }
     }
@@ -391,10 +394,9 @@ fn initialize(agg: &Arc<Aggregate>, view: &View, msg: &Value) -> Response<HttpBo
 
 /// A 2025 session's `GET`: its stream of `list_changed` notifications.
 fn stream(agg: &Arc<Aggregate>, session: Option<String>) -> Response<HttpBody> {
-    let live = session.as_deref().is_some_and(|s| {
-        agg.lock_sessions()
-            .touch(s, tokio::time::Instant::now())
-    });
+    let live = session
+        .as_deref()
+        .is_some_and(|s| agg.lock_sessions().touch(s, tokio::time::Instant::now()));
     if session.is_none() {
         return error(
             StatusCode::BAD_REQUEST,

@@ -523,7 +523,12 @@ fn apply(
             rows.push(vec![
                 e.name.clone(),
                 "(the aggregate entry)".to_owned(),
-                if dry_run { "would be removed" } else { "removed" }.to_owned(),
+                if dry_run {
+                    "would be removed"
+                } else {
+                    "removed"
+                }
+                .to_owned(),
             ]);
             rewrites.push(Rewrite {
                 entry: e.name.clone(),

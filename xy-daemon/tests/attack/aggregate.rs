@@ -41,7 +41,9 @@ fn a_confined_process_gets_no_answer_from_the_aggregate() {
         ),
     );
     let d = TestDaemon::start_in(env);
-    wait_for("target runs", DEADLINE, || d.entry("target")["state"] == "running");
+    wait_for("target runs", DEADLINE, || {
+        d.entry("target")["state"] == "running"
+    });
     let lines: Vec<Value> = wait_some("box's MCP probes", DEADLINE, || {
         let lines: Vec<Value> = log_lines(&d, "box", json!({"tail": 200}))
             .iter()

@@ -167,7 +167,9 @@ pub(crate) async fn answer(
                     "call_tool" => {
                         let args = params.get("arguments").cloned().unwrap_or(Value::Null);
                         let Some(target) = args.get("name").and_then(Value::as_str) else {
-                            return tool_error("call_tool needs `name`: a name find_tools returned");
+                            return tool_error(
+                                "call_tool needs `name`: a name find_tools returned",
+                            );
                         };
                         let arguments = args.get("arguments").cloned();
                         return call(agg, view, who, target, arguments, true).await;
@@ -175,7 +177,15 @@ pub(crate) async fn answer(
                     _ => {}
                 }
             }
-            call(agg, view, who, name, params.get("arguments").cloned(), false).await
+            call(
+                agg,
+                view,
+                who,
+                name,
+                params.get("arguments").cloned(),
+                false,
+            )
+            .await
         }
         "prompts/list" => {
             let o = offered(agg, view, List::Prompts).await;
@@ -188,7 +198,10 @@ pub(crate) async fn answer(
             let Some(item) = o.by_name.get(name).map(|i| &o.items[*i]) else {
                 return rpc_error(
                     -32602,
-                    format!("unknown prompt {name:?}: prompts/list names what {} offers", view.path),
+                    format!(
+                        "unknown prompt {name:?}: prompts/list names what {} offers",
+                        view.path
+                    ),
                 );
             };
             let mut p = params.clone();
@@ -216,14 +229,20 @@ pub(crate) async fn answer(
                 Some(server) => forward(agg, &server, "resources/read", params.clone(), None).await,
                 None => rpc_error(
                     -32002,
-                    format!("Resource not found: no server of {} offers {uri:?}", view.path),
+                    format!(
+                        "Resource not found: no server of {} offers {uri:?}",
+                        view.path
+                    ),
                 ),
             }
         }
         "completion/complete" => ok(json!({"completion": {"values": []}})),
         _ => rpc_error(
             xy_core::protocol::mcp::wire::METHOD_NOT_FOUND,
-            format!("method not found: {method} (xy's aggregate at {})", view.path),
+            format!(
+                "method not found: {method} (xy's aggregate at {})",
+                view.path
+            ),
         ),
     }
 }
@@ -233,7 +252,11 @@ pub(crate) async fn answer(
 async fn resource_owner(agg: &Arc<Aggregate>, view: &View, uri: &str) -> Option<String> {
     let servers = agg.catalog.servers(view.servers.as_deref());
     for (server, got) in agg.catalog.lists(&servers, List::Resources).await {
-        if got.is_ok_and(|items| items.iter().any(|r| r.get("uri").and_then(Value::as_str) == Some(uri))) {
+        if got.is_ok_and(|items| {
+            items
+                .iter()
+                .any(|r| r.get("uri").and_then(Value::as_str) == Some(uri))
+        }) {
             return Some(server);
         }
     }
@@ -349,7 +372,10 @@ async fn forward(
                 }
             }
             if out.is_empty() {
-                return rpc_error(-32603, format!("xy: server {server} answered nothing usable"));
+                return rpc_error(
+                    -32603,
+                    format!("xy: server {server} answered nothing usable"),
+                );
             }
             Value::Object(out)
         }
@@ -436,7 +462,12 @@ pub(crate) async fn search(
     let instructions: BTreeMap<&str, Option<String>> = o
         .items
         .iter()
-        .map(|i| (i.server.as_str(), agg.catalog.upstream.instructions(&i.server)))
+        .map(|i| {
+            (
+                i.server.as_str(),
+                agg.catalog.upstream.instructions(&i.server),
+            )
+        })
         .collect();
     let key = {
         use std::hash::{Hash, Hasher};

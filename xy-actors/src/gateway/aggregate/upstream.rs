@@ -244,12 +244,14 @@ impl Upstream {
             };
             Ok((status, minted, answer))
         };
-        tokio::time::timeout(wait, exchange).await.unwrap_or_else(|_| {
-            Err(Failed(format!(
-                "server {server} did not answer within {}",
-                humantime::format_duration(wait)
-            )))
-        })
+        tokio::time::timeout(wait, exchange)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failed(format!(
+                    "server {server} did not answer within {}",
+                    humantime::format_duration(wait)
+                )))
+            })
     }
 
     /// `req` served by the gateway's route to `server`, in memory.

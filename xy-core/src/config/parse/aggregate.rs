@@ -136,10 +136,10 @@ fn servers(cx: &mut Cx<'_>, node: &KdlNode) -> Vec<String> {
     cx.no_children(node);
     let mut out = Vec::new();
     for e in node.entries().iter().filter(|e| e.name().is_none()) {
-        if let Some(n) = name_of(cx, node, e, "server") {
-            if !out.contains(&n) {
-                out.push(n);
-            }
+        if let Some(n) = name_of(cx, node, e, "server")
+            && !out.contains(&n)
+        {
+            out.push(n);
         }
     }
     if out.is_empty() && !node.entries().iter().any(|e| e.name().is_none()) {
@@ -195,7 +195,10 @@ mod tests {
         .unwrap();
         assert_eq!(s.aggregate.mode, AggregateMode::Search);
         let c = &s.aggregate.profiles["cursor"];
-        assert_eq!(c.servers.as_deref(), Some(&["a".to_owned(), "b".to_owned()][..]));
+        assert_eq!(
+            c.servers.as_deref(),
+            Some(&["a".to_owned(), "b".to_owned()][..])
+        );
         assert_eq!(c.mode, Some(AggregateMode::Full));
         assert_eq!(s.aggregate.profiles["all"].servers, None);
         assert_eq!(s.aggregate.profiles["all"].mode, None);
@@ -214,7 +217,11 @@ mod tests {
         assert_eq!((d[0].line, d[0].column), (2, 8));
         assert_eq!(d[0].help.as_deref(), Some("did you mean \"search\"?"));
         assert_eq!(d[1].line, 4);
-        assert!(d[2].message.contains("not a valid profile name"), "{:?}", d[2]);
+        assert!(
+            d[2].message.contains("not a valid profile name"),
+            "{:?}",
+            d[2]
+        );
         assert_eq!(d[3].help.as_deref(), Some("did you mean servers?"));
     }
 }
