@@ -299,3 +299,31 @@ asyncio.run(main(sys.argv[1]))
     assert_eq!(lines[1]["version"], "2026-07-28", "{lines:?}");
     assert_eq!(lines[2]["version"], "2026-07-28", "{lines:?}");
 }
+
+#[test]
+fn an_approval_reaches_the_aggregate_as_list_changed() {
+    let (d, gw) = start(
+        "",
+        &[("held", server("firewall {\n    mode \"review\"\n}\n"))],
+    );
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut c = Mcp::connected(&url, Era::V2025);
+    wait_for("held is listed by xy", DEADLINE, || {
+        d.result("tools", Some(json!({"name": "held"})))["current"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    assert!(names(&c.result("tools/list", json!({}))).is_empty());
+    let stream = c.listen();
+    d.result(
+        "tools_approve",
+        Some(json!({"name": "held", "tools": ["echo"]})),
+    );
+    stream.expect("notifications/tools/list_changed");
+    assert_eq!(names(&c.result("tools/list", json!({}))), ["held__echo"]);
+    let r = c.result(
+        "tools/call",
+        json!({"name": "held__echo", "arguments": {"text": "approved"}}),
+    );
+    assert_eq!(text(&r), "approved", "{r}");
+}

@@ -384,3 +384,31 @@ fn event_data(event: &[u8]) -> Option<Vec<u8>> {
     }
     data
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_end_at_a_blank_line_and_join_their_data() {
+        let buf = b"event: message\ndata: {\"a\":\r\ndata: 1}\r\n\r\ndata: x\n\nrest";
+        let end = event_end(buf).unwrap();
+        assert_eq!(event_data(&buf[..end]).unwrap(), b"{\"a\":\n1}");
+        let rest = &buf[end..];
+        let end2 = event_end(rest).unwrap();
+        assert_eq!(event_data(&rest[..end2]).unwrap(), b"x");
+        assert_eq!(event_end(&rest[end2..]), None);
+        assert_eq!(event_data(b": comment\n\n"), None);
+    }
+
+    #[test]
+    fn what_cannot_be_read_exactly_is_refused() {
+        assert!(parse("s", br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_ok());
+        let e = parse("s", br#"{"jsonrpc":"2.0","id":1,"result":{"x":NaN}}"#).unwrap_err();
+        assert!(
+            e.0.contains("server s") && e.0.contains("not forwarded"),
+            "{e:?}"
+        );
+        assert!(parse("s", br#"{"id":1,"id":2}"#).is_err());
+    }
+}
