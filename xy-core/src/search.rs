@@ -15,6 +15,7 @@
 
 mod embed;
 mod text;
+mod tokenizer;
 
 use std::collections::HashMap;
 
@@ -107,11 +108,11 @@ pub struct Weights {
 impl Default for Weights {
     fn default() -> Self {
         Self {
-            k1: 1.2,
-            field: [3.0, 2.0, 1.0, 0.5, 2.0, 0.5],
+            k1: 0.9,
+            field: [1.0, 2.0, 1.0, 0.25, 2.0, 0.5],
             b: [0.5, 0.5, 0.75, 0.75, 0.0, 0.75],
             server: 0.5,
-            embedding: 0.5,
+            embedding: 2.0,
         }
     }
 }
@@ -271,6 +272,7 @@ impl Index {
         if limit == 0 || self.docs.is_empty() {
             return Vec::new();
         }
+        let query = head(query, MAX_QUERY);
         let only = match server {
             Some(name) => match self.servers.binary_search_by(|s| s.as_str().cmp(name)) {
                 Ok(s) => Some(s as u32),
@@ -289,7 +291,18 @@ impl Index {
 
         let tool = self.tool_scores(&ids);
         let server_scores = self.server_scores(&ids);
-        let cosines = self.model.as_ref().map(|m| m.cosines(query));
+        // Cosines of mean-pooled vectors crowd into a narrow band; spread
+        // each query's over [0, 1] so the weight means the same for every
+        // query and model.
+        let cosines = self.model.as_ref().map(|m| {
+            let mut c = m.cosines(query);
+            let lo = c.iter().copied().fold(f32::INFINITY, f32::min);
+            let hi = c.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if hi > lo {
+                c.iter_mut().for_each(|x| *x = (*x - lo) / (hi - lo));
+            }
+            c
+        });
         let max_tool = tool.iter().copied().fold(0f32, f32::max);
         let max_server = server_scores.iter().copied().fold(0f32, f32::max);
 
@@ -302,11 +315,11 @@ impl Index {
                 if max_tool > 0.0 {
                     score += tool[d] / max_tool;
                 }
-                if max_server > 0.0 && tool[d] > 0.0 {
+                if max_server > 0.0 {
                     score += w.server * server_scores[s] / max_server;
                 }
                 if let Some(c) = &cosines {
-                    score += w.embedding * c[d].max(0.0);
+                    score += w.embedding * c[d];
                 }
                 (score > 0.0).then_some(Hit { doc: d, score })
             })
@@ -364,6 +377,24 @@ impl Index {
         }
         scores
     }
+}
+
+/// How much of a query is read, in bytes: enough for any question a
+/// client asks; a pasted document or blob past it would cost time and
+/// rank by noise.
+pub const MAX_QUERY: usize = 1024;
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a
+/// character boundary.
+fn head(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// BM25's inverse document frequency (the always-positive form).

@@ -29,6 +29,11 @@ pub struct DaemonSettings {
     /// `aggregate { mode … }` and the `profile "…" { … }` nodes (SPEC §26):
     /// what the gateway's `/mcp` and `/p/<profile>/mcp` serve.
     pub aggregate: AggregateSettings,
+    /// `search { model "/abs/path" }` (SPEC §26): a static-embedding model
+    /// (a directory with `model.safetensors` and `tokenizer.json`, or the
+    /// `.safetensors` file) that tool search fuses with BM25; `None`: BM25
+    /// only. See `docs/search.md`.
+    pub search_model: Option<std::path::PathBuf>,
 }
 
 /// How the aggregate lists tools (SPEC §26).

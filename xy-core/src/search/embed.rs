@@ -4,10 +4,10 @@
 //! A text's vector is the mean of its tokens' rows, so embedding is a
 //! lookup and a sum: no inference engine, no network, no weights in xy.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::ToolDoc;
+use super::tokenizer::Tokenizer;
 
 /// Why a model file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -33,19 +33,31 @@ pub enum SearchError {
 /// A static-embedding model: one vector per vocabulary token.
 #[derive(Clone)]
 pub struct StaticEmbeddings {
-    vocab: HashMap<String, u32>,
-    unk: Option<u32>,
-    prefix: String,
-    lowercase: bool,
+    tokenizer: Tokenizer,
     dim: usize,
-    /// Row-major `[vocab, dim]`, in f32.
-    rows: Vec<f32>,
+    rows: Rows,
+}
+
+/// The matrix as the file holds it, little-endian, decoded a row at a time
+/// while summing: the file's bytes are the model's memory, no second copy.
+#[derive(Clone)]
+struct Rows {
+    bytes: Vec<u8>,
+    /// Where the matrix starts in `bytes`.
+    start: usize,
+    dtype: Dtype,
+}
+
+#[derive(Clone, Copy)]
+enum Dtype {
+    F32,
+    F16,
+    Bf16,
 }
 
 impl std::fmt::Debug for StaticEmbeddings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StaticEmbeddings")
-            .field("vocab", &self.vocab.len())
             .field("dim", &self.dim)
             .finish_non_exhaustive()
     }
@@ -53,31 +65,44 @@ impl std::fmt::Debug for StaticEmbeddings {
 
 impl StaticEmbeddings {
     /// Loads a model from `path`: a directory holding `model.safetensors`
-    /// and `tokenizer.json`, or the `.safetensors` file itself with
-    /// `tokenizer.json` in the same directory.
+    /// and `tokenizer.json`, or a `.safetensors` file with its tokenizer
+    /// beside it (`tokenizer.json`, else the one `*tokenizer*.json` there).
     pub fn load(path: &Path) -> Result<Self, SearchError> {
-        let (weights, tokenizer) = if path.is_dir() {
-            (path.join("model.safetensors"), path.join("tokenizer.json"))
+        let weights = if path.is_dir() {
+            path.join("model.safetensors")
         } else {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            (path.to_path_buf(), dir.join("tokenizer.json"))
+            path.to_path_buf()
         };
+        let tokenizer = tokenizer_beside(&weights)?;
         let read = |p: &Path| {
             std::fs::read(p).map_err(|source| SearchError::Io {
                 path: p.to_path_buf(),
                 source,
             })
         };
-        let (vocab_len, dim, rows) =
-            safetensors_matrix(&read(&weights)?).map_err(|reason| SearchError::Format {
+        let mut bytes = read(&weights)?;
+        let (vocab_len, dim, start, dtype) =
+            safetensors_matrix(&bytes).map_err(|reason| SearchError::Format {
                 path: weights.clone(),
                 reason,
             })?;
-        let tok = wordpiece(&read(&tokenizer)?).map_err(|reason| SearchError::Format {
+        // Whatever follows the matrix is not needed.
+        let width = match dtype {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+        };
+        bytes.truncate(start + vocab_len * dim * width);
+        bytes.shrink_to_fit();
+        let rows = Rows {
+            bytes,
+            start,
+            dtype,
+        };
+        let tok = Tokenizer::parse(&read(&tokenizer)?).map_err(|reason| SearchError::Format {
             path: tokenizer.clone(),
             reason,
         })?;
-        if let Some(&max) = tok.vocab.values().max()
+        if let Some(max) = tok.max_id()
             && max as usize >= vocab_len
         {
             return Err(SearchError::Format {
@@ -86,10 +111,7 @@ impl StaticEmbeddings {
             });
         }
         Ok(Self {
-            vocab: tok.vocab,
-            unk: tok.unk,
-            prefix: tok.prefix,
-            lowercase: tok.lowercase,
+            tokenizer: tok,
             dim,
             rows,
         })
@@ -103,54 +125,67 @@ impl StaticEmbeddings {
     /// The unit-length mean of `text`'s token vectors (all zeros when no
     /// token is known).
     pub fn embed(&self, text: &str) -> Vec<f32> {
+        self.embed_weighted(&self.tokenizer.ids(text), |_| 1.0)
+    }
+
+    /// The unit-length weighted sum of the rows of `ids`.
+    fn embed_weighted(&self, ids: &[u32], weight: impl Fn(u32) -> f32) -> Vec<f32> {
         let mut sum = vec![0f32; self.dim];
-        let mut ids = Vec::new();
-        for word in pre_tokenize(text, self.lowercase) {
-            self.wordpiece_into(&word, &mut ids);
-        }
-        for &id in &ids {
-            let row = &self.rows[id as usize * self.dim..(id as usize + 1) * self.dim];
-            for (s, r) in sum.iter_mut().zip(row) {
-                *s += r;
+        for &id in ids {
+            let w = weight(id);
+            let r = &self.rows;
+            let width = match r.dtype {
+                Dtype::F32 => 4,
+                Dtype::F16 | Dtype::Bf16 => 2,
+            };
+            let from = r.start + id as usize * self.dim * width;
+            let row = &r.bytes[from..from + self.dim * width];
+            for (s, c) in sum.iter_mut().zip(row.chunks_exact(width)) {
+                let v = match r.dtype {
+                    Dtype::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                    Dtype::F16 => f16_to_f32(u16::from_le_bytes([c[0], c[1]])),
+                    Dtype::Bf16 => {
+                        f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
+                    }
+                };
+                *s += w * v;
             }
         }
         normalise(&mut sum);
         sum
     }
+}
 
-    /// Greedy longest-match WordPiece of one word; unknown words add
-    /// nothing (model2vec drops the unknown token too).
-    fn wordpiece_into(&self, word: &str, out: &mut Vec<u32>) {
-        let chars: Vec<usize> = word
-            .char_indices()
-            .map(|(i, _)| i)
-            .chain([word.len()])
-            .collect();
-        let mut start = 0;
-        let mut pieces = Vec::new();
-        while start < chars.len() - 1 {
-            let mut end = chars.len() - 1;
-            let mut found = None;
-            while end > start {
-                let piece = &word[chars[start]..chars[end]];
-                let key = if start > 0 {
-                    format!("{}{piece}", self.prefix)
-                } else {
-                    piece.to_owned()
-                };
-                if let Some(&id) = self.vocab.get(&key) {
-                    found = Some(id);
-                    break;
-                }
-                end -= 1;
-            }
-            match found {
-                Some(id) => pieces.push(id),
-                None => return,
-            }
-            start = end;
-        }
-        out.extend(pieces.into_iter().filter(|&id| Some(id) != self.unk));
+/// The tokenizer file that goes with a weights file.
+fn tokenizer_beside(weights: &Path) -> Result<PathBuf, SearchError> {
+    let dir = weights.parent().unwrap_or(Path::new("."));
+    let plain = dir.join("tokenizer.json");
+    if plain.is_file() {
+        return Ok(plain);
+    }
+    let entries = std::fs::read_dir(dir).map_err(|source| SearchError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.contains("tokenizer") && n.ends_with(".json"))
+        })
+        .collect();
+    found.sort();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(SearchError::Format {
+            path: dir.to_path_buf(),
+            reason: "no tokenizer.json beside the model".into(),
+        }),
+        _ => Err(SearchError::Format {
+            path: dir.to_path_buf(),
+            reason: "several *tokenizer*.json beside the model; name one tokenizer.json".into(),
+        }),
     }
 }
 
@@ -169,6 +204,8 @@ impl std::fmt::Debug for DocVectors {
 }
 
 impl DocVectors {
+    /// Embeds every tool. Plain means: weighting tokens by their inverse
+    /// document frequency among the tools scored no better (D252).
     pub(super) fn build(model: StaticEmbeddings, docs: &[ToolDoc]) -> Self {
         let vectors = docs.iter().map(|d| model.embed(&doc_text(d))).collect();
         Self { model, vectors }
@@ -226,36 +263,6 @@ fn words(s: &str) -> String {
     out
 }
 
-/// BERT's pre-tokenizer: split at whitespace, and every punctuation mark
-/// is a word of its own.
-fn pre_tokenize(text: &str, lowercase: bool) -> Vec<String> {
-    let text = if lowercase {
-        text.to_lowercase()
-    } else {
-        text.to_owned()
-    };
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    for c in text.chars() {
-        if c.is_whitespace() || c.is_control() {
-            if !cur.is_empty() {
-                words.push(std::mem::take(&mut cur));
-            }
-        } else if c.is_ascii_punctuation() || (!c.is_alphanumeric() && !c.is_ascii()) {
-            if !cur.is_empty() {
-                words.push(std::mem::take(&mut cur));
-            }
-            words.push(c.to_string());
-        } else {
-            cur.push(c);
-        }
-    }
-    if !cur.is_empty() {
-        words.push(cur);
-    }
-    words
-}
-
 fn normalise(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
@@ -263,56 +270,9 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
-struct WordPiece {
-    vocab: HashMap<String, u32>,
-    unk: Option<u32>,
-    prefix: String,
-    lowercase: bool,
-}
-
-/// Reads the parts of a Hugging Face `tokenizer.json` a WordPiece model
-/// needs.
-fn wordpiece(bytes: &[u8]) -> Result<WordPiece, String> {
-    let json: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    let model = json.get("model").ok_or("no `model`")?;
-    let kind = model.get("type").and_then(|t| t.as_str()).unwrap_or("");
-    if kind != "WordPiece" {
-        return Err(format!(
-            "tokenizer model {kind:?} is not supported (only WordPiece)"
-        ));
-    }
-    let vocab: HashMap<String, u32> = model
-        .get("vocab")
-        .and_then(|v| v.as_object())
-        .ok_or("no `model.vocab`")?
-        .iter()
-        .filter_map(|(k, v)| Some((k.clone(), u32::try_from(v.as_u64()?).ok()?)))
-        .collect();
-    let unk = model
-        .get("unk_token")
-        .and_then(|u| u.as_str())
-        .and_then(|u| vocab.get(u).copied());
-    let prefix = model
-        .get("continuing_subword_prefix")
-        .and_then(|p| p.as_str())
-        .unwrap_or("##")
-        .to_owned();
-    let lowercase = json
-        .pointer("/normalizer/lowercase")
-        .and_then(|l| l.as_bool())
-        .unwrap_or(true);
-    Ok(WordPiece {
-        vocab,
-        unk,
-        prefix,
-        lowercase,
-    })
-}
-
 /// Reads the one 2-D tensor of a safetensors file (named `embeddings`, or
 /// the only one there is) as f32.
-fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, Vec<f32>), String> {
+fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, usize, Dtype), String> {
     let head_len = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
@@ -379,15 +339,12 @@ fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, Vec<f32>), String> 
             data.len()
         ));
     }
-    let values = data
-        .chunks_exact(width)
-        .map(|c| match dtype {
-            "F32" => f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-            "BF16" => f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16),
-            _ => f16_to_f32(u16::from_le_bytes([c[0], c[1]])),
-        })
-        .collect();
-    Ok((rows, dim, values))
+    let dtype = match dtype {
+        "F32" => Dtype::F32,
+        "BF16" => Dtype::Bf16,
+        _ => Dtype::F16,
+    };
+    Ok((rows, dim, data_start + from, dtype))
 }
 
 fn f16_to_f32(h: u16) -> f32 {
@@ -405,4 +362,16 @@ fn f16_to_f32(h: u16) -> f32 {
         _ => sign | ((exp + 112) << 23) | (frac << 13),
     };
     f32::from_bits(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn f16_values() {
+        assert_eq!(super::f16_to_f32(0x3c00), 1.0);
+        assert_eq!(super::f16_to_f32(0xc000), -2.0);
+        assert_eq!(super::f16_to_f32(0x0000), 0.0);
+        assert_eq!(super::f16_to_f32(0x3555), 0.333_251_95);
+        assert_eq!(super::f16_to_f32(0x0001), 2f32.powi(-24));
+    }
 }

@@ -104,3 +104,77 @@ fn ties_are_ordered_by_server_then_name() {
     let hits = index.search("echo", 10, None);
     assert_eq!(names(&index, &hits), ["a/x", "a/y", "b/x"]);
 }
+
+/// Writes a 4-token, 2-dimension model: `car` and `automobile` point the
+/// same way, `weather` elsewhere.
+fn tiny_model(dir: &std::path::Path) {
+    let rows: [[f32; 2]; 4] = [[0.0, 0.0], [1.0, 0.1], [0.9, 0.2], [0.0, 1.0]];
+    let data: Vec<u8> = rows
+        .iter()
+        .flatten()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let head =
+        json!({"embeddings": {"dtype": "F32", "shape": [4, 2], "data_offsets": [0, data.len()]}})
+            .to_string();
+    let mut file = (head.len() as u64).to_le_bytes().to_vec();
+    file.extend(head.as_bytes());
+    file.extend(&data);
+    std::fs::write(dir.join("model.safetensors"), file).unwrap();
+    let tok = json!({"model": {"type": "WordPiece", "unk_token": "[UNK]",
+        "vocab": {"[UNK]": 0, "car": 1, "automobile": 2, "weather": 3}}});
+    std::fs::write(dir.join("tokenizer.json"), tok.to_string()).unwrap();
+}
+
+#[test]
+fn a_model_finds_what_words_alone_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    let model = StaticEmbeddings::load(dir.path()).unwrap();
+    assert_eq!(model.dim(), 2);
+    let docs = vec![
+        ToolDoc::from_tool(
+            "w",
+            None,
+            &json!({"name": "forecast", "description": "weather"}),
+        ),
+        ToolDoc::from_tool("c", None, &json!({"name": "rent", "description": "car"})),
+    ];
+    let plain = Index::build(docs.clone());
+    assert!(plain.search("automobile", 5, None).is_empty());
+    let index = Index::build(docs).with_model(model);
+    let hits = index.search("automobile", 5, None);
+    assert_eq!(names(&index, &hits)[0], "c/rent");
+}
+
+#[test]
+fn a_broken_model_is_refused_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_model(dir.path());
+    std::fs::write(dir.path().join("model.safetensors"), b"short").unwrap();
+    let err = StaticEmbeddings::load(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("model.safetensors") && err.contains("header"),
+        "{err}"
+    );
+    let missing = StaticEmbeddings::load(&dir.path().join("nope.safetensors")).unwrap_err();
+    assert!(matches!(
+        missing,
+        SearchError::Format { .. } | SearchError::Io { .. }
+    ));
+}
+
+#[test]
+fn only_the_head_of_a_long_query_is_read() {
+    let index = Index::build(corpus());
+    let blob = "é".repeat(MAX_QUERY);
+    let hits = index.search(&format!("weather forecast {blob} repositories"), 10, None);
+    assert_eq!(names(&index, &hits), ["weather/getForecast"]);
+}
+
+#[test]
+fn an_index_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Index>();
+    shared::<StaticEmbeddings>();
+}

@@ -16,6 +16,9 @@ const STOPWORDS: &[&str] = &[
     "with", "would", "you", "your",
 ];
 
+/// The longest run of letters and digits taken as a word, in bytes.
+const MAX_WORD: usize = 64;
+
 /// Turns text into terms: words split at non-alphanumerics and at case
 /// changes (`readFile`, `HTTPServer`), lowercased, stop words dropped, each
 /// stemmed (Snowball English), so `files`, `file_path` and `listFiles`
@@ -36,6 +39,11 @@ impl Analyzer {
     /// Appends the terms of `text` to `out`.
     pub(crate) fn terms_into(&self, text: &str, out: &mut Vec<String>) {
         for word in text.split(|c: char| !c.is_alphanumeric()) {
+            // No word is this long: a pasted blob (base64, a hash) would
+            // only cost time and match nothing.
+            if word.len() > MAX_WORD {
+                continue;
+            }
             for part in split_case(word) {
                 let lower = part.to_lowercase();
                 if lower.is_empty() || STOPWORDS.contains(&lower.as_str()) {
