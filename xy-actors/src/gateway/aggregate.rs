@@ -155,6 +155,11 @@ impl Aggregate {
         i
     }
 
+    /// `xy.kdl`'s `search { model "…" }`, if set.
+    fn search_model(&self) -> Option<std::path::PathBuf> {
+        self.settings.borrow().search_model.clone()
+    }
+
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -469,6 +469,8 @@ pub(crate) async fn search(
             )
         })
         .collect();
+    // `xy.kdl`'s `search { model }` (D252): read when an index is built.
+    let model = agg.search_model();
     let key = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -476,6 +478,7 @@ pub(crate) async fn search(
             (&i.server, &i.name, i.definition.to_string()).hash(&mut h);
         }
         instructions.hash(&mut h);
+        model.hash(&mut h);
         h.finish()
     };
     let index = agg.index(key, || {
@@ -489,7 +492,18 @@ pub(crate) async fn search(
                 xy_core::search::ToolDoc::from_tool(&i.server, ins.as_deref(), &own)
             })
             .collect();
-        xy_core::search::Index::build(docs)
+        let index = xy_core::search::Index::build(docs);
+        match model
+            .as_deref()
+            .map(xy_core::search::StaticEmbeddings::load)
+        {
+            Some(Ok(m)) => index.with_model(m),
+            Some(Err(e)) => {
+                tracing::warn!("tool search: the model in xy.kdl cannot be used ({e}); BM25 only");
+                index
+            }
+            None => index,
+        }
     });
     let tools = index
         .search(query, limit, server)
