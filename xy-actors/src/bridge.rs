@@ -32,9 +32,9 @@ mod mrtr;
 pub(crate) mod raw;
 mod request;
 pub(crate) mod route;
-mod sessions;
+pub(crate) mod sessions;
 mod tasks;
-mod validate;
+pub(crate) mod validate;
 
 use crate::mcp::meta::{META_SUBSCRIPTION, unguessable};
 use crate::mcp::record::Recorder;

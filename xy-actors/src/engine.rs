@@ -71,6 +71,8 @@ struct Inner {
     /// The daemon's settings (`xy.kdl`) in effect; the firewall reads its
     /// default mode here.
     settings: tokio::sync::watch::Sender<xy_core::config::DaemonSettings>,
+    /// The aggregate endpoint (SPEC §26), for `tools_search`.
+    aggregate: Arc<crate::gateway::aggregate::Aggregate>,
     /// Where sandbox temp dirs live (`sandbox_test` spawns its probe there).
     sandbox_env: crate::os::sandbox::SandboxEnv,
     /// The OAuth broker: one grant per remote server (SPEC §23).
@@ -131,12 +133,20 @@ impl Engine {
         let settings = configs.settings.clone();
         let (routes, routes_rx) = tokio::sync::watch::channel(crate::gateway::Routes::default());
         let proxy = crate::gateway::proxy::Proxy::new(Some(calls.clone()));
+        let (settings_tx, settings_rx) = tokio::sync::watch::channel(settings.clone());
+        let aggregate = crate::gateway::aggregate::Aggregate::new(
+            routes_rx.clone(),
+            settings_rx,
+            proxy.clone(),
+            Some(calls.clone()),
+        );
         let (gateway, _) = Actor::spawn(
             None,
             crate::gateway::GatewayActor,
             crate::gateway::Shared {
                 routes: routes_rx,
                 proxy: proxy.clone(),
+                aggregate: Arc::clone(&aggregate),
             },
         )
         .await
@@ -184,7 +194,8 @@ impl Engine {
                 calls,
                 gateway,
                 gateway_port: std::sync::atomic::AtomicU16::new(0),
-                settings: tokio::sync::watch::channel(settings.clone()).0,
+                settings: settings_tx,
+                aggregate,
                 sandbox_env,
                 oauth,
                 #[cfg(test)]
@@ -311,6 +322,15 @@ impl Engine {
             }
             changed
         });
+    }
+
+    /// `tools_search`: what `find_tools` answers at `/mcp` (or a
+    /// profile's endpoint) for this query.
+    pub async fn tools_search(
+        &self,
+        p: &xy_core::protocol::aggregate::ToolsSearchParams,
+    ) -> Result<xy_core::protocol::aggregate::ToolsSearchResult, String> {
+        self.inner.aggregate.search(p).await
     }
 
     /// The daemon's settings in effect, updated at each reload.

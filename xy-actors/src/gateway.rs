@@ -10,6 +10,8 @@
 //! - an HTTP server's request is reverse-proxied to its own port (`proxy`),
 //!   where the firewall (`firewall`) decides the JSON-RPC it wants with the
 //!   verdicts the server's snapshot carries;
+//! - `/mcp` and `/p/<profile>/mcp` are the aggregate (`aggregate`, SPEC
+//!   §26), one MCP server offering every server's tools;
 //! - anything else is answered here: an unknown name `404`, a server that is
 //!   down `503`, each a JSON-RPC error naming the server and its state.
 //!
@@ -17,6 +19,7 @@
 //! the ServerActors publish ([`Routes`], kept current by the root
 //! supervisor); a request reads them without a message to any actor.
 
+pub(crate) mod aggregate;
 pub(crate) mod firewall;
 pub(crate) mod proxy;
 pub(crate) mod route;
@@ -55,6 +58,8 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 pub(crate) struct Shared {
     pub(crate) routes: watch::Receiver<Routes>,
     pub(crate) proxy: proxy::Proxy,
+    /// `/mcp` and `/p/<profile>/mcp` (SPEC §26).
+    pub(crate) aggregate: Arc<aggregate::Aggregate>,
 }
 
 /// Messages of the GatewayActor.
@@ -202,12 +207,16 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<HttpBody> {
     if let Err(why) = bridge_http::rebinding_check(&req) {
         return error(StatusCode::FORBIDDEN, -32600, why.to_owned(), None);
     }
+    if aggregate::is_aggregate_path(req.uri().path()) {
+        return aggregate::serve(&shared.aggregate, req).await;
+    }
     let Some(name) = server_name(req.uri().path()) else {
         return error(
             StatusCode::NOT_FOUND,
             -32600,
             format!(
-                "not found: {}; xy's gateway serves each server at /<name>/mcp",
+                "not found: {}; xy's gateway serves each server at /<name>/mcp, all of \
+                 them at /mcp",
                 req.uri().path()
             ),
             None,

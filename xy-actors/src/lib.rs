@@ -36,7 +36,8 @@
 //! * `bridge`: the BridgeActor serving a stdio child over HTTP (routing,
 //!   eras, MRTR, sessions, the stdin budget).
 //! * `gateway`: the GatewayActor, one listener for every server, the
-//!   reverse proxy and its firewall.
+//!   reverse proxy and its firewall, and the aggregate (`/mcp`, every
+//!   server's tools as one MCP server, SPEC §26).
 //! * `health`: the probes (`http`, `tcp`, `mcp`, `command`), the
 //!   health verdict, and xy's own listing of an HTTP or remote server in
 //!   the probe's MCP session.

@@ -151,7 +151,15 @@ pub(crate) enum Command {
     /// launch stdio servers).
     Connect {
         /// The server's name.
-        name: String,
+        #[arg(required_unless_present = "one", conflicts_with = "one")]
+        name: Option<String>,
+        /// The aggregate instead: every server's tools at the gateway's
+        /// `/mcp` (SPEC §26).
+        #[arg(long)]
+        one: bool,
+        /// With `--one`: the profile's endpoint, `/p/<profile>/mcp`.
+        #[arg(long, value_name = "PROFILE", requires = "one")]
+        profile: Option<String>,
     },
     /// Serve MCP on stdin/stdout so an AI agent can see its tool servers'
     /// state and logs, and restart those whose config allows it.

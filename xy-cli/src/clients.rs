@@ -176,6 +176,21 @@ impl ClientId {
                     Value::List(vec!["connect".to_owned(), server.clone()]),
                 ),
             ],
+            Pointer::Remove => Vec::new(),
+            Pointer::ConnectOne { xyctl, profile } => {
+                let mut args = vec!["connect".to_owned(), "--one".to_owned()];
+                if let Some(p) = profile {
+                    args.extend(["--profile".to_owned(), p.clone()]);
+                }
+                let mut fields = vec![
+                    ("command", Value::Str(xyctl.clone())),
+                    ("args", Value::List(args)),
+                ];
+                if matches!(self, ClientId::ClaudeCode | ClientId::Vscode) {
+                    fields.insert(0, ("type", Value::Str("stdio".to_owned())));
+                }
+                fields
+            }
             Pointer::XyMcp { xyctl } => {
                 let mut fields = vec![
                     ("command", Value::Str(xyctl.clone())),
@@ -328,6 +343,17 @@ pub(crate) enum Pointer {
         /// `xyctl`'s absolute path.
         xyctl: String,
     },
+    /// `<xyctl> connect --one [--profile P]`: the aggregate, for clients
+    /// that only launch stdio servers (SPEC §26).
+    ConnectOne {
+        /// `xyctl`'s absolute path.
+        xyctl: String,
+        /// The profile, if any.
+        profile: Option<String>,
+    },
+    /// No entry: `clients apply --one` removes the entries the aggregate
+    /// stands for.
+    Remove,
 }
 
 impl Pointer {
@@ -352,6 +378,13 @@ impl Pointer {
                     && args[0] == "mcp"
                     && env.is_empty()
                     && cwd.is_none()
+            }
+            (Pointer::ConnectOne { xyctl, profile }, Spec::Stdio { command, args, .. }) => {
+                let mut want = vec!["connect".to_owned(), "--one".to_owned()];
+                if let Some(p) = profile {
+                    want.extend(["--profile".to_owned(), p.clone()]);
+                }
+                command == xyctl && *args == want
             }
             _ => false,
         }

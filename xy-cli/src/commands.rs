@@ -60,7 +60,9 @@ pub(crate) fn run(cmd: Command, ctx: &Ctx) -> Result<Exit, Failure> {
         Command::Rollback { name } => upgrade::rollback(ctx, &name),
         Command::Import(args) => clients::import(ctx, &args),
         Command::Clients(args) => clients::run(ctx, &args),
-        Command::Connect { name } => connect::run(ctx, &name),
+        Command::Connect { name, one, profile } => {
+            connect::run(ctx, name.as_deref(), one, profile.as_deref())
+        }
         Command::Mcp => crate::mcp::run(ctx),
         Command::Sandbox(cmd) => sandbox::run(ctx, &cmd),
         Command::Auth(cmd) => auth::run(ctx, &cmd),

@@ -36,8 +36,8 @@ pub use parse::{is_valid_name, parse_server};
 pub use remote::{HeaderSpec, HeaderValueSpec, OAuthConfig, RemoteConfig};
 pub use secrets::{HookEvent, HooksConfig, SecretSource, SecretSpec};
 pub use settings::{
-    ConsoleSettings, DEFAULT_CONSOLE_PORT, DEFAULT_GATEWAY_PORT, DaemonSettings, GatewaySettings,
-    gateway_url,
+    AggregateMode, AggregateSettings, ConsoleSettings, DEFAULT_CONSOLE_PORT, DEFAULT_GATEWAY_PORT,
+    DaemonSettings, GatewaySettings, Profile, gateway_url,
 };
 
 /// Default `restart.backoff-initial`.

@@ -12,7 +12,8 @@
 //! and its methods (`transport.rs`, `secrets.rs`, `sandbox.rs`,
 //! `package.rs`, `remote.rs`, `auth.rs`, [`mcp`]); `console.rs` (the
 //! console's one-time code); `boot.rs`, `exit.rs`
-//! and `list_row.rs` (a `list` row serialised ahead of time).
+//! and `list_row.rs` (a `list` row serialised ahead of time); `aggregate`
+//! (the aggregate endpoint's names, app-only tools, `tools_search`).
 
 use std::fmt;
 
@@ -39,6 +40,7 @@ pub use package::PackageStatus;
 pub use sandbox::{ProbeOutcome, ProbeResult, SandboxStatus, SandboxTestParams, SandboxTestResult};
 mod remote;
 pub use remote::{RemoteHeader, RemoteStatus};
+pub mod aggregate;
 mod auth;
 pub use auth::{
     AuthGrantInfo, AuthLoginParams, AuthLoginResult, AuthLoginWaitParams, AuthLoginWaitResult,
@@ -106,6 +108,9 @@ pub mod method {
     /// A one-time code for the console (`xyctl ui`, SPEC §28); served on
     /// the control socket only, never through the console itself.
     pub const CONSOLE_CODE: &str = "console_code";
+    /// `tools_search {query, server?, limit?, profile?}` →
+    /// [`super::aggregate::ToolsSearchResult`]
+    pub const TOOLS_SEARCH: &str = "tools_search";
     /// Notification carrying one log line ([`super::LogNotification`]).
     pub const LOG: &str = "log";
     /// Notification closing a log stream ([`super::LogEndNotification`]).
@@ -128,7 +133,7 @@ pub mod method {
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 23] = [
+    pub const ALL: [&str; 24] = [
         LIST,
         STATUS,
         START,
@@ -152,6 +157,7 @@ pub mod method {
         AUTH_STATUS,
         AUTH_LOGOUT,
         CONSOLE_CODE,
+        TOOLS_SEARCH,
     ];
 }
 

@@ -3,6 +3,7 @@
 //! a real `xyd` with real children, and checks that xy fails closed. One
 //! module per topic; each module's doc names the finding it attacks.
 
+mod aggregate;
 mod caps;
 mod console;
 mod flood;

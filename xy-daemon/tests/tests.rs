@@ -3,6 +3,7 @@
 
 mod helper;
 
+mod aggregate;
 mod attack;
 mod auth;
 mod boot;

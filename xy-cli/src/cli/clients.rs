@@ -63,6 +63,14 @@ pub(crate) enum ClientsCmd {
         /// agent can see and restart its servers (SPEC §17).
         #[arg(long)]
         with_xy: bool,
+        /// Write ONE entry pointing at the aggregate (the gateway's `/mcp`,
+        /// every server's tools) and remove the entries that stand for
+        /// servers xy runs (SPEC §26).
+        #[arg(long)]
+        one: bool,
+        /// With `--one`: point at this profile's `/p/<profile>/mcp`.
+        #[arg(long, value_name = "PROFILE", requires = "one")]
+        profile: Option<String>,
     },
     /// Restore the newest backup `clients apply` made of the client's file.
     Undo {

@@ -1,5 +1,5 @@
-//! `xyctl tools <name>` and `xyctl tools approve|deny|review` as clap
-//! types (SPEC §20): which server, which tools.
+//! `xyctl tools <name>` and `xyctl tools approve|deny|review|search` as
+//! clap types (SPEC §20, §26): which server, which tools, which query.
 
 use clap::{Args, Subcommand};
 
@@ -40,6 +40,25 @@ pub(crate) enum ToolsCmd {
         /// The tools to deny.
         #[arg(required = true)]
         tools: Vec<String>,
+    },
+    /// Rank every visible tool for a query, as the aggregate's
+    /// `find_tools` would answer it (SPEC §26).
+    #[command(arg_required_else_help = true)]
+    Search {
+        /// What the tool should do, in a few words.
+        query: String,
+        /// Only this server's tools.
+        #[arg(long)]
+        server: Option<String>,
+        /// At most this many tools (default 8, at most 50).
+        #[arg(long, value_name = "N")]
+        limit: Option<u32>,
+        /// Rank what this profile's endpoint offers (default: `/mcp`'s).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Print the daemon's JSON result unchanged, on one line.
+        #[arg(long)]
+        json: bool,
     },
     /// Go through held-back tools one by one: what changed, then approve,
     /// deny or skip each.

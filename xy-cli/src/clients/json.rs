@@ -112,6 +112,13 @@ pub(super) fn apply(
         .object_value_or_create(key)
         .ok_or_else(|| ClientError::Shape(format!("`{key}` is not an object")))?;
     for (name, fields) in changes {
+        // No fields: the entry goes (`clients apply --one`).
+        if fields.is_empty() {
+            if let Some(prop) = servers.get(name) {
+                prop.remove();
+            }
+            continue;
+        }
         let Some(prop) = servers.get(name) else {
             servers.append(
                 name,

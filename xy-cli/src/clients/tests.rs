@@ -252,3 +252,48 @@ fn dry_run_diff_is_unified() {
     );
     assert!(d.contains("-b\n+c\n"), "{d}");
 }
+
+/// `clients apply --one`: every stdio entry goes, one entry points at the
+/// aggregate (a URL, or `xyctl connect --one` for stdio-only clients); the
+/// result reads back as exactly that.
+#[test]
+fn one_entry_replaces_every_server_entry() {
+    for c in ClientId::ALL {
+        let text = sample(c);
+        let before = entries(c, &text).unwrap();
+        let mut rw: Vec<Rewrite> = before
+            .iter()
+            .filter(|e| matches!(e.spec, Spec::Stdio { .. }))
+            .map(|e| Rewrite {
+                entry: e.name.clone(),
+                to: Pointer::Remove,
+            })
+            .collect();
+        let gone: Vec<String> = rw.iter().map(|r| r.entry.clone()).collect();
+        let one = if c.stdio_only() {
+            Pointer::ConnectOne {
+                xyctl: XYCTL.into(),
+                profile: Some("cursor".into()),
+            }
+        } else {
+            Pointer::Url("http://127.0.0.1:8399/p/cursor/mcp".into())
+        };
+        rw.push(Rewrite {
+            entry: "xy-cursor".into(),
+            to: one.clone(),
+        });
+        let new = apply(c, &text, &rw).unwrap();
+        let after = entries(c, &new).unwrap();
+        for g in &gone {
+            assert!(after.iter().all(|e| &e.name != g), "{c:?}: {g} kept");
+        }
+        let e = after
+            .iter()
+            .find(|e| e.name == "xy-cursor")
+            .unwrap_or_else(|| panic!("{c:?}: no xy-cursor entry in {new}"));
+        assert!(one.matches(&e.spec), "{c:?}: {:?}", e.spec);
+        // The entries that were no stdio server stay as they were.
+        let kept = before.len() - gone.len();
+        assert_eq!(after.len(), kept + 1, "{c:?}");
+    }
+}

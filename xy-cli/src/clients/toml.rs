@@ -89,6 +89,11 @@ pub(super) fn apply(
         .and_then(Item::as_table_like_mut)
         .ok_or_else(|| ClientError::Shape("`mcp_servers` is not a table".into()))?;
     for (name, fields) in changes {
+        // No fields: the entry goes (`clients apply --one`).
+        if fields.is_empty() {
+            servers.remove(name);
+            continue;
+        }
         if servers.get(name).is_none() {
             servers.insert(name, Item::Table(toml_edit::Table::new()));
         }

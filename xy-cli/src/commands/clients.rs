@@ -424,6 +424,15 @@ fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, XyUrl>) -> Option<String> {
 /// The entry `clients apply --with-xy` adds for `xyctl mcp`.
 const XY_ENTRY: &str = "xy";
 
+/// The one entry `clients apply --one` writes: `xy-all` for `/mcp`,
+/// `xy-<profile>` for a profile's endpoint.
+fn one_entry(profile: Option<&str>) -> String {
+    match profile {
+        Some(p) => format!("xy-{p}"),
+        None => "xy-all".to_owned(),
+    }
+}
+
 /// The `xyctl` a client config runs ([`crate::service::stable_xyctl`]);
 /// its warning goes to stderr.
 fn xyctl_path(ctx: &Ctx) -> Result<String, Failure> {
@@ -447,7 +456,12 @@ pub(crate) fn run(ctx: &Ctx, a: &ClientsArgs) -> Result<Exit, Failure> {
             dry_run,
             file,
             with_xy,
-        }) => apply(ctx, *client, *dry_run, file.as_ref(), *with_xy),
+            one,
+            profile,
+        }) => {
+            let one = one.then_some(profile.as_deref());
+            apply(ctx, *client, *dry_run, file.as_ref(), *with_xy, one)
+        }
         Some(ClientsCmd::Undo { client, file }) => {
             let path = path_of(*client, file.as_ref())?;
             let stamp = server_file::stamp(std::time::SystemTime::now());
@@ -475,11 +489,16 @@ fn apply(
     dry_run: bool,
     file: Option<&PathBuf>,
     with_xy: bool,
+    one: Option<Option<&str>>,
 ) -> Result<Exit, Failure> {
     let path = path_of(client, file)?;
     let (bytes, text, entries) = read(client, &path)?;
     let mut c = daemon_conn::connect(ctx)?;
     let xy = xy_servers(&mut c)?;
+    let one = match one {
+        Some(profile) => Some((profile, super::connect::aggregate_url(&mut c, profile)?)),
+        None => None,
+    };
     // Found once, so its warning shows once.
     let xyctl = if client.stdio_only() || with_xy {
         Some(xyctl_path(ctx)?)
@@ -496,6 +515,27 @@ fn apply(
         let Some((server, url)) = xy_name_for(&e.name, &xy) else {
             continue;
         };
+        // With `--one`, the one aggregate entry stands for every server.
+        if one.is_some() {
+            if e.name == one_entry(one.as_ref().and_then(|o| o.0)) {
+                continue;
+            }
+            rows.push(vec![
+                e.name.clone(),
+                "(the aggregate entry)".to_owned(),
+                if dry_run {
+                    "would be removed"
+                } else {
+                    "removed"
+                }
+                .to_owned(),
+            ]);
+            rewrites.push(Rewrite {
+                entry: e.name.clone(),
+                to: Pointer::Remove,
+            });
+            continue;
+        }
         let to = match xyctl.as_ref().filter(|_| client.stdio_only()) {
             Some(x) => Pointer::Connect {
                 xyctl: x.clone(),
@@ -507,6 +547,7 @@ fn apply(
             Pointer::Url(u) => u.clone(),
             Pointer::Connect { xyctl, server } => format!("{xyctl} connect {server}"),
             Pointer::XyMcp { xyctl } => format!("{xyctl} mcp"),
+            Pointer::ConnectOne { .. } | Pointer::Remove => String::new(),
         };
         if to.matches(&e.spec) {
             rows.push(vec![
@@ -530,6 +571,35 @@ fn apply(
             entry: e.name.clone(),
             to,
         });
+    }
+    if let Some((profile, url)) = &one {
+        let name = one_entry(*profile);
+        let to = match xyctl.as_ref().filter(|_| client.stdio_only()) {
+            Some(x) => Pointer::ConnectOne {
+                xyctl: x.clone(),
+                profile: profile.map(str::to_owned),
+            },
+            None => Pointer::Url(url.clone()),
+        };
+        let shown = match &to {
+            Pointer::ConnectOne { xyctl, profile } => match profile {
+                Some(p) => format!("{xyctl} connect --one --profile {p}"),
+                None => format!("{xyctl} connect --one"),
+            },
+            _ => url.clone(),
+        };
+        let existing = entries.iter().find(|e| e.name == name);
+        let result = match existing {
+            Some(e) if to.matches(&e.spec) => "already points at the aggregate",
+            Some(_) if dry_run => "would point at the aggregate",
+            Some(_) => "points at the aggregate",
+            None if dry_run => "would be added",
+            None => "added",
+        };
+        rows.push(vec![name.clone(), shown, result.to_owned()]);
+        if !existing.is_some_and(|e| to.matches(&e.spec)) {
+            rewrites.push(Rewrite { entry: name, to });
+        }
     }
     if let Some(xyctl) = xyctl.filter(|_| with_xy) {
         let to = Pointer::XyMcp {

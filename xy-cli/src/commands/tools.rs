@@ -1,7 +1,8 @@
 //! `xyctl tools <name> [--json]`: a server's tools, where each stands with
 //! the firewall, and what changed since the previous start; `xyctl tools
 //! approve|deny` change what clients see; `xyctl tools review` goes
-//! through every held-back tool asking y/n (SPEC §20).
+//! through every held-back tool asking y/n (SPEC §20); `xyctl tools search`
+//! prints what the aggregate's `find_tools` would return (SPEC §26).
 
 use std::io::BufRead;
 
@@ -23,7 +24,65 @@ pub(crate) fn run(ctx: &Ctx, args: ToolsArgs) -> Result<Exit, Failure> {
         Some(ToolsCmd::Approve { name, tools, all }) => approve(ctx, &name, tools, all),
         Some(ToolsCmd::Deny { name, tools }) => deny(ctx, &name, tools),
         Some(ToolsCmd::Review { name }) => review(ctx, name.as_deref()),
+        Some(ToolsCmd::Search {
+            query,
+            server,
+            limit,
+            profile,
+            json,
+        }) => {
+            let p = xy_core::protocol::aggregate::ToolsSearchParams {
+                query,
+                server,
+                limit,
+                profile,
+            };
+            search(ctx, &p, json)
+        }
     }
+}
+
+/// `xyctl tools search`: what `find_tools` returns, one tool a line.
+fn search(
+    ctx: &Ctx,
+    p: &xy_core::protocol::aggregate::ToolsSearchParams,
+    json: bool,
+) -> Result<Exit, Failure> {
+    let mut client = daemon_conn::connect(ctx)?;
+    let raw = client.call_raw(method::TOOLS_SEARCH, Some(p), READ_TIMEOUT)?;
+    if json {
+        output::json_line(raw.get());
+        return Ok(Exit::Success);
+    }
+    let r: xy_core::protocol::aggregate::ToolsSearchResult = serde_json::from_str(raw.get())
+        .map_err(|e| Failure::new(Exit::Operational, format!("bad `tools_search` result: {e}")))?;
+    let rows: Vec<Vec<String>> = r
+        .tools
+        .iter()
+        .map(|h| {
+            let about = h.definition["description"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("");
+            let about: String = about.chars().take(70).collect();
+            vec![h.name.clone(), format!("{:.2}", h.score), about]
+        })
+        .collect();
+    if rows.is_empty() {
+        output::stdout(&format!("no tool matches {:?}\n", p.query));
+    } else {
+        output::stdout(&render::render_rows(
+            &["NAME", "SCORE", "DESCRIPTION"],
+            &rows,
+            &ctx.out,
+        ));
+    }
+    for (server, why) in &r.unavailable {
+        output::warn(&ctx.err, &format!("{server} was not searched: {why}"));
+    }
+    Ok(Exit::Success)
 }
 
 fn show(ctx: &Ctx, name: &str, json: bool) -> Result<Exit, Failure> {

@@ -22,6 +22,7 @@ use kdl::{KdlDocument, KdlNode, KdlValue};
 use miette::SourceSpan;
 
 mod agent;
+mod aggregate;
 mod checks;
 mod cx;
 mod firewall;

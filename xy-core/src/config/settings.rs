@@ -32,11 +32,63 @@ pub struct DaemonSettings {
     /// support it; `None`: xy has none and registers dynamically (D120).
     /// Read when the daemon starts (the broker is built once).
     pub oauth_client_metadata_url: Option<String>,
+    /// `aggregate { mode … }` and the `profile "…" { … }` nodes (SPEC §26):
+    /// what the gateway's `/mcp` and `/p/<profile>/mcp` serve.
+    pub aggregate: AggregateSettings,
     /// `search { model "/abs/path" }` (SPEC §26): a static-embedding model
     /// (a directory with `model.safetensors` and `tokenizer.json`, or the
     /// `.safetensors` file) that tool search fuses with BM25; `None`: BM25
     /// only. See `docs/search.md`.
     pub search_model: Option<std::path::PathBuf>,
+}
+
+/// How the aggregate lists tools (SPEC §26).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum AggregateMode {
+    /// Every visible tool of every server, prefixed: for clients with
+    /// their own tool search.
+    #[default]
+    Full,
+    /// Only `find_tools` and `call_tool`: the first listing stays small
+    /// however many servers there are.
+    Search,
+}
+
+impl AggregateMode {
+    /// The word `xy.kdl` spells it with.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AggregateMode::Full => "full",
+            AggregateMode::Search => "search",
+        }
+    }
+
+    /// The mode a word names.
+    pub fn parse(word: &str) -> Option<AggregateMode> {
+        match word {
+            "full" => Some(AggregateMode::Full),
+            "search" => Some(AggregateMode::Search),
+            _ => None,
+        }
+    }
+}
+
+/// `aggregate { mode "full" }` and every `profile`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct AggregateSettings {
+    /// The mode of the default `/mcp` (every server).
+    pub mode: AggregateMode,
+    /// `profile "<name>" { servers "a" "b"; mode "search" }`, by name.
+    pub profiles: std::collections::BTreeMap<String, Profile>,
+}
+
+/// One `profile "<name>" { … }`: served at `/p/<name>/mcp`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Profile {
+    /// `servers "a" "b"`: only these; `None` (no `servers` line): every server.
+    pub servers: Option<Vec<String>>,
+    /// `mode`; `None`: the `aggregate { mode }`.
+    pub mode: Option<AggregateMode>,
 }
 
 impl DaemonSettings {

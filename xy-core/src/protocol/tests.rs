@@ -72,7 +72,8 @@ fn method_names() {
             "auth_login_wait",
             "auth_status",
             "auth_logout",
-            "console_code"
+            "console_code",
+            "tools_search"
         ]
     );
     assert_eq!(method::LOG, "log");

@@ -76,6 +76,17 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     })
     .expect("method names are unique");
 
+    m.register_async_method(method::TOOLS_SEARCH, |params, ctx, _| async move {
+        let p: xy_core::protocol::aggregate::ToolsSearchParams = parse(&params)?;
+        ctx.engine().await?.tools_search(&p).await.map_err(|why| {
+            crate::rpc::invalid_params(
+                format!("invalid params: {why}"),
+                serde_json::json!({ "field": "profile", "error": why }),
+            )
+        })
+    })
+    .expect("method names are unique");
+
     m.register_async_method(method::TOOLS_DENY, |params, ctx, _| async move {
         let p: xy_core::protocol::mcp::ToolsDenyParams = parse(&params)?;
         if p.tools.is_empty() {

@@ -20,6 +20,8 @@ pub(super) const SETTINGS_FIELDS: &[&str] = &[
     "firewall",
     "min-age",
     "oauth-client-metadata-url",
+    "aggregate",
+    "profile",
     "search",
 ];
 /// Children of `gateway { … }`.
@@ -72,7 +74,8 @@ fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Opti
             cx.unknown_node(node, SETTINGS_FIELDS, "at the top level of xy.kdl");
             continue;
         }
-        if cx.duplicate(node, &mut seen) {
+        // Profiles repeat; each name once (checked in `profile`).
+        if key != "profile" && cx.duplicate(node, &mut seen) {
             continue;
         }
         match key {
@@ -98,6 +101,12 @@ fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Opti
             "oauth-client-metadata-url" => {
                 settings.oauth_client_metadata_url = client_metadata_url(&mut cx, node);
             }
+            "aggregate" => {
+                if let Some(m) = super::aggregate::parse_aggregate(&mut cx, node) {
+                    settings.aggregate.mode = m;
+                }
+            }
+            "profile" => super::aggregate::parse_profile(&mut cx, node, &mut settings.aggregate),
             "search" => settings.search_model = search(&mut cx, node),
             _ => unreachable!("checked against SETTINGS_FIELDS"),
         }

@@ -1,0 +1,526 @@
+//! The aggregate's MCP methods (SPEC §26): each answer built from the
+//! [`Catalog`]'s lists of the view's servers, each call routed to the
+//! server that offers the item under its own name. In mode `search`,
+//! `tools/list` holds `find_tools` and `call_tool` alone.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use xy_core::config::AggregateMode;
+use xy_core::firewall::Kind;
+use xy_core::protocol::aggregate::{
+    FIND_DEFAULT_LIMIT, FIND_MAX_LIMIT, ToolHit, ToolsSearchResult, prefixed_names,
+};
+use xy_core::protocol::mcp::{CallOutcome, app_only};
+
+use super::catalog::List;
+use super::{Aggregate, View};
+use crate::mcp::verdicts::HeldBack;
+
+/// How long a call through the aggregate may take before it fails (the
+/// server's own bounds usually end it first).
+const CALL_WAIT: Duration = Duration::from_secs(600);
+/// Server names `find_tools`' description lists at most (its size stays
+/// bounded however many servers there are).
+const NAMED_SERVERS: usize = 40;
+
+/// Who asks: the client as call records name it.
+pub(crate) struct Who {
+    pub(crate) client: String,
+}
+
+/// What the aggregate advertises (both eras).
+pub(crate) fn capabilities() -> Value {
+    json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true},
+        "resources": {"listChanged": true}})
+}
+
+/// The instructions of a view.
+pub(crate) fn instructions(view: &View) -> String {
+    match view.mode {
+        AggregateMode::Full => "xy serves the tools of several MCP servers here; each tool's \
+            name is <server>__<tool>."
+            .to_owned(),
+        AggregateMode::Search => "xy serves the tools of several MCP servers here. Call \
+            find_tools with what you want to do to get matching tools with their input \
+            schemas, then call_tool with a returned name and its arguments."
+            .to_owned(),
+    }
+}
+
+/// One item the view offers: the aggregate's name, the server, the
+/// server's name for it, the definition as listed (renamed).
+struct Item {
+    name: String,
+    server: String,
+    own: String,
+    definition: Value,
+}
+
+/// The tools (or prompts) the view offers, with their aggregate names.
+struct Offered {
+    items: Vec<Item>,
+    by_name: HashMap<String, usize>,
+    /// Servers whose list could not be had, and why.
+    unavailable: BTreeMap<String, String>,
+}
+
+async fn offered(agg: &Arc<Aggregate>, view: &View, list: List) -> Offered {
+    let servers = agg.catalog.servers(view.servers.as_deref());
+    let lists = agg.catalog.lists(&servers, list).await;
+    let mut unavailable = BTreeMap::new();
+    let mut raw: Vec<(String, Value)> = Vec::new();
+    for (server, got) in lists {
+        match got {
+            Ok(items) => {
+                for item in items.iter() {
+                    // App-only tools (MCP Apps) never reach a model-facing
+                    // list (SPEC §27).
+                    if list == List::Tools && app_only(item) {
+                        continue;
+                    }
+                    if item.get("name").and_then(Value::as_str).is_some() {
+                        raw.push((server.clone(), item.clone()));
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::info!(server = %server, "aggregate: {}", e.0);
+                unavailable.insert(server, e.0);
+            }
+        }
+    }
+    let names = prefixed_names(
+        raw.iter()
+            .map(|(s, i)| (s.as_str(), i["name"].as_str().unwrap_or(""))),
+    );
+    let mut items = Vec::with_capacity(raw.len());
+    let mut by_name = HashMap::new();
+    for (server, mut definition) in raw {
+        let own = definition["name"].as_str().unwrap_or("").to_owned();
+        let Some(name) = names.get(&(server.clone(), own.clone())) else {
+            continue;
+        };
+        if by_name.contains_key(name) {
+            // The same name twice in one server's list: the first stands.
+            continue;
+        }
+        definition["name"] = json!(name);
+        by_name.insert(name.clone(), items.len());
+        items.push(Item {
+            name: name.clone(),
+            server,
+            own,
+            definition,
+        });
+    }
+    Offered {
+        items,
+        by_name,
+        unavailable,
+    }
+}
+
+fn rpc_error(code: i64, message: String) -> Value {
+    json!({"error": {"code": code, "message": message}})
+}
+
+fn ok(result: Value) -> Value {
+    json!({ "result": result })
+}
+
+/// The answer (`result` or `error`, without `id`) to `method`.
+pub(crate) async fn answer(
+    agg: &Arc<Aggregate>,
+    view: &View,
+    who: &Who,
+    method: &str,
+    msg: &Value,
+) -> Value {
+    let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+    match method {
+        "ping" | "logging/setLevel" => ok(json!({})),
+        "server/discover" => ok(json!({
+            "supportedVersions": [xy_core::protocol::mcp::wire::VERSION_2026],
+            "capabilities": capabilities(),
+            "instructions": instructions(view),
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo":
+                {"name": "xy", "title": "xy aggregate", "version": env!("CARGO_PKG_VERSION")}},
+        })),
+        "tools/list" => match view.mode {
+            AggregateMode::Full => {
+                let o = offered(agg, view, List::Tools).await;
+                let tools: Vec<Value> = o.items.into_iter().map(|i| i.definition).collect();
+                ok(json!({ "tools": tools }))
+            }
+            AggregateMode::Search => ok(json!({ "tools": search_tools(agg, view) })),
+        },
+        "tools/call" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            if view.mode == AggregateMode::Search {
+                match name {
+                    "find_tools" => return find_tools(agg, view, &params).await,
+                    "call_tool" => {
+                        let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+                        let Some(target) = args.get("name").and_then(Value::as_str) else {
+                            return tool_error(
+                                "call_tool needs `name`: a name find_tools returned",
+                            );
+                        };
+                        let arguments = args.get("arguments").cloned();
+                        return call(agg, view, who, target, arguments, true).await;
+                    }
+                    _ => {}
+                }
+            }
+            call(
+                agg,
+                view,
+                who,
+                name,
+                params.get("arguments").cloned(),
+                false,
+            )
+            .await
+        }
+        "prompts/list" => {
+            let o = offered(agg, view, List::Prompts).await;
+            let prompts: Vec<Value> = o.items.into_iter().map(|i| i.definition).collect();
+            ok(json!({ "prompts": prompts }))
+        }
+        "prompts/get" => {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            let o = offered(agg, view, List::Prompts).await;
+            let Some(item) = o.by_name.get(name).map(|i| &o.items[*i]) else {
+                return rpc_error(
+                    -32602,
+                    format!(
+                        "unknown prompt {name:?}: prompts/list names what {} offers",
+                        view.path
+                    ),
+                );
+            };
+            let mut p = params.clone();
+            p["name"] = json!(item.own);
+            forward(agg, &item.server, "prompts/get", p, None).await
+        }
+        "resources/list" | "resources/templates/list" => {
+            let list = if method == "resources/list" {
+                List::Resources
+            } else {
+                List::Templates
+            };
+            let servers = agg.catalog.servers(view.servers.as_deref());
+            let mut all = Vec::new();
+            for (_, got) in agg.catalog.lists(&servers, list).await {
+                if let Ok(items) = got {
+                    all.extend(items.iter().cloned());
+                }
+            }
+            ok(json!({ (list.key()): all }))
+        }
+        "resources/read" => {
+            let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
+            match resource_owner(agg, view, uri).await {
+                Some(server) => forward(agg, &server, "resources/read", params.clone(), None).await,
+                None => rpc_error(
+                    -32002,
+                    format!(
+                        "Resource not found: no server of {} offers {uri:?}",
+                        view.path
+                    ),
+                ),
+            }
+        }
+        "completion/complete" => ok(json!({"completion": {"values": []}})),
+        _ => rpc_error(
+            xy_core::protocol::mcp::wire::METHOD_NOT_FOUND,
+            format!(
+                "method not found: {method} (xy's aggregate at {})",
+                view.path
+            ),
+        ),
+    }
+}
+
+/// The server offering `uri`: the first (by name) whose resources list it,
+/// else the first whose template's fixed start it begins with.
+async fn resource_owner(agg: &Arc<Aggregate>, view: &View, uri: &str) -> Option<String> {
+    let servers = agg.catalog.servers(view.servers.as_deref());
+    for (server, got) in agg.catalog.lists(&servers, List::Resources).await {
+        if got.is_ok_and(|items| {
+            items
+                .iter()
+                .any(|r| r.get("uri").and_then(Value::as_str) == Some(uri))
+        }) {
+            return Some(server);
+        }
+    }
+    for (server, got) in agg.catalog.lists(&servers, List::Templates).await {
+        let matches = got.is_ok_and(|items| {
+            items.iter().any(|t| {
+                t.get("uriTemplate")
+                    .and_then(Value::as_str)
+                    .and_then(|t| t.split('{').next())
+                    .is_some_and(|fixed| !fixed.is_empty() && uri.starts_with(fixed))
+            })
+        });
+        if matches {
+            return Some(server);
+        }
+    }
+    None
+}
+
+/// A tool result saying what went wrong (the model reads it).
+fn tool_error(text: &str) -> Value {
+    ok(json!({"content": [{"type": "text", "text": text}], "isError": true}))
+}
+
+/// A call of the aggregate's tool `name`; `via_call_tool`: asked through
+/// `call_tool` (an unknown name is then a tool result, not an error).
+async fn call(
+    agg: &Arc<Aggregate>,
+    view: &View,
+    who: &Who,
+    name: &str,
+    arguments: Option<Value>,
+    via_call_tool: bool,
+) -> Value {
+    let o = offered(agg, view, List::Tools).await;
+    if let Some(item) = o.by_name.get(name).map(|i| &o.items[*i]) {
+        let mut p = json!({"name": item.own, "_meta": {
+            xy_core::protocol::mcp::wire::META_CLIENT_INFO: {"name": who.client}}});
+        if let Some(a) = arguments {
+            p["arguments"] = a;
+        }
+        return forward(agg, &item.server, "tools/call", p, Some(CALL_WAIT)).await;
+    }
+    if let Some(answer) = held_back(agg, view, who, name) {
+        return answer;
+    }
+    let text = format!(
+        "xy: no tool named {name:?} at {}{}",
+        view.path,
+        if view.mode == AggregateMode::Search {
+            "; find_tools returns the names call_tool takes"
+        } else {
+            "; tools/list names what it offers"
+        }
+    );
+    if via_call_tool {
+        tool_error(&text)
+    } else {
+        rpc_error(-32602, text)
+    }
+}
+
+/// A name that is `<server>__<tool>` of a tool the firewall holds back:
+/// the firewall's own refusal, recorded as a held-back call.
+fn held_back(agg: &Arc<Aggregate>, view: &View, who: &Who, name: &str) -> Option<Value> {
+    let servers = agg.catalog.servers(view.servers.as_deref());
+    for (server, snap) in &servers {
+        let Some(tool) = name.strip_prefix(&format!("{server}__")) else {
+            continue;
+        };
+        let verdicts = snap.borrow().firewall.as_ref().map(|f| f.current())?;
+        if let Err(HeldBack(text)) = verdicts.call(Kind::Tool, tool) {
+            if let Some(calls) = &agg.calls {
+                calls.record_call(
+                    server,
+                    std::time::SystemTime::now(),
+                    Some(&who.client),
+                    tool,
+                    Duration::ZERO,
+                    CallOutcome::HeldBack,
+                );
+            }
+            return Some(tool_error(&text));
+        }
+    }
+    None
+}
+
+/// `method` with `params` to `server`: its answer (`result` or `error`).
+async fn forward(
+    agg: &Arc<Aggregate>,
+    server: &str,
+    method: &str,
+    params: Value,
+    wait: Option<Duration>,
+) -> Value {
+    let snap = agg.catalog.routes.borrow().get(server).cloned();
+    let Some(snap) = snap else {
+        return rpc_error(-32603, format!("xy: server {server} is gone"));
+    };
+    let wait = wait.unwrap_or(Duration::from_secs(60));
+    match agg
+        .catalog
+        .upstream
+        .request(server, &snap, method, params, wait)
+        .await
+    {
+        Ok(answer) => {
+            let mut out = serde_json::Map::new();
+            for key in ["result", "error"] {
+                if let Some(v) = answer.get(key) {
+                    out.insert(key.to_owned(), v.clone());
+                }
+            }
+            if out.is_empty() {
+                return rpc_error(
+                    -32603,
+                    format!("xy: server {server} answered nothing usable"),
+                );
+            }
+            Value::Object(out)
+        }
+        Err(e) => json!({"error": {"code": -32603, "message": e.0, "data": {"server": server}}}),
+    }
+}
+
+/// `find_tools` and `call_tool`, the whole `tools/list` of mode `search`.
+fn search_tools(agg: &Arc<Aggregate>, view: &View) -> Vec<Value> {
+    let servers: Vec<String> = agg
+        .catalog
+        .servers(view.servers.as_deref())
+        .into_keys()
+        .collect();
+    let mut named = servers
+        .iter()
+        .take(NAMED_SERVERS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if servers.len() > NAMED_SERVERS {
+        named.push_str(", …");
+    }
+    vec![
+        json!({
+            "name": "find_tools",
+            "description": format!(
+                "Find tools of the MCP servers xy serves here ({} servers: {named}). Returns \
+                 the best matches, each with its name and input schema; then call one with \
+                 call_tool.", servers.len()),
+            "inputSchema": {"type": "object", "properties": {
+                "query": {"type": "string", "description": "What you want to do, in a few words"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": FIND_MAX_LIMIT,
+                    "description": format!("At most this many tools (default {FIND_DEFAULT_LIMIT})")},
+                "server": {"type": "string", "description": "Only this server's tools"}},
+                "required": ["query"]},
+        }),
+        json!({
+            "name": "call_tool",
+            "description": "Call a tool find_tools returned, by the name it returned, with \
+                            arguments that follow its input schema.",
+            "inputSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "A name find_tools returned"},
+                "arguments": {"type": "object", "description": "The tool's arguments"}},
+                "required": ["name"]},
+        }),
+    ]
+}
+
+/// `find_tools {query, limit?, server?}`.
+async fn find_tools(agg: &Arc<Aggregate>, view: &View, params: &Value) -> Value {
+    let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+    let Some(query) = args.get("query").and_then(Value::as_str) else {
+        return tool_error("find_tools needs `query`: what you want to do, in a few words");
+    };
+    let limit = args
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(FIND_DEFAULT_LIMIT, |n| {
+            u32::try_from(n).unwrap_or(FIND_MAX_LIMIT)
+        })
+        .clamp(1, FIND_MAX_LIMIT) as usize;
+    let server = args.get("server").and_then(Value::as_str);
+    let r = search(agg, view, query, server, limit).await;
+    let tools: Vec<Value> = r.tools.into_iter().map(|h| h.definition).collect();
+    let structured = json!({ "tools": tools });
+    ok(json!({
+        "content": [{"type": "text", "text": serde_json::to_string(&structured).unwrap_or_default()}],
+        "structuredContent": structured,
+    }))
+}
+
+/// The ranked tools of `view` for `query` (of `server` only, when given),
+/// by xy's ranking ([`xy_core::search`]); the index is built once per
+/// change of what the view offers.
+pub(crate) async fn search(
+    agg: &Arc<Aggregate>,
+    view: &View,
+    query: &str,
+    server: Option<&str>,
+    limit: usize,
+) -> ToolsSearchResult {
+    let o = offered(agg, view, List::Tools).await;
+    let instructions: BTreeMap<&str, Option<String>> = o
+        .items
+        .iter()
+        .map(|i| {
+            (
+                i.server.as_str(),
+                agg.catalog.upstream.instructions(&i.server),
+            )
+        })
+        .collect();
+    // `xy.kdl`'s `search { model }` (D252): read when an index is built.
+    let model = agg.search_model();
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for i in &o.items {
+            (&i.server, &i.name, i.definition.to_string()).hash(&mut h);
+        }
+        instructions.hash(&mut h);
+        model.hash(&mut h);
+        h.finish()
+    };
+    let index = agg.index(key, || {
+        let docs = o
+            .items
+            .iter()
+            .map(|i| {
+                let mut own = i.definition.clone();
+                own["name"] = json!(i.own);
+                let ins = instructions.get(i.server.as_str()).cloned().flatten();
+                xy_core::search::ToolDoc::from_tool(&i.server, ins.as_deref(), &own)
+            })
+            .collect();
+        let index = xy_core::search::Index::build(docs);
+        match model
+            .as_deref()
+            .map(xy_core::search::StaticEmbeddings::load)
+        {
+            Some(Ok(m)) => index.with_model(m),
+            Some(Err(e)) => {
+                tracing::warn!("tool search: the model in xy.kdl cannot be used ({e}); BM25 only");
+                index
+            }
+            None => index,
+        }
+    });
+    let tools = index
+        .search(query, limit, server)
+        .into_iter()
+        .filter_map(|hit| {
+            let i = o.items.get(hit.doc)?;
+            Some(ToolHit {
+                name: i.name.clone(),
+                server: i.server.clone(),
+                tool: i.own.clone(),
+                score: f64::from(hit.score),
+                definition: i.definition.clone(),
+            })
+        })
+        .collect();
+    ToolsSearchResult {
+        tools,
+        unavailable: o.unavailable,
+    }
+}

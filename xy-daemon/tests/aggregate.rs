@@ -1,0 +1,329 @@
+//! SPEC §26's aggregate against the real `xyd`: the gateway's `/mcp` as
+//! one MCP server of every server's tools (both eras, prefixed names,
+//! calls routed and recorded with the aggregate named), `list_changed` on
+//! a 2025 session's stream when a server stops, a held-back tool neither
+//! listed nor callable, profiles at `/p/<profile>/mcp` and mode `search`
+//! (`find_tools`, `call_tool`, a first listing under 6,000 bytes with 30
+//! servers), and `tools_search` on the control socket.
+
+use serde_json::{Value, json};
+
+use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_for, wait_some};
+use crate::stdio::client::{Era, Mcp};
+
+/// The rmcp test server on stdio; `extra` lines appended.
+fn server(extra: &str) -> String {
+    let args: Vec<String> = ["--stdio", "--tools", "echo,progress,touch"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    crate::stdio::stdio_config(&testbin("xy-test-mcp"), &args, free_port(), extra)
+}
+
+/// A daemon with the gateway on a free port, `settings` after it in
+/// `xy.kdl`, and `servers`; returns it and the gateway port once every
+/// autostarted server runs.
+fn start(settings: &str, servers: &[(&str, String)]) -> (TestDaemon, u16) {
+    let gw = free_port();
+    let env = Env::new();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n{settings}"));
+    for (name, kdl) in servers {
+        env.write_config(name, kdl);
+    }
+    let d = TestDaemon::start_in(env);
+    for (name, kdl) in servers {
+        if kdl.contains("on-demand") {
+            continue;
+        }
+        wait_for(&format!("{name} runs"), DEADLINE, || {
+            d.entry(name)["state"] == "running"
+        });
+    }
+    wait_for("the gateway listens", DEADLINE, || {
+        std::net::TcpStream::connect(("127.0.0.1", gw)).is_ok()
+    });
+    (d, gw)
+}
+
+fn names(result: &Value) -> Vec<String> {
+    let mut n: Vec<String> = result["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn every_server_in_both_eras_with_calls_routed_and_recorded() {
+    let (d, gw) = start(
+        "",
+        &[
+            ("alpha", server("")),
+            ("beta", server("")),
+            ("held", server("firewall {\n    mode \"review\"\n}\n")),
+        ],
+    );
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let want = [
+        "alpha__echo",
+        "alpha__progress",
+        "alpha__touch",
+        "beta__echo",
+        "beta__progress",
+        "beta__touch",
+    ];
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&url, era);
+        if era == Era::V2025 {
+            assert!(c.session.is_some(), "no session from the aggregate");
+        }
+        // `held`'s tools wait for approval: absent.
+        let tools = c.result("tools/list", json!({}));
+        assert_eq!(names(&tools), want, "{era:?}");
+        if era == Era::V2026 {
+            assert_eq!(tools["resultType"], "complete");
+        }
+        let r = c.result(
+            "tools/call",
+            json!({"name": "beta__echo", "arguments": {"text": format!("hi {era:?}")}}),
+        );
+        assert_eq!(text(&r), format!("hi {era:?}"), "{r}");
+        // Held back: not callable by its would-be name either.
+        let r = c.result("tools/call", json!({"name": "held__echo", "arguments": {}}));
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(text(&r).contains("xyctl tools approve held"), "{r}");
+        let r = c.request("tools/call", json!({"name": "nope__echo", "arguments": {}}));
+        assert_eq!(r.response()["error"]["code"], -32602, "{r:?}");
+    }
+    // Recorded by the server's endpoint, under the tool's own name, the
+    // aggregate named as the way in.
+    let calls = wait_some("beta's calls recorded", DEADLINE, || {
+        let r = d.result("calls", Some(json!({"name": "beta"})));
+        let calls = r["calls"].as_array().cloned().unwrap_or_default();
+        (calls.len() >= 2).then_some(calls)
+    });
+    for c in &calls {
+        assert_eq!(c["server"], "beta");
+        assert_eq!(c["tool"], "echo");
+        assert!(
+            c["client"].as_str().unwrap_or("").ends_with("via /mcp"),
+            "{c}"
+        );
+    }
+    let held = d.result("calls", Some(json!({"name": "held"})));
+    assert!(
+        held["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["outcome"] == "held_back" && c["tool"] == "echo"),
+        "{held}"
+    );
+}
+
+#[test]
+fn a_stopped_server_leaves_with_list_changed() {
+    let (d, gw) = start("", &[("alpha", server("")), ("beta", server(""))]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut c = Mcp::connected(&url, Era::V2025);
+    assert_eq!(names(&c.result("tools/list", json!({}))).len(), 6);
+    let stream = c.listen();
+    d.result("stop", Some(json!({"name": "beta"})));
+    stream.expect("notifications/tools/list_changed");
+    let after = names(&c.result("tools/list", json!({})));
+    assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
+    // Back on start.
+    d.result("start", Some(json!({"name": "beta"})));
+    wait_for("beta's tools come back", DEADLINE, || {
+        names(&c.result("tools/list", json!({}))).len() == 6
+    });
+    let r = c.result(
+        "tools/call",
+        json!({"name": "beta__echo", "arguments": {"text": "again"}}),
+    );
+    assert_eq!(text(&r), "again", "{r}");
+}
+
+#[test]
+fn profiles_and_search_mode() {
+    let profiles = "profile \"one\" {\n    servers \"alpha\"\n    mode \"search\"\n}\n\
+                    profile \"all\" { }\n";
+    let (d, gw) = start(profiles, &[("alpha", server("")), ("beta", server(""))]);
+    let one = format!("http://127.0.0.1:{gw}/p/one/mcp");
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&one, era);
+        let list = c.result("tools/list", json!({}));
+        assert_eq!(names(&list), ["call_tool", "find_tools"]);
+        let found = c.result(
+            "tools/call",
+            json!({"name": "find_tools", "arguments": {"query": "echo text back"}}),
+        );
+        let tools = found["structuredContent"]["tools"].as_array().unwrap();
+        assert_eq!(tools[0]["name"], "alpha__echo", "{found}");
+        assert!(tools[0]["inputSchema"].is_object(), "{found}");
+        assert!(
+            tools
+                .iter()
+                .all(|t| t["name"].as_str().unwrap().starts_with("alpha__")),
+            "beta is not in the profile: {found}"
+        );
+        let r = c.result(
+            "tools/call",
+            json!({"name": "call_tool", "arguments": {"name": "alpha__echo",
+                "arguments": {"text": "via call_tool"}}}),
+        );
+        assert_eq!(text(&r), "via call_tool", "{r}");
+        let r = c.result(
+            "tools/call",
+            json!({"name": "call_tool", "arguments": {"name": "beta__echo", "arguments": {}}}),
+        );
+        assert_eq!(r["isError"], true, "{r}");
+        assert!(text(&r).contains("no tool named"), "{r}");
+    }
+    let mut all = Mcp::connected(&format!("http://127.0.0.1:{gw}/p/all/mcp"), Era::V2025);
+    assert_eq!(names(&all.result("tools/list", json!({}))).len(), 6);
+    // An unknown profile: 404 with a JSON-RPC error naming what exists.
+    let mut none = Mcp::new(&format!("http://127.0.0.1:{gw}/p/nope/mcp"), Era::V2025);
+    let r = none.initialize();
+    assert_eq!(r.status, 404, "{r:?}");
+    let msg = r.response()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(msg.contains("nope") && msg.contains("all, one"), "{msg}");
+    // `tools_search` answers what `find_tools` would.
+    let r = d.result(
+        "tools_search",
+        Some(json!({"query": "echo", "profile": "one", "limit": 1})),
+    );
+    assert_eq!(r["tools"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["tools"][0]["name"], "alpha__echo");
+    assert_eq!(r["tools"][0]["server"], "alpha");
+    assert_eq!(r["tools"][0]["tool"], "echo");
+}
+
+#[test]
+fn search_mode_lists_little_however_many_servers() {
+    let mut servers = Vec::new();
+    for i in 0..30 {
+        servers.push((
+            format!("server-number-{i:02}"),
+            server("on-demand {\n    idle-stop \"60s\"\n}\n"),
+        ));
+    }
+    let refs: Vec<(&str, String)> = servers
+        .iter()
+        .map(|(n, k)| (n.as_str(), k.clone()))
+        .collect();
+    let (d, gw) = start("aggregate {\n    mode \"search\"\n}\n", &refs);
+    wait_for("every server is idle", DEADLINE, || {
+        servers.iter().all(|(n, _)| d.entry(n)["state"] == "idle")
+    });
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), Era::V2025);
+    let r = c.request("tools/list", json!({}));
+    let body = serde_json::to_vec(r.response()).unwrap();
+    assert!(body.len() <= 6000, "{} bytes", body.len());
+    assert_eq!(names(&r.response()["result"]), ["call_tool", "find_tools"]);
+    // Listing search mode's two tools wakes nobody.
+    assert!(servers.iter().all(|(n, _)| d.entry(n)["state"] == "idle"));
+}
+
+/// The official Python SDK's client (from the interop cache) through the
+/// aggregate in each of its ways to pick an era: it lists, and calls a
+/// prefixed tool, as it would any server.
+#[test]
+fn the_python_sdk_uses_the_aggregate_in_both_eras() {
+    let test = "the_python_sdk_uses_the_aggregate_in_both_eras";
+    let sdk = match xy_testbins::interop::python_sdk() {
+        xy_testbins::interop::Interop::Ready(sdk) => sdk,
+        xy_testbins::interop::Interop::Skip(skip) => return skip.announce(test),
+    };
+    let (_d, gw) = start("", &[("alpha", server("")), ("beta", server(""))]);
+    let script = tempfile::NamedTempFile::with_suffix(".py").unwrap();
+    std::fs::write(
+        script.path(),
+        r#"
+import asyncio, json, sys
+from mcp import Client
+
+async def main(url):
+    for mode in ["legacy", "2026-07-28", "auto"]:
+        async with Client(url, mode=mode, raise_exceptions=True, cache=None) as c:
+            tools = sorted(t.name for t in (await c.list_tools()).tools)
+            r = await c.call_tool("beta__echo", {"text": "py " + mode})
+            text = [x.text for x in r.content if getattr(x, "type", None) == "text"]
+            print(json.dumps({"mode": mode, "version": c.protocol_version,
+                              "tools": tools, "text": text}))
+
+asyncio.run(main(sys.argv[1]))
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(&sdk.python)
+        .arg(script.path())
+        .arg(format!("http://127.0.0.1:{gw}/mcp"))
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "the SDK client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for l in &lines {
+        assert_eq!(l["tools"].as_array().unwrap().len(), 6, "{l}");
+        assert_eq!(
+            l["text"][0],
+            format!("py {}", l["mode"].as_str().unwrap()),
+            "{l}"
+        );
+    }
+    assert!(
+        lines[0]["version"].as_str().unwrap().starts_with("2025"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1]["version"], "2026-07-28", "{lines:?}");
+    assert_eq!(lines[2]["version"], "2026-07-28", "{lines:?}");
+}
+
+#[test]
+fn an_approval_reaches_the_aggregate_as_list_changed() {
+    let (d, gw) = start(
+        "",
+        &[("held", server("firewall {\n    mode \"review\"\n}\n"))],
+    );
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut c = Mcp::connected(&url, Era::V2025);
+    wait_for("held is listed by xy", DEADLINE, || {
+        d.result("tools", Some(json!({"name": "held"})))["current"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    assert!(names(&c.result("tools/list", json!({}))).is_empty());
+    let stream = c.listen();
+    d.result(
+        "tools_approve",
+        Some(json!({"name": "held", "tools": ["echo"]})),
+    );
+    stream.expect("notifications/tools/list_changed");
+    assert_eq!(names(&c.result("tools/list", json!({}))), ["held__echo"]);
+    let r = c.result(
+        "tools/call",
+        json!({"name": "held__echo", "arguments": {"text": "approved"}}),
+    );
+    assert_eq!(text(&r), "approved", "{r}");
+}
