@@ -13,7 +13,7 @@
 //! `package.rs`, `remote.rs`, `auth.rs`, [`mcp`]); `console.rs` (the
 //! console's one-time code); `boot.rs`, `exit.rs`
 //! and `list_row.rs` (a `list` row serialised ahead of time); `aggregate`
-//! (the aggregate endpoint's names, app-only tools, `tools_search`).
+//! (the aggregate endpoint's names, `tools_search`).
 
 use std::fmt;
 

@@ -162,7 +162,6 @@ pub struct ToolsSearchResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn one(server: &str, tool: &str) -> String {
         prefixed_names([(server, tool)])
