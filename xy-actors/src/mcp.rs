@@ -2,11 +2,13 @@
 //! stdio bridge, the gateway, the health probe, the ServerActor): xy's
 //! own listing of a server and its bounds (`listing`), what the probe
 //! reports (`report`), the firewall's published verdicts and the held-back
-//! answer (`verdicts`), call records (`record`), the `_meta` keys and
+//! answer (`verdicts`), the answers xy gives from the ledger while a
+//! server does not run (`from_ledger`, SPEC §26), call records (`record`), the `_meta` keys and
 //! the one id helper (`meta`), and the one strict reader that decides what
 //! xy forwards (`strict`, SPEC §24). Wings import from here; nothing here
 //! imports a wing.
 
+pub(crate) mod from_ledger;
 pub(crate) mod listing;
 pub(crate) mod meta;
 pub(crate) mod record;

@@ -42,6 +42,9 @@ pub(crate) struct Verdicts {
     /// the child wrote them, split around their id: a client's answer that
     /// is the same page (another id) is passed on after one comparison.
     pub(crate) pages: Vec<Page>,
+    /// What xy answers for the server while no child runs (SPEC §26):
+    /// `None` before xy has listed it (or its listing is too large).
+    pub(crate) ledger: Option<Arc<super::from_ledger::FromLedger>>,
 }
 
 /// One listing page as the child wrote it, without its id.

@@ -18,6 +18,7 @@ use xy_core::protocol::mcp::{
 };
 
 use crate::ledger::{self, Saver};
+use crate::mcp::from_ledger::{self, FromLedger};
 use crate::mcp::listing::Listing;
 use crate::mcp::report::McpInfo;
 use crate::mcp::verdicts::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
@@ -111,13 +112,19 @@ impl McpState {
             .unwrap_or_default();
         let entry = directory.entry(name);
         let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
+        // The listing the ledger kept is xy's latest: its verdicts know
+        // each item again, and clients are answered from it (SPEC §26).
+        let last = ledger
+            .served
+            .as_ref()
+            .map(|s| from_ledger::listing(s, ledger.snapshots.last()));
         let mut st = McpState {
             saver: dir.map(|d| Saver::new(d, name)),
             name: name.to_owned(),
             ledger,
             status: None,
             mode,
-            last: None,
+            last,
             snapshot_this_spawn: false,
             not_listed: None,
             listed_count: None,
@@ -231,6 +238,16 @@ impl McpState {
         });
         self.snapshot_this_spawn = true;
         self.not_listed = None;
+        if listing.handshake.is_some() {
+            self.ledger.served = from_ledger::served(
+                &listing,
+                self.ledger
+                    .snapshots
+                    .last()
+                    .map(|s| s.ts.clone())
+                    .unwrap_or_default(),
+            );
+        }
         if let Some(mut status) = self.status.take() {
             Self::listed_fields(Some(self.ledger.snapshots.as_slice()), &mut status);
             self.status = Some(status);
@@ -378,7 +395,13 @@ impl McpState {
                 })
             })
             .collect();
+        let ledger = self
+            .ledger
+            .served
+            .as_ref()
+            .and_then(|s| FromLedger::build(s, self.mode, &tools, &prompts).map(Arc::new));
         let verdicts = Verdicts {
+            ledger,
             server: self.name.clone(),
             policy: self.policy(),
             pages,
