@@ -10,6 +10,7 @@ mod calls;
 pub(crate) mod client;
 mod era;
 mod firewall;
+mod ledger;
 mod mrtr;
 mod restart;
 mod sandboxed;
