@@ -487,7 +487,11 @@ impl BridgeState {
         if msg.get("id").is_none()
             && matches!(
                 msg.get("method").and_then(Value::as_str),
-                Some("notifications/tools/list_changed" | "notifications/prompts/list_changed")
+                Some(
+                    "notifications/tools/list_changed"
+                        | "notifications/prompts/list_changed"
+                        | "notifications/resources/list_changed"
+                )
             )
         {
             self.start_listing();

@@ -605,3 +605,4 @@ fn requested_names(name: Option<&String>, names: Option<&[String]>) -> Vec<Strin
 mod tests;
 
 pub mod mcp;
+pub use mcp::app_only;

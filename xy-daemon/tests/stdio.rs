@@ -317,7 +317,10 @@ fn on_demand_server_is_idle_until_the_first_request_and_after_idle_stop() {
     let mut a = Mcp::connected(&url(port), Era::V2025);
     assert!(a.tool_names().contains(&"progress".to_owned()));
     assert_eq!(d.entry("od")["state"], "idle");
-    let r = a.result("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}}));
+    let r = a.result(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    );
     assert_eq!(r["content"][0]["text"], "hi", "{r}");
     assert_eq!(d.entry("od")["state"], "running");
     // `stop` stops listening too.

@@ -236,14 +236,14 @@ impl BridgeState {
             }),
             ..Listing::default()
         };
-        let with_prompts = crate::mcp::listing::offers(caps, "prompts");
-        if !crate::mcp::listing::offers(caps, "tools") && !with_prompts {
+        let stages = listing::Stage::offered(caps);
+        if stages.is_empty() {
             self.owner.listed(base);
             return;
         }
         let era2026 = era.init.is_none();
         let id = self.router.own_id();
-        let (job, msg) = listing::Job::start(id, base, era2026, with_prompts);
+        let (job, msg) = listing::Job::start(id, base, era2026, &stages);
         self.job = Some(job);
         self.write(&msg);
     }

@@ -1,7 +1,8 @@
-//! xy's own listing of each child (SPEC §20): after every handshake and
-//! every `notifications/tools/list_changed` (or prompts), xy asks
-//! `tools/list` — following `nextCursor` — and `prompts/list` when the
-//! child has prompts, and hands the whole [`Listing`] to its ServerActor,
+//! xy's own listing of each child (SPEC §20, §27): after every handshake
+//! and every `notifications/tools/list_changed` (or prompts, resources),
+//! xy asks `tools/list` — following `nextCursor` — then `prompts/list`,
+//! `resources/list`, `resources/templates/list` and `skills/list` for what
+//! the child offers, and hands the whole [`Listing`] to its ServerActor,
 //! which decides the firewall's verdicts. A state machine over the child's
 //! answers, like the handshake: the BridgeActor writes what it returns.
 //! Bounded: a child that pages forever, or repeats a cursor, ends the
@@ -14,10 +15,47 @@ use xy_core::firewall::Kind;
 use crate::mcp::listing::{Listing, MAX_ITEMS, MAX_PAGES};
 use xy_core::protocol::mcp::wire::{META_PROTOCOL_VERSION, VERSION_2026};
 
+/// One list xy asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
+pub(crate) enum Stage {
     Tools,
     Prompts,
+    Resources,
+    Templates,
+    Skills,
+}
+
+impl Stage {
+    /// The method and the key of its result's items.
+    const fn method(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Tools => ("tools/list", "tools"),
+            Self::Prompts => ("prompts/list", "prompts"),
+            Self::Resources => ("resources/list", "resources"),
+            Self::Templates => ("resources/templates/list", "resourceTemplates"),
+            Self::Skills => ("skills/list", "skills"),
+        }
+    }
+
+    /// The lists a child with these capabilities offers, in the order xy
+    /// asks for them.
+    pub(crate) fn offered(caps: Option<&Value>) -> Vec<Stage> {
+        use crate::mcp::listing::{offers, offers_skills};
+        let mut v = Vec::new();
+        if offers(caps, "tools") {
+            v.push(Self::Tools);
+        }
+        if offers(caps, "prompts") {
+            v.push(Self::Prompts);
+        }
+        if offers(caps, "resources") {
+            v.extend([Self::Resources, Self::Templates]);
+        }
+        if offers_skills(caps) {
+            v.push(Self::Skills);
+        }
+        v
+    }
 }
 
 /// One listing in progress.
@@ -26,9 +64,10 @@ pub(crate) struct Job {
     /// xy's id of the request the job waits on.
     pub(crate) id: u64,
     stage: Stage,
+    /// The lists still to ask for after this one.
+    rest: std::collections::VecDeque<Stage>,
     /// The child speaks only 2026: requests carry the `_meta` envelope.
     era2026: bool,
-    with_prompts: bool,
     pages: usize,
     cursors: Vec<String>,
     listing: Listing,
@@ -65,20 +104,60 @@ fn request(id: u64, method: &str, cursor: Option<&str>, era2026: bool) -> Value 
 }
 
 impl Job {
-    /// Starts a listing: the first `tools/list` to write.
-    pub(crate) fn start(id: u64, base: Listing, era2026: bool, with_prompts: bool) -> (Job, Value) {
-        let job = Job {
+    /// Starts a listing of `stages` (not empty): the first request to write.
+    pub(crate) fn start(id: u64, base: Listing, era2026: bool, stages: &[Stage]) -> (Job, Value) {
+        let mut rest: std::collections::VecDeque<Stage> = stages.iter().copied().collect();
+        let stage = rest.pop_front().unwrap_or(Stage::Tools);
+        let mut job = Job {
             id,
-            stage: Stage::Tools,
+            stage,
+            rest,
             era2026,
-            with_prompts,
             pages: 0,
             cursors: Vec::new(),
             listing: base,
             again: false,
         };
-        let msg = request(id, "tools/list", None, era2026);
+        job.open(stage);
+        let msg = request(id, stage.method().0, None, era2026);
         (job, msg)
+    }
+
+    /// The list of `stage` starts empty (it was asked for).
+    fn open(&mut self, stage: Stage) {
+        let l = &mut self.listing;
+        match stage {
+            Stage::Tools => {}
+            Stage::Prompts => l.prompts = Some(Vec::new()),
+            Stage::Resources => l.resources = Some(Vec::new()),
+            Stage::Templates => l.resource_templates = Some(Vec::new()),
+            Stage::Skills => l.skills = Some(Vec::new()),
+        }
+    }
+
+    /// The list of `stage` failed: the listing says it has none.
+    fn close(&mut self, stage: Stage) {
+        let l = &mut self.listing;
+        match stage {
+            Stage::Tools => {}
+            Stage::Prompts => l.prompts = None,
+            Stage::Resources => l.resources = None,
+            Stage::Templates => l.resource_templates = None,
+            Stage::Skills => l.skills = None,
+        }
+    }
+
+    /// The next list to ask for, or the whole listing.
+    fn next_stage(&mut self, next_id: impl FnOnce() -> u64) -> Next {
+        let Some(stage) = self.rest.pop_front() else {
+            return Next::Done(std::mem::take(&mut self.listing));
+        };
+        self.stage = stage;
+        self.pages = 0;
+        self.cursors.clear();
+        self.open(stage);
+        self.id = next_id();
+        Next::Ask(request(self.id, stage.method().0, None, self.era2026))
     }
 
     /// The child's answer to the job's request; `line` is its text as the
@@ -89,59 +168,65 @@ impl Job {
         line: Option<(&[u8], &std::ops::Range<usize>)>,
         next_id: impl FnOnce() -> u64,
     ) -> Next {
-        let (method, key) = match self.stage {
-            Stage::Tools => ("tools/list", "tools"),
-            Stage::Prompts => ("prompts/list", "prompts"),
-        };
+        let (method, key) = self.stage.method();
         let Some(result) = answer.get("result") else {
             let why = answer
                 .pointer("/error/message")
                 .and_then(Value::as_str)
                 .unwrap_or("no result")
                 .to_owned();
-            return match self.stage {
-                Stage::Tools => Next::Failed(format!("{method}: {why}")),
-                Stage::Prompts => {
-                    self.listing.prompts = None;
-                    Next::Done(std::mem::take(&mut self.listing))
-                }
-            };
+            if self.stage == Stage::Tools {
+                return Next::Failed(format!("{method}: {why}"));
+            }
+            tracing::debug!("{method} failed: {why}");
+            self.close(self.stage);
+            return self.next_stage(next_id);
         };
         let items = result.get(key).and_then(Value::as_array);
         let kind = match self.stage {
-            Stage::Tools => Kind::Tool,
-            Stage::Prompts => Kind::Prompt,
+            Stage::Tools => Some(Kind::Tool),
+            Stage::Prompts => Some(Kind::Prompt),
+            _ => None,
         };
-        let texts = line.and_then(|(l, _)| crate::mcp::verdicts::raw_items(l, kind));
-        if let Some((l, at)) = line {
-            self.listing.pages.push((kind, l.into(), at.clone()));
+        let texts =
+            kind.and_then(|k| line.and_then(|(l, _)| crate::mcp::verdicts::raw_items(l, k)));
+        if let (Some(k), Some((l, at))) = (kind, line) {
+            self.listing.pages.push((k, l.into(), at.clone()));
         }
+        let l = &mut self.listing;
         let (list, raw) = match self.stage {
-            Stage::Tools => (&mut self.listing.tools, &mut self.listing.raw_tools),
+            Stage::Tools => (&mut l.tools, Some(&mut l.raw_tools)),
             Stage::Prompts => (
-                self.listing.prompts.get_or_insert_with(Vec::new),
-                &mut self.listing.raw_prompts,
+                l.prompts.get_or_insert_with(Vec::new),
+                Some(&mut l.raw_prompts),
             ),
+            Stage::Resources => (l.resources.get_or_insert_with(Vec::new), None),
+            Stage::Templates => (l.resource_templates.get_or_insert_with(Vec::new), None),
+            Stage::Skills => (l.skills.get_or_insert_with(Vec::new), None),
         };
+        let mut raw = raw;
         for (i, item) in items.into_iter().flatten().enumerate() {
             if list.len() >= MAX_ITEMS {
                 break;
             }
             list.push(item.clone());
             // Aligned with `list`; a missing text only costs the fast path.
-            raw.push(
-                texts
-                    .as_ref()
-                    .and_then(|t| t.get(i))
-                    .map(|t| Box::<str>::from(*t))
-                    .unwrap_or_default(),
-            );
+            if let Some(raw) = raw.as_deref_mut() {
+                raw.push(
+                    texts
+                        .as_ref()
+                        .and_then(|t| t.get(i))
+                        .map(|t| Box::<str>::from(*t))
+                        .unwrap_or_default(),
+                );
+            }
         }
+        let count = list.len();
         self.pages += 1;
         let cursor = result.get("nextCursor").and_then(Value::as_str);
         if let Some(c) = cursor
             && self.pages < MAX_PAGES
-            && list.len() < MAX_ITEMS
+            && count < MAX_ITEMS
             && !self.cursors.iter().any(|x| x == c)
         {
             self.cursors.push(c.to_owned());
@@ -150,20 +235,11 @@ impl Job {
         }
         if cursor.is_some() {
             tracing::warn!(
-                "{method}: stopped following nextCursor after {} pages and {} items",
+                "{method}: stopped following nextCursor after {} pages and {count} items",
                 self.pages,
-                list.len()
             );
         }
-        if self.stage == Stage::Tools && self.with_prompts {
-            self.stage = Stage::Prompts;
-            self.pages = 0;
-            self.cursors.clear();
-            self.listing.prompts = Some(Vec::new());
-            self.id = next_id();
-            return Next::Ask(request(self.id, "prompts/list", None, self.era2026));
-        }
-        Next::Done(std::mem::take(&mut self.listing))
+        self.next_stage(next_id)
     }
 }
 
@@ -173,7 +249,12 @@ mod tests {
 
     #[test]
     fn pages_are_followed_then_prompts_are_listed() {
-        let (mut job, first) = Job::start(1, Listing::default(), false, true);
+        let (mut job, first) = Job::start(
+            1,
+            Listing::default(),
+            false,
+            &[Stage::Tools, Stage::Prompts],
+        );
         assert_eq!(first["method"], "tools/list");
         assert!(first["params"].get("cursor").is_none());
         let mut ids = 1..;
@@ -201,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_repeated_cursor_ends_the_listing_and_a_2026_child_gets_the_envelope() {
-        let (mut job, first) = Job::start(1, Listing::default(), true, false);
+        let (mut job, first) = Job::start(1, Listing::default(), true, &[Stage::Tools]);
         assert_eq!(
             first["params"]["_meta"][META_PROTOCOL_VERSION],
             VERSION_2026
@@ -213,10 +294,38 @@ mod tests {
         };
         assert_eq!(l.tools.len(), 2);
         assert!(l.prompts.is_none());
-        let (mut job, _) = Job::start(1, Listing::default(), false, false);
+        let (mut job, _) = Job::start(1, Listing::default(), false, &[Stage::Tools]);
         let err = json!({"id": 1, "error": {"code": -32601, "message": "no tools"}});
         assert!(
             matches!(job.on_answer(&err, None, || 2), Next::Failed(e) if e.contains("no tools"))
         );
+    }
+
+    #[test]
+    fn resources_templates_and_skills_follow_and_a_failed_one_is_none() {
+        let caps = json!({"resources": {}, "extensions": {"io.modelcontextprotocol/skills": {}}});
+        let stages = Stage::offered(Some(&caps));
+        assert_eq!(stages, [Stage::Resources, Stage::Templates, Stage::Skills]);
+        let (mut job, first) = Job::start(1, Listing::default(), false, &stages);
+        assert_eq!(first["method"], "resources/list");
+        let mut ids = 2..;
+        let r = json!({"id": 1, "result": {"resources": [{"uri": "ui://a", "name": "a"}]}});
+        let Next::Ask(m) = job.on_answer(&r, None, || ids.next().unwrap()) else {
+            panic!("wants templates");
+        };
+        assert_eq!(m["method"], "resources/templates/list");
+        let err = json!({"id": 2, "error": {"code": -32601, "message": "none"}});
+        let Next::Ask(m) = job.on_answer(&err, None, || ids.next().unwrap()) else {
+            panic!("wants skills");
+        };
+        assert_eq!(m["method"], "skills/list");
+        let sk = json!({"id": 3, "result": {"skills": [{"uri": "skill://a/SKILL.md"}]}});
+        let Next::Done(l) = job.on_answer(&sk, None, || 99) else {
+            panic!("done");
+        };
+        assert!(l.tools.is_empty());
+        assert_eq!(l.resources.map(|r| r.len()), Some(1));
+        assert!(l.resource_templates.is_none(), "a failed list is none");
+        assert_eq!(l.skills.map(|r| r.len()), Some(1));
     }
 }

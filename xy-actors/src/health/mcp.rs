@@ -211,7 +211,8 @@ impl McpClient {
     /// xy's own listing (SPEC §20), in the era found by [`McpClient::ready`]
     /// or a probe: every
     /// tool (following `nextCursor`) and, when the server offers them,
-    /// every prompt, each item kept whole (its digest needs all of it).
+    /// every prompt, resource, resource template and skill (SEP-2640),
+    /// each item kept whole (its digest needs all of it).
     /// Bounded like the stdio bridge's listing: a server that pages
     /// forever or repeats a cursor ends it with what it has.
     pub(crate) async fn list_items(&mut self) -> Result<crate::mcp::listing::Listing, String> {
@@ -227,8 +228,20 @@ impl McpClient {
             ..Default::default()
         };
         let caps = info.capabilities.as_ref();
-        for (method, key) in [("tools/list", "tools"), ("prompts/list", "prompts")] {
-            if !offers(caps, key) {
+        let resources = offers(caps, "resources");
+        let wanted = [
+            ("tools/list", "tools", offers(caps, "tools")),
+            ("prompts/list", "prompts", offers(caps, "prompts")),
+            ("resources/list", "resources", resources),
+            ("resources/templates/list", "resourceTemplates", resources),
+            (
+                "skills/list",
+                "skills",
+                crate::mcp::listing::offers_skills(caps),
+            ),
+        ];
+        for (method, key, offered) in wanted {
+            if !offered {
                 continue;
             }
             let mut items: Vec<Value> = Vec::new();
@@ -279,8 +292,11 @@ impl McpClient {
             match (key, failed) {
                 ("tools", Some(e)) => return Err(e),
                 ("tools", None) => listing.tools = items,
-                (_, Some(e)) => tracing::debug!("prompts/list failed: {e}"),
-                (_, None) => listing.prompts = Some(items),
+                (_, Some(e)) => tracing::debug!("{method} failed: {e}"),
+                ("prompts", None) => listing.prompts = Some(items),
+                ("resources", None) => listing.resources = Some(items),
+                ("resourceTemplates", None) => listing.resource_templates = Some(items),
+                (_, None) => listing.skills = Some(items),
             }
         }
         Ok(listing)

@@ -215,8 +215,14 @@ pub(crate) fn served(listing: &Listing, listed_at: String) -> Option<ServedListi
             .prompts
             .as_ref()
             .map(|p| texts(p, &listing.raw_prompts)),
-        resources: None,
-        resource_templates: None,
+        resources: listing
+            .resources
+            .as_ref()
+            .map(|r| r.iter().map(RawJson::of).collect()),
+        resource_templates: listing
+            .resource_templates
+            .as_ref()
+            .map(|r| r.iter().map(RawJson::of).collect()),
     };
     if s.size() > SERVED_MAX_BYTES {
         tracing::info!(
@@ -249,6 +255,7 @@ pub(crate) fn listing(served: &ServedListing, snapshot: Option<&ToolSnapshot>) -
         t.as_ref()
             .and_then(|t| serde_json::from_str::<Value>(t.as_str()).ok())
     };
+    let values = |items: &Option<Vec<RawJson>>| items.as_deref().map(|items| parse(items).0);
     Listing {
         tools,
         prompts,
@@ -259,6 +266,8 @@ pub(crate) fn listing(served: &ServedListing, snapshot: Option<&ToolSnapshot>) -
         server_version: snapshot.and_then(|s| s.server_version.clone()),
         raw_tools,
         raw_prompts,
+        resources: values(&served.resources),
+        resource_templates: values(&served.resource_templates),
         handshake: Some(Handshake {
             init: value(&served.initialize),
             discover: value(&served.discover),

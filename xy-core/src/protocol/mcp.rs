@@ -41,6 +41,31 @@ pub mod wire {
     pub const UNSUPPORTED_VERSION_DRAFT: i64 = -32004;
 }
 
+/// MCP Apps' extension id (`io.modelcontextprotocol/ui`, SPEC §27).
+pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
+/// The skills extension's id (SEP-2640, SPEC §27).
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+/// The MIME type of an MCP App's HTML resource.
+pub const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
+
+/// Whether a tool is for the app only (MCP Apps, SPEC §27): its
+/// `_meta.ui.visibility` is present and leaves out `"model"`. Such a tool
+/// is passed to the host on the server's own endpoint and stays out of
+/// every model-facing list (the aggregate, `find_tools`). A visibility
+/// that is no list of strings leaves the model out too: a model-facing
+/// list fails closed.
+pub fn app_only(tool: &Value) -> bool {
+    let Some(visibility) = tool.pointer("/_meta/ui/visibility") else {
+        return false;
+    };
+    if visibility.is_null() {
+        return false;
+    }
+    !visibility
+        .as_array()
+        .is_some_and(|v| v.iter().any(|x| x.as_str() == Some("model")))
+}
+
 /// The protocol era a server was probed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum McpEra {
@@ -619,6 +644,23 @@ impl ToolLedger {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn app_only_means_a_visibility_without_the_model() {
+        let tool = |meta: Value| json!({"name": "t", "_meta": meta});
+        assert!(!app_only(&json!({"name": "t"})));
+        assert!(!app_only(&tool(json!({"ui": {"resourceUri": "ui://a"}}))));
+        assert!(!app_only(&tool(
+            json!({"ui": {"visibility": ["model", "app"]}})
+        )));
+        assert!(!app_only(&tool(json!({"ui": {"visibility": ["model"]}}))));
+        assert!(app_only(&tool(json!({"ui": {"visibility": ["app"]}}))));
+        assert!(app_only(&tool(json!({"ui": {"visibility": []}}))));
+        assert!(
+            app_only(&tool(json!({"ui": {"visibility": "app"}}))),
+            "fails closed"
+        );
+    }
 
     #[test]
     fn a_held_back_item_that_differs_from_its_approved_version_carries_it() {
