@@ -6,15 +6,13 @@
 //! never served), read by the endpoints without a message to the actor.
 //! Pure data: the endpoint decides when it answers from here.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use serde_json::Value;
-use xy_core::firewall::FirewallMode;
+use xy_core::firewall::Kind;
 use xy_core::protocol::mcp::{RawJson, SERVED_MAX_BYTES, ServedListing, ToolSnapshot};
 
 use super::listing::{Handshake, Listing};
-use super::verdicts::Verdict;
 
 /// The `_meta` key of an answer xy gave from its ledger instead of the
 /// server: `{"listedAt": "<when xy listed the server>"}` (docs/protocol.md).
@@ -50,13 +48,12 @@ fn list_of(method: &str) -> Option<(&'static str, &'static str)> {
 }
 
 impl FromLedger {
-    /// The answers of `served` under the firewall's current verdicts
-    /// (`None` without a usable handshake answer).
+    /// The answers of `served` under the firewall's current verdicts:
+    /// `shown(kind, name)` says whether clients see an item (`None`
+    /// without a usable handshake answer).
     pub(crate) fn build(
         served: &ServedListing,
-        mode: FirewallMode,
-        tools: &HashMap<String, Verdict>,
-        prompts: &HashMap<String, Verdict>,
+        shown: impl Fn(Kind, &str) -> bool,
     ) -> Option<FromLedger> {
         let parse = |t: &Option<RawJson>| {
             t.as_ref()
@@ -68,17 +65,11 @@ impl FromLedger {
         if init.is_none() && discover.is_none() {
             return None;
         }
-        // An item without a verdict is not shown (fail closed), unless the
-        // firewall is off.
-        let visible = |items: &[RawJson], verdicts: &HashMap<String, Verdict>| -> Vec<Box<str>> {
+        // An item without a name is not shown (fail closed).
+        let visible = |items: &[RawJson], kind: Kind| -> Vec<Box<str>> {
             items
                 .iter()
-                .filter(|t| {
-                    mode == FirewallMode::Off
-                        || name_of(t.as_str())
-                            .and_then(|n| verdicts.get(&n))
-                            .is_some_and(|v| v.state.visible())
-                })
+                .filter(|t| name_of(t.as_str()).is_some_and(|n| shown(kind, &n)))
                 .map(|t| t.as_str().into())
                 .collect()
         };
@@ -92,8 +83,8 @@ impl FromLedger {
             init,
             discover,
             versions: served.versions.clone(),
-            tools: visible(&served.tools, tools),
-            prompts: served.prompts.as_deref().map(|p| visible(p, prompts)),
+            tools: visible(&served.tools, Kind::Tool),
+            prompts: served.prompts.as_deref().map(|p| visible(p, Kind::Prompt)),
             resources: all(&served.resources),
             templates: all(&served.resource_templates),
         })
@@ -281,15 +272,6 @@ pub(crate) fn listing(served: &ServedListing, snapshot: Option<&ToolSnapshot>) -
 mod tests {
     use super::*;
     use serde_json::json;
-    use xy_core::firewall::ToolState;
-
-    fn verdict(state: ToolState) -> Verdict {
-        Verdict {
-            object: None,
-            state,
-            reason: String::new(),
-        }
-    }
 
     fn served() -> ServedListing {
         ServedListing {
@@ -309,11 +291,8 @@ mod tests {
 
     #[test]
     fn only_visible_items_are_served_as_written_with_the_marker() {
-        let tools = HashMap::from([
-            ("a".to_owned(), verdict(ToolState::Approved)),
-            ("held".to_owned(), verdict(ToolState::Changed)),
-        ]);
-        let f = FromLedger::build(&served(), FirewallMode::Pin, &tools, &HashMap::new()).unwrap();
+        let pin = |k: Kind, n: &str| k == Kind::Tool && n == "a";
+        let f = FromLedger::build(&served(), pin).unwrap();
         let a: Value =
             serde_json::from_slice(&f.list("tools/list", &json!(7), false).unwrap()).unwrap();
         assert_eq!(
@@ -332,19 +311,13 @@ mod tests {
         assert_eq!(p["error"]["code"], -32601);
         assert!(f.list("tools/call", &json!(1), false).is_none());
         // Off: everything listed.
-        let off = FromLedger::build(
-            &served(),
-            FirewallMode::Off,
-            &HashMap::new(),
-            &HashMap::new(),
-        )
-        .unwrap();
+        let off = FromLedger::build(&served(), |_, _| true).unwrap();
         assert_ne!(off.fingerprint(true), f.fingerprint(true));
         assert_eq!(off.tools.len(), 3);
         // No handshake answer: nothing to serve.
         let mut s = served();
         s.initialize = None;
-        assert!(FromLedger::build(&s, FirewallMode::Off, &tools, &HashMap::new()).is_none());
+        assert!(FromLedger::build(&s, |_, _| true).is_none());
     }
 
     #[test]

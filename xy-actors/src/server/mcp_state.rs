@@ -395,11 +395,19 @@ impl McpState {
                 })
             })
             .collect();
+        // Clients see what the verdicts let through (everything when off).
+        let shown = |kind: Kind, name: &str| {
+            let table = match kind {
+                Kind::Tool => &tools,
+                Kind::Prompt => &prompts,
+            };
+            self.mode == FirewallMode::Off || table.get(name).is_some_and(|v| v.state.visible())
+        };
         let ledger = self
             .ledger
             .served
             .as_ref()
-            .and_then(|s| FromLedger::build(s, self.mode, &tools, &prompts).map(Arc::new));
+            .and_then(|s| FromLedger::build(s, shown).map(Arc::new));
         let verdicts = Verdicts {
             ledger,
             server: self.name.clone(),
@@ -880,6 +888,58 @@ mod tests {
         st.listed(listing(&[t("a", "A"), t("b", "B"), t("c", "C")]), now);
         assert_eq!(states(&st)[2], ("c".into(), ToolState::Pending));
         assert_eq!(states(&st)[0], ("a".into(), ToolState::Approved));
+    }
+
+    #[test]
+    fn the_served_listing_is_kept_restored_and_filtered_by_the_verdicts() {
+        use crate::mcp::listing::Handshake;
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tmp.path().join("tools");
+        let dir = Directory::default();
+        let now = SystemTime::now();
+        // A ledger from before (no `served`): nothing to answer from.
+        let mut st = state(Some(tools.clone()), FirewallMode::Pin, &dir);
+        assert!(st.verdicts().ledger.is_none());
+        st.listed(listing(&[t("a", "A")]), now);
+        assert!(
+            st.verdicts().ledger.is_none(),
+            "no handshake answer, nothing served"
+        );
+        let with_handshake = |items: &[Value]| Listing {
+            handshake: Some(Handshake {
+                init: Some(json!({"protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}})),
+                ..Handshake::default()
+            }),
+            ..listing(items)
+        };
+        st.on_spawn();
+        st.listed(with_handshake(&[t("a", "A"), t("n", "New.")]), now);
+        let answer = |st: &McpState| -> Vec<String> {
+            let l = st.verdicts().ledger.clone().expect("served");
+            let v: Value =
+                serde_json::from_slice(&l.list("tools/list", &json!(1), false).unwrap()).unwrap();
+            v["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(answer(&st), ["a"], "the new tool is held back");
+        xy_testbins::wait::wait_some("served saved", std::time::Duration::from_secs(10), || {
+            ledger::load(&tools, "s")
+                .served
+                .filter(|s| s.tools.len() == 2)
+        });
+        drop(st);
+        // A fresh daemon: the same answer from the file alone, and an
+        // approval shows the held-back tool at once.
+        let mut st = state(Some(tools), FirewallMode::Pin, &dir);
+        assert_eq!(answer(&st), ["a"]);
+        assert!(st.verdicts().knows(Kind::Tool, &t("n", "New.")));
+        st.approve(&["n".into()], false, now).unwrap();
+        assert_eq!(answer(&st), ["a", "n"]);
     }
 
     #[test]
