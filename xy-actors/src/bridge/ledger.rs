@@ -54,7 +54,7 @@ impl BridgeState {
 
     /// Answers `p` from the ledger if it can (see the module docs);
     /// gives `p` back when the server must answer it.
-    pub(super) fn from_ledger(
+    pub(super) fn answer_from_ledger(
         &mut self,
         p: Box<Post>,
         method: &str,

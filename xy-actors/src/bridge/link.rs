@@ -229,11 +229,11 @@ impl BridgeState {
             protocol_version: era.versions.last().cloned().unwrap_or_default(),
             server_name: text("name"),
             server_version: text("version"),
-            handshake: Some(crate::mcp::listing::Handshake {
+            handshake: Some(Box::new(crate::mcp::listing::Handshake {
                 init: era.init.clone(),
                 discover: era.discover.clone(),
                 versions: era.versions.clone(),
-            }),
+            })),
             ..Listing::default()
         };
         let stages = listing::Stage::offered(caps);

@@ -77,6 +77,8 @@ pub(crate) struct Job {
 
 /// What to do next.
 #[derive(Debug)]
+// Made once per listing and moved on at once: boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Next {
     /// Write this request (its id is the job's new `id`).
     Ask(Value),

@@ -87,7 +87,7 @@ impl BridgeState {
             return Routed::Taken;
         }
         // An idle server's session start, from the ledger (SPEC §26).
-        let mut p = match self.from_ledger(p, method, id) {
+        let mut p = match self.answer_from_ledger(p, method, id) {
             Ok(routed) => return routed,
             Err(p) => p,
         };

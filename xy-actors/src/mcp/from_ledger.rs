@@ -259,11 +259,11 @@ pub(crate) fn listing(served: &ServedListing, snapshot: Option<&ToolSnapshot>) -
         raw_prompts,
         resources: values(&served.resources),
         resource_templates: values(&served.resource_templates),
-        handshake: Some(Handshake {
+        handshake: Some(Box::new(Handshake {
             init: value(&served.initialize),
             discover: value(&served.discover),
             versions: served.versions.clone(),
-        }),
+        })),
         ..Listing::default()
     }
 }

@@ -43,7 +43,7 @@ pub(crate) struct Listing {
     /// The child's answer to xy's handshake, kept in the ledger to answer
     /// for the server while it does not run (SPEC §26); `None` where the
     /// lister has none (an HTTP server's probe session).
-    pub(crate) handshake: Option<Handshake>,
+    pub(crate) handshake: Option<Box<Handshake>>,
 }
 
 /// What a child answered xy's handshake.

@@ -906,11 +906,11 @@ mod tests {
             "no handshake answer, nothing served"
         );
         let with_handshake = |items: &[Value]| Listing {
-            handshake: Some(Handshake {
+            handshake: Some(Box::new(Handshake {
                 init: Some(json!({"protocolVersion": "2025-11-25",
                     "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}})),
                 ..Handshake::default()
-            }),
+            })),
             ..listing(items)
         };
         st.on_spawn();
