@@ -793,6 +793,37 @@ fn parse(toks: &[Token]) -> Parsed {
                         path_attr = Some(s.clone());
                     }
                 }
+                // Paths inside an attribute are uses too:
+                // `#[arg(default_value_t = crate::x::Y)]` ties its module to `x`.
+                let body_end = close.min(toks.len());
+                let mut k = open + 1;
+                while k < body_end {
+                    let starts = matches!(tok(k), Some(Tok::Ident(_)))
+                        && tok(k.wrapping_sub(1)) != Some(&Tok::Sep)
+                        && tok(k + 1) == Some(&Tok::Sep)
+                        && matches!(tok(k + 2), Some(Tok::Ident(_)));
+                    if !starts {
+                        k += 1;
+                        continue;
+                    }
+                    let mut path = Vec::new();
+                    if let Some(Tok::Ident(w)) = tok(k) {
+                        path.push(w.clone());
+                    }
+                    let mut j = k + 1;
+                    while j < body_end
+                        && let (Some(Tok::Sep), Some(Tok::Ident(s))) = (tok(j), tok(j + 1))
+                    {
+                        path.push(s.clone());
+                        j += 2;
+                    }
+                    p.refs.push(Ref {
+                        scope: scope.clone(),
+                        path,
+                        line: toks[k].line,
+                    });
+                    k = j;
+                }
                 i = close + 1;
             }
             _ if cfg_test => {
@@ -1075,6 +1106,15 @@ fn lexer_skips_comments_strings_and_chars() {
         "####,
     );
     assert_eq!(paths(&p), ["crate::m::n", "super::super::o::p"]);
+}
+
+#[test]
+fn paths_in_attributes_are_references() {
+    let p = parsed(
+        "#[derive(Debug)]\n#[arg(long, default_value_t = crate::outcome::DEFAULT_WAIT)]\nstruct A;\n\
+         #[cfg(test)]\nmod tests;\n",
+    );
+    assert_eq!(paths(&p), ["crate::outcome::DEFAULT_WAIT"]);
 }
 
 #[test]
