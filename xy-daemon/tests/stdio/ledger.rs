@@ -244,3 +244,37 @@ fn a_listing_changed_while_asleep_reaches_open_streams_held_back() {
         assert_eq!(names, ["b"], "{list}");
     }
 }
+
+/// A child of each era behind the ledger: a 2026-only child's 2025
+/// clients get an `initialize` made from its `server/discover`, its 2026
+/// clients its own `server/discover`; a dual-era child (kept in 2025 by
+/// xy) the other way round. Nothing spawns.
+#[test]
+fn children_of_both_eras_are_answered_from_the_ledger_for_clients_of_both() {
+    let env = Env::new();
+    let mut ports = Vec::new();
+    for era in ["2026", "both"] {
+        let port = free_port();
+        let args: Vec<String> = ["--stdio", "--era", era, "--tools", "echo,progress"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        env.write_config(
+            &format!("e{era}"),
+            &stdio_config(&testbin("xy-test-mcp"), &args, port, ON_DEMAND),
+        );
+        ports.push(port);
+    }
+    let d = listed_then_restarted(env, &["e2026".to_owned(), "eboth".to_owned()], 2);
+    for port in ports {
+        for era in [Era::V2025, Era::V2026] {
+            assert_eq!(session_start(&url(port), era), ["echo", "progress"]);
+        }
+        let mut c = Mcp::new(&url(port), Era::V2025);
+        let init = c.initialize();
+        let r = &init.response()["result"];
+        assert_eq!(r["serverInfo"]["name"], "xy-test-mcp", "{r}");
+        assert!(r["capabilities"]["tools"].is_object(), "{r}");
+    }
+    assert!(children_of(d.pid()).is_empty());
+}
