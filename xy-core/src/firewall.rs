@@ -84,11 +84,62 @@ pub fn is_hidden(c: char) -> bool {
     HIDDEN_CHARS.iter().any(|r| r.contains(&c))
 }
 
-/// The digest of a tool or prompt object: SHA-256, lowercase hex, of the
-/// RFC 8785 canonical JSON of the object without its `_meta` member.
-/// `_meta` is left out because servers put volatile things there (trace
-/// ids, timestamps) that say nothing about what the model reads.
+/// The digest of a tool, prompt or pinned resource object: SHA-256,
+/// lowercase hex, of the RFC 8785 canonical JSON of [`pinned`]`(object)`.
 pub fn digest(object: &Value) -> String {
+    sha256_hex(canonical(&pinned(object)).as_bytes())
+}
+
+/// What of an object the firewall pins: all of it but `_meta`, which
+/// servers fill with volatile things (trace ids, timestamps) that say
+/// nothing about what the model reads — except MCP Apps' `_meta.ui`
+/// `resourceUri` and `visibility` (SPEC §27): they say which HTML a tool
+/// opens and whether the model sees the tool at all. An object without
+/// them is pinned as before they were (ledgers keep their digests).
+pub fn pinned(object: &Value) -> Value {
+    let Value::Object(map) = object else {
+        return object.clone();
+    };
+    let mut map = map.clone();
+    if let Some(meta) = map.remove("_meta")
+        && let Some(ui) = pinned_meta(&meta)
+    {
+        map.insert("_meta".to_owned(), ui);
+    }
+    Value::Object(map)
+}
+
+/// The pinned part of a `_meta` (see [`pinned`]): `{"ui": {…}}` with the
+/// members present, or `None` when there is none.
+pub fn pinned_meta(meta: &Value) -> Option<Value> {
+    let mut ui = serde_json::Map::new();
+    if let Some(u) = meta.get("ui") {
+        if let Some(v) = u.get("resourceUri") {
+            ui.insert("resourceUri".to_owned(), v.clone());
+        }
+        if let Some(v) = u.get("visibility") {
+            // A set: `["app", "model"]` is `["model", "app"]`.
+            let mut v = v.clone();
+            if let Some(a) = v.as_array_mut()
+                && a.iter().all(Value::is_string)
+            {
+                a.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
+                a.dedup();
+            }
+            ui.insert("visibility".to_owned(), v);
+        }
+    }
+    // The key MCP Apps' drafts used before `ui.resourceUri`.
+    if let Some(v) = meta.get("ui/resourceUri") {
+        ui.insert("ui/resourceUri".to_owned(), v.clone());
+    }
+    (!ui.is_empty()).then(|| serde_json::json!({ "ui": ui }))
+}
+
+/// The digest an object had before `_meta.ui` was pinned (ledger format
+/// 2 and before): of the object without `_meta`. Only a migration compares
+/// against it.
+pub fn legacy_digest(object: &Value) -> String {
     let canonical = match object {
         Value::Object(map) if map.contains_key("_meta") => {
             let mut map = map.clone();
@@ -120,24 +171,34 @@ pub fn canonical(value: &Value) -> String {
     serde_json_canonicalizer::to_string(value).unwrap_or_default()
 }
 
-/// Tools or prompts: each has its own approvals (a prompt may share a
-/// tool's name).
+/// Tools, prompts or resources: each has its own approvals (a prompt may
+/// share a tool's name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// An entry of `tools/list`.
     Tool,
     /// An entry of `prompts/list`.
     Prompt,
+    /// A skill file (`skill://`, SEP-2640) or an MCP App (`ui://`), named
+    /// by its URI and pinned with its content (SPEC §27).
+    Resource,
 }
 
 impl Kind {
-    /// `tool` or `prompt`, for messages.
+    /// `tool`, `prompt` or `resource`, for messages.
     pub const fn word(self) -> &'static str {
         match self {
             Self::Tool => "tool",
             Self::Prompt => "prompt",
+            Self::Resource => "resource",
         }
     }
+}
+
+/// Whether the firewall pins the resource at `uri` (SPEC §27): a skill's
+/// file or an app's HTML, text the model or the user is shown.
+pub fn pins_uri(uri: &str) -> bool {
+    uri.starts_with("skill://") || uri.starts_with("ui://")
 }
 
 /// What the user decided about one kind of item of one server.
@@ -163,6 +224,12 @@ pub struct Policy {
     pub tools: Approvals,
     /// Prompts.
     pub prompts: Approvals,
+    /// Pinned resources (skill files, apps), by URI.
+    pub resources: Approvals,
+    /// The approvals come from a ledger written before `_meta.ui` was
+    /// pinned: an approved digest of the object without `_meta` still
+    /// approves it, once (the ledger is rewritten with the new digest).
+    pub legacy: bool,
     /// The tools other servers list: by name, each server listing one and
     /// the digest of its definition there. The same name with another
     /// definition is shadowing.
@@ -204,6 +271,7 @@ impl Policy {
         match kind {
             Kind::Tool => &self.tools,
             Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
         }
     }
 }
@@ -244,6 +312,9 @@ pub fn decide(policy: &Policy, kind: Kind, object: &Value) -> Decision {
     if approved == Some(&digest) {
         return held(ToolState::Approved, Vec::new());
     }
+    if policy.legacy && approved.is_some_and(|a| *a == legacy_digest(object)) {
+        return held(ToolState::Approved, Vec::new());
+    }
     if mine.denied.contains(name) {
         return held(
             ToolState::Denied,
@@ -260,7 +331,10 @@ pub fn decide(policy: &Policy, kind: Kind, object: &Value) -> Decision {
     if !reasons.is_empty() {
         return held(ToolState::Flagged, reasons);
     }
-    match (policy.mode, approved, policy.seen) {
+    // A ledger from before resources were pinned has seen none of them:
+    // its first listing of them is a first listing.
+    let seen = policy.seen && !(policy.legacy && kind == Kind::Resource);
+    match (policy.mode, approved, seen) {
         (FirewallMode::Review, _, _) => held(
             ToolState::Pending,
             vec![format!(
@@ -328,6 +402,58 @@ mod tests {
             digest(&v),
             "ecf9e98ec0641e23113ff3ce8bdc78d0ddd249886517fd4a7f68cc83d4e65667"
         );
+    }
+
+    #[test]
+    fn the_digest_covers_meta_ui_and_nothing_else_of_meta() {
+        let plain = json!({"name": "poll", "description": "Polls."});
+        let with = |meta: Value| {
+            let mut t = plain.clone();
+            t["_meta"] = meta;
+            t
+        };
+        // No `_meta.ui`: the digest of before (ledgers keep their digests).
+        assert_eq!(digest(&with(json!({"trace": 1}))), legacy_digest(&plain));
+        assert_eq!(digest(&plain), legacy_digest(&plain));
+        let app_only = with(json!({"ui": {"resourceUri": "ui://a", "visibility": ["app"]}}));
+        let visible =
+            with(json!({"ui": {"resourceUri": "ui://a", "visibility": ["model", "app"]}}));
+        let other = with(json!({"ui": {"resourceUri": "ui://b", "visibility": ["app"]}}));
+        assert_ne!(digest(&app_only), digest(&visible), "visibility is pinned");
+        assert_ne!(digest(&app_only), digest(&other), "resourceUri is pinned");
+        assert_ne!(digest(&app_only), digest(&plain));
+        let noisy = with(
+            json!({"ui": {"resourceUri": "ui://a", "visibility": ["app"],
+            "csp": {"x": 1}}, "trace": "t"}),
+        );
+        assert_eq!(
+            digest(&app_only),
+            digest(&noisy),
+            "the rest of `_meta` is not"
+        );
+        let both = |v: Value| with(json!({"ui": {"visibility": v}}));
+        assert_eq!(
+            digest(&both(json!(["model", "app"]))),
+            digest(&both(json!(["app", "model"])))
+        );
+    }
+
+    #[test]
+    fn a_legacy_ledger_approves_an_unchanged_app_tool_once() {
+        let t = json!({"name": "poll", "_meta": {"ui": {"resourceUri": "ui://a", "visibility": ["app"]}}});
+        let mut p = pin();
+        p.tools.approved.insert("poll".into(), legacy_digest(&t));
+        assert_eq!(decide(&p, Kind::Tool, &t).state, ToolState::Changed);
+        p.legacy = true;
+        let d = decide(&p, Kind::Tool, &t);
+        assert_eq!(d.state, ToolState::Approved);
+        assert_eq!(d.digest, digest(&t), "recorded with the new digest");
+        // Once migrated, making it model-visible is a change.
+        p.legacy = false;
+        p.tools.approved.insert("poll".into(), d.digest);
+        let mut flipped = t.clone();
+        flipped["_meta"]["ui"]["visibility"] = json!(["model", "app"]);
+        assert_eq!(decide(&p, Kind::Tool, &flipped).state, ToolState::Changed);
     }
 
     fn pin() -> Policy {

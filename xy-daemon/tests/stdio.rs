@@ -14,6 +14,7 @@ mod ledger;
 mod mrtr;
 mod restart;
 mod sandboxed;
+mod skills;
 mod tasks;
 
 use std::io::{Read, Write};

@@ -93,7 +93,8 @@ pub(crate) fn add_envelope(msg: &mut Value, envelope: Option<&Value>) {
 }
 
 /// The methods whose 2026-era results carry `ttlMs` and `cacheScope`
-/// (2026-07-28, SEP-2549; the Python SDK's client rejects them without).
+/// (2026-07-28, SEP-2549; the Python SDK's client rejects them without;
+/// the skills extension's lists and entries are cacheable too, SEP-2640).
 pub(crate) fn cacheable(method: &str) -> bool {
     matches!(
         method,
@@ -103,6 +104,8 @@ pub(crate) fn cacheable(method: &str) -> bool {
             | "resources/list"
             | "resources/templates/list"
             | "resources/read"
+            | "skills/list"
+            | "skills/get"
     )
 }
 
@@ -173,7 +176,8 @@ impl ChildEra {
     /// A 2025 client, a 2026-only child: the request gains the envelope
     /// its session's `initialize` declared (`envelope`: capabilities and
     /// client info); its `ping` becomes a `server/discover` answered `{}`
-    /// (the child has no `ping`; the answer still shows it answers).
+    /// (the child has no `ping`; the answer still shows it answers); its
+    /// answers lose the 2026 envelope ([`Answer::Bare`]).
     pub(crate) fn translate(
         &self,
         era2026: bool,
@@ -189,7 +193,7 @@ impl ChildEra {
                 return (msg, Answer::Replace(json!({})));
             }
             add_envelope(&mut msg, envelope);
-            return (msg, Answer::AsIs);
+            return (msg, Answer::Bare);
         }
         if !era2026 || self.discover.is_some() {
             return (msg, Answer::AsIs);
@@ -291,7 +295,7 @@ mod tests {
         let req = json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
             "params":{"name":"echo","_meta":{"progressToken":"t"}}});
         let (m, a) = era.translate(false, "tools/call", &json!(3), req, Some(&envelope));
-        assert_eq!(a, Answer::AsIs);
+        assert_eq!(a, Answer::Bare);
         assert_eq!(
             m["params"]["_meta"],
             json!({"progressToken": "t", META_PROTOCOL_VERSION: VERSION_2026,

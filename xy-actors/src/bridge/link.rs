@@ -261,7 +261,7 @@ impl BridgeState {
             listing::Next::Ask(m) => self.write(&m),
             listing::Next::Done(l) => {
                 self.job = None;
-                self.owner.listed(l);
+                self.owner.listed(*l);
                 if again {
                     self.start_listing();
                 }

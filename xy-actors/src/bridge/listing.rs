@@ -2,7 +2,8 @@
 //! and every `notifications/tools/list_changed` (or prompts, resources),
 //! xy asks `tools/list` — following `nextCursor` — then `prompts/list`,
 //! `resources/list`, `resources/templates/list` and `skills/list` for what
-//! the child offers, and hands the whole [`Listing`] to its ServerActor,
+//! the child offers, then reads every skill file and app the firewall pins
+//! (SPEC §27), and hands the whole [`Listing`] to its ServerActor,
 //! which decides the firewall's verdicts. A state machine over the child's
 //! answers, like the handshake: the BridgeActor writes what it returns.
 //! Bounded: a child that pages forever, or repeats a cursor, ends the
@@ -71,19 +72,20 @@ pub(crate) struct Job {
     pages: usize,
     cursors: Vec<String>,
     listing: Listing,
+    /// The pinned resources still to read, and the one being read.
+    reads: std::collections::VecDeque<String>,
+    reading: Option<String>,
     /// Another `list_changed` arrived meanwhile: list again when done.
     pub(crate) again: bool,
 }
 
 /// What to do next.
 #[derive(Debug)]
-// Made once per listing and moved on at once: boxing buys nothing.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Next {
     /// Write this request (its id is the job's new `id`).
     Ask(Value),
     /// The listing is complete.
-    Done(Listing),
+    Done(Box<Listing>),
     /// Listing tools failed; nothing is reported.
     Failed(String),
 }
@@ -118,6 +120,8 @@ impl Job {
             pages: 0,
             cursors: Vec::new(),
             listing: base,
+            reads: std::collections::VecDeque::new(),
+            reading: None,
             again: false,
         };
         job.open(stage);
@@ -149,10 +153,14 @@ impl Job {
         }
     }
 
-    /// The next list to ask for, or the whole listing.
+    /// The next list to ask for, the next pinned resource to read, or the
+    /// whole listing.
     fn next_stage(&mut self, next_id: impl FnOnce() -> u64) -> Next {
         let Some(stage) = self.rest.pop_front() else {
-            return Next::Done(std::mem::take(&mut self.listing));
+            if self.reading.is_none() {
+                self.reads = crate::mcp::pinned::uris(&self.listing).into();
+            }
+            return self.next_read(next_id);
         };
         self.stage = stage;
         self.pages = 0;
@@ -160,6 +168,19 @@ impl Job {
         self.open(stage);
         self.id = next_id();
         Next::Ask(request(self.id, stage.method().0, None, self.era2026))
+    }
+
+    /// Reads the next pinned resource, or ends the listing.
+    fn next_read(&mut self, next_id: impl FnOnce() -> u64) -> Next {
+        let Some(uri) = self.reads.pop_front() else {
+            self.reading = None;
+            return Next::Done(Box::new(std::mem::take(&mut self.listing)));
+        };
+        self.id = next_id();
+        let mut msg = request(self.id, "resources/read", None, self.era2026);
+        msg["params"]["uri"] = json!(uri);
+        self.reading = Some(uri);
+        Next::Ask(msg)
     }
 
     /// The child's answer to the job's request; `line` is its text as the
@@ -170,6 +191,15 @@ impl Job {
         line: Option<(&[u8], &std::ops::Range<usize>)>,
         next_id: impl FnOnce() -> u64,
     ) -> Next {
+        if let Some(uri) = self.reading.clone() {
+            // Kept whole (a result or an error): the pinned object says which.
+            let mut kept = answer.clone();
+            if let Some(m) = kept.as_object_mut() {
+                m.retain(|k, _| k == "result" || k == "error");
+            }
+            self.listing.reads.push((uri, kept));
+            return self.next_read(next_id);
+        }
         let (method, key) = self.stage.method();
         let Some(result) = answer.get("result") else {
             let why = answer
@@ -321,10 +351,27 @@ mod tests {
             panic!("wants skills");
         };
         assert_eq!(m["method"], "skills/list");
-        let sk = json!({"id": 3, "result": {"skills": [{"uri": "skill://a/SKILL.md"}]}});
-        let Next::Done(l) = job.on_answer(&sk, None, || 99) else {
+        let sk = json!({"id": 3, "result": {"skills": [{"uri": "skill://a/SKILL.md",
+            "resources": [{"uri": "skill://a/SKILL.md"}]}]}});
+        let Next::Ask(m) = job.on_answer(&sk, None, || ids.next().unwrap()) else {
+            panic!("reads the skill file");
+        };
+        assert_eq!(
+            (m["method"].clone(), m["params"]["uri"].clone()),
+            (json!("resources/read"), json!("skill://a/SKILL.md"))
+        );
+        let read =
+            json!({"id": 4, "result": {"contents": [{"uri": "skill://a/SKILL.md", "text": "x"}]}});
+        let Next::Ask(m) = job.on_answer(&read, None, || ids.next().unwrap()) else {
+            panic!("reads the app");
+        };
+        assert_eq!(m["params"]["uri"], "ui://a");
+        let err = json!({"id": 5, "error": {"code": -32002, "message": "gone"}});
+        let Next::Done(l) = job.on_answer(&err, None, || 99) else {
             panic!("done");
         };
+        assert_eq!(l.reads.len(), 2);
+        assert_eq!(l.reads[1].1["error"]["message"], "gone");
         assert!(l.tools.is_empty());
         assert_eq!(l.resources.map(|r| r.len()), Some(1));
         assert!(l.resource_templates.is_none(), "a failed list is none");

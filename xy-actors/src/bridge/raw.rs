@@ -36,6 +36,8 @@ struct Params<'a> {
     meta: Option<&'a RawValue>,
     #[serde(borrow, default)]
     name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
 }
 
 /// Reads the routing fields of a JSON object (`None` for anything else,
@@ -68,12 +70,32 @@ pub(crate) struct RawRequest {
     pub(crate) id_at: Range<usize>,
     /// `params.name` (a `tools/call`'s tool, a `prompts/get`'s prompt).
     pub(crate) name: Option<String>,
+    /// `params.uri` (a `resources/read`'s resource, a `skills/get`'s skill).
+    pub(crate) uri: Option<String>,
 }
 
 impl RawRequest {
-    /// The tool of a `tools/call`.
+    /// The name the firewall decides a call of `kind` by (SPEC §20, §27).
+    pub(crate) fn name_of(&self, kind: xy_core::firewall::Kind) -> &str {
+        let n = if kind == xy_core::firewall::Kind::Resource {
+            &self.uri
+        } else {
+            &self.name
+        };
+        n.as_deref().unwrap_or("")
+    }
+
+    /// What a call record names: the tool of a `tools/call`, the URI of a
+    /// `resources/read` of a skill file or app (SPEC §27).
     pub(crate) fn tool(&self) -> Option<&str> {
-        self.name.as_deref().filter(|_| self.method == "tools/call")
+        match self.method.as_str() {
+            "tools/call" => self.name.as_deref(),
+            "resources/read" => self
+                .uri
+                .as_deref()
+                .filter(|u| xy_core::firewall::pins_uri(u)),
+            _ => None,
+        }
     }
 
     /// A POST body that is one JSON-RPC 2.0 request with a string or number
@@ -96,6 +118,7 @@ impl RawRequest {
             return None;
         }
         let mut name = None;
+        let mut uri = None;
         if let Some(params) = p.params {
             if params.get().as_bytes().first() != Some(&b'{') {
                 return None;
@@ -105,6 +128,7 @@ impl RawRequest {
                 return None;
             }
             name = params.name.map(Cow::into_owned);
+            uri = params.uri.map(Cow::into_owned);
         }
         let id_at = span(bytes, raw_id)?;
         let id = serde_json::from_str(raw_id.get()).ok()?;
@@ -113,6 +137,7 @@ impl RawRequest {
             id,
             id_at,
             name,
+            uri,
             bytes: bytes.clone(),
         })
     }

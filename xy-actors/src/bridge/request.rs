@@ -45,8 +45,23 @@ fn call_kind(method: &str) -> Option<Kind> {
     match method {
         "tools/call" => Some(Kind::Tool),
         "prompts/get" => Some(Kind::Prompt),
+        "resources/read" | "skills/get" => Some(Kind::Resource),
         _ => None,
     }
+}
+
+/// The name a call is decided by: a tool's or prompt's `name`, a
+/// resource's (or skill's) `uri`.
+fn call_name(kind: Kind, params: Option<&Value>) -> &str {
+    let key = if kind == Kind::Resource {
+        "uri"
+    } else {
+        "name"
+    };
+    params
+        .and_then(|p| p.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The kind of a listing whose answer the firewall filters.
@@ -54,6 +69,7 @@ fn list_kind(method: &str) -> Option<Kind> {
     match method {
         "tools/list" => Some(Kind::Tool),
         "prompts/list" => Some(Kind::Prompt),
+        "resources/list" | "skills/list" => Some(Kind::Resource),
         _ => None,
     }
 }
@@ -164,11 +180,7 @@ impl BridgeState {
             return self.listen(p, id);
         }
         if let Some(kind) = call_kind(method) {
-            let name = p
-                .msg
-                .pointer("/params/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let name = call_name(kind, p.msg.get("params"));
             if let Err(HeldBack(text)) = self.router.firewall.call(kind, name) {
                 // A name xy's listing lacks: list again, so the approval
                 // the refusal prints finds it (SPEC §24).
@@ -340,10 +352,7 @@ impl BridgeState {
             self.last_activity = Instant::now();
         }
         if let Some(kind) = call_kind(&raw.method)
-            && let Err(HeldBack(text)) = self
-                .router
-                .firewall
-                .call(kind, raw.name.as_deref().unwrap_or(""))
+            && let Err(HeldBack(text)) = self.router.firewall.call(kind, raw.name_of(kind))
         {
             return self.held_back(p, kind, &raw.id, text, false);
         }
@@ -421,12 +430,19 @@ impl BridgeState {
         let _ = p.ack.send(Ack::Refused(StatusCode::BAD_REQUEST, body));
     }
 
-    /// The record-to-be of `p` if it is a parsed `tools/call`.
+    /// The record-to-be of `p` if it is a parsed `tools/call`, or a
+    /// `resources/read` of a skill file or app (SPEC §27; its URI is what
+    /// the record names).
     fn call_of(&self, p: &Post) -> Option<CallStart> {
-        if p.msg.get("method").and_then(Value::as_str) != Some("tools/call") {
-            return None;
-        }
-        let tool = record::tool_of(&p.msg)?;
+        let tool = match p.msg.get("method").and_then(Value::as_str) {
+            Some("tools/call") => record::tool_of(&p.msg)?,
+            Some("resources/read") => p
+                .msg
+                .pointer("/params/uri")
+                .and_then(Value::as_str)
+                .filter(|u| xy_core::firewall::pins_uri(u))?,
+            _ => return None,
+        };
         Some(self.call_start(p, tool, record::meta_client(&p.msg)))
     }
 

@@ -122,6 +122,11 @@ pub(crate) enum Answer {
     /// A success is replaced by this result (xy answered for the child,
     /// after checking the child answers at all); an error passes.
     Replace(Value),
+    /// A 2025-era client served by a 2026-only child: a complete result
+    /// loses the 2026 envelope (`resultType`, `ttlMs`, `cacheScope`), which
+    /// the client's era does not have (SPEC §27: the same value apart from
+    /// the era's envelope). A task's or an input request's result keeps it.
+    Bare,
 }
 
 /// A request forwarded to the child.
@@ -490,13 +495,24 @@ impl Router {
                     }
                 }
                 Answer::Replace(result) => msg["result"] = result,
+                Answer::Bare => {
+                    if let Some(r) = msg["result"].as_object_mut()
+                        && r.get("resultType").is_none_or(|t| t == "complete")
+                    {
+                        for k in ["resultType", "ttlMs", "cacheScope"] {
+                            r.remove(k);
+                        }
+                    }
+                }
             }
             if let Some(kind) = p.filter {
-                let key = match kind {
-                    Kind::Tool => "tools",
-                    Kind::Prompt => "prompts",
-                };
-                let items = msg["result"].get(key).and_then(Value::as_array);
+                let r = &msg["result"];
+                let items = match kind {
+                    Kind::Tool => r.get("tools"),
+                    Kind::Prompt => r.get("prompts"),
+                    Kind::Resource => r.get("resources").or_else(|| r.get("skills")),
+                }
+                .and_then(Value::as_array);
                 self.relist |=
                     items.is_some_and(|i| i.iter().any(|x| !self.firewall.knows(kind, x)));
                 self.firewall.filter(kind, &mut msg["result"]);

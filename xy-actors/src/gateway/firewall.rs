@@ -48,9 +48,16 @@ pub(crate) enum Verdict {
 pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool {
     match method {
         "tools/call" => recording || mode != FirewallMode::Off,
-        "tools/list" | "prompts/list" | "prompts/get" => mode != FirewallMode::Off,
+        "tools/list" | "prompts/list" | "prompts/get" | "resources/list" | "resources/read"
+        | "skills/list" | "skills/get" => mode != FirewallMode::Off,
         _ => false,
     }
+}
+
+/// Whether a call is recorded: a `tools/call`, or a `resources/read` of a
+/// skill file or app (SPEC §27).
+fn recorded(kind: Kind, method: &str, name: &str) -> bool {
+    kind == Kind::Tool || (method == "resources/read" && xy_core::firewall::pins_uri(name))
 }
 
 /// One POST to an HTTP server, as the firewall sees it. Dropped with a
@@ -113,13 +120,21 @@ impl Exchange {
         let kind = match method {
             "tools/call" => Kind::Tool,
             "prompts/get" => Kind::Prompt,
+            "resources/read" | "skills/get" => Kind::Resource,
             _ => return Verdict::Forward,
         };
-        let name = record::tool_of(msg).unwrap_or("").to_owned();
+        let name = if kind == Kind::Resource {
+            msg.pointer("/params/uri")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        } else {
+            record::tool_of(msg).unwrap_or("").to_owned()
+        };
         let client = record::meta_client(msg).or_else(|| self.agent.clone());
         if let Err(HeldBack(text)) = self.verdicts.call(kind, &name) {
             tracing::info!(server = %self.server, "{text}");
-            if kind == Kind::Tool {
+            if recorded(kind, method, &name) {
                 self.call = Some(self.start(name, client));
                 self.finish(CallOutcome::HeldBack);
             }
@@ -130,7 +145,7 @@ impl Exchange {
                 .is_some();
             return Verdict::Answer(held_back_answer(kind, &id, &text, era2026));
         }
-        if kind == Kind::Tool {
+        if recorded(kind, method, &name) {
             self.call = Some(self.start(name, client));
         }
         Verdict::Forward
@@ -165,7 +180,30 @@ impl Exchange {
                 self.verdicts.filter(kind, result);
                 true
             }
-            "tools/call" => {
+            "resources/list" | "skills/list" => {
+                let Some(result) = msg.get_mut("result") else {
+                    return false;
+                };
+                let key = if method == "skills/list" {
+                    "skills"
+                } else {
+                    "resources"
+                };
+                let changed = result
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|items| {
+                        items
+                            .iter()
+                            .any(|i| !self.verdicts.knows(Kind::Resource, i))
+                    });
+                if changed && let Some(r) = &self.relist {
+                    r.notify_one();
+                }
+                // The child's bytes go on unless something was held back.
+                self.verdicts.filter(Kind::Resource, result) > 0
+            }
+            "tools/call" | "resources/read" => {
                 self.finish(outcome(msg));
                 false
             }

@@ -125,11 +125,9 @@ impl State {
 }
 
 /// What one attempt came to.
-// Made once per attempt and moved on at once: boxing buys nothing.
-#[allow(clippy::large_enum_variant)]
 enum Attempt {
     /// The child answered; the listing, or why it failed.
-    Listed(Result<Listing, String>),
+    Listed(Result<Box<Listing>, String>),
     /// The child did not answer MCP.
     NoAnswer(String),
 }
@@ -150,7 +148,7 @@ pub(crate) async fn step(
         return Some(state);
     };
     let (next, result) = match attempt(client, stop).await? {
-        Attempt::Listed(l) => (State::Listed(Instant::now()), l),
+        Attempt::Listed(l) => (State::Listed(Instant::now()), l.map(|l| *l)),
         Attempt::NoAnswer(why) => match retry.after_failure(Instant::now()) {
             Some(r) => return Some(State::Due(r)),
             None => (State::GaveUp, Err(gave_up(&why, !own))),
@@ -179,12 +177,15 @@ async fn attempt(
             return Attempt::NoAnswer(why);
         }
         let listed = tokio::time::timeout(LIST_TIMEOUT, client.list_items()).await;
-        Attempt::Listed(listed.unwrap_or_else(|_| {
-            Err(format!(
-                "no complete listing within {}",
-                humantime::format_duration(LIST_TIMEOUT)
-            ))
-        }))
+        Attempt::Listed(listed.map_or_else(
+            |_| {
+                Err(format!(
+                    "no complete listing within {}",
+                    humantime::format_duration(LIST_TIMEOUT)
+                ))
+            },
+            |l| l.map(Box::new),
+        ))
     };
     tokio::select! {
         _ = stop => None,

@@ -299,6 +299,22 @@ impl McpClient {
                 (_, None) => listing.skills = Some(items),
             }
         }
+        // The skill files and apps the firewall pins, read now (SPEC §27).
+        for uri in crate::mcp::pinned::uris(&listing) {
+            let kept = match self
+                .request_renewing("resources/read", json!({"uri": uri}))
+                .await
+            {
+                Ok(mut a) => {
+                    if let Some(m) = a.as_object_mut() {
+                        m.retain(|k, _| k == "result" || k == "error");
+                    }
+                    a
+                }
+                Err(e) => json!({"error": {"message": text(e)}}),
+            };
+            listing.reads.push((uri, kept));
+        }
         Ok(listing)
     }
 

@@ -65,14 +65,21 @@ impl FromLedger {
         if init.is_none() && discover.is_none() {
             return None;
         }
-        // An item without a name is not shown (fail closed).
+        // An item without a name (a resource without a URI) is not shown
+        // (fail closed).
         let visible = |items: &[RawJson], kind: Kind| -> Vec<Box<str>> {
+            let key = if kind == Kind::Resource {
+                "uri"
+            } else {
+                "name"
+            };
             items
                 .iter()
-                .filter(|t| name_of(t.as_str()).is_some_and(|n| shown(kind, &n)))
+                .filter(|t| name_of(t.as_str(), key).is_some_and(|n| shown(kind, &n)))
                 .map(|t| t.as_str().into())
                 .collect()
         };
+        // Templates are not pinned (SPEC §27 pins what is read): as listed.
         let all = |items: &Option<Vec<RawJson>>| {
             items
                 .as_ref()
@@ -85,7 +92,10 @@ impl FromLedger {
             versions: served.versions.clone(),
             tools: visible(&served.tools, Kind::Tool),
             prompts: served.prompts.as_deref().map(|p| visible(p, Kind::Prompt)),
-            resources: all(&served.resources),
+            resources: served
+                .resources
+                .as_deref()
+                .map(|r| visible(r, Kind::Resource)),
             templates: all(&served.resource_templates),
         })
     }
@@ -168,13 +178,10 @@ impl FromLedger {
     }
 }
 
-/// The `name` of one item's JSON text.
-fn name_of(text: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Named {
-        name: String,
-    }
-    serde_json::from_str::<Named>(text).ok().map(|n| n.name)
+/// The string member `key` of one item's JSON text.
+fn name_of(text: &str, key: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    v.get(key)?.as_str().map(str::to_owned)
 }
 
 /// The item texts of a listing as xy keeps them: each as the child wrote
@@ -310,6 +317,28 @@ mod tests {
             serde_json::from_slice(&f.list("prompts/list", &json!(1), false).unwrap()).unwrap();
         assert_eq!(p["error"]["code"], -32601);
         assert!(f.list("tools/call", &json!(1), false).is_none());
+        // Resources by URI as the verdicts decide them; templates as listed.
+        let mut r = served();
+        r.initialize = RawJson::parse(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}}}"#,
+        );
+        r.resources = Some(vec![
+            RawJson::parse(r#"{"uri":"ui://app/held","name":"h"}"#).unwrap(),
+            RawJson::parse(r#"{"uri":"file:///x","name":"x"}"#).unwrap(),
+        ]);
+        let shown = |k: Kind, n: &str| k != Kind::Resource || n == "file:///x";
+        let f2 = FromLedger::build(&r, shown).unwrap();
+        let v: Value =
+            serde_json::from_slice(&f2.list("resources/list", &json!(1), false).unwrap()).unwrap();
+        assert_eq!(
+            v["result"]["resources"],
+            json!([{"uri": "file:///x", "name": "x"}])
+        );
+        assert!(
+            f2.list("resources/templates/list", &json!(1), false)
+                .is_none(),
+            "never listed"
+        );
         // Off: everything listed.
         let off = FromLedger::build(&served(), |_, _| true).unwrap();
         assert_ne!(off.fingerprint(true), f.fingerprint(true));

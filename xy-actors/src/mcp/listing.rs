@@ -40,6 +40,12 @@ pub(crate) struct Listing {
     /// `skills/list`'s skill entries (SEP-2640); `None`: the child does not
     /// declare the skills extension (or listing them failed).
     pub(crate) skills: Option<Vec<Value>>,
+    /// The `resources/read` answers (result or error) of the resources the
+    /// firewall pins ([`super::pinned::uris`]), by URI, read at listing time.
+    pub(crate) reads: Vec<(String, Value)>,
+    /// Their pinned objects ([`super::pinned::items`]), made by the
+    /// ServerActor from `reads` when it takes the listing.
+    pub(crate) pinned: Vec<Value>,
     /// The child's answer to xy's handshake, kept in the ledger to answer
     /// for the server while it does not run (SPEC §26); `None` where the
     /// lister has none (an HTTP server's probe session).

@@ -1,7 +1,8 @@
-//! The firewall's enforcement, transport-free (SPEC §20): a server's
+//! The firewall's enforcement, transport-free (SPEC §20, §27): a server's
 //! [`Verdicts`] (published by its ServerActor, which owns the decisions)
-//! filter a `tools/list` or `prompts/list` result in place and decide a
-//! `tools/call` or `prompts/get` by name. The stdio bridge calls these; the
+//! filter a `tools/list`, `prompts/list`, `resources/list` or
+//! `skills/list` result in place and decide a `tools/call`, `prompts/get`,
+//! `resources/read` or `skills/get` by name (a resource's is its URI). The stdio bridge calls these; the
 //! gateway's reverse proxy can call the same ones. Also the [`Directory`]
 //! of the tools every server lists (names and digests), which shadowing is
 //! decided against.
@@ -32,6 +33,11 @@ pub(crate) struct Verdicts {
     pub(crate) policy: Policy,
     pub(crate) tools: HashMap<String, Verdict>,
     pub(crate) prompts: HashMap<String, Verdict>,
+    /// Pinned resources (skill files, apps) by URI (SPEC §27).
+    pub(crate) resources: HashMap<String, Verdict>,
+    /// Each skill's `SKILL.md` URI and its files' URIs: a skill is offered
+    /// only when every file of it is.
+    pub(crate) skills: HashMap<String, Vec<String>>,
     /// Each item of xy's latest listing as the child wrote it (its JSON
     /// text), and whether clients see it: a client's listing made only of
     /// such visible texts goes on as the child's bytes (D49's fast path),
@@ -83,6 +89,7 @@ pub(crate) fn raw_items(line: &[u8], kind: Kind) -> Option<Vec<&str>> {
     let items = match kind {
         Kind::Tool => list.tools,
         Kind::Prompt => list.prompts,
+        Kind::Resource => None,
     }?;
     Some(
         items
@@ -110,7 +117,7 @@ pub(crate) fn held_back_answer(kind: Kind, id: &Value, text: &str, era2026: bool
             }
             serde_json::json!({"jsonrpc": "2.0", "id": id, "result": r})
         }
-        Kind::Prompt => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
+        Kind::Prompt | Kind::Resource => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {
             "code": -32602, "message": text, "data": {"heldBack": true}}}),
     }
 }
@@ -128,6 +135,14 @@ impl Verdicts {
         if self.policy.mode == xy_core::firewall::FirewallMode::Off {
             return true;
         }
+        if kind == Kind::Resource {
+            // Read whole, but passed as the child's bytes when nothing in
+            // it is held back (SPEC §27: byte for byte).
+            return serde_json::from_slice::<Value>(line).is_ok_and(|mut v| {
+                v.get_mut("result")
+                    .is_none_or(|r| self.filter(Kind::Resource, r) == 0)
+            });
+        }
         // The common case: a page xy listed, unchanged, all of it visible.
         if let (Some(before), Some(after)) = (line.get(..id_at.start), line.get(id_at.end..))
             && self
@@ -139,7 +154,7 @@ impl Verdicts {
         }
         let raw = match kind {
             Kind::Tool => &self.raw_tools,
-            Kind::Prompt => &self.raw_prompts,
+            Kind::Prompt | Kind::Resource => &self.raw_prompts,
         };
         raw_items(line, kind).is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
     }
@@ -148,6 +163,7 @@ impl Verdicts {
         match kind {
             Kind::Tool => &self.tools,
             Kind::Prompt => &self.prompts,
+            Kind::Resource => &self.resources,
         }
     }
 
@@ -177,6 +193,11 @@ impl Verdicts {
         let Some(map) = item.as_object() else {
             return false;
         };
+        if kind == Kind::Resource {
+            // By URI: a resource's pinned object is xy's, not the entry's.
+            let uri = map.get("uri").and_then(Value::as_str).unwrap_or("");
+            return !xy_core::firewall::pins_uri(uri) || self.resources.contains_key(uri);
+        }
         let name = map.get("name").and_then(Value::as_str).unwrap_or("");
         self.of(kind)
             .get(name)
@@ -194,6 +215,7 @@ impl Verdicts {
         let key = match kind {
             Kind::Tool => "tools",
             Kind::Prompt => "prompts",
+            Kind::Resource => return self.filter_resources(result),
         };
         let Some(items) = result.get_mut(key).and_then(Value::as_array_mut) else {
             return 0;
@@ -203,13 +225,57 @@ impl Verdicts {
         before - items.len()
     }
 
-    /// Decides a call of `name` (`tools/call`, `prompts/get`). A name xy's
+    /// Removes the held-back pinned resources from a `resources/list`
+    /// result, and from a `skills/list` result the skills any file of which
+    /// is held back; returns how many went.
+    fn filter_resources(&self, result: &mut Value) -> usize {
+        let uri_of = |item: &Value| {
+            item.get("uri")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let mut gone = 0;
+        if let Some(items) = result.get_mut("resources").and_then(Value::as_array_mut) {
+            let before = items.len();
+            items.retain(|i| self.call(Kind::Resource, &uri_of(i)).is_ok());
+            gone += before - items.len();
+        }
+        if let Some(skills) = result.get_mut("skills").and_then(Value::as_array_mut) {
+            let before = skills.len();
+            skills.retain(|s| {
+                let files = s.get("resources").and_then(Value::as_array);
+                self.call(Kind::Resource, &uri_of(s)).is_ok()
+                    && files
+                        .into_iter()
+                        .flatten()
+                        .all(|f| self.call(Kind::Resource, &uri_of(f)).is_ok())
+            });
+            gone += before - skills.len();
+        }
+        gone
+    }
+
+    /// Decides a call of `name` (`tools/call`, `prompts/get`; for a
+    /// resource its URI: `resources/read`, `skills/get`). A name xy's
     /// listing did not have passes only if the user approved that name (or
     /// the mode lets everything through, or a first `pin` listing would).
+    /// A resource the firewall does not pin passes; a skill passes when
+    /// every file of it does.
     pub(crate) fn call(&self, kind: Kind, name: &str) -> Result<(), HeldBack> {
         use xy_core::firewall::FirewallMode;
         if self.policy.mode == FirewallMode::Off {
             return Ok(());
+        }
+        if kind == Kind::Resource {
+            if !xy_core::firewall::pins_uri(name) {
+                return Ok(());
+            }
+            if let Some(files) = self.skills.get(name) {
+                for f in files.iter().filter(|f| f.as_str() != name) {
+                    self.call(kind, f)?;
+                }
+            }
         }
         let reason = match self.of(kind).get(name) {
             Some(v) if v.state.visible() => return Ok(()),

@@ -96,6 +96,9 @@ pub(crate) struct McpState {
     entry: DirectoryEntry,
     /// The verdicts as published (the bridge and, later, the gateway read them).
     verdicts: watch::Sender<Arc<Verdicts>>,
+    /// The ledger was written before tool digests covered `_meta.ui`: its
+    /// approvals migrate at the next listing (`Policy::legacy`).
+    legacy: bool,
 }
 
 impl McpState {
@@ -112,6 +115,7 @@ impl McpState {
             .unwrap_or_default();
         let entry = directory.entry(name);
         let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
+        let legacy = ledger.format != 0 && ledger.format < xy_core::protocol::mcp::LEDGER_FORMAT;
         // The listing the ledger kept is xy's latest: its verdicts know
         // each item again, and clients are answered from it (SPEC §26).
         let last = ledger
@@ -119,6 +123,7 @@ impl McpState {
             .as_ref()
             .map(|s| from_ledger::listing(s, ledger.snapshots.last()));
         let mut st = McpState {
+            legacy,
             saver: dir.map(|d| Saver::new(d, name)),
             name: name.to_owned(),
             ledger,
@@ -193,13 +198,19 @@ impl McpState {
             seen: fw.seen,
             tools: fw.tools.approvals(),
             prompts: fw.prompts.approvals(),
+            resources: fw.resources.approvals(),
+            legacy: self.legacy,
             foreign: self.directory.others(&self.name),
         }
     }
 
     fn save(&mut self) {
         if let Some(saver) = &mut self.saver {
-            self.ledger.format = xy_core::protocol::mcp::LEDGER_FORMAT;
+            // A ledger not yet migrated keeps its format (and so its
+            // migration) until a listing migrates it.
+            if !self.legacy {
+                self.ledger.format = xy_core::protocol::mcp::LEDGER_FORMAT;
+            }
             saver.save(self.ledger.clone());
         }
     }
@@ -209,9 +220,10 @@ impl McpState {
     /// newly held back.
     pub(crate) fn listed(
         &mut self,
-        listing: Listing,
+        mut listing: Listing,
         now: SystemTime,
     ) -> (Option<ToolsChange>, Vec<Held>) {
+        listing.pinned = crate::mcp::pinned::items(&listing);
         let tools: Vec<LedgerTool> = listing
             .tools
             .iter()
@@ -269,6 +281,7 @@ impl McpState {
             for (kind, items) in [
                 (Kind::Tool, Some(&last.tools)),
                 (Kind::Prompt, last.prompts.as_ref()),
+                (Kind::Resource, Some(&last.pinned)),
             ] {
                 let Some(items) = items else {
                     if kind == Kind::Prompt {
@@ -277,12 +290,24 @@ impl McpState {
                     continue;
                 };
                 let section = section(&mut self.ledger.firewall, kind);
+                // A ledger from before resources were pinned: their first
+                // listing is a first listing (`decide` says the same).
+                let first = first
+                    || (kind == Kind::Resource && policy.legacy && self.mode != FirewallMode::Off);
                 let mut current = Vec::with_capacity(items.len());
                 for item in items {
                     let Some(name) = item.get("name").and_then(Value::as_str) else {
                         continue;
                     };
                     let d = decide(&policy, kind, item);
+                    if d.state == ToolState::Approved
+                        && let Some(a) = section.approved.get_mut(name)
+                        && a.digest != d.digest
+                    {
+                        // Approved by a ledger from before `_meta.ui` was
+                        // pinned: the same tool, recorded with its new digest.
+                        a.digest.clone_from(&d.digest);
+                    }
                     if first
                         && d.state == ToolState::Approved
                         && !section.approved.contains_key(name)
@@ -312,6 +337,7 @@ impl McpState {
             if self.mode != FirewallMode::Off {
                 self.ledger.firewall.seen = true;
             }
+            self.legacy = false;
             self.last = Some(last);
         }
         self.publish();
@@ -325,6 +351,7 @@ impl McpState {
             let items = self.last.as_ref().and_then(|l| match kind {
                 Kind::Tool => Some(&l.tools),
                 Kind::Prompt => l.prompts.as_ref(),
+                Kind::Resource => Some(&l.pinned),
             });
             items
                 .into_iter()
@@ -351,6 +378,7 @@ impl McpState {
         };
         let tools = table(Kind::Tool, &fw.tools);
         let prompts = table(Kind::Prompt, &fw.prompts);
+        let resources = table(Kind::Resource, &fw.resources);
         let raw = |kind: Kind, table: &std::collections::HashMap<String, Verdict>| {
             let Some(l) = &self.last else {
                 return std::collections::HashMap::new();
@@ -361,6 +389,8 @@ impl McpState {
                     l.prompts.as_deref().unwrap_or_default(),
                     l.raw_prompts.as_slice(),
                 ),
+                // Decided by URI on the `Value` path: no texts kept.
+                Kind::Resource => (&[][..], &[][..]),
             };
             items
                 .iter()
@@ -382,7 +412,7 @@ impl McpState {
             .filter(|(kind, line, _)| {
                 let raw = match kind {
                     Kind::Tool => &raw_tools,
-                    Kind::Prompt => &raw_prompts,
+                    Kind::Prompt | Kind::Resource => &raw_prompts,
                 };
                 crate::mcp::verdicts::raw_items(line, *kind)
                     .is_some_and(|items| items.iter().all(|t| raw.get(*t) == Some(&true)))
@@ -395,21 +425,8 @@ impl McpState {
                 })
             })
             .collect();
-        // Clients see what the verdicts let through (everything when off).
-        let shown = |kind: Kind, name: &str| {
-            let table = match kind {
-                Kind::Tool => &tools,
-                Kind::Prompt => &prompts,
-            };
-            self.mode == FirewallMode::Off || table.get(name).is_some_and(|v| v.state.visible())
-        };
-        let ledger = self
-            .ledger
-            .served
-            .as_ref()
-            .and_then(|s| FromLedger::build(s, shown).map(Arc::new));
-        let verdicts = Verdicts {
-            ledger,
+        let mut verdicts = Verdicts {
+            ledger: None,
             server: self.name.clone(),
             policy: self.policy(),
             pages,
@@ -417,7 +434,32 @@ impl McpState {
             raw_prompts,
             tools,
             prompts,
+            resources,
+            skills: self
+                .last
+                .as_ref()
+                .map(crate::mcp::pinned::skills)
+                .unwrap_or_default(),
         };
+        // Clients see what the verdicts let through: a tool or prompt of
+        // the listing by its verdict (everything when off), a resource as
+        // a `resources/read` of its URI would be decided.
+        let shown = |kind: Kind, name: &str| match kind {
+            Kind::Resource => verdicts.call(kind, name).is_ok(),
+            Kind::Tool | Kind::Prompt => {
+                let table = if kind == Kind::Tool {
+                    &verdicts.tools
+                } else {
+                    &verdicts.prompts
+                };
+                self.mode == FirewallMode::Off || table.get(name).is_some_and(|v| v.state.visible())
+            }
+        };
+        verdicts.ledger = self
+            .ledger
+            .served
+            .as_ref()
+            .and_then(|s| FromLedger::build(s, shown).map(Arc::new));
         // Every listed tool, held back or not, so that a clash shows on
         // both sides whichever server listed first (SPEC §24).
         let listed: Vec<(String, String)> = fw
@@ -438,6 +480,7 @@ impl McpState {
                 .current
                 .iter()
                 .chain(&fw.prompts.current)
+                .chain(&fw.resources.current)
                 .any(|v| v.name == n)
         };
         names.iter().filter(|n| !listed(n)).cloned().collect()
@@ -463,7 +506,7 @@ impl McpState {
     ) -> Result<Vec<String>, UnknownNames> {
         self.all_listed(names)?;
         let mut approved = Vec::new();
-        for kind in [Kind::Tool, Kind::Prompt] {
+        for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
             let section = section(&mut self.ledger.firewall, kind);
             for v in &mut section.current {
                 let wanted = names.contains(&v.name) || (all && !v.state.visible());
@@ -506,7 +549,7 @@ impl McpState {
     ) -> Result<Vec<String>, UnknownNames> {
         self.all_listed(names)?;
         let mut denied = Vec::new();
-        for kind in [Kind::Tool, Kind::Prompt] {
+        for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
             let section = section(&mut self.ledger.firewall, kind);
             for v in &mut section.current {
                 if !names.contains(&v.name) {
@@ -547,6 +590,7 @@ impl McpState {
             .tools
             .values()
             .chain(v.prompts.values())
+            .chain(v.resources.values())
             .filter(|x| !x.state.visible())
             .count();
         u32::try_from(held).unwrap_or(u32::MAX)
@@ -631,14 +675,17 @@ fn section(fw: &mut xy_core::protocol::mcp::FirewallLedger, kind: Kind) -> &mut 
     match kind {
         Kind::Tool => &mut fw.tools,
         Kind::Prompt => &mut fw.prompts,
+        Kind::Resource => &mut fw.resources,
     }
 }
 
-/// The schema text a review diffs: a tool's `inputSchema`, a prompt's `arguments`.
+/// The schema text a review diffs: a tool's `inputSchema`, a prompt's
+/// `arguments`, a pinned resource's `_meta.ui` (an app's CSP).
 fn schema_of(kind: Kind, item: &Value) -> Option<&Value> {
     item.get(match kind {
         Kind::Tool => "inputSchema",
         Kind::Prompt => "arguments",
+        Kind::Resource => "ui",
     })
 }
 
@@ -878,7 +925,9 @@ mod tests {
             std::time::Duration::from_secs(10),
             || {
                 let l = ledger::load(&tools, "s");
-                (l.format == 2 && l.firewall.tools.approved.len() == 2).then_some(l)
+                (l.format == xy_core::protocol::mcp::LEDGER_FORMAT
+                    && l.firewall.tools.approved.len() == 2)
+                    .then_some(l)
             },
         );
         assert!(l.firewall.seen);

@@ -178,6 +178,7 @@ fn held_back(client: &mut Client, name: &str) -> Result<Vec<ToolSummary>, Failur
         .into_iter()
         .flat_map(|c| c.tools)
         .chain(r.prompts)
+        .chain(r.resources)
         .filter(|t| t.state.is_some_and(|s| !s.visible()))
         .collect())
 }

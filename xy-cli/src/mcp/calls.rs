@@ -264,6 +264,7 @@ fn agent_view(mut r: ToolsResult) -> ToolsResult {
         c.tools.iter_mut().for_each(strip);
     }
     r.prompts.iter_mut().for_each(strip);
+    r.resources.iter_mut().for_each(strip);
     if let Some(p) = &mut r.previous {
         for t in &mut p.tools {
             t.name = render::reveal(&t.name);
@@ -539,6 +540,7 @@ mod tests {
             changed: vec![],
             mode: None,
             prompts: vec![tool("ask", Some(ToolState::Pending), poison)],
+            resources: vec![],
         };
         let a = agent_view(r);
         let text = serde_json::to_string(&a).unwrap() + &render::render_tools(&a, &PLAIN);

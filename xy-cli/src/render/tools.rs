@@ -38,6 +38,10 @@ pub(crate) fn render_tools(r: &ToolsResult, style: &Style) -> String {
         let _ = writeln!(out, "prompts:");
         out.push_str(&table(&r.prompts, style));
     }
+    if !r.resources.is_empty() {
+        let _ = writeln!(out, "skill files and apps:");
+        out.push_str(&table(&r.resources, style));
+    }
     out.push_str(&held_lines(r, style));
     out.push_str(&warning_lines(r, style));
     out.push_str(&changes_line(r));
@@ -112,7 +116,7 @@ pub(crate) fn call_figures(c: &ToolCallStats) -> String {
     )
 }
 
-/// The held-back tools and prompts with their reasons, and how to let
+/// The held-back tools, prompts and pinned resources with their reasons, and how to let
 /// them through.
 fn held_lines(r: &ToolsResult, style: &Style) -> String {
     let held: Vec<&ToolSummary> = r
@@ -120,6 +124,7 @@ fn held_lines(r: &ToolsResult, style: &Style) -> String {
         .iter()
         .flat_map(|c| c.tools.iter())
         .chain(r.prompts.iter())
+        .chain(r.resources.iter())
         .filter(|t| t.state.is_some_and(|s| !s.visible()))
         .collect();
     if held.is_empty() {
@@ -382,6 +387,7 @@ mod tests {
             changed: vec!["echo".into()],
             mode: None,
             prompts: vec![],
+            resources: vec![],
         };
         assert_eq!(
             render_tools(&r, &Style::PLAIN),
@@ -400,6 +406,7 @@ mod tests {
             changed: vec![],
             mode: None,
             prompts: vec![],
+            resources: vec![],
         };
         assert!(render_tools(&r, &Style::PLAIN).starts_with("a: no tools listed yet"));
         r.current = Some(view("2026-11-30T06:00:00.000Z", &["x"]));
@@ -451,6 +458,7 @@ mod tests {
             changed: vec![],
             mode: Some(FirewallMode::Pin),
             prompts: vec![],
+            resources: vec![],
         }
     }
 

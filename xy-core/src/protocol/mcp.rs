@@ -145,6 +145,11 @@ pub struct ToolsResult {
     /// The current listing's prompts, shown like its tools.
     #[serde(default)]
     pub prompts: Vec<ToolSummary>,
+    /// The current listing's pinned resources (skill files, MCP Apps; SPEC
+    /// §27), shown like its tools: `name` is the URI, `title` its MIME
+    /// type, size and hash, `description` its text.
+    #[serde(default)]
+    pub resources: Vec<ToolSummary>,
 }
 
 /// One snapshot as `tools` shows it.
@@ -337,6 +342,9 @@ pub struct FirewallLedger {
     /// Prompts.
     #[serde(default)]
     pub prompts: ItemLedger,
+    /// Pinned resources by URI (format 3; empty when read from before).
+    #[serde(default)]
+    pub resources: ItemLedger,
 }
 
 /// Approvals, denials and latest verdicts of one kind of item.
@@ -422,8 +430,10 @@ impl ItemLedger {
 
 /// Snapshots kept per server.
 pub const LEDGER_KEEP: usize = 10;
-/// The ledger file format written.
-pub const LEDGER_FORMAT: u32 = 2;
+/// The ledger file format written. 3: tool digests cover `_meta.ui`, and
+/// pinned resources (SPEC §27); a format 2 ledger's approvals migrate at
+/// the first listing after it is read (`firewall::Policy::legacy`).
+pub const LEDGER_FORMAT: u32 = 3;
 
 /// One `tools/list` result (all pages) after one spawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -636,6 +646,7 @@ impl ToolLedger {
             changed: d.changed,
             mode: None,
             prompts: self.firewall.prompts.summaries(),
+            resources: self.firewall.resources.summaries(),
         }
     }
 }
@@ -760,7 +771,8 @@ mod tests {
         assert_eq!(
             serde_json::to_value(ledger.result("a")).unwrap(),
             json!({"name": "a", "current": null, "previous": null,
-                   "added": [], "removed": [], "changed": [], "mode": null, "prompts": []})
+                   "added": [], "removed": [], "changed": [], "mode": null, "prompts": [],
+                   "resources": []})
         );
         ledger.push(snap(
             "t1",
@@ -792,7 +804,7 @@ mod tests {
                         t("gone", "G"),
                         t("same", "S")]},
                 "added": ["new"], "removed": ["gone"], "changed": ["echo"],
-                "mode": null, "prompts": []
+                "mode": null, "prompts": [], "resources": []
             })
         );
         let back: ToolsResult = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();

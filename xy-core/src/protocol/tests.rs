@@ -498,9 +498,10 @@ fn tools_result_keys_always_present() {
             changed: vec![],
             mode: None,
             prompts: vec![],
+            resources: vec![],
         },
         json!({"name": "a", "current": null, "previous": null, "added": [], "removed": [],
-               "changed": [], "mode": null, "prompts": []}),
+               "changed": [], "mode": null, "prompts": [], "resources": []}),
     );
     pin(
         &CallsResult::default(),

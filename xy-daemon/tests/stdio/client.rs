@@ -181,6 +181,35 @@ impl Mcp {
         (heads, read_reply(resp))
     }
 
+    /// One request; the JSON-RPC response's text exactly as it came
+    /// (the body, or the SSE event's data), for byte-for-byte comparisons.
+    pub(crate) fn raw(&mut self, method: &str, params: Value) -> String {
+        let (body, headers) = self.envelope(method, params);
+        let resp = self.send(&body, &headers);
+        let mut text = String::new();
+        resp.into_body()
+            .into_reader()
+            .read_to_string(&mut text)
+            .expect("read body");
+        if !text.trim_start().starts_with('{') {
+            // SSE: the event whose data is the response (no `method`).
+            let mut data = String::new();
+            for line in text.lines() {
+                if let Some(d) = line.strip_prefix("data:") {
+                    data.push_str(d.trim_start());
+                } else if line.is_empty() && !data.is_empty() {
+                    let v: Value = serde_json::from_str(&data).unwrap_or_default();
+                    if v.get("method").is_none() && v.get("id").is_some() {
+                        return data;
+                    }
+                    data.clear();
+                }
+            }
+            return data;
+        }
+        text.trim_end().to_owned()
+    }
+
     /// A request that must succeed; returns its `result`.
     #[track_caller]
     pub(crate) fn result(&mut self, method: &str, params: Value) -> Value {

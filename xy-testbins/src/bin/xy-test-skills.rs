@@ -15,6 +15,13 @@
 //!   `DIR/apps/<name>.visibility` (a JSON list; default `["app"]`).
 //! - Tool `echo` besides. Everything is read afresh at every request.
 //!
+//! Changes that must not alarm the firewall, each a file in `DIR`: `reverse`
+//! (every list and manifest in reverse order), `version` / `name` (the
+//! server's version / name), `meta` (its text as a volatile `_meta.trace`
+//! on every tool and content), `plain` (a `file://` resource listed too),
+//! `ui-extra` (tools' `_meta.ui` gains `prefersBorder`), `swap` (`show_*`
+//! tools' visibility written `["app", "model"]`).
+//!
 //! Flags: `--dir DIR` (required), `--era 2025|2026|both` (default both).
 
 use std::borrow::Cow;
@@ -82,6 +89,36 @@ fn front(text: &str, key: &str) -> String {
 }
 
 impl Server {
+    fn has(&self, flag: &str) -> bool {
+        self.dir.join(flag).exists()
+    }
+
+    fn text(&self, flag: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir.join(flag))
+            .ok()
+            .map(|t| t.trim().to_owned())
+    }
+
+    /// `v` reversed when `DIR/reverse` says so.
+    fn order<T>(&self, mut v: Vec<T>) -> Vec<T> {
+        if self.has("reverse") {
+            v.reverse();
+        }
+        v
+    }
+
+    /// `_meta` with the volatile trace `DIR/meta` asks for.
+    fn volatile(&self, item: &mut Value) {
+        if let Some(t) = self.text("meta") {
+            let meta = item
+                .as_object_mut()
+                .map(|o| o.entry("_meta").or_insert_with(|| json!({})));
+            if let Some(m) = meta {
+                m["trace"] = json!(t);
+            }
+        }
+    }
+
     fn skill_names(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.dir.join("skills"))
             .into_iter()
@@ -108,6 +145,7 @@ impl Server {
             .map(|(p, b)| SkillResource::from_bytes(format!("skill://{name}/{p}"), b))
             .collect();
         manifest.sort_by_key(|r| !r.uri.ends_with("/SKILL.md"));
+        let manifest = self.order(manifest);
         json!({
             "uri": format!("skill://{name}/SKILL.md"),
             "frontmatter": {"name": front(&md, "name"), "description": front(&md, "description")},
@@ -141,17 +179,30 @@ impl Server {
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})];
         for app in self.app_names() {
             let uri = format!("ui://{app}");
+            let both = if self.has("swap") {
+                json!(["app", "model"])
+            } else {
+                json!(["model", "app"])
+            };
             tools.push(json!({"name": format!("show_{app}"),
                 "description": format!("Shows the {app} app."),
                 "inputSchema": {"type": "object"},
-                "_meta": {"ui": {"resourceUri": uri, "visibility": ["model", "app"]}}}));
+                "_meta": {"ui": {"resourceUri": uri, "visibility": both}}}));
             let visibility = self.app_file(&app, "visibility").unwrap_or(json!(["app"]));
             tools.push(json!({"name": format!("{app}_poll"),
                 "description": format!("Refreshes the {app} app's data (called by the app)."),
                 "inputSchema": {"type": "object"},
                 "_meta": {"ui": {"resourceUri": uri, "visibility": visibility}}}));
         }
-        tools
+        for t in &mut tools {
+            if self.has("ui-extra")
+                && let Some(ui) = t.pointer_mut("/_meta/ui")
+            {
+                ui["prefersBorder"] = json!(true);
+            }
+            self.volatile(t);
+        }
+        self.order(tools)
     }
 
     fn read(&self, uri: &str) -> Option<Value> {
@@ -166,8 +217,10 @@ impl Server {
             } else {
                 "text/plain"
             };
-            return Some(json!({"contents": [{"uri": uri, "mimeType": mime,
-                "text": String::from_utf8_lossy(&bytes)}]}));
+            let mut content = json!({"uri": uri, "mimeType": mime,
+                "text": String::from_utf8_lossy(&bytes)});
+            self.volatile(&mut content);
+            return Some(json!({"contents": [content]}));
         }
         let name = uri.strip_prefix("ui://")?;
         if !self.app_names().iter().any(|a| a == name) {
@@ -179,6 +232,7 @@ impl Server {
         if let Some(csp) = self.app_file(name, "csp") {
             content["_meta"] = json!({"ui": {"csp": csp, "prefersBorder": true}});
         }
+        self.volatile(&mut content);
         Some(json!({"contents": [content]}))
     }
 }
@@ -188,6 +242,17 @@ macro_rules! typed {
     ($v:expr) => {
         serde_json::from_value($v).expect("a valid result")
     };
+}
+
+/// A result for this request's era: 2026 results say `resultType`.
+fn era(mut result: Value, context: &RequestContext<RoleServer>) -> Value {
+    if context
+        .protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+    {
+        result["resultType"] = json!("complete");
+    }
+    result
 }
 
 impl ServerHandler for Server {
@@ -204,7 +269,10 @@ impl ServerHandler for Server {
                 "resources": {"listChanged": true},
                 "extensions": {"io.modelcontextprotocol/skills": {}},
             },
-            "serverInfo": {"name": "skills-and-apps", "version": "1.0.0"},
+            "serverInfo": {
+                "name": self.text("name").unwrap_or_else(|| "skills-and-apps".to_owned()),
+                "version": self.text("version").unwrap_or_else(|| "1.0.0".to_owned()),
+            },
         }))
     }
 
@@ -219,15 +287,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(typed!(json!({"tools": self.tools()})))
+        Ok(typed!(era(json!({"tools": self.tools()}), &context)))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let text = request
@@ -236,15 +304,17 @@ impl ServerHandler for Server {
             .and_then(|a| a.get("text"))
             .and_then(Value::as_str)
             .map_or_else(|| format!("called {name}"), str::to_owned);
-        let result: rmcp::model::CallToolResult =
-            typed!(json!({"content": [{"type": "text", "text": text}]}));
+        let result: rmcp::model::CallToolResult = typed!(era(
+            json!({"content": [{"type": "text", "text": text}]}),
+            &context
+        ));
         Ok(result.into())
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources = Vec::new();
         for name in self.skill_names() {
@@ -264,44 +334,52 @@ impl ServerHandler for Server {
             resources.push(json!({"uri": format!("ui://{app}"), "name": app,
                 "mimeType": APP_MIME, "description": format!("The {app} app.")}));
         }
-        Ok(typed!(json!({"resources": resources})))
+        if self.has("plain") {
+            resources.push(
+                json!({"uri": "file:///notes.txt", "name": "notes", "mimeType": "text/plain"}),
+            );
+        }
+        let resources = self.order(resources);
+        Ok(typed!(era(json!({"resources": resources}), &context)))
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(typed!(json!({"resourceTemplates": [{
+        let r = json!({"resourceTemplates": [{
             "uriTemplate": "skill://{skill}/{+path}", "name": "skill-file",
-            "description": "A file of a skill."}]})))
+            "description": "A file of a skill."}]});
+        Ok(typed!(era(r, &context)))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let r = self
             .read(&request.uri)
             .ok_or_else(|| McpError::resource_not_found(request.uri.clone(), None))?;
-        let r: rmcp::model::ReadResourceResult = typed!(r);
+        let r: rmcp::model::ReadResourceResult = typed!(era(r, &context));
         Ok(r.into())
     }
 
     async fn list_skills(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, McpError> {
         let skills: Vec<Value> = self.skill_names().iter().map(|n| self.skill(n)).collect();
-        Ok(typed!(json!({"skills": skills})))
+        let skills = self.order(skills);
+        Ok(typed!(era(json!({"skills": skills}), &context)))
     }
 
     async fn get_skill(
         &self,
         request: GetSkillRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetSkillResult, McpError> {
         let name = request
             .uri
@@ -309,7 +387,7 @@ impl ServerHandler for Server {
             .and_then(|r| r.strip_suffix("/SKILL.md"))
             .filter(|n| self.skill_names().iter().any(|s| s == n))
             .ok_or_else(|| McpError::invalid_params(format!("no skill {}", request.uri), None))?;
-        Ok(typed!(json!({"skill": self.skill(name)})))
+        Ok(typed!(era(json!({"skill": self.skill(name)}), &context)))
     }
 }
 
