@@ -23,6 +23,8 @@
 //! - [`config`]: the KDL server files and `xy.kdl` — types, validation,
 //!   diagnostics and loading (SPEC §3, §16–§23, remote servers included).
 //! - [`tls`]: the TLS crypto provider both binaries install (not macOS).
+//! - [`search`]: tool search (SPEC §26): the ranking behind `find_tools`
+//!   and `xyctl tools search`, and the optional static-embedding model.
 //! - `client` (feature `client`): the one blocking JSON-line client of the
 //!   socket, for `xyctl`, the integration tests and the benches.
 //!
@@ -37,6 +39,7 @@
 //! - `paths` reads the environment (the XDG variables, `XY_SOCKET`, the
 //!   home directory);
 //! - `package` reads a version directory's install record;
+//! - `search` reads the static-embedding model file a user names;
 //! - `sandbox::probe` opens, reads and writes files and connects sockets:
 //!   the probes themselves, run by a confined child;
 //! - `client` talks to the daemon over its socket.
@@ -50,6 +53,7 @@ pub mod package;
 pub mod paths;
 pub mod protocol;
 pub mod sandbox;
+pub mod search;
 pub mod time;
 pub mod tls;
 

@@ -91,3 +91,26 @@ fn a_server_on_the_gateway_port() {
     std::fs::write(&file, "gateway { port 0; }\n").unwrap();
     assert!(load(&dir, &file).unwrap().warnings.is_empty());
 }
+
+#[test]
+fn search_model_is_an_absolute_path() {
+    use xy_core::config::parse_settings;
+    let file = Path::new("/cfg/xy.kdl");
+    let s = parse_settings(file, "").unwrap();
+    assert_eq!(s.search_model, None);
+    let s = parse_settings(file, "search {\n    model \"/opt/models/wordllama\"\n}\n").unwrap();
+    assert_eq!(
+        s.search_model.as_deref(),
+        Some(Path::new("/opt/models/wordllama"))
+    );
+
+    let errs = parse_settings(file, "search {\n    model \"models/w\"\n}\n").unwrap_err();
+    let d = &errs.diagnostics[0];
+    assert_eq!(d.kind, DiagnosticKind::InvalidValue);
+    assert_eq!(d.line, 2, "{d:?}");
+    assert!(d.message.contains("not an absolute path"), "{d:?}");
+
+    let errs = parse_settings(file, "search {\n    modle \"/m\"\n}\n").unwrap_err();
+    assert_eq!(errs.diagnostics[0].kind, DiagnosticKind::UnknownNode);
+    assert!(parse_settings(file, "search {\n    model \"/a\"\n    model \"/b\"\n}\n").is_err());
+}

@@ -26,6 +26,11 @@ pub struct DaemonSettings {
     /// support it; `None`: xy has none and registers dynamically (D120).
     /// Read when the daemon starts (the broker is built once).
     pub oauth_client_metadata_url: Option<String>,
+    /// `search { model "/abs/path" }` (SPEC §26): a static-embedding model
+    /// (a directory with `model.safetensors` and `tokenizer.json`, or the
+    /// `.safetensors` file) that tool search fuses with BM25; `None`: BM25
+    /// only. See `docs/search.md`.
+    pub search_model: Option<std::path::PathBuf>,
 }
 
 impl DaemonSettings {

@@ -19,9 +19,12 @@ pub(super) const SETTINGS_FIELDS: &[&str] = &[
     "firewall",
     "min-age",
     "oauth-client-metadata-url",
+    "search",
 ];
 /// Children of `gateway { … }`.
 const GATEWAY_FIELDS: &[&str] = &["port"];
+/// Children of `search { … }`.
+const SEARCH_FIELDS: &[&str] = &["model"];
 
 /// Where `gateway { port … }` is written: its value's bytes in the text.
 pub(in crate::config) type PortAt = (std::ops::Range<usize>, Arc<str>);
@@ -89,6 +92,7 @@ fn parse(file: &Path, src: &str) -> (DaemonSettings, Vec<ConfigDiagnostic>, Opti
             "oauth-client-metadata-url" => {
                 settings.oauth_client_metadata_url = client_metadata_url(&mut cx, node);
             }
+            "search" => settings.search_model = search(&mut cx, node),
             _ => unreachable!("checked against SETTINGS_FIELDS"),
         }
     }
@@ -134,6 +138,50 @@ fn gateway(
         }
     }
     at
+}
+
+/// `search { model "/abs/path" }` (SPEC §26): the static-embedding model
+/// tool search may add. Only the path's form is checked here; the file is
+/// read when the daemon builds its search index, which names the file in
+/// its own error.
+fn search(cx: &mut Cx<'_>, node: &KdlNode) -> Option<std::path::PathBuf> {
+    let example = "model \"/opt/models/wordllama\"";
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut model = None;
+    for child in cx.block(node) {
+        let key = child.name().value();
+        if !SEARCH_FIELDS.contains(&key) {
+            cx.unknown_node(child, SEARCH_FIELDS, "in `search { }`");
+            continue;
+        }
+        if cx.duplicate(child, &mut seen) {
+            continue;
+        }
+        let Some(e) = cx.single(child, example) else {
+            continue;
+        };
+        let Some(s) = cx.string(child, e, example) else {
+            continue;
+        };
+        if !cx.no_nul(e, &s, "a model path") {
+            continue;
+        }
+        let path = std::path::PathBuf::from(&s);
+        if path.is_absolute() {
+            model = Some(path);
+        } else {
+            cx.push(
+                cx.diag(
+                    DiagnosticKind::InvalidValue,
+                    e.span(),
+                    format!("search model {s:?} is not an absolute path"),
+                )
+                .with_label("relative")
+                .with_help("name the model's directory or .safetensors file by its absolute path"),
+            );
+        }
+    }
+    model
 }
 
 const CIMD_EXAMPLE: &str = "oauth-client-metadata-url \"https://example.com/xy/client.json\"";
