@@ -225,6 +225,19 @@ impl Verdicts {
         before - items.len()
     }
 
+    /// Whether clients see a listed item as xy listed it (answers from the
+    /// ledger, SPEC §26): a tool or prompt by its verdict (everything when
+    /// off), a resource as a `resources/read` of its URI is decided.
+    pub(crate) fn shows(&self, kind: Kind, name: &str) -> bool {
+        let table = match kind {
+            Kind::Resource => return self.call(kind, name).is_ok(),
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+        };
+        self.policy.mode == xy_core::firewall::FirewallMode::Off
+            || table.get(name).is_some_and(|v| v.state.visible())
+    }
+
     /// Removes the held-back pinned resources from a `resources/list`
     /// result, and from a `skills/list` result the skills any file of which
     /// is held back; returns how many went.

@@ -441,25 +441,9 @@ impl McpState {
                 .map(crate::mcp::pinned::skills)
                 .unwrap_or_default(),
         };
-        // Clients see what the verdicts let through: a tool or prompt of
-        // the listing by its verdict (everything when off), a resource as
-        // a `resources/read` of its URI would be decided.
-        let shown = |kind: Kind, name: &str| match kind {
-            Kind::Resource => verdicts.call(kind, name).is_ok(),
-            Kind::Tool | Kind::Prompt => {
-                let table = if kind == Kind::Tool {
-                    &verdicts.tools
-                } else {
-                    &verdicts.prompts
-                };
-                self.mode == FirewallMode::Off || table.get(name).is_some_and(|v| v.state.visible())
-            }
-        };
-        verdicts.ledger = self
-            .ledger
-            .served
-            .as_ref()
-            .and_then(|s| FromLedger::build(s, shown).map(Arc::new));
+        let shown = |kind: Kind, name: &str| verdicts.shows(kind, name);
+        verdicts.ledger =
+            (self.ledger.served.as_ref()).and_then(|s| FromLedger::build(s, shown).map(Arc::new));
         // Every listed tool, held back or not, so that a clash shows on
         // both sides whichever server listed first (SPEC §24).
         let listed: Vec<(String, String)> = fw
