@@ -26,6 +26,7 @@ mod child;
 mod era;
 mod handshake;
 pub(crate) mod http;
+mod ledger;
 mod link;
 pub(crate) mod listing;
 mod mrtr;

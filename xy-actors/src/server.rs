@@ -782,7 +782,15 @@ impl ServerActorState {
             self.config.secrets.clone(),
             myself.clone(),
         );
-        let (spawner, port) = (self.spawner.clone(), self.config.port);
+        // A stdio server's bridge listening on the port holds it for the
+        // child: nobody else can, and looking would walk every process's
+        // fds on the way to an on-demand wake-up (SPEC §26).
+        let port = if self.bridge.as_ref().is_some_and(|b| b.listening) {
+            0
+        } else {
+            self.config.port
+        };
+        let spawner = self.spawner.clone();
         tokio::spawn(async move {
             let secrets = if specs.is_empty() {
                 Ok(Vec::new())

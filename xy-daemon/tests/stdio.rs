@@ -10,6 +10,7 @@ mod calls;
 pub(crate) mod client;
 mod era;
 mod firewall;
+mod ledger;
 mod mrtr;
 mod restart;
 mod sandboxed;
@@ -312,9 +313,16 @@ fn on_demand_server_is_idle_until_the_first_request_and_after_idle_stop() {
     assert!(d.entry("od")["pid"].is_null());
     wait_for("the child gone", DEADLINE, || !pid_alive(pid));
     assert!(port_answers(port));
-    // A 2025 client brings it back.
+    // A 2025 client's session start is answered from the ledger (SPEC
+    // §26); its first call brings the child back.
     let mut a = Mcp::connected(&url(port), Era::V2025);
     assert!(a.tool_names().contains(&"progress".to_owned()));
+    assert_eq!(d.entry("od")["state"], "idle");
+    let r = a.result(
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    );
+    assert_eq!(r["content"][0]["text"], "hi", "{r}");
     assert_eq!(d.entry("od")["state"], "running");
     // `stop` stops listening too.
     d.result("stop", Some(json!({"name": "od"})));

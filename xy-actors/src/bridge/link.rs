@@ -238,6 +238,11 @@ impl BridgeState {
             protocol_version: era.versions.last().cloned().unwrap_or_default(),
             server_name: text("name"),
             server_version: text("version"),
+            handshake: Some(Box::new(crate::mcp::listing::Handshake {
+                init: era.init.clone(),
+                discover: era.discover.clone(),
+                versions: era.versions.clone(),
+            })),
             ..Listing::default()
         };
         let stages = listing::Stage::offered(caps);
@@ -297,8 +302,16 @@ impl BridgeState {
             (Kind::Prompt, "notifications/prompts/list_changed"),
         ] {
             let new = &self.router.firewall;
+            // What the ledger answered may differ from what the child now
+            // lists though the names are the same (SPEC §26).
+            let fingerprint =
+                |v: &Verdicts| v.ledger.as_ref().map(|l| l.fingerprint(kind == Kind::Tool));
+            let answered_differently = fingerprint(&old)
+                .zip(fingerprint(new))
+                .is_some_and(|(a, b)| a != b);
             if old.visible_names(kind) != new.visible_names(kind)
                 || old.policy.mode != new.policy.mode
+                || answered_differently
             {
                 tracing::debug!(server = %self.name, "{method}: the firewall changed what clients see");
                 self.router

@@ -86,7 +86,7 @@ impl BridgeState {
 
     /// Where one parsed client request goes: xy answers it, it waits for a
     /// child, or it is written to the child.
-    fn route(&mut self, mut p: Box<Post>, method: &str, id: &Value) -> Routed {
+    fn route(&mut self, p: Box<Post>, method: &str, id: &Value) -> Routed {
         // A probe's ping or discover does no work: it keeps nothing alive.
         if !matches!(method, "ping" | "server/discover") {
             self.last_activity = Instant::now();
@@ -103,6 +103,11 @@ impl BridgeState {
             ));
             return Routed::Taken;
         }
+        // An idle server's session start, from the ledger (SPEC §26).
+        let mut p = match self.answer_from_ledger(p, method, id) {
+            Ok(routed) => return routed,
+            Err(p) => p,
+        };
         match &self.hs.state {
             Hs::Ready => {}
             Hs::Broken(why) => {
@@ -148,27 +153,8 @@ impl BridgeState {
         // answered here, never forwarded (in 2026 form it was refused on
         // the HTTP side: the 2026 era has no `initialize`).
         if method == "initialize" {
-            let asked = p.msg.pointer("/params/protocolVersion");
-            let Some(init) = self.hs.era.initialize_result(asked.and_then(Value::as_str)) else {
-                let e = self.hs.era.unsupported(id, asked.cloned());
-                self.reply(p, e, None);
-                return Routed::Taken;
-            };
-            let session = unguessable();
-            if let Some(evicted) = self.sessions.insert(session.clone(), Instant::now()) {
-                self.router.end_session(&evicted);
-            }
-            if let Some(client) = record::client_name(p.msg.pointer("/params/clientInfo")) {
-                self.sessions.set_client(&session, client);
-            }
-            if let Some(caps) = p.msg.pointer("/params/capabilities") {
-                self.sessions.set_caps(&session, caps.clone());
-            }
-            self.sessions
-                .set_envelope(&session, era::session_envelope(p.msg.get("params")));
-            let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
-            self.reply(p, answer, Some(session));
-            return Routed::Taken;
+            let era = self.hs.era.clone();
+            return self.initialize(p, id, &era, None);
         }
         // A 2025 client of a 2026-only child: the 2026 era has no log
         // level to set (it goes in each request's `_meta`); xy takes it.
@@ -192,24 +178,7 @@ impl BridgeState {
         // client, xy; a 2026 child on xy's own listen stream (or, when it
         // serves none, as plain notifications).
         if method == "subscriptions/listen" {
-            let filter: Option<Map<String, Value>> = p
-                .msg
-                .pointer("/params/notifications")
-                .and_then(Value::as_object)
-                .cloned();
-            let accepted = filter.clone().unwrap_or_default();
-            let _ = p.outbox.try_send(
-                json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/subscriptions/acknowledged",
-                    "params": {"notifications": accepted, "_meta": {META_SUBSCRIPTION: id}},
-                })
-                .into(),
-            );
-            self.router
-                .listen(None, Some(id.clone()), filter, p.outbox.clone());
-            let _ = p.ack.send(Ack::Exchange { session: None });
-            return Routed::Taken;
+            return self.listen(p, id);
         }
         // What the child may ask this client, and how (SPEC §19); and
         // which of the child's tools it is shown and may call (D210).
@@ -305,6 +274,68 @@ impl BridgeState {
         self.write_request(child_id, line_of(&msg));
         let _ = p.ack.send(Ack::Exchange { session: None });
         Routed::Forwarded(child_id)
+    }
+
+    /// A client's `initialize`, answered from `era` (the child's handshake,
+    /// or the ledger's when `ledger` is given: then marked as its answer).
+    pub(super) fn initialize(
+        &mut self,
+        p: Box<Post>,
+        id: &Value,
+        era: &era::ChildEra,
+        ledger: Option<&crate::mcp::from_ledger::FromLedger>,
+    ) -> Routed {
+        let asked = p.msg.pointer("/params/protocolVersion");
+        let Some(mut init) = era.initialize_result(asked.and_then(Value::as_str)) else {
+            let e = era.unsupported(id, asked.cloned());
+            self.reply(p, e, None);
+            return Routed::Taken;
+        };
+        if let (Some(l), Some(r)) = (ledger, init.as_object_mut())
+            && let Some(meta) = r
+                .entry("_meta")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+        {
+            meta.insert(crate::mcp::from_ledger::META_LEDGER.to_owned(), l.marker());
+        }
+        let session = unguessable();
+        if let Some(evicted) = self.sessions.insert(session.clone(), Instant::now()) {
+            self.router.end_session(&evicted);
+        }
+        if let Some(client) = record::client_name(p.msg.pointer("/params/clientInfo")) {
+            self.sessions.set_client(&session, client);
+        }
+        if let Some(caps) = p.msg.pointer("/params/capabilities") {
+            self.sessions.set_caps(&session, caps.clone());
+        }
+        self.sessions
+            .set_envelope(&session, era::session_envelope(p.msg.get("params")));
+        let answer = json!({"jsonrpc": "2.0", "id": id, "result": init});
+        self.reply(p, answer, Some(session));
+        Routed::Taken
+    }
+
+    /// A 2026 client's `subscriptions/listen`: xy serves the stream itself.
+    pub(super) fn listen(&mut self, p: Box<Post>, id: &Value) -> Routed {
+        let filter: Option<Map<String, Value>> = p
+            .msg
+            .pointer("/params/notifications")
+            .and_then(Value::as_object)
+            .cloned();
+        let accepted = filter.clone().unwrap_or_default();
+        let _ = p.outbox.try_send(
+            json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"notifications": accepted, "_meta": {META_SUBSCRIPTION: id}},
+            })
+            .into(),
+        );
+        self.router
+            .listen(None, Some(id.clone()), filter, p.outbox.clone());
+        let _ = p.ack.send(Ack::Exchange { session: None });
+        Routed::Taken
     }
 
     /// Whether an unparsed request goes to the child as it is: the child

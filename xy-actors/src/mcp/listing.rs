@@ -46,6 +46,21 @@ pub(crate) struct Listing {
     /// Their pinned objects ([`super::pinned::items`]), made by the
     /// ServerActor from `reads` when it takes the listing.
     pub(crate) pinned: Vec<Value>,
+    /// The child's answer to xy's handshake, kept in the ledger to answer
+    /// for the server while it does not run (SPEC §26); `None` where the
+    /// lister has none (an HTTP server's probe session).
+    pub(crate) handshake: Option<Box<Handshake>>,
+}
+
+/// What a child answered xy's handshake.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Handshake {
+    /// Its `initialize` result (a 2025-era child).
+    pub(crate) init: Option<Value>,
+    /// Its `server/discover` result (a 2026-only child).
+    pub(crate) discover: Option<Value>,
+    /// Every version it said it supports.
+    pub(crate) versions: Vec<String>,
 }
 
 /// Whether a capabilities object declares the skills extension.

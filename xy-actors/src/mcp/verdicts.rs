@@ -48,6 +48,9 @@ pub(crate) struct Verdicts {
     /// the child wrote them, split around their id: a client's answer that
     /// is the same page (another id) is passed on after one comparison.
     pub(crate) pages: Vec<Page>,
+    /// What xy answers for the server while no child runs (SPEC §26):
+    /// `None` before xy has listed it (or its listing is too large).
+    pub(crate) ledger: Option<Arc<super::from_ledger::FromLedger>>,
 }
 
 /// One listing page as the child wrote it, without its id.
@@ -220,6 +223,19 @@ impl Verdicts {
         let before = items.len();
         items.retain(|item| self.visible(kind, item));
         before - items.len()
+    }
+
+    /// Whether clients see a listed item as xy listed it (answers from the
+    /// ledger, SPEC §26): a tool or prompt by its verdict (everything when
+    /// off), a resource as a `resources/read` of its URI is decided.
+    pub(crate) fn shows(&self, kind: Kind, name: &str) -> bool {
+        let table = match kind {
+            Kind::Resource => return self.call(kind, name).is_ok(),
+            Kind::Tool => &self.tools,
+            Kind::Prompt => &self.prompts,
+        };
+        self.policy.mode == xy_core::firewall::FirewallMode::Off
+            || table.get(name).is_some_and(|v| v.state.visible())
     }
 
     /// Removes the held-back pinned resources from a `resources/list`

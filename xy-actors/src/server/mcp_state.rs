@@ -18,6 +18,7 @@ use xy_core::protocol::mcp::{
 };
 
 use crate::ledger::{self, Saver};
+use crate::mcp::from_ledger::{self, FromLedger};
 use crate::mcp::listing::Listing;
 use crate::mcp::report::McpInfo;
 use crate::mcp::verdicts::{Directory, DirectoryEntry, Verdict, Verdicts, without_meta};
@@ -115,6 +116,12 @@ impl McpState {
         let entry = directory.entry(name);
         let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
         let legacy = ledger.format != 0 && ledger.format < xy_core::protocol::mcp::LEDGER_FORMAT;
+        // The listing the ledger kept is xy's latest: its verdicts know
+        // each item again, and clients are answered from it (SPEC §26).
+        let last = ledger
+            .served
+            .as_ref()
+            .map(|s| from_ledger::listing(s, ledger.snapshots.last()));
         let mut st = McpState {
             legacy,
             saver: dir.map(|d| Saver::new(d, name)),
@@ -122,7 +129,7 @@ impl McpState {
             ledger,
             status: None,
             mode,
-            last: None,
+            last,
             snapshot_this_spawn: false,
             not_listed: None,
             listed_count: None,
@@ -243,6 +250,16 @@ impl McpState {
         });
         self.snapshot_this_spawn = true;
         self.not_listed = None;
+        if listing.handshake.is_some() {
+            self.ledger.served = from_ledger::served(
+                &listing,
+                self.ledger
+                    .snapshots
+                    .last()
+                    .map(|s| s.ts.clone())
+                    .unwrap_or_default(),
+            );
+        }
         if let Some(mut status) = self.status.take() {
             Self::listed_fields(Some(self.ledger.snapshots.as_slice()), &mut status);
             self.status = Some(status);
@@ -408,7 +425,8 @@ impl McpState {
                 })
             })
             .collect();
-        let verdicts = Verdicts {
+        let mut verdicts = Verdicts {
+            ledger: None,
             server: self.name.clone(),
             policy: self.policy(),
             pages,
@@ -423,6 +441,9 @@ impl McpState {
                 .map(crate::mcp::pinned::skills)
                 .unwrap_or_default(),
         };
+        let shown = |kind: Kind, name: &str| verdicts.shows(kind, name);
+        verdicts.ledger =
+            (self.ledger.served.as_ref()).and_then(|s| FromLedger::build(s, shown).map(Arc::new));
         // Every listed tool, held back or not, so that a clash shows on
         // both sides whichever server listed first (SPEC §24).
         let listed: Vec<(String, String)> = fw
@@ -900,6 +921,58 @@ mod tests {
         st.listed(listing(&[t("a", "A"), t("b", "B"), t("c", "C")]), now);
         assert_eq!(states(&st)[2], ("c".into(), ToolState::Pending));
         assert_eq!(states(&st)[0], ("a".into(), ToolState::Approved));
+    }
+
+    #[test]
+    fn the_served_listing_is_kept_restored_and_filtered_by_the_verdicts() {
+        use crate::mcp::listing::Handshake;
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tmp.path().join("tools");
+        let dir = Directory::default();
+        let now = SystemTime::now();
+        // A ledger from before (no `served`): nothing to answer from.
+        let mut st = state(Some(tools.clone()), FirewallMode::Pin, &dir);
+        assert!(st.verdicts().ledger.is_none());
+        st.listed(listing(&[t("a", "A")]), now);
+        assert!(
+            st.verdicts().ledger.is_none(),
+            "no handshake answer, nothing served"
+        );
+        let with_handshake = |items: &[Value]| Listing {
+            handshake: Some(Box::new(Handshake {
+                init: Some(json!({"protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}})),
+                ..Handshake::default()
+            })),
+            ..listing(items)
+        };
+        st.on_spawn();
+        st.listed(with_handshake(&[t("a", "A"), t("n", "New.")]), now);
+        let answer = |st: &McpState| -> Vec<String> {
+            let l = st.verdicts().ledger.clone().expect("served");
+            let v: Value =
+                serde_json::from_slice(&l.list("tools/list", &json!(1), false).unwrap()).unwrap();
+            v["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(answer(&st), ["a"], "the new tool is held back");
+        xy_testbins::wait::wait_some("served saved", std::time::Duration::from_secs(10), || {
+            ledger::load(&tools, "s")
+                .served
+                .filter(|s| s.tools.len() == 2)
+        });
+        drop(st);
+        // A fresh daemon: the same answer from the file alone, and an
+        // approval shows the held-back tool at once.
+        let mut st = state(Some(tools), FirewallMode::Pin, &dir);
+        assert_eq!(answer(&st), ["a"]);
+        assert!(st.verdicts().knows(Kind::Tool, &t("n", "New.")));
+        st.approve(&["n".into()], false, now).unwrap();
+        assert_eq!(answer(&st), ["a", "n"]);
     }
 
     #[test]

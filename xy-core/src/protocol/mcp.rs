@@ -1,9 +1,14 @@
 //! MCP as xy reports it (SPEC §12): `status.mcp`, the `tools` method's
 //! result, the tool ledger file's snapshots, and the pure diff between two
-//! snapshots. The MCP wire constants the probe sends live here too.
+//! snapshots. The MCP wire constants the probe sends live here too;
+//! `served` holds the listing a ledger keeps for answering without the
+//! server (SPEC §26).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod served;
+pub use served::{RawJson, SERVED_MAX_BYTES, ServedListing};
 
 /// MCP wire names and versions the probe uses (one place, like [`super::method`]).
 pub mod wire {
@@ -315,6 +320,11 @@ pub struct ToolLedger {
     /// 2; empty when read from a format 1 file).
     #[serde(default)]
     pub firewall: FirewallLedger,
+    /// The latest listing as xy answers it while the server does not run
+    /// (SPEC §26; added to format 2 without a new number, D230: an older
+    /// xy reads the file and drops it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<ServedListing>,
 }
 
 /// The firewall's part of a ledger (SPEC §20): what survives restarts of

@@ -1,0 +1,280 @@
+//! SPEC §26's first bullet against the real `xyd`: idle on-demand stdio
+//! servers answer a client's session start (`initialize`,
+//! `server/discover`, the lists, a listen stream) from the ledger, marked
+//! `_meta["xy/ledger"]`, without spawning — after a daemon restart too,
+//! on their own port and the gateway's `/<name>/mcp`, for clients of both
+//! eras; the first call spawns exactly that server's child; a listing that
+//! changed while the server slept reaches open streams as `list_changed`,
+//! the firewall holding what is new.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::client::{Era, Mcp};
+use super::{stdio_config, url};
+use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_some};
+
+const ON_DEMAND: &str = "on-demand {\n    idle-stop \"10m\"\n}\n";
+
+fn tool(name: &str, description: &str) -> Value {
+    json!({"name": name, "description": description,
+           "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}})
+}
+
+fn write_tools(file: &Path, tools: &[Value]) {
+    let tmp = file.with_extension("tmp");
+    std::fs::write(&tmp, json!({"tools": tools, "notify": true}).to_string()).unwrap();
+    std::fs::rename(&tmp, file).unwrap();
+}
+
+/// An on-demand `xy-test-tools` server reading `file`.
+fn tools_server(file: &Path, port: u16) -> String {
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    stdio_config(&testbin("xy-test-tools"), &args, port, ON_DEMAND)
+}
+
+/// The processes whose parent is `pid` (the process table, not xy's word).
+fn children_of(pid: u32) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Starts every server once so that xy lists it, then hands the dirs to a
+/// fresh daemon: the ledger on disk is all it knows of them.
+fn listed_then_restarted(env: Env, names: &[String], tools: usize) -> TestDaemon {
+    let mut d = TestDaemon::start_in(env);
+    for name in names {
+        d.result("start", Some(json!({"name": name})));
+    }
+    for name in names {
+        wait_some(&format!("{name} listed"), DEADLINE, || {
+            let r = d.result("tools", Some(json!({"name": name})));
+            let current = r["current"]["tools"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            (current.len() == tools && current.iter().all(|t| t["state"] == "approved"))
+                .then_some(())
+        });
+    }
+    d.terminate();
+    let d = TestDaemon::start_in(d.take_env());
+    for name in names {
+        wait_some(&format!("{name} idle"), DEADLINE, || {
+            (d.entry(name)["state"] == "idle").then_some(())
+        });
+    }
+    d
+}
+
+/// A session start: the 2025 handshake or 2026 discover, then `tools/list`;
+/// each answer must carry the ledger's marker. Returns the tool names.
+#[track_caller]
+fn session_start(endpoint: &str, era: Era) -> Vec<String> {
+    let mut c = Mcp::new(endpoint, era);
+    match era {
+        Era::V2025 => {
+            let r = c.initialize();
+            let res = &r.response()["result"];
+            assert!(res["_meta"]["xy/ledger"]["listedAt"].is_string(), "{r:?}");
+            assert!(r.session.is_some(), "{r:?}");
+        }
+        Era::V2026 => {
+            let res = c.result("server/discover", json!({}));
+            assert!(res["_meta"]["xy/ledger"].is_object(), "{res}");
+            assert!(res["supportedVersions"].is_array(), "{res}");
+        }
+    }
+    let list = c.result("tools/list", json!({}));
+    assert!(list["_meta"]["xy/ledger"].is_object(), "{list}");
+    if era == Era::V2026 {
+        assert_eq!(list["resultType"], "complete", "{list}");
+    }
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Thirty idle on-demand servers: every client's session start through
+/// every one of them spawns nothing; calls to two spawn exactly those two.
+#[test]
+fn thirty_idle_servers_answer_session_start_from_the_ledger_without_spawning() {
+    let env = Env::new();
+    let gw = free_port();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    let data = env.state_dir().join("lists");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut servers = Vec::new();
+    for i in 0..30 {
+        let name = format!("s{i:02}");
+        let file = data.join(format!("{name}.json"));
+        write_tools(
+            &file,
+            &[
+                tool(&format!("read_{i}"), "Reads."),
+                tool(&format!("write_{i}"), "Writes."),
+            ],
+        );
+        let port = free_port();
+        env.write_config(&name, &tools_server(&file, port));
+        servers.push((name, port));
+    }
+    let names: Vec<String> = servers.iter().map(|(n, _)| n.clone()).collect();
+    let d = listed_then_restarted(env, &names, 2);
+    let xyd = d.pid();
+    assert_eq!(children_of(xyd), Vec::<u32>::new(), "children before");
+    for (i, (name, port)) in servers.iter().enumerate() {
+        // Both eras, the server's own port and the gateway's path.
+        let era = if i % 2 == 0 { Era::V2025 } else { Era::V2026 };
+        let own = session_start(&url(*port), era);
+        assert_eq!(own, [format!("read_{i}"), format!("write_{i}")]);
+        let via = format!("http://127.0.0.1:{gw}/{name}/mcp");
+        assert_eq!(session_start(&via, era), own);
+    }
+    assert_eq!(
+        children_of(xyd),
+        Vec::<u32>::new(),
+        "children after 60 session starts"
+    );
+    for name in &names {
+        let e = d.entry(name);
+        assert_eq!(e["state"], "idle", "{e}");
+        assert!(e["pid"].is_null(), "{e}");
+    }
+    // The first call the ledger cannot answer spawns that server only.
+    for (i, era) in [(3usize, Era::V2025), (8, Era::V2026)] {
+        let (name, port) = &servers[i];
+        let mut c = Mcp::connected(&url(*port), era);
+        let r = c.result(
+            "tools/call",
+            json!({"name": format!("read_{i}"), "arguments": {}}),
+        );
+        assert_eq!(r["content"][0]["text"], format!("called read_{i}"), "{r}");
+        assert_eq!(d.entry(name)["state"], "running");
+    }
+    let kids = children_of(xyd);
+    assert_eq!(kids.len(), 2, "exactly two children: {kids:?}");
+    let running: Vec<&String> = names
+        .iter()
+        .filter(|n| d.entry(n)["state"] == "running")
+        .collect();
+    assert_eq!(running, [&names[3], &names[8]]);
+}
+
+/// A listing that changed while the server slept: the ledger answers
+/// what the user approved; the first call spawns the child; the new
+/// listing holds the changed and the new tool back, and every open stream
+/// (a 2025 session's GET stream, a 2026 `subscriptions/listen`) gets
+/// `list_changed`.
+#[test]
+fn a_listing_changed_while_asleep_reaches_open_streams_held_back() {
+    let env = Env::new();
+    let file = env.state_dir().join("lists.json");
+    std::fs::create_dir_all(env.state_dir()).unwrap();
+    write_tools(&file, &[tool("a", "Adds."), tool("b", "Builds.")]);
+    let port = free_port();
+    env.write_config("z", &tools_server(&file, port));
+    let d = listed_then_restarted(env, &["z".to_owned()], 2);
+    // The "upgrade" while it sleeps: one changed, one new.
+    write_tools(
+        &file,
+        &[
+            tool("a", "Adds, then mails it away."),
+            tool("b", "Builds."),
+            tool("n", "New."),
+        ],
+    );
+    let mut old = Mcp::connected(&url(port), Era::V2025);
+    let mut new = Mcp::connected(&url(port), Era::V2026);
+    for c in [&mut old, &mut new] {
+        let list = c.result("tools/list", json!({}));
+        assert!(list["_meta"]["xy/ledger"].is_object(), "{list}");
+        let a = &list["tools"][0];
+        assert_eq!(
+            (a["name"].as_str(), a["description"].as_str()),
+            (Some("a"), Some("Adds."))
+        );
+        assert_eq!(list["tools"].as_array().unwrap().len(), 2, "{list}");
+    }
+    let streams = [old.listen(), new.listen()];
+    assert!(
+        children_of(d.pid()).is_empty(),
+        "listen streams spawn nothing"
+    );
+    // The first call spawns the child; xy lists it again.
+    let r = new.result("tools/call", json!({"name": "b", "arguments": {}}));
+    assert_eq!(r["content"][0]["text"], "called b", "{r}");
+    for s in &streams {
+        s.expect("notifications/tools/list_changed");
+    }
+    wait_some("a changed, n pending", DEADLINE, || {
+        let r = d.result("tools", Some(json!({"name": "z"})));
+        let state = |n: &str| {
+            r["current"]["tools"]
+                .as_array()
+                .and_then(|t| t.iter().find(|t| t["name"] == n).cloned())
+                .map(|t| t["state"].clone())
+        };
+        (state("a") == Some(json!("changed")) && state("n") == Some(json!("pending"))).then_some(())
+    });
+    for c in [&mut old, &mut new] {
+        let list = c.result("tools/list", json!({}));
+        assert!(
+            list.get("_meta")
+                .is_none_or(|m| m.get("xy/ledger").is_none()),
+            "{list}"
+        );
+        let names: Vec<&str> = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["b"], "{list}");
+    }
+}
+
+/// A child of each era behind the ledger: a 2026-only child's 2025
+/// clients get an `initialize` made from its `server/discover`, its 2026
+/// clients its own `server/discover`; a dual-era child (kept in 2025 by
+/// xy) the other way round. Nothing spawns.
+#[test]
+fn children_of_both_eras_are_answered_from_the_ledger_for_clients_of_both() {
+    let env = Env::new();
+    let mut ports = Vec::new();
+    for era in ["2026", "both"] {
+        let port = free_port();
+        let args: Vec<String> = ["--stdio", "--era", era, "--tools", "echo,progress"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        env.write_config(
+            &format!("e{era}"),
+            &stdio_config(&testbin("xy-test-mcp"), &args, port, ON_DEMAND),
+        );
+        ports.push(port);
+    }
+    let d = listed_then_restarted(env, &["e2026".to_owned(), "eboth".to_owned()], 2);
+    for port in ports {
+        for era in [Era::V2025, Era::V2026] {
+            assert_eq!(session_start(&url(port), era), ["echo", "progress"]);
+        }
+        let mut c = Mcp::new(&url(port), Era::V2025);
+        let init = c.initialize();
+        let r = &init.response()["result"];
+        assert_eq!(r["serverInfo"]["name"], "xy-test-mcp", "{r}");
+        assert!(r["capabilities"]["tools"].is_object(), "{r}");
+    }
+    assert!(children_of(d.pid()).is_empty());
+}
