@@ -97,6 +97,13 @@ impl BridgeState {
                 {
                     return Err(p);
                 }
+                // Tools this client may not be shown (D210): the ledger's
+                // answer is the full approved set, so the child answers.
+                if method == "tools/list"
+                    && self.router.gates.hides_any(self.client_caps(&p).as_deref())
+                {
+                    return Err(p);
+                }
                 let Some(bytes) = ledger.list(method, id, p.era2026) else {
                     return Err(p);
                 };

@@ -76,6 +76,19 @@ fn list_kind(method: &str) -> Option<Kind> {
 }
 
 impl BridgeState {
+    /// The capabilities `p`'s client declared: a 2026 request's `_meta`,
+    /// a 2025 session's `initialize`.
+    pub(super) fn client_caps(&self, p: &Post) -> Option<Arc<Value>> {
+        if p.era2026 {
+            p.msg
+                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
+                .cloned()
+                .map(Arc::new)
+        } else {
+            p.session.as_deref().and_then(|s| self.sessions.caps(s))
+        }
+    }
+
     /// One parsed client request: its call record (for a `tools/call`)
     /// is made here, once, from what [`Self::route`] did with it.
     pub(super) fn request(&mut self, p: Box<Post>, method: &str, id: &Value) {
@@ -182,14 +195,7 @@ impl BridgeState {
         }
         // What the child may ask this client, and how (SPEC §19); and
         // which of the child's tools it is shown and may call (D210).
-        let caps = if p.era2026 {
-            p.msg
-                .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities")
-                .cloned()
-                .map(Arc::new)
-        } else {
-            p.session.as_deref().and_then(|s| self.sessions.caps(s))
-        };
+        let caps = self.client_caps(&p);
         if matches!(method, "tools/list" | "tools/call")
             && self.router.gates.must_wait(caps.as_deref())
         {

@@ -278,3 +278,58 @@ fn children_of_both_eras_are_answered_from_the_ledger_for_clients_of_both() {
     }
     assert!(children_of(d.pid()).is_empty());
 }
+
+/// The aggregate (`/mcp`) over thirty idle on-demand servers: a session
+/// start in both eras lists all 60 tools and spawns nothing; calls to two
+/// servers' tools spawn exactly those two.
+#[test]
+fn the_aggregate_of_thirty_idle_servers_spawns_nothing_at_session_start() {
+    let env = Env::new();
+    let gw = free_port();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    let data = env.state_dir().join("lists");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut names = Vec::new();
+    for i in 0..30 {
+        let name = format!("s{i:02}");
+        let file = data.join(format!("{name}.json"));
+        write_tools(
+            &file,
+            &[
+                tool(&format!("read_{i}"), "Reads."),
+                tool(&format!("write_{i}"), "Writes."),
+            ],
+        );
+        env.write_config(&name, &tools_server(&file, free_port()));
+        names.push(name);
+    }
+    let d = listed_then_restarted(env, &names, 2);
+    let xyd = d.pid();
+    assert_eq!(children_of(xyd), Vec::<u32>::new(), "children before");
+    let agg = format!("http://127.0.0.1:{gw}/mcp");
+    crate::helper::wait_for("the gateway listens", DEADLINE, || {
+        std::net::TcpStream::connect(("127.0.0.1", gw)).is_ok()
+    });
+    for era in [Era::V2025, Era::V2026] {
+        let t = std::time::Instant::now();
+        let mut c = Mcp::connected(&agg, era);
+        let list = c.result("tools/list", json!({}));
+        eprintln!("aggregate session start {era:?}: {:?}", t.elapsed());
+        assert_eq!(list["tools"].as_array().unwrap().len(), 60, "{list}");
+    }
+    assert_eq!(
+        children_of(xyd),
+        Vec::<u32>::new(),
+        "children after the aggregate's session starts"
+    );
+    let mut c = Mcp::connected(&agg, Era::V2025);
+    for i in [3, 8] {
+        let r = c.result(
+            "tools/call",
+            json!({"name": format!("s{i:02}__read_{i}"), "arguments": {}}),
+        );
+        assert_eq!(r["content"][0]["text"], format!("called read_{i}"), "{r}");
+    }
+    let kids = children_of(xyd);
+    assert_eq!(kids.len(), 2, "exactly two children: {kids:?}");
+}
