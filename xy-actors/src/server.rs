@@ -785,11 +785,8 @@ impl ServerActorState {
         // A stdio server's bridge listening on the port holds it for the
         // child: nobody else can, and looking would walk every process's
         // fds on the way to an on-demand wake-up (SPEC §26).
-        let port = if self.bridge.as_ref().is_some_and(|b| b.listening) {
-            0
-        } else {
-            self.config.port
-        };
+        let listening = self.bridge.as_ref().is_some_and(|b| b.listening);
+        let port = if listening { 0 } else { self.config.port };
         let spawner = self.spawner.clone();
         tokio::spawn(async move {
             let secrets = if specs.is_empty() {
