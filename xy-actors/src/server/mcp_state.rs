@@ -879,7 +879,7 @@ mod tests {
         // Off decides nothing: a server first seen in off mode gets its
         // first listing in pin.
         let mut st = state(None, FirewallMode::Off, &dir);
-        st.listed(listing(&[t("c", "see .env")]), now);
+        st.listed(listing(&[t("c", "see ~/.netrc")]), now);
         st.set_mode(FirewallMode::Pin, now);
         assert_eq!(states(&st), [("c".into(), ToolState::Flagged)]);
         // It was never approved: clean now, it is still new to the user.

@@ -480,14 +480,14 @@ fn off_holds_nothing_and_review_holds_everything() {
 
 #[test]
 fn approvals_and_denials_survive_a_daemon_restart_and_bad_names_are_refused() {
-    let flagged = tool("f", "Loads .env first.");
+    let flagged = tool("f", "Loads ~/.netrc first.");
     let mut rig = Rig::start("pin", &[tool("a", "Adds."), flagged], None);
     wait_state(
         &rig.d,
         "s",
         "f",
         "flagged",
-        "credential path \".env\"",
+        "credential path \".netrc\"",
         false,
     );
     wait_state(&rig.d, "s", "a", "approved", "", false);
