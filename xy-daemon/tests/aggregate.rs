@@ -327,3 +327,29 @@ fn an_approval_reaches_the_aggregate_as_list_changed() {
     );
     assert_eq!(text(&r), "approved", "{r}");
 }
+
+/// An HTTP server (rmcp's streamable HTTP, whose SSE answers begin with an
+/// empty priming event) is in the aggregate like a bridged one, in both
+/// eras, and its tools are callable through it.
+#[test]
+fn an_http_server_is_in_the_aggregate_in_both_eras() {
+    let port = free_port();
+    let web = format!(
+        "command \"{}\"\nargs \"--port\" \"{port}\" \"--tools\" \"echo\"\nport {port}\n",
+        testbin("xy-test-mcp").display()
+    );
+    let (_d, gw) = start("", &[("web", web), ("alpha", server(""))]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&url, era);
+        // xy lists the HTTP server a moment after it runs.
+        wait_for("web's tool in the aggregate", DEADLINE, || {
+            names(&c.result("tools/list", json!({}))).contains(&"web__echo".to_owned())
+        });
+        let r = c.result(
+            "tools/call",
+            json!({"name": "web__echo", "arguments": {"text": "through"}}),
+        );
+        assert_eq!(text(&r), "through", "{r}");
+    }
+}

@@ -325,7 +325,9 @@ async fn read_answer(
         buf.extend_from_slice(&d);
         while let Some(end) = event_end(&buf) {
             let event = buf.split_to(end);
-            let Some(data) = event_data(&event) else {
+            // No data, or empty data (a priming event, rmcp's `data: `
+            // before its answer): nothing to read.
+            let Some(data) = event_data(&event).filter(|d| !d.is_empty()) else {
                 continue;
             };
             let msg = parse(server, &data)?;
