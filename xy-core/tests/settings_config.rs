@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use xy_core::config::{DEFAULT_GATEWAY_PORT, load};
+use xy_core::config::{AggregateMode, DEFAULT_GATEWAY_PORT, load, parse_settings};
 use xy_core::firewall::FirewallMode;
 use xy_core::protocol::DiagnosticKind;
 
@@ -113,4 +113,44 @@ fn search_model_is_an_absolute_path() {
     let errs = parse_settings(file, "search {\n    modle \"/m\"\n}\n").unwrap_err();
     assert_eq!(errs.diagnostics[0].kind, DiagnosticKind::UnknownNode);
     assert!(parse_settings(file, "search {\n    model \"/a\"\n    model \"/b\"\n}\n").is_err());
+}
+
+#[test]
+fn aggregate_profiles_and_the_default_mode_are_read() {
+    let s = parse_settings(
+        Path::new("/c/xy.kdl"),
+        "aggregate { mode \"search\"; }\nprofile \"cursor\" {\n  servers \"a\" \"b\"\n  \
+         mode \"full\"\n}\nprofile \"all\" { }\n",
+    )
+    .unwrap();
+    assert_eq!(s.aggregate.mode, AggregateMode::Search);
+    let c = &s.aggregate.profiles["cursor"];
+    assert_eq!(
+        c.servers.as_deref(),
+        Some(&["a".to_owned(), "b".to_owned()][..])
+    );
+    assert_eq!(c.mode, Some(AggregateMode::Full));
+    assert_eq!(s.aggregate.profiles["all"].servers, None);
+    assert_eq!(s.aggregate.profiles["all"].mode, None);
+}
+
+#[test]
+fn aggregate_mistakes_name_their_place() {
+    let e = parse_settings(
+        Path::new("/c/xy.kdl"),
+        "profile \"p\" {\n  mode \"serch\"\n}\nprofile \"p\" { }\nprofile \"a/b\" { }\n\
+         profile \"q\" { server \"x\" }\n",
+    )
+    .unwrap_err();
+    let d = &e.diagnostics;
+    assert_eq!(d.len(), 4, "{d:#?}");
+    assert_eq!((d[0].line, d[0].column), (2, 8));
+    assert_eq!(d[0].help.as_deref(), Some("did you mean \"search\"?"));
+    assert_eq!(d[1].line, 4);
+    assert!(
+        d[2].message.contains("not a valid profile name"),
+        "{:?}",
+        d[2]
+    );
+    assert_eq!(d[3].help.as_deref(), Some("did you mean servers?"));
 }
