@@ -262,13 +262,24 @@ pub(crate) fn install(
 /// §25: `@executeautomation/database-server`'s sqlite3 crash-looped).
 /// Names, not paths: `node_modules/a/node_modules/b` is `b`.
 fn with_install_scripts(lock: &str) -> Vec<String> {
+    let mut names: Vec<String> = install_script_packages(lock)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    names.dedup();
+    names
+}
+
+/// The lockfile's packages with an install script, as sorted
+/// `(name, version)` pairs (`latest` where the lockfile has no version).
+fn install_script_packages(lock: &str) -> Vec<(String, String)> {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(lock) else {
         return Vec::new();
     };
     let Some(packages) = v.get("packages").and_then(|p| p.as_object()) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = packages
+    let mut out: Vec<(String, String)> = packages
         .iter()
         .filter(|(k, p)| {
             !k.is_empty()
@@ -276,15 +287,20 @@ fn with_install_scripts(lock: &str) -> Vec<String> {
                     .and_then(serde_json::Value::as_bool)
                     == Some(true)
         })
-        .map(|(k, _)| {
-            k.rsplit_once("node_modules/")
-                .map_or(k.as_str(), |(_, n)| n)
-                .to_owned()
+        .map(|(k, p)| {
+            let name = k
+                .rsplit_once("node_modules/")
+                .map_or(k.as_str(), |(_, n)| n);
+            let version = p
+                .get("version")
+                .and_then(|v| v.as_str())
+                .unwrap_or("latest");
+            (name.to_owned(), version.to_owned())
         })
         .collect();
-    names.sort();
-    names.dedup();
-    names
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// A package of the resolved tree with an install script (D221).
@@ -425,34 +441,10 @@ fn native_manifest(text: &str) -> bool {
 
 /// [`with_install_scripts`] as `name@version`, for `npm view`.
 fn with_install_scripts_versions(lock: &str) -> Vec<String> {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(lock) else {
-        return Vec::new();
-    };
-    let Some(packages) = v.get("packages").and_then(|p| p.as_object()) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = packages
-        .iter()
-        .filter(|(k, p)| {
-            !k.is_empty()
-                && p.get("hasInstallScript")
-                    .and_then(serde_json::Value::as_bool)
-                    == Some(true)
-        })
-        .map(|(k, p)| {
-            let name = k
-                .rsplit_once("node_modules/")
-                .map_or(k.as_str(), |(_, n)| n);
-            let version = p
-                .get("version")
-                .and_then(|v| v.as_str())
-                .unwrap_or("latest");
-            format!("{name}@{version}")
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+    install_script_packages(lock)
+        .into_iter()
+        .map(|(name, version)| format!("{name}@{version}"))
+        .collect()
 }
 
 /// The dependency npm's `--before` found no version of: npm says `No
