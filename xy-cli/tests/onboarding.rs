@@ -882,6 +882,15 @@ fn a_denial_in_an_http_servers_tool_result_is_explained_by_status() {
     std::fs::create_dir_all(script.parent().unwrap()).unwrap();
     std::fs::write(&script, SAVING_HTTP_SERVER).unwrap();
     let p = free_port();
+    // A gateway of its own: the default port is one per machine, and the
+    // other tests' daemons (`Home::new` writes no xy.kdl) race for it.
+    let gw = free_port();
+    std::fs::create_dir_all(h.config_dir()).unwrap();
+    std::fs::write(
+        h.config_dir().parent().unwrap().join("xy.kdl"),
+        format!("gateway {{ port {gw}; }}\nconsole {{ port 0; }}\n"),
+    )
+    .unwrap();
     h.write_config(
         "web",
         &format!(
@@ -907,14 +916,17 @@ fn a_denial_in_an_http_servers_tool_result_is_explained_by_status() {
         .and_then(|e| e["gateway_url"].as_str().map(str::to_owned))
         .expect("a gateway URL");
     let client = r#"
-import json, sys, urllib.request
+import json, sys, urllib.error, urllib.request
 url = sys.argv[1]
 def post(m):
     req = urllib.request.Request(url, data=json.dumps(m).encode(), method="POST", headers={
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2025-06-18"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        body = r.read().decode()
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read().decode()
+    except urllib.error.HTTPError as e:
+        sys.exit(f"{url}: {m.get('method')}: HTTP {e.code}: {e.read().decode()}")
     for line in body.splitlines():
         if line.startswith("data:"): body = line[5:]
     return body

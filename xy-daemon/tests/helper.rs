@@ -447,8 +447,8 @@ impl Client {
     }
 }
 
-/// A TCP port nobody listens on right now (the kernel's pick), never one
-/// handed out before in this test process.
+/// A TCP port nobody listens on right now, outside the kernel's ephemeral
+/// range, never one handed out before in this test process.
 pub(crate) fn free_port() -> u16 {
     xy_testbins::locate::free_port()
 }

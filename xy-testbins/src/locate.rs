@@ -65,19 +65,32 @@ pub fn xyd() -> PathBuf {
 }
 
 /// A port nothing listens on right now, never handed out before in this
-/// process: the kernel may give a released ephemeral port out again at
-/// once, and two servers of one test config must not share a port.
+/// process. It is drawn from below the kernel's ephemeral range (Linux
+/// 32768–60999, macOS 49152–65535): a port the kernel handed out and took
+/// back can be handed out again at once — to a test daemon's gateway bound
+/// to port 0, or as the source port of a connection — before the test's
+/// child binds it, and the child then crash-loops while xy probes whoever
+/// holds the port.
 pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
     static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    const RANGE: std::ops::Range<u16> = 20_000..32_000;
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("bind an ephemeral port")
-            .port();
-        if !given.contains(&port) {
+    // `RandomState` is seeded per instance: a random start per call
+    // without a dependency, so parallel test processes rarely probe alike.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    let span = RANGE.end - RANGE.start;
+    let start = (h.finish() % u64::from(span)) as u16;
+    for i in 0..span {
+        let port = RANGE.start + (start + i) % span;
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             given.push(port);
             return port;
         }
     }
+    panic!("no free port in {RANGE:?}");
 }

@@ -10,13 +10,7 @@ use xy_testbins::interop::{self, Interop};
 
 use crate::helper::Proc;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use xy_testbins::locate::free_port;
 
 /// POSTs `body` with curl-free std HTTP until the server answers (it may
 /// still be importing), returning the JSON-RPC answer.
