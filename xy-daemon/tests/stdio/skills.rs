@@ -20,7 +20,7 @@ use super::{stdio_config, url};
 use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_some};
 
 /// 2 skills (one with a second file) and 2 apps (one with a CSP).
-fn fixture(dir: &Path) {
+pub(super) fn fixture(dir: &Path) {
     let w = |p: &str, text: &str| {
         let p = dir.join(p);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -49,7 +49,7 @@ fn fixture(dir: &Path) {
     );
 }
 
-fn write(dir: &Path, p: &str, text: &str) {
+pub(super) fn write(dir: &Path, p: &str, text: &str) {
     let p = dir.join(p);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     let tmp = p.with_extension("tmp~");
@@ -68,7 +68,7 @@ fn skills_config(dir: &Path, era: &str, port: u16, extra: &str) -> String {
 }
 
 /// The child spoken to straight, on its stdio.
-struct Direct {
+pub(super) struct Direct {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -79,13 +79,19 @@ struct Direct {
 impl Direct {
     /// The child speaking `child_era` (`both`, `2026`), spoken to in `era`.
     fn start(dir: &Path, child_era: &str, era: Era) -> Direct {
-        let mut child = Command::new(testbin("xy-test-skills"))
-            .args(["--dir", &dir.display().to_string(), "--era", child_era])
+        let args = ["--dir", &dir.display().to_string(), "--era", child_era].map(str::to_owned);
+        Direct::spawn(&testbin("xy-test-skills"), &args, era)
+    }
+
+    /// `program args…` spoken to in `era`.
+    pub(super) fn spawn(program: &Path, args: &[String], era: Era) -> Direct {
+        let mut child = Command::new(program)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn xy-test-skills");
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut d = Direct {
@@ -107,7 +113,7 @@ impl Direct {
         d
     }
 
-    fn raw(&mut self, method: &str, mut params: Value) -> String {
+    pub(super) fn raw(&mut self, method: &str, mut params: Value) -> String {
         self.id += 1;
         if self.era == Era::V2026 {
             params["_meta"] = json!({
@@ -139,21 +145,28 @@ impl Drop for Direct {
     }
 }
 
-/// The text of an answer's `result` member as written (the SDK writes
-/// `jsonrpc`, `id`, then `result`, last).
+/// The text of an answer's `result` member as written (rmcp writes it
+/// last, the TypeScript SDK first).
 #[track_caller]
-fn result_text(line: &str) -> &str {
+pub(super) fn result_text(line: &str) -> &str {
     let at = line
         .find("\"result\":")
-        .unwrap_or_else(|| panic!("no result in {line}"));
-    &line[at + 9..line.len() - 1]
+        .unwrap_or_else(|| panic!("no result in {line}"))
+        + 9;
+    let rest = &line[at..];
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    values
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no result value in {line}"));
+    rest[..values.byte_offset()].trim()
 }
 
 /// The era's envelope of a result (SPEC §27).
-const ENVELOPE: [&str; 4] = ["resultType", "ttlMs", "cacheScope", "_meta"];
+pub(super) const ENVELOPE: [&str; 4] = ["resultType", "ttlMs", "cacheScope", "_meta"];
 
 /// A result without the era's envelope.
-fn unenveloped(line: &str) -> Value {
+pub(super) fn unenveloped(line: &str) -> Value {
     let mut v: Value = serde_json::from_str(result_text(line)).unwrap();
     if let Some(m) = v.as_object_mut() {
         for k in ENVELOPE {
@@ -189,7 +202,7 @@ fn reads(direct: &mut Direct) -> Vec<(&'static str, Value)> {
 }
 
 /// The envelope members a result has.
-fn envelope(line: &str) -> Vec<&'static str> {
+pub(super) fn envelope(line: &str) -> Vec<&'static str> {
     let v: Value = serde_json::from_str(result_text(line)).unwrap();
     ENVELOPE
         .into_iter()
@@ -298,7 +311,7 @@ fn relist(d: &TestDaemon, n: usize) -> Vec<(String, String)> {
     })
 }
 
-fn held(items: &[(String, String)]) -> Vec<&(String, String)> {
+pub(super) fn held(items: &[(String, String)]) -> Vec<&(String, String)> {
     items.iter().filter(|(_, s)| s != "approved").collect()
 }
 
