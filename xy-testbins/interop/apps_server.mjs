@@ -89,7 +89,7 @@ if (httpPort === undefined) {
       headers: req.headers,
       body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
     });
-    const response = await handler(request);
+    const response = await handler.fetch(request);
     res.writeHead(response.status, Object.fromEntries(response.headers));
     if (response.body) {
       for await (const chunk of response.body) res.write(chunk);

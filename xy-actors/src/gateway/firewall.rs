@@ -206,8 +206,9 @@ impl Exchange {
                 if changed && let Some(r) = &self.relist {
                     r.notify_one();
                 }
-                self.verdicts.filter(kind, result);
-                true
+                // The child's bytes go on unless something was held back
+                // (SPEC §27: tools' `_meta.ui` byte for byte).
+                self.verdicts.filter(kind, result) > 0
             }
             "resources/list" | "skills/list" => {
                 let Some(result) = msg.get_mut("result") else {

@@ -66,6 +66,17 @@ fn listed(d: &TestDaemon, name: &str) {
     });
     assert!(held(&items).is_empty(), "{name}: {items:?}");
     assert!(items.iter().any(|(n, _)| n == CLOCK), "{items:?}");
+    // Pinned by their content: read, not "unreadable when xy listed it".
+    let r = d.result("tools", Some(json!({ "name": name })));
+    for item in r["resources"].as_array().unwrap() {
+        assert!(
+            item["title"]
+                .as_str()
+                .unwrap_or("")
+                .contains("bytes, sha256"),
+            "{name}: {item}"
+        );
+    }
     assert!(
         items.iter().any(|(n, _)| n == "skill://greet/reference.md"),
         "{items:?}"
@@ -161,14 +172,16 @@ fn uris(c: &mut Mcp, method: &str, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// A read xy refuses: held back on a server's endpoint; not offered at
+/// all (`-32002`) by the `aggregate`.
 #[track_caller]
-fn refused(c: &mut Mcp, uri: &str) {
+fn refused(c: &mut Mcp, uri: &str, aggregate: bool) {
     let r = c.request("resources/read", json!({ "uri": uri }));
     let e = &r.response()["error"];
     assert!(
         e["message"]
             .as_str()
-            .is_some_and(|m| m.contains("held back")),
+            .is_some_and(|m| m.contains("held back") || (aggregate && e["code"] == -32002)),
         "resources/read {uri}: {r:?}"
     );
 }
@@ -242,8 +255,8 @@ fn app_only_stays_out_of_model_lists(d: &TestDaemon, gw: u16, name: &str, endpoi
 }
 
 /// The app's HTML changes; xy's next listing holds it back on `endpoints`
-/// until approved, then the new HTML passes.
-fn changed_html_is_held(d: &TestDaemon, dir: &Path, name: &str, endpoints: &[String]) {
+/// (`true`: the aggregate) until approved, then the new HTML passes.
+fn changed_html_is_held(d: &TestDaemon, dir: &Path, name: &str, endpoints: &[(String, bool)]) {
     write(
         dir,
         "apps/clock.html",
@@ -255,14 +268,14 @@ fn changed_html_is_held(d: &TestDaemon, dir: &Path, name: &str, endpoints: &[Str
         [&(CLOCK.to_owned(), "changed".to_owned())],
         "{items:?}"
     );
-    for endpoint in endpoints {
+    for (endpoint, aggregate) in endpoints {
         for era in [Era::V2025, Era::V2026] {
             let mut c = Mcp::connected(endpoint, era);
             assert!(
                 !uris(&mut c, "resources/list", "resources").contains(&CLOCK.to_owned()),
                 "{endpoint} {era:?}"
             );
-            refused(&mut c, CLOCK);
+            refused(&mut c, CLOCK, *aggregate);
             // The other app is untouched.
             let r = c.result("resources/read", json!({"uri": "ui://chart/view.html"}));
             assert!(r["contents"][0]["text"].as_str().unwrap().contains("Chart"));
@@ -273,7 +286,7 @@ fn changed_html_is_held(d: &TestDaemon, dir: &Path, name: &str, endpoints: &[Str
         Some(json!({"name": name, "tools": [CLOCK]})),
     );
     assert_eq!(r["approved"], json!([CLOCK]), "{r}");
-    for endpoint in endpoints {
+    for (endpoint, _) in endpoints {
         let mut c = Mcp::connected(endpoint, Era::V2026);
         let r = c.result("resources/read", json!({ "uri": CLOCK }));
         assert!(
@@ -352,5 +365,102 @@ fn the_ext_apps_sdk_on_stdio_passes_through_in_both_eras_and_is_pinned() {
 
     app_only_stays_out_of_model_lists(&d, gw, "apps", &url(both));
     app_only_stays_out_of_model_lists(&d, gw, "apps", &gateway(gw, "apps"));
-    changed_html_is_held(&d, &dir, "apps", &[url(both), gateway(gw, "apps")]);
+    changed_html_is_held(
+        &d,
+        &dir,
+        "apps",
+        &[(url(both), false), (gateway(gw, "apps"), false)],
+    );
+}
+
+/// The SDK's server over streamable HTTP on its own port.
+struct Http(std::process::Child);
+
+impl Http {
+    fn start(sdk: &AppsServer, dir: &Path, port: u16) -> Http {
+        let (node, args) = sdk.http_command(dir, "both", port);
+        let child = std::process::Command::new(node)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn the SDK's HTTP server");
+        wait_for("the SDK's HTTP server listens", DEADLINE, || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        Http(child)
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An HTTP server's config: xy runs `node apps_server.mjs --http PORT`
+/// and proxies its port.
+fn http_config(sdk: &AppsServer, dir: &Path, port: u16) -> String {
+    let (node, args) = sdk.http_command(dir, "both", port);
+    let args = args
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "command {:?}\nargs {args}\nport {port}\nstop {{\n    grace \"2s\"\n}}\n",
+        node.display().to_string()
+    )
+}
+
+#[test]
+fn the_ext_apps_sdk_over_http_passes_the_gateway_in_both_eras_and_is_pinned() {
+    let Some(sdk) = sdk("the_ext_apps_sdk_over_http_passes_the_gateway_in_both_eras_and_is_pinned")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let dir = env.state_dir().join("fixture");
+    fixture(&dir);
+    let (gw, own, ours) = (free_port(), free_port(), free_port());
+    let d = daemon(env, gw, &[("apph", http_config(&sdk, &dir, own))]);
+    listed(&d, "apph");
+    let _direct = Http::start(&sdk, &dir, ours);
+    let direct_url = format!("http://127.0.0.1:{ours}/mcp");
+    let agg = format!("http://127.0.0.1:{gw}/mcp");
+    for era in [Era::V2025, Era::V2026] {
+        let mut direct = Mcp::connected(&direct_url, era);
+        let reads = reads(|m, p| direct.raw(m, p));
+        let mut via = Mcp::connected(&gateway(gw, "apph"), era);
+        same_bytes(
+            &reads,
+            |m, p| direct.raw(m, p),
+            &mut via,
+            &format!("gateway {era:?}"),
+        );
+        // The aggregate routes every skill file and app read to the server
+        // and answers as itself (its 2025 session with the server, its own
+        // envelope): the same value.
+        let files: Vec<(&'static str, Value)> = reads
+            .iter()
+            .filter(|(m, _)| *m == "resources/read")
+            .cloned()
+            .collect();
+        let mut via = Mcp::connected(&agg, era);
+        same_value(
+            &files,
+            |m, p| direct.raw(m, p),
+            &mut via,
+            &format!("aggregate {era:?}"),
+            |_, b| era == Era::V2025 || b.contains(&"resultType"),
+        );
+    }
+    app_only_stays_out_of_model_lists(&d, gw, "apph", &gateway(gw, "apph"));
+    changed_html_is_held(
+        &d,
+        &dir,
+        "apph",
+        &[(gateway(gw, "apph"), false), (agg, true)],
+    );
 }
