@@ -201,6 +201,13 @@ pub fn pins_uri(uri: &str) -> bool {
     uri.starts_with("skill://") || uri.starts_with("ui://")
 }
 
+/// Whether a pinned resource's name is a URI template's
+/// (`resources/templates/list`) rather than a URI: RFC 6570 expressions
+/// are in braces, which a URI cannot hold.
+pub fn is_template(name: &str) -> bool {
+    name.contains('{')
+}
+
 /// What the user decided about one kind of item of one server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Approvals {
@@ -230,6 +237,10 @@ pub struct Policy {
     /// pinned: an approved digest of the object without `_meta` still
     /// approves it, once (the ledger is rewritten with the new digest).
     pub legacy: bool,
+    /// xy pinned `skill://` and `ui://` resource templates of this server
+    /// before. `false` for a ledger from before they were pinned: their
+    /// first listing is a first listing.
+    pub templates_seen: bool,
     /// The tools other servers list: by name, each server listing one and
     /// the digest of its definition there. The same name with another
     /// definition is shadowing.
@@ -331,9 +342,11 @@ pub fn decide(policy: &Policy, kind: Kind, object: &Value) -> Decision {
     if !reasons.is_empty() {
         return held(ToolState::Flagged, reasons);
     }
-    // A ledger from before resources were pinned has seen none of them:
-    // its first listing of them is a first listing.
-    let seen = policy.seen && !(policy.legacy && kind == Kind::Resource);
+    // A ledger from before resources (or their templates) were pinned has
+    // seen none of them: its first listing of them is a first listing.
+    let seen = policy.seen
+        && !(policy.legacy && kind == Kind::Resource)
+        && !(kind == Kind::Resource && is_template(name) && !policy.templates_seen);
     match (policy.mode, approved, seen) {
         (FirewallMode::Review, _, _) => held(
             ToolState::Pending,

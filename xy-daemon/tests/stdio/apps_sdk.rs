@@ -25,8 +25,8 @@ use crate::helper::{DEADLINE, Env, TestDaemon, free_port, wait_for, wait_some};
 /// The clock app, whose helper `clock_poll` is app-only.
 const CLOCK: &str = "ui://clock/view.html";
 /// Tools (`show_*` and `*_poll` per app) and pinned resources (3 skill
-/// files, 2 apps).
-const ITEMS: usize = 4 + 5;
+/// files, 2 apps, the SDK's `skill://{+path}` template).
+const ITEMS: usize = 4 + 5 + 1;
 
 fn sdk(test: &str) -> Option<AppsServer> {
     match interop::apps_server() {
@@ -68,7 +68,8 @@ fn listed(d: &TestDaemon, name: &str) {
     assert!(items.iter().any(|(n, _)| n == CLOCK), "{items:?}");
     // Pinned by their content: read, not "unreadable when xy listed it".
     let r = d.result("tools", Some(json!({ "name": name })));
-    for item in r["resources"].as_array().unwrap() {
+    let resources = r["resources"].as_array().unwrap().iter();
+    for item in resources.filter(|r| r["name"] != "skill://{+path}") {
         assert!(
             item["title"]
                 .as_str()

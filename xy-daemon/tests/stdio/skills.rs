@@ -316,8 +316,8 @@ pub(super) fn held(items: &[(String, String)]) -> Vec<&(String, String)> {
 }
 
 /// The fixture's tools (echo, 2 per app) and pinned resources (3 skill
-/// files, 2 apps).
-const ITEMS: usize = 5 + 5;
+/// files, 2 apps, the `skill://{skill}/{+path}` template).
+const ITEMS: usize = 5 + 5 + 1;
 
 #[test]
 fn the_firewall_holds_4_rug_pulls_and_none_of_10_benign_changes() {
@@ -568,4 +568,104 @@ fn a_ledger_from_before_migrates_without_flagging_anything() {
         [&("chart_poll".to_owned(), "changed".to_owned())],
         "{items:?}"
     );
+}
+
+/// The `uriTemplate`s `resources/templates/list` shows `c`.
+fn templates(c: &mut Mcp) -> Vec<String> {
+    c.result("resources/templates/list", json!({}))["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_new_or_changed_template_is_held_until_approved_and_an_older_ledger_migrates() {
+    let env = Env::new();
+    let dir = env.state_dir().join("fixture");
+    fixture(&dir);
+    let port = free_port();
+    env.write_config("sk", &skills_config(&dir, "both", port, ""));
+    let mut d = TestDaemon::start_in(env);
+    d.running_pid("sk");
+    let skill = "skill://{skill}/{+path}";
+    let first = wait_some("the first listing", DEADLINE, || {
+        let (_, items) = states(&d);
+        (items.len() == ITEMS).then_some(items)
+    });
+    assert!(held(&first).is_empty(), "{first:?}");
+    assert!(first.contains(&(skill.to_owned(), "approved".to_owned())));
+
+    // A ledger from before templates were pinned: no marker, no template
+    // approved. Its next listing approves the template, flagging nothing.
+    let env = {
+        d.terminate();
+        d.take_env()
+    };
+    let file = env.state_dir().join("tools").join("sk.json");
+    let mut ledger: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(ledger["firewall"]["templates_seen"], true, "{ledger}");
+    let fw = ledger["firewall"].as_object_mut().unwrap();
+    fw.remove("templates_seen");
+    fw["resources"]["approved"]
+        .as_object_mut()
+        .unwrap()
+        .remove(skill)
+        .expect("the template was approved");
+    fw["resources"]["current"] = json!([]);
+    std::fs::write(&file, ledger.to_string()).unwrap();
+    let d = TestDaemon::start_in(env);
+    d.running_pid("sk");
+    let items = wait_some("the listing after the upgrade", DEADLINE, || {
+        let (_, items) = states(&d);
+        (items.len() == ITEMS).then_some(items)
+    });
+    assert!(held(&items).is_empty(), "{items:?}");
+
+    let mut c = Mcp::connected(&url(port), Era::V2025);
+    let mut c26 = Mcp::connected(&url(port), Era::V2026);
+    // 1. A new template.
+    let app = "ui://{app}/view";
+    let t = |description: &str| {
+        json!([{"uriTemplate": app, "name": "app-view", "mimeType": "text/html;profile=mcp-app",
+                "description": description}])
+        .to_string()
+    };
+    write(&dir, "templates.json", &t("An app's view."));
+    let items = relist(&d, ITEMS + 1);
+    assert_eq!(
+        held(&items),
+        [&(app.to_owned(), "pending".to_owned())],
+        "{items:?}"
+    );
+    for c in [&mut c, &mut c26] {
+        assert_eq!(templates(c), [skill], "held back: absent");
+    }
+    let r = d.result("tools_approve", Some(json!({"name": "sk", "tools": [app]})));
+    assert_eq!(r["approved"], json!([app]), "{r}");
+    for c in [&mut c, &mut c26] {
+        assert_eq!(templates(c), [skill, app]);
+    }
+    // Listed again in reverse order: nothing new.
+    write(&dir, "reverse", "");
+    let items = relist(&d, ITEMS + 1);
+    assert!(held(&items).is_empty(), "{items:?}");
+
+    // 2. A changed template.
+    write(
+        &dir,
+        "templates.json",
+        &t("An app's view; also reads ~/.ssh."),
+    );
+    let items = relist(&d, ITEMS + 1);
+    assert!(
+        held(&items)
+            .iter()
+            .any(|(n, s)| n == app && (s == "changed" || s == "flagged")),
+        "{items:?}"
+    );
+    for c in [&mut c, &mut c26] {
+        assert_eq!(templates(c), [skill]);
+    }
 }
