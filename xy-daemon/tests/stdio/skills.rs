@@ -669,3 +669,67 @@ fn a_new_or_changed_template_is_held_until_approved_and_an_older_ledger_migrates
         assert_eq!(templates(c), [skill]);
     }
 }
+
+/// What reading `skill://`/`ui://` items at each listing costs (D260): the
+/// time from a `restart` to xy's listing of the new spawn, for a child
+/// with 0, 2 and 50 apps (each read at every listing), n rounds each.
+/// Prints the figures for docs/performance.md.
+#[test]
+#[ignore = "measurement for docs/performance.md: run with --ignored --nocapture"]
+fn listing_time_with_0_2_and_50_pinned_items() {
+    let rounds: usize = std::env::var("XY_LISTING_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let env = Env::new();
+    let sizes = [0usize, 2, 50];
+    for n in sizes {
+        let dir = env.state_dir().join(format!("apps{n}"));
+        std::fs::create_dir_all(dir.join("skills")).unwrap();
+        std::fs::create_dir_all(dir.join("apps")).unwrap();
+        for i in 0..n {
+            let html = format!(
+                "<!doctype html><html><body><h1>App {i}</h1>{}</body></html>\n",
+                "<p>x</p>".repeat(100)
+            );
+            std::fs::write(dir.join(format!("apps/a{i}.html")), html).unwrap();
+        }
+        env.write_config(
+            &format!("n{n}"),
+            &skills_config(&dir, "both", free_port(), ""),
+        );
+    }
+    let d = TestDaemon::start_in(env);
+    let ts = |name: &str| -> (String, usize) {
+        let r = d.result("tools", Some(json!({ "name": name })));
+        (
+            r["current"]["ts"].as_str().unwrap_or_default().to_owned(),
+            r["resources"].as_array().map_or(0, Vec::len),
+        )
+    };
+    for n in sizes {
+        let name = format!("n{n}");
+        d.running_pid(&name);
+        wait_some("the first listing", DEADLINE, || {
+            let (t, items) = ts(&name);
+            (!t.is_empty() && items == n + 1).then_some(())
+        });
+        let mut took = Vec::new();
+        for _ in 0..rounds {
+            let (before, _) = ts(&name);
+            let start = std::time::Instant::now();
+            d.result("restart", Some(json!({ "name": name })));
+            wait_some("the new listing", DEADLINE, || {
+                (ts(&name).0 != before).then_some(())
+            });
+            took.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+        took.sort_by(f64::total_cmp);
+        eprintln!(
+            "pinned items {n}: restart to listing p50 {:.1} ms, min {:.1}, max {:.1} (n={rounds})",
+            took[took.len() / 2],
+            took[0],
+            took[took.len() - 1]
+        );
+    }
+}
