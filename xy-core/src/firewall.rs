@@ -452,6 +452,21 @@ mod tests {
     }
 
     #[test]
+    fn a_template_is_a_first_listing_only_until_templates_were_seen() {
+        let t = json!({"name": "ui://{app}/view", "template": {"uriTemplate": "ui://{app}/view"}});
+        let mut p = pin();
+        p.seen = true;
+        // A ledger from before templates were pinned: approved.
+        assert_eq!(decide(&p, Kind::Resource, &t).state, ToolState::Approved);
+        // Since: a new template waits; a new file does too, marker or not.
+        p.templates_seen = true;
+        assert_eq!(decide(&p, Kind::Resource, &t).state, ToolState::Pending);
+        p.templates_seen = false;
+        let f = json!({"name": "ui://clock", "sha256": "ab"});
+        assert_eq!(decide(&p, Kind::Resource, &f).state, ToolState::Pending);
+    }
+
+    #[test]
     fn a_legacy_ledger_approves_an_unchanged_app_tool_once() {
         let t = json!({"name": "poll", "_meta": {"ui": {"resourceUri": "ui://a", "visibility": ["app"]}}});
         let mut p = pin();

@@ -237,6 +237,27 @@ mod tests {
     }
 
     #[test]
+    fn skill_and_ui_templates_are_pinned_by_uri_template_without_volatile_meta() {
+        let mut l = listing();
+        l.resource_templates = Some(vec![
+            json!({"uriTemplate": "ui://{app}/view", "name": "v", "description": "A view.",
+                   "_meta": {"ui": {"csp": {}}, "trace": 1}}),
+            json!({"uriTemplate": "file:///{path}", "name": "f"}),
+        ]);
+        let a = items(&l);
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[0]["name"], "ui://{app}/view");
+        assert!(xy_core::firewall::is_template("ui://{app}/view"));
+        assert_eq!(a[0]["description"], "A view.");
+        assert_eq!(a[0]["ui"], json!({"csp": {}}));
+        // Volatile `_meta` changes nothing; the description does.
+        l.resource_templates.as_mut().unwrap()[0]["_meta"]["trace"] = json!(2);
+        assert_eq!(digest(&items(&l)[0]), digest(&a[0]));
+        l.resource_templates.as_mut().unwrap()[0]["description"] = json!("A view!");
+        assert_ne!(digest(&items(&l)[0]), digest(&a[0]));
+    }
+
+    #[test]
     fn the_object_pins_content_csp_and_frontmatter_not_volatile_meta() {
         let mut l = listing();
         l.reads = vec![
