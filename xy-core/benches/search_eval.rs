@@ -339,26 +339,7 @@ fn run_sweep(docs: &[ToolDoc], tune: &[&Task], held: &[&Task], model: Option<&St
         }
     };
     let mut grid = Vec::new();
-    if std::env::args().any(|a| a == "--rrf") {
-        // Reciprocal-rank fusion instead of scaled scores (D286).
-        let embeddings: &[f32] = if model.is_some() {
-            &[0.5, 1.0, 2.0]
-        } else {
-            &[0.0]
-        };
-        for rrf in [10.0, 30.0, 60.0] {
-            for server in [0.0, 0.25, 0.5, 1.0] {
-                for &embedding in embeddings {
-                    grid.push(Weights {
-                        rrf,
-                        server,
-                        embedding,
-                        ..base.clone()
-                    });
-                }
-            }
-        }
-    } else if model.is_some() {
+    if model.is_some() {
         // With a model, only the fusion weights move; BM25's stay as tuned.
         for embedding in [0.5, 1.0, 2.0, 4.0, 8.0] {
             for server in [0.0, 0.25, 0.5, 1.0] {

@@ -103,10 +103,6 @@ pub struct Weights {
     pub server: f32,
     /// How much the embedding's cosine adds, when a model is loaded.
     pub embedding: f32,
-    /// Reciprocal-rank fusion's constant: 0 fuses the scaled scores
-    /// (the default); above 0 each ranking (tool, server, cosine) adds
-    /// its weight × 1 / (rrf + rank) instead (tried, D286).
-    pub rrf: f32,
 }
 
 impl Default for Weights {
@@ -117,7 +113,6 @@ impl Default for Weights {
             b: [0.5, 0.5, 0.75, 0.75, 0.0, 0.75],
             server: 0.5,
             embedding: 2.0,
-            rrf: 0.0,
         }
     }
 }
@@ -308,20 +303,10 @@ impl Index {
             }
             c
         });
-        let w = &self.weights;
-        let (tool, server_scores, cosines) = if w.rrf > 0.0 {
-            let c = cosines.map(|c| reciprocal_ranks(&c, w.rrf));
-            (
-                reciprocal_ranks(&tool, w.rrf),
-                reciprocal_ranks(&server_scores, w.rrf),
-                c,
-            )
-        } else {
-            (tool, server_scores, cosines)
-        };
         let max_tool = tool.iter().copied().fold(0f32, f32::max);
         let max_server = server_scores.iter().copied().fold(0f32, f32::max);
 
+        let w = &self.weights;
         let mut hits: Vec<Hit> = (0..self.docs.len())
             .filter(|&d| only.is_none_or(|s| self.doc_server[d] == s))
             .filter_map(|d| {
@@ -410,22 +395,6 @@ fn head(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// Each score replaced by 1 / (k + its rank), rank 1 the best; a score of
-/// 0 (nothing matched) stays 0. Ties share the better rank.
-fn reciprocal_ranks(scores: &[f32], k: f32) -> Vec<f32> {
-    let mut order: Vec<usize> = (0..scores.len()).filter(|&i| scores[i] > 0.0).collect();
-    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
-    let mut out = vec![0f32; scores.len()];
-    let mut rank = 0;
-    for (pos, &i) in order.iter().enumerate() {
-        if pos == 0 || scores[i] < scores[order[pos - 1]] {
-            rank = pos + 1;
-        }
-        out[i] = 1.0 / (k + rank as f32);
-    }
-    out
 }
 
 /// BM25's inverse document frequency (the always-positive form).
