@@ -66,6 +66,12 @@ fn main() {
         tasks.iter().partition(|t| t.id.as_bytes()[0] < b'8');
     let rss_before = rss_kib();
     let model = model.map(|m| StaticEmbeddings::load(&m).expect("the model loads"));
+    if let (Some(_), Some(before), Some(after)) = (&model, rss_before, rss_kib()) {
+        println!(
+            "resident memory added by loading the model: {:.1} MiB",
+            after.saturating_sub(before) as f64 / 1024.0
+        );
+    }
 
     if sweep {
         return run_sweep(&docs, &tune, &held, model.as_ref());
