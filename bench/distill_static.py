@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--static", action="store_true", help="the input is already a static model: only --truncate / --dims / --dtype apply")
     ap.add_argument("--truncate", type=int, default=0, help="keep the first N dimensions (Matryoshka-trained models such as WordLlama)")
+    ap.add_argument("--pool", choices=["mean", "token"], default="mean", help="mean of [CLS] token [SEP]'s outputs, or the token's own")
     ap.add_argument("--cache", type=Path, help="keep the encoder's raw output here (.npy) to try settings")
     args = ap.parse_args()
 
@@ -138,7 +139,8 @@ def main():
         for start in range(0, n, args.batch):
             ids = np.arange(start, min(n, start + args.batch))
             batch = np.stack([np.full_like(ids, cls), ids, np.full_like(ids, sep)], 1)
-            out[ids] = encode(w, batch, args.heads).mean(1)
+            hidden = encode(w, batch, args.heads)
+            out[ids] = hidden.mean(1) if args.pool == "mean" else hidden[:, 1]
             print(f"\r{min(n, start + args.batch)}/{n}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
         if args.cache:
