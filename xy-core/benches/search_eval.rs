@@ -7,6 +7,10 @@
 //!   `--instructions`  also index the benchmark's server descriptions as
 //!                     the servers' instructions (a variant, not the figure)
 //!   `--sweep`         grid-search weights on the tuning split only
+//!   `--misses`        what the tuning split misses, task by task
+//!
+//! The last line, `figures: {json}`, carries every figure for
+//! `bench/retrieval.py`, which prints issue 40's from it.
 //!
 //! Definitions (issue 40): a task's needs are its annotated tools found in
 //! the corpus (94 of 95 tasks have one; a name several servers offer counts
