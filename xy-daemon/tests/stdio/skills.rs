@@ -725,11 +725,11 @@ fn listing_time_with_0_2_and_50_pinned_items() {
             took.push(start.elapsed().as_secs_f64() * 1000.0);
         }
         took.sort_by(f64::total_cmp);
-        eprintln!(
+        xy_testbins::out::err(&format!(
             "pinned items {n}: restart to listing p50 {:.1} ms, min {:.1}, max {:.1} (n={rounds})",
             took[took.len() / 2],
             took[0],
             took[took.len() - 1]
-        );
+        ));
     }
 }
