@@ -277,6 +277,15 @@ pub fn shadowing(foreign: &Foreign, name: &str, digest: &str) -> Option<String> 
 }
 
 impl Policy {
+    /// Whether `name` is a resource template this server's ledger has not
+    /// pinned templates for yet: its listing is a first listing.
+    pub fn unseen_template(&self, kind: Kind, name: &str) -> bool {
+        kind == Kind::Resource
+            && is_template(name)
+            && !self.templates_seen
+            && self.mode != FirewallMode::Off
+    }
+
     /// The approvals of `kind`.
     pub fn of(&self, kind: Kind) -> &Approvals {
         match kind {
@@ -346,7 +355,7 @@ pub fn decide(policy: &Policy, kind: Kind, object: &Value) -> Decision {
     // seen none of them: its first listing of them is a first listing.
     let seen = policy.seen
         && !(policy.legacy && kind == Kind::Resource)
-        && !(kind == Kind::Resource && is_template(name) && !policy.templates_seen);
+        && !policy.unseen_template(kind, name);
     match (policy.mode, approved, seen) {
         (FirewallMode::Review, _, _) => held(
             ToolState::Pending,

@@ -310,11 +310,7 @@ impl McpState {
                         a.digest.clone_from(&d.digest);
                     }
                     // Likewise a ledger from before templates were pinned.
-                    let first = first
-                        || (kind == Kind::Resource
-                            && xy_core::firewall::is_template(name)
-                            && !policy.templates_seen
-                            && self.mode != FirewallMode::Off);
+                    let first = first || policy.unseen_template(kind, name);
                     if first
                         && d.state == ToolState::Approved
                         && !section.approved.contains_key(name)
