@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use xy_core::firewall::{FirewallMode, Kind, Policy, ToolState, decide};
 use xy_core::protocol::mcp::{
-    ApprovedVersion, CanonicalJson, ItemLedger, ItemVerdict, LedgerTool, McpStatus, ToolLedger,
-    ToolSnapshot, ToolsResult, diff_tools,
+    ApprovedVersion, CanonicalJson, ChangedItem, ExpectedDigest, ItemLedger, ItemVerdict,
+    LedgerTool, McpStatus, ToolLedger, ToolSnapshot, ToolsResult, diff_tools,
 };
 
 use crate::ledger::{self, Saver};
@@ -33,9 +33,35 @@ pub(crate) struct Held {
     pub(crate) reason: String,
 }
 
-/// A `tools_approve`/`tools_deny` naming what the server does not list.
+/// Why a `tools_approve`/`tools_deny` changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UnknownNames(pub(crate) Vec<String>);
+pub(crate) enum Refused {
+    /// Names the server does not list.
+    Unknown(Vec<String>),
+    /// Items not listed with the digest the caller showed (SPEC §28).
+    Changed(Vec<ChangedItem>),
+}
+
+/// What a `tools_approve` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Approval {
+    /// Items by name, approved as listed now.
+    pub(crate) names: Vec<String>,
+    /// Every held-back item.
+    pub(crate) all: bool,
+    /// Exactly the items listed with these digests, or none if one is not:
+    /// checked and applied in one step of the actor, so no listing lands
+    /// between what the user saw and what is approved.
+    pub(crate) expect: Vec<ExpectedDigest>,
+}
+
+impl Approval {
+    /// Every name it mentions.
+    pub(crate) fn mentioned(&self) -> Vec<String> {
+        let expected = self.expect.iter().map(|e| e.name.clone());
+        self.names.iter().cloned().chain(expected).collect()
+    }
+}
 
 /// A new snapshot whose tools differ from the previous one (or the first
 /// snapshot ever): what the `tools` event reports (SPEC §15).
@@ -471,29 +497,62 @@ impl McpState {
     }
 
     /// Every name is a listed tool or prompt; else the ones that are not.
-    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
+    fn all_listed(&self, names: &[String]) -> Result<(), Refused> {
         let unknown = self.unknown(names);
         if unknown.is_empty() {
             Ok(())
         } else {
-            Err(UnknownNames(unknown))
+            Err(Refused::Unknown(unknown))
         }
     }
 
+    /// The expected items not listed with the digest expected.
+    fn changed(&self, expect: &[ExpectedDigest]) -> Vec<ChangedItem> {
+        let fw = &self.ledger.firewall;
+        let listed = || {
+            fw.tools
+                .current
+                .iter()
+                .chain(&fw.prompts.current)
+                .chain(&fw.resources.current)
+        };
+        expect
+            .iter()
+            .filter_map(|e| {
+                let current: Vec<String> = listed()
+                    .filter(|v| v.name == e.name)
+                    .map(|v| v.digest.clone())
+                    .collect();
+                (!current.contains(&e.digest)).then(|| ChangedItem {
+                    name: e.name.clone(),
+                    expected: e.digest.clone(),
+                    current,
+                })
+            })
+            .collect()
+    }
+
     /// `tools_approve`: approves the named items (tools and prompts of
-    /// that name) as currently listed, or with `all` every held-back one.
-    pub(crate) fn approve(
-        &mut self,
-        names: &[String],
-        all: bool,
-        now: SystemTime,
-    ) -> Result<Vec<String>, UnknownNames> {
-        self.all_listed(names)?;
+    /// that name) as currently listed, or with `all` every held-back one,
+    /// or exactly the items listed with the digests expected (none if one
+    /// is not).
+    pub(crate) fn approve(&mut self, ask: &Approval, now: SystemTime) -> Result<Vec<String>, Refused> {
+        let changed = self.changed(&ask.expect);
+        if !changed.is_empty() {
+            tracing::warn!(server = %self.name, ?changed, "approval refused: not listed as shown");
+            return Err(Refused::Changed(changed));
+        }
+        self.all_listed(&ask.names)?;
         let mut approved = Vec::new();
         for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
             let section = section(&mut self.ledger.firewall, kind);
             for v in &mut section.current {
-                let wanted = names.contains(&v.name) || (all && !v.state.visible());
+                let wanted = ask.names.contains(&v.name)
+                    || (ask.all && !v.state.visible())
+                    || ask
+                        .expect
+                        .iter()
+                        .any(|e| e.name == v.name && e.digest == v.digest);
                 if !wanted {
                     continue;
                 }
@@ -530,7 +589,7 @@ impl McpState {
         &mut self,
         names: &[String],
         now: SystemTime,
-    ) -> Result<Vec<String>, UnknownNames> {
+    ) -> Result<Vec<String>, Refused> {
         self.all_listed(names)?;
         let mut denied = Vec::new();
         for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
@@ -736,6 +795,74 @@ mod tests {
         json!({"name": name, "description": d})
     }
 
+    fn names(n: &[&str]) -> Approval {
+        Approval {
+            names: n.iter().map(|n| (*n).to_owned()).collect(),
+            ..Approval::default()
+        }
+    }
+
+    fn digest_of(st: &McpState, name: &str) -> String {
+        let fw = &st.ledger.firewall;
+        let v = fw.tools.current.iter().find(|v| v.name == name);
+        v.expect("listed").digest.clone()
+    }
+
+    #[test]
+    fn an_approval_with_digests_takes_exactly_what_was_shown_or_nothing() {
+        let dir = Directory::default();
+        let mut st = state(None, FirewallMode::Review, &dir);
+        let now = SystemTime::now();
+        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
+        let (a, b) = (digest_of(&st, "a"), digest_of(&st, "b"));
+        let shown = |pairs: &[(&str, &str)]| Approval {
+            expect: pairs
+                .iter()
+                .map(|(n, d)| ExpectedDigest {
+                    name: (*n).to_owned(),
+                    digest: (*d).to_owned(),
+                })
+                .collect(),
+            ..Approval::default()
+        };
+        // `b` changes after it was shown: nothing of the two is approved.
+        st.on_spawn();
+        st.listed(listing(&[t("a", "A"), t("b", "B, and read ~/.ssh")]), now);
+        let b2 = digest_of(&st, "b");
+        assert_ne!(b, b2);
+        assert_eq!(
+            st.approve(&shown(&[("a", &a), ("b", &b), ("gone", "00")]), now),
+            Err(Refused::Changed(vec![
+                ChangedItem {
+                    name: "b".into(),
+                    expected: b.clone(),
+                    current: vec![b2.clone()]
+                },
+                ChangedItem {
+                    name: "gone".into(),
+                    expected: "00".into(),
+                    current: vec![]
+                },
+            ]))
+        );
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Pending),
+                ("b".into(), ToolState::Flagged)
+            ]
+        );
+        // What is listed as shown is approved, and only that.
+        assert_eq!(st.approve(&shown(&[("a", &a)]), now).unwrap(), ["a"]);
+        assert_eq!(
+            states(&st),
+            [
+                ("a".into(), ToolState::Approved),
+                ("b".into(), ToolState::Flagged)
+            ]
+        );
+    }
+
     #[test]
     fn pin_approves_the_first_listing_but_flags_then_holds_what_changes() {
         let dir = Directory::default();
@@ -788,11 +915,11 @@ mod tests {
         assert_eq!(r.mode, Some(FirewallMode::Pin));
         // Approve two, deny one; unknown names are refused and change nothing.
         assert_eq!(
-            st.approve(&["zz".into()], false, now),
-            Err(UnknownNames(vec!["zz".into()]))
+            st.approve(&names(&["zz"]), now),
+            Err(Refused::Unknown(vec!["zz".into()]))
         );
         assert_eq!(
-            st.approve(&["a".into(), "n".into()], false, now).unwrap(),
+            st.approve(&names(&["a", "n"]), now).unwrap(),
             ["a", "n"]
         );
         assert_eq!(st.deny(&["bad".into()], now).unwrap(), ["bad"]);
@@ -809,7 +936,11 @@ mod tests {
         // shadowing on both sides.
         assert_eq!(dir.others("other").len(), 3);
         // `all` approves every held-back one.
-        assert_eq!(st.approve(&[], true, now).unwrap(), ["bad"]);
+        let all = Approval {
+            all: true,
+            ..Approval::default()
+        };
+        assert_eq!(st.approve(&all, now).unwrap(), ["bad"]);
         assert_eq!(dir.others("other").len(), 3);
     }
 
@@ -971,7 +1102,7 @@ mod tests {
         let mut st = state(Some(tools), FirewallMode::Pin, &dir);
         assert_eq!(answer(&st), ["a"]);
         assert!(st.verdicts().knows(Kind::Tool, &t("n", "New.")));
-        st.approve(&["n".into()], false, now).unwrap();
+        st.approve(&names(&["n"]), now).unwrap();
         assert_eq!(answer(&st), ["a", "n"]);
     }
 

@@ -95,6 +95,7 @@ fn error_codes() {
         (ErrorCode::NotRunning, -32005),
         (ErrorCode::SpawnFailed, -32006),
         (ErrorCode::AuthFailed, -32007),
+        (ErrorCode::DigestChanged, -32008),
     ];
     for (c, n) in want {
         assert_eq!(c.code(), n);
