@@ -195,7 +195,8 @@ async function pageReview() {
   for (const s of servers) {
     let t;
     try { t = await call("tools", { name: s.name }); } catch (e) { main.append(h("p", {}, s.name + ": " + e.message)); continue; }
-    const items = [...((t.current && t.current.tools) || []), ...(t.prompts || [])]
+    // Skill files and MCP Apps too: their text (an app's HTML) is shown as source.
+    const items = [...((t.current && t.current.tools) || []), ...(t.prompts || []), ...(t.resources || [])]
       .filter((x) => x.state && x.state !== "approved");
     const card = h("div", { class: "card", "data-server": s.name });
     const approveAll = h("button", { class: "primary", onclick: () => approve(s.name, items) }, "Approve all " + items.length);
