@@ -48,11 +48,11 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Some(ConsoleState::On(c)) => Ok(c.code()),
             Some(ConsoleState::Failed(why)) => Err(to_error_object(RpcError::new(
                 ErrorCode::InternalError,
-                format!("the console is not listening: {why}; set another port with `console {{ port N }}` in xy.kdl and restart xyd"),
+                format!("the console is not listening: {why}; xyd tries again (free the port, or set another with `console {{ port N }}` in xy.kdl and run `xyctl reload`)"),
             ))),
             Some(ConsoleState::Off) => Err(to_error_object(RpcError::new(
                 ErrorCode::InvalidRequest,
-                "the console is off (`console { port 0 }` in xy.kdl): set a port and restart xyd",
+                "the console is off (`console { port 0 }` in xy.kdl): set a port and run `xyctl reload`",
             ))),
             None => Err(to_error_object(RpcError::new(
                 ErrorCode::InternalError,

@@ -767,3 +767,46 @@ fn xyctl_ui_prints_a_link_with_the_code_in_its_fragment_that_signs_in_once() {
     assert_eq!(s.login_with(code).status, 200);
     assert_eq!(s.login_with(code).status, 401);
 }
+
+/// A taken console port does not stop xyd: `console_code` says why, the
+/// port is bound once it is free (backoff, no restart); a reload moves the
+/// console to a new port (the old one closes) or turns it off.
+#[test]
+fn a_taken_port_is_retried_and_a_reload_moves_or_stops_the_console() {
+    let env = Env::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    env.write_settings(&format!("gateway {{ port 0; }}\nconsole {{ port {port}; }}\n"));
+    let d = TestDaemon::start_in(env);
+    let e = d.client().error("console_code", None, -32603);
+    let msg = e["message"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        msg.contains(&format!("127.0.0.1:{port}")) && msg.contains("tries again"),
+        "{e}"
+    );
+    drop(taken);
+    wait_for("the freed port is bound", DEADLINE, || {
+        d.client().call("console_code", None).get("result").is_some()
+    });
+    assert!(port_answers(port));
+    // A reload moves it.
+    let moved = free_port();
+    d.env.write_settings(&format!("gateway {{ port 0; }}\nconsole {{ port {moved}; }}\n"));
+    d.result("reload", None);
+    wait_for("the console moved", DEADLINE, || {
+        d.result("console_code", None)["url"] == format!("http://127.0.0.1:{moved}/")
+    });
+    assert!(port_answers(moved));
+    wait_for("the old port is closed", DEADLINE, || !port_answers(port));
+    // And turns it off.
+    d.env.write_settings("gateway { port 0; }\nconsole { port 0; }\n");
+    d.result("reload", None);
+    wait_for("the console is off", DEADLINE, || {
+        d.client()
+            .call("console_code", None)
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m.contains("off"))
+    });
+    wait_for("its port is closed", DEADLINE, || !port_answers(moved));
+}
