@@ -47,6 +47,7 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod clients;
 pub mod config;
 pub mod firewall;
 pub mod package;

@@ -25,3 +25,11 @@ impl ConsoleCodeResult {
         format!("{}#code={}", self.url, self.code)
     }
 }
+
+/// `clients` → every AI client's config file found on this machine (in the
+/// daemon's `$HOME`), and what each entry uses (SPEC §14, §28).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientsResult {
+    /// The files found, in SPEC order of the clients.
+    pub clients: Vec<crate::clients::Found>,
+}

@@ -73,7 +73,8 @@ fn method_names() {
             "auth_status",
             "auth_logout",
             "console_code",
-            "tools_search"
+            "tools_search",
+            "clients"
         ]
     );
     assert_eq!(method::LOG, "log");

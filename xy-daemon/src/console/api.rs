@@ -25,6 +25,7 @@ const READ: &[&str] = &[
     method::LOGS,
     method::DAEMON_STATUS,
     method::AUTH_STATUS,
+    method::CLIENTS,
 ];
 /// Methods that change something; reached by `POST` with the session token
 /// like every API call.

@@ -810,3 +810,84 @@ fn a_taken_port_is_retried_and_a_reload_moves_or_stops_the_console() {
     });
     wait_for("its port is closed", DEADLINE, || !port_answers(moved));
 }
+
+/// The Clients page reads the clients' own config files (what `xyctl
+/// clients` reads, one copy in `xy_core::clients`): which entry points at
+/// which xy server, at `/mcp`, at `xyctl mcp`, or elsewhere.
+#[test]
+fn the_clients_page_reads_the_clients_config_files() {
+    let env = Env::new();
+    let (port, gw, own) = (free_port(), free_port(), free_port());
+    env.write_settings(&format!(
+        "gateway {{ port {gw}; }}\nconsole {{ port {port}; }}\n"
+    ));
+    env.write_config("demo", &sleep_config(own, 1000));
+    let home = env.root.path().join("home");
+    std::fs::create_dir_all(home.join(".cursor")).unwrap();
+    std::fs::write(
+        home.join(".cursor/mcp.json"),
+        json!({"mcpServers": {
+            "demo": {"url": format!("http://127.0.0.1:{gw}/demo/mcp")},
+            "all": {"command": "/opt/bin/xyctl", "args": ["connect", "--one"]},
+            "xy": {"command": "/opt/bin/xyctl", "args": ["mcp"]},
+            "files": {"command": "npx", "args": ["-y", "files-mcp"]},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    std::fs::write(
+        home.join(".codex/config.toml"),
+        format!("[mcp_servers.everything]\nurl = \"http://127.0.0.1:{gw}/p/work/mcp\"\n"),
+    )
+    .unwrap();
+    let d = TestDaemon::start_in_with(env, &[("HOME", home.clone().into_os_string())]);
+    d.running_pid("demo");
+    wait_for("the console listens", DEADLINE, || port_answers(port));
+    let s = Scene {
+        d,
+        port,
+        tools: home,
+    };
+    let session = s.login();
+    let a = s.api(
+        "/api/rpc",
+        &session,
+        json!({"method": "clients", "params": {}}),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    let found = a.json()["result"]["clients"].clone();
+    let client = |id: &str| {
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["client"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {found}"))
+    };
+    let uses = |c: &Value, entry: &str| {
+        c["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == entry)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {entry} in {c}"))
+    };
+    let cursor = client("cursor");
+    assert_eq!(
+        uses(&cursor, "demo"),
+        json!({"name": "demo", "uses": "xy", "xy_server": "demo"})
+    );
+    assert_eq!(
+        uses(&cursor, "all"),
+        json!({"name": "all", "uses": "aggregate", "xy_server": null, "endpoint": "/mcp"})
+    );
+    assert_eq!(uses(&cursor, "xy")["uses"], "xy");
+    assert_eq!(uses(&cursor, "files")["uses"], "process");
+    let codex = client("codex");
+    assert_eq!(uses(&codex, "everything")["endpoint"], "/p/work/mcp");
+    // The socket answers the same.
+    assert_eq!(s.d.result("clients", None)["clients"], found);
+}
