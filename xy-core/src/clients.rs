@@ -9,9 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::protocol::ListEntry;
-
-use serde::{Deserialize, Serialize};
+use crate::protocol::{ClientFile as Found, ClientEntry as FoundEntry, ListEntry};
 
 pub mod json;
 pub mod toml;
@@ -416,36 +414,6 @@ pub fn points_at_aggregate(spec: &Spec, gateway: Option<&str>) -> Option<String>
         },
         _ => None,
     }
-}
-
-/// One client's config file as found (`xyctl clients --json`, the
-/// console's Clients page).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Found {
-    /// The client's SPEC id.
-    pub client: String,
-    /// Its file.
-    pub file: String,
-    /// Why the file could not be read, if it could not.
-    pub error: Option<String>,
-    /// Its server entries.
-    pub entries: Vec<FoundEntry>,
-}
-
-/// One entry of a client's file and what it uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FoundEntry {
-    /// The entry's name.
-    pub name: String,
-    /// `xy` (an xy server, or xy itself), `aggregate` (`/mcp`, a profile's
-    /// endpoint), `process` (spawns its own), `url` (some other URL),
-    /// `other`.
-    pub uses: String,
-    /// The xy server it points at, or the one that stands for it.
-    pub xy_server: Option<String>,
-    /// For `aggregate`: the endpoint's path (`/mcp`, `/p/<profile>/mcp`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
 }
 
 /// What each entry of a client's file uses.

@@ -48,7 +48,9 @@ pub use auth::{
     AuthStatusResult, ClientIdKind,
 };
 mod console;
-pub use console::{CONSOLE_CODE_TTL_SECS, ClientsResult, ConsoleCodeResult};
+pub use console::{
+    CONSOLE_CODE_TTL_SECS, ClientEntry, ClientFile, ClientsResult, ConsoleCodeResult,
+};
 mod diagnostic;
 pub use diagnostic::{ConfigInvalidData, DiagnosticData, DiagnosticKind};
 mod failure;
