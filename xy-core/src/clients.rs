@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::protocol::{ClientFile as Found, ClientEntry as FoundEntry, ListEntry};
+use crate::protocol::{ClientEntry as FoundEntry, ClientFile as Found, ListEntry};
 
 pub mod json;
 pub mod toml;
@@ -297,7 +297,6 @@ pub(crate) fn spec_of(
     }
 }
 
-
 /// An xy server's URLs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct XyUrl {
@@ -401,7 +400,9 @@ pub fn points_at_aggregate(spec: &Spec, gateway: Option<&str>) -> Option<String>
     match spec {
         Spec::Url(u) => {
             let rest = u.strip_prefix(gateway?.trim_end_matches('/'))?;
-            let profile = rest.strip_prefix("/p/").and_then(|p| p.strip_suffix("/mcp"));
+            let profile = rest
+                .strip_prefix("/p/")
+                .and_then(|p| p.strip_suffix("/mcp"));
             (rest == "/mcp" || profile.is_some_and(|p| !p.is_empty() && !p.contains('/')))
                 .then(|| rest.to_owned())
         }

@@ -100,19 +100,28 @@ impl DaemonCtx {
 
     /// Keeps the console once it was started.
     pub(crate) fn set_console(&self, serving: crate::console::Serving) {
-        *self.console.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(serving);
+        *self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(serving);
     }
 
     /// The console's state; `None` while the daemon boots and once it
     /// stopped.
     pub(crate) fn console(&self) -> Option<crate::console::ConsoleState> {
-        let c = self.console.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         c.as_ref().map(crate::console::Serving::state)
     }
 
     /// A reload's `console { port }`.
     pub(crate) fn set_console_port(&self, port: Option<u16>) {
-        let c = self.console.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(c) = c.as_ref() {
             c.set_port(port);
         }
@@ -120,7 +129,11 @@ impl DaemonCtx {
 
     /// Closes the console's listener (shutdown).
     pub(crate) fn stop_console(&self) {
-        let c = self.console.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let c = self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         drop(c);
     }
 

@@ -334,7 +334,9 @@ fn the_console_in_a_real_browser() {
 #[test]
 fn skills_and_apps_in_the_review_queue_are_shown_as_source() {
     let Some(exe) = chromium() else {
-        eprintln!("SKIP skills_and_apps_in_the_review_queue_are_shown_as_source: no chromium on PATH (.ci/run installs it)");
+        eprintln!(
+            "SKIP skills_and_apps_in_the_review_queue_are_shown_as_source: no chromium on PATH (.ci/run installs it)"
+        );
         return;
     };
     let env = Env::new();
@@ -391,7 +393,9 @@ fn skills_and_apps_in_the_review_queue_are_shown_as_source() {
         "[...document.querySelectorAll('[data-item]')].find(e => e.dataset.item === 'skill://evil/SKILL.md').querySelector('.text').textContent",
     );
     assert!(
-        skill_shown.as_str().is_some_and(|t| t.contains("<script>window.__pwned=8</script>")),
+        skill_shown
+            .as_str()
+            .is_some_and(|t| t.contains("<script>window.__pwned=8</script>")),
         "the skill file is shown as its text: {skill_shown}"
     );
     b.assert_no_script_ran();

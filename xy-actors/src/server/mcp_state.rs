@@ -536,7 +536,11 @@ impl McpState {
     /// that name) as currently listed, or with `all` every held-back one,
     /// or exactly the items listed with the digests expected (none if one
     /// is not).
-    pub(crate) fn approve(&mut self, ask: &Approval, now: SystemTime) -> Result<Vec<String>, Refused> {
+    pub(crate) fn approve(
+        &mut self,
+        ask: &Approval,
+        now: SystemTime,
+    ) -> Result<Vec<String>, Refused> {
         let changed = self.changed(&ask.expect);
         if !changed.is_empty() {
             tracing::warn!(server = %self.name, ?changed, "approval refused: not listed as shown");

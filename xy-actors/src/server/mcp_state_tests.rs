@@ -152,10 +152,7 @@ fn pin_approves_the_first_listing_but_flags_then_holds_what_changes() {
         st.approve(&names(&["zz"]), now),
         Err(Refused::Unknown(vec!["zz".into()]))
     );
-    assert_eq!(
-        st.approve(&names(&["a", "n"]), now).unwrap(),
-        ["a", "n"]
-    );
+    assert_eq!(st.approve(&names(&["a", "n"]), now).unwrap(), ["a", "n"]);
     assert_eq!(st.deny(&["bad".into()], now).unwrap(), ["bad"]);
     assert_eq!(
         states(&st),

@@ -10,7 +10,6 @@ use xy_core::protocol::{ListEntry, ReloadResult, method};
 
 use crate::cli::{ClientsArgs, ClientsCmd, ImportArgs};
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
-use xy_core::clients::{XyUrl, xy_name_for};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
 use crate::daemon_conn::daemon_and_dir;
 use crate::error::{Exit, Failure};
@@ -18,6 +17,7 @@ use crate::packages::import::{Candidate, Outcome};
 use crate::server_file::{self, ServerSpec};
 use crate::{daemon_conn, output, render};
 use xy_core::client::Client;
+use xy_core::clients::{XyUrl, xy_name_for};
 
 fn home() -> Result<Home, Failure> {
     Home::from_env().ok_or_else(|| Failure::new(Exit::Operational, "HOME is not set".to_owned()))

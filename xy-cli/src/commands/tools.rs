@@ -8,8 +8,8 @@ use std::io::BufRead;
 
 use xy_core::client::{Client, ClientError};
 use xy_core::protocol::mcp::{
-    ExpectedDigest, ToolSummary, ToolsApproveParams, ToolsApproveResult, ToolsDenyParams, ToolsDenyResult,
-    ToolsParams, ToolsResult,
+    ExpectedDigest, ToolSummary, ToolsApproveParams, ToolsApproveResult, ToolsDenyParams,
+    ToolsDenyResult, ToolsParams, ToolsResult,
 };
 use xy_core::protocol::{ErrorCode, ListEntry, method};
 
@@ -239,8 +239,7 @@ fn approve_shown(client: &mut Client, server: &str, tool: &ToolSummary) -> Resul
         all: false,
         expect,
     };
-    match client.call::<_, ToolsApproveResult>(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT)
-    {
+    match client.call::<_, ToolsApproveResult>(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT) {
         Ok(_) => Ok(true),
         Err(ClientError::Rpc(e)) if e.kind() == Some(ErrorCode::DigestChanged) => {
             output::stdout(&format!(

@@ -89,4 +89,3 @@ fn spec_from_json(v: &Json) -> super::Spec {
         s("url").or_else(|| s("serverUrl")),
     )
 }
-

@@ -73,4 +73,3 @@ fn spec_from_table(t: &dyn TableLike) -> super::Spec {
         .unwrap_or_default();
     spec_of(s("command"), args, env, s("cwd"), s("url"))
 }
-

@@ -63,4 +63,3 @@ pub struct ClientEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
 }
-

@@ -74,7 +74,12 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
                 return Vec::new();
             };
             let xy = xy_core::clients::xy_urls(&list);
-            xy_core::clients::find(&home, xy_core::clients::Os::current(), &xy, gateway.as_deref())
+            xy_core::clients::find(
+                &home,
+                xy_core::clients::Os::current(),
+                &xy,
+                gateway.as_deref(),
+            )
         })
         .await
         .unwrap_or_default();

@@ -587,14 +587,20 @@ fn a_review_answered_after_the_tool_changed_approves_nothing() {
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         while stdout.read_until(b' ', &mut buf).is_ok_and(|n| n > 0) {
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf));
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf));
             buf.clear();
         }
     });
     wait_for("the review asks about echo", DEADLINE, || {
         out.lock().unwrap().contains("approve echo?")
     });
-    assert!(out.lock().unwrap().contains("Echoes"), "{}", out.lock().unwrap());
+    assert!(
+        out.lock().unwrap().contains("Echoes"),
+        "{}",
+        out.lock().unwrap()
+    );
     // The rug pull lands while the question is on the screen.
     std::fs::write(
         &s.tools,
@@ -776,7 +782,9 @@ fn a_taken_port_is_retried_and_a_reload_moves_or_stops_the_console() {
     let env = Env::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    env.write_settings(&format!("gateway {{ port 0; }}\nconsole {{ port {port}; }}\n"));
+    env.write_settings(&format!(
+        "gateway {{ port 0; }}\nconsole {{ port {port}; }}\n"
+    ));
     let d = TestDaemon::start_in(env);
     let e = d.client().error("console_code", None, -32603);
     let msg = e["message"].as_str().unwrap_or_default().to_owned();
@@ -786,12 +794,17 @@ fn a_taken_port_is_retried_and_a_reload_moves_or_stops_the_console() {
     );
     drop(taken);
     wait_for("the freed port is bound", DEADLINE, || {
-        d.client().call("console_code", None).get("result").is_some()
+        d.client()
+            .call("console_code", None)
+            .get("result")
+            .is_some()
     });
     assert!(port_answers(port));
     // A reload moves it.
     let moved = free_port();
-    d.env.write_settings(&format!("gateway {{ port 0; }}\nconsole {{ port {moved}; }}\n"));
+    d.env.write_settings(&format!(
+        "gateway {{ port 0; }}\nconsole {{ port {moved}; }}\n"
+    ));
     d.result("reload", None);
     wait_for("the console moved", DEADLINE, || {
         d.result("console_code", None)["url"] == format!("http://127.0.0.1:{moved}/")
@@ -799,7 +812,8 @@ fn a_taken_port_is_retried_and_a_reload_moves_or_stops_the_console() {
     assert!(port_answers(moved));
     wait_for("the old port is closed", DEADLINE, || !port_answers(port));
     // And turns it off.
-    d.env.write_settings("gateway { port 0; }\nconsole { port 0; }\n");
+    d.env
+        .write_settings("gateway { port 0; }\nconsole { port 0; }\n");
     d.result("reload", None);
     wait_for("the console is off", DEADLINE, || {
         d.client()
