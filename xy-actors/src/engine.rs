@@ -479,20 +479,24 @@ impl Engine {
     }
 
     /// `tools_approve` (SPEC §20): approves the named tools and prompts as
-    /// the server lists them now, or with `all` every held-back one. The
-    /// ledger is saved and the bridge lets them through at once.
+    /// the server lists them now, or with `all` every held-back one, or
+    /// (SPEC §28) exactly the items `expect` names if each is still listed
+    /// with its digest, checked in the same step as applied. The ledger is
+    /// saved and the bridge lets them through at once.
     pub async fn tools_approve(
         &self,
         name: &str,
         tools: Vec<String>,
         all: bool,
+        expect: Vec<xy_core::protocol::mcp::ExpectedDigest>,
     ) -> Result<Vec<String>, EngineError> {
-        self.firewall_op(name, move |reply| ServerMsg::ToolsApprove {
+        let ask = crate::server::mcp_state::Approval {
             names: tools,
             all,
-            reply,
-        })
-        .await
+            expect,
+        };
+        self.firewall_op(name, move |reply| ServerMsg::ToolsApprove { ask, reply })
+            .await
     }
 
     /// `tools_deny` (SPEC §20): the named tools and prompts are held back
@@ -513,7 +517,7 @@ impl Engine {
         &self,
         name: &str,
         msg: impl FnOnce(
-            ractor::RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
+            ractor::RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::Refused>>,
         ) -> ServerMsg
         + Send
         + 'static,
@@ -530,12 +534,15 @@ impl Engine {
             msg,
         )
         .await?;
-        r.map_err(
-            |crate::server::mcp_state::UnknownNames(names)| EngineError::UnknownTools {
-                server: name.to_owned(),
-                names,
-            },
-        )
+        let server = name.to_owned();
+        r.map_err(|why| match why {
+            crate::server::mcp_state::Refused::Unknown(names) => {
+                EngineError::UnknownTools { server, names }
+            }
+            crate::server::mcp_state::Refused::Changed(changed) => {
+                EngineError::DigestChanged { server, changed }
+            }
+        })
     }
 
     /// Starts servers; returns once each is spawned or failed to spawn.

@@ -151,14 +151,12 @@ pub(crate) enum ServerMsg {
         listing: Result<Box<crate::mcp::listing::Listing>, String>,
     },
     /// `tools_approve`: the named items (or with `all` every held-back
-    /// one) are approved as listed now.
+    /// one) are approved as listed now, or those with the digests shown.
     ToolsApprove {
-        /// Tool or prompt names.
-        names: Vec<String>,
-        /// Every held-back item.
-        all: bool,
-        /// The names approved, or the names the server does not list.
-        reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
+        /// What to approve.
+        ask: crate::server::mcp_state::Approval,
+        /// The names approved, or why none were.
+        reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::Refused>>,
     },
     /// A parked `tools_approve` waited long enough for a new listing.
     ApproveTimeout(u64),
@@ -167,7 +165,7 @@ pub(crate) enum ServerMsg {
         /// Tool or prompt names.
         names: Vec<String>,
         /// The names denied, or the names the server does not list.
-        reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::UnknownNames>>,
+        reply: RpcReplyPort<Result<Vec<String>, crate::server::mcp_state::Refused>>,
     },
     /// Replace the config (reload); takes effect at the next spawn.
     SetConfig(Box<ServerConfig>),
@@ -574,9 +572,7 @@ impl Actor for ServerActor {
             ServerMsg::Listed(listing) => st.on_listed(*listing),
             ServerMsg::ProbeGates(tools) => st.probe_gates(&myself, tools),
             ServerMsg::Gated { key, gates } => st.gated(key, *gates),
-            ServerMsg::ToolsApprove { names, all, reply } => {
-                st.tools_approve(&myself, names, all, reply);
-            }
+            ServerMsg::ToolsApprove { ask, reply } => st.tools_approve(&myself, ask, reply),
             ServerMsg::ApproveTimeout(id) => st.approve_timeout(id),
             ServerMsg::ToolsDeny { names, reply } => {
                 let r = st.mcp.deny(&names, SystemTime::now());

@@ -410,22 +410,7 @@ pub(crate) fn stamp(now: std::time::SystemTime) -> String {
 /// A name xy can use for a client's entry name: characters outside
 /// `[A-Za-z0-9_.-]` become `-`, runs of them collapse, and the ends are
 /// trimmed; nothing left gives `server`.
-pub(crate) fn usable_name(raw: &str) -> String {
-    let mut out = String::new();
-    for c in raw.chars() {
-        if c.is_ascii_alphanumeric() || "_.-".contains(c) {
-            out.push(c);
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let trimmed = out.trim_matches(|c| c == '-' || c == '.');
-    if trimmed.is_empty() {
-        "server".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
+pub(crate) use xy_core::clients::usable_name;
 
 #[cfg(test)]
 mod tests {

@@ -22,6 +22,9 @@
 //!   (SPEC §22).
 //! - [`config`]: the KDL server files and `xy.kdl` — types, validation,
 //!   diagnostics and loading (SPEC §3, §16–§23, remote servers included).
+//! - [`clients`]: AI clients' config files read — where each client keeps
+//!   its file, its server entries, what each uses (SPEC §14, §28); shared
+//!   by `xyctl clients` and the console.
 //! - [`tls`]: the TLS crypto provider both binaries install (not macOS).
 //! - [`search`]: tool search (SPEC §26): the ranking behind `find_tools`
 //!   and `xyctl tools search`, and the optional static-embedding model.
@@ -39,6 +42,7 @@
 //! - `paths` reads the environment (the XDG variables, `XY_SOCKET`, the
 //!   home directory);
 //! - `package` reads a version directory's install record;
+//! - `clients` reads the AI clients' config files in the home directory;
 //! - `search` reads the static-embedding model file a user names;
 //! - `sandbox::probe` opens, reads and writes files and connects sockets:
 //!   the probes themselves, run by a confined child;
@@ -47,6 +51,7 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod clients;
 pub mod config;
 pub mod firewall;
 pub mod package;

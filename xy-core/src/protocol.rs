@@ -48,7 +48,9 @@ pub use auth::{
     AuthStatusResult, ClientIdKind,
 };
 mod console;
-pub use console::{CONSOLE_CODE_TTL_SECS, ConsoleCodeResult};
+pub use console::{
+    CONSOLE_CODE_TTL_SECS, ClientEntry, ClientFile, ClientsResult, ConsoleCodeResult,
+};
 mod diagnostic;
 pub use diagnostic::{ConfigInvalidData, DiagnosticData, DiagnosticKind};
 mod failure;
@@ -127,13 +129,16 @@ pub mod method {
     pub const CALLS: &str = "calls";
     /// `calls_cancel {subscription_id}` → [`super::CallsCancelResult`]
     pub const CALLS_CANCEL: &str = "calls_cancel";
+    /// `clients` → [`super::ClientsResult`]: the AI clients' config files
+    /// and what each entry uses (SPEC §14, §28).
+    pub const CLIENTS: &str = "clients";
     /// Notification carrying one call record ([`super::CallNotification`]).
     pub const CALL: &str = "call";
     /// Notification closing a calls stream ([`super::CallEndNotification`]).
     pub const CALL_END: &str = "call_end";
 
     /// Every request method, in the order `docs/protocol.md` lists them.
-    pub const ALL: [&str; 24] = [
+    pub const ALL: [&str; 25] = [
         LIST,
         STATUS,
         START,
@@ -158,6 +163,7 @@ pub mod method {
         AUTH_LOGOUT,
         CONSOLE_CODE,
         TOOLS_SEARCH,
+        CLIENTS,
     ];
 }
 

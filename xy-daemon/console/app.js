@@ -195,7 +195,8 @@ async function pageReview() {
   for (const s of servers) {
     let t;
     try { t = await call("tools", { name: s.name }); } catch (e) { main.append(h("p", {}, s.name + ": " + e.message)); continue; }
-    const items = [...((t.current && t.current.tools) || []), ...(t.prompts || [])]
+    // Skill files and MCP Apps too: their text (an app's HTML) is shown as source.
+    const items = [...((t.current && t.current.tools) || []), ...(t.prompts || []), ...(t.resources || [])]
       .filter((x) => x.state && x.state !== "approved");
     const card = h("div", { class: "card", "data-server": s.name });
     const approveAll = h("button", { class: "primary", onclick: () => approve(s.name, items) }, "Approve all " + items.length);
@@ -361,11 +362,29 @@ async function pageLogs() {
   await load();
 }
 async function pageClients() {
+  // The clients' own config files (what `xyctl clients` reads), then who called what.
+  const f = await call("clients", {}).catch((e) => { toast(e.message); return { clients: [] }; });
+  const usesText = (e) => e.uses === "xy" ? (e.xy_server ? "xy: " + e.xy_server : "xy itself (xyctl mcp)")
+    : e.uses === "aggregate" ? "xy's one endpoint " + (e.endpoint || "/mcp")
+    : e.uses === "process" ? "its own process" + (e.xy_server ? " (xy runs " + e.xy_server + ": xyctl clients apply)" : "")
+    : e.uses === "url" ? "another URL" : "unrecognised entry";
+  const fileRows = [];
+  for (const c of f.clients || []) {
+    if (c.error) fileRows.push(h("tr", { "data-client": c.client }, h("td", {}, c.client), h("td", {}, "–"), h("td", {}, "unreadable: " + c.error), h("td", { class: "muted" }, c.file)));
+    else if (!c.entries.length) fileRows.push(h("tr", { "data-client": c.client }, h("td", {}, c.client), h("td", {}, "–"), h("td", {}, "no servers"), h("td", { class: "muted" }, c.file)));
+    for (const e of c.entries || []) fileRows.push(h("tr", { "data-client": c.client, "data-entry": e.name, "data-uses": e.uses },
+      h("td", {}, c.client), h("td", {}, e.name), h("td", {}, usesText(e)), h("td", { class: "muted" }, c.file)));
+  }
   const r = await call("calls", { limit: 10000 }).catch((e) => { toast(e.message); return { calls: [] }; });
   const by = {};
   for (const c of r.calls || []) { const k = c.client || "(unknown client)"; (by[k] = by[k] || {})[c.server] = ((by[k] || {})[c.server] || 0) + 1; }
   const rows = Object.entries(by).map(([client, servers]) => h("tr", {}, h("td", {}, client), h("td", {}, Object.entries(servers).map(([s, n]) => s + " (" + n + ")").join(", "))));
-  setMain(h("h2", {}, "Clients"), h("p", { class: "muted" }, "Which clients called which servers through xy (from the call records)."),
+  setMain(h("h2", {}, "Clients"),
+    h("p", { class: "muted" }, "Which apps point at which servers, from their config files (as xyctl clients reads them)."),
+    fileRows.length ? h("table", { id: "client-files" }, h("thead", {}, h("tr", {}, h("th", {}, "client"), h("th", {}, "entry"), h("th", {}, "uses"), h("th", {}, "file"))), h("tbody", {}, fileRows))
+      : h("p", { class: "muted" }, "No AI client config found on this machine."),
+    h("h3", {}, "Activity"),
+    h("p", { class: "muted" }, "Which clients called which servers through xy (from the call records)."),
     rows.length ? h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "client"), h("th", {}, "servers (calls)"))), h("tbody", {}, rows)) : h("p", { class: "muted" }, "No calls recorded yet."));
 }
 

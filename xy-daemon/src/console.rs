@@ -21,6 +21,7 @@ mod reply;
 mod session;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use xy_core::protocol::{CONSOLE_CODE_TTL_SECS, ConsoleCodeResult};
@@ -36,67 +37,144 @@ pub(crate) struct Console {
 }
 
 /// Where the console stands, for `console_code`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum ConsoleState {
     /// `console { port 0 }`.
     Off,
-    /// The port could not be bound: why.
+    /// The port could not be bound (yet): why. Tried again with backoff.
     Failed(String),
     /// Listening.
     On(Arc<Console>),
 }
 
-/// The running console; dropping it closes the listener.
+/// The running console: its state, and the port it should serve (a reload
+/// sets it). Dropping it closes the listener.
 #[derive(Debug)]
 pub(crate) struct Serving {
-    _listening: Option<xy_actors::ConsoleListening>,
+    state: watch::Receiver<ConsoleState>,
+    port: watch::Sender<Option<u16>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-/// Binds and serves the console on `127.0.0.1:<port>` (`None`: off).
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Serving {
+    /// Where the console stands now.
+    pub(crate) fn state(&self) -> ConsoleState {
+        self.state.borrow().clone()
+    }
+
+    /// `xy.kdl`'s port after a reload (`None`: off); the same port changes
+    /// nothing, another one is bound and the old one closed.
+    pub(crate) fn set_port(&self, port: Option<u16>) {
+        self.port.send_if_modified(|p| {
+            let changed = *p != port;
+            *p = port;
+            changed
+        });
+    }
+}
+
+/// First wait before binding a taken port again; doubles up to [`RETRY_MAX`]
+/// (the gateway's backoff, D302).
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+/// Longest wait between two binds of a taken port.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Serves the console on `127.0.0.1:<port>` (`None`: off) from a task of
+/// its own: a taken port is reported in the state and bound again with
+/// backoff; a new port from a reload moves it.
 pub(crate) fn start(
     port: Option<u16>,
     methods: Handlers,
     closing: watch::Receiver<bool>,
-) -> (ConsoleState, Serving) {
-    let Some(port) = port else {
-        return (ConsoleState::Off, Serving { _listening: None });
+) -> Serving {
+    let (port_tx, mut port_rx) = watch::channel(port);
+    let first = match port {
+        None => ConsoleState::Off,
+        Some(p) => ConsoleState::Failed(format!("not bound to 127.0.0.1:{p} yet")),
     };
-    let bound = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port));
-    let listener = match bound {
-        Ok(l) => l,
-        Err(e) => {
-            let why = format!("cannot listen on 127.0.0.1:{port}: {e}");
-            tracing::warn!(
-                "console: {why}; set another port with `console {{ port N }}` in xy.kdl (0 turns it off)"
-            );
-            return (ConsoleState::Failed(why), Serving { _listening: None });
+    let (state_tx, state_rx) = watch::channel(first);
+    let task = tokio::spawn(async move {
+        loop {
+            let want = *port_rx.borrow_and_update();
+            // Held while this port is wanted; dropping it closes the listener.
+            let mut _listening = None;
+            if let Some(port) = want {
+                let mut wait = RETRY_FIRST;
+                let mut logged = None;
+                loop {
+                    match bind(port, &methods, &closing) {
+                        Ok((console, l)) => {
+                            tracing::info!(url = %format!("http://127.0.0.1:{port}/"), "console listening");
+                            _listening = Some(l);
+                            state_tx.send_replace(ConsoleState::On(console));
+                            break;
+                        }
+                        Err(why) => {
+                            // Logged when it starts failing, not at every retry.
+                            if logged.as_ref() != Some(&why) {
+                                tracing::warn!(
+                                    "console: {why}; retrying (free the port, or set another with \
+                                     `console {{ port N }}` in xy.kdl and `xyctl reload`; 0 turns it off)"
+                                );
+                                logged = Some(why.clone());
+                            }
+                            state_tx.send_replace(ConsoleState::Failed(why));
+                        }
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => wait = (wait * 2).min(RETRY_MAX),
+                        r = port_rx.changed() => match r {
+                            Ok(()) => break,
+                            Err(_) => return,
+                        },
+                    }
+                }
+                if _listening.is_none() {
+                    continue;
+                }
+            } else {
+                tracing::info!("console off (xy.kdl: console {{ port 0 }})");
+                state_tx.send_replace(ConsoleState::Off);
+            }
+            if port_rx.changed().await.is_err() {
+                return;
+            }
         }
-    };
+    });
+    Serving {
+        state: state_rx,
+        port: port_tx,
+        task,
+    }
+}
+
+/// One bind of `port`, with a console of its own (new sessions: a page of
+/// the old port is another origin anyway).
+fn bind(
+    port: u16,
+    methods: &Handlers,
+    closing: &watch::Receiver<bool>,
+) -> Result<(Arc<Console>, xy_actors::ConsoleListening), String> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))?;
     let console = Arc::new(Console {
         port,
         sessions: session::Sessions::new(session::code_ttl()),
-        daemon: inproc::Daemon::new(methods, closing),
+        daemon: inproc::Daemon::new(methods.clone(), closing.clone()),
     });
     let handler = {
         let console = Arc::clone(&console);
         move |req| http::handle(req, Arc::clone(&console))
     };
-    match xy_actors::listen_console(listener, handler) {
-        Ok(l) => {
-            tracing::info!(url = %format!("http://127.0.0.1:{port}/"), "console listening");
-            (
-                ConsoleState::On(console),
-                Serving {
-                    _listening: Some(l),
-                },
-            )
-        }
-        Err(e) => {
-            let why = format!("cannot serve 127.0.0.1:{port}: {e}");
-            tracing::warn!("console: {why}");
-            (ConsoleState::Failed(why), Serving { _listening: None })
-        }
-    }
+    let l = xy_actors::listen_console(listener, handler)
+        .map_err(|e| format!("cannot serve 127.0.0.1:{port}: {e}"))?;
+    Ok((console, l))
 }
 
 impl Console {

@@ -183,8 +183,11 @@ pub async fn run(
     };
     ctx.ready(engine.clone());
     // After the engine: a page opened now finds every method answering.
-    let (console_state, console) = console::start(console_port, console_methods, console_closing);
-    ctx.set_console(console_state);
+    ctx.set_console(console::start(
+        console_port,
+        console_methods,
+        console_closing,
+    ));
     tracing::info!(
         version = xy_core::VERSION,
         pid = lock.pid(),
@@ -214,7 +217,7 @@ pub async fn run(
     }
 
     tracing::info!("shutting down: stopping every server");
-    drop(console);
+    ctx.stop_console();
     serving.stop(Some(&engine)).await;
     tracing::info!("xyd stopped");
     Ok(())

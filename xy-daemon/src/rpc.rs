@@ -50,7 +50,7 @@ pub(crate) struct DaemonCtx {
     /// Turns true when open streams must end with `log_end {reason: shutdown}`.
     pub(crate) closing: watch::Receiver<bool>,
     /// The console (SPEC §28), once the boot started it.
-    console: OnceLock<crate::console::ConsoleState>,
+    console: std::sync::Mutex<Option<crate::console::Serving>>,
 }
 
 impl DaemonCtx {
@@ -94,18 +94,47 @@ impl DaemonCtx {
             next_subscription: AtomicU64::new(1),
             shutdown,
             closing,
-            console: OnceLock::new(),
+            console: std::sync::Mutex::new(None),
         }
     }
 
-    /// Records the console's state once it was started (or not).
-    pub(crate) fn set_console(&self, state: crate::console::ConsoleState) {
-        let _ = self.console.set(state);
+    /// Keeps the console once it was started.
+    pub(crate) fn set_console(&self, serving: crate::console::Serving) {
+        *self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(serving);
     }
 
-    /// The console's state; `None` while the daemon boots.
-    pub(crate) fn console(&self) -> Option<&crate::console::ConsoleState> {
-        self.console.get()
+    /// The console's state; `None` while the daemon boots and once it
+    /// stopped.
+    pub(crate) fn console(&self) -> Option<crate::console::ConsoleState> {
+        let c = self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.as_ref().map(crate::console::Serving::state)
+    }
+
+    /// A reload's `console { port }`.
+    pub(crate) fn set_console_port(&self, port: Option<u16>) {
+        let c = self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = c.as_ref() {
+            c.set_port(port);
+        }
+    }
+
+    /// Closes the console's listener (shutdown).
+    pub(crate) fn stop_console(&self) {
+        let c = self
+            .console
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(c);
     }
 
     /// Records the sweep's progress (from the blocking sweep thread).

@@ -4,8 +4,8 @@
 //! one-time code, approve a held-back tool and see a client get
 //! `list_changed`, restart a server, follow a log, see a call appear
 //! live; every server-supplied string that tries to run (a tool
-//! description, a stderr line) must run zero times, checked with a canary
-//! in the page. Screenshots of each page go to
+//! description, a stderr line, a skill file, an MCP App's HTML) must run
+//! zero times, checked with a canary in the page. Screenshots of each page go to
 //! `target/console-screenshots/` (CI artefacts). Skipped, loudly, where no
 //! Chromium is installed (`.ci/run` installs it).
 #![allow(clippy::print_stderr)]
@@ -327,4 +327,77 @@ fn the_console_in_a_real_browser() {
     b.eval("sessionStorage.clear(); location.hash = '#/servers'; location.reload(); true");
     b.wait("signed out", "document.querySelector('main h2') && document.querySelector('main h2').textContent === 'Not signed in'");
     b.screenshot("signed-out");
+}
+
+/// A skill file and an MCP App (`ui://`) held back for review: the queue
+/// shows their text as source, and nothing in them runs.
+#[test]
+fn skills_and_apps_in_the_review_queue_are_shown_as_source() {
+    let Some(exe) = chromium() else {
+        eprintln!(
+            "SKIP skills_and_apps_in_the_review_queue_are_shown_as_source: no chromium on PATH (.ci/run installs it)"
+        );
+        return;
+    };
+    let env = Env::new();
+    let port = free_port();
+    env.write_settings(&format!(
+        "gateway {{ port 0; }}\nconsole {{ port {port}; }}\nfirewall {{ mode \"review\"; }}\n"
+    ));
+    let dir = env.root.path().join("skills-dir");
+    let app = "<!doctype html><html><body><script>window.__pwned=4</script><img src=x onerror=\"window.__pwned=5\"><iframe srcdoc=\"<script>parent.__pwned=6</script>\"></iframe></body></html>\n";
+    let skill = "---\nname: evil\ndescription: A skill <img src=x onerror=\"window.__pwned=7\">\n---\n<script>window.__pwned=8</script> Do things.\n";
+    for (p, text) in [("apps/evil.html", app), ("skills/evil/SKILL.md", skill)] {
+        let p = dir.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let args = [
+        "--dir".to_owned(),
+        dir.display().to_string(),
+        "--era".to_owned(),
+        "both".to_owned(),
+    ];
+    env.write_config(
+        "apps",
+        &crate::stdio::stdio_config(&testbin("xy-test-skills"), &args, free_port(), ""),
+    );
+    let d = TestDaemon::start_in(env);
+    wait_for("the app and the skill are held", DEADLINE, || {
+        let t = d.result("tools", Some(json!({"name": "apps"})));
+        let uris: Vec<String> = t["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["state"] != "approved")
+            .filter_map(|r| r["name"].as_str().map(str::to_owned))
+            .collect();
+        uris.iter().any(|u| u == "ui://evil") && uris.iter().any(|u| u.starts_with("skill://evil/"))
+    });
+    wait_for("the console listens", DEADLINE, || port_answers(port));
+    let mut b = Browser::launch(&exe);
+    let login = d.result("console_code", None);
+    let link = format!(
+        "{}#code={}",
+        login["url"].as_str().unwrap(),
+        login["code"].as_str().unwrap()
+    );
+    b.cmd("Page.navigate", json!({"url": link}));
+    b.wait(
+        "the queue shows the app and the skill file",
+        "!!document.querySelector('[data-item=\"ui://evil\"]') && [...document.querySelectorAll('[data-item]')].some(e => e.dataset.item.startsWith('skill://evil/'))",
+    );
+    let shown = b.eval("document.querySelector('[data-item=\"ui://evil\"] .text').textContent");
+    assert_eq!(shown, json!(app), "the app's HTML is shown as its source");
+    let skill_shown = b.eval(
+        "[...document.querySelectorAll('[data-item]')].find(e => e.dataset.item === 'skill://evil/SKILL.md').querySelector('.text').textContent",
+    );
+    assert!(
+        skill_shown
+            .as_str()
+            .is_some_and(|t| t.contains("<script>window.__pwned=8</script>")),
+        "the skill file is shown as its text: {skill_shown}"
+    );
+    b.assert_no_script_ran();
+    b.screenshot("review-apps");
 }

@@ -39,6 +39,18 @@ pub enum EngineError {
         /// The names it does not list.
         names: Vec<String>,
     },
+    /// `tools_approve {expect}`: items not listed as the caller showed
+    /// them; nothing was approved (SPEC §28).
+    #[error(
+        "{server}: {} changed since shown; nothing was approved: review again",
+        .changed.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+    )]
+    DigestChanged {
+        /// The server.
+        server: String,
+        /// Each item with the digest shown and the digests listed now.
+        changed: Vec<xy_core::protocol::mcp::ChangedItem>,
+    },
     /// An actor did not answer in time or is gone (a bug).
     #[error("internal error: {0}")]
     Internal(String),

@@ -18,20 +18,20 @@ use crate::bridge::BridgeMsg;
 use crate::events::EngineEvent;
 use crate::mcp::listing::Listing;
 use crate::server::ServerMsg;
-use crate::server::mcp_state::{Held, UnknownNames};
+use crate::server::mcp_state::{Approval, Held, Refused};
 
 /// How long an approval naming an item xy has not listed waits for the new
 /// listing it asks for (a child that changed without `list_changed`):
 /// well within the engine's wait for the answer.
 const RELIST_WAIT: Duration = Duration::from_secs(3);
 
-type ApproveReply = RpcReplyPort<Result<Vec<String>, UnknownNames>>;
+type ApproveReply = RpcReplyPort<Result<Vec<String>, Refused>>;
 
 /// Approvals waiting for a new listing, by id.
 #[derive(Default)]
 pub(crate) struct Parked {
     next: u64,
-    waiting: Vec<(u64, Vec<String>, bool, ApproveReply)>,
+    waiting: Vec<(u64, Approval, ApproveReply)>,
 }
 
 impl ServerActorState {
@@ -52,8 +52,8 @@ impl ServerActorState {
         self.firewall_changed(held);
         self.publish();
         // The listing parked approvals waited for.
-        for (_, names, all, reply) in std::mem::take(&mut self.parked.waiting) {
-            self.approve_now(&names, all, reply);
+        for (_, ask, reply) in std::mem::take(&mut self.parked.waiting) {
+            self.approve_now(&ask, reply);
         }
     }
 
@@ -64,13 +64,12 @@ impl ServerActorState {
     pub(super) fn tools_approve(
         &mut self,
         myself: &ActorRef<ServerMsg>,
-        names: Vec<String>,
-        all: bool,
+        ask: Approval,
         reply: ApproveReply,
     ) {
         let running = self.lc.phase == xy_core::protocol::ServerState::Running;
-        if !running || self.mcp.unknown(&names).is_empty() {
-            return self.approve_now(&names, all, reply);
+        if !running || self.mcp.unknown(&ask.mentioned()).is_empty() {
+            return self.approve_now(&ask, reply);
         }
         match &self.bridge {
             Some(b) => {
@@ -80,7 +79,7 @@ impl ServerActorState {
         }
         let id = self.parked.next;
         self.parked.next += 1;
-        self.parked.waiting.push((id, names, all, reply));
+        self.parked.waiting.push((id, ask, reply));
         myself.send_after(RELIST_WAIT, move || ServerMsg::ApproveTimeout(id));
     }
 
@@ -89,12 +88,14 @@ impl ServerActorState {
         let Some(at) = self.parked.waiting.iter().position(|p| p.0 == id) else {
             return;
         };
-        let (_, names, all, reply) = self.parked.waiting.remove(at);
-        self.approve_now(&names, all, reply);
+        let (_, ask, reply) = self.parked.waiting.remove(at);
+        self.approve_now(&ask, reply);
     }
 
-    fn approve_now(&mut self, names: &[String], all: bool, reply: ApproveReply) {
-        let r = self.mcp.approve(names, all, SystemTime::now());
+    /// Checks and applies in this one message handling: no listing lands
+    /// in between (SPEC §28).
+    fn approve_now(&mut self, ask: &Approval, reply: ApproveReply) {
+        let r = self.mcp.approve(ask, SystemTime::now());
         self.firewall_changed(Vec::new());
         if !reply.is_closed() {
             let _ = reply.send(r);

@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use xy_core::firewall::{FirewallMode, Kind, Policy, ToolState, decide};
 use xy_core::protocol::mcp::{
-    ApprovedVersion, CanonicalJson, ItemLedger, ItemVerdict, LedgerTool, McpStatus, ToolLedger,
-    ToolSnapshot, ToolsResult, diff_tools,
+    ApprovedVersion, CanonicalJson, ChangedItem, ExpectedDigest, ItemLedger, ItemVerdict,
+    LedgerTool, McpStatus, ToolLedger, ToolSnapshot, ToolsResult, diff_tools,
 };
 
 use crate::ledger::{self, Saver};
@@ -33,9 +33,35 @@ pub(crate) struct Held {
     pub(crate) reason: String,
 }
 
-/// A `tools_approve`/`tools_deny` naming what the server does not list.
+/// Why a `tools_approve`/`tools_deny` changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UnknownNames(pub(crate) Vec<String>);
+pub(crate) enum Refused {
+    /// Names the server does not list.
+    Unknown(Vec<String>),
+    /// Items not listed with the digest the caller showed (SPEC §28).
+    Changed(Vec<ChangedItem>),
+}
+
+/// What a `tools_approve` asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Approval {
+    /// Items by name, approved as listed now.
+    pub(crate) names: Vec<String>,
+    /// Every held-back item.
+    pub(crate) all: bool,
+    /// Exactly the items listed with these digests, or none if one is not:
+    /// checked and applied in one step of the actor, so no listing lands
+    /// between what the user saw and what is approved.
+    pub(crate) expect: Vec<ExpectedDigest>,
+}
+
+impl Approval {
+    /// Every name it mentions.
+    pub(crate) fn mentioned(&self) -> Vec<String> {
+        let expected = self.expect.iter().map(|e| e.name.clone());
+        self.names.iter().cloned().chain(expected).collect()
+    }
+}
 
 /// A new snapshot whose tools differ from the previous one (or the first
 /// snapshot ever): what the `tools` event reports (SPEC §15).
@@ -475,29 +501,66 @@ impl McpState {
     }
 
     /// Every name is a listed tool or prompt; else the ones that are not.
-    fn all_listed(&self, names: &[String]) -> Result<(), UnknownNames> {
+    fn all_listed(&self, names: &[String]) -> Result<(), Refused> {
         let unknown = self.unknown(names);
         if unknown.is_empty() {
             Ok(())
         } else {
-            Err(UnknownNames(unknown))
+            Err(Refused::Unknown(unknown))
         }
     }
 
+    /// The expected items not listed with the digest expected.
+    fn changed(&self, expect: &[ExpectedDigest]) -> Vec<ChangedItem> {
+        let fw = &self.ledger.firewall;
+        let listed = || {
+            fw.tools
+                .current
+                .iter()
+                .chain(&fw.prompts.current)
+                .chain(&fw.resources.current)
+        };
+        expect
+            .iter()
+            .filter_map(|e| {
+                let current: Vec<String> = listed()
+                    .filter(|v| v.name == e.name)
+                    .map(|v| v.digest.clone())
+                    .collect();
+                (!current.contains(&e.digest)).then(|| ChangedItem {
+                    name: e.name.clone(),
+                    expected: e.digest.clone(),
+                    current,
+                })
+            })
+            .collect()
+    }
+
     /// `tools_approve`: approves the named items (tools and prompts of
-    /// that name) as currently listed, or with `all` every held-back one.
+    /// that name) as currently listed, or with `all` every held-back one,
+    /// or exactly the items listed with the digests expected (none if one
+    /// is not).
     pub(crate) fn approve(
         &mut self,
-        names: &[String],
-        all: bool,
+        ask: &Approval,
         now: SystemTime,
-    ) -> Result<Vec<String>, UnknownNames> {
-        self.all_listed(names)?;
+    ) -> Result<Vec<String>, Refused> {
+        let changed = self.changed(&ask.expect);
+        if !changed.is_empty() {
+            tracing::warn!(server = %self.name, ?changed, "approval refused: not listed as shown");
+            return Err(Refused::Changed(changed));
+        }
+        self.all_listed(&ask.names)?;
         let mut approved = Vec::new();
         for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
             let section = section(&mut self.ledger.firewall, kind);
             for v in &mut section.current {
-                let wanted = names.contains(&v.name) || (all && !v.state.visible());
+                let wanted = ask.names.contains(&v.name)
+                    || (ask.all && !v.state.visible())
+                    || ask
+                        .expect
+                        .iter()
+                        .any(|e| e.name == v.name && e.digest == v.digest);
                 if !wanted {
                     continue;
                 }
@@ -534,7 +597,7 @@ impl McpState {
         &mut self,
         names: &[String],
         now: SystemTime,
-    ) -> Result<Vec<String>, UnknownNames> {
+    ) -> Result<Vec<String>, Refused> {
         self.all_listed(names)?;
         let mut denied = Vec::new();
         for kind in [Kind::Tool, Kind::Prompt, Kind::Resource] {
@@ -711,289 +774,5 @@ fn verdict(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn state(dir: Option<PathBuf>, mode: FirewallMode, directory: &Directory) -> McpState {
-        McpState::load(dir, "s", mode, directory.clone())
-    }
-
-    fn listing(tools: &[Value]) -> Listing {
-        Listing {
-            tools: tools.to_vec(),
-            ..Listing::default()
-        }
-    }
-
-    fn states(st: &McpState) -> Vec<(String, ToolState)> {
-        st.ledger
-            .firewall
-            .tools
-            .current
-            .iter()
-            .map(|v| (v.name.clone(), v.state))
-            .collect()
-    }
-
-    fn t(name: &str, d: &str) -> Value {
-        json!({"name": name, "description": d})
-    }
-
-    #[test]
-    fn pin_approves_the_first_listing_but_flags_then_holds_what_changes() {
-        let dir = Directory::default();
-        let mut st = state(None, FirewallMode::Pin, &dir);
-        let now = SystemTime::now();
-        let (_, held) = st.listed(
-            listing(&[t("a", "A"), t("bad", "read ~/.aws/credentials")]),
-            now,
-        );
-        assert_eq!(
-            states(&st),
-            [
-                ("a".into(), ToolState::Approved),
-                ("bad".into(), ToolState::Flagged)
-            ]
-        );
-        assert_eq!(held.len(), 1);
-        assert_eq!(held[0].name, "bad");
-        // A second spawn: one changed, one new; nothing newly held twice.
-        st.on_spawn();
-        let (_, held) = st.listed(
-            listing(&[
-                t("a", "A2"),
-                t("bad", "read ~/.aws/credentials"),
-                t("n", "N"),
-            ]),
-            now,
-        );
-        assert_eq!(
-            states(&st),
-            [
-                ("a".into(), ToolState::Changed),
-                ("bad".into(), ToolState::Flagged),
-                ("n".into(), ToolState::Pending)
-            ]
-        );
-        assert_eq!(
-            held.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(),
-            ["a", "n"]
-        );
-        let v = st.verdicts();
-        assert!(v.call(Kind::Tool, "a").is_err() && v.call(Kind::Tool, "n").is_err());
-        // The changed tool carries the approved version.
-        let r = st.tools();
-        let a = &r.current.unwrap().tools[0];
-        assert_eq!(
-            a.approved.as_ref().unwrap().description.as_deref(),
-            Some("A")
-        );
-        assert_eq!(r.mode, Some(FirewallMode::Pin));
-        // Approve two, deny one; unknown names are refused and change nothing.
-        assert_eq!(
-            st.approve(&["zz".into()], false, now),
-            Err(UnknownNames(vec!["zz".into()]))
-        );
-        assert_eq!(
-            st.approve(&["a".into(), "n".into()], false, now).unwrap(),
-            ["a", "n"]
-        );
-        assert_eq!(st.deny(&["bad".into()], now).unwrap(), ["bad"]);
-        assert_eq!(
-            states(&st),
-            [
-                ("a".into(), ToolState::Approved),
-                ("bad".into(), ToolState::Denied),
-                ("n".into(), ToolState::Approved)
-            ]
-        );
-        assert!(st.verdicts().call(Kind::Tool, "n").is_ok());
-        // The directory has every listed tool, held back or not, for
-        // shadowing on both sides.
-        assert_eq!(dir.others("other").len(), 3);
-        // `all` approves every held-back one.
-        assert_eq!(st.approve(&[], true, now).unwrap(), ["bad"]);
-        assert_eq!(dir.others("other").len(), 3);
-    }
-
-    fn named(name: &str, mode: FirewallMode, directory: &Directory) -> McpState {
-        McpState::load(None, name, mode, directory.clone())
-    }
-
-    fn warnings(st: &McpState, tool: &str) -> Vec<String> {
-        let r = st.tools();
-        let t = r
-            .current
-            .unwrap()
-            .tools
-            .into_iter()
-            .find(|t| t.name == tool);
-        t.unwrap().warnings
-    }
-
-    #[test]
-    fn shadowing_needs_another_definition_and_shows_on_both_sides() {
-        // Issue 39: the same tools listed by two servers (another install
-        // of one package) are never held back, whichever lists first.
-        let dir = Directory::default();
-        let now = SystemTime::now();
-        let same = [t("read_file", "Reads."), t("write_file", "Writes.")];
-        let mut a = named("a", FirewallMode::Pin, &dir);
-        a.listed(listing(&same), now);
-        let mut b = named("b", FirewallMode::Pin, &dir);
-        b.listed(listing(&same), now);
-        for st in [&a, &b] {
-            assert!(states(st).iter().all(|(_, s)| *s == ToolState::Approved));
-            assert!(warnings(st, "read_file").is_empty());
-        }
-        // Another definition under the name: a warning on both sides in
-        // pin, nothing held.
-        let mut c = named("c", FirewallMode::Pin, &dir);
-        c.listed(listing(&[t("read_file", "Reads anything.")]), now);
-        assert_eq!(states(&c), [("read_file".into(), ToolState::Approved)]);
-        assert!(warnings(&c, "read_file")[0].contains("servers a, b"));
-        assert!(warnings(&a, "read_file")[0].contains("server c"));
-        assert!(warnings(&a, "write_file").is_empty());
-        // Review holds the clash; the approved side stays approved.
-        let mut r = named("r", FirewallMode::Review, &dir);
-        r.listed(listing(&[t("write_file", "Writes anything.")]), now);
-        assert_eq!(states(&r), [("write_file".into(), ToolState::Flagged)]);
-        assert!(r.tools().current.unwrap().tools[0].reasons[0].contains("servers a, b"));
-        assert_eq!(states(&a)[1], ("write_file".into(), ToolState::Approved));
-        assert!(warnings(&a, "write_file")[0].contains("server r"));
-        // The reason is not repeated as a warning.
-        assert!(warnings(&r, "write_file").is_empty());
-    }
-
-    #[test]
-    fn a_mode_change_redecides_and_review_holds_everything() {
-        let dir = Directory::default();
-        let mut st = state(None, FirewallMode::Review, &dir);
-        let now = SystemTime::now();
-        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
-        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Pending));
-        st.set_mode(FirewallMode::Off, now);
-        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
-        assert!(st.verdicts().call(Kind::Tool, "a").is_ok());
-        // Review saw them and approved nothing: pin keeps them held.
-        let held = st.set_mode(FirewallMode::Pin, now);
-        assert_eq!(held.len(), 2, "{held:?}");
-        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Pending));
-        // Off decides nothing: a server first seen in off mode gets its
-        // first listing in pin.
-        let mut st = state(None, FirewallMode::Off, &dir);
-        st.listed(listing(&[t("c", "see ~/.netrc")]), now);
-        st.set_mode(FirewallMode::Pin, now);
-        assert_eq!(states(&st), [("c".into(), ToolState::Flagged)]);
-        // It was never approved: clean now, it is still new to the user.
-        st.listed(listing(&[t("c", "C")]), now);
-        assert_eq!(states(&st), [("c".into(), ToolState::Pending)]);
-    }
-
-    #[test]
-    fn approvals_persist_and_a_format_1_ledger_is_a_first_listing() {
-        let tmp = tempfile::tempdir().unwrap();
-        let tools = tmp.path().join("tools");
-        std::fs::create_dir_all(&tools).unwrap();
-        // Format 1: snapshots only (an older xy).
-        std::fs::write(
-            tools.join("s.json"),
-            r#"{"format":1,"snapshots":[{"ts":"t","protocol_version":"2025-06-18","server_name":null,"server_version":null,"tools":[{"name":"a","description":"A"}]}]}"#,
-        )
-        .unwrap();
-        let dir = Directory::default();
-        let mut st = state(Some(tools.clone()), FirewallMode::Pin, &dir);
-        assert!(!st.ledger.firewall.seen);
-        let now = SystemTime::now();
-        st.listed(listing(&[t("a", "A"), t("b", "B")]), now);
-        assert!(states(&st).iter().all(|(_, s)| *s == ToolState::Approved));
-        let l = xy_testbins::wait::wait_some(
-            "the approvals saved",
-            std::time::Duration::from_secs(10),
-            || {
-                let l = ledger::load(&tools, "s");
-                (l.format == xy_core::protocol::mcp::LEDGER_FORMAT
-                    && l.firewall.tools.approved.len() == 2)
-                    .then_some(l)
-            },
-        );
-        assert!(l.firewall.seen);
-        drop(st);
-        // A new actor (daemon restart): the approvals stand, a new tool is pending.
-        let mut st = state(Some(tools), FirewallMode::Pin, &dir);
-        st.listed(listing(&[t("a", "A"), t("b", "B"), t("c", "C")]), now);
-        assert_eq!(states(&st)[2], ("c".into(), ToolState::Pending));
-        assert_eq!(states(&st)[0], ("a".into(), ToolState::Approved));
-    }
-
-    #[test]
-    fn the_served_listing_is_kept_restored_and_filtered_by_the_verdicts() {
-        use crate::mcp::listing::Handshake;
-        let tmp = tempfile::tempdir().unwrap();
-        let tools = tmp.path().join("tools");
-        let dir = Directory::default();
-        let now = SystemTime::now();
-        // A ledger from before (no `served`): nothing to answer from.
-        let mut st = state(Some(tools.clone()), FirewallMode::Pin, &dir);
-        assert!(st.verdicts().ledger.is_none());
-        st.listed(listing(&[t("a", "A")]), now);
-        assert!(
-            st.verdicts().ledger.is_none(),
-            "no handshake answer, nothing served"
-        );
-        let with_handshake = |items: &[Value]| Listing {
-            handshake: Some(Box::new(Handshake {
-                init: Some(json!({"protocolVersion": "2025-11-25",
-                    "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}})),
-                ..Handshake::default()
-            })),
-            ..listing(items)
-        };
-        st.on_spawn();
-        st.listed(with_handshake(&[t("a", "A"), t("n", "New.")]), now);
-        let answer = |st: &McpState| -> Vec<String> {
-            let l = st.verdicts().ledger.clone().expect("served");
-            let v: Value =
-                serde_json::from_slice(&l.list("tools/list", &json!(1), false).unwrap()).unwrap();
-            v["result"]["tools"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_owned())
-                .collect()
-        };
-        assert_eq!(answer(&st), ["a"], "the new tool is held back");
-        xy_testbins::wait::wait_some("served saved", std::time::Duration::from_secs(10), || {
-            ledger::load(&tools, "s")
-                .served
-                .filter(|s| s.tools.len() == 2)
-        });
-        drop(st);
-        // A fresh daemon: the same answer from the file alone, and an
-        // approval shows the held-back tool at once.
-        let mut st = state(Some(tools), FirewallMode::Pin, &dir);
-        assert_eq!(answer(&st), ["a"]);
-        assert!(st.verdicts().knows(Kind::Tool, &t("n", "New.")));
-        st.approve(&["n".into()], false, now).unwrap();
-        assert_eq!(answer(&st), ["a", "n"]);
-    }
-
-    #[test]
-    fn a_tools_change_is_the_first_listing_or_a_non_empty_diff() {
-        use xy_core::protocol::mcp::ToolDiff;
-        let none = ToolDiff::default();
-        let first = ToolsChange::new(None, 2, &none).unwrap();
-        assert_eq!((first.from, first.to), (None, 2));
-        assert_eq!(first.reason, "first listing");
-        assert_eq!(ToolsChange::new(Some(2), 2, &none), None);
-        let d = ToolDiff {
-            added: vec!["a".into(), "b".into()],
-            removed: vec![],
-            changed: vec!["c".into()],
-        };
-        let c = ToolsChange::new(Some(2), 3, &d).unwrap();
-        assert_eq!((c.from, c.to), (Some(2), 3));
-        assert_eq!(c.reason, "added a, b; changed c");
-    }
-}
+#[path = "mcp_state_tests.rs"]
+mod tests;

@@ -7,11 +7,18 @@ use clap::{Args, Subcommand};
 
 use crate::clients::ClientId;
 
+/// A client's SPEC id, its possible values listed in `--help` and errors.
+fn client_id() -> impl clap::builder::TypedValueParser<Value = ClientId> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(ClientId::ALL.map(ClientId::id))
+        .map(|id: String| ClientId::from_id(&id).expect("one of the possible values"))
+}
+
 /// `import`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ImportArgs {
     /// The client whose servers to import.
-    #[arg(value_enum)]
+    #[arg(value_parser = client_id())]
     pub(crate) client: ClientId,
     /// Show what would be created; write nothing.
     #[arg(long)]
@@ -51,7 +58,7 @@ pub(crate) enum ClientsCmd {
     /// Point the client's entries for servers xy runs at xy (backup first).
     Apply {
         /// The client.
-        #[arg(value_enum)]
+        #[arg(value_parser = client_id())]
         client: ClientId,
         /// Print the change as a unified diff; write nothing.
         #[arg(long)]
@@ -75,7 +82,7 @@ pub(crate) enum ClientsCmd {
     /// Restore the newest backup `clients apply` made of the client's file.
     Undo {
         /// The client.
-        #[arg(value_enum)]
+        #[arg(value_parser = client_id())]
         client: ClientId,
         /// The client's config file (default: its usual place on this OS).
         #[arg(long, value_name = "PATH")]

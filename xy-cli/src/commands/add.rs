@@ -291,15 +291,11 @@ fn state_line(c: &mut Client, name: &str, port: u16) -> Result<String, Failure> 
 /// The server's xy URL from a `list`/`status` entry: its `url` field, else
 /// (a daemon from before §13, which sends none) `http://127.0.0.1:<port>/mcp`.
 pub(crate) fn server_url(entry: &ListEntry) -> String {
-    if entry.url.is_empty() {
-        fallback_url(entry.port)
-    } else {
-        entry.url.clone()
-    }
+    xy_core::clients::own_url(entry)
 }
 
 fn fallback_url(port: u16) -> String {
-    format!("http://127.0.0.1:{port}/mcp")
+    xy_core::clients::port_url(port)
 }
 
 /// `remove <name>`.

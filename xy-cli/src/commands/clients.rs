@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use xy_core::protocol::{ListEntry, ReloadResult, method};
 
-use super::add::server_url;
 use crate::cli::{ClientsArgs, ClientsCmd, ImportArgs};
 use crate::clients::{self, ClientId, Entry, Home, Os, Pointer, Rewrite, Spec, file};
 use crate::ctx::{CONTROL_TIMEOUT, Ctx, READ_TIMEOUT};
@@ -18,6 +17,7 @@ use crate::packages::import::{Candidate, Outcome};
 use crate::server_file::{self, ServerSpec};
 use crate::{daemon_conn, output, render};
 use xy_core::client::Client;
+use xy_core::clients::{XyUrl, xy_name_for};
 
 fn home() -> Result<Home, Failure> {
     Home::from_env().ok_or_else(|| Failure::new(Exit::Operational, "HOME is not set".to_owned()))
@@ -359,66 +359,10 @@ fn row(a: &str, b: &str, c: &str, d: &str) -> Vec<String> {
     vec![a.to_owned(), b.to_owned(), c.to_owned(), d.to_owned()]
 }
 
-/// One server xy runs, as a client reaches it.
-struct XyUrl {
-    /// What `apply` writes: the gateway's URL (SPEC §20), or the server's
-    /// own port when the gateway is off.
-    url: String,
-    /// The server's own port's URL, which an entry written before the
-    /// gateway (or while it was off) holds: still xy's.
-    own: String,
-}
-
 /// The servers xy runs: name → URLs.
 fn xy_servers(c: &mut Client) -> Result<BTreeMap<String, XyUrl>, Failure> {
     let list: Vec<ListEntry> = c.call::<(), _>(method::LIST, None, READ_TIMEOUT)?;
-    Ok(list
-        .iter()
-        .map(|e| {
-            let own = server_url(e);
-            let url = e.gateway_url.clone().unwrap_or_else(|| own.clone());
-            (e.name.clone(), XyUrl { url, own })
-        })
-        .collect())
-}
-
-/// The xy server a client entry stands for: the same name, or the name
-/// `import` would have given it.
-fn xy_name_for<'a>(
-    entry: &str,
-    xy: &'a BTreeMap<String, XyUrl>,
-) -> Option<(&'a String, &'a XyUrl)> {
-    xy.get_key_value(entry)
-        .or_else(|| xy.get_key_value(&server_file::usable_name(entry)))
-}
-
-/// Whether an entry runs `xyctl mcp` (any xyctl).
-fn is_xy_mcp(spec: &Spec) -> bool {
-    match spec {
-        Spec::Stdio { command, args, .. } => {
-            Path::new(command).file_name().is_some_and(|f| f == "xyctl")
-                && matches!(args.as_slice(), [a] if a == "mcp")
-        }
-        _ => false,
-    }
-}
-
-/// Which xy server an entry already points at, if any.
-fn points_at_xy(spec: &Spec, xy: &BTreeMap<String, XyUrl>) -> Option<String> {
-    match spec {
-        Spec::Url(u) => xy
-            .iter()
-            .find(|(_, x)| x.url == *u || x.own == *u)
-            .map(|(n, _)| n.clone()),
-        Spec::Stdio { command, args, .. } => {
-            let is_xyctl = Path::new(command).file_name().is_some_and(|f| f == "xyctl");
-            match args.as_slice() {
-                [c, name] if is_xyctl && c == "connect" => Some(name.clone()),
-                _ => None,
-            }
-        }
-        Spec::Other => None,
-    }
+    Ok(xy_core::clients::xy_urls(&list))
 }
 
 /// The entry `clients apply --with-xy` adds for `xyctl mcp`.
@@ -657,67 +601,23 @@ fn apply(
     Ok(Exit::Success)
 }
 
-/// One client's findings for `clients`.
-#[derive(Debug, serde::Serialize)]
-struct Found {
-    client: &'static str,
-    file: String,
-    error: Option<String>,
-    entries: Vec<FoundEntry>,
-}
-
-#[derive(Debug, serde::Serialize)]
-struct FoundEntry {
-    name: String,
-    /// `xy` (points at xy), `process` (spawns its own), `url` (some other
-    /// URL), `other`.
-    uses: &'static str,
-    /// The xy server it points at, or the one that stands for it.
-    xy_server: Option<String>,
+/// The gateway's base URL, when it is on (`/mcp` entries point there).
+fn gateway_base(c: &mut Client) -> Option<String> {
+    let status: serde_json::Value = c
+        .call::<(), _>(method::DAEMON_STATUS, None, READ_TIMEOUT)
+        .ok()?;
+    status
+        .pointer("/gateway/url")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
 }
 
 fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
     let h = home()?;
     let mut c = daemon_conn::connect(ctx)?;
     let xy = xy_servers(&mut c)?;
-    let mut found = Vec::new();
-    for client in ClientId::ALL {
-        let path = client.default_path(Os::current(), &h);
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let mut f = Found {
-            client: client.id(),
-            file: path.display().to_string(),
-            error: None,
-            entries: Vec::new(),
-        };
-        match clients::entries(client, &text) {
-            Err(e) => f.error = Some(e.to_string()),
-            Ok(es) => {
-                for e in es {
-                    let (uses, xy_server) = match points_at_xy(&e.spec, &xy) {
-                        Some(s) => ("xy", Some(s)),
-                        None if is_xy_mcp(&e.spec) => ("xy", None),
-                        None => {
-                            let stand = xy_name_for(&e.name, &xy).map(|(n, _)| n.clone());
-                            match e.spec {
-                                Spec::Stdio { .. } => ("process", stand),
-                                Spec::Url(_) => ("url", stand),
-                                Spec::Other => ("other", stand),
-                            }
-                        }
-                    };
-                    f.entries.push(FoundEntry {
-                        name: e.name,
-                        uses,
-                        xy_server,
-                    });
-                }
-            }
-        }
-        found.push(f);
-    }
+    let gateway = gateway_base(&mut c);
+    let found = xy_core::clients::find(&h, Os::current(), &xy, gateway.as_deref());
     if json {
         output::json_line(&serde_json::to_string(&found).unwrap_or_default());
         return Ok(Exit::Success);
@@ -745,7 +645,7 @@ fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
             ]);
         }
         for e in &f.entries {
-            let what = match (e.uses, &e.xy_server) {
+            let what = match (e.uses.as_str(), &e.xy_server) {
                 ("xy", Some(s)) => format!("xy ({s})"),
                 ("xy", None) => "xy itself (xyctl mcp)".to_owned(),
                 ("process", Some(s)) => format!(
@@ -753,6 +653,10 @@ fn list(ctx: &Ctx, json: bool) -> Result<Exit, Failure> {
                     f.client
                 ),
                 ("process", None) => "own process".to_owned(),
+                ("aggregate", _) => format!(
+                    "xy's one endpoint ({})",
+                    e.endpoint.as_deref().unwrap_or("/mcp")
+                ),
                 ("url", _) => "another URL".to_owned(),
                 _ => "unrecognised entry".to_owned(),
             };

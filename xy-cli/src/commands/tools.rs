@@ -6,12 +6,12 @@
 
 use std::io::BufRead;
 
-use xy_core::client::Client;
+use xy_core::client::{Client, ClientError};
 use xy_core::protocol::mcp::{
-    ToolSummary, ToolsApproveParams, ToolsApproveResult, ToolsDenyParams, ToolsDenyResult,
-    ToolsParams, ToolsResult,
+    ExpectedDigest, ToolSummary, ToolsApproveParams, ToolsApproveResult, ToolsDenyParams,
+    ToolsDenyResult, ToolsParams, ToolsResult,
 };
-use xy_core::protocol::{ListEntry, method};
+use xy_core::protocol::{ErrorCode, ListEntry, method};
 
 use crate::cli::{ToolsArgs, ToolsCmd};
 use crate::ctx::{Ctx, READ_TIMEOUT};
@@ -107,6 +107,7 @@ fn approve(ctx: &Ctx, name: &str, tools: Vec<String>, all: bool) -> Result<Exit,
         name: name.to_owned(),
         tools: (!all).then_some(tools),
         all,
+        expect: Vec::new(),
     };
     let r: ToolsApproveResult = client.call(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT)?;
     output::stdout(&if r.approved.is_empty() {
@@ -191,14 +192,9 @@ fn review(ctx: &Ctx, only: Option<&str>) -> Result<Exit, Failure> {
             };
             match answer {
                 Answer::Approve => {
-                    let params = ToolsApproveParams {
-                        name: name.clone(),
-                        tools: Some(vec![tool.name.clone()]),
-                        all: false,
-                    };
-                    let _: ToolsApproveResult =
-                        client.call(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT)?;
-                    approved += 1;
+                    if approve_shown(&mut client, name, &tool)? {
+                        approved += 1;
+                    }
                 }
                 Answer::Deny => {
                     let params = ToolsDenyParams {
@@ -224,6 +220,36 @@ fn review(ctx: &Ctx, only: Option<&str>) -> Result<Exit, Failure> {
         format!("reviewed {seen}: {approved} approved, {denied} denied\n")
     });
     Ok(Exit::Success)
+}
+
+/// Approves the item as the review showed it (D301): with its digest, so
+/// a listing that changed after the diff was printed is refused by xyd,
+/// not approved unseen. Whether it was approved.
+fn approve_shown(client: &mut Client, server: &str, tool: &ToolSummary) -> Result<bool, Failure> {
+    // A ledger from before digests has none: approved by name, as before.
+    let expect: Vec<ExpectedDigest> = (tool.digest.iter())
+        .map(|d| ExpectedDigest {
+            name: tool.name.clone(),
+            digest: d.clone(),
+        })
+        .collect();
+    let params = ToolsApproveParams {
+        name: server.to_owned(),
+        tools: expect.is_empty().then(|| vec![tool.name.clone()]),
+        all: false,
+        expect,
+    };
+    match client.call::<_, ToolsApproveResult>(method::TOOLS_APPROVE, Some(&params), READ_TIMEOUT) {
+        Ok(_) => Ok(true),
+        Err(ClientError::Rpc(e)) if e.kind() == Some(ErrorCode::DigestChanged) => {
+            output::stdout(&format!(
+                "{} changed since it was shown: not approved; review it again                  (`xyctl tools review {server}`)\n",
+                render::reveal(&tool.name)
+            ));
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The server's held-back tools and prompts (denied ones included: the

@@ -25,3 +25,41 @@ impl ConsoleCodeResult {
         format!("{}#code={}", self.url, self.code)
     }
 }
+
+/// `clients` → every AI client's config file found on this machine (in the
+/// daemon's `$HOME`), and what each entry uses (SPEC §14, §28).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientsResult {
+    /// The files found, in SPEC order of the clients.
+    pub clients: Vec<ClientFile>,
+}
+
+/// One client's config file as found (`xyctl clients --json`, the
+/// console's Clients page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientFile {
+    /// The client's SPEC id.
+    pub client: String,
+    /// Its file.
+    pub file: String,
+    /// Why the file could not be read, if it could not.
+    pub error: Option<String>,
+    /// Its server entries.
+    pub entries: Vec<ClientEntry>,
+}
+
+/// One entry of a client's file and what it uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientEntry {
+    /// The entry's name.
+    pub name: String,
+    /// `xy` (an xy server, or xy itself), `aggregate` (`/mcp`, a profile's
+    /// endpoint), `process` (spawns its own), `url` (some other URL),
+    /// `other`.
+    pub uses: String,
+    /// The xy server it points at, or the one that stands for it.
+    pub xy_server: Option<String>,
+    /// For `aggregate`: the endpoint's path (`/mcp`, `/p/<profile>/mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}

@@ -248,6 +248,44 @@ pub struct ToolsApproveParams {
     /// Approve every held-back tool.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
+    /// The items as the caller showed them (SPEC §28): exactly these are
+    /// approved, in the same step as the server actor checks that it still
+    /// lists each with that digest; if one changed, nothing is. Instead of
+    /// `tools` and `all`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expect: Vec<ExpectedDigest>,
+}
+
+/// One item of `tools_approve {expect}`: its name and the digest shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedDigest {
+    /// The tool's or prompt's name, or the resource's URI.
+    pub name: String,
+    /// Its digest as the caller showed it.
+    pub digest: String,
+}
+
+/// `data` of a `tools_approve {expect}` refused with `-32008
+/// DigestChanged`: nothing was approved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DigestChangedData {
+    /// The server.
+    pub server: String,
+    /// The items whose digest is not the one shown.
+    pub changed: Vec<ChangedItem>,
+}
+
+/// An item listed otherwise than the caller showed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangedItem {
+    /// Its name.
+    pub name: String,
+    /// The digest the caller showed.
+    pub expected: String,
+    /// The digests the server lists under that name now (`[]`: it lists
+    /// none; a tool and a prompt may share a name).
+    pub current: Vec<String>,
 }
 
 /// `tools_approve` → the names now approved.

@@ -35,11 +35,15 @@ pub enum ErrorCode {
     /// or mismatched authorization response, the token exchange); the
     /// message says which step and never holds a token.
     AuthFailed,
+    /// `-32008`: `tools_approve {expect}` named a digest the server no
+    /// longer lists for that item; nothing was approved; `data` is
+    /// [`super::mcp::DigestChangedData`].
+    DigestChanged,
 }
 
 impl ErrorCode {
     /// Every code, for exhaustive tests and docs.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -52,6 +56,7 @@ impl ErrorCode {
         ErrorCode::NotRunning,
         ErrorCode::SpawnFailed,
         ErrorCode::AuthFailed,
+        ErrorCode::DigestChanged,
     ];
 
     /// The numeric code on the wire.
@@ -69,6 +74,7 @@ impl ErrorCode {
             ErrorCode::NotRunning => -32005,
             ErrorCode::SpawnFailed => -32006,
             ErrorCode::AuthFailed => -32007,
+            ErrorCode::DigestChanged => -32008,
         }
     }
 
@@ -92,6 +98,7 @@ impl ErrorCode {
             ErrorCode::NotRunning => "NotRunning",
             ErrorCode::SpawnFailed => "SpawnFailed",
             ErrorCode::AuthFailed => "AuthFailed",
+            ErrorCode::DigestChanged => "DigestChanged",
         }
     }
 }

@@ -73,7 +73,8 @@ fn method_names() {
             "auth_status",
             "auth_logout",
             "console_code",
-            "tools_search"
+            "tools_search",
+            "clients"
         ]
     );
     assert_eq!(method::LOG, "log");
@@ -95,6 +96,7 @@ fn error_codes() {
         (ErrorCode::NotRunning, -32005),
         (ErrorCode::SpawnFailed, -32006),
         (ErrorCode::AuthFailed, -32007),
+        (ErrorCode::DigestChanged, -32008),
     ];
     for (c, n) in want {
         assert_eq!(c.code(), n);

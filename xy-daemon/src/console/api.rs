@@ -10,7 +10,8 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use xy_actors::ConsoleBody;
-use xy_core::protocol::method;
+use xy_core::protocol::mcp::ExpectedDigest;
+use xy_core::protocol::{ErrorCode, method};
 
 use super::Console;
 use super::reply::{json_answer, json_bytes, ndjson_stream};
@@ -24,6 +25,7 @@ const READ: &[&str] = &[
     method::LOGS,
     method::DAEMON_STATUS,
     method::AUTH_STATUS,
+    method::CLIENTS,
 ];
 /// Methods that change something; reached by `POST` with the session token
 /// like every API call.
@@ -83,10 +85,12 @@ pub(crate) async fn rpc(console: &Console, body: Value) -> Response<ConsoleBody>
     }
 }
 
-/// `POST /api/approve {name, items: [{name, digest}]}`: approves each item
-/// only if the server still lists it with the digest the page showed;
-/// otherwise nothing is approved and the answer is `409` naming what
-/// changed.
+/// `POST /api/approve {name, items: [{name, digest}]}`: `tools_approve
+/// {name, expect: items}`, whose server actor approves exactly these items
+/// if it still lists each with the digest the page showed, in the same
+/// step as it checks; otherwise nothing is approved and the answer is `409`
+/// with the daemon's `-32008` error (`data.changed`: each item's digest
+/// shown and its digests now).
 pub(crate) async fn approve(console: &Console, body: Value) -> Response<ConsoleBody> {
     let server = body.get("name").and_then(Value::as_str).unwrap_or("");
     let Some(items) = body.get("items").and_then(Value::as_array) else {
@@ -95,13 +99,16 @@ pub(crate) async fn approve(console: &Console, body: Value) -> Response<ConsoleB
             "items: [{name, digest}] is missing",
         );
     };
-    let mut wanted = Vec::new();
+    let mut expect = Vec::new();
     for it in items {
         match (
             it.get("name").and_then(Value::as_str),
             it.get("digest").and_then(Value::as_str),
         ) {
-            (Some(n), Some(d)) if !d.is_empty() => wanted.push((n.to_owned(), d.to_owned())),
+            (Some(n), Some(d)) if !d.is_empty() => expect.push(ExpectedDigest {
+                name: n.to_owned(),
+                digest: d.to_owned(),
+            }),
             _ => {
                 return refused(
                     StatusCode::BAD_REQUEST,
@@ -110,66 +117,15 @@ pub(crate) async fn approve(console: &Console, body: Value) -> Response<ConsoleB
             }
         }
     }
-    if wanted.is_empty() {
+    if expect.is_empty() {
         return refused(StatusCode::BAD_REQUEST, "no items to approve");
     }
-    let tools = match console
-        .daemon
-        .call(method::TOOLS, json!({"name": server}))
-        .await
-    {
-        Ok(t) => t,
-        Err(e) => return json_answer(StatusCode::OK, &json!({"error": e.0})),
-    };
-    let listed = |name: &str| -> Vec<String> {
-        ["tools", "prompts"]
-            .iter()
-            .flat_map(|k| {
-                let items = if *k == "tools" {
-                    tools.pointer("/current/tools")
-                } else {
-                    tools.get("prompts")
-                };
-                items
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter(|t| t.get("name").and_then(Value::as_str) == Some(name))
-                    .filter_map(|t| t.get("digest").and_then(Value::as_str).map(str::to_owned))
-            })
-            .collect()
-    };
-    let changed: Vec<&str> = wanted
-        .iter()
-        .filter(|(n, d)| !listed(n).contains(d))
-        .map(|(n, _)| n.as_str())
-        .collect();
-    if !changed.is_empty() {
-        tracing::warn!(
-            server,
-            ?changed,
-            "console: approval refused, the item changed since the page showed it"
-        );
-        return refused(
-            StatusCode::CONFLICT,
-            &format!(
-                "{} changed since the page showed {}: review {} again",
-                changed.join(", "),
-                if changed.len() == 1 { "it" } else { "them" },
-                if changed.len() == 1 { "it" } else { "them" },
-            ),
-        );
-    }
-    let names: Vec<&str> = wanted.iter().map(|(n, _)| n.as_str()).collect();
-    match console
-        .daemon
-        .call(
-            method::TOOLS_APPROVE,
-            json!({"name": server, "tools": names}),
-        )
-        .await
-    {
+    let params = json!({"name": server, "expect": expect});
+    match console.daemon.call(method::TOOLS_APPROVE, params).await {
         Ok(result) => json_answer(StatusCode::OK, &json!({"result": result})),
+        Err(e) if e.0.get("code") == Some(&json!(ErrorCode::DigestChanged.code())) => {
+            json_answer(StatusCode::CONFLICT, &json!({"error": e.0}))
+        }
         Err(e) => json_answer(StatusCode::OK, &json!({"error": e.0})),
     }
 }

@@ -43,6 +43,8 @@ pub(crate) async fn reload(ctx: &Arc<DaemonCtx>) -> Result<ReloadResult, RpcErro
         for w in &configs.warnings {
             tracing::warn!(server = %w.name, file = %w.file.display(), "{}", w.message);
         }
+        // Like the gateway's, the console's port follows the file (D302).
+        ctx.set_console_port(configs.settings.console.port());
         Ok(configs)
     };
     let result = engine

@@ -1,6 +1,7 @@
 //! `daemon_status` and `shutdown`: facts about the daemon itself, and the
 //! graceful exit, which starts only after its `{}` reply has been written;
-//! `console_code`: the console's one-time code (SPEC §28).
+//! `console_code`: the console's one-time code (SPEC §28); `clients`: the
+//! AI clients' config files as `xyctl clients` reads them.
 
 use jsonrpsee::ResponsePayload;
 use jsonrpsee::RpcModule;
@@ -48,17 +49,43 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
             Some(ConsoleState::On(c)) => Ok(c.code()),
             Some(ConsoleState::Failed(why)) => Err(to_error_object(RpcError::new(
                 ErrorCode::InternalError,
-                format!("the console is not listening: {why}; set another port with `console {{ port N }}` in xy.kdl and restart xyd"),
+                format!("the console is not listening: {why}; xyd tries again (free the port, or set another with `console {{ port N }}` in xy.kdl and run `xyctl reload`)"),
             ))),
             Some(ConsoleState::Off) => Err(to_error_object(RpcError::new(
                 ErrorCode::InvalidRequest,
-                "the console is off (`console { port 0 }` in xy.kdl): set a port and restart xyd",
+                "the console is off (`console { port 0 }` in xy.kdl): set a port and run `xyctl reload`",
             ))),
             None => Err(to_error_object(RpcError::new(
                 ErrorCode::InternalError,
                 "the console has not started yet",
             ))),
         }
+    })
+    .expect("method names are unique");
+
+    m.register_async_method(method::CLIENTS, |params, ctx, _| async move {
+        no_params(&params)?;
+        let engine = ctx.engine().await?;
+        let list = engine.list().await.map_err(|e| engine_error(&e))?;
+        let gateway = engine.gateway_status().await.map(|g| g.url);
+        // Reading a few small files, off the runtime's threads.
+        let found = tokio::task::spawn_blocking(move || {
+            let Some(home) = xy_core::clients::Home::from_env() else {
+                return Vec::new();
+            };
+            let xy = xy_core::clients::xy_urls(&list);
+            xy_core::clients::find(
+                &home,
+                xy_core::clients::Os::current(),
+                &xy,
+                gateway.as_deref(),
+            )
+        })
+        .await
+        .unwrap_or_default();
+        Ok::<_, jsonrpsee::types::ErrorObjectOwned>(xy_core::protocol::ClientsResult {
+            clients: found,
+        })
     })
     .expect("method names are unique");
 

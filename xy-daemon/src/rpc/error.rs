@@ -38,6 +38,17 @@ pub(crate) fn engine_rpc_error(e: &EngineError) -> RpcError {
             RpcError::new(ErrorCode::InvalidParams, e.to_string())
                 .with_data(serde_json::json!({ "server": server, "unknown": names }))
         }
+        EngineError::DigestChanged { server, changed } => {
+            let data = xy_core::protocol::mcp::DigestChangedData {
+                server: server.clone(),
+                changed: changed.clone(),
+            };
+            let rpc = RpcError::new(ErrorCode::DigestChanged, e.to_string());
+            match serde_json::to_value(&data) {
+                Ok(data) => rpc.with_data(data),
+                Err(_) => rpc,
+            }
+        }
         EngineError::Internal(_) => RpcError::new(ErrorCode::InternalError, e.to_string()),
     }
 }

@@ -61,7 +61,13 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
     m.register_async_method(method::TOOLS_APPROVE, |params, ctx, _| async move {
         let p: xy_core::protocol::mcp::ToolsApproveParams = parse(&params)?;
         let tools = p.tools.unwrap_or_default();
-        if tools.is_empty() && !p.all {
+        if !p.expect.is_empty() && (!tools.is_empty() || p.all) {
+            return Err(crate::rpc::invalid_params(
+                "invalid params: expect names the items itself; drop tools and all",
+                serde_json::json!({ "field": "expect", "error": "given with tools or all" }),
+            ));
+        }
+        if tools.is_empty() && !p.all && p.expect.is_empty() {
             return Err(crate::rpc::invalid_params(
                 "invalid params: name the tools to approve, or set all",
                 serde_json::json!({ "field": "tools", "error": "no tools named and all is false" }),
@@ -69,7 +75,7 @@ pub(super) fn register(m: &mut RpcModule<DaemonCtx>) {
         }
         ctx.engine()
             .await?
-            .tools_approve(&p.name, tools, p.all)
+            .tools_approve(&p.name, tools, p.all, p.expect)
             .await
             .map(|approved| xy_core::protocol::mcp::ToolsApproveResult { approved })
             .map_err(|e| engine_error(&e))
