@@ -8,8 +8,9 @@
 //! (`commands::clients`, through [`import`]) install through here; `list`'s
 //! hint about unpinned servers is [`unpinned`]. The ecosystems' own steps
 //! are in [`npm`] and [`pypi`], `server.json` in [`registry`], the
-//! variables pointed into the server's data dir ([`data`], D220); the
-//! daemon never installs anything.
+//! variables pointed into the server's data dir ([`data`], D220), a
+//! wheel's own npm dependencies ([`js`], D290); the daemon never installs
+//! anything.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

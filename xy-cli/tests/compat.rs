@@ -259,7 +259,7 @@ impl World {
         lines.sort_by_key(|(t, _, _)| *t);
         let outcome = lines
             .iter()
-            .position(|(_, out, l)| *out && l.contains("running, ") && l.contains(" tools"));
+            .position(|(_, out, l)| *out && l.contains("running, ") && l.contains(" tool"));
         let waited = outcome
             .filter(|&i| i > 0)
             .map(|i| lines[i].0 - lines[i - 1].0);

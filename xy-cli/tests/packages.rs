@@ -1165,7 +1165,7 @@ fn a_wheels_npm_dependencies_are_installed_with_it() {
     let err = r.stderr();
     assert!(
         err.contains(
-            "jsneeds/js: its npm dependencies installed with the package (tiny@1.0.0; 1 packages"
+            "jsneeds/js: its npm dependencies installed with the package (tiny@1.0.0; 1 package,"
         ),
         "{err}"
     );

@@ -344,12 +344,13 @@ fn summary(lock: &str) -> (usize, Vec<String>) {
 /// What the user is told after the install, one line per part.
 pub(crate) fn told(d: &Done) -> String {
     format!(
-        "{}: its npm dependencies installed with the package ({}; {} packages, {} with an \
+        "{}: its npm dependencies installed with the package ({}; {} package{}, {} with an \
          integrity hash each): its code runs npm into its own directory at its first call, \
          which is read-only to the server",
         d.part.shown,
         d.direct.join(", "),
         d.packages,
+        if d.packages == 1 { "" } else { "s" },
         npm::LOCKFILE
     )
 }
