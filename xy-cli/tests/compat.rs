@@ -224,8 +224,9 @@ impl World {
 
     /// [`World::xyctl`] for an install, reading its output as it comes:
     /// also how long `add`/`import` waited for the server's first listing
-    /// (from its last line before the outcome line, `… running, N tools`,
-    /// to that line: the reload and the wait, nothing of the install).
+    /// (from its last line with words before the outcome line, `…
+    /// running, N tools`, to that line: the reload and the wait, nothing
+    /// of the install).
     fn xyctl_install(&self, args: &[&str], dir: Option<&Path>) -> (bool, String, Option<Duration>) {
         use std::io::BufRead;
         let mut c = Command::new(support::XYCTL);
@@ -260,9 +261,15 @@ impl World {
         let outcome = lines
             .iter()
             .position(|(_, out, l)| *out && l.contains("running, ") && l.contains(" tool"));
-        let waited = outcome
-            .filter(|&i| i > 0)
-            .map(|i| lines[i].0 - lines[i - 1].0);
+        // `import` prints an empty line once the wait is over: the wait
+        // began at the last line with words.
+        let waited = outcome.and_then(|i| {
+            let began = lines[..i]
+                .iter()
+                .rev()
+                .find(|(_, _, l)| !l.trim().is_empty())?;
+            Some(lines[i].0 - began.0)
+        });
         let text: Vec<&str> = lines.iter().map(|(_, _, l)| l.as_str()).collect();
         (status.success(), text.join("\n") + "\n", waited)
     }
