@@ -74,12 +74,17 @@ impl Plan<'_> {
                     "python3 -m venv; pip download → requirements.lock (sha256 of every wheel); \
                      pip install --require-hashes --no-index\n          \
                      a package.json a wheel ships, where its code runs npm: its npm dependencies \
-                     now, not at its first call (npm install{} --before min-age → \
-                     package-lock.json, integrity for every dependency)",
+                     now, not at its first call (npm install{}{} → package-lock.json, \
+                     integrity for every dependency)",
                     if self.flags.allow_scripts {
                         ", install scripts allowed,"
                     } else {
                         " --ignore-scripts"
+                    },
+                    if self.flags.allow_fresh {
+                        ""
+                    } else {
+                        " --before min-age"
                     }
                 ),
             ),
