@@ -201,6 +201,13 @@ pub fn pins_uri(uri: &str) -> bool {
     uri.starts_with("skill://") || uri.starts_with("ui://")
 }
 
+/// Whether a pinned resource's name is a URI template's
+/// (`resources/templates/list`) rather than a URI: RFC 6570 expressions
+/// are in braces, which a URI cannot hold.
+pub fn is_template(name: &str) -> bool {
+    name.contains('{')
+}
+
 /// What the user decided about one kind of item of one server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Approvals {
@@ -230,6 +237,10 @@ pub struct Policy {
     /// pinned: an approved digest of the object without `_meta` still
     /// approves it, once (the ledger is rewritten with the new digest).
     pub legacy: bool,
+    /// xy pinned `skill://` and `ui://` resource templates of this server
+    /// before. `false` for a ledger from before they were pinned: their
+    /// first listing is a first listing.
+    pub templates_seen: bool,
     /// The tools other servers list: by name, each server listing one and
     /// the digest of its definition there. The same name with another
     /// definition is shadowing.
@@ -266,6 +277,15 @@ pub fn shadowing(foreign: &Foreign, name: &str, digest: &str) -> Option<String> 
 }
 
 impl Policy {
+    /// Whether `name` is a resource template this server's ledger has not
+    /// pinned templates for yet: its listing is a first listing.
+    pub fn unseen_template(&self, kind: Kind, name: &str) -> bool {
+        kind == Kind::Resource
+            && is_template(name)
+            && !self.templates_seen
+            && self.mode != FirewallMode::Off
+    }
+
     /// The approvals of `kind`.
     pub fn of(&self, kind: Kind) -> &Approvals {
         match kind {
@@ -331,9 +351,11 @@ pub fn decide(policy: &Policy, kind: Kind, object: &Value) -> Decision {
     if !reasons.is_empty() {
         return held(ToolState::Flagged, reasons);
     }
-    // A ledger from before resources were pinned has seen none of them:
-    // its first listing of them is a first listing.
-    let seen = policy.seen && !(policy.legacy && kind == Kind::Resource);
+    // A ledger from before resources (or their templates) were pinned has
+    // seen none of them: its first listing of them is a first listing.
+    let seen = policy.seen
+        && !(policy.legacy && kind == Kind::Resource)
+        && !policy.unseen_template(kind, name);
     match (policy.mode, approved, seen) {
         (FirewallMode::Review, _, _) => held(
             ToolState::Pending,
@@ -436,6 +458,21 @@ mod tests {
             digest(&both(json!(["model", "app"]))),
             digest(&both(json!(["app", "model"])))
         );
+    }
+
+    #[test]
+    fn a_template_is_a_first_listing_only_until_templates_were_seen() {
+        let t = json!({"name": "ui://{app}/view", "template": {"uriTemplate": "ui://{app}/view"}});
+        let mut p = pin();
+        p.seen = true;
+        // A ledger from before templates were pinned: approved.
+        assert_eq!(decide(&p, Kind::Resource, &t).state, ToolState::Approved);
+        // Since: a new template waits; a new file does too, marker or not.
+        p.templates_seen = true;
+        assert_eq!(decide(&p, Kind::Resource, &t).state, ToolState::Pending);
+        p.templates_seen = false;
+        let f = json!({"name": "ui://clock", "sha256": "ab"});
+        assert_eq!(decide(&p, Kind::Resource, &f).state, ToolState::Pending);
     }
 
     #[test]

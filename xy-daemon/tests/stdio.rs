@@ -4,6 +4,7 @@
 //! and `@modelcontextprotocol/server-everything` in stdio mode (installed
 //! by `xy_testbins::interop`; skipped loudly only without a registry).
 
+mod apps_sdk;
 mod audit;
 mod bounds;
 mod calls;

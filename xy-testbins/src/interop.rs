@@ -3,7 +3,8 @@
 //! `@modelcontextprotocol/server-everything`, the reference servers the
 //! firewall must pass without a flag ([`REFERENCE_SERVERS`], npm) and the
 //! official conformance suite with its Node 22 and a server under test on
-//! the TypeScript SDK ([`conformance`]), installed once into a
+//! the TypeScript SDK ([`conformance`]) and an MCP Apps and Skills server on
+//! the official SDKs ([`apps_server`]), installed once into a
 //! cache directory under a file lock so concurrent tests share one install.
 //!
 //! The cache is `$XY_INTEROP_CACHE`, else `<workspace>/target/interop/`.
@@ -41,6 +42,13 @@ pub const CONFORMANCE_VERSION: &str = "0.2.0-alpha.12";
 pub const NODE22_VERSION: &str = "22.23.5";
 /// The pinned `@modelcontextprotocol/sdk` the conformance server is built on.
 pub const TS_SDK_VERSION: &str = "1.32.2";
+/// The pinned `@modelcontextprotocol/ext-apps` (the MCP Apps SDK).
+pub const EXT_APPS_VERSION: &str = "2.0.4";
+/// The pinned v2 TypeScript server SDK (`@modelcontextprotocol/server`, with
+/// its `core`): its `ext/skills` implements SEP-2640.
+pub const TS_SERVER_V2_VERSION: &str = "2.4.0";
+/// The pinned `zod` (a peer dependency of ext-apps).
+pub const ZOD_VERSION: &str = "4.6.7";
 /// The pinned TypeScript client SDK v2 (`@modelcontextprotocol/client`,
 /// the line that speaks 2026-07-28 as well as 2025).
 pub const TS_CLIENT_VERSION: &str = "2.4.0";
@@ -57,6 +65,8 @@ const SDK_ELICIT_SCRIPT: &str = include_str!("../interop/sdk_elicit.py");
 const SDK_MATRIX_SCRIPT: &str = include_str!("../interop/sdk_matrix.py");
 /// The conformance suite's server under test on the Python SDK.
 const CONFORMANCE_PY_SCRIPT: &str = include_str!("../interop/conformance_server.py");
+/// An Apps and Skills server on the official SDKs (stdio or HTTP).
+const APPS_SERVER_SCRIPT: &str = include_str!("../interop/apps_server.mjs");
 /// The conformance suite's server under test (TypeScript SDK, stdio or HTTP).
 const CONFORMANCE_SERVER_SCRIPT: &str = include_str!("../interop/conformance_server.mjs");
 const TS_CLIENT_SCRIPT: &str = include_str!("../interop/ts_client.mjs");
@@ -682,6 +692,69 @@ pub fn server_everything() -> Interop<ServerEverything> {
         }),
         Interop::Skip(skip) => Interop::Skip(skip),
     }
+}
+
+/// An MCP Apps and Skills server nobody here wrote the protocol side of:
+/// `interop/apps_server.mjs` on `@modelcontextprotocol/ext-apps`
+/// (`registerAppTool`, `registerAppResource`) and the v2 server SDK's
+/// SEP-2640 `loadSkills`, serving `<dir>/skills` and the apps `clock` and
+/// `chart` from `<dir>/apps` (see the script).
+#[derive(Debug, Clone)]
+pub struct AppsServer {
+    /// The `node` executable.
+    pub node: PathBuf,
+    /// The script, beside the `node_modules` it imports.
+    pub script: PathBuf,
+}
+
+impl AppsServer {
+    /// `node apps_server.mjs --dir DIR --era ERA` on stdio (`era` `both`
+    /// or `2026`).
+    pub fn stdio_command(&self, dir: &Path, era: &str) -> (PathBuf, Vec<String>) {
+        let args = vec![
+            self.script.display().to_string(),
+            "--dir".to_owned(),
+            dir.display().to_string(),
+            "--era".to_owned(),
+            era.to_owned(),
+        ];
+        (self.node.clone(), args)
+    }
+
+    /// The same over streamable HTTP on `127.0.0.1:port` (any path).
+    pub fn http_command(&self, dir: &Path, era: &str, port: u16) -> (PathBuf, Vec<String>) {
+        let (node, mut args) = self.stdio_command(dir, era);
+        args.extend(["--http".to_owned(), port.to_string()]);
+        (node, args)
+    }
+}
+
+/// Ensures ext-apps and the v2 server SDK are installed under one npm
+/// prefix in the cache (`ext-apps-<version>`).
+pub fn apps_server() -> Interop<AppsServer> {
+    let Some(node) = which("node") else {
+        return Interop::Skip(Skip {
+            reason: "node is not on PATH".to_owned(),
+        });
+    };
+    let dir = cache_dir().join(format!("ext-apps-{EXT_APPS_VERSION}"));
+    let result = ensure(&dir, |work| {
+        npm_install(
+            work,
+            &[
+                format!("@modelcontextprotocol/ext-apps@{EXT_APPS_VERSION}"),
+                format!("@modelcontextprotocol/server@{TS_SERVER_V2_VERSION}"),
+                format!("@modelcontextprotocol/core@{TS_SERVER_V2_VERSION}"),
+                format!("zod@{ZOD_VERSION}"),
+            ],
+        )
+    });
+    if let Err(skip) = result {
+        return Interop::Skip(skip);
+    }
+    let script = dir.join("apps_server.mjs");
+    write_if_changed(&script, APPS_SERVER_SCRIPT);
+    Interop::Ready(AppsServer { node, script })
 }
 
 /// The reference servers whose tools the firewall must let through

@@ -70,7 +70,7 @@ fn list_kind(method: &str) -> Option<Kind> {
     match method {
         "tools/list" => Some(Kind::Tool),
         "prompts/list" => Some(Kind::Prompt),
-        "resources/list" | "skills/list" => Some(Kind::Resource),
+        "resources/list" | "resources/templates/list" | "skills/list" => Some(Kind::Resource),
         _ => None,
     }
 }

@@ -75,8 +75,14 @@ pub(crate) enum Verdict {
 pub(crate) fn wanted(mode: FirewallMode, recording: bool, method: &str) -> bool {
     match method {
         "tools/call" => recording || mode != FirewallMode::Off,
-        "tools/list" | "prompts/list" | "prompts/get" | "resources/list" | "resources/read"
-        | "skills/list" | "skills/get" => mode != FirewallMode::Off,
+        "tools/list"
+        | "prompts/list"
+        | "prompts/get"
+        | "resources/list"
+        | "resources/templates/list"
+        | "resources/read"
+        | "skills/list"
+        | "skills/get" => mode != FirewallMode::Off,
         _ => false,
     }
 }
@@ -206,17 +212,18 @@ impl Exchange {
                 if changed && let Some(r) = &self.relist {
                     r.notify_one();
                 }
-                self.verdicts.filter(kind, result);
-                true
+                // The child's bytes go on unless something was held back
+                // (SPEC §27: tools' `_meta.ui` byte for byte).
+                self.verdicts.filter(kind, result) > 0
             }
-            "resources/list" | "skills/list" => {
+            "resources/list" | "resources/templates/list" | "skills/list" => {
                 let Some(result) = msg.get_mut("result") else {
                     return false;
                 };
-                let key = if method == "skills/list" {
-                    "skills"
-                } else {
-                    "resources"
+                let key = match method {
+                    "skills/list" => "skills",
+                    "resources/templates/list" => "resourceTemplates",
+                    _ => "resources",
                 };
                 let changed = result
                     .get(key)

@@ -498,10 +498,22 @@ impl McpClient {
         let body = serde_json::to_vec(msg).unwrap_or_default();
         let mut headers: Vec<(&str, &str)> =
             vec![("Content-Type", "application/json"), ("Accept", ACCEPT)];
+        // 2026 names the target of a call or read in a header too; a server
+        // that checks it answers 400 without it (the listing's reads of skill
+        // files and apps would all be pinned as unreadable).
+        let name = match mcp_method {
+            Some("tools/call" | "prompts/get") => msg.pointer("/params/name"),
+            Some("resources/read") => msg.pointer("/params/uri"),
+            _ => None,
+        }
+        .and_then(Value::as_str);
         match mcp_method {
             Some(m) => {
                 headers.push(("MCP-Protocol-Version", wire::VERSION_2026));
                 headers.push(("Mcp-Method", m));
+                if let Some(n) = name {
+                    headers.push(("Mcp-Name", n));
+                }
             }
             None => {
                 if let Some(s) = &self.session {

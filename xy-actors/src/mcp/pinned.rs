@@ -74,12 +74,55 @@ pub(crate) fn skills(l: &Listing) -> HashMap<String, Vec<String>> {
         .collect()
 }
 
-/// The pinned object of every resource the listing read.
+/// The pinned object of every resource the listing read, then of every
+/// `skill://` and `ui://` resource template it lists.
 pub(crate) fn items(l: &Listing) -> Vec<Value> {
+    let templates = l
+        .resource_templates
+        .iter()
+        .flatten()
+        .filter(|t| {
+            t.get("uriTemplate")
+                .and_then(Value::as_str)
+                .is_some_and(pins_uri)
+        })
+        .take(MAX_READS)
+        .map(template);
     l.reads
         .iter()
         .map(|(uri, read)| item(uri, read, l))
+        .chain(templates)
         .collect()
+}
+
+/// The pinned object of a resource template: named by its `uriTemplate`
+/// (the URIs it makes are read only when listed, and a read of an unlisted
+/// one is refused), its entry without volatile `_meta` but with its
+/// `_meta.ui`, its description as `description` (the scan reads it).
+fn template(t: &Value) -> Value {
+    let name = t.get("uriTemplate").cloned().unwrap_or_default();
+    let mut entry = t.clone();
+    let ui = entry
+        .as_object_mut()
+        .and_then(|o| o.remove("_meta"))
+        .and_then(|m| m.get("ui").cloned());
+    let mime = t.get("mimeType").and_then(Value::as_str).unwrap_or("");
+    let mut o = json!({
+        "name": name,
+        "title": if mime.is_empty() {
+            "resource template".to_owned()
+        } else {
+            format!("resource template, {mime}")
+        },
+        "template": entry,
+    });
+    if let Some(d) = t.get("description").and_then(Value::as_str) {
+        o["description"] = json!(truncate(d));
+    }
+    if let Some(ui) = ui {
+        o["ui"] = ui;
+    }
+    o
 }
 
 /// The pinned object of the resource at `uri`, from its `resources/read`
@@ -191,6 +234,27 @@ mod tests {
             ]
         );
         assert_eq!(skills(&l)["skill://greet/SKILL.md"].len(), 2);
+    }
+
+    #[test]
+    fn skill_and_ui_templates_are_pinned_by_uri_template_without_volatile_meta() {
+        let mut l = listing();
+        l.resource_templates = Some(vec![
+            json!({"uriTemplate": "ui://{app}/view", "name": "v", "description": "A view.",
+                   "_meta": {"ui": {"csp": {}}, "trace": 1}}),
+            json!({"uriTemplate": "file:///{path}", "name": "f"}),
+        ]);
+        let a = items(&l);
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[0]["name"], "ui://{app}/view");
+        assert!(xy_core::firewall::is_template("ui://{app}/view"));
+        assert_eq!(a[0]["description"], "A view.");
+        assert_eq!(a[0]["ui"], json!({"csp": {}}));
+        // Volatile `_meta` changes nothing; the description does.
+        l.resource_templates.as_mut().unwrap()[0]["_meta"]["trace"] = json!(2);
+        assert_eq!(digest(&items(&l)[0]), digest(&a[0]));
+        l.resource_templates.as_mut().unwrap()[0]["description"] = json!("A view!");
+        assert_ne!(digest(&items(&l)[0]), digest(&a[0]));
     }
 
     #[test]

@@ -239,6 +239,7 @@ impl Verdicts {
     }
 
     /// Removes the held-back pinned resources from a `resources/list`
+    /// result, the held-back templates from a `resources/templates/list`
     /// result, and from a `skills/list` result the skills any file of which
     /// is held back; returns how many went.
     fn filter_resources(&self, result: &mut Value) -> usize {
@@ -252,6 +253,17 @@ impl Verdicts {
         if let Some(items) = result.get_mut("resources").and_then(Value::as_array_mut) {
             let before = items.len();
             items.retain(|i| self.call(Kind::Resource, &uri_of(i)).is_ok());
+            gone += before - items.len();
+        }
+        if let Some(items) = result
+            .get_mut("resourceTemplates")
+            .and_then(Value::as_array_mut)
+        {
+            let before = items.len();
+            items.retain(|t| {
+                let name = t.get("uriTemplate").and_then(Value::as_str).unwrap_or("");
+                self.call(Kind::Resource, name).is_ok()
+            });
             gone += before - items.len();
         }
         if let Some(skills) = result.get_mut("skills").and_then(Value::as_array_mut) {

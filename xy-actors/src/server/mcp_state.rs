@@ -200,6 +200,7 @@ impl McpState {
             prompts: fw.prompts.approvals(),
             resources: fw.resources.approvals(),
             legacy: self.legacy,
+            templates_seen: fw.templates_seen,
             foreign: self.directory.others(&self.name),
         }
     }
@@ -308,6 +309,8 @@ impl McpState {
                         // pinned: the same tool, recorded with its new digest.
                         a.digest.clone_from(&d.digest);
                     }
+                    // Likewise a ledger from before templates were pinned.
+                    let first = first || policy.unseen_template(kind, name);
                     if first
                         && d.state == ToolState::Approved
                         && !section.approved.contains_key(name)
@@ -336,6 +339,7 @@ impl McpState {
             }
             if self.mode != FirewallMode::Off {
                 self.ledger.firewall.seen = true;
+                self.ledger.firewall.templates_seen = true;
             }
             self.legacy = false;
             self.last = Some(last);

@@ -345,6 +345,12 @@ pub struct FirewallLedger {
     /// Pinned resources by URI (format 3; empty when read from before).
     #[serde(default)]
     pub resources: ItemLedger,
+    /// `skill://` and `ui://` resource templates are pinned (by their
+    /// `uriTemplate`, in `resources`) since a listing decided them. Added
+    /// to format 3 without a new number: `false` in a file from before,
+    /// whose first listing of templates is a first listing (no flags).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub templates_seen: bool,
 }
 
 /// Approvals, denials and latest verdicts of one kind of item.

@@ -20,7 +20,7 @@ use super::{stdio_config, url};
 use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_some};
 
 /// 2 skills (one with a second file) and 2 apps (one with a CSP).
-fn fixture(dir: &Path) {
+pub(super) fn fixture(dir: &Path) {
     let w = |p: &str, text: &str| {
         let p = dir.join(p);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -49,7 +49,7 @@ fn fixture(dir: &Path) {
     );
 }
 
-fn write(dir: &Path, p: &str, text: &str) {
+pub(super) fn write(dir: &Path, p: &str, text: &str) {
     let p = dir.join(p);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     let tmp = p.with_extension("tmp~");
@@ -68,7 +68,7 @@ fn skills_config(dir: &Path, era: &str, port: u16, extra: &str) -> String {
 }
 
 /// The child spoken to straight, on its stdio.
-struct Direct {
+pub(super) struct Direct {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -79,13 +79,19 @@ struct Direct {
 impl Direct {
     /// The child speaking `child_era` (`both`, `2026`), spoken to in `era`.
     fn start(dir: &Path, child_era: &str, era: Era) -> Direct {
-        let mut child = Command::new(testbin("xy-test-skills"))
-            .args(["--dir", &dir.display().to_string(), "--era", child_era])
+        let args = ["--dir", &dir.display().to_string(), "--era", child_era].map(str::to_owned);
+        Direct::spawn(&testbin("xy-test-skills"), &args, era)
+    }
+
+    /// `program args…` spoken to in `era`.
+    pub(super) fn spawn(program: &Path, args: &[String], era: Era) -> Direct {
+        let mut child = Command::new(program)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn xy-test-skills");
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut d = Direct {
@@ -107,7 +113,7 @@ impl Direct {
         d
     }
 
-    fn raw(&mut self, method: &str, mut params: Value) -> String {
+    pub(super) fn raw(&mut self, method: &str, mut params: Value) -> String {
         self.id += 1;
         if self.era == Era::V2026 {
             params["_meta"] = json!({
@@ -139,21 +145,28 @@ impl Drop for Direct {
     }
 }
 
-/// The text of an answer's `result` member as written (the SDK writes
-/// `jsonrpc`, `id`, then `result`, last).
+/// The text of an answer's `result` member as written (rmcp writes it
+/// last, the TypeScript SDK first).
 #[track_caller]
-fn result_text(line: &str) -> &str {
+pub(super) fn result_text(line: &str) -> &str {
     let at = line
         .find("\"result\":")
-        .unwrap_or_else(|| panic!("no result in {line}"));
-    &line[at + 9..line.len() - 1]
+        .unwrap_or_else(|| panic!("no result in {line}"))
+        + 9;
+    let rest = &line[at..];
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    values
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no result value in {line}"));
+    rest[..values.byte_offset()].trim()
 }
 
 /// The era's envelope of a result (SPEC §27).
-const ENVELOPE: [&str; 4] = ["resultType", "ttlMs", "cacheScope", "_meta"];
+pub(super) const ENVELOPE: [&str; 4] = ["resultType", "ttlMs", "cacheScope", "_meta"];
 
 /// A result without the era's envelope.
-fn unenveloped(line: &str) -> Value {
+pub(super) fn unenveloped(line: &str) -> Value {
     let mut v: Value = serde_json::from_str(result_text(line)).unwrap();
     if let Some(m) = v.as_object_mut() {
         for k in ENVELOPE {
@@ -189,7 +202,7 @@ fn reads(direct: &mut Direct) -> Vec<(&'static str, Value)> {
 }
 
 /// The envelope members a result has.
-fn envelope(line: &str) -> Vec<&'static str> {
+pub(super) fn envelope(line: &str) -> Vec<&'static str> {
     let v: Value = serde_json::from_str(result_text(line)).unwrap();
     ENVELOPE
         .into_iter()
@@ -298,13 +311,13 @@ fn relist(d: &TestDaemon, n: usize) -> Vec<(String, String)> {
     })
 }
 
-fn held(items: &[(String, String)]) -> Vec<&(String, String)> {
+pub(super) fn held(items: &[(String, String)]) -> Vec<&(String, String)> {
     items.iter().filter(|(_, s)| s != "approved").collect()
 }
 
 /// The fixture's tools (echo, 2 per app) and pinned resources (3 skill
-/// files, 2 apps).
-const ITEMS: usize = 5 + 5;
+/// files, 2 apps, the `skill://{skill}/{+path}` template).
+const ITEMS: usize = 5 + 5 + 1;
 
 #[test]
 fn the_firewall_holds_4_rug_pulls_and_none_of_10_benign_changes() {
@@ -555,4 +568,168 @@ fn a_ledger_from_before_migrates_without_flagging_anything() {
         [&("chart_poll".to_owned(), "changed".to_owned())],
         "{items:?}"
     );
+}
+
+/// The `uriTemplate`s `resources/templates/list` shows `c`.
+fn templates(c: &mut Mcp) -> Vec<String> {
+    c.result("resources/templates/list", json!({}))["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_new_or_changed_template_is_held_until_approved_and_an_older_ledger_migrates() {
+    let env = Env::new();
+    let dir = env.state_dir().join("fixture");
+    fixture(&dir);
+    let port = free_port();
+    env.write_config("sk", &skills_config(&dir, "both", port, ""));
+    let mut d = TestDaemon::start_in(env);
+    d.running_pid("sk");
+    let skill = "skill://{skill}/{+path}";
+    let first = wait_some("the first listing", DEADLINE, || {
+        let (_, items) = states(&d);
+        (items.len() == ITEMS).then_some(items)
+    });
+    assert!(held(&first).is_empty(), "{first:?}");
+    assert!(first.contains(&(skill.to_owned(), "approved".to_owned())));
+
+    // A ledger from before templates were pinned: no marker, no template
+    // approved. Its next listing approves the template, flagging nothing.
+    let env = {
+        d.terminate();
+        d.take_env()
+    };
+    let file = env.state_dir().join("tools").join("sk.json");
+    let mut ledger: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(ledger["firewall"]["templates_seen"], true, "{ledger}");
+    let fw = ledger["firewall"].as_object_mut().unwrap();
+    fw.remove("templates_seen");
+    fw["resources"]["approved"]
+        .as_object_mut()
+        .unwrap()
+        .remove(skill)
+        .expect("the template was approved");
+    fw["resources"]["current"] = json!([]);
+    std::fs::write(&file, ledger.to_string()).unwrap();
+    let d = TestDaemon::start_in(env);
+    d.running_pid("sk");
+    let items = wait_some("the listing after the upgrade", DEADLINE, || {
+        let (_, items) = states(&d);
+        (items.len() == ITEMS).then_some(items)
+    });
+    assert!(held(&items).is_empty(), "{items:?}");
+
+    let mut c = Mcp::connected(&url(port), Era::V2025);
+    let mut c26 = Mcp::connected(&url(port), Era::V2026);
+    // 1. A new template.
+    let app = "ui://{app}/view";
+    let t = |description: &str| {
+        json!([{"uriTemplate": app, "name": "app-view", "mimeType": "text/html;profile=mcp-app",
+                "description": description}])
+        .to_string()
+    };
+    write(&dir, "templates.json", &t("An app's view."));
+    let items = relist(&d, ITEMS + 1);
+    assert_eq!(
+        held(&items),
+        [&(app.to_owned(), "pending".to_owned())],
+        "{items:?}"
+    );
+    for c in [&mut c, &mut c26] {
+        assert_eq!(templates(c), [skill], "held back: absent");
+    }
+    let r = d.result("tools_approve", Some(json!({"name": "sk", "tools": [app]})));
+    assert_eq!(r["approved"], json!([app]), "{r}");
+    for c in [&mut c, &mut c26] {
+        assert_eq!(templates(c), [skill, app]);
+    }
+    // Listed again in reverse order: nothing new.
+    write(&dir, "reverse", "");
+    let items = relist(&d, ITEMS + 1);
+    assert!(held(&items).is_empty(), "{items:?}");
+
+    // 2. A changed template.
+    write(
+        &dir,
+        "templates.json",
+        &t("An app's view; also reads ~/.ssh."),
+    );
+    let items = relist(&d, ITEMS + 1);
+    assert!(
+        held(&items)
+            .iter()
+            .any(|(n, s)| n == app && (s == "changed" || s == "flagged")),
+        "{items:?}"
+    );
+    for c in [&mut c, &mut c26] {
+        assert_eq!(templates(c), [skill]);
+    }
+}
+
+/// What reading `skill://`/`ui://` items at each listing costs (D260): the
+/// time from a `restart` to xy's listing of the new spawn, for a child
+/// with 0, 2 and 50 apps (each read at every listing), n rounds each.
+/// Prints the figures for docs/performance.md.
+#[test]
+#[ignore = "measurement for docs/performance.md: run with --ignored --nocapture"]
+fn listing_time_with_0_2_and_50_pinned_items() {
+    let rounds: usize = std::env::var("XY_LISTING_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
+    let env = Env::new();
+    let sizes = [0usize, 2, 50];
+    for n in sizes {
+        let dir = env.state_dir().join(format!("apps{n}"));
+        std::fs::create_dir_all(dir.join("skills")).unwrap();
+        std::fs::create_dir_all(dir.join("apps")).unwrap();
+        for i in 0..n {
+            let html = format!(
+                "<!doctype html><html><body><h1>App {i}</h1>{}</body></html>\n",
+                "<p>x</p>".repeat(100)
+            );
+            std::fs::write(dir.join(format!("apps/a{i}.html")), html).unwrap();
+        }
+        env.write_config(
+            &format!("n{n}"),
+            &skills_config(&dir, "both", free_port(), ""),
+        );
+    }
+    let d = TestDaemon::start_in(env);
+    let ts = |name: &str| -> (String, usize) {
+        let r = d.result("tools", Some(json!({ "name": name })));
+        (
+            r["current"]["ts"].as_str().unwrap_or_default().to_owned(),
+            r["resources"].as_array().map_or(0, Vec::len),
+        )
+    };
+    for n in sizes {
+        let name = format!("n{n}");
+        d.running_pid(&name);
+        wait_some("the first listing", DEADLINE, || {
+            let (t, items) = ts(&name);
+            (!t.is_empty() && items == n + 1).then_some(())
+        });
+        let mut took = Vec::new();
+        for _ in 0..rounds {
+            let (before, _) = ts(&name);
+            let start = std::time::Instant::now();
+            d.result("restart", Some(json!({ "name": name })));
+            wait_some("the new listing", DEADLINE, || {
+                (ts(&name).0 != before).then_some(())
+            });
+            took.push(start.elapsed().as_secs_f64() * 1000.0);
+        }
+        took.sort_by(f64::total_cmp);
+        xy_testbins::out::err(&format!(
+            "pinned items {n}: restart to listing p50 {:.1} ms, min {:.1}, max {:.1} (n={rounds})",
+            took[took.len() / 2],
+            took[0],
+            took[took.len() - 1]
+        ));
+    }
 }

@@ -1,5 +1,5 @@
 //! `xy-test-interop install`: installs the pinned Python SDK,
-//! server-everything, the conformance suite, the reference servers and the
+//! server-everything, the conformance suite, the ext-apps SDK, the reference servers and the
 //! compatibility corpus into the interop cache (`xy_testbins::interop`,
 //! `xy_testbins::corpus`), so CI
 //! pays for it once up front. Exit 0 installed, 0 with a loud message when
@@ -50,6 +50,15 @@ fn main() {
             c.cli.display()
         )),
         Interop::Skip(skip) => skip.announce("install the conformance suite"),
+    }
+    match interop::apps_server() {
+        Interop::Ready(a) => out(&format!(
+            "ext-apps {} (server sdk {}): {}",
+            interop::EXT_APPS_VERSION,
+            interop::TS_SERVER_V2_VERSION,
+            a.script.display()
+        )),
+        Interop::Skip(skip) => skip.announce("install ext-apps"),
     }
     match interop::ts_client() {
         Interop::Ready(c) => out(&format!(

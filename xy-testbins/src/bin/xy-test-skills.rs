@@ -13,6 +13,9 @@
 //!   `show_<name>` opens it (visible to the model and the app) and the
 //!   app-only helper `<name>_poll` has `_meta.ui.visibility` from
 //!   `DIR/apps/<name>.visibility` (a JSON list; default `["app"]`).
+//! - `resources/templates/list`: `skill://{skill}/{+path}`, and the
+//!   templates of `DIR/templates.json` (a JSON list; one with that
+//!   `uriTemplate` replaces it).
 //! - Tool `echo` besides. Everything is read afresh at every request.
 //!
 //! Changes that must not alarm the firewall, each a file in `DIR`: `reverse`
@@ -348,9 +351,25 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let r = json!({"resourceTemplates": [{
+        let mut templates = vec![json!({
             "uriTemplate": "skill://{skill}/{+path}", "name": "skill-file",
-            "description": "A file of a skill."}]});
+            "description": "A file of a skill."})];
+        // `templates.json`: more templates, or the first one replaced when
+        // one has its `uriTemplate`.
+        let more: Vec<Value> = std::fs::read(self.dir.join("templates.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        for t in more {
+            match templates
+                .iter_mut()
+                .find(|x| x["uriTemplate"] == t["uriTemplate"])
+            {
+                Some(x) => *x = t,
+                None => templates.push(t),
+            }
+        }
+        let r = json!({ "resourceTemplates": self.order(templates) });
         Ok(typed!(era(r, &context)))
     }
 

@@ -63,14 +63,16 @@ pub(crate) fn visible(state: ServerState) -> bool {
 }
 
 /// What can change what a server offers: whether it is visible, and its
-/// firewall's verdicts (names and states).
+/// firewall's verdicts (names and states) of tools, prompts and pinned
+/// resources.
 pub(crate) fn fingerprint(snap: &ServerSnapshot) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     visible(snap.state).hash(&mut h);
     if let Some(fw) = &snap.firewall {
         let v = fw.current();
         v.policy.mode.hash(&mut h);
-        for map in [&v.tools, &v.prompts] {
+        // Skill files and apps too: a held-back one leaves `resources/list`.
+        for map in [&v.tools, &v.prompts, &v.resources] {
             let mut items: Vec<_> = map.iter().map(|(n, v)| (n, v.state.visible())).collect();
             items.sort();
             items.hash(&mut h);

@@ -131,6 +131,13 @@ fn ok(result: Value) -> Value {
     json!({ "result": result })
 }
 
+/// The `_meta` keys of a 2026 request's envelope.
+const ENVELOPE_2026: [&str; 3] = [
+    xy_core::protocol::mcp::wire::META_PROTOCOL_VERSION,
+    xy_core::protocol::mcp::wire::META_CLIENT_CAPABILITIES,
+    xy_core::protocol::mcp::wire::META_CLIENT_INFO,
+];
+
 /// The answer (`result` or `error`, without `id`) to `method`.
 pub(crate) async fn answer(
     agg: &Arc<Aggregate>,
@@ -226,7 +233,21 @@ pub(crate) async fn answer(
         "resources/read" => {
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
             match resource_owner(agg, view, uri).await {
-                Some(server) => forward(agg, &server, "resources/read", params.clone(), None).await,
+                Some(server) => {
+                    // The aggregate's session with the server is 2025: a
+                    // 2026 client's envelope would contradict its headers.
+                    let mut p = params.clone();
+                    if let Some(o) = p.as_object_mut() {
+                        let meta = o.get_mut("_meta").and_then(Value::as_object_mut);
+                        if let Some(m) = meta {
+                            m.retain(|k, _| !ENVELOPE_2026.contains(&k.as_str()));
+                            if m.is_empty() {
+                                o.remove("_meta");
+                            }
+                        }
+                    }
+                    forward(agg, &server, "resources/read", p, None).await
+                }
                 None => rpc_error(
                     -32002,
                     format!(
