@@ -8,8 +8,9 @@
 //! (`commands::clients`, through [`import`]) install through here; `list`'s
 //! hint about unpinned servers is [`unpinned`]. The ecosystems' own steps
 //! are in [`npm`] and [`pypi`], `server.json` in [`registry`], the
-//! variables pointed into the server's data dir ([`data`], D220); the
-//! daemon never installs anything.
+//! variables pointed into the server's data dir ([`data`], D220), a
+//! wheel's own npm dependencies ([`js`], D290); the daemon never installs
+//! anything.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -25,6 +26,7 @@ use crate::{output, server_file};
 
 pub(crate) mod data;
 pub(crate) mod import;
+pub(crate) mod js;
 pub(crate) mod npm;
 pub(crate) mod plan;
 pub(crate) mod pypi;
@@ -112,6 +114,9 @@ pub(crate) struct Built {
     /// Packages whose install script `--ignore-scripts` skipped (SPEC
     /// §25: a native add-on then fails at start).
     pub(crate) skipped_scripts: Vec<String>,
+    /// PyPI: the JavaScript parts whose npm dependencies were installed
+    /// with the venv (D290).
+    pub(crate) js: Vec<js::Done>,
 }
 
 /// A completed install, as `add` writes it into the server file.
@@ -225,6 +230,7 @@ pub(crate) fn for_add(
     };
     confirm(ctx, &plan)?;
     let (built, version_dir) = install(&paths, &a.name, &resolved, &a.pin.install)?;
+    tell_js(ctx, &a.name, &resolved, &built);
     if !built.skipped_scripts.is_empty() {
         output::warn(
             &ctx.err,
@@ -285,6 +291,28 @@ pub(crate) fn for_add(
         env,
         secrets,
     }))
+}
+
+/// D290: says which JavaScript parts of a Python install got their npm
+/// dependencies, and which of those skipped an install script.
+pub(crate) fn tell_js(ctx: &Ctx, server: &str, r: &Resolved, built: &Built) {
+    for d in &built.js {
+        output::note(&ctx.err, &js::told(d));
+        if !d.skipped_scripts.is_empty() {
+            output::warn(
+                &ctx.err,
+                &format!(
+                    "install scripts were skipped (--ignore-scripts) for {} (npm dependencies of \
+                     {}): a native add-on among them will not load; if the server fails, install \
+                     with scripts: xyctl add {server} --pypi {}=={} --allow-scripts --force",
+                    d.skipped_scripts.join(", "),
+                    d.part.shown,
+                    r.pkg.name,
+                    r.pkg.version
+                ),
+            );
+        }
+    }
 }
 
 /// D220: the data variables found in a fresh install, as `env` entries,
@@ -480,7 +508,7 @@ pub(crate) fn install(
     let before = cutoff(paths, flags);
     let built = match r.pkg.ecosystem {
         Ecosystem::Npm => npm::install(&tmp, &target, previous, r, flags, before.as_ref()),
-        Ecosystem::Pypi => pypi::install(&tmp, &target, previous, r, before.as_ref()),
+        Ecosystem::Pypi => pypi::install(&tmp, &target, previous, r, flags, before.as_ref()),
     };
     let built = match built {
         Ok(b) => b,

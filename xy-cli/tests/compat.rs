@@ -48,6 +48,60 @@ enum Install {
     },
 }
 
+/// A registry a row reaches: its install (npm's metadata, PyPI's JSON API
+/// and files, a wheel's npm dependencies, D290) or its server at start
+/// (`npx`, `uvx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Net {
+    Npm,
+    Pypi,
+}
+
+impl Install {
+    fn needs(&self) -> Vec<Net> {
+        match self {
+            Install::Npm(..) => vec![Net::Npm],
+            Install::Pypi(..) => vec![Net::Pypi, Net::Npm],
+            Install::Stdio(..) => Vec::new(),
+            Install::Import { command, .. } if *command == "uvx" => vec![Net::Pypi],
+            Install::Import { .. } => vec![Net::Npm],
+        }
+    }
+}
+
+/// The first of `needs` this machine cannot reach now, as a sentence;
+/// asked only after a row failed, so a row that works from the cache
+/// offline still runs.
+fn unreachable(needs: &[Net]) -> Option<String> {
+    for net in needs {
+        let (what, mut probe) = match net {
+            Net::Npm => {
+                let mut c = Command::new("npm");
+                c.args(["ping", "--fetch-retries=0", "--fetch-timeout=20000"]);
+                ("the npm registry (`npm ping`)", c)
+            }
+            Net::Pypi => {
+                let mut c = Command::new("python3");
+                c.args([
+                    "-c",
+                    "import urllib.request; urllib.request.urlopen('https://pypi.org/pypi/pip/json', timeout=20)",
+                ]);
+                ("PyPI's JSON API", c)
+            }
+        };
+        let ok = probe
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Some(format!("{what} cannot be reached from this machine now"));
+        }
+    }
+    None
+}
+
 /// One server of the corpus.
 struct Row {
     install: Install,
@@ -166,6 +220,58 @@ impl World {
             String::from_utf8_lossy(&o.stderr)
         );
         (o.status.success(), text)
+    }
+
+    /// [`World::xyctl`] for an install, reading its output as it comes:
+    /// also how long `add`/`import` waited for the server's first listing
+    /// (from its last line with words before the outcome line, `…
+    /// running, N tools`, to that line: the reload and the wait, nothing
+    /// of the install).
+    fn xyctl_install(&self, args: &[&str], dir: Option<&Path>) -> (bool, String, Option<Duration>) {
+        use std::io::BufRead;
+        let mut c = Command::new(support::XYCTL);
+        c.args(args)
+            .env_clear()
+            .envs(self.base_env())
+            .envs(self.corpus.install_env())
+            .env("XY_NO_SPAWN", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(d) = dir {
+            c.current_dir(d);
+        }
+        let mut child = c.spawn().unwrap();
+        let lines =
+            std::sync::Arc::new(std::sync::Mutex::new(Vec::<(Instant, bool, String)>::new()));
+        let read = |pipe: Box<dyn std::io::Read + Send>, stdout: bool| {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                    lines.lock().unwrap().push((Instant::now(), stdout, line));
+                }
+            })
+        };
+        let a = read(Box::new(child.stdout.take().unwrap()), true);
+        let b = read(Box::new(child.stderr.take().unwrap()), false);
+        let status = child.wait().unwrap();
+        let _ = (a.join(), b.join());
+        let mut lines = std::mem::take(&mut *lines.lock().unwrap());
+        lines.sort_by_key(|(t, _, _)| *t);
+        let outcome = lines
+            .iter()
+            .position(|(_, out, l)| *out && l.contains("running, ") && l.contains(" tool"));
+        // `import` prints an empty line once the wait is over: the wait
+        // began at the last line with words.
+        let waited = outcome.and_then(|i| {
+            let began = lines[..i]
+                .iter()
+                .rev()
+                .find(|(_, _, l)| !l.trim().is_empty())?;
+            Some(lines[i].0 - began.0)
+        });
+        let text: Vec<&str> = lines.iter().map(|(_, _, l)| l.as_str()).collect();
+        (status.success(), text.join("\n") + "\n", waited)
     }
 
     /// The daemon's list entry for `server`.
@@ -296,7 +402,8 @@ fn corpus_or_skip(test: &str, needs: &[&str]) -> Option<Corpus> {
 }
 
 /// Installs `row` the README's way, calls it through xy and directly, and
-/// asserts both give the same tools and results.
+/// asserts both give the same tools and results. A row that fails while a
+/// registry it needs cannot be reached is a loud skip, not a failure.
 fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
     let test = format!("compat::{name}");
     let Some(corpus) = corpus_or_skip(&test, needs) else {
@@ -304,9 +411,27 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
     };
     let w = World::new(name, corpus);
     let row = row(&w);
+    let net = row.install.needs();
+    if let Err(why) = run_row(&w, name, row) {
+        if let Some(offline) = unreachable(&net) {
+            Skip {
+                reason: format!("{offline}, and the row failed: {why}"),
+            }
+            .announce(&test);
+            return;
+        }
+        panic!("{why}");
+    }
+}
+
+/// [`check`]'s work; `Err` names the server, the column that failed and
+/// xy's `why`.
+fn run_row(w: &World, name: &'static str, row: Row) -> Result<(), String> {
     // The daemon starts from the user's plain environment.
     let (ok, out) = w.xyctl(&["list"], None, false);
-    assert!(ok, "{name}: xyctl list did not start xyd: {out}");
+    if !ok {
+        return Err(format!("{name}: xyctl list did not start xyd: {out}"));
+    }
 
     let t0 = Instant::now();
     // `import` has no `--port`: it takes the first free one from 8400 up,
@@ -314,7 +439,7 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
     static IMPORTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let guard = matches!(row.install, Install::Import { .. })
         .then(|| IMPORTING.lock().unwrap_or_else(|e| e.into_inner()));
-    let (server, installed) = install(&w, &row.install);
+    let (server, installed, add_waited) = install(w, &row.install);
     let installing = t0.elapsed();
     let started = Instant::now();
     let ready = w.ready(server);
@@ -345,13 +470,13 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
 
     // Directly: the same install, by the command line of its server file.
     let set = xy_core::config::load_dir(&w.h.config_dir())
-        .unwrap_or_else(|e| panic!("{name}: the server files do not load: {e:?}"));
-    let cfg = set.servers.get(server).unwrap_or_else(|| {
-        panic!(
+        .map_err(|e| format!("{name}: the server files do not load: {e:?}"))?;
+    let Some(cfg) = set.servers.get(server) else {
+        return Err(format!(
             "{name}: no server file for {server} after the install:\n{}",
             installed.as_ref().err().cloned().unwrap_or_default()
-        )
-    });
+        ));
+    };
     let mut env = w.base_env();
     env.extend(cfg.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let cwd = cfg
@@ -373,58 +498,71 @@ fn check(name: &'static str, needs: &[&str], row: impl FnOnce(&World) -> Row) {
         },
     );
     xy_testbins::out::err(&format!(
-        "compat::{name}: install {:.1}s, first listing and calls through xy {:.1}s, direct {:.1}s",
+        "compat::{name}: install {:.1}s (of it, add's wait for the first listing {}), first \
+         listing and calls through xy {:.1}s, direct {:.1}s",
         installing.as_secs_f64(),
+        add_waited.map_or_else(|| "-".to_owned(), |d| format!("{:.1}s", d.as_secs_f64())),
         waited.as_secs_f64(),
         t1.elapsed().as_secs_f64()
     ));
     if let Some(e) = direct.get("error") {
-        panic!(
+        return Err(format!(
             "{name}: does not work DIRECTLY ({} {}): {e}\n(the corpus row is wrong, not xy)",
             cfg.command,
             cfg.args.join(" ")
-        );
+        ));
     }
     let through = match through {
         Ok(v) if v.get("error").is_none() => v,
-        Ok(v) => panic!(
-            "{name}: works directly, NOT through xy: the SDK client failed: {}\n{}",
-            v["error"],
-            w.status(server)
-        ),
-        Err(e) => panic!(
-            "{name}: works directly, NOT through xy: {e}\n{}",
-            w.status(server)
-        ),
+        Ok(v) => {
+            return Err(format!(
+                "{name}: works directly, NOT through xy: the SDK client failed: {}\n{}",
+                v["error"],
+                w.status(server)
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{name}: works directly, NOT through xy: {e}\n{}",
+                w.status(server)
+            ));
+        }
     };
-    assert_eq!(
-        through["tools"],
-        direct["tools"],
-        "{name}: through xy the tools differ from directly\n{}",
-        w.status(server)
-    );
+    if through["tools"] != direct["tools"] {
+        return Err(format!(
+            "{name}: through xy the tools differ from directly: {} against {}\n{}",
+            through["tools"],
+            direct["tools"],
+            w.status(server)
+        ));
+    }
     let (a, b) = (
         through["results"].as_array().cloned().unwrap_or_default(),
         direct["results"].as_array().cloned().unwrap_or_default(),
     );
     for (x, d) in a.iter().zip(&b) {
-        assert_eq!(
-            x,
-            d,
-            "{name}: the call {} gives a different result through xy (left) than directly (right)\n{}",
-            d["tool"],
-            w.status(server)
-        );
+        if x != d {
+            return Err(format!(
+                "{name}: the call {} gives a different result through xy than directly:\n\
+                 through xy: {x}\ndirectly:   {d}\n{}",
+                d["tool"],
+                w.status(server)
+            ));
+        }
     }
-    assert_eq!(a.len(), b.len(), "{name}: not every call answered");
-    exfiltration_blocked(&w, server);
+    if a.len() != b.len() {
+        return Err(format!("{name}: not every call answered"));
+    }
+    exfiltration_blocked(w, server);
     for d in &b {
-        assert_eq!(
-            d["is_error"], false,
-            "{name}: the call {} fails even directly: {}\n(the corpus row is wrong, not xy)",
-            d["tool"], d["text"]
-        );
+        if d["is_error"] != false {
+            return Err(format!(
+                "{name}: the call {} fails even directly: {}\n(the corpus row is wrong, not xy)",
+                d["tool"], d["text"]
+            ));
+        }
     }
+    Ok(())
 }
 
 /// SPEC §25's "Done when": under the starter block that lets the server
@@ -454,13 +592,16 @@ fn exfiltration_blocked(w: &World, server: &str) {
     );
 }
 
-/// Runs the row's install; the server's name and the install's output
-/// (`Err` with it when the command failed).
-fn install<'a>(w: &'a World, how: &Install) -> (&'a str, Result<String, String>) {
+/// Runs the row's install; the server's name, the install's output (`Err`
+/// with it when the command failed) and how long the command waited for
+/// the server's first listing.
+fn install<'a>(w: &'a World, how: &Install) -> (&'a str, Result<String, String>, Option<Duration>) {
     let name = w.name;
+    let waited = std::cell::Cell::new(None);
     let run = |args: Vec<String>, dir: Option<&Path>| {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (ok, out) = w.xyctl(&args, dir, true);
+        let (ok, out, wait) = w.xyctl_install(&args, dir);
+        waited.set(wait);
         if ok { Ok(out) } else { Err(out) }
     };
     // Worlds run side by side: each `add` names its own port (SPEC §14's
@@ -537,7 +678,7 @@ fn install<'a>(w: &'a World, how: &Install) -> (&'a str, Result<String, String>)
             }
         }
     };
-    (name, out)
+    (name, out, waited.get())
 }
 
 /// A directory under the world's HOME, created.

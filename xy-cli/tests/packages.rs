@@ -1092,3 +1092,141 @@ fn a_native_add_on_is_named_in_the_plan_with_allow_scripts() {
     assert!(!w.packages("db").exists(), "nothing installed");
     assert!(!w.h.config_dir().join("db.kdl").exists());
 }
+
+/// D290: a wheel that installs its own npm dependencies into its package
+/// directory at its first call (`readabilipy` under `mcp-server-fetch`)
+/// failed through xy, whose starter sandbox keeps the venv read-only. The
+/// pinned install now installs them (the plan says so; `--ignore-scripts`,
+/// `min-age`, a lockfile with integrity), so with the defaults the call
+/// works and the package tree is not written at run time. Offline: a
+/// local wheelhouse, a local PyPI JSON document, an npm dependency from a
+/// tarball shipped in the wheel (`tests/data/jsneeds/make.py`).
+#[test]
+fn a_wheels_npm_dependencies_are_installed_with_it() {
+    let test = "a_wheels_npm_dependencies_are_installed_with_it";
+    if registry_unreachable(test, Command::new("npm").arg("--version"))
+        || registry_unreachable(test, Command::new("python3").args(["-m", "venv", "--help"]))
+    {
+        return;
+    }
+    let w = World::new("xypkjs");
+    let made = w.h.home().join("made");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jsneeds/make.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .arg(&made)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "make.py: {o:?}");
+    let pypi_port = xy_testbins::locate::free_port();
+    let mut api = Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1"])
+        .arg(pypi_port.to_string())
+        .arg("--directory")
+        .arg(made.join("pypi"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _api = Kill(&mut api);
+    wait_for("the PyPI document server", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", pypi_port)).is_ok()
+    });
+    let r = Run(w
+        .cmd(&[
+            "--no-spawn",
+            "add",
+            "js",
+            "--pypi",
+            "jsneeds==1.0",
+            "--yes",
+            "--port",
+            &port(),
+        ])
+        .env("XY_PYPI_URL", format!("http://127.0.0.1:{pypi_port}"))
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", made.join("wheels"))
+        .env("npm_config_offline", "true")
+        .output()
+        .unwrap());
+    let plan = r.ok();
+    assert!(
+        plan.contains("a package.json a wheel ships, where its code runs npm")
+            && plan.contains("--ignore-scripts --before min-age"),
+        "the plan says it: {plan}"
+    );
+    let err = r.stderr();
+    assert!(
+        err.contains(
+            "jsneeds/js: its npm dependencies installed with the package (tiny@1.0.0; 1 package,"
+        ),
+        "{err}"
+    );
+    let venv = w.packages("js").join("1.0/venv");
+    let js = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("site-packages/jsneeds/js"))
+        .find(|p| p.is_dir())
+        .expect("the JavaScript part is installed");
+    let lock = lockfile(&js);
+    assert!(
+        lock["packages"]["node_modules/tiny"]["integrity"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("sha512-")),
+        "{lock}"
+    );
+    assert!(js.join("node_modules/tiny/index.js").is_file());
+    let text = w.config("js");
+    assert!(
+        text.contains("sandbox {"),
+        "the defaults confine it: {text}"
+    );
+    let before = tree(&w.packages("js"));
+
+    Run(w.cmd(&["list"]).output().unwrap()).ok();
+    w.running_pid("js", None);
+    let answers = session_through_xy(
+        &w,
+        "js",
+        &[serde_json::json!({"method": "tools/call", "params": {"name": "js", "arguments": {}}})],
+    );
+    assert_eq!(
+        answers[0]["result"]["content"][0]["text"],
+        "tiny works",
+        "the call through xy with the defaults: {}\n{}",
+        answers[0],
+        w.status("js")
+    );
+    assert_eq!(tree(&w.packages("js")), before, "the package dir changed");
+
+    // A reinstall of the same version installs the same tree from the
+    // lockfile (`npm ci`).
+    let r = Run(w
+        .cmd(&[
+            "--no-spawn",
+            "add",
+            "js",
+            "--pypi",
+            "jsneeds==1.0",
+            "--yes",
+            "--force",
+            "--port",
+            &port(),
+        ])
+        .env("XY_PYPI_URL", format!("http://127.0.0.1:{pypi_port}"))
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", made.join("wheels"))
+        .env("npm_config_offline", "true")
+        .output()
+        .unwrap());
+    r.ok();
+    assert_eq!(lockfile(&js), lock, "the reinstall keeps the lockfile");
+}

@@ -57,7 +57,8 @@ pub(crate) fn upgrade(ctx: &Ctx, a: &UpgradeArgs) -> Result<Exit, Failure> {
         scripts: &[],
     };
     confirm(ctx, &plan)?;
-    packages::install(&paths, &a.name, &resolved, &a.install)?;
+    let (built, _) = packages::install(&paths, &a.name, &resolved, &a.install)?;
+    packages::tell_js(ctx, &a.name, &resolved, &built);
     let to = InstallRecord::read(&target).ok_or_else(|| {
         Failure::new(
             Exit::Operational,

@@ -147,6 +147,7 @@ pub(crate) fn prepare(
     for (name, r, extra) in &pending {
         let outcome = match super::install(&paths, name, r, flags) {
             Ok((built, version_dir)) => {
+                super::tell_js(ctx, name, r, &built);
                 let found = super::data::find(
                     r.pkg.ecosystem,
                     &version_dir,

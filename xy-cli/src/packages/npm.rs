@@ -253,6 +253,7 @@ pub(crate) fn install(
         } else {
             with_install_scripts(&lock)
         },
+        js: Vec::new(),
     })
 }
 
@@ -261,7 +262,7 @@ pub(crate) fn install(
 /// `--ignore-scripts` a native add-on among them was never built (SPEC
 /// §25: `@executeautomation/database-server`'s sqlite3 crash-looped).
 /// Names, not paths: `node_modules/a/node_modules/b` is `b`.
-fn with_install_scripts(lock: &str) -> Vec<String> {
+pub(crate) fn with_install_scripts(lock: &str) -> Vec<String> {
     let mut names: Vec<String> = install_script_packages(lock)
         .into_iter()
         .map(|(name, _)| name)
@@ -449,7 +450,7 @@ fn with_install_scripts_versions(lock: &str) -> Vec<String> {
 
 /// The dependency npm's `--before` found no version of: npm says `No
 /// matching version found for <name>@<range> with a date before <date>`.
-fn too_new_dependency(f: &Failure) -> Option<String> {
+pub(crate) fn too_new_dependency(f: &Failure) -> Option<String> {
     let text = f.detail.as_deref()?;
     let rest = &text[text.find("No matching version found for ")? + 30..];
     let spec = rest.split_whitespace().next()?.trim_end_matches('.');
@@ -460,7 +461,7 @@ fn too_new_dependency(f: &Failure) -> Option<String> {
 /// The lockfile's installed packages that carry no `integrity` (links to
 /// local folders and bundled dependencies have none by nature and are
 /// pinned by their parent).
-fn unpinned(lock: &str) -> Result<Vec<String>, String> {
+pub(crate) fn unpinned(lock: &str) -> Result<Vec<String>, String> {
     let v: serde_json::Value = serde_json::from_str(lock).map_err(|e| e.to_string())?;
     let packages = v
         .get("packages")

@@ -70,9 +70,23 @@ impl Plan<'_> {
                     pypi::venv_bin(self.dir).display(),
                     r.pkg.name
                 ),
-                "python3 -m venv; pip download → requirements.lock (sha256 of every wheel); \
-                 pip install --require-hashes --no-index"
-                    .to_owned(),
+                format!(
+                    "python3 -m venv; pip download → requirements.lock (sha256 of every wheel); \
+                     pip install --require-hashes --no-index\n          \
+                     a package.json a wheel ships, where its code runs npm: its npm dependencies \
+                     now, not at its first call (npm install{}{} → package-lock.json, \
+                     integrity for every dependency)",
+                    if self.flags.allow_scripts {
+                        ", install scripts allowed,"
+                    } else {
+                        " --ignore-scripts"
+                    },
+                    if self.flags.allow_fresh {
+                        ""
+                    } else {
+                        " --before min-age"
+                    }
+                ),
             ),
         };
         let mut s = format!("server    {}\n", self.server);

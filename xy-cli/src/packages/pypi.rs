@@ -4,15 +4,17 @@
 //! directory; `pip download` of every wheel, each hashed into
 //! `requirements.lock` as `--hash=sha256:…`, each file's upload time
 //! checked against `min-age` (the JSON API again); `pip install --no-index
-//! --require-hashes` from those files only; the distribution's console
-//! script run by the venv's python.
+//! --require-hashes` from those files only; the npm dependencies of a
+//! wheel that would install them itself ([`js`], D290); the
+//! distribution's console script run by the venv's python.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use xy_core::package::PackageRef;
 
-use super::{Built, Cutoff, Resolved, parse_rfc3339, program, run};
+use super::{Built, Cutoff, Resolved, js, parse_rfc3339, program, run};
+use crate::cli::InstallFlags;
 use crate::error::{Exit, Failure};
 
 /// The hash-pinned requirements file.
@@ -125,6 +127,7 @@ pub(crate) fn install(
     target: &Path,
     previous: Option<&Path>,
     r: &Resolved,
+    flags: &InstallFlags,
     before: Option<&Cutoff>,
 ) -> Result<Built, Failure> {
     let python3 = program("python3", NO_PYTHON)?;
@@ -252,11 +255,15 @@ pub(crate) fn install(
     let scripts: Vec<String> = serde_json::from_slice(&out.stdout).unwrap_or_default();
     let script =
         pick_script(&r.pkg.name, &scripts).map_err(|e| Failure::new(Exit::Operational, e))?;
+    // D290: a wheel that installs its own npm dependencies at its first
+    // call gets them now, while the venv is still writable.
+    let js = js::install(tmp, previous, flags, before)?;
     Ok(Built {
         runtime: venv_python(target),
         entry: venv_bin(target).join(script),
         lockfile: LOCKFILE,
         skipped_scripts: Vec::new(),
+        js,
     })
 }
 
