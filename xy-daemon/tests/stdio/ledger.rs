@@ -64,6 +64,13 @@ fn listed_then_restarted(env: Env, names: &[String], tools: usize) -> TestDaemon
             (current.len() == tools && current.iter().all(|t| t["state"] == "approved"))
                 .then_some(())
         });
+        // A 2025 child's capability gates, kept beside the listing (D280):
+        // without them a client that declared nothing wakes the server.
+        let ledger = d.env.state_dir().join(format!("tools/{name}.json"));
+        wait_some(&format!("{name}'s gates kept"), DEADLINE, || {
+            let l: Value = serde_json::from_str(&std::fs::read_to_string(&ledger).ok()?).ok()?;
+            (l["served"].get("initialize").is_none() || l["gates"].is_object()).then_some(())
+        });
     }
     d.terminate();
     let d = TestDaemon::start_in(d.take_env());
