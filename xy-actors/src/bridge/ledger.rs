@@ -33,6 +33,7 @@ fn answerable(method: &str) -> bool {
             | "prompts/list"
             | "resources/list"
             | "resources/templates/list"
+            | "skills/list"
     )
 }
 

@@ -44,6 +44,8 @@ pub(crate) struct FromLedger {
     pub(crate) prompts: Option<Vec<Box<str>>>,
     pub(crate) resources: Option<Vec<Box<str>>>,
     pub(crate) templates: Option<Vec<Box<str>>>,
+    /// The `skills/list` entries every file of which clients see (D282).
+    pub(crate) skills: Option<Vec<Box<str>>>,
 }
 
 /// One list a listing method returns.
@@ -53,6 +55,7 @@ fn list_of(method: &str) -> Option<(&'static str, &'static str)> {
         "prompts/list" => ("prompts", "prompts"),
         "resources/list" => ("resources", "resources"),
         "resources/templates/list" => ("resources", "resourceTemplates"),
+        "skills/list" => ("extensions", "skills"),
         _ => return None,
     })
 }
@@ -128,6 +131,12 @@ impl FromLedger {
                 .as_deref()
                 .map(|r| visible(r, Kind::Resource)),
             templates: all(&served.resource_templates),
+            skills: served.skills.as_ref().map(|s| {
+                s.iter()
+                    .filter(|t| skill_shown(t.as_str(), &shown))
+                    .map(|t| t.as_str().into())
+                    .collect()
+            }),
         })
     }
 
@@ -162,9 +171,14 @@ impl FromLedger {
             "tools/list" => Some(&self.tools),
             "prompts/list" => self.prompts.as_ref(),
             "resources/list" => self.resources.as_ref(),
+            "skills/list" => self.skills.as_ref(),
             _ => self.templates.as_ref(),
         };
-        let offered = crate::mcp::listing::offers(self.capabilities(), cap);
+        let offered = if method == "skills/list" {
+            crate::mcp::listing::offers_skills(self.capabilities())
+        } else {
+            crate::mcp::listing::offers(self.capabilities(), cap)
+        };
         let id = serde_json::to_string(id).ok()?;
         let marker = serde_json::to_string(&self.marker()).ok()?;
         let Some(items) = items.filter(|_| offered) else {
@@ -222,6 +236,21 @@ impl FromLedger {
     }
 }
 
+/// Whether clients see a `skills/list` entry: its `SKILL.md` and every
+/// file it names are shown (a skill is offered only whole, D260).
+fn skill_shown(text: &str, shown: &impl Fn(Kind, &str) -> bool) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    let uri = |i: &Value| i.get("uri").and_then(Value::as_str).map(str::to_owned);
+    let files = v.get("resources").and_then(Value::as_array);
+    uri(&v).is_some_and(|u| shown(Kind::Resource, &u))
+        && files
+            .into_iter()
+            .flatten()
+            .all(|f| uri(f).is_some_and(|u| shown(Kind::Resource, &u)))
+}
+
 /// The string member `key` of one item's JSON text.
 fn name_of(text: &str, key: &str) -> Option<String> {
     let v: Value = serde_json::from_str(text).ok()?;
@@ -263,6 +292,10 @@ pub(crate) fn served(listing: &Listing, listed_at: String) -> Option<ServedListi
             .map(|r| r.iter().map(RawJson::of).collect()),
         resource_templates: listing
             .resource_templates
+            .as_ref()
+            .map(|r| r.iter().map(RawJson::of).collect()),
+        skills: listing
+            .skills
             .as_ref()
             .map(|r| r.iter().map(RawJson::of).collect()),
     };
@@ -310,6 +343,7 @@ pub(crate) fn listing(served: &ServedListing, snapshot: Option<&ToolSnapshot>) -
         raw_prompts,
         resources: values(&served.resources),
         resource_templates: values(&served.resource_templates),
+        skills: values(&served.skills),
         handshake: Some(Box::new(Handshake {
             init: value(&served.initialize),
             discover: value(&served.discover),
@@ -383,6 +417,27 @@ mod tests {
                 .is_none(),
             "never listed"
         );
+        // Skills: whole, or not at all; -32601 without the extension.
+        let mut k = served();
+        k.initialize = RawJson::parse(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/skills":{}}}}"#,
+        );
+        k.skills = Some(vec![
+            RawJson::parse(r#"{"uri":"skill://a/SKILL.md","resources":[{"uri":"skill://a/x.md"}]}"#)
+                .unwrap(),
+            RawJson::parse(r#"{"uri":"skill://b/SKILL.md"}"#).unwrap(),
+        ]);
+        let shown = |k: Kind, n: &str| k != Kind::Resource || n != "skill://a/x.md";
+        let f3 = FromLedger::build(&k, None, shown).unwrap();
+        let v: Value =
+            serde_json::from_slice(&f3.list("skills/list", &json!(1), true, |_| false).unwrap())
+                .unwrap();
+        assert_eq!(v["result"]["skills"], json!([{"uri": "skill://b/SKILL.md"}]));
+        assert!(v["result"]["_meta"][META_LEDGER].is_object());
+        let v: Value =
+            serde_json::from_slice(&f.list("skills/list", &json!(1), false, |_| false).unwrap())
+                .unwrap();
+        assert_eq!(v["error"]["code"], -32601, "no skills extension");
         // Off: everything listed.
         let off = FromLedger::build(&served(), None, |_, _| true).unwrap();
         assert_ne!(off.fingerprint(true), f.fingerprint(true));

@@ -93,6 +93,10 @@ pub struct ServedListing {
     /// Every listed resource template; `None`: not listed by xy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_templates: Option<Vec<RawJson>>,
+    /// Every `skills/list` entry (SEP-2640); `None`: the child does not
+    /// declare the skills extension (or a ledger from before D282).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<RawJson>>,
 }
 
 impl ServedListing {
@@ -104,6 +108,7 @@ impl ServedListing {
             + items(&self.prompts)
             + items(&self.resources)
             + items(&self.resource_templates)
+            + items(&self.skills)
             + self.initialize.as_ref().map_or(0, |t| t.as_str().len())
             + self.discover.as_ref().map_or(0, |t| t.as_str().len())
     }
