@@ -10,6 +10,9 @@ each using the same S stdio MCP servers, summed PSS
         pinned client config would run without xy): K*S processes
   xy    one release `xyd` running one copy of each server, and one
         `xyctl connect <server>` per session per server (K*S bridges)
+  one   the same `xyd`, and one `xyctl connect --one` per session (K
+        bridges to the aggregate `/mcp`, what `xyctl clients apply
+        <client> --one` writes for a stdio-only client)
 
 Every session is real: each process (or bridge) gets `initialize`,
 `notifications/initialized` and `tools/list` answered before the
@@ -134,14 +137,24 @@ def own_copies(k, work, env, npx):
         stop(procs)
 
 
-def with_xy(k, work, env):
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def with_xy(k, work, env, one=False):
+    work = os.path.join(work, "one" if one else "each")
     xenv = dict(env, XDG_CONFIG_HOME=os.path.join(work, "c"),
                 XDG_STATE_HOME=os.path.join(work, "s"), XDG_DATA_HOME=os.path.join(work, "d"),
                 XY_SOCKET=os.path.join(work, "x.sock"), XY_LOG="warn",
                 MEMORY_FILE_PATH=os.path.join(work, "mem-xy.json"))
     os.makedirs(os.path.join(work, "c", "xy", "servers"), exist_ok=True)
     with open(os.path.join(work, "c", "xy", "xy.kdl"), "w") as f:
-        f.write("gateway { port 0; }\n")
+        # The aggregate lives on the gateway; per-server bridges need none.
+        gateway = free_port() if one else 0
+        f.write(f"gateway {{ port {gateway}; }}\nconsole {{ port 0; }}\n")
     xyd = subprocess.Popen([os.path.join(TARGET, "xyd")], env=xenv,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     procs = []
@@ -159,6 +172,9 @@ def with_xy(k, work, env):
                            + server_args(s, work), env=xenv, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(k):
+            if one:
+                procs.append(session([xyctl, "--no-spawn", "connect", "--one"], xenv))
+                continue
             for s in SERVERS:
                 procs.append(session([xyctl, "--no-spawn", "connect", s], xenv))
         return measure([xyd.pid] + [p.pid for p in procs])
@@ -184,11 +200,13 @@ def main():
             (f"own copies via npx ({k}x{s})", own_copies(k, work, env, True)),
             (f"own copies via node ({k}x{s})", own_copies(k, work, env, False)),
             (f"xy: {s} servers + {k * s} xyctl connect", with_xy(k, work, env)),
+            (f"xy: {s} servers + {k} xyctl connect --one", with_xy(k, work, env, one=True)),
         ]
         for name, (kib, n) in rows:
             print(f"{name:40} {kib / 1024:8.1f} MiB PSS  ({n} processes)")
         print(f"npx / xy: {rows[0][1][0] / rows[2][1][0]:.1f}x, "
-              f"node / xy: {rows[1][1][0] / rows[2][1][0]:.1f}x")
+              f"node / xy: {rows[1][1][0] / rows[2][1][0]:.1f}x, "
+              f"node / xy --one: {rows[1][1][0] / rows[3][1][0]:.1f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

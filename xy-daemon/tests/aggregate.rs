@@ -300,6 +300,61 @@ asyncio.run(main(sys.argv[1]))
     assert_eq!(lines[2]["version"], "2026-07-28", "{lines:?}");
 }
 
+/// The official TypeScript client SDK (v2) through the aggregate in each
+/// of its era modes: the 2025 handshake, `server/discover` first, and a
+/// pin of 2026-07-28 all list every prefixed tool and call one.
+#[test]
+fn the_typescript_sdk_uses_the_aggregate_in_both_eras() {
+    let test = "the_typescript_sdk_uses_the_aggregate_in_both_eras";
+    let ts = match xy_testbins::interop::ts_client() {
+        xy_testbins::interop::Interop::Ready(ts) => ts,
+        xy_testbins::interop::Interop::Skip(skip) => return skip.announce(test),
+    };
+    let (_d, gw) = start("", &[("alpha", server("")), ("beta", server(""))]);
+    let out = ts
+        .command(&format!("http://127.0.0.1:{gw}/mcp"), "beta__echo")
+        .output()
+        .expect("node runs");
+    assert!(
+        out.status.success(),
+        "the SDK client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for l in &lines {
+        assert_eq!(
+            l["tools"],
+            json!([
+                "alpha__echo",
+                "alpha__progress",
+                "alpha__touch",
+                "beta__echo",
+                "beta__progress",
+                "beta__touch"
+            ]),
+            "{l}"
+        );
+        assert_eq!(
+            l["text"][0],
+            format!("ts {}", l["mode"].as_str().unwrap()),
+            "{l}"
+        );
+    }
+    assert_eq!(lines[0]["era"], "legacy", "{lines:?}");
+    assert!(
+        lines[0]["version"].as_str().unwrap().starts_with("2025"),
+        "{lines:?}"
+    );
+    for l in &lines[1..] {
+        assert_eq!(l["era"], "modern", "{l}");
+        assert_eq!(l["version"], "2026-07-28", "{l}");
+    }
+}
+
 #[test]
 fn an_approval_reaches_the_aggregate_as_list_changed() {
     let (d, gw) = start(

