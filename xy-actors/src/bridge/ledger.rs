@@ -118,8 +118,11 @@ impl BridgeState {
                 {
                     return Err(p);
                 }
-                let hidden =
-                    |t: &str| gates.as_ref().is_some_and(|g| g.missing(t, caps.as_deref()).is_some());
+                let hidden = |t: &str| {
+                    gates
+                        .as_ref()
+                        .is_some_and(|g| g.missing(t, caps.as_deref()).is_some())
+                };
                 let Some(bytes) = ledger.list(method, id, p.era2026, hidden) else {
                     return Err(p);
                 };

@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use xy_core::firewall::Kind;
-use xy_core::protocol::mcp::{
-    RawJson, SERVED_MAX_BYTES, ServedGates, ServedListing, ToolSnapshot,
-};
+use xy_core::protocol::mcp::{RawJson, SERVED_MAX_BYTES, ServedGates, ServedListing, ToolSnapshot};
 
 use super::gates::Gates;
 use super::listing::{Handshake, Listing};
@@ -379,20 +377,23 @@ mod tests {
         let pin = |k: Kind, n: &str| k == Kind::Tool && n == "a";
         let f = FromLedger::build(&served(), None, pin).unwrap();
         let a: Value =
-            serde_json::from_slice(&f.list("tools/list", &json!(7), false, |_| false).unwrap()).unwrap();
+            serde_json::from_slice(&f.list("tools/list", &json!(7), false, |_| false).unwrap())
+                .unwrap();
         assert_eq!(
             a,
             json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "a", "description": "A"}],
                 "_meta": {META_LEDGER: {"listedAt": "2026-12-04T00:00:00.000Z"}}}})
         );
         let b: Value =
-            serde_json::from_slice(&f.list("tools/list", &json!("x"), true, |_| false).unwrap()).unwrap();
+            serde_json::from_slice(&f.list("tools/list", &json!("x"), true, |_| false).unwrap())
+                .unwrap();
         assert_eq!(b["result"]["resultType"], "complete");
         assert_eq!(b["result"]["cacheScope"], "private");
         // No prompts capability: the server's own answer; resources offered
         // but never listed: the server must answer.
         let p: Value =
-            serde_json::from_slice(&f.list("prompts/list", &json!(1), false, |_| false).unwrap()).unwrap();
+            serde_json::from_slice(&f.list("prompts/list", &json!(1), false, |_| false).unwrap())
+                .unwrap();
         assert_eq!(p["error"]["code"], -32601);
         assert!(f.list("tools/call", &json!(1), false, |_| false).is_none());
         // Resources by URI as the verdicts decide them; templates as listed.
@@ -406,8 +407,11 @@ mod tests {
         ]);
         let shown = |k: Kind, n: &str| k != Kind::Resource || n == "file:///x";
         let f2 = FromLedger::build(&r, None, shown).unwrap();
-        let v: Value =
-            serde_json::from_slice(&f2.list("resources/list", &json!(1), false, |_| false).unwrap()).unwrap();
+        let v: Value = serde_json::from_slice(
+            &f2.list("resources/list", &json!(1), false, |_| false)
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             v["result"]["resources"],
             json!([{"uri": "file:///x", "name": "x"}])
@@ -423,8 +427,10 @@ mod tests {
             r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/skills":{}}}}"#,
         );
         k.skills = Some(vec![
-            RawJson::parse(r#"{"uri":"skill://a/SKILL.md","resources":[{"uri":"skill://a/x.md"}]}"#)
-                .unwrap(),
+            RawJson::parse(
+                r#"{"uri":"skill://a/SKILL.md","resources":[{"uri":"skill://a/x.md"}]}"#,
+            )
+            .unwrap(),
             RawJson::parse(r#"{"uri":"skill://b/SKILL.md"}"#).unwrap(),
         ]);
         let shown = |k: Kind, n: &str| k != Kind::Resource || n != "skill://a/x.md";
@@ -432,7 +438,10 @@ mod tests {
         let v: Value =
             serde_json::from_slice(&f3.list("skills/list", &json!(1), true, |_| false).unwrap())
                 .unwrap();
-        assert_eq!(v["result"]["skills"], json!([{"uri": "skill://b/SKILL.md"}]));
+        assert_eq!(
+            v["result"]["skills"],
+            json!([{"uri": "skill://b/SKILL.md"}])
+        );
         assert!(v["result"]["_meta"][META_LEDGER].is_object());
         let v: Value =
             serde_json::from_slice(&f.list("skills/list", &json!(1), false, |_| false).unwrap())

@@ -345,7 +345,8 @@ impl Gates {
             .needs
             .iter()
             .map(|(t, words)| {
-                let atoms: Option<BTreeSet<Atom>> = words.iter().map(|w| Atom::of_word(w)).collect();
+                let atoms: Option<BTreeSet<Atom>> =
+                    words.iter().map(|w| Atom::of_word(w)).collect();
                 let atoms = match atoms {
                     Some(a) if !a.is_empty() => a,
                     _ => TOP.iter().copied().collect(),
@@ -384,7 +385,6 @@ pub(crate) fn names(tools: &[Value]) -> BTreeSet<String> {
         .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
         .collect()
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -485,7 +485,10 @@ mod tests {
         let mut kept = everything_gates();
         kept.provisional = Some(set(&["echo", "url"]));
         assert!(!kept.must_wait(None, Some("url")), "a call it knows");
-        assert!(kept.must_wait(None, Some("new")), "a tool it was not learnt for");
+        assert!(
+            kept.must_wait(None, Some("new")),
+            "a tool it was not learnt for"
+        );
         assert!(kept.must_wait(None, None), "a listing");
         assert!(!kept.must_wait(Some(&everything()), Some("new")));
     }

@@ -115,8 +115,7 @@ impl McpState {
             .unwrap_or_default();
         let entry = directory.entry(name);
         let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
-        let legacy =
-            ledger.format != 0 && ledger.format < xy_core::protocol::mcp::DIGEST_UI_FORMAT;
+        let legacy = ledger.format != 0 && ledger.format < xy_core::protocol::mcp::DIGEST_UI_FORMAT;
         // The listing the ledger kept is xy's latest: its verdicts know
         // each item again, and clients are answered from it (SPEC §26).
         let last = ledger
@@ -969,7 +968,8 @@ mod tests {
         let answer = |st: &McpState| -> Vec<String> {
             let l = st.verdicts().ledger.clone().expect("served");
             let v: Value =
-                serde_json::from_slice(&l.list("tools/list", &json!(1), false, |_| false).unwrap()).unwrap();
+                serde_json::from_slice(&l.list("tools/list", &json!(1), false, |_| false).unwrap())
+                    .unwrap();
             v["result"]["tools"]
                 .as_array()
                 .unwrap()

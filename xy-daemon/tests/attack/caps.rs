@@ -211,7 +211,10 @@ fn starts(file: &Path) -> Vec<Value> {
 fn kept_gates(ledger: &Path, tool: &str) -> Value {
     crate::helper::wait_some("the gates kept", crate::helper::DEADLINE, || {
         let l: Value = serde_json::from_str(&std::fs::read_to_string(ledger).ok()?).ok()?;
-        l["gates"]["needs"].get(tool).is_some().then(|| l["gates"].clone())
+        l["gates"]["needs"]
+            .get(tool)
+            .is_some()
+            .then(|| l["gates"].clone())
     })
 }
 
@@ -305,7 +308,11 @@ fn after_a_restart_the_ledger_shows_a_bare_client_only_what_it_may_call() {
     assert_eq!(r["content"][0]["text"], "called echo", "{r}");
     assert_eq!(children_of(d.pid()).len(), 1, "one child");
     let after = starts(&started);
-    assert_eq!(after.len(), probed + 1, "the child alone, no probe: {after:?}");
+    assert_eq!(
+        after.len(),
+        probed + 1,
+        "the child alone, no probe: {after:?}"
+    );
     assert!(after[probed]["sampling"].is_object(), "the child's own");
     refused(&mut bare, "url", &json!({"elicitation": {"url": {}}}));
 

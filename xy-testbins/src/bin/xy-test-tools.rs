@@ -133,7 +133,10 @@ fn answer(msg: &Value, file: &PathBuf, page: usize, with_prompts: bool) -> Optio
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone();
             if let Some(f) = starts {
-                let line = format!("{}\n", msg.pointer("/params/capabilities").unwrap_or(&Value::Null));
+                let line = format!(
+                    "{}\n",
+                    msg.pointer("/params/capabilities").unwrap_or(&Value::Null)
+                );
                 let _ = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
