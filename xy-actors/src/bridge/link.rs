@@ -83,10 +83,10 @@ impl BridgeState {
                 self.job = None;
                 // A 2025 child lists for xy as for the most capable client:
                 // until its gates are known, a client that lacks a
-                // capability waits to list or call (D210).
-                // Gates the ledger kept for the listing it serves stand
-                // until this child's listing confirms or replaces them
-                // (D280): a first call need not wait for the listing.
+                // capability waits to list or call (D210). Gates the
+                // ledger kept for the listing it served stand until this
+                // child's listing confirms or replaces them (D281): a
+                // first call need not wait for xy's listing.
                 if self.hs.era.init.is_some() {
                     self.router.gates = (self.router.firewall.ledger.as_ref())
                         .and_then(|l| l.gates.clone())
