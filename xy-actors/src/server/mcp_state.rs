@@ -464,13 +464,15 @@ impl McpState {
 
     /// Keeps the gates learnt for a listing (D280): the ledger answers
     /// with them, and the next daemon start needs no probe for it.
-    pub(crate) fn keep_gates(&mut self, gates: xy_core::protocol::mcp::ServedGates) {
+    /// Returns whether they are new (the verdicts were published again).
+    pub(crate) fn keep_gates(&mut self, gates: xy_core::protocol::mcp::ServedGates) -> bool {
         if self.ledger.gates.as_ref() == Some(&gates) {
-            return;
+            return false;
         }
         self.ledger.gates = Some(gates);
         self.publish();
         self.save();
+        true
     }
 
     /// The names that are no listed tool or prompt.

@@ -132,8 +132,11 @@ impl ServerActorState {
             shown.sort();
             tracing::info!(server = %self.config.name, "tools offered only to clients of a capability: {}", shown.join(", "));
         }
-        if let Some(kept) = gates.stored(&key) {
-            self.mcp.keep_gates(kept);
+        // The bridge's ledger answers use them from now on.
+        if let Some(kept) = gates.stored(&key)
+            && self.mcp.keep_gates(kept)
+        {
+            self.firewall_changed(Vec::new());
         }
         let gates = Arc::new(gates);
         self.probes.learnt.insert(key, gates.clone());
