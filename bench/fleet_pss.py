@@ -113,6 +113,15 @@ def measure(pids):
     time.sleep(3)  # settle: GC and lazy pages after the first answers
     all_pids = tree(pids)
     total = sum(pss_kib(p) for p in all_pids)
+    if os.environ.get("XY_FLEET_DETAIL"):
+        by = {}
+        for p in all_pids:
+            with open(f"/proc/{p}/comm") as f:
+                comm = f.read().strip()
+            n, kib = by.get(comm, (0, 0))
+            by[comm] = (n + 1, kib + pss_kib(p))
+        for comm, (n, kib) in sorted(by.items()):
+            print(f"    {comm:20} x{n:<3} {kib / 1024:8.1f} MiB", file=sys.stderr)
     return total, len(all_pids)
 
 

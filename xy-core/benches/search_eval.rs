@@ -7,6 +7,10 @@
 //!   `--instructions`  also index the benchmark's server descriptions as
 //!                     the servers' instructions (a variant, not the figure)
 //!   `--sweep`         grid-search weights on the tuning split only
+//!   `--misses`        what the tuning split misses, task by task
+//!
+//! The last line, `figures: {json}`, carries every figure for
+//! `bench/retrieval.py`, which prints issue 40's from it.
 //!
 //! Definitions (issue 40): a task's needs are its annotated tools found in
 //! the corpus (94 of 95 tasks have one; a name several servers offer counts
@@ -66,6 +70,12 @@ fn main() {
         tasks.iter().partition(|t| t.id.as_bytes()[0] < b'8');
     let rss_before = rss_kib();
     let model = model.map(|m| StaticEmbeddings::load(&m).expect("the model loads"));
+    if let (Some(_), Some(before), Some(after)) = (&model, rss_before, rss_kib()) {
+        println!(
+            "resident memory added by loading the model: {:.1} MiB",
+            after.saturating_sub(before) as f64 / 1024.0
+        );
+    }
 
     if sweep {
         return run_sweep(&docs, &tune, &held, model.as_ref());
@@ -123,8 +133,10 @@ fn main() {
         "tAll@10"
     );
     let all: Vec<&Task> = tasks.iter().collect();
+    let mut figures = serde_json::Map::new();
     for (name, set) in [("tune", &tune), ("held-out", &held), ("all", &all)] {
         let s = score(&index, set);
+        figures.insert(name.into(), s.json());
         println!(
             "{name:<10} {:>6.3} {:>6.3} {:>6.3}   {:>6.3} {:>6.3} {:>6.3}   {:>6.3} {:>7.3}   {:>7.3} {:>8.3}",
             s.server[0],
@@ -139,13 +151,39 @@ fn main() {
             s.all_found[1]
         );
     }
-    latency(&index, &tasks);
+    figures.insert("latency_us".into(), latency(&index, &tasks));
     if let (Some(before), Some(after)) = (rss_before, rss_kib()) {
+        let mib = after.saturating_sub(before) as f64 / 1024.0;
         println!(
-            "resident memory added by the index{}: {:.1} MiB",
+            "resident memory added by the index{}: {mib:.1} MiB",
             if model { " and the model" } else { "" },
-            after.saturating_sub(before) as f64 / 1024.0
         );
+        figures.insert("added_rss_mib".into(), mib.into());
+    }
+    figures.insert("model".into(), model.into());
+    figures.insert("tasks".into(), tasks.len().into());
+    // One line for `bench/retrieval.py`, which prints the issue's figures
+    // from it rather than computing any itself.
+    println!("figures: {}", Value::Object(figures));
+}
+
+impl Scores {
+    fn json(&self) -> Value {
+        let at = |ks: &[usize], v: &[f64]| -> Value {
+            ks.iter()
+                .zip(v)
+                .map(|(k, v)| (k.to_string(), Value::from(*v)))
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        };
+        serde_json::json!({
+            "tasks": self.n,
+            "server_recall": at(&SERVER_K, &self.server),
+            "tool_recall": at(&TOOL_K, &self.tool),
+            "ndcg": at(&NDCG_K, &self.ndcg),
+            "server_all_found_5": self.all_found[0],
+            "tool_all_found_10": self.all_found[1],
+        })
     }
 }
 
@@ -159,7 +197,7 @@ fn rss_kib() -> Option<u64> {
 /// Wall time per `search`: every call, and each query's median of 20
 /// (the machine is shared: a median shows the query's own cost, the raw
 /// p99 also what preemption adds).
-fn latency(index: &Index, tasks: &[Task]) {
+fn latency(index: &Index, tasks: &[Task]) -> Value {
     let mut per_query: Vec<Vec<f64>> = vec![Vec::new(); tasks.len()];
     for _ in 0..20 {
         for (t, samples) in tasks.iter().zip(&mut per_query) {
@@ -190,6 +228,10 @@ fn latency(index: &Index, tasks: &[Task]) {
         at(&all, 0.99),
         at(&all, 1.0)
     );
+    serde_json::json!({
+        "per_query_median": {"p50": at(&medians, 0.5), "p99": at(&medians, 0.99)},
+        "all_calls": {"p50": at(&all, 0.5), "p99": at(&all, 0.99), "max": at(&all, 1.0)},
+    })
 }
 
 fn score(index: &Index, tasks: &[&Task]) -> Scores {

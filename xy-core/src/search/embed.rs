@@ -46,6 +46,8 @@ struct Rows {
     /// Where the matrix starts in `bytes`.
     start: usize,
     dtype: Dtype,
+    /// Per-row factors of an I8 matrix (its `scales` tensor).
+    scales: Vec<f32>,
 }
 
 #[derive(Clone, Copy)]
@@ -53,6 +55,19 @@ enum Dtype {
     F32,
     F16,
     Bf16,
+    /// Symmetric int8, each row times its `scales` entry: a quarter of F32's
+    /// memory, which is what fits a model in search's memory budget.
+    I8,
+}
+
+impl Dtype {
+    fn width(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::I8 => 1,
+        }
+    }
 }
 
 impl std::fmt::Debug for StaticEmbeddings {
@@ -81,22 +96,24 @@ impl StaticEmbeddings {
             })
         };
         let mut bytes = read(&weights)?;
-        let (vocab_len, dim, start, dtype) =
-            safetensors_matrix(&bytes).map_err(|reason| SearchError::Format {
-                path: weights.clone(),
-                reason,
-            })?;
+        let Matrix {
+            rows: vocab_len,
+            dim,
+            start,
+            dtype,
+            scales,
+        } = safetensors_matrix(&bytes).map_err(|reason| SearchError::Format {
+            path: weights.clone(),
+            reason,
+        })?;
         // Whatever follows the matrix is not needed.
-        let width = match dtype {
-            Dtype::F32 => 4,
-            Dtype::F16 | Dtype::Bf16 => 2,
-        };
-        bytes.truncate(start + vocab_len * dim * width);
+        bytes.truncate(start + vocab_len * dim * dtype.width());
         bytes.shrink_to_fit();
         let rows = Rows {
             bytes,
             start,
             dtype,
+            scales,
         };
         let tok = Tokenizer::parse(&read(&tokenizer)?).map_err(|reason| SearchError::Format {
             path: tokenizer.clone(),
@@ -134,9 +151,10 @@ impl StaticEmbeddings {
         for &id in ids {
             let w = weight(id);
             let r = &self.rows;
-            let width = match r.dtype {
-                Dtype::F32 => 4,
-                Dtype::F16 | Dtype::Bf16 => 2,
+            let width = r.dtype.width();
+            let w = match r.dtype {
+                Dtype::I8 => w * r.scales[id as usize],
+                _ => w,
             };
             let from = r.start + id as usize * self.dim * width;
             let row = &r.bytes[from..from + self.dim * width];
@@ -147,6 +165,7 @@ impl StaticEmbeddings {
                     Dtype::Bf16 => {
                         f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)
                     }
+                    Dtype::I8 => f32::from(c[0] as i8),
                 };
                 *s += w * v;
             }
@@ -270,9 +289,32 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
-/// Reads the one 2-D tensor of a safetensors file (named `embeddings`, or
-/// the only one there is) as f32.
-fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, usize, Dtype), String> {
+/// Where a model's matrix lies in its file, and how to read it.
+#[derive(Debug)]
+struct Matrix {
+    rows: usize,
+    dim: usize,
+    /// Byte offset of the first row in the file.
+    start: usize,
+    dtype: Dtype,
+    /// An I8 matrix's per-row factors; empty otherwise.
+    scales: Vec<f32>,
+}
+
+impl std::fmt::Debug for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dtype::F32 => "F32",
+            Dtype::F16 => "F16",
+            Dtype::Bf16 => "BF16",
+            Dtype::I8 => "I8",
+        })
+    }
+}
+
+/// Reads the 2-D tensor of a safetensors file (named `embeddings`, or the
+/// only one there is; an I8 one with its F32 `scales`, one per row).
+fn safetensors_matrix(bytes: &[u8]) -> Result<Matrix, String> {
     let head_len = bytes
         .get(..8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()) as usize)
@@ -285,8 +327,10 @@ fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, usize, Dtype), Stri
         .ok_or("header longer than the file")?;
     let head: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(head).map_err(|e| format!("header is not JSON: {e}"))?;
-    let tensors: Vec<(&String, &serde_json::Value)> =
-        head.iter().filter(|(k, _)| *k != "__metadata__").collect();
+    let tensors: Vec<(&String, &serde_json::Value)> = head
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__" && *k != "scales")
+        .collect();
     let (_, tensor) = tensors
         .iter()
         .find(|(k, _)| *k == "embeddings")
@@ -313,6 +357,60 @@ fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, usize, Dtype), Stri
             "the embeddings' shape is {shape:?}, not [vocab, dim]"
         ));
     };
+    let (from, to) = offsets_of(tensor)?;
+    let data = bytes
+        .get(data_start + from..data_start + to)
+        .ok_or("data_offsets past the end of the file")?;
+    let dtype = match dtype {
+        "F32" => Dtype::F32,
+        "F16" => Dtype::F16,
+        "BF16" => Dtype::Bf16,
+        "I8" => Dtype::I8,
+        other => {
+            return Err(format!(
+                "dtype {other} is not supported (F32, F16, BF16, I8)"
+            ));
+        }
+    };
+    if Some(data.len())
+        != rows
+            .checked_mul(dim)
+            .and_then(|n| n.checked_mul(dtype.width()))
+    {
+        return Err(format!(
+            "{} bytes for a {rows}×{dim} {dtype:?} matrix",
+            data.len()
+        ));
+    }
+    let scales = match dtype {
+        Dtype::I8 => {
+            let scales = head
+                .get("scales")
+                .ok_or("an I8 matrix needs an F32 `scales` tensor, one per row")?;
+            let (from, to) = offsets_of(scales)?;
+            let ok = scales.get("dtype").and_then(|d| d.as_str()) == Some("F32")
+                && to.checked_sub(from) == rows.checked_mul(4);
+            let data = bytes
+                .get(data_start + from..data_start + to)
+                .filter(|_| ok)
+                .ok_or(format!("`scales` is not {rows} F32 values in the file"))?;
+            data.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(Matrix {
+        rows,
+        dim,
+        start: data_start + from,
+        dtype,
+        scales,
+    })
+}
+
+/// A tensor's `data_offsets`.
+fn offsets_of(tensor: &serde_json::Value) -> Result<(usize, usize), String> {
     let offsets: Vec<usize> = tensor
         .get("data_offsets")
         .and_then(|s| s.as_array())
@@ -322,29 +420,10 @@ fn safetensors_matrix(bytes: &[u8]) -> Result<(usize, usize, usize, Dtype), Stri
                 .collect()
         })
         .unwrap_or_default();
-    let &[from, to] = offsets.as_slice() else {
-        return Err("no data_offsets".into());
-    };
-    let data = bytes
-        .get(data_start + from..data_start + to)
-        .ok_or("data_offsets past the end of the file")?;
-    let width = match dtype {
-        "F32" => 4,
-        "F16" | "BF16" => 2,
-        other => return Err(format!("dtype {other} is not supported (F32, F16, BF16)")),
-    };
-    if data.len() != rows * dim * width {
-        return Err(format!(
-            "{} bytes for a {rows}×{dim} {dtype} matrix",
-            data.len()
-        ));
+    match offsets.as_slice() {
+        &[from, to] if from <= to => Ok((from, to)),
+        _ => Err("no data_offsets".into()),
     }
-    let dtype = match dtype {
-        "F32" => Dtype::F32,
-        "BF16" => Dtype::Bf16,
-        _ => Dtype::F16,
-    };
-    Ok((rows, dim, data_start + from, dtype))
 }
 
 fn f16_to_f32(h: u16) -> f32 {

@@ -178,3 +178,59 @@ fn an_index_can_be_shared_between_threads() {
     shared::<Index>();
     shared::<StaticEmbeddings>();
 }
+
+/// Writes `tiny_model`'s tokenizer with an I8 matrix: rows as int8 with a
+/// per-row factor, optionally without the `scales` tensor.
+fn tiny_i8_model(dir: &std::path::Path, with_scales: bool) {
+    tiny_model(dir);
+    let rows: [[i8; 2]; 4] = [[0, 0], [127, 13], [127, 28], [0, 127]];
+    let scales: [f32; 4] = [1.0, 0.5, 2.0, 1.0];
+    let mut data: Vec<u8> = rows.iter().flatten().map(|&v| v as u8).collect();
+    let mut head = json!({"embeddings": {"dtype": "I8", "shape": [4, 2], "data_offsets": [0, 8]}});
+    if with_scales {
+        data.extend(scales.iter().flat_map(|v| v.to_le_bytes()));
+        head["scales"] = json!({"dtype": "F32", "shape": [4], "data_offsets": [8, 24]});
+    }
+    let head = head.to_string();
+    let mut file = (head.len() as u64).to_le_bytes().to_vec();
+    file.extend(head.as_bytes());
+    file.extend(&data);
+    std::fs::write(dir.join("model.safetensors"), file).unwrap();
+}
+
+#[test]
+fn an_int8_model_reads_its_rows_times_their_scales() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_i8_model(dir.path(), true);
+    let model = StaticEmbeddings::load(dir.path()).unwrap();
+    // "car automobile": 0.5 × (127, 13) + 2.0 × (127, 28), normalised.
+    let v = model.embed("car automobile");
+    let (x, y) = (0.5 * 127.0 + 2.0 * 127.0, 0.5 * 13.0 + 2.0 * 28.0);
+    let n = f32::hypot(x, y);
+    assert!(
+        (v[0] - x / n).abs() < 1e-6 && (v[1] - y / n).abs() < 1e-6,
+        "{v:?}"
+    );
+    let docs = vec![
+        ToolDoc::from_tool(
+            "w",
+            None,
+            &json!({"name": "forecast", "description": "weather"}),
+        ),
+        ToolDoc::from_tool("c", None, &json!({"name": "rent", "description": "car"})),
+    ];
+    let index = Index::build(docs).with_model(model);
+    let hits = index.search("automobile", 5, None);
+    assert_eq!(names(&index, &hits)[0], "c/rent");
+}
+
+#[test]
+fn an_int8_model_without_scales_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_i8_model(dir.path(), false);
+    let err = StaticEmbeddings::load(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("model.safetensors") && err.contains("scales"),
+        "{err}"
+    );
+}

@@ -4,14 +4,86 @@
 //! vocabularies, WordLlama). Only what turning text into vocabulary ids
 //! needs; no special tokens, no offsets.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+
+/// A vocabulary as one sorted string and offsets, looked up by binary
+/// search: a `HashMap<String, u32>` of a 32,000-token vocabulary keeps
+/// several MiB resident (a heap string per token, a half-empty table),
+/// which is most of an int8 model's memory budget.
+#[derive(Debug, Clone)]
+pub(crate) struct Vocab {
+    /// Every token, sorted, end to end.
+    text: Box<str>,
+    /// `starts[i]..starts[i + 1]` is token `i` (in sorted order) in `text`.
+    starts: Box<[u32]>,
+    /// The id of each sorted token.
+    ids: Box<[u32]>,
+}
+
+impl Vocab {
+    fn new<'a>(tokens: impl IntoIterator<Item = (Cow<'a, str>, u32)>) -> Self {
+        let mut tokens: Vec<(Cow<'a, str>, u32)> = tokens.into_iter().collect();
+        tokens.sort_unstable();
+        let mut text = String::with_capacity(tokens.iter().map(|(t, _)| t.len()).sum());
+        let mut starts = Vec::with_capacity(tokens.len() + 1);
+        let mut ids = Vec::with_capacity(tokens.len());
+        for (token, id) in &tokens {
+            starts.push(text.len() as u32);
+            text.push_str(token);
+            ids.push(*id);
+        }
+        starts.push(text.len() as u32);
+        Self {
+            text: text.into_boxed_str(),
+            starts: starts.into_boxed_slice(),
+            ids: ids.into_boxed_slice(),
+        }
+    }
+
+    fn token(&self, i: usize) -> &str {
+        &self.text[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
+
+    pub(crate) fn get(&self, token: &str) -> Option<u32> {
+        let (mut lo, mut hi) = (0, self.ids.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.token(mid).cmp(token) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(self.ids[mid]),
+            }
+        }
+        None
+    }
+
+    fn max_id(&self) -> Option<u32> {
+        self.ids.iter().max().copied()
+    }
+}
+
+/// BPE merges as a sorted list of `(left << 32 | right)` keys with their
+/// `(rank, merged)`: a quarter of a hash table's memory.
+#[derive(Debug, Clone)]
+pub(crate) struct Merges {
+    keys: Box<[u64]>,
+    values: Box<[(u32, u32)]>,
+}
+
+impl Merges {
+    fn get(&self, left: u32, right: u32) -> Option<(u32, u32)> {
+        let key = (u64::from(left) << 32) | u64::from(right);
+        self.keys.binary_search(&key).ok().map(|i| self.values[i])
+    }
+}
 
 /// A tokenizer read from `tokenizer.json`.
 #[derive(Debug, Clone)]
 pub(crate) enum Tokenizer {
     /// Greedy longest-match WordPiece after BERT's pre-tokenizer.
     WordPiece {
-        vocab: HashMap<String, u32>,
+        vocab: Vocab,
         unk: Option<u32>,
         prefix: String,
         lowercase: bool,
@@ -19,9 +91,9 @@ pub(crate) enum Tokenizer {
     /// SentencePiece BPE: spaces become `▁`, pieces merge by rank within a
     /// word, characters outside the vocabulary fall back to `<0xNN>` bytes.
     Bpe {
-        vocab: HashMap<String, u32>,
+        vocab: Vocab,
         /// `(left, right)` → `(rank, merged)`, all vocabulary ids.
-        merges: HashMap<(u32, u32), (u32, u32)>,
+        merges: Merges,
         unk: Option<u32>,
     },
 }
@@ -29,21 +101,25 @@ pub(crate) enum Tokenizer {
 /// The parts of `tokenizer.json` read; parsed straight into these types
 /// (a `serde_json::Value` of a Llama vocabulary and its merges left tens of
 /// MiB in the heap).
+/// Strings borrow from the file's bytes where they can (no escapes), so
+/// reading a vocabulary allocates little besides what is kept.
 #[derive(serde::Deserialize)]
-struct File {
-    model: Model,
+struct File<'a> {
+    #[serde(borrow)]
+    model: Model<'a>,
     normalizer: Option<Normalizer>,
 }
 
 #[derive(serde::Deserialize)]
-struct Model {
+struct Model<'a> {
     #[serde(rename = "type")]
     kind: String,
-    vocab: HashMap<String, u32>,
+    #[serde(borrow)]
+    vocab: HashMap<Cow<'a, str>, u32>,
     unk_token: Option<String>,
     continuing_subword_prefix: Option<String>,
-    #[serde(default)]
-    merges: Vec<Merge>,
+    #[serde(default, borrow)]
+    merges: Vec<Merge<'a>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -54,9 +130,9 @@ struct Normalizer {
 /// A merge is `"a b"` or `["a", "b"]`, by the file's format version.
 #[derive(serde::Deserialize)]
 #[serde(untagged)]
-enum Merge {
-    Joined(String),
-    Pair(String, String),
+enum Merge<'a> {
+    Joined(#[serde(borrow)] Cow<'a, str>),
+    Pair(#[serde(borrow)] Cow<'a, str>, #[serde(borrow)] Cow<'a, str>),
 }
 
 impl Tokenizer {
@@ -71,35 +147,41 @@ impl Tokenizer {
             continuing_subword_prefix,
             merges,
         } = file.model;
-        let unk = unk_token.and_then(|u| vocab.get(&u).copied());
+        let unk = unk_token.and_then(|u| vocab.get(u.as_str()).copied());
         match kind.as_str() {
             "WordPiece" => Ok(Self::WordPiece {
                 unk,
                 prefix: continuing_subword_prefix.unwrap_or_else(|| "##".to_owned()),
                 lowercase: file.normalizer.and_then(|n| n.lowercase).unwrap_or(true),
-                vocab,
+                vocab: Vocab::new(vocab),
             }),
             "BPE" => {
-                let mut ranks = HashMap::with_capacity(merges.len());
+                let mut ranks: Vec<(u64, (u32, u32))> = Vec::with_capacity(merges.len());
                 for (rank, m) in merges.into_iter().enumerate() {
-                    let (a, b) = match m {
-                        Merge::Pair(a, b) => (a, b),
+                    let (a, b) = match &m {
+                        Merge::Pair(a, b) => (a.as_ref(), b.as_ref()),
                         Merge::Joined(s) => match s.split_once(' ') {
-                            Some((a, b)) => (a.to_owned(), b.to_owned()),
+                            Some(pair) => pair,
                             None => return Err(format!("merge {rank} is not a pair")),
                         },
                     };
                     // A merge whose parts or result are not in the
                     // vocabulary can never apply.
                     let id = |s: &str| vocab.get(s).copied();
-                    if let (Some(l), Some(r), Some(m)) = (id(&a), id(&b), id(&format!("{a}{b}"))) {
-                        ranks.entry((l, r)).or_insert((rank as u32, m));
+                    if let (Some(l), Some(r), Some(m)) = (id(a), id(b), id(&format!("{a}{b}"))) {
+                        ranks.push(((u64::from(l) << 32) | u64::from(r), (rank as u32, m)));
                     }
                 }
-                ranks.shrink_to_fit();
+                // The first (best-ranked) merge of a pair wins.
+                ranks.sort_by_key(|&(key, (rank, _))| (key, rank));
+                ranks.dedup_by_key(|&mut (key, _)| key);
+                let (keys, values): (Vec<u64>, Vec<(u32, u32)>) = ranks.into_iter().unzip();
                 Ok(Self::Bpe {
-                    vocab,
-                    merges: ranks,
+                    vocab: Vocab::new(vocab),
+                    merges: Merges {
+                        keys: keys.into_boxed_slice(),
+                        values: values.into_boxed_slice(),
+                    },
                     unk,
                 })
             }
@@ -112,9 +194,7 @@ impl Tokenizer {
     /// The largest id the tokenizer can produce.
     pub(crate) fn max_id(&self) -> Option<u32> {
         match self {
-            Self::WordPiece { vocab, .. } | Self::Bpe { vocab, .. } => {
-                vocab.values().max().copied()
-            }
+            Self::WordPiece { vocab, .. } | Self::Bpe { vocab, .. } => vocab.max_id(),
         }
     }
 
@@ -178,7 +258,7 @@ fn bert_words(text: &str, lowercase: bool) -> Vec<String> {
 
 /// Greedy longest-match WordPiece of one word; a word with a piece not in
 /// the vocabulary adds nothing.
-fn wordpiece(vocab: &HashMap<String, u32>, prefix: &str, word: &str, out: &mut Vec<u32>) {
+fn wordpiece(vocab: &Vocab, prefix: &str, word: &str, out: &mut Vec<u32>) {
     let bounds: Vec<usize> = word
         .char_indices()
         .map(|(i, _)| i)
@@ -196,7 +276,7 @@ fn wordpiece(vocab: &HashMap<String, u32>, prefix: &str, word: &str, out: &mut V
             } else {
                 vocab.get(piece)
             };
-            if let Some(&id) = id {
+            if let Some(id) = id {
                 found = Some(id);
                 break;
             }
@@ -230,12 +310,7 @@ fn split_keep_marker(text: &str) -> Vec<&str> {
 /// BPE of one word: start from its characters' ids (the UTF-8 bytes'
 /// `<0xNN>` ids for a character outside the vocabulary, which never
 /// merge), then merge the best-ranked adjacent pair until none merges.
-fn bpe(
-    vocab: &HashMap<String, u32>,
-    merges: &HashMap<(u32, u32), (u32, u32)>,
-    word: &str,
-    out: &mut Vec<u32>,
-) {
+fn bpe(vocab: &Vocab, merges: &Merges, word: &str, out: &mut Vec<u32>) {
     // Skip pathological words (a pasted blob) rather than spend quadratic time.
     if word.len() > 256 {
         return;
@@ -244,11 +319,11 @@ fn bpe(
     let mut buf = [0u8; 4];
     for c in word.chars() {
         match vocab.get(c.encode_utf8(&mut buf) as &str) {
-            Some(&id) => ids.push(id),
+            Some(id) => ids.push(id),
             None => ids.extend(
                 c.encode_utf8(&mut buf)
                     .bytes()
-                    .filter_map(|b| vocab.get(&format!("<0x{b:02X}>")).copied()),
+                    .filter_map(|b| vocab.get(&format!("<0x{b:02X}>"))),
             ),
         }
     }
@@ -256,7 +331,7 @@ fn bpe(
         let best = ids
             .windows(2)
             .enumerate()
-            .filter_map(|(i, w)| merges.get(&(w[0], w[1])).map(|&(rank, m)| (rank, i, m)))
+            .filter_map(|(i, w)| merges.get(w[0], w[1]).map(|(rank, m)| (rank, i, m)))
             .min();
         let Some((_, i, merged)) = best else { break };
         ids[i] = merged;
@@ -291,5 +366,27 @@ mod tests {
         let t = Tokenizer::parse(json.to_string().as_bytes()).unwrap();
         assert_eq!(t.ids("read"), [9]);
         assert_eq!(t.ids("read é"), [9, 1, 10, 11]);
+    }
+
+    #[test]
+    fn escaped_tokens_are_found_and_the_best_merge_of_a_pair_wins() {
+        // `\u00e9` and `\"` cannot be borrowed from the file: the owned
+        // copies must sort and look up like the rest.
+        let text = r#"{"model": {"type": "BPE", "unk_token": "<unk>",
+            "vocab": {"<unk>": 0, "\u2581": 1, "\u00e9": 2, "t": 3, "\u2581t": 4, "\"": 5,
+                      "\u2581\u00e9": 6, "\u00e9t": 7},
+            "merges": [["\u2581", "\u00e9"], "\u00e9 t", "\u2581 t", ["\u2581", "\u00e9"]]}}"#;
+        let t = Tokenizer::parse(text.as_bytes()).unwrap();
+        assert_eq!(t.ids("ét"), [6, 3]);
+        assert_eq!(t.ids("t\""), [4, 5]);
+        assert_eq!(t.max_id(), Some(7));
+        let Tokenizer::Bpe { vocab, merges, .. } = &t else {
+            panic!("a BPE tokenizer")
+        };
+        assert_eq!(vocab.get("\u{e9}t"), Some(7));
+        assert_eq!(vocab.get("zz"), None);
+        assert_eq!(merges.get(1, 2), Some((0, 6)));
+        assert_eq!(merges.get(2, 3), Some((1, 7)));
+        assert_eq!(merges.get(3, 2), None);
     }
 }

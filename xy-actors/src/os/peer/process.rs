@@ -220,9 +220,9 @@ fn shows_sandbox(status: Option<&str>, xyd: Option<&str>) -> bool {
 
 #[cfg(target_os = "linux")]
 mod sys {
-    use std::collections::{BTreeMap, HashSet};
-    use std::ffi::OsString;
-    use std::os::unix::ffi::OsStringExt;
+    use std::collections::{BTreeMap, HashMap, HashSet};
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
 
     use std::sync::{Mutex, PoisonError};
 
@@ -250,6 +250,48 @@ mod sys {
     #[cfg(test)]
     pub(super) fn forget_hints() {
         HINT.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        SEEN.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+
+    /// Sockets seen while walking descriptor tables, by inode: the process
+    /// and descriptor that held each. One process opening many connections
+    /// at once then costs one walk of its table rather than one per
+    /// connection (quadratic in a flood); a remembered holder is believed
+    /// only after one `readlink` shows it still holds the socket.
+    static SEEN: Mutex<Option<HashMap<u64, (i32, u32)>>> = Mutex::new(None);
+
+    /// Sockets remembered at most; past it the memory starts over.
+    const SEEN_MAX: usize = 16_384;
+
+    fn remember(pid: i32, sockets: &[(u64, u32)]) {
+        let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = seen.get_or_insert_with(HashMap::new);
+        if seen.len() + sockets.len() > SEEN_MAX {
+            seen.clear();
+        }
+        for &(inode, fd) in sockets.iter().take(SEEN_MAX) {
+            seen.insert(inode, (pid, fd));
+        }
+    }
+
+    /// The remembered holder of `inode`, if it still holds it.
+    pub(super) fn recalled(inode: u64) -> Option<i32> {
+        let (pid, fd) = *SEEN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()?
+            .get(&inode)?;
+        let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+        (socket_inode(target.as_os_str()) == Some(inode)).then_some(pid)
+    }
+
+    /// `socket:[N]` → N.
+    fn socket_inode(link: &OsStr) -> Option<u64> {
+        let digits = link
+            .as_bytes()
+            .strip_prefix(b"socket:[")?
+            .strip_suffix(b"]")?;
+        std::str::from_utf8(digits).ok()?.parse().ok()
     }
 
     pub(super) fn reach_of(
@@ -259,7 +301,6 @@ mod sys {
         let SocketKey::Inode(inode) = key else {
             return Err(ProcessError::NoHolder);
         };
-        let link = OsString::from_vec(format!("socket:[{inode}]").into_bytes());
         let me = i32::try_from(std::process::id()).unwrap_or_default();
         let found = |pid: i32| -> Result<Reach, ProcessError> {
             let reach = ancestry(pid, me, roots)?;
@@ -268,10 +309,13 @@ mod sys {
             }
             Ok(reach)
         };
+        if let Some(pid) = recalled(inode) {
+            return found(pid);
+        }
         // The last outside holders first: a client that connects again.
         let hinted = hints();
         for pid in hinted.iter().copied() {
-            if holds(pid, &link)? {
+            if holds(pid, inode)? {
                 return found(pid);
             }
         }
@@ -285,7 +329,7 @@ mod sys {
             if tree.len() > MAX_PROCESSES || depth > MAX_DEPTH {
                 return Err(ProcessError::TooMany);
             }
-            if holds(pid, &link)? {
+            if holds(pid, inode)? {
                 return found(pid);
             }
             stack.extend(children(pid).into_iter().map(|c| (c, depth + 1)));
@@ -294,7 +338,7 @@ mod sys {
         // in tests that serve in-process, are no server's).
         let rest = crate::os::procfs::pids().filter(|p| !hinted.contains(p) && !tree.contains(p));
         for pid in rest {
-            if holds(pid, &link)? {
+            if holds(pid, inode)? {
                 return found(pid);
             }
         }
@@ -369,11 +413,11 @@ mod sys {
             .collect()
     }
 
-    /// Whether one of `pid`'s descriptors is the socket `link` names.
-    /// Whether one of `pid`'s descriptors is the socket `link` names. Out
-    /// of descriptors ourselves, the walk stops at once (refused) rather
-    /// than finding nothing in every process.
-    fn holds(pid: i32, link: &OsString) -> Result<bool, ProcessError> {
+    /// Whether one of `pid`'s descriptors is the socket `inode`; every
+    /// socket of the table is remembered on the way (see [`SEEN`]). Out of
+    /// descriptors ourselves, the walk stops at once (refused) rather than
+    /// finding nothing in every process.
+    fn holds(pid: i32, inode: u64) -> Result<bool, ProcessError> {
         let fds = match std::fs::read_dir(format!("/proc/{pid}/fd")) {
             Ok(fds) => fds,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
@@ -381,9 +425,22 @@ mod sys {
             }
             Err(_) => return Ok(false),
         };
-        Ok(fds.flatten().any(|fd| {
-            std::fs::read_link(fd.path()).is_ok_and(|t| t.as_os_str() == link.as_os_str())
-        }))
+        let mut held = false;
+        let mut sockets = Vec::new();
+        for fd in fds.flatten() {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let Some(n) = socket_inode(target.as_os_str()) else {
+                continue;
+            };
+            held |= n == inode;
+            if let Some(fd) = fd.file_name().to_str().and_then(|f| f.parse().ok()) {
+                sockets.push((n, fd));
+            }
+        }
+        remember(pid, &sockets);
+        Ok(held)
     }
 }
 
@@ -578,5 +635,45 @@ mod tests {
         drop(client);
         // Closed: nobody holds the client's socket any more.
         assert!(reach_of(found.key).is_err());
+    }
+
+    /// A flood from one process: the first lookup walks its descriptor
+    /// table, and every other connection's holder is then known from it
+    /// (checked with one `readlink`), not from one walk per connection.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn one_process_with_many_connections_costs_one_walk_of_its_table() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut held = Vec::new();
+        let inodes: Vec<u64> = (0..200)
+            .map(|_| {
+                let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+                let (accepted, peer) = listener.accept().unwrap();
+                let found = super::super::tcp_peer(peer, accepted.local_addr().unwrap())
+                    .unwrap()
+                    .unwrap();
+                held.push((client, accepted));
+                let SocketKey::Inode(inode) = found.key else {
+                    panic!("no inode on Linux")
+                };
+                inode
+            })
+            .collect();
+        // The last one: a walk that found it (this one, or another test's
+        // meanwhile) saw every other, all opened before it.
+        let (last, others) = inodes.split_last().unwrap();
+        assert_eq!(reach_of(SocketKey::Inode(*last)).unwrap(), Reach::All);
+        let me = i32::try_from(std::process::id()).unwrap();
+        let known = others
+            .iter()
+            .filter(|i| sys::recalled(**i) == Some(me))
+            .count();
+        assert_eq!(known, others.len(), "known after one walk");
+        drop(held);
+        assert_eq!(
+            sys::recalled(inodes[1]),
+            None,
+            "a closed socket is not believed"
+        );
     }
 }
