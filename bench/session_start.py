@@ -211,6 +211,9 @@ def main():
             wait(f"{name} listed", lambda n=name: len(
                 (rpc(env, "tools", {"name": n})["result"].get("current") or {})
                 .get("tools", [])) == 10)
+            # The child's capability gates, kept beside the listing (D280).
+            wait(f"{name} gates kept", lambda n=name: "gates" in json.load(
+                open(os.path.join(tmp, "s", "xy", "tools", f"{n}.json"))))
         stop_xyd(xyd)
         parallel, sequential, kids_after = [], [], []
         firsts, colds = [], []

@@ -184,7 +184,8 @@ pub(crate) trait Owner: Send + Sync + 'static {
     /// xy listed a 2025-era child with these tools: which of them it
     /// offers only to clients of a capability is to be learnt (D210),
     /// answered with [`BridgeMsg::Gates`].
-    fn probe_gates(&self, tools: Vec<String>);
+    /// `key` is the listing's [`crate::mcp::gates::listing_key`].
+    fn probe_gates(&self, key: String, tools: Vec<String>);
 }
 
 /// Arguments of the BridgeActor.

@@ -137,8 +137,9 @@ pub(crate) enum ServerMsg {
     /// From the bridge: xy's own listing of the current child (SPEC §20).
     Listed(Box<crate::mcp::listing::Listing>),
     /// From the bridge: xy listed a 2025-era child with these tools; its
-    /// gates go to the bridge, learnt by probes when new (D210).
-    ProbeGates(Vec<String>),
+    /// gates go to the bridge, learnt by probes when new (D210), kept by
+    /// the listing's key (D280).
+    ProbeGates { key: String, tools: Vec<String> },
     /// The probes of a listing (its key) are done.
     Gated {
         key: String,
@@ -488,6 +489,7 @@ impl Actor for ServerActor {
             parked: firewall::Parked::default(),
             probes: probe::Probes::default(),
         };
+        st.probes.kept(st.mcp.kept_gates());
         st.ensure_bridge(&myself).await;
         st.publish();
         Ok(st)
@@ -570,7 +572,7 @@ impl Actor for ServerActor {
                 }
             }
             ServerMsg::Listed(listing) => st.on_listed(*listing),
-            ServerMsg::ProbeGates(tools) => st.probe_gates(&myself, tools),
+            ServerMsg::ProbeGates { key, tools } => st.probe_gates(&myself, key, tools),
             ServerMsg::Gated { key, gates } => st.gated(key, *gates),
             ServerMsg::ToolsApprove { ask, reply } => st.tools_approve(&myself, ask, reply),
             ServerMsg::ApproveTimeout(id) => st.approve_timeout(id),

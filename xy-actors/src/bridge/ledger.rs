@@ -3,7 +3,9 @@
 //! session start — `initialize`, `server/discover`, `ping`, the lists,
 //! `subscriptions/listen` — is answered from the firewall's
 //! [`FromLedger`] without spawning; the first request it cannot answer
-//! wakes the child as before.
+//! wakes the child as before. A 2025 child's `tools/list` leaves out the
+//! tools the asking client may not call, by the gates the ledger kept for
+//! the listing (D280).
 
 use std::sync::Arc;
 
@@ -16,6 +18,8 @@ use super::request::Routed;
 use super::route::Out;
 use super::{Ack, BridgeState, Post};
 use crate::mcp::from_ledger::{FromLedger, META_LEDGER};
+use crate::mcp::gates::Gates;
+use crate::mcp::listing::offers;
 
 /// The methods the ledger may answer.
 fn answerable(method: &str) -> bool {
@@ -29,6 +33,7 @@ fn answerable(method: &str) -> bool {
             | "prompts/list"
             | "resources/list"
             | "resources/templates/list"
+            | "skills/list"
     )
 }
 
@@ -97,14 +102,28 @@ impl BridgeState {
                 {
                     return Err(p);
                 }
-                // Tools this client may not be shown (D210): the ledger's
-                // answer is the full approved set, so the child answers.
+                // Tools this client may not be shown (D210, D280): the
+                // gates the ledger kept for this listing leave them out;
+                // without them, a 2025 child's client that lacks a
+                // capability is answered by the child (after its probes).
+                let caps = self.client_caps(&p);
+                let gates = ledger.gates.clone().or_else(|| {
+                    (self.router.gates.failed.is_some()).then(|| self.router.gates.clone())
+                });
                 if method == "tools/list"
-                    && self.router.gates.hides_any(self.client_caps(&p).as_deref())
+                    && gates.is_none()
+                    && ledger.init.is_some()
+                    && offers(ledger.capabilities(), "tools")
+                    && Gates::unknown().must_wait(caps.as_deref(), None)
                 {
                     return Err(p);
                 }
-                let Some(bytes) = ledger.list(method, id, p.era2026) else {
+                let hidden = |t: &str| {
+                    gates
+                        .as_ref()
+                        .is_some_and(|g| g.missing(t, caps.as_deref()).is_some())
+                };
+                let Some(bytes) = ledger.list(method, id, p.era2026, hidden) else {
                     return Err(p);
                 };
                 tracing::debug!(server = %self.name, %method, "answered from the ledger");

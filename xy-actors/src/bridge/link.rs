@@ -83,9 +83,14 @@ impl BridgeState {
                 self.job = None;
                 // A 2025 child lists for xy as for the most capable client:
                 // until its gates are known, a client that lacks a
-                // capability waits to list or call (D210).
+                // capability waits to list or call (D210). Gates the
+                // ledger kept for the listing it served stand until this
+                // child's listing confirms or replaces them (D281): a
+                // first call need not wait for xy's listing.
                 if self.hs.era.init.is_some() {
-                    self.router.gates = Arc::new(Gates::unknown());
+                    self.router.gates = (self.router.firewall.ledger.as_ref())
+                        .and_then(|l| l.gates.clone())
+                        .unwrap_or_else(|| Arc::new(Gates::unknown()));
                 } else {
                     self.router.gates = Arc::new(Gates::none());
                 }
@@ -272,8 +277,10 @@ impl BridgeState {
             listing::Next::Done(l) => {
                 self.job = None;
                 if self.hs.era.init.is_some() {
-                    self.owner
-                        .probe_gates(gates::names(&l.tools).into_iter().collect());
+                    self.owner.probe_gates(
+                        gates::listing_key(&l.tools),
+                        gates::names(&l.tools).into_iter().collect(),
+                    );
                 }
                 self.owner.listed(*l);
                 if again {

@@ -196,8 +196,9 @@ impl BridgeState {
         // What the child may ask this client, and how (SPEC §19); and
         // which of the child's tools it is shown and may call (D210).
         let caps = self.client_caps(&p);
+        let called = (method == "tools/call").then(|| call_name(Kind::Tool, p.msg.get("params")));
         if matches!(method, "tools/list" | "tools/call")
-            && self.router.gates.must_wait(caps.as_deref())
+            && self.router.gates.must_wait(caps.as_deref(), called)
         {
             self.waiting_bytes += p.size as u64;
             self.waiting.push_back((Instant::now() + WAIT_FOR_CHILD, p));
@@ -351,6 +352,7 @@ impl BridgeState {
         self.hs.ready()
             && self.hs.era.init.is_some()
             && self.router.gates.known
+            && self.router.gates.provisional.is_none()
             && !p.era2026
             && p.version.as_deref().is_none_or(|v| VERSIONS.contains(&v))
             && p.session

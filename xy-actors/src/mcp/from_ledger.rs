@@ -7,11 +7,13 @@
 //! Pure data: the endpoint decides when it answers from here.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde_json::Value;
 use xy_core::firewall::Kind;
-use xy_core::protocol::mcp::{RawJson, SERVED_MAX_BYTES, ServedListing, ToolSnapshot};
+use xy_core::protocol::mcp::{RawJson, SERVED_MAX_BYTES, ServedGates, ServedListing, ToolSnapshot};
 
+use super::gates::Gates;
 use super::listing::{Handshake, Listing};
 
 /// The `_meta` key of an answer xy gave from its ledger instead of the
@@ -31,9 +33,17 @@ pub(crate) struct FromLedger {
     pub(crate) versions: Vec<String>,
     /// The items clients see, as the child wrote them.
     pub(crate) tools: Vec<Box<str>>,
+    /// Their names, aligned with `tools`.
+    pub(crate) tool_names: Vec<String>,
+    /// The capability gates the ledger kept for this very listing (D280),
+    /// provisional until the woken child's listing confirms them; `None`
+    /// when none were kept for it.
+    pub(crate) gates: Option<Arc<Gates>>,
     pub(crate) prompts: Option<Vec<Box<str>>>,
     pub(crate) resources: Option<Vec<Box<str>>>,
     pub(crate) templates: Option<Vec<Box<str>>>,
+    /// The `skills/list` entries every file of which clients see (D282).
+    pub(crate) skills: Option<Vec<Box<str>>>,
 }
 
 /// One list a listing method returns.
@@ -43,16 +53,19 @@ fn list_of(method: &str) -> Option<(&'static str, &'static str)> {
         "prompts/list" => ("prompts", "prompts"),
         "resources/list" => ("resources", "resources"),
         "resources/templates/list" => ("resources", "resourceTemplates"),
+        "skills/list" => ("extensions", "skills"),
         _ => return None,
     })
 }
 
 impl FromLedger {
     /// The answers of `served` under the firewall's current verdicts:
-    /// `shown(kind, name)` says whether clients see an item (`None`
-    /// without a usable handshake answer).
+    /// `shown(kind, name)` says whether clients see an item; `gates` are
+    /// the ones the ledger kept, used when learnt from this listing
+    /// (`None` without a usable handshake answer).
     pub(crate) fn build(
         served: &ServedListing,
+        gates: Option<&ServedGates>,
         shown: impl Fn(Kind, &str) -> bool,
     ) -> Option<FromLedger> {
         let parse = |t: &Option<RawJson>| {
@@ -85,18 +98,43 @@ impl FromLedger {
                 .as_ref()
                 .map(|v| v.iter().map(|t| t.as_str().into()).collect())
         };
+        let tools = visible(&served.tools, Kind::Tool);
+        let tool_names = tools
+            .iter()
+            .map(|t| name_of(t, "name").unwrap_or_default())
+            .collect();
+        let gates = gates.and_then(|g| {
+            let all: Vec<Value> = served
+                .tools
+                .iter()
+                .filter_map(|t| serde_json::from_str(t.as_str()).ok())
+                .collect();
+            (super::gates::listing_key(&all) == g.listing).then(|| {
+                let mut gates = Gates::from_stored(g);
+                gates.provisional = Some(super::gates::names(&all));
+                Arc::new(gates)
+            })
+        });
         Some(FromLedger {
             listed_at: served.listed_at.clone(),
             init,
             discover,
             versions: served.versions.clone(),
-            tools: visible(&served.tools, Kind::Tool),
+            tools,
+            tool_names,
+            gates,
             prompts: served.prompts.as_deref().map(|p| visible(p, Kind::Prompt)),
             resources: served
                 .resources
                 .as_deref()
                 .map(|r| visible(r, Kind::Resource)),
             templates: all(&served.resource_templates),
+            skills: served.skills.as_ref().map(|s| {
+                s.iter()
+                    .filter(|t| skill_shown(t.as_str(), &shown))
+                    .map(|t| t.as_str().into())
+                    .collect()
+            }),
         })
     }
 
@@ -118,15 +156,27 @@ impl FromLedger {
     /// the bytes of a JSON-RPC answer with `id`; `None` when the ledger
     /// cannot answer it (the server must). A list the server does not
     /// offer (no capability) is answered `-32601`, as the server would.
-    pub(crate) fn list(&self, method: &str, id: &Value, era2026: bool) -> Option<Vec<u8>> {
+    /// `hidden(tool)`: a tool this client is not shown (D210).
+    pub(crate) fn list(
+        &self,
+        method: &str,
+        id: &Value,
+        era2026: bool,
+        hidden: impl Fn(&str) -> bool,
+    ) -> Option<Vec<u8>> {
         let (cap, key) = list_of(method)?;
         let items = match method {
             "tools/list" => Some(&self.tools),
             "prompts/list" => self.prompts.as_ref(),
             "resources/list" => self.resources.as_ref(),
+            "skills/list" => self.skills.as_ref(),
             _ => self.templates.as_ref(),
         };
-        let offered = crate::mcp::listing::offers(self.capabilities(), cap);
+        let offered = if method == "skills/list" {
+            crate::mcp::listing::offers_skills(self.capabilities())
+        } else {
+            crate::mcp::listing::offers(self.capabilities(), cap)
+        };
         let id = serde_json::to_string(id).ok()?;
         let marker = serde_json::to_string(&self.marker()).ok()?;
         let Some(items) = items.filter(|_| offered) else {
@@ -147,10 +197,16 @@ impl FromLedger {
         out.push_str(r#","result":{""#);
         out.push_str(key);
         out.push_str(r#"":["#);
+        let is_tools = method == "tools/list";
+        let mut first = true;
         for (i, t) in items.iter().enumerate() {
-            if i > 0 {
+            if is_tools && self.tool_names.get(i).is_some_and(|n| hidden(n)) {
+                continue;
+            }
+            if !first {
                 out.push(',');
             }
+            first = false;
             out.push_str(t);
         }
         out.push(']');
@@ -176,6 +232,21 @@ impl FromLedger {
         }
         h.finish()
     }
+}
+
+/// Whether clients see a `skills/list` entry: its `SKILL.md` and every
+/// file it names are shown (a skill is offered only whole, D260).
+fn skill_shown(text: &str, shown: &impl Fn(Kind, &str) -> bool) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    let uri = |i: &Value| i.get("uri").and_then(Value::as_str).map(str::to_owned);
+    let files = v.get("resources").and_then(Value::as_array);
+    uri(&v).is_some_and(|u| shown(Kind::Resource, &u))
+        && files
+            .into_iter()
+            .flatten()
+            .all(|f| uri(f).is_some_and(|u| shown(Kind::Resource, &u)))
 }
 
 /// The string member `key` of one item's JSON text.
@@ -219,6 +290,10 @@ pub(crate) fn served(listing: &Listing, listed_at: String) -> Option<ServedListi
             .map(|r| r.iter().map(RawJson::of).collect()),
         resource_templates: listing
             .resource_templates
+            .as_ref()
+            .map(|r| r.iter().map(RawJson::of).collect()),
+        skills: listing
+            .skills
             .as_ref()
             .map(|r| r.iter().map(RawJson::of).collect()),
     };
@@ -266,6 +341,7 @@ pub(crate) fn listing(served: &ServedListing, snapshot: Option<&ToolSnapshot>) -
         raw_prompts,
         resources: values(&served.resources),
         resource_templates: values(&served.resource_templates),
+        skills: values(&served.skills),
         handshake: Some(Box::new(Handshake {
             init: value(&served.initialize),
             discover: value(&served.discover),
@@ -299,24 +375,27 @@ mod tests {
     #[test]
     fn only_visible_items_are_served_as_written_with_the_marker() {
         let pin = |k: Kind, n: &str| k == Kind::Tool && n == "a";
-        let f = FromLedger::build(&served(), pin).unwrap();
+        let f = FromLedger::build(&served(), None, pin).unwrap();
         let a: Value =
-            serde_json::from_slice(&f.list("tools/list", &json!(7), false).unwrap()).unwrap();
+            serde_json::from_slice(&f.list("tools/list", &json!(7), false, |_| false).unwrap())
+                .unwrap();
         assert_eq!(
             a,
             json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "a", "description": "A"}],
                 "_meta": {META_LEDGER: {"listedAt": "2026-12-04T00:00:00.000Z"}}}})
         );
         let b: Value =
-            serde_json::from_slice(&f.list("tools/list", &json!("x"), true).unwrap()).unwrap();
+            serde_json::from_slice(&f.list("tools/list", &json!("x"), true, |_| false).unwrap())
+                .unwrap();
         assert_eq!(b["result"]["resultType"], "complete");
         assert_eq!(b["result"]["cacheScope"], "private");
         // No prompts capability: the server's own answer; resources offered
         // but never listed: the server must answer.
         let p: Value =
-            serde_json::from_slice(&f.list("prompts/list", &json!(1), false).unwrap()).unwrap();
+            serde_json::from_slice(&f.list("prompts/list", &json!(1), false, |_| false).unwrap())
+                .unwrap();
         assert_eq!(p["error"]["code"], -32601);
-        assert!(f.list("tools/call", &json!(1), false).is_none());
+        assert!(f.list("tools/call", &json!(1), false, |_| false).is_none());
         // Resources by URI as the verdicts decide them; templates as listed.
         let mut r = served();
         r.initialize = RawJson::parse(
@@ -327,26 +406,55 @@ mod tests {
             RawJson::parse(r#"{"uri":"file:///x","name":"x"}"#).unwrap(),
         ]);
         let shown = |k: Kind, n: &str| k != Kind::Resource || n == "file:///x";
-        let f2 = FromLedger::build(&r, shown).unwrap();
-        let v: Value =
-            serde_json::from_slice(&f2.list("resources/list", &json!(1), false).unwrap()).unwrap();
+        let f2 = FromLedger::build(&r, None, shown).unwrap();
+        let v: Value = serde_json::from_slice(
+            &f2.list("resources/list", &json!(1), false, |_| false)
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             v["result"]["resources"],
             json!([{"uri": "file:///x", "name": "x"}])
         );
         assert!(
-            f2.list("resources/templates/list", &json!(1), false)
+            f2.list("resources/templates/list", &json!(1), false, |_| false)
                 .is_none(),
             "never listed"
         );
+        // Skills: whole, or not at all; -32601 without the extension.
+        let mut k = served();
+        k.initialize = RawJson::parse(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/skills":{}}}}"#,
+        );
+        k.skills = Some(vec![
+            RawJson::parse(
+                r#"{"uri":"skill://a/SKILL.md","resources":[{"uri":"skill://a/x.md"}]}"#,
+            )
+            .unwrap(),
+            RawJson::parse(r#"{"uri":"skill://b/SKILL.md"}"#).unwrap(),
+        ]);
+        let shown = |k: Kind, n: &str| k != Kind::Resource || n != "skill://a/x.md";
+        let f3 = FromLedger::build(&k, None, shown).unwrap();
+        let v: Value =
+            serde_json::from_slice(&f3.list("skills/list", &json!(1), true, |_| false).unwrap())
+                .unwrap();
+        assert_eq!(
+            v["result"]["skills"],
+            json!([{"uri": "skill://b/SKILL.md"}])
+        );
+        assert!(v["result"]["_meta"][META_LEDGER].is_object());
+        let v: Value =
+            serde_json::from_slice(&f.list("skills/list", &json!(1), false, |_| false).unwrap())
+                .unwrap();
+        assert_eq!(v["error"]["code"], -32601, "no skills extension");
         // Off: everything listed.
-        let off = FromLedger::build(&served(), |_, _| true).unwrap();
+        let off = FromLedger::build(&served(), None, |_, _| true).unwrap();
         assert_ne!(off.fingerprint(true), f.fingerprint(true));
         assert_eq!(off.tools.len(), 3);
         // No handshake answer: nothing to serve.
         let mut s = served();
         s.initialize = None;
-        assert!(FromLedger::build(&s, |_, _| true).is_none());
+        assert!(FromLedger::build(&s, None, |_, _| true).is_none());
     }
 
     #[test]

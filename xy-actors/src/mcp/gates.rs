@@ -10,6 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value, json};
+use xy_core::protocol::mcp::{GATES_MAX, ServedGates};
 
 /// One capability (or sub-capability) a client may declare, as far as a
 /// server can tell them apart.
@@ -56,6 +57,26 @@ impl Atom {
             }
             Atom::ElicitationUrl => has("/elicitation/url"),
         }
+    }
+
+    /// Its name in a ledger (`sampling.tools`).
+    fn word(self) -> &'static str {
+        match self {
+            Atom::Roots => "roots",
+            Atom::Sampling => "sampling",
+            Atom::SamplingTools => "sampling.tools",
+            Atom::SamplingContext => "sampling.context",
+            Atom::Elicitation => "elicitation",
+            Atom::ElicitationForm => "elicitation.form",
+            Atom::ElicitationUrl => "elicitation.url",
+        }
+    }
+
+    /// The atom a ledger names `word`.
+    fn of_word(word: &str) -> Option<Atom> {
+        TOP.iter()
+            .flat_map(|t| std::iter::once(*t).chain(t.parts().iter().copied()))
+            .find(|a| a.word() == word)
     }
 
     /// Where it sits in a capabilities object.
@@ -131,6 +152,11 @@ pub(crate) struct Gates {
     pub(crate) needs: HashMap<String, Vec<Atom>>,
     /// Why they could not be learnt, when they could not (all is shown).
     pub(crate) failed: Option<String>,
+    /// Kept in the ledger for a listing of these tools and not yet
+    /// confirmed by the current child's listing (D280): they decide a
+    /// call of one of these tools at once; a client that lacks a
+    /// capability waits to list, or to call another tool.
+    pub(crate) provisional: Option<BTreeSet<String>>,
 }
 
 impl Default for Gates {
@@ -147,6 +173,7 @@ impl Gates {
             known: true,
             needs: HashMap::new(),
             failed: None,
+            provisional: None,
         }
     }
 
@@ -206,6 +233,7 @@ impl Gates {
             known: true,
             needs,
             failed: None,
+            provisional: None,
         }
     }
 
@@ -215,10 +243,16 @@ impl Gates {
     }
 
     /// Whether a client that declared `caps` (`None`: nothing) must wait
-    /// for the gates before it lists or calls: they are not known and it
-    /// lacks a capability.
-    pub(crate) fn must_wait(&self, caps: Option<&Value>) -> bool {
-        !self.known
+    /// for the gates before it lists, or calls `call`: it lacks a
+    /// capability and they are not known, or provisional and the request
+    /// is no call of a tool they were learnt for.
+    pub(crate) fn must_wait(&self, caps: Option<&Value>, call: Option<&str>) -> bool {
+        let unsure = !self.known
+            || self
+                .provisional
+                .as_ref()
+                .is_some_and(|tools| call.is_none_or(|t| !tools.contains(t)));
+        unsure
             && TOP
                 .iter()
                 .flat_map(|t| std::iter::once(*t).chain(t.parts().iter().copied()))
@@ -286,17 +320,70 @@ impl Gates {
     }
 }
 
+impl Gates {
+    /// As the ledger keeps them for the listing `key` (D280); `None` when
+    /// they are not worth keeping (not learnt, or the probes failed: the
+    /// next daemon run probes again) or beyond [`GATES_MAX`] tools.
+    pub(crate) fn stored(&self, key: &str) -> Option<ServedGates> {
+        if !self.known || self.failed.is_some() || self.needs.len() > GATES_MAX {
+            return None;
+        }
+        Some(ServedGates {
+            listing: key.to_owned(),
+            needs: self
+                .needs
+                .iter()
+                .map(|(t, n)| (t.clone(), n.iter().map(|a| a.word().to_owned()).collect()))
+                .collect(),
+        })
+    }
+
+    /// What the ledger kept. A capability this xy does not know makes the
+    /// tool need all of them (fail closed).
+    pub(crate) fn from_stored(s: &ServedGates) -> Gates {
+        let needs = s
+            .needs
+            .iter()
+            .map(|(t, words)| {
+                let atoms: Option<BTreeSet<Atom>> =
+                    words.iter().map(|w| Atom::of_word(w)).collect();
+                let atoms = match atoms {
+                    Some(a) if !a.is_empty() => a,
+                    _ => TOP.iter().copied().collect(),
+                };
+                (t.clone(), atoms.into_iter().collect())
+            })
+            .collect();
+        Gates {
+            known: true,
+            needs,
+            failed: None,
+            provisional: None,
+        }
+    }
+}
+
+/// The key a listing's gates are kept by (D280): a SHA-256 over each
+/// tool's name and digest, in name order, so that another tool set or a
+/// changed definition is probed again.
+pub(crate) fn listing_key(tools: &[Value]) -> String {
+    let mut lines: Vec<String> = tools
+        .iter()
+        .filter_map(|t| {
+            let name = t.get("name")?.as_str()?;
+            Some(format!("{name}\t{}\n", xy_core::firewall::digest(t)))
+        })
+        .collect();
+    lines.sort();
+    xy_core::firewall::sha256_hex(lines.concat().as_bytes())
+}
+
 /// The names of a `tools/list` result's tools.
 pub(crate) fn names(tools: &[Value]) -> BTreeSet<String> {
     tools
         .iter()
         .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_owned))
         .collect()
-}
-
-/// The key a child's gates are kept by: the names of its full listing.
-pub(crate) fn key(full: &BTreeSet<String>) -> String {
-    full.iter().cloned().collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
@@ -391,10 +478,43 @@ mod tests {
     #[test]
     fn waiting_is_for_clients_that_lack_something_while_unknown() {
         let g = Gates::unknown();
-        assert!(g.must_wait(None));
-        assert!(g.must_wait(Some(&json!({"roots": {}}))));
-        assert!(!g.must_wait(Some(&everything())));
-        assert!(!Gates::none().must_wait(None));
+        assert!(g.must_wait(None, None));
+        assert!(g.must_wait(Some(&json!({"roots": {}})), Some("a")));
+        assert!(!g.must_wait(Some(&everything()), None));
+        assert!(!Gates::none().must_wait(None, None));
+        let mut kept = everything_gates();
+        kept.provisional = Some(set(&["echo", "url"]));
+        assert!(!kept.must_wait(None, Some("url")), "a call it knows");
+        assert!(
+            kept.must_wait(None, Some("new")),
+            "a tool it was not learnt for"
+        );
+        assert!(kept.must_wait(None, None), "a listing");
+        assert!(!kept.must_wait(Some(&everything()), Some("new")));
+    }
+
+    #[test]
+    fn kept_gates_read_back_the_same_and_an_unknown_capability_needs_everything() {
+        let g = everything_gates();
+        let s = g.stored("k").unwrap();
+        assert_eq!(s.needs["url"], vec!["elicitation", "elicitation.url"]);
+        assert_eq!(Gates::from_stored(&s), g);
+        assert!(Gates::from_stored(&s).provisional.is_none());
+        let mut odd = s.clone();
+        odd.needs.insert("x".into(), vec!["telepathy".into()]);
+        assert_eq!(Gates::from_stored(&odd).needs["x"], TOP.to_vec());
+        assert!(Gates::failed("no".into()).stored("k").is_none());
+        assert!(Gates::unknown().stored("k").is_none());
+        let a = json!({"name": "a", "description": "A"});
+        let b = json!({"name": "b"});
+        assert_eq!(
+            listing_key(&[a.clone(), b.clone()]),
+            listing_key(&[b.clone(), a])
+        );
+        assert_ne!(
+            listing_key(&[json!({"name": "a", "description": "changed"}), b.clone()]),
+            listing_key(&[json!({"name": "a", "description": "A"}), b])
+        );
     }
 
     #[test]

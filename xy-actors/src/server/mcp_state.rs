@@ -141,7 +141,7 @@ impl McpState {
             .unwrap_or_default();
         let entry = directory.entry(name);
         let (verdicts, _) = watch::channel(Arc::new(Verdicts::default()));
-        let legacy = ledger.format != 0 && ledger.format < xy_core::protocol::mcp::LEDGER_FORMAT;
+        let legacy = ledger.format != 0 && ledger.format < xy_core::protocol::mcp::DIGEST_UI_FORMAT;
         // The listing the ledger kept is xy's latest: its verdicts know
         // each item again, and clients are answered from it (SPEC §26).
         let last = ledger
@@ -472,8 +472,9 @@ impl McpState {
                 .unwrap_or_default(),
         };
         let shown = |kind: Kind, name: &str| verdicts.shows(kind, name);
-        verdicts.ledger =
-            (self.ledger.served.as_ref()).and_then(|s| FromLedger::build(s, shown).map(Arc::new));
+        let gates = self.ledger.gates.as_ref();
+        verdicts.ledger = (self.ledger.served.as_ref())
+            .and_then(|s| FromLedger::build(s, gates, shown).map(Arc::new));
         // Every listed tool, held back or not, so that a clash shows on
         // both sides whichever server listed first (SPEC §24).
         let listed: Vec<(String, String)> = fw
@@ -484,6 +485,24 @@ impl McpState {
             .collect();
         self.entry.set(listed);
         self.verdicts.send_replace(Arc::new(verdicts));
+    }
+
+    /// The capability gates the ledger keeps (D280).
+    pub(crate) fn kept_gates(&self) -> Option<&xy_core::protocol::mcp::ServedGates> {
+        self.ledger.gates.as_ref()
+    }
+
+    /// Keeps the gates learnt for a listing (D280): the ledger answers
+    /// with them, and the next daemon start needs no probe for it.
+    /// Returns whether they are new (the verdicts were published again).
+    pub(crate) fn keep_gates(&mut self, gates: xy_core::protocol::mcp::ServedGates) -> bool {
+        if self.ledger.gates.as_ref() == Some(&gates) {
+            return false;
+        }
+        self.ledger.gates = Some(gates);
+        self.publish();
+        self.save();
+        true
     }
 
     /// The names that are no listed tool or prompt.

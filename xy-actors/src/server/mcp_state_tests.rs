@@ -313,7 +313,8 @@ fn the_served_listing_is_kept_restored_and_filtered_by_the_verdicts() {
     let answer = |st: &McpState| -> Vec<String> {
         let l = st.verdicts().ledger.clone().expect("served");
         let v: Value =
-            serde_json::from_slice(&l.list("tools/list", &json!(1), false).unwrap()).unwrap();
+            serde_json::from_slice(&l.list("tools/list", &json!(1), false, |_| false).unwrap())
+                .unwrap();
         v["result"]["tools"]
             .as_array()
             .unwrap()

@@ -6,7 +6,8 @@
 //! lists its tools and kills it — first declaring nothing, and, only when
 //! that listing lacks tools, once per capability left out. What the
 //! listings differ by becomes the bridge's [`Gates`]. Kept by the full
-//! listing's names for the daemon's life, so a respawn costs nothing.
+//! listing's key (its tools' names and digests) in the ledger (D280), so
+//! a respawn, a daemon start and an idle child's first wake cost nothing.
 //! A probe that cannot run leaves the gates failed (all is shown, and the
 //! server's log says why).
 
@@ -19,6 +20,7 @@ use ractor::ActorRef;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use xy_core::config::ServerConfig;
+use xy_core::protocol::mcp::ServedGates;
 
 use super::process::{ChildHandle, ChildSpawner};
 use super::{ServerActorState, ServerMsg};
@@ -69,12 +71,26 @@ impl Drop for Kill {
     }
 }
 
+impl Probes {
+    /// The gates the ledger kept (D280): their listing needs no probe.
+    pub(crate) fn kept(&mut self, kept: Option<&ServedGates>) {
+        if let Some(k) = kept {
+            self.learnt
+                .insert(k.listing.clone(), Arc::new(Gates::from_stored(k)));
+        }
+    }
+}
+
 impl ServerActorState {
     /// The bridge listed a 2025 child with these tools: its gates, known
     /// or learnt now.
-    pub(super) fn probe_gates(&mut self, myself: &ActorRef<ServerMsg>, tools: Vec<String>) {
+    pub(super) fn probe_gates(
+        &mut self,
+        myself: &ActorRef<ServerMsg>,
+        key: String,
+        tools: Vec<String>,
+    ) {
         let full: BTreeSet<String> = tools.into_iter().collect();
-        let key = gates::key(&full);
         if let Some(g) = self.probes.learnt.get(&key) {
             return self.send_gates(g.clone());
         }
@@ -115,6 +131,12 @@ impl ServerActorState {
                 .collect();
             shown.sort();
             tracing::info!(server = %self.config.name, "tools offered only to clients of a capability: {}", shown.join(", "));
+        }
+        // The bridge's ledger answers use them from now on.
+        if let Some(kept) = gates.stored(&key)
+            && self.mcp.keep_gates(kept)
+        {
+            self.firewall_changed(Vec::new());
         }
         let gates = Arc::new(gates);
         self.probes.learnt.insert(key, gates.clone());

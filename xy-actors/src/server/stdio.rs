@@ -53,8 +53,8 @@ impl bridge::Owner for Owner {
         let _ = self.server.cast(ServerMsg::Listed(Box::new(listing)));
     }
 
-    fn probe_gates(&self, tools: Vec<String>) {
-        let _ = self.server.cast(ServerMsg::ProbeGates(tools));
+    fn probe_gates(&self, key: String, tools: Vec<String>) {
+        let _ = self.server.cast(ServerMsg::ProbeGates { key, tools });
     }
 }
 

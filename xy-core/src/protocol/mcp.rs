@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod served;
-pub use served::{RawJson, SERVED_MAX_BYTES, ServedListing};
+pub use served::{GATES_MAX, RawJson, SERVED_MAX_BYTES, ServedGates, ServedListing};
 
 /// MCP wire names and versions the probe uses (one place, like [`super::method`]).
 pub mod wire {
@@ -363,6 +363,10 @@ pub struct ToolLedger {
     /// xy reads the file and drops it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served: Option<ServedListing>,
+    /// The capability gates of a 2025-era child's latest probed listing
+    /// (format 4, D280; absent from older files: probed once, as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<ServedGates>,
 }
 
 /// The firewall's part of a ledger (SPEC §20): what survives restarts of
@@ -476,8 +480,13 @@ impl ItemLedger {
 pub const LEDGER_KEEP: usize = 10;
 /// The ledger file format written. 3: tool digests cover `_meta.ui`, and
 /// pinned resources (SPEC §27); a format 2 ledger's approvals migrate at
-/// the first listing after it is read (`firewall::Policy::legacy`).
-pub const LEDGER_FORMAT: u32 = 3;
+/// the first listing after it is read (`firewall::Policy::legacy`). 4: the
+/// capability gates of a 2025-era child are kept (`gates`, D280); a
+/// format 3 file needs no migration (its first listing probes once).
+pub const LEDGER_FORMAT: u32 = 4;
+/// The first format whose tool digests cover `_meta.ui` (D261): an older
+/// file's approvals migrate at its first listing.
+pub const DIGEST_UI_FORMAT: u32 = 3;
 
 /// One `tools/list` result (all pages) after one spawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

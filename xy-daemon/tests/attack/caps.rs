@@ -196,3 +196,133 @@ fn server_everything_shows_a_bare_client_what_it_shows_it_directly() {
     );
     refused(&mut bare, "get-roots-list", &json!({"roots": {}}));
 }
+
+/// The lines `xy-test-tools --starts` wrote: one per `initialize`, the
+/// child's and every listing probe's.
+fn starts(file: &Path) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The gates the ledger file `ledger` keeps, once they name `tool`.
+fn kept_gates(ledger: &Path, tool: &str) -> Value {
+    crate::helper::wait_some("the gates kept", crate::helper::DEADLINE, || {
+        let l: Value = serde_json::from_str(&std::fs::read_to_string(ledger).ok()?).ok()?;
+        l["gates"]["needs"]
+            .get(tool)
+            .is_some()
+            .then(|| l["gates"].clone())
+    })
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// D238's window, closed (D280): after a daemon restart an idle on-demand
+/// 2025 server is answered from the ledger, and a client that declared
+/// nothing was shown every approved tool, those it may not call too. The
+/// gates now live in the ledger beside the listing: the ledger's answer
+/// is the client's subset, nothing is spawned for it, the first wake runs
+/// the child alone (no listing probe), and a listing that changed is
+/// probed again.
+#[test]
+fn after_a_restart_the_ledger_shows_a_bare_client_only_what_it_may_call() {
+    let env = crate::helper::Env::new();
+    let dir = env.state_dir().join("lists");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("lists.json");
+    let started = dir.join("starts");
+    let tool = |n: &str| json!({"name": n, "description": n, "inputSchema": {"type": "object"}});
+    let mut lists = json!({
+        "tools": [tool("echo")],
+        "gated": [
+            {"needs": "/sampling", "tool": tool("sample")},
+            {"needs": "/elicitation/url", "tool": tool("url")},
+        ],
+        "notify": true,
+    });
+    std::fs::write(&file, lists.to_string()).unwrap();
+    let args = vec![
+        "--file".to_owned(),
+        file.display().to_string(),
+        "--starts".to_owned(),
+        started.display().to_string(),
+    ];
+    let port = free_port();
+    let on_demand = "on-demand {\n    idle-stop \"10m\"\n}\n";
+    env.write_config(
+        "gated",
+        &stdio_config(&testbin("xy-test-tools"), &args, port, on_demand),
+    );
+    let ledger = env.state_dir().join("tools/gated.json");
+    let mut d = TestDaemon::start_in(env);
+    d.result("start", Some(json!({"name": "gated"})));
+    let g = kept_gates(&ledger, "url");
+    assert_eq!(g["needs"]["sample"], json!(["sampling"]), "{g}");
+    assert_eq!(g["needs"]["url"], json!(["elicitation", "elicitation.url"]));
+    d.terminate();
+    let env = d.take_env();
+    let probed = starts(&started).len();
+    assert!(probed >= 2, "the child and its probes: {probed}");
+
+    let d = TestDaemon::start_in(env);
+    crate::helper::wait_some("gated idle", crate::helper::DEADLINE, || {
+        (d.entry("gated")["state"] == "idle").then_some(())
+    });
+    let u = url(port);
+    for era in [Era::V2025, Era::V2026] {
+        let mut bare = Mcp::declaring(&u, era, json!({}));
+        let list = bare.result("tools/list", json!({}));
+        assert!(list["_meta"]["xy/ledger"].is_object(), "{list}");
+        let names: Vec<&str> = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["echo"], "{era:?}, nothing declared: {list}");
+        let mut sampler = Mcp::declaring(&u, era, json!({"sampling": {}}));
+        assert_eq!(sorted(sampler.tool_names()), ["echo", "sample"]);
+        let mut all = Mcp::declaring(&u, era, everything());
+        assert_eq!(sorted(all.tool_names()), ["echo", "sample", "url"]);
+    }
+    assert_eq!(children_of(d.pid()), Vec::<u32>::new(), "nothing spawned");
+    assert_eq!(starts(&started).len(), probed, "no process started");
+
+    // The first call wakes the child, and only it: the kept gates decide.
+    let mut bare = Mcp::declaring(&u, Era::V2025, json!({}));
+    refused(&mut bare, "sample", &json!({"sampling": {}}));
+    let r = bare.result("tools/call", call("echo"));
+    assert_eq!(r["content"][0]["text"], "called echo", "{r}");
+    assert_eq!(children_of(d.pid()).len(), 1, "one child");
+    let after = starts(&started);
+    assert_eq!(
+        after.len(),
+        probed + 1,
+        "the child alone, no probe: {after:?}"
+    );
+    assert!(after[probed]["sampling"].is_object(), "the child's own");
+    refused(&mut bare, "url", &json!({"elicitation": {"url": {}}}));
+
+    // A listing that changed is probed again, and its gates kept.
+    lists["gated"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"needs": "/roots", "tool": tool("roots")}));
+    std::fs::write(&file, lists.to_string()).unwrap();
+    let g = kept_gates(&ledger, "roots");
+    assert_eq!(g["needs"]["roots"], json!(["roots"]), "{g}");
+    assert!(starts(&started).len() > probed + 2, "probed again");
+}

@@ -64,6 +64,13 @@ fn listed_then_restarted(env: Env, names: &[String], tools: usize) -> TestDaemon
             (current.len() == tools && current.iter().all(|t| t["state"] == "approved"))
                 .then_some(())
         });
+        // A 2025 child's capability gates, kept beside the listing (D280):
+        // without them a client that declared nothing wakes the server.
+        let ledger = d.env.state_dir().join(format!("tools/{name}.json"));
+        wait_some(&format!("{name}'s gates kept"), DEADLINE, || {
+            let l: Value = serde_json::from_str(&std::fs::read_to_string(&ledger).ok()?).ok()?;
+            (l["served"].get("initialize").is_none() || l["gates"].is_object()).then_some(())
+        });
     }
     d.terminate();
     let d = TestDaemon::start_in(d.take_env());
@@ -330,4 +337,65 @@ fn the_aggregate_of_thirty_idle_servers_spawns_nothing_at_session_start() {
     }
     let kids = children_of(xyd);
     assert_eq!(kids.len(), 2, "exactly two children: {kids:?}");
+}
+
+/// `skills/list` of an idle server is the ledger's too (D282): the skills
+/// every file of which the firewall shows, marked, in both eras, from a
+/// child of each era, spawning nothing.
+#[test]
+fn skills_list_is_answered_from_the_ledger_in_both_eras() {
+    let env = Env::new();
+    let dir = env.state_dir().join("skills-src");
+    for (p, text) in [
+        (
+            "skills/greet/SKILL.md",
+            "---\nname: greet\ndescription: Greets.\n---\n# Greet\n",
+        ),
+        ("skills/greet/reference.md", "First names.\n"),
+        (
+            "skills/tidy/SKILL.md",
+            "---\nname: tidy\ndescription: Tidies.\n---\n# Tidy\n",
+        ),
+    ] {
+        let p = dir.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let mut ports = Vec::new();
+    for era in ["both", "2026"] {
+        let port = free_port();
+        let args = vec![
+            "--dir".to_owned(),
+            dir.display().to_string(),
+            "--era".to_owned(),
+            era.to_owned(),
+        ];
+        env.write_config(
+            &format!("k{era}"),
+            &stdio_config(&testbin("xy-test-skills"), &args, port, ON_DEMAND),
+        );
+        ports.push(port);
+    }
+    let names = ["kboth".to_owned(), "k2026".to_owned()];
+    let d = listed_then_restarted(env, &names, 1);
+    for port in &ports {
+        for era in [Era::V2025, Era::V2026] {
+            let mut c = Mcp::connected(&url(*port), era);
+            let r = c.result("skills/list", json!({}));
+            assert!(r["_meta"]["xy/ledger"]["listedAt"].is_string(), "{r}");
+            let mut uris: Vec<&str> = r["skills"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|s| s["uri"].as_str())
+                .collect();
+            uris.sort_unstable();
+            assert_eq!(
+                uris,
+                ["skill://greet/SKILL.md", "skill://tidy/SKILL.md"],
+                "{r}"
+            );
+        }
+    }
+    assert_eq!(children_of(d.pid()), Vec::<u32>::new(), "nothing spawned");
 }

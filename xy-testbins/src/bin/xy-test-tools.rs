@@ -12,6 +12,9 @@
 //! `initialize` declared the capability at that JSON pointer, as SDK
 //! servers register capability-dependent tools.
 //!
+//! With `--starts F` it appends one line to `F` per `initialize` it
+//! answers, the capabilities declared (tests count xy's listing probes).
+//!
 //! With `--port P` it serves the same over HTTP instead (streamable HTTP,
 //! 2025 era, stateless: each POST answered with one JSON body,
 //! notifications `202`, every other method `405`), for the firewall on
@@ -28,7 +31,10 @@ use xy_testbins::args::Args;
 /// What the client's `initialize` declared.
 static CLIENT_CAPS: Mutex<Option<Value>> = Mutex::new(None);
 
-const USAGE: &str = "xy-test-tools --file F [--page N] [--port P]";
+const USAGE: &str = "xy-test-tools --file F [--page N] [--port P] [--starts F]";
+
+/// `--starts`: where each `initialize` is recorded.
+static STARTS: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 type Out = xy_testbins::out::Shared;
 use xy_testbins::out::send;
@@ -55,6 +61,12 @@ fn main() {
             "--file" => file = Some(args.value::<String>(&flag).into()),
             "--page" => page = args.value(&flag),
             "--port" => port = Some(args.value(&flag)),
+            "--starts" => {
+                *STARTS
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(args.value::<String>(&flag).into());
+            }
             _ => args.unknown(&flag),
         }
     }
@@ -116,6 +128,21 @@ fn answer(msg: &Value, file: &PathBuf, page: usize, with_prompts: bool) -> Optio
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) =
                 msg.pointer("/params/capabilities").cloned();
+            let starts = STARTS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            if let Some(f) = starts {
+                let line = format!(
+                    "{}\n",
+                    msg.pointer("/params/capabilities").unwrap_or(&Value::Null)
+                );
+                let _ = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(f)
+                    .and_then(|mut o| o.write_all(line.as_bytes()));
+            }
             let mut caps = json!({"tools": {"listChanged": true}});
             if with_prompts {
                 caps["prompts"] = json!({"listChanged": true});

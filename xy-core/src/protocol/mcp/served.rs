@@ -12,6 +12,26 @@ use serde_json::value::RawValue;
 /// ledger file stays small enough to read at every daemon start).
 pub const SERVED_MAX_BYTES: usize = 4 << 20;
 
+/// The most tools a ledger keeps gates for (D280): a listing with more
+/// is probed again at each daemon start, as before gates were kept.
+pub const GATES_MAX: usize = 10_000;
+
+/// What a 2025-era child offers only to clients of some capability, as
+/// xy's listing probes learnt it for one listing (D210, D280): kept so
+/// that a daemon start and an idle child's first wake need no probe, and
+/// so that the ledger answers a client with the tools it may call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedGates {
+    /// The listing they were learnt from: a SHA-256 over its tools'
+    /// names and digests. Another listing is probed again.
+    pub listing: String,
+    /// Tool → the capabilities a client must have declared (`roots`,
+    /// `sampling`, `sampling.tools`, `elicitation.url`, …); a tool not
+    /// named needs none.
+    #[serde(default)]
+    pub needs: std::collections::BTreeMap<String, Vec<String>>,
+}
+
 /// One JSON value kept as the text it was written in (key order and
 /// numbers as the child wrote them). Two are equal when their texts are.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,6 +93,10 @@ pub struct ServedListing {
     /// Every listed resource template; `None`: not listed by xy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_templates: Option<Vec<RawJson>>,
+    /// Every `skills/list` entry (SEP-2640); `None`: the child does not
+    /// declare the skills extension (or a ledger from before D282).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<RawJson>>,
 }
 
 impl ServedListing {
@@ -84,6 +108,7 @@ impl ServedListing {
             + items(&self.prompts)
             + items(&self.resources)
             + items(&self.resource_templates)
+            + items(&self.skills)
             + self.initialize.as_ref().map_or(0, |t| t.as_str().len())
             + self.discover.as_ref().map_or(0, |t| t.as_str().len())
     }
