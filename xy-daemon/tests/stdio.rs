@@ -370,6 +370,20 @@ fn a_wedged_stdio_child_is_found_by_the_probe_and_restarted() {
     // goes to the new child and succeeds.
     let mut before = Mcp::connected(&url(port), Era::V2025);
     signal(pid, libc::SIGSTOP);
+    // `kill` returns before every thread has stopped: until then a thread
+    // of the child may still read the request below, and a request the
+    // child read is lost with it rather than sent again (`Link::detach`).
+    wait_for("every thread of the child stopped", DEADLINE, || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .all(|t| {
+                std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+                    st.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+                })
+            })
+    });
     let waiting = std::thread::spawn(move || {
         let names = before.tool_names();
         (before, names)
