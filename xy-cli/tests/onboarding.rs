@@ -811,23 +811,7 @@ fn a_denial_in_a_tool_result_is_explained_by_status() {
     };
     drop(stdin);
     let _ = child.wait();
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("Permission denied"), "{text}");
-    let mut why = String::new();
-    wait_for("the denial in status", Duration::from_secs(10), || {
-        let st: Value = serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
-        why = st["explain"].as_str().unwrap_or_default().to_owned();
-        why.contains("denied")
-    });
-    assert!(
-        why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
-        "{why}"
-    );
-    assert!(
-        why.contains("fix: add `write \"~/x\"` to the sandbox block"),
-        "{why}"
-    );
+    denial_explained(&h, "mine", &answer);
 }
 
 /// [`SAVING_SERVER`] over streamable HTTP (Python's standard library
@@ -869,6 +853,28 @@ class H(BaseHTTPRequestHandler):
         self.send(200, {"jsonrpc": "2.0", "id": i, "result": {}})
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 "#;
+
+/// The tool result carries the server's own "Permission denied", and
+/// `status` explains it: the refused write and the line that fixes it.
+fn denial_explained(h: &Home, name: &str, answer: &Value) {
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Permission denied"), "{text}");
+    let mut why = String::new();
+    wait_for("the denial in status", Duration::from_secs(10), || {
+        let st: Value = serde_json::from_str(&h.run(&["status", name, "--json"]).ok()).unwrap();
+        why = st["explain"].as_str().unwrap_or_default().to_owned();
+        why.contains("denied")
+    });
+    assert!(
+        why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
+        "{why}"
+    );
+    assert!(
+        why.contains("fix: add `write \"~/x\"` to the sandbox block"),
+        "{why}"
+    );
+}
 
 /// D222: the same for an HTTP server — a denial it reports only in a tool
 /// result that passed through xy's gateway is in `status`, with the fix
@@ -946,23 +952,7 @@ print(post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name"
     );
     let answer: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
-    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("Permission denied"), "{text}");
-    let mut why = String::new();
-    wait_for("the denial in status", Duration::from_secs(10), || {
-        let st: Value = serde_json::from_str(&h.run(&["status", "web", "--json"]).ok()).unwrap();
-        why = st["explain"].as_str().unwrap_or_default().to_owned();
-        why.contains("denied")
-    });
-    assert!(
-        why.starts_with("sandbox: write to ~/x/data.json denied (not under sandbox.write)"),
-        "{why}"
-    );
-    assert!(
-        why.contains("fix: add `write \"~/x\"` to the sandbox block"),
-        "{why}"
-    );
+    denial_explained(&h, "web", &answer);
 }
 
 /// A strict streamable-HTTP MCP server (Python's standard library only):

@@ -123,39 +123,8 @@ impl World {
 
 /// The tool names `tools/list` answers through `xyctl connect <name>`.
 fn tools_through_xy(w: &World, name: &str) -> Vec<String> {
-    let mut child = w
-        .cmd(&["connect", name])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
-    )
-    .unwrap();
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains(r#""id":1"#), "{line}");
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list"}}"#).unwrap();
-    let v: Value = loop {
-        line.clear();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "connect closed");
-        let v: Value = serde_json::from_str(&line).unwrap();
-        if v["id"] == 2 {
-            break v;
-        }
-    };
-    drop(stdin);
-    let _ = child.wait();
+    let answers = session_through_xy(w, name, &[serde_json::json!({"method": "tools/list"})]);
+    let v = &answers[0];
     v["result"]["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("no tools: {v}"))

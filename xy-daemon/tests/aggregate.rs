@@ -238,6 +238,19 @@ fn search_mode_lists_little_however_many_servers() {
     assert!(servers.iter().all(|(n, _)| d.entry(n)["state"] == "idle"));
 }
 
+/// The JSON lines an SDK client script printed, once it succeeded.
+fn sdk_lines(out: &std::process::Output) -> Vec<Value> {
+    assert!(
+        out.status.success(),
+        "the SDK client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The official Python SDK's client (from the interop cache) through the
 /// aggregate in each of its ways to pick an era: it lists, and calls a
 /// prefixed tool, as it would any server.
@@ -274,15 +287,7 @@ asyncio.run(main(sys.argv[1]))
         .arg(format!("http://127.0.0.1:{gw}/mcp"))
         .output()
         .expect("python runs");
-    assert!(
-        out.status.success(),
-        "the SDK client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = sdk_lines(&out);
     assert_eq!(lines.len(), 3, "{lines:?}");
     for l in &lines {
         assert_eq!(l["tools"].as_array().unwrap().len(), 6, "{l}");
@@ -315,15 +320,7 @@ fn the_typescript_sdk_uses_the_aggregate_in_both_eras() {
         .command(&format!("http://127.0.0.1:{gw}/mcp"), "beta__echo")
         .output()
         .expect("node runs");
-    assert!(
-        out.status.success(),
-        "the SDK client failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = sdk_lines(&out);
     assert_eq!(lines.len(), 3, "{lines:?}");
     for l in &lines {
         assert_eq!(

@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use xy_testbins::interop::{self, AppsServer, Interop};
 
 use super::client::{Era, Mcp};
-use super::skills::{Direct, envelope, fixture, held, result_text, unenveloped, write};
+use super::skills::{
+    Direct, envelope, fixture, held, relist, result_text, states, unenveloped, write,
+};
 use super::{stdio_config, url};
 use crate::helper::{DEADLINE, Env, TestDaemon, free_port, wait_for, wait_some};
 
@@ -36,26 +38,6 @@ fn sdk(test: &str) -> Option<AppsServer> {
             None
         }
     }
-}
-
-/// Every item `tools {name}` shows, tools and pinned resources: (name,
-/// state), and the snapshot's time.
-fn states(d: &TestDaemon, name: &str) -> (String, Vec<(String, String)>) {
-    let r = d.result("tools", Some(json!({ "name": name })));
-    let ts = r["current"]["ts"].as_str().unwrap_or_default().to_owned();
-    let items = r["current"]["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .chain(r["resources"].as_array().into_iter().flatten())
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap_or_default().to_owned(),
-                t["state"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    (ts, items)
 }
 
 /// Waits for a listing of `name` with every item, all approved.
@@ -82,16 +64,6 @@ fn listed(d: &TestDaemon, name: &str) {
         items.iter().any(|(n, _)| n == "skill://greet/reference.md"),
         "{items:?}"
     );
-}
-
-/// Restarts `name` and waits for xy's listing of the new spawn.
-fn relist(d: &TestDaemon, name: &str) -> Vec<(String, String)> {
-    let (before, _) = states(d, name);
-    d.result("restart", Some(json!({ "name": name })));
-    wait_some("xy lists the new spawn", DEADLINE * 3, || {
-        let (ts, items) = states(d, name);
-        (ts != before && items.len() == ITEMS).then_some(items)
-    })
 }
 
 /// Every read a host makes: the lists, both skills, every skill file and
@@ -263,7 +235,7 @@ fn changed_html_is_held(d: &TestDaemon, dir: &Path, name: &str, endpoints: &[(St
         "apps/clock.html",
         "<!doctype html><html><body><h1>Clock</h1><script>fetch('https://evil.example')</script></body></html>\n",
     );
-    let items = relist(d, name);
+    let items = relist(d, name, ITEMS);
     assert_eq!(
         held(&items),
         [&(CLOCK.to_owned(), "changed".to_owned())],
