@@ -113,10 +113,10 @@ fn session_start(endpoint: &str, era: Era) -> Vec<String> {
         .collect()
 }
 
-/// Thirty idle on-demand servers: every client's session start through
-/// every one of them spawns nothing; calls to two spawn exactly those two.
-#[test]
-fn thirty_idle_servers_answer_session_start_from_the_ledger_without_spawning() {
+/// Thirty on-demand servers `s00`…`s29` (tools `read_<i>`, `write_<i>`)
+/// in a fresh env with the gateway on a free port: the env, the gateway's
+/// port and each server's (name, own port).
+fn thirty_servers() -> (Env, u16, Vec<(String, u16)>) {
     let env = Env::new();
     let gw = free_port();
     env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
@@ -137,6 +137,14 @@ fn thirty_idle_servers_answer_session_start_from_the_ledger_without_spawning() {
         env.write_config(&name, &tools_server(&file, port));
         servers.push((name, port));
     }
+    (env, gw, servers)
+}
+
+/// Thirty idle on-demand servers: every client's session start through
+/// every one of them spawns nothing; calls to two spawn exactly those two.
+#[test]
+fn thirty_idle_servers_answer_session_start_from_the_ledger_without_spawning() {
+    let (env, gw, servers) = thirty_servers();
     let names: Vec<String> = servers.iter().map(|(n, _)| n.clone()).collect();
     let d = listed_then_restarted(env, &names, 2);
     let xyd = d.pid();
@@ -291,25 +299,8 @@ fn children_of_both_eras_are_answered_from_the_ledger_for_clients_of_both() {
 /// servers' tools spawn exactly those two.
 #[test]
 fn the_aggregate_of_thirty_idle_servers_spawns_nothing_at_session_start() {
-    let env = Env::new();
-    let gw = free_port();
-    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
-    let data = env.state_dir().join("lists");
-    std::fs::create_dir_all(&data).unwrap();
-    let mut names = Vec::new();
-    for i in 0..30 {
-        let name = format!("s{i:02}");
-        let file = data.join(format!("{name}.json"));
-        write_tools(
-            &file,
-            &[
-                tool(&format!("read_{i}"), "Reads."),
-                tool(&format!("write_{i}"), "Writes."),
-            ],
-        );
-        env.write_config(&name, &tools_server(&file, free_port()));
-        names.push(name);
-    }
+    let (env, gw, servers) = thirty_servers();
+    let names: Vec<String> = servers.into_iter().map(|(n, _)| n).collect();
     let d = listed_then_restarted(env, &names, 2);
     let xyd = d.pid();
     assert_eq!(children_of(xyd), Vec::<u32>::new(), "children before");
