@@ -16,9 +16,11 @@
 //!   child has both), else not confined;
 //! - outside xyd's tree: not a member of any server.
 //!
-//! Linux finds a holder by the socket's inode in `/proc/<pid>/fd` — the
-//! processes that held the last accepted sockets first, then xyd's tree,
-//! then every other process — and classes it by its parent chain. A socket
+//! Linux finds a holder by the socket's inode in `/proc/<pid>/fd` — a
+//! holder remembered from an earlier walk (checked by one `readlink`,
+//! D310), else the processes that held the last accepted sockets, then
+//! xyd's tree, then every other process — and classes it by its parent
+//! chain. A socket
 //! no process is found holding (it closed, it is in flight in a Unix
 //! socket, its holder hides its descriptors) is refused. macOS walks the
 //! parent chain of the process the socket scan found (D172).
