@@ -92,6 +92,13 @@ def memory_kib(pid):
     return rss, pss
 
 
+def cpu_seconds(pid):
+    """User plus system CPU time a process has used, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Daemon:
     """One xyd on its own temp XDG dirs and socket; the gateway on a free
     port (`gateway_port`), the console off. `xy_kdl` is added to

@@ -226,6 +226,7 @@ def query_phase(d, tasks, runs, model):
     find(tasks[0]["question"])  # builds the index (and loads the model)
     out["first_call_ms"] = (time.perf_counter() - t0) * 1e3
     rankings, timings, pings = {}, [[] for _ in tasks], [[] for _ in tasks]
+    cpu0 = _xy.cpu_seconds(d.proc.pid)
     for run in range(runs):
         for i, t in enumerate(tasks):
             t0 = time.perf_counter()
@@ -235,6 +236,9 @@ def query_phase(d, tasks, runs, model):
                 rankings[t["task_id"]] = names
             elif names != rankings[t["task_id"]]:
                 raise SystemExit(f"find_tools answered task {t['task_id']} differently on run {run}")
+    # xyd's own CPU per call: what a find_tools costs whatever the load.
+    out["xyd_cpu_us_per_find"] = (_xy.cpu_seconds(d.proc.pid) - cpu0) / (runs * len(tasks)) * 1e6
+    cpu0 = _xy.cpu_seconds(d.proc.pid)
     for _ in range(runs):
         for i in range(len(tasks)):
             t0 = time.perf_counter()
@@ -253,6 +257,7 @@ def query_phase(d, tasks, runs, model):
     sizes = sorted(len(json.dumps(r)) for r in answers.values())
     out["decode_us_median"] = decode[len(decode) // 2]
     out["answer_bytes_median"] = sizes[len(sizes) // 2]
+    out["xyd_cpu_us_per_ping"] = (_xy.cpu_seconds(d.proc.pid) - cpu0) / (runs * len(tasks)) * 1e6
     out["rss_pss_kib_after"] = _xy.memory_kib(d.proc.pid)
     out["children_after"] = len(d.children())
     out["states_after"] = sorted({r["state"] for r in d.list()})
@@ -342,12 +347,15 @@ def report(f):
     ip = f["in_process"]["all"]
     lines += [
         "",
-        f"find_tools, client-side, {lat['calls']} calls: per query (median of 20) p50 "
+        f"find_tools, client-side, {lat['calls']} calls "
+        f"({lat['calls'] // f['runs']} questions × {f['runs']}): per query (median) p50 "
         f"{lat['per_query_median']['p50']:.0f} µs, p99 {lat['per_query_median']['p99']:.0f} µs; "
         f"all calls p50 {lat['all_calls']['p50']:.0f} µs, p99 {lat['all_calls']['p99']:.0f} µs",
         f"ping (the transport's floor), same loop: per query p50 "
         f"{ping['per_query_median']['p50']:.0f} µs, p99 {ping['per_query_median']['p99']:.0f} µs; "
         f"all calls p50 {ping['all_calls']['p50']:.0f} µs, p99 {ping['all_calls']['p99']:.0f} µs",
+        f"xyd's CPU time per call (user + system, whatever the load): find_tools "
+        f"{f['xyd_cpu_us_per_find']:.0f} µs, ping {f['xyd_cpu_us_per_ping']:.0f} µs",
         f"the client's JSON decode of one answer (median {f['answer_bytes_median']} bytes): "
         f"median {f['decode_us_median']:.0f} µs",
         f"in process (xy_core::search, limit 10): per query p50 "
@@ -405,10 +413,12 @@ def main():
                    first_call_ms=phase["first_call_ms"],
                    first_list_bytes=phase["first_list_bytes"],
                    decode_us_median=phase["decode_us_median"],
+                   xyd_cpu_us_per_find=phase["xyd_cpu_us_per_find"],
+                   xyd_cpu_us_per_ping=phase["xyd_cpu_us_per_ping"],
                    answer_bytes_median=phase["answer_bytes_median"],
                    rss_kib=rss, pss_kib=pss, added_rss_what=what,
                    added_rss_mib=(rss - brss) / 1024, added_pss_mib=(pss - bpss) / 1024,
-                   load_average=os.getloadavg(),
+                   runs=args.runs, load_average=os.getloadavg(),
                    date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     print(json.dumps(figures, indent=2) if args.json else report(figures))
     print(f"({figures['date']}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
