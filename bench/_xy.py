@@ -101,17 +101,17 @@ def cpu_seconds(pid):
 
 class Daemon:
     """One xyd on its own temp XDG dirs and socket; the gateway on a free
-    port (`gateway_port`), the console off. `xy_kdl` is added to
-    `xy.kdl` after those two blocks."""
+    port (`gateway_port`; off with `gateway=False`), the console off.
+    `xy_kdl` is added to `xy.kdl` after those two blocks."""
 
-    def __init__(self, xy_kdl="", prefix="xybench"):
+    def __init__(self, xy_kdl="", prefix="xybench", gateway=True):
         self.tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
         self.config = os.path.join(self.tmp, "c", "xy")
         self.servers = os.path.join(self.config, "servers")
         self.state = os.path.join(self.tmp, "s", "xy")
         os.makedirs(self.servers)
         self.sock = os.path.join(self.tmp, "x.sock")
-        self.gateway_port = free_port()
+        self.gateway_port = free_port() if gateway else 0
         self.env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(self.tmp, "c"),
                         XDG_STATE_HOME=os.path.join(self.tmp, "s"),
                         XDG_DATA_HOME=os.path.join(self.tmp, "d"),
@@ -136,9 +136,16 @@ class Daemon:
         return self.rpc("list")["result"]
 
     def start(self):
+        log = open(os.path.join(self.tmp, "xyd.stderr"), "ab")
         self.proc = subprocess.Popen([os.path.join(BIN, "xyd")], env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait("xyd serving", lambda: "result" in self.rpc("list"))
+                                     stdout=subprocess.DEVNULL, stderr=log)
+        log.close()
+        try:
+            wait("xyd serving", lambda: self.proc.poll() is None and "result" in self.rpc("list"))
+        except RuntimeError:
+            with open(os.path.join(self.tmp, "xyd.stderr"), errors="replace") as f:
+                tail = f.read()[-2000:]
+            raise RuntimeError(f"xyd did not serve (exit {self.proc.poll()}): {tail}") from None
         return self.proc
 
     def children(self):

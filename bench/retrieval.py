@@ -280,6 +280,8 @@ def run_daemon(servers, tasks, names, files, model, runs):
                              f"{sorted(set(listed) - set(back))[:5]}")
         say(f"ledger holds {len(listed)} tools, none held back; restarting xyd for the queries…")
         phase, ranked, timings = query_phase(d, tasks, runs, model)
+        if phase["states_after"] != ["idle"]:
+            raise SystemExit(f"servers not idle after the queries: {phase['states_after']}")
         if phase["children_before"] or phase["children_after"]:
             raise SystemExit(f"children of xyd during the query phase: {phase['children_before']} "
                              f"before, {phase['children_after']} after (expected 0)")
@@ -326,7 +328,7 @@ def report(f):
         + (f"with the model {f['model_dir']}" if f["model_dir"] else "default ranking (no model)"),
         f"find_tools over MCP at a release xyd's /mcp (era {f['era']}, one kept-alive HTTP "
         f"connection), limit {LIMIT}; children of xyd {f['children_before']} before the queries, "
-        f"{f['children_after']} after",
+        f"{f['children_after']} after, every server idle",
         "",
         f"{'':<10} {'sR@1':>6} {'sR@3':>6} {'sR@5':>6}  {'tR@1':>6} {'tR@5':>6} {'tR@10':>6}"
         f"  {'nDCG@5':>6} {'nDCG@10':>7}",
