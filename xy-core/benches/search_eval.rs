@@ -54,9 +54,12 @@ const HEADER: [&str; 10] = [
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .map(|i| PathBuf::from(args.get(i + 1).unwrap_or_else(|| panic!("{flag} needs a value"))))
+        args.iter().position(|a| a == flag).map(|i| {
+            PathBuf::from(
+                args.get(i + 1)
+                    .unwrap_or_else(|| panic!("{flag} needs a value")),
+            )
+        })
     };
     let model = value("--model");
     let rankings = value("--rankings");
@@ -129,16 +132,21 @@ fn main() {
         // The product path: what `find_tools` returned over MCP.
         let given = load_rankings(&file, &tasks);
         println!("rankings from {} (find_tools over MCP):", file.display());
-        let splits = score_splits(&[("tune", &tune), ("held-out", &held), ("all", &all)], &offers, |t| {
-            given[&t.id].clone()
-        });
+        let splits = score_splits(
+            &[("tune", &tune), ("held-out", &held), ("all", &all)],
+            &offers,
+            |t| given[&t.id].clone(),
+        );
         figures.extend(splits);
         println!("in process, the same code and limit ({MCP_LIMIT}):");
         let inproc = score_splits(&[("held-out", &held), ("all", &all)], &offers, |t| {
             here(t, MCP_LIMIT)
         });
         figures.insert("in_process".into(), inproc.into());
-        figures.insert("agreement".into(), agreement(&tasks, &given, |t| here(t, MCP_LIMIT)));
+        figures.insert(
+            "agreement".into(),
+            agreement(&tasks, &given, |t| here(t, MCP_LIMIT)),
+        );
         if let Some(file) = timings {
             let timed: HashMap<String, Vec<Vec<f64>>> = serde_json::from_value(read(&file))
                 .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
@@ -152,9 +160,11 @@ fn main() {
         print_latency("in process, limit 10", &p);
         figures.insert("in_process_latency_us".into(), p);
     } else {
-        let splits = score_splits(&[("tune", &tune), ("held-out", &held), ("all", &all)], &offers, |t| {
-            here(t, 100)
-        });
+        let splits = score_splits(
+            &[("tune", &tune), ("held-out", &held), ("all", &all)],
+            &offers,
+            |t| here(t, 100),
+        );
         figures.extend(splits);
         let p = latency(&index, &tasks);
         print_latency("search latency, limit 10", &p);
@@ -203,7 +213,13 @@ fn score_splits(
     for (name, set) in splits {
         let s = score(set, offers, &mut rank);
         print!("{name:<10}");
-        for v in s.server.iter().chain(&s.tool).chain(&s.ndcg).chain(&s.all_found) {
+        for v in s
+            .server
+            .iter()
+            .chain(&s.tool)
+            .chain(&s.ndcg)
+            .chain(&s.all_found)
+        {
             print!(" {v:>8.3}");
         }
         println!();
@@ -214,12 +230,20 @@ fn score_splits(
 
 /// Whether `given` and `here` rank every task alike: the tasks that
 /// differ, each with the first position where they part.
-fn agreement(tasks: &[Task], given: &HashMap<String, Ranked>, mut here: impl FnMut(&Task) -> Ranked) -> Value {
+fn agreement(
+    tasks: &[Task],
+    given: &HashMap<String, Ranked>,
+    mut here: impl FnMut(&Task) -> Ranked,
+) -> Value {
     let mut differ = Vec::new();
     for t in tasks {
         let (a, b) = (&given[&t.id], here(t));
         if *a != b {
-            let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            let at = a
+                .iter()
+                .zip(&b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(a.len().min(b.len()));
             differ.push(serde_json::json!({
                 "task": t.id, "position": at, "lengths": [a.len(), b.len()],
                 "mcp": a.get(at), "in_process": b.get(at),
@@ -256,7 +280,11 @@ fn load_rankings(file: &Path, tasks: &[Task]) -> HashMap<String, Ranked> {
                 let n = e["tool"].as_str();
                 match (s, n) {
                     (Some(s), Some(n)) => (s.to_owned(), n.to_owned()),
-                    _ => panic!("{}: task {}: {e} is not {{server, tool}}", file.display(), t.id),
+                    _ => panic!(
+                        "{}: task {}: {e} is not {{server, tool}}",
+                        file.display(),
+                        t.id
+                    ),
                 }
             })
             .collect();
@@ -406,7 +434,9 @@ fn run_sweep(
 fn offers(docs: &[ToolDoc]) -> Offers {
     let mut out = Offers::new();
     for d in docs {
-        out.entry(d.name.clone()).or_default().insert(d.server.clone());
+        out.entry(d.name.clone())
+            .or_default()
+            .insert(d.server.clone());
     }
     out
 }

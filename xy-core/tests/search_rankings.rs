@@ -10,7 +10,9 @@ mod score;
 use score::{Offers, Ranked, Task, percentiles, score};
 
 fn pairs(list: &[(&str, &str)]) -> Ranked {
-    list.iter().map(|(s, t)| ((*s).to_owned(), (*t).to_owned())).collect()
+    list.iter()
+        .map(|(s, t)| ((*s).to_owned(), (*t).to_owned()))
+        .collect()
 }
 
 fn task(id: &str, needs: &[&str]) -> Task {
@@ -71,7 +73,11 @@ fn two_hand_written_rankings_score_as_worked_out() {
     let a5 = (1.0 / 3f64.log2() + 0.5) / (1.0 + 1.0 / 3f64.log2());
     assert!((s.ndcg[0] - a5 / 2.0).abs() < 1e-12, "{}", s.ndcg[0]);
     // nDCG@10 of b: `price` 6th, 1/log2 7 over the ideal 1.
-    assert!((s.ndcg[1] - (a5 + 1.0 / 7f64.log2()) / 2.0).abs() < 1e-12, "{}", s.ndcg[1]);
+    assert!(
+        (s.ndcg[1] - (a5 + 1.0 / 7f64.log2()) / 2.0).abs() < 1e-12,
+        "{}",
+        s.ndcg[1]
+    );
 }
 
 #[test]

@@ -62,7 +62,11 @@ impl Scores {
 }
 
 /// The scores of `tasks` ranked by `rank`.
-pub(crate) fn score(tasks: &[&Task], offers: &Offers, mut rank: impl FnMut(&Task) -> Ranked) -> Scores {
+pub(crate) fn score(
+    tasks: &[&Task],
+    offers: &Offers,
+    mut rank: impl FnMut(&Task) -> Ranked,
+) -> Scores {
     let none = BTreeSet::new();
     let mut total = Scores::default();
     for t in tasks {
