@@ -197,7 +197,7 @@ def seed(d, servers, names):
     return listed
 
 
-def query_phase(d, tasks, runs, model):
+def query_phase(d, tasks, runs):
     """find_tools for every task `runs` times, then ping as often: the
     rankings and the client-side timings, with children and memory."""
     d.start()
@@ -279,7 +279,7 @@ def run_daemon(servers, tasks, names, files, model, runs):
                              f"{sorted(set(back) - set(listed))[:5]}, unexpected "
                              f"{sorted(set(listed) - set(back))[:5]}")
         say(f"ledger holds {len(listed)} tools, none held back; restarting xyd for the queries…")
-        phase, ranked, timings = query_phase(d, tasks, runs, model)
+        phase, ranked, timings = query_phase(d, tasks, runs)
         if phase["states_after"] != ["idle"]:
             raise SystemExit(f"servers not idle after the queries: {phase['states_after']}")
         if phase["children_before"] or phase["children_after"]:
@@ -372,6 +372,11 @@ def report(f):
         f"{ip['tool_recall']['10']:.3f}; rankings identical for {ag['identical']} of {ag['tasks']} "
         "tasks" + ("" if ag["identical"] == ag["tasks"] else f" (differ: {ag['differ']})"),
     ]
+    if ag["identical"] != ag["tasks"]:
+        # xyd falls back to BM25 when it cannot use the model (a warning in
+        # its log), which would make these the wrong row's figures.
+        lines.append("THE RANKINGS DIFFER FROM IN PROCESS: with --model, check that xyd "
+                     "loaded the model (daemon.log: \"the model in xy.kdl cannot be used\")")
     return "\n".join(lines)
 
 
