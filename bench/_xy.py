@@ -101,10 +101,11 @@ def cpu_seconds(pid):
 
 class Daemon:
     """One xyd on its own temp XDG dirs and socket; the gateway on a free
-    port (`gateway_port`; off with `gateway=False`), the console off.
-    `xy_kdl` is added to `xy.kdl` after those two blocks."""
+    port (`gateway_port`; off with `gateway=False`), the console off
+    unless given a port. `xy_kdl` is added to `xy.kdl` after those two
+    blocks."""
 
-    def __init__(self, xy_kdl="", prefix="xybench", gateway=True):
+    def __init__(self, xy_kdl="", prefix="xybench", gateway=True, console=0):
         self.tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
         self.config = os.path.join(self.tmp, "c", "xy")
         self.servers = os.path.join(self.config, "servers")
@@ -118,12 +119,13 @@ class Daemon:
                         XY_SOCKET=self.sock, XY_LOG="warn")
         self.env.pop("XDG_RUNTIME_DIR", None)
         self.proc = None
+        self.console_port = console
         self.write_xy_kdl(xy_kdl)
 
     def write_xy_kdl(self, extra):
         with open(os.path.join(self.config, "xy.kdl"), "w") as f:
             f.write(f"gateway {{\n    port {self.gateway_port}\n}}\n"
-                    f"console {{\n    port 0\n}}\n{extra}")
+                    f"console {{\n    port {self.console_port}\n}}\n{extra}")
 
     def server(self, name, kdl):
         with open(os.path.join(self.servers, f"{name}.kdl"), "w") as f:
