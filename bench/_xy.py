@@ -28,12 +28,21 @@ BIN = os.path.join(ROOT, "target", PROFILE)
 V2025 = "2025-11-25"
 
 
+_GIVEN = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port free now and not handed out before by this process (the
+    kernel may give a just-closed port again, and xy refuses two servers
+    on one port)."""
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def need(*bins):

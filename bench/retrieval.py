@@ -238,6 +238,19 @@ def query_phase(d, tasks, runs):
                 raise SystemExit(f"find_tools answered task {t['task_id']} differently on run {run}")
     # xyd's own CPU per call: what a find_tools costs whatever the load.
     out["xyd_cpu_us_per_find"] = (_xy.cpu_seconds(d.proc.pid) - cpu0) / (runs * len(tasks)) * 1e6
+    # The same at find_tools' default limit (8), as a client that does not
+    # ask for more calls it: what the answer's size costs.
+    short = [[] for _ in tasks]
+    cpu0 = _xy.cpu_seconds(d.proc.pid)
+    for _ in range(runs):
+        for i, t in enumerate(tasks):
+            t0 = time.perf_counter()
+            r = c.request("tools/call", {"name": "find_tools",
+                                         "arguments": {"query": t["question"]}})
+            short[i].append((time.perf_counter() - t0) * 1e6)
+            assert not (r.get("result") or {"isError": True}).get("isError"), r
+    out["xyd_cpu_us_per_find_default"] = ((_xy.cpu_seconds(d.proc.pid) - cpu0)
+                                          / (runs * len(tasks)) * 1e6)
     cpu0 = _xy.cpu_seconds(d.proc.pid)
     for _ in range(runs):
         for i in range(len(tasks)):
@@ -262,7 +275,8 @@ def query_phase(d, tasks, runs):
     out["children_after"] = len(d.children())
     out["states_after"] = sorted({r["state"] for r in d.list()})
     d.stop()
-    return out, rankings, {"find_tools": timings, "ping": pings}
+    return out, rankings, {"find_tools": timings, "find_tools_default_limit": short,
+                           "ping": pings}
 
 
 def run_daemon(servers, tasks, names, files, model, runs):
@@ -313,7 +327,7 @@ def score(corpus_dir, rankings, timings, model):
 
 def report(f):
     """The issue's figures, one line each, with the target and whether it is met."""
-    lat, ping = f["find_tools_us"], f["ping_us"]
+    lat, ping, short = f["find_tools_us"], f["ping_us"], f["find_tools_default_limit_us"]
     rows = [
         ("server R@5", f["all"]["server_recall"]["5"], f["held-out"]["server_recall"]["5"], ">="),
         ("tool R@10", f["all"]["tool_recall"]["10"], f["held-out"]["tool_recall"]["10"], ">="),
@@ -353,11 +367,15 @@ def report(f):
         f"({lat['calls'] // f['runs']} questions × {f['runs']}): per query (median) p50 "
         f"{lat['per_query_median']['p50']:.0f} µs, p99 {lat['per_query_median']['p99']:.0f} µs; "
         f"all calls p50 {lat['all_calls']['p50']:.0f} µs, p99 {lat['all_calls']['p99']:.0f} µs",
+        f"find_tools at its default limit (8), same loop: per query p50 "
+        f"{short['per_query_median']['p50']:.0f} µs, p99 {short['per_query_median']['p99']:.0f} µs;"
+        f" all calls p50 {short['all_calls']['p50']:.0f} µs, p99 {short['all_calls']['p99']:.0f} µs",
         f"ping (the transport's floor), same loop: per query p50 "
         f"{ping['per_query_median']['p50']:.0f} µs, p99 {ping['per_query_median']['p99']:.0f} µs; "
         f"all calls p50 {ping['all_calls']['p50']:.0f} µs, p99 {ping['all_calls']['p99']:.0f} µs",
         f"xyd's CPU time per call (user + system, whatever the load): find_tools "
-        f"{f['xyd_cpu_us_per_find']:.0f} µs, ping {f['xyd_cpu_us_per_ping']:.0f} µs",
+        f"{f['xyd_cpu_us_per_find']:.0f} µs (limit 8: {f['xyd_cpu_us_per_find_default']:.0f} µs),"
+        f" ping {f['xyd_cpu_us_per_ping']:.0f} µs",
         f"the client's JSON decode of one answer (median {f['answer_bytes_median']} bytes): "
         f"median {f['decode_us_median']:.0f} µs",
         f"in process (xy_core::search, limit 10): per query p50 "
@@ -421,6 +439,7 @@ def main():
                    first_list_bytes=phase["first_list_bytes"],
                    decode_us_median=phase["decode_us_median"],
                    xyd_cpu_us_per_find=phase["xyd_cpu_us_per_find"],
+                   xyd_cpu_us_per_find_default=phase["xyd_cpu_us_per_find_default"],
                    xyd_cpu_us_per_ping=phase["xyd_cpu_us_per_ping"],
                    answer_bytes_median=phase["answer_bytes_median"],
                    rss_kib=rss, pss_kib=pss, added_rss_what=what,
