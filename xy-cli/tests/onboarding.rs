@@ -93,7 +93,7 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     // SPEC §25: `add` waited for the listing and says what it found.
     assert!(
         r.stdout()
-            .starts_with("demo  running, 1 tool (0 held back)  "),
+            .starts_with("demo  running, 1 tools (0 held back)  "),
         "{}",
         r.stdout()
     );
@@ -235,7 +235,7 @@ fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     r.ok();
     assert!(
         r.stdout()
-            .starts_with("good  running, 1 tool (0 held back)  http://127.0.0.1:"),
+            .starts_with("good  running, 1 tools (0 held back)  http://127.0.0.1:"),
         "{}",
         r.stdout()
     );
@@ -258,12 +258,12 @@ fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     h.run(&["stop", "good"]).ok();
     let r = h.run(&["start", "good"]);
     r.ok();
-    assert_eq!(r.stdout(), "good: running, 1 tool (0 held back)\n");
+    assert_eq!(r.stdout(), "good: running, 1 tools (0 held back)\n");
     let r = h.run(&["restart", "good", "bad"]);
     assert_eq!(r.code(), 1, "{}", r.stdout());
     let out = r.stdout();
     assert!(
-        out.contains("good: running, 1 tool (0 held back)\n"),
+        out.contains("good: running, 1 tools (0 held back)\n"),
         "{out}"
     );
     assert!(out.contains("bad: crash-looping: "), "{out}");
@@ -310,7 +310,7 @@ fn relative_paths_in_add_resolve_against_the_directory_xyctl_ran_in() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.starts_with("mine  running, 1 tool (0 held back)"),
+        out.status.success() && stdout.starts_with("mine  running, 1 tools (0 held back)"),
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1177,4 +1177,117 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
     }
     // One stdio child served every session.
     assert_eq!(hl.state_of("local").as_deref(), Some("running"));
+}
+
+/// A stdio MCP server on Python's standard library only: one tool, `where`,
+/// answering its `HOME` and working dir.
+const WHERE_SERVER: &str = r#"
+import json, os, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "where", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "where", "inputSchema": {"type": "object"}}]}})
+    elif m == "tools/call":
+        text = json.dumps({"home": os.environ.get("HOME"), "cwd": os.getcwd()})
+        send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": text}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25, as the README tells a user to add their own server: from the
+/// project directory, `xyctl add mine --stdio -- .venv/bin/python
+/// server.py`, the starter sandbox included. The venv is readable whichever
+/// way its `python` links (a symlink to the interpreter it was made from,
+/// or a copy), the relative paths resolve against the project, `add` says
+/// `running, 1 tools (0 held back)`, and the server's `HOME` is its private
+/// data dir `$XDG_DATA_HOME/xy/data/<name>/`, `0700`.
+#[test]
+fn a_project_venv_server_added_by_relative_paths_runs_under_the_starter_sandbox() {
+    let h = Home::new("xyo");
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("server.py"), WHERE_SERVER).unwrap();
+    let data_home = h.home().join("data");
+    for (name, venv, how) in [
+        ("linked", ".venv", &[][..]),
+        ("copied", ".venvc", &["--copies"][..]),
+    ] {
+        let made = Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .args(how)
+            .arg(proj.join(venv))
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+        let python = format!("{venv}/bin/python");
+        let out = h
+            .cmd(&["add", name, "--stdio", "--", &python, "server.py"])
+            .env("XDG_DATA_HOME", &data_home)
+            .current_dir(&proj)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && stdout.starts_with(&format!("{name}  running, 1 tools (0 held back)  ")),
+            "{name}: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(h.config_dir().join(format!("{name}.kdl"))).unwrap();
+        assert!(text.contains("sandbox {"), "the starter block: {text}");
+        let data = data_home.join("xy/data").join(name);
+        let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", data.display());
+        // Through `connect`: HOME is the data dir, the project the cwd.
+        let answer = connect_call(&h, name, "where");
+        let seen: Value =
+            serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap())
+                .unwrap_or_else(|_| panic!("{answer}"));
+        assert_eq!(seen["home"], data.display().to_string(), "{answer}");
+        assert_eq!(seen["cwd"], proj.display().to_string(), "{answer}");
+    }
+}
+
+/// One `tools/call` of `tool` through `xyctl connect <name>`: the answer.
+fn connect_call(h: &Home, name: &str, tool: &str) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = h
+        .cmd(&["connect", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}}});
+    stdin
+        .write_all(
+            format!(
+                "{}\n{}\n{call}\n",
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no answer");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    answer
 }

@@ -50,7 +50,8 @@ impl Outcome {
     pub(crate) fn words(&self, name: &str, waited: Duration) -> String {
         match self {
             Outcome::Listed { tools, held, note } => {
-                let s = if *tools == 1 { "" } else { "s" };
+                // SPEC §25's words exactly, whatever the counts (D320):
+                // scripts match `running, N tools (M held back)`.
                 let review = if *held > 0 {
                     format!("; review them: xyctl tools review {name}")
                 } else {
@@ -60,7 +61,7 @@ impl Outcome {
                     .as_ref()
                     .map(|n| format!("; but {n}"))
                     .unwrap_or_default();
-                format!("running, {tools} tool{s} ({held} held back{review}){note}")
+                format!("running, {tools} tools ({held} held back){review}{note}")
             }
             Outcome::NotListed { why: Some(why) } => {
                 format!("running, but xy could not list its tools: {why}")
@@ -379,7 +380,7 @@ mod tests {
                 note: None
             }
             .words("s", d),
-            "running, 1 tool (1 held back; review them: xyctl tools review s)"
+            "running, 1 tools (1 held back); review them: xyctl tools review s"
         );
         let st = status_json(
             "running",
