@@ -1291,3 +1291,34 @@ fn connect_call(h: &Home, name: &str, tool: &str) -> Value {
     let _ = child.wait();
     answer
 }
+
+/// SPEC §25: `import` waits like `add` and says what each server came to:
+/// `running, N tools (M held back)`, or a crash loop with its cause (exit
+/// 1), never `running` for it.
+#[test]
+fn import_says_what_each_server_came_to_never_running_for_a_crash_loop() {
+    let h = Home::new("xyo");
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    let dir = h.home().join(".config/Claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("claude_desktop_config.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"mcpServers": {
+            "good": {"command": mcp, "args": ["--stdio"]},
+            "bad": {"command": "/bin/sh", "args": ["-c", "echo 'Error: missing API_TOKEN' >&2; exit 1"]},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let r = h.run(&["import", "claude-desktop", "--file", file.to_str().unwrap()]);
+    let out = r.stdout();
+    assert_eq!(r.code(), 1, "{out} {}", r.stderr());
+    assert!(
+        out.contains("good: running, 1 tools (0 held back)\n"),
+        "{out}"
+    );
+    assert!(out.contains("bad: crash-looping: "), "{out}");
+    assert!(out.contains("Error: missing API_TOKEN"), "{out}");
+    assert!(!out.contains("bad: running"), "{out}");
+}
