@@ -1322,3 +1322,95 @@ fn import_says_what_each_server_came_to_never_running_for_a_crash_loop() {
     assert!(out.contains("Error: missing API_TOKEN"), "{out}");
     assert!(!out.contains("bad: running"), "{out}");
 }
+
+/// [`SAVING_SERVER`] with several targets: `save` writes each in turn and
+/// reports the first failure in its tool result.
+const SAVING_EACH_SERVER: &str = r#"
+import json, sys
+targets = sys.argv[1:]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "saver", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "save", "inputSchema": {"type": "object"}}]}})
+    elif m == "tools/call":
+        try:
+            for t in targets:
+                with open(t, "w") as f: f.write("x")
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "saved"}]}})
+        except OSError as e:
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "Error: " + str(e)}], "isError": True}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25: "the next denial after a fix is explained the same way". A
+/// server refused a write to `~/x` is explained with `write "~/x"`; once
+/// that line is added (and `reload` restarts it), its next refused write,
+/// to `~/y`, is explained with `write "~/y"` — not the old one, and not
+/// "none".
+#[test]
+fn the_next_denial_after_a_fix_is_explained_the_same_way() {
+    let h = Home::new("xyo");
+    for d in ["x", "y", "proj"] {
+        std::fs::create_dir_all(h.home().join(d)).unwrap();
+    }
+    let script = h.home().join("proj/saver.py");
+    std::fs::write(&script, SAVING_EACH_SERVER).unwrap();
+    let p = free_port();
+    let config = |extra: &str| {
+        format!(
+            "command \"/usr/bin/python3\"\nargs {:?} {:?} {:?}\ntransport \"stdio\"\nport {p}\n\
+             sandbox {{\n    read \"~/proj\"\n    read \"~/x\"\n    read \"~/y\"\n{extra}}}\n",
+            script.display().to_string(),
+            h.home().join("x/a.json").display().to_string(),
+            h.home().join("y/b.json").display().to_string(),
+        )
+    };
+    h.write_config("mine", &config(""));
+    h.run(&["list"]).ok();
+    let explained = |path: &str, fix: &str| {
+        let answer = connect_call(&h, "mine", "save");
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let mut why = String::new();
+        wait_for(&format!("the denial of {path}"), Duration::from_secs(20), || {
+            let st: Value =
+                serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
+            why = st["explain"].as_str().unwrap_or_default().to_owned();
+            why.contains(path)
+        });
+        assert!(
+            why.starts_with(&format!(
+                "sandbox: write to {path} denied (not under sandbox.write)"
+            )),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!("fix: add `write {fix:?}` to the sandbox block")),
+            "{why}"
+        );
+    };
+    wait_for("mine listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "mine" && e["tool_count"].is_u64())
+    });
+    explained("~/x/a.json", "~/x");
+    // The fix the line said, then the next denial.
+    h.write_config("mine", &config("    write \"~/x\"\n"));
+    let before = h.list()[0]["pid"].clone();
+    h.run(&["reload"]).ok();
+    wait_for("mine restarted and listed", Duration::from_secs(60), || {
+        h.list().iter().any(|e| {
+            e["name"] == "mine" && e["pid"] != before && e["pid"].is_u64() && e["tool_count"].is_u64()
+        })
+    });
+    explained("~/y/b.json", "~/y");
+    assert!(h.home().join("x/a.json").exists());
+}
