@@ -379,3 +379,65 @@ fn sandbox_test_on_a_starter_block_lets_no_exfiltration_probe_through() {
         );
     }
 }
+
+/// A stdio server on Python's standard library that first tries to append
+/// to each path in its arguments and says on stderr which it could
+/// (`{"wrote": path, "ok": bool}`), then idles.
+const APPENDER: &str = r#"
+import json, sys, time
+for p in sys.argv[1:]:
+    try:
+        with open(p, "a") as f: f.write("x")
+        ok = True
+    except OSError:
+        ok = False
+    sys.stderr.write(json.dumps({"wrote": p, "ok": ok}) + "\n"); sys.stderr.flush()
+sys.stderr.write(json.dumps({"done": True}) + "\n"); sys.stderr.flush()
+time.sleep(600)
+"#;
+
+/// SPEC §25: nothing named in a server's arguments becomes writable
+/// because it is an existing file: its entry point (`server.py`) and a
+/// data file beside it stay read-only under the starter block (issue 39:
+/// the block granted write on existing files named in the arguments).
+#[test]
+fn an_existing_file_named_in_the_arguments_is_not_writable() {
+    let env = Env::new();
+    let code = env.root.path().join("code");
+    let wd = env.root.path().join("wd");
+    std::fs::create_dir_all(&code).unwrap();
+    std::fs::create_dir_all(&wd).unwrap();
+    let script = code.join("server.py");
+    let data = code.join("data.json");
+    std::fs::write(&script, APPENDER).unwrap();
+    std::fs::write(&data, "{}").unwrap();
+    let args = vec![
+        script.display().to_string(),
+        script.display().to_string(),
+        data.display().to_string(),
+        wd.join("ok.txt").display().to_string(),
+    ];
+    env.write_config(
+        "app",
+        &format!(
+            "{}working-dir {:?}\nsandbox {{\n    network \"any\"\n}}\n",
+            stdio_config(Path::new("/usr/bin/python3"), &args, free_port(), ""),
+            wd.display().to_string()
+        ),
+    );
+    let d = TestDaemon::start_in(env);
+    let lines = report(&d, "app");
+    let wrote = |p: &Path| {
+        lines
+            .iter()
+            .find(|v| v["wrote"] == p.display().to_string())
+            .unwrap_or_else(|| panic!("no line for {}: {lines:?}", p.display()))["ok"]
+            .clone()
+    };
+    assert_eq!(wrote(&script), false, "the entry point: {lines:?}");
+    assert_eq!(wrote(&data), false, "a data file named in the args: {lines:?}");
+    // The working dir is writable: the probe itself works.
+    assert_eq!(wrote(&wd.join("ok.txt")), true, "{lines:?}");
+    assert_eq!(std::fs::read_to_string(&data).unwrap(), "{}");
+    assert_eq!(std::fs::read_to_string(&script).unwrap(), APPENDER);
+}
