@@ -441,3 +441,60 @@ fn an_existing_file_named_in_the_arguments_is_not_writable() {
     assert_eq!(std::fs::read_to_string(&data).unwrap(), "{}");
     assert_eq!(std::fs::read_to_string(&script).unwrap(), APPENDER);
 }
+
+/// SPEC §24: a confined child's environment is exactly the list — `PATH`,
+/// `USER`, `LOGNAME`, `LANG`/`LC_*`, `TERM`, `TZ` from xyd's, its own
+/// `HOME` and `TMPDIR`, the file's `env` block — and nothing else of
+/// xyd's (an agent socket, a cloud key exported in the shell).
+#[test]
+fn a_confined_childs_environment_is_exactly_the_list() {
+    let env = Env::new();
+    let s = Sockets::new(&env, "exact");
+    let names = "PATH,USER,LOGNAME,LANG,LC_ALL,TERM,TZ,HOME,TMPDIR,FROM_FILE,\
+                 SSH_AUTH_SOCK,AWS_SECRET_ACCESS_KEY,XY_ATTACK_TOKEN,XDG_RUNTIME_DIR";
+    env.write_config(
+        "exact",
+        &tricks_config(
+            &s.dir,
+            names,
+            "env {\n    FROM_FILE \"yes\"\n}\nsandbox {\n    network \"any\"\n}\n",
+        ),
+    );
+    let d = TestDaemon::start_in_with(
+        env,
+        &[
+            ("USER", "someone".into()),
+            ("LOGNAME", "someone".into()),
+            ("LANG", "C.UTF-8".into()),
+            ("LC_ALL", "C.UTF-8".into()),
+            ("TERM", "xterm-256color".into()),
+            ("TZ", "Europe/Stockholm".into()),
+            ("SSH_AUTH_SOCK", "/tmp/agent.sock".into()),
+            ("AWS_SECRET_ACCESS_KEY", "exported-in-the-shell".into()),
+            ("XY_ATTACK_TOKEN", "exported-in-the-shell".into()),
+        ],
+    );
+    let seen = env_seen(&report(&d, "exact")).clone();
+    for name in [
+        "PATH",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LC_ALL",
+        "TERM",
+        "TZ",
+        "HOME",
+        "TMPDIR",
+        "FROM_FILE",
+    ] {
+        assert_eq!(seen["env"][name], true, "{name} missing: {seen}");
+    }
+    for name in [
+        "SSH_AUTH_SOCK",
+        "AWS_SECRET_ACCESS_KEY",
+        "XY_ATTACK_TOKEN",
+        "XDG_RUNTIME_DIR",
+    ] {
+        assert_eq!(seen["env"][name], false, "{name} leaked: {seen}");
+    }
+}
