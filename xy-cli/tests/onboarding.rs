@@ -1414,3 +1414,63 @@ fn the_next_denial_after_a_fix_is_explained_the_same_way() {
     explained("~/y/b.json", "~/y");
     assert!(h.home().join("x/a.json").exists());
 }
+
+/// SPEC §25: a Node server that dies on a refused write is explained by
+/// `add` at once — the path, the rule and the line to add — and with no
+/// sandbox in the way, a Node stack's `Error:` line is quoted, never the
+/// `}` of the error's properties or the `Node.js v…` trailer.
+#[test]
+fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
+    let h = Home::new("xyo");
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("SKIPPED a_node_crash_is_explained_by_its_error_line_or_the_denial: no node");
+        return;
+    }
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::create_dir_all(h.home().join("notes")).unwrap();
+    std::fs::write(
+        proj.join("writer.js"),
+        "require('fs').writeFileSync(process.argv[2], 'x');\nsetInterval(() => {}, 1000);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        proj.join("thrower.js"),
+        "const e = new Error('missing API_TOKEN: set it in the env block');\n\
+         Object.assign(e, { code: 'ENOTOKEN', hint: 'see the README' });\nthrow e;\n",
+    )
+    .unwrap();
+    let target = h.home().join("notes/db.json");
+    let run = |args: &[&str]| {
+        h.cmd(args)
+            .current_dir(&proj)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "add",
+        "writer",
+        "--stdio",
+        "--",
+        "node",
+        "writer.js",
+        target.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.starts_with("writer  crash-looping: "), "{stdout}");
+    assert!(
+        stdout.contains("sandbox: write to ~/notes/db.json denied (not under sandbox.write)")
+            && stdout.contains("fix: add `write \"~/notes\"` to the sandbox block"),
+        "{stdout}"
+    );
+    let out = run(&["add", "thrower", "--stdio", "--no-sandbox", "--", "node", "thrower.js"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("Error: missing API_TOKEN: set it in the env block"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Node.js v"), "{stdout}");
+    assert!(!stdout.contains("last stderr: }"), "{stdout}");
+}

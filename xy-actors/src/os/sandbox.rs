@@ -482,6 +482,7 @@ impl SandboxRun {
                     let d = xy_core::sandbox::denials::denial_in_line_under(
                         &l.line,
                         &self.status.rules,
+                        &|p| p.exists(),
                     )?;
                     Some((
                         l.ts,
