@@ -838,6 +838,17 @@ fn a_held_skill_file_or_app_is_an_event_and_reviewed_like_a_tool() {
         items.iter().any(|(n, s)| n == greet && s != "approved"),
         "{items:?}"
     );
+    // Denied like a tool: the state says so, and it stays out.
+    let r = d.result("tools_deny", Some(json!({"name": "sk", "tools": [greet]})));
+    assert_eq!(r["denied"], json!([greet]), "{r}");
+    let (_, items) = states(&d, "sk");
+    assert!(
+        items.iter().any(|(n, s)| n == greet && s == "denied"),
+        "{items:?}"
+    );
+    let mut c = Mcp::connected(&url(port), Era::V2026);
+    let listed = c.result("skills/list", json!({}));
+    assert!(!listed.to_string().contains(greet), "{listed}");
 }
 
 /// SPEC §27: skills and apps pass the aggregate (`/mcp`) unchanged in both
