@@ -1228,7 +1228,16 @@ fn a_project_venv_server_added_by_relative_paths_runs_under_the_starter_sandbox(
         assert!(made.status.success(), "{made:?}");
         let python = format!("{venv}/bin/python");
         let out = h
-            .cmd(&["add", name, "--stdio", "--", &python, "server.py"])
+            .cmd(&[
+                "add",
+                name,
+                "--stdio",
+                "--port",
+                &free_port().to_string(),
+                "--",
+                &python,
+                "server.py",
+            ])
             .env("XDG_DATA_HOME", &data_home)
             .current_dir(&proj)
             .output()
@@ -1451,6 +1460,8 @@ fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
         "add",
         "writer",
         "--stdio",
+        "--port",
+        &free_port().to_string(),
         "--",
         "node",
         "writer.js",
@@ -1464,7 +1475,17 @@ fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
             && stdout.contains("fix: add `write \"~/notes\"` to the sandbox block"),
         "{stdout}"
     );
-    let out = run(&["add", "thrower", "--stdio", "--no-sandbox", "--", "node", "thrower.js"]);
+    let out = run(&[
+        "add",
+        "thrower",
+        "--stdio",
+        "--no-sandbox",
+        "--port",
+        &free_port().to_string(),
+        "--",
+        "node",
+        "thrower.js",
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -1473,4 +1494,56 @@ fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
     );
     assert!(!stdout.contains("Node.js v"), "{stdout}");
     assert!(!stdout.contains("last stderr: }"), "{stdout}");
+}
+
+/// A stdio server that answers `initialize` and `tools/list`, then dies a
+/// moment later: a crash loop once it is restarted, whatever it listed.
+const LIST_THEN_DIE: &str = r#"
+import json, sys, threading, os
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+def die():
+    sys.stderr.write("Error: lost the database connection\n"); sys.stderr.flush()
+    os._exit(1)
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "flaky", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}})
+        threading.Timer(0.5, die).start()
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25: "never `running` for a server that is crash-looping" — also
+/// one that lists its tools and dies half a second later (D324).
+#[test]
+fn add_never_says_running_for_a_server_that_lists_and_then_dies() {
+    let h = Home::new("xyo");
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("flaky.py"), LIST_THEN_DIE).unwrap();
+    let out = h
+        .cmd(&[
+            "add",
+            "flaky",
+            "--stdio",
+            "--port",
+            &free_port().to_string(),
+            "--",
+            "/usr/bin/python3",
+            "flaky.py",
+        ])
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.starts_with("flaky  crash-looping: "), "{stdout}");
+    assert!(!stdout.contains("running"), "{stdout}");
+    assert!(stdout.contains("lost the database connection"), "{stdout}");
 }
