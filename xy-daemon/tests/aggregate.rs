@@ -355,17 +355,28 @@ fn the_typescript_sdk_uses_the_aggregate_in_both_eras() {
 #[test]
 fn an_approval_reaches_the_aggregate_as_list_changed() {
     let (d, gw) = start(
-        "",
+        "profile \"search\" {\n    mode \"search\"\n}\n",
         &[("held", server("firewall {\n    mode \"review\"\n}\n"))],
     );
     let url = format!("http://127.0.0.1:{gw}/mcp");
     let mut c = Mcp::connected(&url, Era::V2025);
+    let mut s = Mcp::connected(&format!("http://127.0.0.1:{gw}/p/search/mcp"), Era::V2025);
+    let find = |s: &mut Mcp| {
+        let r = s.result(
+            "tools/call",
+            json!({"name": "find_tools", "arguments": {"query": "echo text"}}),
+        );
+        names(&r["structuredContent"])
+    };
     wait_for("held is listed by xy", DEADLINE, || {
         d.result("tools", Some(json!({"name": "held"})))["current"]["tools"]
             .as_array()
             .is_some_and(|t| !t.is_empty())
     });
     assert!(names(&c.result("tools/list", json!({}))).is_empty());
+    // Searched before the approval: what the view offers and its index
+    // are kept from here on, and must not outlive the approval.
+    assert!(find(&mut s).is_empty());
     let stream = c.listen();
     d.result(
         "tools_approve",
@@ -378,6 +389,12 @@ fn an_approval_reaches_the_aggregate_as_list_changed() {
         json!({"name": "held__echo", "arguments": {"text": "approved"}}),
     );
     assert_eq!(text(&r), "approved", "{r}");
+    assert_eq!(find(&mut s), ["held__echo"]);
+    let r = s.result(
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "held__echo", "arguments": {"text": "found"}}}),
+    );
+    assert_eq!(text(&r), "found", "{r}");
 }
 
 /// An HTTP server (rmcp's streamable HTTP, whose SSE answers begin with an

@@ -25,6 +25,7 @@ pub(crate) mod catalog;
 mod methods;
 pub(crate) mod upstream;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -46,7 +47,7 @@ use crate::gateway::proxy::Proxy;
 use crate::http::body::{BoxError, HttpBody, MAX_BODY, MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
 use crate::mcp::strict;
 
-use catalog::Catalog;
+use catalog::{Catalog, List};
 
 /// The 2025-era versions the aggregate speaks (a client's own is kept).
 const VERSIONS_2025: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", VERSION_2025];
@@ -58,10 +59,15 @@ pub(crate) struct Aggregate {
     settings: watch::Receiver<DaemonSettings>,
     sessions: Mutex<Sessions>,
     calls: Option<Calls>,
-    /// The search index of the last listing searched, by a key of what
-    /// it was built from.
-    index: Mutex<Option<(u64, Arc<xy_core::search::Index>)>>,
+    /// Per view and list: what it offers, built from the catalog's lists
+    /// (rebuilt when one of them is a new list).
+    offered: Mutex<HashMap<(methods::ViewKey, List), Arc<methods::Offered>>>,
+    /// Per view: the search index and what it was built from.
+    index: Mutex<HashMap<methods::ViewKey, KeptIndex>>,
 }
+
+/// A view's search index and what it was built from.
+type KeptIndex = (methods::IndexKey, Arc<xy_core::search::Index>);
 
 /// What one endpoint offers: which servers, in which mode.
 #[derive(Debug, Clone)]
@@ -84,7 +90,8 @@ impl Aggregate {
             settings,
             sessions: Mutex::new(Sessions::default()),
             calls,
-            index: Mutex::new(None),
+            offered: Mutex::new(HashMap::new()),
+            index: Mutex::new(HashMap::new()),
         })
     }
 
@@ -141,18 +148,47 @@ impl Aggregate {
     /// one kept is of something else.
     fn index(
         &self,
-        key: u64,
-        build: impl FnOnce() -> xy_core::search::Index,
+        view: &View,
+        key: methods::IndexKey,
+        build: impl FnOnce(&methods::IndexKey) -> xy_core::search::Index,
     ) -> Arc<xy_core::search::Index> {
         let mut kept = self.index.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((k, i)) = kept.as_ref()
-            && *k == key
+        if let Some((k, i)) = kept.get(&view.servers)
+            && k.same(&key)
         {
             return Arc::clone(i);
         }
-        let i = Arc::new(build());
-        *kept = Some((key, Arc::clone(&i)));
+        let i = Arc::new(build(&key));
+        kept.insert(view.servers.clone(), (key, Arc::clone(&i)));
         i
+    }
+
+    /// What `view` offers of `list`, given the servers' `lists`: the one
+    /// built before while they are the same lists, else `build`'s.
+    fn offered(
+        &self,
+        view: &View,
+        list: List,
+        lists: &[(String, catalog::Listed)],
+        build: impl FnOnce() -> methods::Offered,
+    ) -> Arc<methods::Offered> {
+        let key = (view.servers.clone(), list);
+        if let Some(o) = self
+            .offered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .filter(|o| o.built_from(lists))
+        {
+            return Arc::clone(o);
+        }
+        // Built outside the lock: requests of other views go on meanwhile.
+        let o = Arc::new(build());
+        self.offered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Arc::clone(&o));
+        o
     }
 
     /// `xy.kdl`'s `search { model "…" }`, if set.

@@ -130,22 +130,26 @@ impl Catalog {
             .collect()
     }
 
-    /// `list` of every server in `servers`, read in parallel (cached lists
-    /// reused), in name order.
+    /// `list` of every server in `servers`, in name order: cached lists
+    /// as they are, the others read in parallel.
     pub(crate) async fn lists(
         self: &Arc<Self>,
         servers: &BTreeMap<String, watch::Receiver<ServerSnapshot>>,
         list: List,
     ) -> Vec<(String, Listed)> {
+        let mut out = Vec::with_capacity(servers.len());
         let mut set = tokio::task::JoinSet::new();
         for (name, snap) in servers {
+            if let Some(items) = self.cached(name, snap, list) {
+                out.push((name.clone(), Ok(items)));
+                continue;
+            }
             let (me, name, snap) = (Arc::clone(self), name.clone(), snap.clone());
             set.spawn(async move {
                 let got = me.list(&name, &snap, list).await;
                 (name, got)
             });
         }
-        let mut out = Vec::with_capacity(servers.len());
         while let Some(r) = set.join_next().await {
             if let Ok(r) = r {
                 out.push(r);
@@ -155,6 +159,19 @@ impl Catalog {
         out
     }
 
+    /// One server's `list` from the cache, while its fingerprint holds.
+    fn cached(
+        &self,
+        name: &str,
+        snap: &watch::Receiver<ServerSnapshot>,
+        list: List,
+    ) -> Option<Arc<Vec<Value>>> {
+        let print = fingerprint(&snap.borrow());
+        let cache = self.lock();
+        let c = cache.get(&(name.to_owned(), list))?;
+        (c.fingerprint == print).then(|| Arc::clone(&c.items))
+    }
+
     /// One server's `list`, from the cache while its fingerprint holds.
     pub(crate) async fn list(
         &self,
@@ -162,13 +179,11 @@ impl Catalog {
         snap: &watch::Receiver<ServerSnapshot>,
         list: List,
     ) -> Listed {
+        if let Some(items) = self.cached(name, snap, list) {
+            return Ok(items);
+        }
         let print = fingerprint(&snap.borrow());
         let key = (name.to_owned(), list);
-        if let Some(c) = self.lock().get(&key)
-            && c.fingerprint == print
-        {
-            return Ok(Arc::clone(&c.items));
-        }
         let items = Arc::new(self.read(name, snap, list).await?);
         // Kept under the fingerprint it was asked under: a change meanwhile
         // makes the next request read it again.

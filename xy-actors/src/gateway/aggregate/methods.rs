@@ -15,7 +15,7 @@ use xy_core::protocol::aggregate::{
 };
 use xy_core::protocol::mcp::{CallOutcome, app_only};
 
-use super::catalog::List;
+use super::catalog::{List, Listed};
 use super::{Aggregate, View};
 use crate::mcp::verdicts::HeldBack;
 
@@ -53,75 +53,128 @@ pub(crate) fn instructions(view: &View) -> String {
 }
 
 /// One item the view offers: the aggregate's name, the server, the
-/// server's name for it, the definition as listed (renamed).
+/// server's name for it, and its definition: the `at`th of the server's
+/// list (shared with the catalog, not copied).
 struct Item {
     name: String,
     server: String,
     own: String,
-    definition: Value,
+    list: Arc<Vec<Value>>,
+    at: usize,
 }
 
 /// The tools (or prompts) the view offers, with their aggregate names.
-struct Offered {
+/// Built once per change of the servers' lists and shared by every
+/// request until then ([`Aggregate::offered`]): naming and copying every
+/// definition per request was most of a `find_tools` call's cost.
+pub(crate) struct Offered {
     items: Vec<Item>,
     by_name: HashMap<String, usize>,
     /// Servers whose list could not be had, and why.
     unavailable: BTreeMap<String, String>,
+    /// What it was built from: each server's list as the catalog keeps it
+    /// (held, so comparing by pointer stays sound) or why there was none.
+    from: Vec<(String, Source)>,
 }
 
-async fn offered(agg: &Arc<Aggregate>, view: &View, list: List) -> Offered {
+/// A server's list as an offered set was built from it, or why it had none.
+type Source = Result<Arc<Vec<Value>>, String>;
+
+/// Which servers a view shows (`None`: every server), the key of what is
+/// kept per view.
+pub(crate) type ViewKey = Option<Vec<String>>;
+
+impl Offered {
+    /// `item`'s definition as the view offers it: as its server lists it,
+    /// under the aggregate's name. Copied when asked for, so the offered
+    /// set costs no second copy of every definition.
+    fn definition(&self, item: &Item) -> Value {
+        let mut d = self.source(item).clone();
+        d["name"] = json!(item.name);
+        d
+    }
+
+    /// `item` as its server lists it (its own name).
+    fn source<'a>(&self, item: &'a Item) -> &'a Value {
+        &item.list[item.at]
+    }
+
+    /// Whether `lists` are the very lists this was built from.
+    pub(crate) fn built_from(&self, lists: &[(String, Listed)]) -> bool {
+        self.from.len() == lists.len()
+            && self.from.iter().zip(lists).all(|((a, mine), (b, got))| {
+                a == b
+                    && match (mine, got) {
+                        (Ok(x), Ok(y)) => Arc::ptr_eq(x, y),
+                        (Err(x), Err(y)) => *x == y.0,
+                        _ => false,
+                    }
+            })
+    }
+}
+
+async fn offered(agg: &Arc<Aggregate>, view: &View, list: List) -> Arc<Offered> {
     let servers = agg.catalog.servers(view.servers.as_deref());
     let lists = agg.catalog.lists(&servers, list).await;
+    agg.offered(view, list, &lists, || build_offered(lists.clone(), list))
+}
+
+fn build_offered(lists: Vec<(String, Listed)>, list: List) -> Offered {
     let mut unavailable = BTreeMap::new();
-    let mut raw: Vec<(String, Value)> = Vec::new();
-    for (server, got) in lists {
+    let mut raw: Vec<(&str, &Value, &Arc<Vec<Value>>, usize)> = Vec::new();
+    for (server, got) in &lists {
         match got {
             Ok(items) => {
-                for item in items.iter() {
+                for (at, item) in items.iter().enumerate() {
                     // App-only tools (MCP Apps) never reach a model-facing
                     // list (SPEC §27).
                     if list == List::Tools && app_only(item) {
                         continue;
                     }
                     if item.get("name").and_then(Value::as_str).is_some() {
-                        raw.push((server.clone(), item.clone()));
+                        raw.push((server, item, items, at));
                     }
                 }
             }
             Err(e) => {
                 tracing::info!(server = %server, "aggregate: {}", e.0);
-                unavailable.insert(server, e.0);
+                unavailable.insert(server.clone(), e.0.clone());
             }
         }
     }
     let names = prefixed_names(
         raw.iter()
-            .map(|(s, i)| (s.as_str(), i["name"].as_str().unwrap_or(""))),
+            .map(|(s, i, _, _)| (*s, i["name"].as_str().unwrap_or(""))),
     );
     let mut items = Vec::with_capacity(raw.len());
     let mut by_name = HashMap::new();
-    for (server, mut definition) in raw {
+    for (server, definition, list, at) in raw {
         let own = definition["name"].as_str().unwrap_or("").to_owned();
-        let Some(name) = names.get(&(server.clone(), own.clone())) else {
+        let Some(name) = names.get(&(server.to_owned(), own.clone())) else {
             continue;
         };
         if by_name.contains_key(name) {
             // The same name twice in one server's list: the first stands.
             continue;
         }
-        definition["name"] = json!(name);
         by_name.insert(name.clone(), items.len());
         items.push(Item {
             name: name.clone(),
-            server,
+            server: server.to_owned(),
             own,
-            definition,
+            list: Arc::clone(list),
+            at,
         });
     }
+    let from = lists
+        .into_iter()
+        .map(|(server, got)| (server, got.map_err(|e| e.0)))
+        .collect();
     Offered {
         items,
         by_name,
         unavailable,
+        from,
     }
 }
 
@@ -163,7 +216,7 @@ pub(crate) async fn answer(
         "tools/list" => match view.mode {
             AggregateMode::Full => {
                 let o = offered(agg, view, List::Tools).await;
-                let tools: Vec<Value> = o.items.into_iter().map(|i| i.definition).collect();
+                let tools: Vec<Value> = o.items.iter().map(|i| o.definition(i)).collect();
                 ok(json!({ "tools": tools }))
             }
             AggregateMode::Search => ok(json!({ "tools": search_tools(agg, view) })),
@@ -198,7 +251,7 @@ pub(crate) async fn answer(
         }
         "prompts/list" => {
             let o = offered(agg, view, List::Prompts).await;
-            let prompts: Vec<Value> = o.items.into_iter().map(|i| i.definition).collect();
+            let prompts: Vec<Value> = o.items.iter().map(|i| o.definition(i)).collect();
             ok(json!({ "prompts": prompts }))
         }
         "prompts/get" => {
@@ -496,6 +549,22 @@ async fn find_tools(agg: &Arc<Aggregate>, view: &View, params: &Value) -> Value 
     }))
 }
 
+/// What a search index was built from: the offered tools (by identity),
+/// the servers' instructions and the model file.
+pub(crate) struct IndexKey {
+    offered: Arc<Offered>,
+    instructions: BTreeMap<String, Option<String>>,
+    model: Option<std::path::PathBuf>,
+}
+
+impl IndexKey {
+    pub(crate) fn same(&self, other: &IndexKey) -> bool {
+        Arc::ptr_eq(&self.offered, &other.offered)
+            && self.instructions == other.instructions
+            && self.model == other.model
+    }
+}
+
 /// The ranked tools of `view` for `query` (of `server` only, when given),
 /// by xy's ranking ([`xy_core::search`]); the index is built once per
 /// change of what the view offers.
@@ -507,41 +576,31 @@ pub(crate) async fn search(
     limit: usize,
 ) -> ToolsSearchResult {
     let o = offered(agg, view, List::Tools).await;
-    let instructions: BTreeMap<&str, Option<String>> = o
-        .items
+    let instructions: BTreeMap<String, Option<String>> = o
+        .from
         .iter()
-        .map(|i| {
-            (
-                i.server.as_str(),
-                agg.catalog.upstream.instructions(&i.server),
-            )
-        })
+        .map(|(server, _)| (server.clone(), agg.catalog.upstream.instructions(server)))
         .collect();
     // `xy.kdl`'s `search { model }` (D252): read when an index is built.
     let model = agg.search_model();
-    let key = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for i in &o.items {
-            (&i.server, &i.name, i.definition.to_string()).hash(&mut h);
-        }
-        instructions.hash(&mut h);
-        model.hash(&mut h);
-        h.finish()
+    let key = IndexKey {
+        offered: Arc::clone(&o),
+        instructions,
+        model,
     };
-    let index = agg.index(key, || {
+    let index = agg.index(view, key, |key| {
         let docs = o
             .items
             .iter()
             .map(|i| {
-                let mut own = i.definition.clone();
-                own["name"] = json!(i.own);
-                let ins = instructions.get(i.server.as_str()).cloned().flatten();
-                xy_core::search::ToolDoc::from_tool(&i.server, ins.as_deref(), &own)
+                let own = o.source(i);
+                let ins = key.instructions.get(&i.server).cloned().flatten();
+                xy_core::search::ToolDoc::from_tool(&i.server, ins.as_deref(), own)
             })
             .collect();
         let index = xy_core::search::Index::build(docs);
-        match model
+        match key
+            .model
             .as_deref()
             .map(xy_core::search::StaticEmbeddings::load)
         {
@@ -563,12 +622,12 @@ pub(crate) async fn search(
                 server: i.server.clone(),
                 tool: i.own.clone(),
                 score: f64::from(hit.score),
-                definition: i.definition.clone(),
+                definition: o.definition(i),
             })
         })
         .collect();
     ToolsSearchResult {
         tools,
-        unavailable: o.unavailable,
+        unavailable: o.unavailable.clone(),
     }
 }
