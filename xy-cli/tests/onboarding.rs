@@ -1388,12 +1388,16 @@ fn the_next_denial_after_a_fix_is_explained_the_same_way() {
         let answer = connect_call(&h, "mine", "save");
         assert_eq!(answer["result"]["isError"], true, "{answer}");
         let mut why = String::new();
-        wait_for(&format!("the denial of {path}"), Duration::from_secs(20), || {
-            let st: Value =
-                serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
-            why = st["explain"].as_str().unwrap_or_default().to_owned();
-            why.contains(path)
-        });
+        wait_for(
+            &format!("the denial of {path}"),
+            Duration::from_secs(20),
+            || {
+                let st: Value =
+                    serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
+                why = st["explain"].as_str().unwrap_or_default().to_owned();
+                why.contains(path)
+            },
+        );
         assert!(
             why.starts_with(&format!(
                 "sandbox: write to {path} denied (not under sandbox.write)"
@@ -1417,7 +1421,10 @@ fn the_next_denial_after_a_fix_is_explained_the_same_way() {
     h.run(&["reload"]).ok();
     wait_for("mine restarted and listed", Duration::from_secs(60), || {
         h.list().iter().any(|e| {
-            e["name"] == "mine" && e["pid"] != before && e["pid"].is_u64() && e["tool_count"].is_u64()
+            e["name"] == "mine"
+                && e["pid"] != before
+                && e["pid"].is_u64()
+                && e["tool_count"].is_u64()
         })
     });
     explained("~/y/b.json", "~/y");
@@ -1429,6 +1436,7 @@ fn the_next_denial_after_a_fix_is_explained_the_same_way() {
 /// sandbox in the way, a Node stack's `Error:` line is quoted, never the
 /// `}` of the error's properties or the `Node.js v…` trailer.
 #[test]
+#[allow(clippy::print_stderr)] // the loud skip without node
 fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
     let h = Home::new("xyo");
     if Command::new("node").arg("--version").output().is_err() {
@@ -1450,12 +1458,7 @@ fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
     )
     .unwrap();
     let target = h.home().join("notes/db.json");
-    let run = |args: &[&str]| {
-        h.cmd(args)
-            .current_dir(&proj)
-            .output()
-            .unwrap()
-    };
+    let run = |args: &[&str]| h.cmd(args).current_dir(&proj).output().unwrap();
     let out = run(&[
         "add",
         "writer",

@@ -936,7 +936,10 @@ mod tests {
         // Its rule is the interpreter's package, never the home dir.
         let home = Path::new("/home/me");
         assert_eq!(
-            program_rule(Path::new("/home/me/.pyenv/versions/3.12.1/bin/python"), home),
+            program_rule(
+                Path::new("/home/me/.pyenv/versions/3.12.1/bin/python"),
+                home
+            ),
             PathBuf::from("/home/me/.pyenv/versions/3.12.1")
         );
         assert_eq!(

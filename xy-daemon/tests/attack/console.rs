@@ -919,7 +919,10 @@ fn xyctl_ui_print_url_opens_nothing_and_ui_hands_the_link_to_the_opener() {
         let script = bin.join(opener);
         std::fs::write(
             &script,
-            format!("#!/bin/sh\necho \"$@\" >> {:?}\n", seen.display().to_string()),
+            format!(
+                "#!/bin/sh\necho \"$@\" >> {:?}\n",
+                seen.display().to_string()
+            ),
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -956,7 +959,10 @@ fn xyctl_ui_print_url_opens_nothing_and_ui_hands_the_link_to_the_opener() {
     let code = link
         .strip_prefix(&prefix)
         .unwrap_or_else(|| panic!("{link}"));
-    assert!(!code.is_empty() && !code.contains(['?', '/', '&']), "{link}");
+    assert!(
+        !code.is_empty() && !code.contains(['?', '/', '&']),
+        "{link}"
+    );
     // The link is not printed where a terminal log keeps it.
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains(code),

@@ -435,7 +435,11 @@ fn an_existing_file_named_in_the_arguments_is_not_writable() {
             .clone()
     };
     assert_eq!(wrote(&script), false, "the entry point: {lines:?}");
-    assert_eq!(wrote(&data), false, "a data file named in the args: {lines:?}");
+    assert_eq!(
+        wrote(&data),
+        false,
+        "a data file named in the args: {lines:?}"
+    );
     // The working dir is writable: the probe itself works.
     assert_eq!(wrote(&wd.join("ok.txt")), true, "{lines:?}");
     assert_eq!(std::fs::read_to_string(&data).unwrap(), "{}");
