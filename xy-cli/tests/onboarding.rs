@@ -93,7 +93,7 @@ fn add_writes_a_valid_config_and_starts_it_and_a_bad_one_leaves_nothing() {
     // SPEC §25: `add` waited for the listing and says what it found.
     assert!(
         r.stdout()
-            .starts_with("demo  running, 1 tool (0 held back)  "),
+            .starts_with("demo  running, 1 tools (0 held back)  "),
         "{}",
         r.stdout()
     );
@@ -235,7 +235,7 @@ fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     r.ok();
     assert!(
         r.stdout()
-            .starts_with("good  running, 1 tool (0 held back)  http://127.0.0.1:"),
+            .starts_with("good  running, 1 tools (0 held back)  http://127.0.0.1:"),
         "{}",
         r.stdout()
     );
@@ -258,12 +258,12 @@ fn add_and_start_say_what_the_server_came_to_never_running_for_a_crash_loop() {
     h.run(&["stop", "good"]).ok();
     let r = h.run(&["start", "good"]);
     r.ok();
-    assert_eq!(r.stdout(), "good: running, 1 tool (0 held back)\n");
+    assert_eq!(r.stdout(), "good: running, 1 tools (0 held back)\n");
     let r = h.run(&["restart", "good", "bad"]);
     assert_eq!(r.code(), 1, "{}", r.stdout());
     let out = r.stdout();
     assert!(
-        out.contains("good: running, 1 tool (0 held back)\n"),
+        out.contains("good: running, 1 tools (0 held back)\n"),
         "{out}"
     );
     assert!(out.contains("bad: crash-looping: "), "{out}");
@@ -310,7 +310,7 @@ fn relative_paths_in_add_resolve_against_the_directory_xyctl_ran_in() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        out.status.success() && stdout.starts_with("mine  running, 1 tool (0 held back)"),
+        out.status.success() && stdout.starts_with("mine  running, 1 tools (0 held back)"),
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -1177,4 +1177,376 @@ fn connect_round_trips_both_eras_for_the_python_sdk_client() {
     }
     // One stdio child served every session.
     assert_eq!(hl.state_of("local").as_deref(), Some("running"));
+}
+
+/// A stdio MCP server on Python's standard library only: one tool, `where`,
+/// answering its `HOME` and working dir.
+const WHERE_SERVER: &str = r#"
+import json, os, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "where", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "where", "inputSchema": {"type": "object"}}]}})
+    elif m == "tools/call":
+        text = json.dumps({"home": os.environ.get("HOME"), "cwd": os.getcwd()})
+        send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": text}]}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25, as the README tells a user to add their own server: from the
+/// project directory, `xyctl add mine --stdio -- .venv/bin/python
+/// server.py`, the starter sandbox included. The venv is readable whichever
+/// way its `python` links (a symlink to the interpreter it was made from,
+/// or a copy), the relative paths resolve against the project, `add` says
+/// `running, 1 tools (0 held back)`, and the server's `HOME` is its private
+/// data dir `$XDG_DATA_HOME/xy/data/<name>/`, `0700`.
+#[test]
+fn a_project_venv_server_added_by_relative_paths_runs_under_the_starter_sandbox() {
+    let h = Home::new("xyo");
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("server.py"), WHERE_SERVER).unwrap();
+    let data_home = h.home().join("data");
+    for (name, venv, how) in [
+        ("linked", ".venv", &[][..]),
+        ("copied", ".venvc", &["--copies"][..]),
+    ] {
+        let made = Command::new("python3")
+            .args(["-m", "venv", "--without-pip"])
+            .args(how)
+            .arg(proj.join(venv))
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+        let python = format!("{venv}/bin/python");
+        let out = h
+            .cmd(&[
+                "add",
+                name,
+                "--stdio",
+                "--port",
+                &free_port().to_string(),
+                "--",
+                &python,
+                "server.py",
+            ])
+            .env("XDG_DATA_HOME", &data_home)
+            .current_dir(&proj)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && stdout.starts_with(&format!("{name}  running, 1 tools (0 held back)  ")),
+            "{name}: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(h.config_dir().join(format!("{name}.kdl"))).unwrap();
+        assert!(text.contains("sandbox {"), "the starter block: {text}");
+        let data = data_home.join("xy/data").join(name);
+        let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", data.display());
+        // Through `connect`: HOME is the data dir, the project the cwd.
+        let answer = connect_call(&h, name, "where");
+        let seen: Value =
+            serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap())
+                .unwrap_or_else(|_| panic!("{answer}"));
+        assert_eq!(seen["home"], data.display().to_string(), "{answer}");
+        assert_eq!(seen["cwd"], proj.display().to_string(), "{answer}");
+    }
+}
+
+/// One `tools/call` of `tool` through `xyctl connect <name>`: the answer.
+fn connect_call(h: &Home, name: &str, tool: &str) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = h
+        .cmd(&["connect", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}}});
+    stdin
+        .write_all(
+            format!(
+                "{}\n{}\n{call}\n",
+                r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "no answer");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    answer
+}
+
+/// SPEC §25: `import` waits like `add` and says what each server came to:
+/// `running, N tools (M held back)`, or a crash loop with its cause (exit
+/// 1), never `running` for it.
+#[test]
+fn import_says_what_each_server_came_to_never_running_for_a_crash_loop() {
+    let h = Home::new("xyo");
+    let mcp = xy_testbins::locate::testbin("xy-test-mcp");
+    let dir = h.home().join(".config/Claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("claude_desktop_config.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"mcpServers": {
+            "good": {"command": mcp, "args": ["--stdio"]},
+            "bad": {"command": "/bin/sh", "args": ["-c", "echo 'Error: missing API_TOKEN' >&2; exit 1"]},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let r = h.run(&["import", "claude-desktop", "--file", file.to_str().unwrap()]);
+    let out = r.stdout();
+    assert_eq!(r.code(), 1, "{out} {}", r.stderr());
+    assert!(
+        out.contains("good: running, 1 tools (0 held back)\n"),
+        "{out}"
+    );
+    assert!(out.contains("bad: crash-looping: "), "{out}");
+    assert!(out.contains("Error: missing API_TOKEN"), "{out}");
+    assert!(!out.contains("bad: running"), "{out}");
+}
+
+/// [`SAVING_SERVER`] with several targets: `save` writes each in turn and
+/// reports the first failure in its tool result.
+const SAVING_EACH_SERVER: &str = r#"
+import json, sys
+targets = sys.argv[1:]
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "saver", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "save", "inputSchema": {"type": "object"}}]}})
+    elif m == "tools/call":
+        try:
+            for t in targets:
+                with open(t, "w") as f: f.write("x")
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "saved"}]}})
+        except OSError as e:
+            send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "Error: " + str(e)}], "isError": True}})
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25: "the next denial after a fix is explained the same way". A
+/// server refused a write to `~/x` is explained with `write "~/x"`; once
+/// that line is added (and `reload` restarts it), its next refused write,
+/// to `~/y`, is explained with `write "~/y"` — not the old one, and not
+/// "none".
+#[test]
+fn the_next_denial_after_a_fix_is_explained_the_same_way() {
+    let h = Home::new("xyo");
+    for d in ["x", "y", "proj"] {
+        std::fs::create_dir_all(h.home().join(d)).unwrap();
+    }
+    let script = h.home().join("proj/saver.py");
+    std::fs::write(&script, SAVING_EACH_SERVER).unwrap();
+    let p = free_port();
+    let config = |extra: &str| {
+        format!(
+            "command \"/usr/bin/python3\"\nargs {:?} {:?} {:?}\ntransport \"stdio\"\nport {p}\n\
+             sandbox {{\n    read \"~/proj\"\n    read \"~/x\"\n    read \"~/y\"\n{extra}}}\n",
+            script.display().to_string(),
+            h.home().join("x/a.json").display().to_string(),
+            h.home().join("y/b.json").display().to_string(),
+        )
+    };
+    h.write_config("mine", &config(""));
+    h.run(&["list"]).ok();
+    let explained = |path: &str, fix: &str| {
+        let answer = connect_call(&h, "mine", "save");
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        let mut why = String::new();
+        wait_for(
+            &format!("the denial of {path}"),
+            Duration::from_secs(20),
+            || {
+                let st: Value =
+                    serde_json::from_str(&h.run(&["status", "mine", "--json"]).ok()).unwrap();
+                why = st["explain"].as_str().unwrap_or_default().to_owned();
+                why.contains(path)
+            },
+        );
+        assert!(
+            why.starts_with(&format!(
+                "sandbox: write to {path} denied (not under sandbox.write)"
+            )),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!("fix: add `write {fix:?}` to the sandbox block")),
+            "{why}"
+        );
+    };
+    wait_for("mine listed", Duration::from_secs(60), || {
+        h.list()
+            .iter()
+            .any(|e| e["name"] == "mine" && e["tool_count"].is_u64())
+    });
+    explained("~/x/a.json", "~/x");
+    // The fix the line said, then the next denial.
+    h.write_config("mine", &config("    write \"~/x\"\n"));
+    let before = h.list()[0]["pid"].clone();
+    h.run(&["reload"]).ok();
+    wait_for("mine restarted and listed", Duration::from_secs(60), || {
+        h.list().iter().any(|e| {
+            e["name"] == "mine"
+                && e["pid"] != before
+                && e["pid"].is_u64()
+                && e["tool_count"].is_u64()
+        })
+    });
+    explained("~/y/b.json", "~/y");
+    assert!(h.home().join("x/a.json").exists());
+}
+
+/// SPEC §25: a Node server that dies on a refused write is explained by
+/// `add` at once — the path, the rule and the line to add — and with no
+/// sandbox in the way, a Node stack's `Error:` line is quoted, never the
+/// `}` of the error's properties or the `Node.js v…` trailer.
+#[test]
+#[allow(clippy::print_stderr)] // the loud skip without node
+fn a_node_crash_is_explained_by_its_error_line_or_the_denial() {
+    let h = Home::new("xyo");
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("SKIPPED a_node_crash_is_explained_by_its_error_line_or_the_denial: no node");
+        return;
+    }
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::create_dir_all(h.home().join("notes")).unwrap();
+    std::fs::write(
+        proj.join("writer.js"),
+        "require('fs').writeFileSync(process.argv[2], 'x');\nsetInterval(() => {}, 1000);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        proj.join("thrower.js"),
+        "const e = new Error('missing API_TOKEN: set it in the env block');\n\
+         Object.assign(e, { code: 'ENOTOKEN', hint: 'see the README' });\nthrow e;\n",
+    )
+    .unwrap();
+    let target = h.home().join("notes/db.json");
+    let run = |args: &[&str]| h.cmd(args).current_dir(&proj).output().unwrap();
+    let out = run(&[
+        "add",
+        "writer",
+        "--stdio",
+        "--port",
+        &free_port().to_string(),
+        "--",
+        "node",
+        "writer.js",
+        target.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.starts_with("writer  crash-looping: "), "{stdout}");
+    assert!(
+        stdout.contains("sandbox: write to ~/notes/db.json denied (not under sandbox.write)")
+            && stdout.contains("fix: add `write \"~/notes\"` to the sandbox block"),
+        "{stdout}"
+    );
+    let out = run(&[
+        "add",
+        "thrower",
+        "--stdio",
+        "--no-sandbox",
+        "--port",
+        &free_port().to_string(),
+        "--",
+        "node",
+        "thrower.js",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("Error: missing API_TOKEN: set it in the env block"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Node.js v"), "{stdout}");
+    assert!(!stdout.contains("last stderr: }"), "{stdout}");
+}
+
+/// A stdio server that answers `initialize` and `tools/list`, then dies a
+/// moment later: a crash loop once it is restarted, whatever it listed.
+const LIST_THEN_DIE: &str = r#"
+import json, sys, threading, os
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+def die():
+    sys.stderr.write("Error: lost the database connection\n"); sys.stderr.flush()
+    os._exit(1)
+for line in sys.stdin:
+    msg = json.loads(line)
+    m, i = msg.get("method"), msg.get("id")
+    if i is None: continue
+    if m == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": msg["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "flaky", "version": "1"}}})
+    elif m == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}})
+        threading.Timer(0.5, die).start()
+    else:
+        send({"jsonrpc": "2.0", "id": i, "result": {}})
+"#;
+
+/// SPEC §25: "never `running` for a server that is crash-looping" — also
+/// one that lists its tools and dies half a second later (D324).
+#[test]
+fn add_never_says_running_for_a_server_that_lists_and_then_dies() {
+    let h = Home::new("xyo");
+    let proj = h.home().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("flaky.py"), LIST_THEN_DIE).unwrap();
+    let out = h
+        .cmd(&[
+            "add",
+            "flaky",
+            "--stdio",
+            "--port",
+            &free_port().to_string(),
+            "--",
+            "/usr/bin/python3",
+            "flaky.py",
+        ])
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.starts_with("flaky  crash-looping: "), "{stdout}");
+    assert!(!stdout.contains("running"), "{stdout}");
+    assert!(stdout.contains("lost the database connection"), "{stdout}");
 }

@@ -193,6 +193,18 @@ pub fn venv_root(program: &Path, exists: &dyn Fn(&Path) -> bool) -> Option<PathB
     exists(&root.join("pyvenv.cfg")).then(|| root.to_path_buf())
 }
 
+/// The directory of the interpreter a venv was made from: `home = …` in
+/// its `pyvenv.cfg` text. A venv made with `--copies` has its own `python`
+/// binary, which still loads the standard library from beside that
+/// interpreter; its [`program_rule`] is read like the venv (SPEC §25).
+pub fn venv_home(pyvenv_cfg: &str) -> Option<PathBuf> {
+    pyvenv_cfg.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        let v = v.trim();
+        (k.trim() == "home" && Path::new(v).is_absolute()).then(|| PathBuf::from(v))
+    })
+}
+
 /// Expands a leading `~` against `home`; other paths are returned as they are.
 pub fn expand_home(path: &str, home: &Path) -> PathBuf {
     if path == "~" {
@@ -450,7 +462,7 @@ fn script_rule(script: &Path, home: &Path) -> Option<PathBuf> {
 /// be the home dir, above it, or a dot dir straight under it (`~/.local`
 /// holds xy's own state, `~/.config` every tool's tokens); then the
 /// program's own directory, and when that is the home dir too, the file.
-fn program_rule(program: &Path, home: &Path) -> PathBuf {
+pub fn program_rule(program: &Path, home: &Path) -> PathBuf {
     let too_wide = |p: &Path| {
         home.starts_with(p)
             || (p.parent() == Some(home)
@@ -910,6 +922,30 @@ mod tests {
         assert!(rules.can_write(Path::new("/home/me/.local/share/xy/data/notes/.app/x")));
         assert!(!rules.can_read(Path::new("/home/me/.local/share/xy/data/other")));
         assert!(!rules.can_read(Path::new("/home/me/proj/secret.txt")));
+    }
+
+    #[test]
+    fn a_venvs_home_is_read_from_its_config() {
+        let cfg = "home = /root/.pyenv/versions/3.11.7/bin\ninclude-system-site-packages = false\nversion = 3.11.7\n";
+        assert_eq!(
+            venv_home(cfg),
+            Some(PathBuf::from("/root/.pyenv/versions/3.11.7/bin"))
+        );
+        assert_eq!(venv_home("home=relative/bin\n"), None);
+        assert_eq!(venv_home("version = 3.12\n"), None);
+        // Its rule is the interpreter's package, never the home dir.
+        let home = Path::new("/home/me");
+        assert_eq!(
+            program_rule(
+                Path::new("/home/me/.pyenv/versions/3.12.1/bin/python"),
+                home
+            ),
+            PathBuf::from("/home/me/.pyenv/versions/3.12.1")
+        );
+        assert_eq!(
+            program_rule(Path::new("/home/me/bin/python"), home),
+            PathBuf::from("/home/me/bin")
+        );
     }
 
     #[test]

@@ -266,6 +266,22 @@ pub(crate) fn prepare(
         os: Os::current(),
     };
     let mut rules = xy_core::sandbox::effective(block, &facts);
+    // A venv made with `--copies`: its `python` loads the standard library
+    // from beside the interpreter it was copied from (SPEC §25, D321).
+    if let Some(base) = venv
+        .as_ref()
+        .and_then(|v| std::fs::read_to_string(v.join("pyvenv.cfg")).ok())
+        .and_then(|cfg| xy_core::sandbox::venv_home(&cfg))
+        .and_then(|dir| std::fs::canonicalize(dir).ok())
+    {
+        let rule = xy_core::sandbox::program_rule(&base.join("python"), &home);
+        if !rules.can_read(&rule) {
+            rules.read.push(xy_core::sandbox::PathRule {
+                path: rule,
+                source: xy_core::sandbox::RuleSource::Program,
+            });
+        }
+    }
     for p in extra_read {
         rules.read.push(xy_core::sandbox::PathRule {
             path: p.clone(),
@@ -466,6 +482,7 @@ impl SandboxRun {
                     let d = xy_core::sandbox::denials::denial_in_line_under(
                         &l.line,
                         &self.status.rules,
+                        &|p| p.exists(),
                     )?;
                     Some((
                         l.ts,

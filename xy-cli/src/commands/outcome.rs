@@ -23,6 +23,11 @@ use crate::render::{Paint, Style};
 
 /// Longest sleep between two looks without an event.
 const TICK: Duration = Duration::from_millis(250);
+/// How long a spawn must have lived before its listing counts as
+/// `running` (the daemon's "exited immediately" span): a server that
+/// lists its tools and then dies at once is crash-looping, not running
+/// (SPEC §25, D324). A wait that ends sooner says what was listed.
+const SETTLE_SECS: u64 = 3;
 
 /// What one server came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +55,8 @@ impl Outcome {
     pub(crate) fn words(&self, name: &str, waited: Duration) -> String {
         match self {
             Outcome::Listed { tools, held, note } => {
-                let s = if *tools == 1 { "" } else { "s" };
+                // SPEC §25's words exactly, whatever the counts (D320):
+                // scripts match `running, N tools (M held back)`.
                 let review = if *held > 0 {
                     format!("; review them: xyctl tools review {name}")
                 } else {
@@ -60,7 +66,7 @@ impl Outcome {
                     .as_ref()
                     .map(|n| format!("; but {n}"))
                     .unwrap_or_default();
-                format!("running, {tools} tool{s} ({held} held back{review}){note}")
+                format!("running, {tools} tools ({held} held back){review}{note}")
             }
             Outcome::NotListed { why: Some(why) } => {
                 format!("running, but xy could not list its tools: {why}")
@@ -175,6 +181,9 @@ pub(crate) fn wait(
     let deadline = Instant::now() + within;
     let mut done: BTreeMap<String, (Outcome, Option<StatusResult>)> = BTreeMap::new();
     let mut last: BTreeMap<String, StatusResult> = BTreeMap::new();
+    // Listed, but the spawn is younger than SETTLE_SECS: said if the wait
+    // ends before it settles.
+    let mut young: BTreeMap<String, (Outcome, StatusResult)> = BTreeMap::new();
     let sub: Option<EventsResult> = if within.is_zero() || names.is_empty() {
         None
     } else {
@@ -199,14 +208,20 @@ pub(crate) fn wait(
                 None
             };
             let found = decide(&st, listed.as_ref().map(|(ts, n)| (ts.as_str(), *n)));
+            let settled = st.entry.uptime_secs.is_none_or(|u| u >= SETTLE_SECS);
             match found {
+                Some(o @ Outcome::Listed { .. }) if !settled && !within.is_zero() => {
+                    young.insert(name.clone(), (o, st));
+                }
                 Some(o) => {
+                    young.remove(name);
                     done.insert(name.clone(), (o, Some(st)));
                 }
                 None if within.is_zero() => {
                     done.insert(name.clone(), (Outcome::State(st.entry.state), Some(st)));
                 }
                 None => {
+                    young.remove(name);
                     last.insert(name.clone(), st);
                 }
             }
@@ -218,6 +233,10 @@ pub(crate) fn wait(
         if now >= deadline {
             for name in names {
                 if done.contains_key(name) {
+                    continue;
+                }
+                if let Some((o, st)) = young.remove(name) {
+                    done.insert(name.clone(), (o, Some(st)));
                     continue;
                 }
                 let st = last.remove(name);
@@ -379,7 +398,7 @@ mod tests {
                 note: None
             }
             .words("s", d),
-            "running, 1 tool (1 held back; review them: xyctl tools review s)"
+            "running, 1 tools (1 held back); review them: xyctl tools review s"
         );
         let st = status_json(
             "running",

@@ -83,13 +83,20 @@ pub fn denial_in_line(line: &str) -> Option<Denied> {
 
 /// [`denial_in_line`], sharpened by the rules the child ran under: a
 /// denial whose line does not say read or write (Node's `open`, any
-/// Python `PermissionError`, `bash: /x: …`) on a path the rules let it
-/// read but not write can only have been a write, so it is reported as
-/// one. The daemon calls this one; [`denial_in_line`] is for callers
+/// Python `PermissionError`, `bash: /x: …`) on a path the rules do not let
+/// it write can only have been a write when the rules let it read the path,
+/// or when the path does not exist (`exists`): reading a missing file fails
+/// with `ENOENT` before any sandbox rule is asked, so a refusal there was a
+/// create (SPEC §25: "`write` for a failed create"). It is reported as a
+/// write. The daemon calls this one; [`denial_in_line`] is for callers
 /// without the rules.
-pub fn denial_in_line_under(line: &str, rules: &Rules) -> Option<Denied> {
+pub fn denial_in_line_under(
+    line: &str,
+    rules: &Rules,
+    exists: &dyn Fn(&std::path::Path) -> bool,
+) -> Option<Denied> {
     match recognise(line)? {
-        (Denied::Read(p), true) if rules.can_read(&p) && !rules.can_write(&p) => {
+        (Denied::Read(p), true) if !rules.can_write(&p) && (rules.can_read(&p) || !exists(&p)) => {
             Some(Denied::Write(p))
         }
         (d, _) => Some(d),
@@ -565,7 +572,7 @@ mod tests {
                 os: Os::Linux,
             },
         );
-        let under = |l: &str| denial_in_line_under(l, &rules);
+        let under = |l: &str| denial_in_line_under(l, &rules, &|_| true);
         // Readable, not writable, mode unsaid: it was a write.
         assert_eq!(
             under("Error: EACCES: permission denied, open '/home/me/notes/a.md'"),
@@ -597,6 +604,25 @@ mod tests {
         assert_eq!(
             under("Error: connect EACCES 127.0.0.1:9"),
             Some(Denied::Connect("127.0.0.1:9".into()))
+        );
+        // A refused open of a path that does not exist was a create (a read
+        // of a missing file is ENOENT): a write, whatever the rules read.
+        let missing = |p: &std::path::Path| p != std::path::Path::new("/home/me/.ssh/id_rsa");
+        assert_eq!(
+            denial_in_line_under(
+                "Error: EACCES: permission denied, open '/home/me/data/db.json'",
+                &rules,
+                &|p| !missing(p)
+            ),
+            write("/home/me/data/db.json")
+        );
+        assert_eq!(
+            denial_in_line_under(
+                "Error: EACCES: permission denied, open '/home/me/.ssh/id_rsa'",
+                &rules,
+                &|p| !missing(p)
+            ),
+            read("/home/me/.ssh/id_rsa")
         );
     }
 

@@ -905,3 +905,69 @@ fn the_clients_page_reads_the_clients_config_files() {
     // The socket answers the same.
     assert_eq!(s.d.result("clients", None)["clients"], found);
 }
+
+/// `xyctl ui --print-url` prints and opens nothing; `xyctl ui` hands the
+/// same kind of link (the code in the fragment only) to the desktop's
+/// opener, and the link signs in once.
+#[test]
+fn xyctl_ui_print_url_opens_nothing_and_ui_hands_the_link_to_the_opener() {
+    let s = scene();
+    let bin = s.d.env.root.path().join("opener-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let seen = s.d.env.root.path().join("opened.txt");
+    for opener in ["xdg-open", "open"] {
+        let script = bin.join(opener);
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho \"$@\" >> {:?}\n",
+                seen.display().to_string()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let xyctl = |args: &[&str]| {
+        std::process::Command::new(xy_testbins::locate::bin_of("xy-cli", "xyctl"))
+            .args(args)
+            .env("PATH", &path)
+            .env("XDG_CONFIG_HOME", &s.d.env.config_home)
+            .env("XDG_STATE_HOME", &s.d.env.state_home)
+            .env("XY_SOCKET", &s.d.env.socket)
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run xyctl ui")
+    };
+    let out = xyctl(&["ui", "--print-url"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(!seen.exists(), "--print-url opened a browser");
+    let printed = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let prefix = format!("http://127.0.0.1:{}/#code=", s.port);
+    assert!(printed.starts_with(&prefix), "{printed}");
+
+    let out = xyctl(&["ui"]);
+    assert!(out.status.success(), "{out:?}");
+    let opened = std::fs::read_to_string(&seen).expect("xyctl ui ran the opener");
+    let link = opened.trim();
+    let code = link
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{link}"));
+    assert!(
+        !code.is_empty() && !code.contains(['?', '/', '&']),
+        "{link}"
+    );
+    // The link is not printed where a terminal log keeps it.
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(code),
+        "{out:?}"
+    );
+    assert_eq!(s.login_with(code).status, 200);
+    assert_eq!(s.login_with(code).status, 401);
+}

@@ -379,3 +379,126 @@ fn sandbox_test_on_a_starter_block_lets_no_exfiltration_probe_through() {
         );
     }
 }
+
+/// A stdio server on Python's standard library that first tries to append
+/// to each path in its arguments and says on stderr which it could
+/// (`{"wrote": path, "ok": bool}`), then idles.
+const APPENDER: &str = r#"
+import json, sys, time
+for p in sys.argv[1:]:
+    try:
+        with open(p, "a") as f: f.write("x")
+        ok = True
+    except OSError:
+        ok = False
+    sys.stderr.write(json.dumps({"wrote": p, "ok": ok}) + "\n"); sys.stderr.flush()
+sys.stderr.write(json.dumps({"done": True}) + "\n"); sys.stderr.flush()
+time.sleep(600)
+"#;
+
+/// SPEC §25: nothing named in a server's arguments becomes writable
+/// because it is an existing file: its entry point (`server.py`) and a
+/// data file beside it stay read-only under the starter block (issue 39:
+/// the block granted write on existing files named in the arguments).
+#[test]
+fn an_existing_file_named_in_the_arguments_is_not_writable() {
+    let env = Env::new();
+    let code = env.root.path().join("code");
+    let wd = env.root.path().join("wd");
+    std::fs::create_dir_all(&code).unwrap();
+    std::fs::create_dir_all(&wd).unwrap();
+    let script = code.join("server.py");
+    let data = code.join("data.json");
+    std::fs::write(&script, APPENDER).unwrap();
+    std::fs::write(&data, "{}").unwrap();
+    let args = vec![
+        script.display().to_string(),
+        script.display().to_string(),
+        data.display().to_string(),
+        wd.join("ok.txt").display().to_string(),
+    ];
+    env.write_config(
+        "app",
+        &format!(
+            "{}working-dir {:?}\nsandbox {{\n    network \"any\"\n}}\n",
+            stdio_config(Path::new("/usr/bin/python3"), &args, free_port(), ""),
+            wd.display().to_string()
+        ),
+    );
+    let d = TestDaemon::start_in(env);
+    let lines = report(&d, "app");
+    let wrote = |p: &Path| {
+        lines
+            .iter()
+            .find(|v| v["wrote"] == p.display().to_string())
+            .unwrap_or_else(|| panic!("no line for {}: {lines:?}", p.display()))["ok"]
+            .clone()
+    };
+    assert_eq!(wrote(&script), false, "the entry point: {lines:?}");
+    assert_eq!(
+        wrote(&data),
+        false,
+        "a data file named in the args: {lines:?}"
+    );
+    // The working dir is writable: the probe itself works.
+    assert_eq!(wrote(&wd.join("ok.txt")), true, "{lines:?}");
+    assert_eq!(std::fs::read_to_string(&data).unwrap(), "{}");
+    assert_eq!(std::fs::read_to_string(&script).unwrap(), APPENDER);
+}
+
+/// SPEC §24: a confined child's environment is exactly the list — `PATH`,
+/// `USER`, `LOGNAME`, `LANG`/`LC_*`, `TERM`, `TZ` from xyd's, its own
+/// `HOME` and `TMPDIR`, the file's `env` block — and nothing else of
+/// xyd's (an agent socket, a cloud key exported in the shell).
+#[test]
+fn a_confined_childs_environment_is_exactly_the_list() {
+    let env = Env::new();
+    let s = Sockets::new(&env, "exact");
+    let names = "PATH,USER,LOGNAME,LANG,LC_ALL,TERM,TZ,HOME,TMPDIR,FROM_FILE,\
+                 SSH_AUTH_SOCK,AWS_SECRET_ACCESS_KEY,XY_ATTACK_TOKEN,XDG_RUNTIME_DIR";
+    env.write_config(
+        "exact",
+        &tricks_config(
+            &s.dir,
+            names,
+            "env {\n    FROM_FILE \"yes\"\n}\nsandbox {\n    network \"any\"\n}\n",
+        ),
+    );
+    let d = TestDaemon::start_in_with(
+        env,
+        &[
+            ("USER", "someone".into()),
+            ("LOGNAME", "someone".into()),
+            ("LANG", "C.UTF-8".into()),
+            ("LC_ALL", "C.UTF-8".into()),
+            ("TERM", "xterm-256color".into()),
+            ("TZ", "Europe/Stockholm".into()),
+            ("SSH_AUTH_SOCK", "/tmp/agent.sock".into()),
+            ("AWS_SECRET_ACCESS_KEY", "exported-in-the-shell".into()),
+            ("XY_ATTACK_TOKEN", "exported-in-the-shell".into()),
+        ],
+    );
+    let seen = env_seen(&report(&d, "exact")).clone();
+    for name in [
+        "PATH",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LC_ALL",
+        "TERM",
+        "TZ",
+        "HOME",
+        "TMPDIR",
+        "FROM_FILE",
+    ] {
+        assert_eq!(seen["env"][name], true, "{name} missing: {seen}");
+    }
+    for name in [
+        "SSH_AUTH_SOCK",
+        "AWS_SECRET_ACCESS_KEY",
+        "XY_ATTACK_TOKEN",
+        "XDG_RUNTIME_DIR",
+    ] {
+        assert_eq!(seen["env"][name], false, "{name} leaked: {seen}");
+    }
+}

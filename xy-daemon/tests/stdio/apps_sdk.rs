@@ -336,6 +336,26 @@ fn the_ext_apps_sdk_on_stdio_passes_through_in_both_eras_and_is_pinned() {
         );
     }
 
+    // The aggregate (SPEC §27): every skill and app read the same value as
+    // the server gives a client of that era (routed to `apps`, the first
+    // by name of the two servers listing them).
+    let items: Vec<_> = reads
+        .iter()
+        .filter(|(m, _)| *m == "skills/get" || *m == "resources/read")
+        .cloned()
+        .collect();
+    for era in [Era::V2025, Era::V2026] {
+        let mut direct = spawn("both", era);
+        let mut via = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), era);
+        same_value(
+            &items,
+            |m, p| direct.raw(m, p),
+            &mut via,
+            "the aggregate",
+            |_, _| true,
+        );
+    }
+
     app_only_stays_out_of_model_lists(&d, gw, "apps", &url(both));
     app_only_stays_out_of_model_lists(&d, gw, "apps", &gateway(gw, "apps"));
     changed_html_is_held(

@@ -28,13 +28,14 @@ const LIST_WAIT: Duration = Duration::from_secs(30);
 /// Pages of one listing read at most.
 const MAX_PAGES: usize = 100;
 
-/// The four lists a server has.
+/// The lists a server has (`skills/list`: the skills extension, SPEC §27).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum List {
     Tools,
     Prompts,
     Resources,
     Templates,
+    Skills,
 }
 
 impl List {
@@ -44,6 +45,7 @@ impl List {
             List::Prompts => "prompts/list",
             List::Resources => "resources/list",
             List::Templates => "resources/templates/list",
+            List::Skills => "skills/list",
         }
     }
 
@@ -53,6 +55,7 @@ impl List {
             List::Prompts => "prompts",
             List::Resources => "resources",
             List::Templates => "resourceTemplates",
+            List::Skills => "skills",
         }
     }
 }

@@ -31,10 +31,12 @@ pub(crate) struct Who {
     pub(crate) client: String,
 }
 
-/// What the aggregate advertises (both eras).
+/// What the aggregate advertises (both eras): the skills extension too,
+/// whose lists and reads pass it like resources (SPEC §27).
 pub(crate) fn capabilities() -> Value {
     json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true},
-        "resources": {"listChanged": true}})
+        "resources": {"listChanged": true},
+        "extensions": {(xy_core::protocol::mcp::SKILLS_EXTENSION): {}}})
 }
 
 /// The instructions of a view.
@@ -268,11 +270,11 @@ pub(crate) async fn answer(
             p["name"] = json!(item.own);
             forward(agg, &item.server, "prompts/get", p, None).await
         }
-        "resources/list" | "resources/templates/list" => {
-            let list = if method == "resources/list" {
-                List::Resources
-            } else {
-                List::Templates
+        "resources/list" | "resources/templates/list" | "skills/list" => {
+            let list = match method {
+                "resources/list" => List::Resources,
+                "skills/list" => List::Skills,
+                _ => List::Templates,
             };
             let servers = agg.catalog.servers(view.servers.as_deref());
             let mut all = Vec::new();
@@ -283,9 +285,17 @@ pub(crate) async fn answer(
             }
             ok(json!({ (list.key()): all }))
         }
-        "resources/read" => {
+        "resources/read" | "skills/get" | "resources/directory/read" => {
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
-            match resource_owner(agg, view, uri).await {
+            let owner = match method {
+                "skills/get" => skill_owner(agg, view, uri).await,
+                _ => None,
+            };
+            let owner = match owner {
+                Some(o) => Some(o),
+                None => resource_owner(agg, view, uri).await,
+            };
+            match owner {
                 Some(server) => {
                     // The aggregate's session with the server is 2025: a
                     // 2026 client's envelope would contradict its headers.
@@ -299,7 +309,7 @@ pub(crate) async fn answer(
                             }
                         }
                     }
-                    forward(agg, &server, "resources/read", p, None).await
+                    forward(agg, &server, method, p, None).await
                 }
                 None => rpc_error(
                     -32002,
@@ -319,6 +329,23 @@ pub(crate) async fn answer(
             ),
         ),
     }
+}
+
+/// The server whose `skills/list` names the skill `uri` (the first by name).
+async fn skill_owner(agg: &Arc<Aggregate>, view: &View, uri: &str) -> Option<String> {
+    let servers = agg.catalog.servers(view.servers.as_deref());
+    agg.catalog
+        .lists(&servers, List::Skills)
+        .await
+        .into_iter()
+        .find(|(_, got)| {
+            got.as_ref().is_ok_and(|items| {
+                items
+                    .iter()
+                    .any(|s| s.get("uri").and_then(Value::as_str) == Some(uri))
+            })
+        })
+        .map(|(server, _)| server)
 }
 
 /// The server offering `uri`: the first (by name) whose resources list it,
