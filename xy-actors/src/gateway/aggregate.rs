@@ -248,6 +248,23 @@ async fn post(
         }
     };
     if let Err(e) = strict::check(&body) {
+        // Every attempt is a call record, refused ones included (SPEC §24,
+        // D315): a `tools/call` whose name can be made out is recorded
+        // by the server that offers it.
+        if let Some(tool) = strict::refused_call(&body) {
+            let client = session
+                .as_deref()
+                .and_then(|s| agg.lock_sessions().client(s).map(|c| c.to_string()))
+                .or(agent);
+            let who = methods::Who {
+                client: format!(
+                    "{} via {}",
+                    client.as_deref().unwrap_or("unknown"),
+                    view.path
+                ),
+            };
+            methods::record_refused(agg, view, &who, &tool, &e.to_string()).await;
+        }
         return error(
             StatusCode::BAD_REQUEST,
             Value::Null,

@@ -537,3 +537,177 @@ fn a_remote_servers_own_port_refuses_and_withholds_the_same_way() {
     assert_eq!(status, 400, "{text}");
     assert_eq!(message(&text)["error"]["code"], -32700, "{text}");
 }
+
+/// `body` in UTF-16 (`big` endian, with a byte order mark when `bom`).
+fn utf16(body: &str, big: bool, bom: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let units = bom
+        .then_some(0xFEFF_u16)
+        .into_iter()
+        .chain(body.encode_utf16());
+    for u in units {
+        out.extend_from_slice(&if big {
+            u.to_be_bytes()
+        } else {
+            u.to_le_bytes()
+        });
+    }
+    out
+}
+
+/// Bodies no endpoint may read as JSON-RPC: a `tools/call` of `tool`
+/// carrying what some SDKs accept and `serde_json` does not, or in
+/// another encoding. Each with whether it is still recognisably a
+/// `tools/call` (then it must be a call record).
+fn unreadable(tool: &str) -> Vec<(&'static str, Vec<u8>, bool)> {
+    let call = |args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+        )
+    };
+    let plain = call(r#"{"text":"ok"}"#);
+    let mut bom = b"\xEF\xBB\xBF".to_vec();
+    bom.extend_from_slice(plain.as_bytes());
+    vec![
+        ("NaN", call(r#"{"n":NaN}"#).into_bytes(), true),
+        ("Infinity", call(r#"{"n":Infinity}"#).into_bytes(), true),
+        ("-Infinity", call(r#"{"n":-Infinity}"#).into_bytes(), true),
+        (
+            "lone surrogate",
+            call(r#"{"text":"\ud800"}"#).into_bytes(),
+            true,
+        ),
+        ("BOM", bom, true),
+        ("UTF-16LE", utf16(&plain, false, false), false),
+        ("UTF-16BE with BOM", utf16(&plain, true, true), false),
+    ]
+}
+
+/// SPEC §24's first bullet, endpoint by endpoint: a stdio server's own
+/// port, the gateway's route to it, the gateway's reverse proxy to an
+/// HTTP server, the aggregate `/mcp` and a profile's `/p/<P>/mcp` each
+/// answer every unreadable body `400` with `-32700`, in a session and
+/// without one (an `initialize`), in both eras, and forward none of it:
+/// the child's own `meta` tool would answer `200`; refused calls are call
+/// records.
+#[test]
+fn every_endpoint_answers_400_parse_error_to_what_it_cannot_read() {
+    let (gw, own, web) = (free_port(), free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("tools.json");
+    std::fs::write(
+        &list,
+        json!({"tools": [{"name": "meta", "description": "Answers.",
+            "inputSchema": {"type": "object"}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let env = Env::new();
+    env.write_settings(&format!(
+        "gateway {{\n    port {gw}\n}}\nprofile \"p\" {{\n    servers \"raw\"\n}}\n"
+    ));
+    env.write_config(
+        "raw",
+        &stdio_config(&testbin("xy-test-stdio-raw"), &[], own, ""),
+    );
+    let web_args = vec![
+        "--file".to_owned(),
+        list.display().to_string(),
+        "--port".to_owned(),
+        web.to_string(),
+    ];
+    env.write_config(
+        "web",
+        &http_config(&testbin("xy-test-tools"), &web_args, web, "pin"),
+    );
+    let d = TestDaemon::start_in(env);
+    let endpoints = [
+        (format!("http://127.0.0.1:{own}/mcp"), "raw", "meta"),
+        (format!("http://127.0.0.1:{gw}/raw/mcp"), "raw", "meta"),
+        (format!("http://127.0.0.1:{gw}/web/mcp"), "web", "meta"),
+        (format!("http://127.0.0.1:{gw}/mcp"), "raw", "raw__meta"),
+        (format!("http://127.0.0.1:{gw}/p/p/mcp"), "raw", "raw__meta"),
+    ];
+    let mut recorded: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (url, server, tool) in &endpoints {
+        let c = connected(url);
+        let init = |bytes: &[u8]| {
+            let mut b = bytes.to_vec();
+            let at = b.iter().position(|&x| x == b'{').unwrap();
+            b.splice(..at, []);
+            b
+        };
+        for (what, body, is_call) in unreadable(tool) {
+            // In the session.
+            let (status, text) = post_raw(url, &c.session_headers(), &body);
+            assert_eq!(status, 400, "{url} {what}: {text}");
+            let m = message(&text);
+            assert_eq!(m["error"]["code"], -32700, "{url} {what}: {m}");
+            if is_call {
+                *recorded.entry(server).or_default() += 1;
+            }
+            // A 2026-era request, with the headers it mirrors.
+            let h = vec![
+                ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+                ("Mcp-Method", "tools/call".to_owned()),
+                ("Mcp-Name", (*tool).to_owned()),
+            ];
+            let (status, text) = post_raw(url, &h, &body);
+            assert_eq!(status, 400, "{url} {what} (2026): {text}");
+            assert_eq!(
+                message(&text)["error"]["code"],
+                -32700,
+                "{url} {what}: {text}"
+            );
+            if is_call {
+                *recorded.entry(server).or_default() += 1;
+            }
+            // No session yet: an `initialize` as unreadable.
+            let hello = String::from_utf8_lossy(&init(&body)).replace(
+                &format!(r#""method":"tools/call","params":{{"name":"{tool}","arguments":"#),
+                r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"},"x":"#,
+            );
+            if what == "NaN" || what == "lone surrogate" {
+                let (status, text) = post_raw(url, &[], hello.as_bytes());
+                assert_eq!(status, 400, "{url} initialize {what}: {text}");
+                assert_eq!(message(&text)["error"]["code"], -32700, "{url}: {text}");
+            }
+        }
+        // The session is undisturbed, and a readable call does reach.
+        let mut c = c;
+        let r = c.request(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "ok"}}),
+        );
+        assert_eq!(r.status, 200, "{url}: {r:?}");
+        assert!(r.response().get("result").is_some(), "{url}: {r:?}");
+    }
+    // Every refused call is a call record of its server (the aggregate's
+    // included), none of them a call that ran.
+    for (server, n) in recorded {
+        let calls = wait_some(
+            &format!("{n} refused calls of {server} recorded"),
+            DEADLINE,
+            || {
+                let r = d.result("calls", Some(json!({"name": server})));
+                let calls: Vec<Value> = r["calls"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| c["outcome"] == "rpc_error" && c["tool"] == "meta")
+                    .collect();
+                (calls.len() >= n).then_some(calls)
+            },
+        );
+        if server == "raw" {
+            for via in ["via /mcp", "via /p/p/mcp"] {
+                let n = calls
+                    .iter()
+                    .filter(|c| c["client"].as_str().is_some_and(|c| c.ends_with(via)))
+                    .count();
+                assert_eq!(n, 10, "{via}: {calls:?}");
+            }
+        }
+    }
+}

@@ -340,6 +340,49 @@ async fn call(
     }
 }
 
+/// A `tools/call` of `name` refused unread (SPEC §24, D315): a call
+/// record (`rpc_error`) of the server that offers `name`, or whose
+/// `<server>__` it starts with; a warning in `daemon.log` when no server
+/// can be made out (a `call_tool`, whose target is in its unread arguments,
+/// or a name no server offers).
+pub(crate) async fn record_refused(
+    agg: &Arc<Aggregate>,
+    view: &View,
+    who: &Who,
+    name: &str,
+    why: &str,
+) {
+    let o = offered(agg, view, List::Tools).await;
+    let target = match o.by_name.get(name).map(|i| &o.items[*i]) {
+        Some(item) => Some((item.server.clone(), item.own.clone())),
+        None => agg
+            .catalog
+            .servers(view.servers.as_deref())
+            .into_keys()
+            .find_map(|s| {
+                let tool = name.strip_prefix(&format!("{s}__"))?.to_owned();
+                Some((s, tool))
+            }),
+    };
+    let Some((server, tool)) = target else {
+        tracing::warn!(
+            endpoint = %view.path,
+            "a tools/call of {name:?} refused unread ({why}): no server of the endpoint offers it"
+        );
+        return;
+    };
+    if let Some(calls) = &agg.calls {
+        calls.record_call(
+            &server,
+            std::time::SystemTime::now(),
+            Some(&who.client),
+            &tool,
+            Duration::ZERO,
+            CallOutcome::RpcError,
+        );
+    }
+}
+
 /// A name that is `<server>__<tool>` of a tool the firewall holds back:
 /// the firewall's own refusal, recorded as a held-back call.
 fn held_back(agg: &Arc<Aggregate>, view: &View, who: &Who, name: &str) -> Option<Value> {
