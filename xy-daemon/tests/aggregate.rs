@@ -405,3 +405,157 @@ fn an_http_server_is_in_the_aggregate_in_both_eras() {
         assert_eq!(text(&r), "through", "{r}");
     }
 }
+
+/// SHA-256 of `bytes`, lowercase hex (the system's `sha256sum`).
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut p = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    p.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = p.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..64].to_owned()
+}
+
+/// SPEC §26's naming rule as docs/aggregate.md states it: `<server>__<tool>`
+/// when that is at most 64 characters of `[A-Za-z0-9_-]`, else the
+/// sanitised form cut to 55, `_` and 8 hex digits of SHA-256 of
+/// `server NUL tool`; each name calls its own tool. And mode `search`'s
+/// two tools with the schemas SPEC §26 gives them: `find_tools {query,
+/// limit?, server?}`, `call_tool {name, arguments}`.
+#[test]
+fn aggregate_names_fit_the_model_apis_and_search_tools_have_their_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tools.json");
+    let long = format!("fetch_{}", "x".repeat(70));
+    let own = ["ok-name", "read file.v2", long.as_str(), "üben"];
+    let tools: Vec<Value> = own
+        .iter()
+        .map(|n| json!({"name": n, "description": "A tool.", "inputSchema": {"type": "object"}}))
+        .collect();
+    std::fs::write(&file, json!({ "tools": tools }).to_string()).unwrap();
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    let cfg = crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "");
+    let (_d, gw) = start(
+        "profile \"s\" {\n    mode \"search\"\n}\n",
+        &[("alpha", cfg)],
+    );
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), Era::V2025);
+    let listed = wait_some("alpha's four tools", DEADLINE, || {
+        let l = c.result("tools/list", json!({}));
+        (l["tools"].as_array().map(Vec::len) == Some(4)).then_some(l)
+    });
+    let mut got = names(&listed);
+    let mut want: Vec<String> = own
+        .iter()
+        .map(|t| {
+            let plain = format!("alpha__{t}");
+            let ok = plain.len() <= 64
+                && plain
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+            if ok {
+                return plain;
+            }
+            let clean: String = plain
+                .chars()
+                .map(|ch| {
+                    if ch.is_ascii_alphanumeric() || ch == '_' || ch == '-' {
+                        ch
+                    } else {
+                        '_'
+                    }
+                })
+                .take(55)
+                .collect();
+            let hash = sha256_hex(format!("alpha\0{t}").as_bytes());
+            format!("{clean}_{}", &hash[..8])
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{listed}");
+    for name in &got {
+        assert!(name.len() <= 64, "{name}");
+        assert!(
+            name.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'),
+            "{name}"
+        );
+        let r = c.result("tools/call", json!({"name": name, "arguments": {}}));
+        let said = text(&r);
+        assert!(
+            said.starts_with("called ") && own.contains(&&said["called ".len()..]),
+            "{name}: {r}"
+        );
+    }
+    // Mode search: two tools, their schemas as SPEC §26 writes them.
+    let mut s = Mcp::connected(&format!("http://127.0.0.1:{gw}/p/s/mcp"), Era::V2025);
+    let list = s.result("tools/list", json!({}));
+    let tools = list["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2, "{list}");
+    let schema = |n: &str| {
+        let t = tools.iter().find(|t| t["name"] == n).unwrap();
+        let s = &t["inputSchema"];
+        let mut props: Vec<&str> = s["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        props.sort_unstable();
+        let mut req: Vec<&str> = s["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        req.sort_unstable();
+        assert_eq!(s["type"], "object", "{t}");
+        (
+            props.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+            req.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        schema("find_tools"),
+        (
+            vec!["limit".to_owned(), "query".to_owned(), "server".to_owned()],
+            vec!["query".to_owned()]
+        )
+    );
+    assert_eq!(
+        schema("call_tool"),
+        (
+            vec!["arguments".to_owned(), "name".to_owned()],
+            vec!["arguments".to_owned(), "name".to_owned()]
+        )
+    );
+    let find = tools.iter().find(|t| t["name"] == "find_tools").unwrap();
+    assert_eq!(find["inputSchema"]["properties"]["query"]["type"], "string");
+    assert_eq!(
+        find["inputSchema"]["properties"]["limit"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        find["inputSchema"]["properties"]["server"]["type"],
+        "string"
+    );
+    // A hashed name found and called through `call_tool`.
+    let found = s.result(
+        "tools/call",
+        json!({"name": "find_tools", "arguments": {"query": "fetch", "limit": 1}}),
+    );
+    let hit = found["structuredContent"]["tools"][0]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(got.contains(&hit), "{found}");
+    let r = s.result(
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": hit, "arguments": {}}}),
+    );
+    assert_eq!(text(&r), format!("called {long}"), "{r}");
+}

@@ -404,7 +404,11 @@ fn prompts_resources_and_templates_are_answered_from_the_ledger() {
     let dir = env.state_dir().join("src");
     let skill = dir.join("skills/greet/SKILL.md");
     std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
-    std::fs::write(&skill, "---\nname: greet\ndescription: Greets.\n---\n# Greet\n").unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: greet\ndescription: Greets.\n---\n# Greet\n",
+    )
+    .unwrap();
     let file = dir.join("lists.json");
     std::fs::write(
         &file,
@@ -426,7 +430,13 @@ fn prompts_resources_and_templates_are_answered_from_the_ledger() {
     });
     let cases = [
         ("t", pt, "prompts/list", "prompts", "hello"),
-        ("k", pk, "resources/list", "resources", "skill://greet/SKILL.md"),
+        (
+            "k",
+            pk,
+            "resources/list",
+            "resources",
+            "skill://greet/SKILL.md",
+        ),
         (
             "k",
             pk,

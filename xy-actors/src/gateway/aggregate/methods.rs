@@ -483,8 +483,8 @@ fn search_tools(agg: &Arc<Aggregate>, view: &View) -> Vec<Value> {
                             arguments that follow its input schema.",
             "inputSchema": {"type": "object", "properties": {
                 "name": {"type": "string", "description": "A name find_tools returned"},
-                "arguments": {"type": "object", "description": "The tool's arguments"}},
-                "required": ["name"]},
+                "arguments": {"type": "object", "description": "The tool's arguments ({} for none)"}},
+                "required": ["name", "arguments"]},
         }),
     ]
 }
