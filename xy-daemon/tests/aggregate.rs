@@ -559,3 +559,70 @@ fn aggregate_names_fit_the_model_apis_and_search_tools_have_their_schemas() {
     );
     assert_eq!(text(&r), format!("called {long}"), "{r}");
 }
+
+/// SPEC §19/§24 through the aggregate: a 2026 client that declared no
+/// `roots` calls a tool whose child asks for roots while serving it: the
+/// request fails with `-32021` and HTTP `400` naming what it needs (the
+/// child is not told the client has it), through `tools/call` and
+/// `call_tool` alike; a 2026 client that declared `roots` is asked for
+/// them (an `InputRequiredResult`) and its retry gets the child's result;
+/// a 2025 client gets the child's own error; the server serves on.
+#[test]
+fn a_capability_the_client_did_not_declare_is_32021_through_the_aggregate() {
+    let args: Vec<String> = ["--stdio", "--era", "2025", "--tools", "echo,roots"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let cfg = crate::stdio::stdio_config(&testbin("xy-test-mcp"), &args, free_port(), "");
+    let (_d, gw) = start("profile \"s\" {\n    mode \"search\"\n}\n", &[("ask", cfg)]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut bare = Mcp::declaring(&url, Era::V2026, json!({}));
+    let r = bare.request("tools/call", json!({"name": "ask__roots", "arguments": {}}));
+    let e = &r.response()["error"];
+    assert_eq!((r.status, &e["code"]), (400, &json!(-32021)), "{r:?}");
+    assert_eq!(
+        e["data"]["requiredCapabilities"],
+        json!({"roots": {}}),
+        "{e}"
+    );
+    let mut search = Mcp::declaring(
+        &format!("http://127.0.0.1:{gw}/p/s/mcp"),
+        Era::V2026,
+        json!({}),
+    );
+    let r = search.request(
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "ask__roots", "arguments": {}}}),
+    );
+    let e = &r.response()["error"];
+    assert_eq!((r.status, &e["code"]), (400, &json!(-32021)), "{r:?}");
+    // Declared: asked, then answered.
+    let mut rooted = Mcp::declaring(&url, Era::V2026, json!({"roots": {}}));
+    let asked = rooted.result("tools/call", json!({"name": "ask__roots", "arguments": {}}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let reqs = asked["inputRequests"].as_object().expect("inputRequests");
+    let (key, q) = reqs.iter().next().unwrap();
+    assert_eq!(q["method"], "roots/list", "{asked}");
+    let done = rooted.result(
+        "tools/call",
+        json!({"name": "ask__roots", "arguments": {},
+            "inputResponses": {key: {"roots": [{"uri": "file:///w", "name": "w"}]}},
+            "requestState": asked["requestState"]}),
+    );
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert!(text(&done).contains("file:///w"), "{done}");
+    // A 2025 client: the child's own error, as on the server's endpoint.
+    let mut old = Mcp::connected(&url, Era::V2025);
+    let r = old.request("tools/call", json!({"name": "ask__roots", "arguments": {}}));
+    assert_eq!(r.status, 200, "{r:?}");
+    let m = r.response();
+    assert!(
+        m.get("error").is_some() || m["result"]["isError"] == true,
+        "{m}"
+    );
+    let r = bare.result(
+        "tools/call",
+        json!({"name": "ask__echo", "arguments": {"text": "on"}}),
+    );
+    assert_eq!(text(&r), "on", "{r}");
+}

@@ -262,6 +262,7 @@ async fn post(
                     client.as_deref().unwrap_or("unknown"),
                     view.path
                 ),
+                caps2026: None,
             };
             methods::record_refused(agg, view, &who, &tool, &e.to_string()).await;
         }
@@ -355,15 +356,29 @@ async fn post(
             client.as_deref().unwrap_or("unknown"),
             view.path
         ),
+        caps2026: era2026.then(|| {
+            msg.pointer("/params/_meta")
+                .and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES))
+                .cloned()
+                .unwrap_or_else(|| json!({}))
+        }),
     };
     let mut answer = methods::answer(agg, view, &who, method, &msg).await;
+    // A capability the 2026 client did not declare is `400` (SPEC §19).
+    let status = if era2026
+        && answer.pointer("/error/code").and_then(Value::as_i64) == Some(wire::MISSING_CAPABILITY)
+    {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
     if era2026
         && let Some(o) = answer
             .as_object_mut()
             .and_then(|a| a.get_mut("result"))
             .and_then(Value::as_object_mut)
     {
-        o.insert("resultType".to_owned(), json!("complete"));
+        o.entry("resultType").or_insert(json!("complete"));
         // What a 2026 client may cache, and for how long: nothing, as
         // the bridge answers for a 2025 child (the lists change).
         if matches!(
@@ -385,7 +400,7 @@ async fn post(
             f.insert(k.clone(), v.clone());
         }
     }
-    json_response(StatusCode::OK, &full, None)
+    json_response(status, &full, None)
 }
 
 /// A 2025 `initialize`: a new session.

@@ -29,6 +29,9 @@ const NAMED_SERVERS: usize = 40;
 /// Who asks: the client as call records name it.
 pub(crate) struct Who {
     pub(crate) client: String,
+    /// A 2026 client's declared capabilities (its request's `_meta`);
+    /// `None` for a 2025 client.
+    pub(crate) caps2026: Option<Value>,
 }
 
 /// What the aggregate advertises (both eras).
@@ -179,7 +182,7 @@ pub(crate) async fn answer(
                             );
                         };
                         let arguments = args.get("arguments").cloned();
-                        return call(agg, view, who, target, arguments, true).await;
+                        return call(agg, view, who, target, arguments, &params, true).await;
                     }
                     _ => {}
                 }
@@ -190,6 +193,7 @@ pub(crate) async fn answer(
                 who,
                 name,
                 params.get("arguments").cloned(),
+                &params,
                 false,
             )
             .await
@@ -303,17 +307,25 @@ fn tool_error(text: &str) -> Value {
 }
 
 /// A call of the aggregate's tool `name`; `via_call_tool`: asked through
-/// `call_tool` (an unknown name is then a tool result, not an error).
+/// `call_tool` (an unknown name is then a tool result, not an error);
+/// `params`: the client's own, whose `inputResponses` and `requestState`
+/// (a 2026 client's retry) go with the call.
 async fn call(
     agg: &Arc<Aggregate>,
     view: &View,
     who: &Who,
     name: &str,
     arguments: Option<Value>,
+    params: &Value,
     via_call_tool: bool,
 ) -> Value {
     let o = offered(agg, view, List::Tools).await;
     if let Some(item) = o.by_name.get(name).map(|i| &o.items[*i]) {
+        if let Some(caps) = &who.caps2026
+            && let Some(answer) = call_2026(agg, item, who, caps, arguments.clone(), params).await
+        {
+            return answer;
+        }
         let mut p = json!({"name": item.own, "_meta": {
             xy_core::protocol::mcp::wire::META_CLIENT_INFO: {"name": who.client}}});
         if let Some(a) = arguments {
@@ -381,6 +393,64 @@ pub(crate) async fn record_refused(
             CallOutcome::RpcError,
         );
     }
+}
+
+/// A 2026 client's call of `item` on a bridged server, sent in 2026 form
+/// with the client's own capabilities (D317): a question the child asks
+/// that the client did not declare fails the call with `-32021` (SPEC
+/// §19, §24), one it declared reaches it as an `InputRequiredResult` and
+/// its retry goes back the same way. `None` for a server not bridged
+/// (an HTTP or remote server keeps the aggregate's 2025 session).
+async fn call_2026(
+    agg: &Arc<Aggregate>,
+    item: &Item,
+    who: &Who,
+    caps: &Value,
+    arguments: Option<Value>,
+    params: &Value,
+) -> Option<Value> {
+    use xy_core::protocol::mcp::wire;
+    let snap = agg.catalog.routes.borrow().get(&item.server).cloned()?;
+    if !super::upstream::Upstream::bridged(&snap) {
+        return None;
+    }
+    let mut p = json!({"name": item.own, "_meta": {
+        wire::META_PROTOCOL_VERSION: wire::VERSION_2026,
+        wire::META_CLIENT_CAPABILITIES: caps,
+        wire::META_CLIENT_INFO: {"name": who.client}}});
+    if let Some(a) = arguments {
+        p["arguments"] = a;
+    }
+    for key in ["inputResponses", "requestState"] {
+        if let Some(v) = params.get(key) {
+            p[key] = v.clone();
+        }
+    }
+    let answer = agg
+        .catalog
+        .upstream
+        .request_2026(&item.server, &snap, "tools/call", p, CALL_WAIT)
+        .await;
+    Some(match answer {
+        Ok((_, answer)) => {
+            let mut out = serde_json::Map::new();
+            for key in ["result", "error"] {
+                if let Some(v) = answer.get(key) {
+                    out.insert(key.to_owned(), v.clone());
+                }
+            }
+            if out.is_empty() {
+                return Some(rpc_error(
+                    -32603,
+                    format!("xy: server {} answered nothing usable", item.server),
+                ));
+            }
+            Value::Object(out)
+        }
+        Err(e) => {
+            json!({"error": {"code": -32603, "message": e.0, "data": {"server": item.server}}})
+        }
+    })
 }
 
 /// A name that is `<server>__<tool>` of a tool the firewall holds back:
