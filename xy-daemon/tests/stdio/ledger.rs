@@ -470,4 +470,13 @@ fn prompts_resources_and_templates_are_answered_from_the_ledger() {
         }
     }
     assert_eq!(children_of(d.pid()), Vec::<u32>::new(), "nothing spawned");
+    // SPEC §6/§24: every key present, `reasons: []` on a tool with none.
+    let r = d.result("tools", Some(json!({"name": "t"})));
+    for t in r["current"]["tools"].as_array().unwrap() {
+        assert_eq!(
+            (&t["state"], &t["reasons"], &t["warnings"]),
+            (&json!("approved"), &json!([]), &json!([])),
+            "{t}"
+        );
+    }
 }
