@@ -626,3 +626,84 @@ fn a_capability_the_client_did_not_declare_is_32021_through_the_aggregate() {
     );
     assert_eq!(text(&r), "on", "{r}");
 }
+
+/// SPEC §26/§27 without the npm SDK: an MCP Apps server's app-only
+/// helper (`_meta.ui.visibility: ["app"]`) is on the server's own endpoint
+/// but never in the aggregate's `tools/list` (both eras) nor found by
+/// `find_tools`; a tool visible to the model and the app is.
+#[test]
+fn app_only_tools_never_reach_the_aggregate_or_find_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let apps = dir.path().join("apps");
+    std::fs::create_dir_all(&apps).unwrap();
+    std::fs::write(apps.join("clock.html"), "<html><body>clock</body></html>").unwrap();
+    std::fs::write(apps.join("board.html"), "<html><body>board</body></html>").unwrap();
+    std::fs::write(apps.join("board.visibility"), r#"["app", "model"]"#).unwrap();
+    let args = vec!["--dir".to_owned(), dir.path().display().to_string()];
+    let port = free_port();
+    let cfg = crate::stdio::stdio_config(&testbin("xy-test-skills"), &args, port, "");
+    let (_d, gw) = start("profile \"s\" {\n    mode \"search\"\n}\n", &[("k", cfg)]);
+    let mut own = Mcp::connected(&format!("http://127.0.0.1:{port}/mcp"), Era::V2025);
+    let listed = wait_some("k's tools approved and listed", DEADLINE, || {
+        let l = own.result("tools/list", json!({}));
+        let n = names(&l);
+        n.contains(&"clock_poll".to_owned()).then_some(n)
+    });
+    assert!(listed.contains(&"board_poll".to_owned()), "{listed:?}");
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), era);
+        let n = names(&c.result("tools/list", json!({})));
+        assert!(!n.contains(&"k__clock_poll".to_owned()), "{era:?}: {n:?}");
+        assert!(n.contains(&"k__show_clock".to_owned()), "{era:?}: {n:?}");
+        assert!(n.contains(&"k__board_poll".to_owned()), "{era:?}: {n:?}");
+        let mut s = Mcp::connected(&format!("http://127.0.0.1:{gw}/p/s/mcp"), era);
+        let found = s.result(
+            "tools/call",
+            json!({"name": "find_tools", "arguments": {"query": "clock poll", "limit": 50}}),
+        );
+        let hits: Vec<&str> = found["structuredContent"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(!hits.contains(&"k__clock_poll"), "{era:?}: {found}");
+        assert!(hits.contains(&"k__show_clock"), "{era:?}: {found}");
+    }
+}
+
+/// SPEC §26: a server that fails (`restart { policy "never" }`, a dirty
+/// exit) leaves the aggregate with `list_changed` on open 2025 streams,
+/// as a stopped one does.
+#[test]
+fn a_failed_server_leaves_with_list_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tools.json");
+    std::fs::write(
+        &file,
+        json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}).to_string(),
+    )
+    .unwrap();
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    let frail = crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "")
+        .replace(
+            "restart {\n    backoff-initial \"100ms\"\n}\n",
+            "restart {\n    policy \"never\"\n}\n",
+        );
+    assert!(frail.contains("policy \"never\""), "{frail}");
+    let (d, gw) = start("", &[("alpha", server("")), ("frail", frail)]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut c = Mcp::connected(&url, Era::V2025);
+    wait_for("frail__t listed", DEADLINE, || {
+        names(&c.result("tools/list", json!({}))).contains(&"frail__t".to_owned())
+    });
+    let stream = c.listen();
+    let pid = d.running_pid("frail");
+    crate::helper::signal(i32::try_from(pid).unwrap(), libc::SIGKILL);
+    wait_for("frail failed", DEADLINE, || {
+        d.entry("frail")["state"] == "failed"
+    });
+    stream.expect("notifications/tools/list_changed");
+    let after = names(&c.result("tools/list", json!({})));
+    assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
+}
