@@ -711,3 +711,121 @@ fn every_endpoint_answers_400_parse_error_to_what_it_cannot_read() {
         }
     }
 }
+
+/// An HTTP server whose `huge` tool answers with 17 MiB of text, as one
+/// JSON body or (`huge_sse`) as one SSE event.
+const OVERSIZE: &str = r#"
+import http.server, json, sys
+
+port = int(sys.argv[1])
+
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        msg = json.loads(self.rfile.read(n) or b"{}")
+        if "id" not in msg:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        m, sse = msg.get("method"), False
+        if m == "initialize":
+            result = {"protocolVersion": msg["params"]["protocolVersion"],
+                      "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "big", "version": "1"}}
+        elif m == "tools/list":
+            result = {"tools": [{"name": t, "inputSchema": {"type": "object"}}
+                                for t in ("huge", "huge_sse", "small")]}
+        elif m == "tools/call":
+            name = msg["params"]["name"]
+            size = 17 * 1024 * 1024 if name.startswith("huge") else 2
+            sse = name.endswith("_sse")
+            result = {"content": [{"type": "text", "text": "x" * size}]}
+        elif m == "ping":
+            result = {}
+        else:
+            result = None
+        out = {"jsonrpc": "2.0", "id": msg["id"], "result": result}
+        if result is None:
+            out = {"jsonrpc": "2.0", "id": msg["id"],
+                   "error": {"code": -32601, "message": "no such method"}}
+        body = json.dumps(out).encode()
+        if sse:
+            body = b"event: message\ndata: " + body + b"\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+/// SPEC §24 "Bounded children": an answer over the size limit fails that
+/// request at once with `-32603` naming the server — a JSON body and an
+/// SSE event, through the gateway's route and through the aggregate —
+/// and is never forwarded; the next call is served.
+#[test]
+fn an_http_answer_over_the_limit_fails_its_request_at_once() {
+    let Some(python) = interop::which("python3") else {
+        return interop::Skip {
+            reason: "python3 is not on PATH".to_owned(),
+        }
+        .announce("an_http_answer_over_the_limit_fails_its_request_at_once");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("big.py");
+    std::fs::write(&script, OVERSIZE).unwrap();
+    let (gw, port) = (free_port(), free_port());
+    let args = vec![script.display().to_string(), port.to_string()];
+    let d = start(gw, &[("big", http_config(&python, &args, port, "pin"))]);
+    wait_some(
+        "big's three tools approved",
+        Duration::from_secs(60),
+        || {
+            let r = d.result("tools", Some(json!({"name": "big"})));
+            let t = r["current"]["tools"].as_array()?.clone();
+            (t.len() == 3 && t.iter().all(|t| t["state"] == "approved")).then_some(())
+        },
+    );
+    for (url, prefix) in [
+        (format!("http://127.0.0.1:{gw}/big/mcp"), ""),
+        (format!("http://127.0.0.1:{gw}/mcp"), "big__"),
+    ] {
+        let mut c = connected(&url);
+        for tool in ["huge", "huge_sse"] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":"{tool}-1","method":"tools/call","params":{{"name":"{prefix}{tool}","arguments":{{}}}}}}"#
+            );
+            let started = Instant::now();
+            let (status, text) = post_raw(&url, &c.session_headers(), body.as_bytes());
+            assert!(
+                text.len() < 4096,
+                "{url} {tool}: forwarded ({} bytes)",
+                text.len()
+            );
+            let m = message(&text);
+            assert_eq!(m["id"], format!("{tool}-1"), "{url} {tool}: {m} ({status})");
+            assert_eq!(m["error"]["code"], -32603, "{url} {tool}: {m}");
+            let said = m["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                said.contains("server big") && said.contains("16 MiB"),
+                "{url} {tool}: {said}"
+            );
+            assert!(started.elapsed() < DEADLINE, "{url} {tool}: answered late");
+        }
+        let r = c.result(
+            "tools/call",
+            json!({"name": format!("{prefix}small"), "arguments": {}}),
+        );
+        assert_eq!(r["content"][0]["text"], "xx", "{url}: {r}");
+    }
+}
