@@ -707,3 +707,98 @@ fn a_failed_server_leaves_with_list_changed() {
     let after = names(&c.result("tools/list", json!({})));
     assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
 }
+
+/// SPEC §19 on the aggregate (docs/aggregate.md "Both eras"): a 2026
+/// request is validated as every xy endpoint validates it — `_meta`
+/// missing `400`/`-32602`, headers that disagree `400`/`-32020`, another
+/// version `400`/`-32022` with the supported ones, a removed method
+/// `404`/`-32601` — and a 2025 request needs its session (none `400`, an
+/// unknown one `404`); an unknown profile is `404` in both eras.
+#[test]
+fn the_aggregate_validates_both_eras_as_every_endpoint_does() {
+    let (_d, gw) = start("", &[("alpha", server(""))]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let c = Mcp::new(&url, Era::V2026);
+    let v = "2026-07-28";
+    let env = json!({"io.modelcontextprotocol/protocolVersion": v,
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let heads = |method: &str, version: &str| {
+        vec![
+            ("MCP-Protocol-Version", version.to_owned()),
+            ("Mcp-Method", method.to_owned()),
+        ]
+    };
+    let cases = [
+        (
+            "no _meta",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+            heads("tools/list", v),
+            400,
+            -32602,
+        ),
+        (
+            "Mcp-Method disagrees",
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": env}}),
+            heads("prompts/list", v),
+            400,
+            -32020,
+        ),
+        (
+            "another version",
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta":
+                {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                 "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            heads("tools/list", "2099-01-01"),
+            400,
+            -32022,
+        ),
+        (
+            "removed: ping",
+            json!({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": env}}),
+            heads("ping", v),
+            404,
+            -32601,
+        ),
+        (
+            "removed: initialize",
+            json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"_meta": env,
+                "protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}),
+            heads("initialize", v),
+            404,
+            -32601,
+        ),
+    ];
+    for (what, body, h, status, code) in cases {
+        let r = c.post(&body, &h);
+        assert_eq!(
+            (r.status, &r.response()["error"]["code"]),
+            (status, &json!(code)),
+            "{what}: {r:?}"
+        );
+        if code == -32022 {
+            assert_eq!(
+                r.response()["error"]["data"]["supported"],
+                json!([v]),
+                "{r:?}"
+            );
+        }
+    }
+    // 2025: a session is needed, an unknown one is gone.
+    let list = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {}});
+    let r = c.post(&list, &[("MCP-Protocol-Version", "2025-11-25".to_owned())]);
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = c.post(
+        &list,
+        &[
+            ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+            ("Mcp-Session-Id", "not-a-session".to_owned()),
+        ],
+    );
+    assert_eq!(r.status, 404, "{r:?}");
+    // An unknown profile, 2026 era.
+    let mut none = Mcp::new(&format!("http://127.0.0.1:{gw}/p/nope/mcp"), Era::V2026);
+    let r = none.request("tools/list", json!({}));
+    assert_eq!(r.status, 404, "{r:?}");
+    let msg = r.response()["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("nope"), "{msg}");
+}
