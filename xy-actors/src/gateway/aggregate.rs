@@ -250,7 +250,8 @@ async fn post(
     if let Err(e) = strict::check(&body) {
         // Every attempt is a call record, refused ones included (SPEC §24,
         // D315): a `tools/call` whose name can be made out is recorded
-        // by the server that offers it.
+        // by the server that offers it — after the answer, which finding
+        // that server (the view's lists) must not delay.
         if let Some(tool) = strict::refused_call(&body) {
             let client = session
                 .as_deref()
@@ -264,7 +265,10 @@ async fn post(
                 ),
                 caps2026: None,
             };
-            methods::record_refused(agg, view, &who, &tool, &e.to_string()).await;
+            let (agg, view, why) = (Arc::clone(agg), view.clone(), e.to_string());
+            tokio::spawn(async move {
+                methods::record_refused(&agg, &view, &who, &tool, &why).await;
+            });
         }
         return error(
             StatusCode::BAD_REQUEST,
