@@ -829,3 +829,45 @@ fn an_http_answer_over_the_limit_fails_its_request_at_once() {
         assert_eq!(r["content"][0]["text"], "xx", "{url}: {r}");
     }
 }
+
+/// The same unreadable stdio answers (a lone surrogate, a line over
+/// 4 MiB) through every way in and both eras: the gateway's route, the
+/// aggregate (whose 2026 clients' calls go in 2026 form, D317): `-32603`
+/// naming the server at once, nothing of the answer forwarded.
+#[test]
+fn an_unreadable_stdio_answer_fails_its_request_on_every_endpoint_and_era() {
+    let (gw, own) = (free_port(), free_port());
+    let env = Env::new();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    env.write_config(
+        "raw",
+        &stdio_config(&testbin("xy-test-stdio-raw"), &[], own, ""),
+    );
+    let _d = TestDaemon::start_in(env);
+    for (url, prefix) in [
+        (format!("http://127.0.0.1:{own}/mcp"), ""),
+        (format!("http://127.0.0.1:{gw}/raw/mcp"), ""),
+        (format!("http://127.0.0.1:{gw}/mcp"), "raw__"),
+    ] {
+        connected(&url);
+        for era in [Era::V2025, Era::V2026] {
+            let mut c = Mcp::connected(&url, era);
+            for (tool, why) in [("lone", "surrogate"), ("huge", "4 MiB")] {
+                let started = Instant::now();
+                let r = c.request(
+                    "tools/call",
+                    json!({"name": format!("{prefix}{tool}"), "arguments": {}}),
+                );
+                let m = r.response();
+                assert_eq!(m["error"]["code"], -32603, "{url} {era:?} {tool}: {m}");
+                let said = m["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    said.contains("server raw") && said.contains(why),
+                    "{url} {era:?} {tool}: {said}"
+                );
+                assert!(!m.to_string().contains("ud800"), "{m}");
+                assert!(started.elapsed() < DEADLINE, "{url} {tool}: answered late");
+            }
+        }
+    }
+}
