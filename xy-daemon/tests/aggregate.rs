@@ -802,3 +802,56 @@ fn the_aggregate_validates_both_eras_as_every_endpoint_does() {
     let msg = r.response()["error"]["message"].as_str().unwrap_or("");
     assert!(msg.contains("nope"), "{msg}");
 }
+
+/// docs/aggregate.md's collision rule, black-box: servers `a` (tool
+/// `b__c`) and `a__b` (tool `c`) both make `a__b__c`, so both take 16 hex
+/// digits of SHA-256 of `server NUL tool`; a server named `my.server`
+/// gets the sanitised form with 8. Each name calls its own server's tool.
+#[test]
+fn colliding_aggregate_names_both_take_the_longer_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |tool: &str| {
+        let file = dir.path().join(format!("{tool}.json"));
+        std::fs::write(
+            &file,
+            json!({"tools": [{"name": tool, "inputSchema": {"type": "object"}}]}).to_string(),
+        )
+        .unwrap();
+        let args = vec!["--file".to_owned(), file.display().to_string()];
+        crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "")
+    };
+    let (_d, gw) = start(
+        "",
+        &[
+            ("a", cfg("b__c")),
+            ("a__b", cfg("c")),
+            ("my.server", cfg("read")),
+        ],
+    );
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), Era::V2025);
+    let got = wait_some("three tools", DEADLINE, || {
+        let n = names(&c.result("tools/list", json!({})));
+        (n.len() == 3).then_some(n)
+    });
+    let h = |s: &str, t: &str| sha256_hex(format!("{s}\0{t}").as_bytes());
+    let mut want = vec![
+        format!("a__b__c_{}", &h("a", "b__c")[..16]),
+        format!("a__b__c_{}", &h("a__b", "c")[..16]),
+        format!("my_server__read_{}", &h("my.server", "read")[..8]),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+    for (name, own) in [(&want[0], None), (&want[1], None), (&want[2], Some("read"))] {
+        let r = c.result("tools/call", json!({"name": name, "arguments": {}}));
+        let said = text(&r);
+        match own {
+            Some(t) => assert_eq!(said, format!("called {t}"), "{r}"),
+            None => assert!(said == "called b__c" || said == "called c", "{r}"),
+        }
+    }
+    let a = text(&c.result(
+        "tools/call",
+        json!({"name": format!("a__b__c_{}", &h("a", "b__c")[..16]), "arguments": {}}),
+    ));
+    assert_eq!(a, "called b__c");
+}
