@@ -9,7 +9,9 @@
 //! The aggregate holds one 2025-era session per server (every server's
 //! endpoint takes that era; xy translates for a 2026-only child), minted at
 //! the first request and minted again when the endpoint says it is gone
-//! (`404`: the server was stopped, or its session expired).
+//! (`404`: the server was stopped, or its session expired). A 2026
+//! client's call of a bridged server's tool goes stateless in 2026 form
+//! instead, with that client's capabilities (D317).
 //!
 //! What the aggregate reads of an answer is read as strictly as every
 //! answer xy forwards (SPEC §24): a message that [`strict::check`] refuses
