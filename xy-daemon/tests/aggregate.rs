@@ -855,3 +855,71 @@ fn colliding_aggregate_names_both_take_the_longer_hash() {
     ));
     assert_eq!(a, "called b__c");
 }
+
+/// SPEC §26: the aggregate's prompts are every server's, named
+/// `<server>__<prompt>`, and `prompts/get` reaches the owning server under
+/// the prompt's own name; resources keep their URIs and `resources/read`
+/// reaches the server listing them — both eras.
+#[test]
+fn prompts_and_resources_of_every_server_through_the_aggregate() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lists.json");
+    std::fs::write(
+        &file,
+        json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}],
+               "prompts": [{"name": "hello", "description": "Says hello."}]})
+        .to_string(),
+    )
+    .unwrap();
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    let p = crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "");
+    let skills = dir.path().join("k");
+    let md = skills.join("skills/greet/SKILL.md");
+    std::fs::create_dir_all(md.parent().unwrap()).unwrap();
+    std::fs::write(
+        &md,
+        "---\nname: greet\ndescription: Greets.\n---\n# Greet\n",
+    )
+    .unwrap();
+    let kargs = vec!["--dir".to_owned(), skills.display().to_string()];
+    let k = crate::stdio::stdio_config(&testbin("xy-test-skills"), &kargs, free_port(), "");
+    let (_d, gw) = start("", &[("pr", p), ("k", k)]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&url, era);
+        let prompts = wait_some("pr's prompt", DEADLINE, || {
+            let r = c.result("prompts/list", json!({}));
+            (!r["prompts"].as_array()?.is_empty()).then_some(r)
+        });
+        let names: Vec<&str> = prompts["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(names, ["pr__hello"], "{era:?}: {prompts}");
+        let got = c.result("prompts/get", json!({"name": "pr__hello"}));
+        assert_eq!(
+            got["messages"][0]["content"]["text"], "got hello",
+            "{era:?}: {got}"
+        );
+        let res = wait_some("k's resources", DEADLINE, || {
+            let r = c.result("resources/list", json!({}));
+            let uris: Vec<String> = r["resources"]
+                .as_array()?
+                .iter()
+                .filter_map(|r| r["uri"].as_str().map(str::to_owned))
+                .collect();
+            uris.contains(&"skill://greet/SKILL.md".to_owned())
+                .then_some(uris)
+        });
+        assert!(res.iter().all(|u| u.starts_with("skill://")), "{res:?}");
+        let read = c.result("resources/read", json!({"uri": "skill://greet/SKILL.md"}));
+        assert!(
+            read["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("# Greet")),
+            "{era:?}: {read}"
+        );
+    }
+}

@@ -215,7 +215,7 @@ pub(crate) async fn answer(
                     ),
                 );
             };
-            let mut p = params.clone();
+            let mut p = without_envelope(&params);
             p["name"] = json!(item.own);
             forward(agg, &item.server, "prompts/get", p, None).await
         }
@@ -238,18 +238,7 @@ pub(crate) async fn answer(
             let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");
             match resource_owner(agg, view, uri).await {
                 Some(server) => {
-                    // The aggregate's session with the server is 2025: a
-                    // 2026 client's envelope would contradict its headers.
-                    let mut p = params.clone();
-                    if let Some(o) = p.as_object_mut() {
-                        let meta = o.get_mut("_meta").and_then(Value::as_object_mut);
-                        if let Some(m) = meta {
-                            m.retain(|k, _| !ENVELOPE_2026.contains(&k.as_str()));
-                            if m.is_empty() {
-                                o.remove("_meta");
-                            }
-                        }
-                    }
+                    let p = without_envelope(&params);
                     forward(agg, &server, "resources/read", p, None).await
                 }
                 None => rpc_error(
@@ -270,6 +259,23 @@ pub(crate) async fn answer(
             ),
         ),
     }
+}
+
+/// A client's `params` for the aggregate's 2025 session with a server: a
+/// 2026 client's `_meta` envelope left out, as it would contradict that
+/// session's headers (`-32020`).
+fn without_envelope(params: &Value) -> Value {
+    let mut p = params.clone();
+    if let Some(o) = p.as_object_mut() {
+        let meta = o.get_mut("_meta").and_then(Value::as_object_mut);
+        if let Some(m) = meta {
+            m.retain(|k, _| !ENVELOPE_2026.contains(&k.as_str()));
+            if m.is_empty() {
+                o.remove("_meta");
+            }
+        }
+    }
+    p
 }
 
 /// The server offering `uri`: the first (by name) whose resources list it,
