@@ -760,6 +760,13 @@ fn the_aggregate_validates_both_eras_as_every_endpoint_does() {
             -32601,
         ),
         (
+            "unknown method",
+            json!({"jsonrpc": "2.0", "id": 7, "method": "foo/bar", "params": {"_meta": env}}),
+            heads("foo/bar", v),
+            404,
+            -32601,
+        ),
+        (
             "removed: initialize",
             json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"_meta": env,
                 "protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}),

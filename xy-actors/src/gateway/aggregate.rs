@@ -368,13 +368,11 @@ async fn post(
         }),
     };
     let mut answer = methods::answer(agg, view, &who, method, &msg).await;
-    // A capability the 2026 client did not declare is `400` (SPEC §19).
-    let status = if era2026
-        && answer.pointer("/error/code").and_then(Value::as_i64) == Some(wire::MISSING_CAPABILITY)
-    {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::OK
+    // A 2026 error has the status the bridge gives it (SPEC §19): an
+    // unknown method `404`, a capability the client did not declare `400`.
+    let status = match answer.pointer("/error/code").and_then(Value::as_i64) {
+        Some(code) if era2026 => validate::status_of_error(code),
+        _ => StatusCode::OK,
     };
     if era2026
         && let Some(o) = answer
