@@ -138,8 +138,20 @@ fn a_stopped_server_leaves_with_list_changed() {
     let mut c = Mcp::connected(&url, Era::V2025);
     assert_eq!(names(&c.result("tools/list", json!({}))).len(), 6);
     let stream = c.listen();
+    // A 2026 client's `subscriptions/listen` gets the same (SPEC §26).
+    let mut c26 = Mcp::connected(&url, Era::V2026);
+    let stream26 = c26.listen();
     d.result("stop", Some(json!({"name": "beta"})));
     stream.expect("notifications/tools/list_changed");
+    let note = stream26.expect("notifications/tools/list_changed");
+    assert!(
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_number(),
+        "{note}"
+    );
+    assert_eq!(
+        names(&c26.result("tools/list", json!({}))),
+        ["alpha__echo", "alpha__progress", "alpha__touch"]
+    );
     let after = names(&c.result("tools/list", json!({})));
     assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
     // Back on start.
@@ -698,12 +710,14 @@ fn a_failed_server_leaves_with_list_changed() {
         names(&c.result("tools/list", json!({}))).contains(&"frail__t".to_owned())
     });
     let stream = c.listen();
+    let stream26 = Mcp::connected(&url, Era::V2026).listen();
     let pid = d.running_pid("frail");
     crate::helper::signal(i32::try_from(pid).unwrap(), libc::SIGKILL);
     wait_for("frail failed", DEADLINE, || {
         d.entry("frail")["state"] == "failed"
     });
     stream.expect("notifications/tools/list_changed");
+    stream26.expect("notifications/tools/list_changed");
     let after = names(&c.result("tools/list", json!({})));
     assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
 }

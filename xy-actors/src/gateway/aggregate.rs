@@ -19,7 +19,8 @@
 //! 2025 clients get a session (`initialize`, `Mcp-Session-Id`, a `GET`
 //! stream carrying `notifications/{tools,prompts,resources}/list_changed`
 //! whenever what the aggregate offers changes); 2026 requests are served
-//! stateless, validated as the bridge validates them.
+//! stateless, validated as the bridge validates them, the same
+//! notifications on `subscriptions/listen` (D319).
 
 pub(crate) mod catalog;
 mod methods;
@@ -353,6 +354,9 @@ async fn post(
         // sends: nothing to do.
         return empty(StatusCode::ACCEPTED);
     };
+    if era2026 && method == "subscriptions/listen" {
+        return listen(agg, id, &msg);
+    }
     let client = client.or(agent);
     let who = methods::Who {
         client: format!(
@@ -431,6 +435,73 @@ fn initialize(agg: &Arc<Aggregate>, view: &View, msg: &Value) -> Response<HttpBo
     json_response(StatusCode::OK, &body, Some(&session))
 }
 
+/// One notification as an SSE event.
+fn event(note: &Value) -> Bytes {
+    let mut ev = b"event: message\ndata: ".to_vec();
+    ev.extend_from_slice(&serde_json::to_vec(note).unwrap_or_default());
+    ev.extend_from_slice(b"\n\n");
+    Bytes::from(ev)
+}
+
+/// The kinds of list the aggregate announces changes of, with the key a
+/// 2026 `subscriptions/listen` filter names each by.
+const LISTS: [(&str, &str); 3] = [
+    ("tools", "toolsListChanged"),
+    ("prompts", "promptsListChanged"),
+    ("resources", "resourcesListChanged"),
+];
+
+/// A 2026 `subscriptions/listen` (SPEC §26: a server's items leave "with
+/// `list_changed`", for clients of both eras): acknowledged at once, then
+/// the `list_changed` notifications its `notifications` filter asks for
+/// (every kind without one), each naming the subscription in `_meta`, as
+/// the bridge serves it; the stream lasts while the client keeps it open.
+fn listen(agg: &Arc<Aggregate>, id: Value, msg: &Value) -> Response<HttpBody> {
+    use crate::mcp::meta::META_SUBSCRIPTION;
+    let filter = msg
+        .pointer("/params/notifications")
+        .and_then(Value::as_object)
+        .cloned();
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": filter.clone().unwrap_or_default(),
+            "_meta": {META_SUBSCRIPTION: id}}});
+    let mut changed = agg.catalog.changed.subscribe();
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    tokio::spawn(async move {
+        if tx.send(event(&ack)).await.is_err() {
+            return;
+        }
+        loop {
+            match changed.recv().await {
+                Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+            for (kind, key) in LISTS {
+                let wanted = filter
+                    .as_ref()
+                    .is_none_or(|f| f.get(key).and_then(Value::as_bool) == Some(true));
+                if !wanted {
+                    continue;
+                }
+                let note = json!({"jsonrpc": "2.0",
+                    "method": format!("notifications/{kind}/list_changed"),
+                    "params": {"_meta": {META_SUBSCRIPTION: id}}});
+                if tx.send(event(&note)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let mut r = Response::new(Stream(rx).boxed_unsync());
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
 /// A 2025 session's `GET`: its stream of `list_changed` notifications.
 fn stream(agg: &Arc<Aggregate>, session: Option<String>) -> Response<HttpBody> {
     let live = session
@@ -460,13 +531,10 @@ fn stream(agg: &Arc<Aggregate>, session: Option<String>) -> Response<HttpBody> {
                 Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(_) => return,
             }
-            for kind in ["tools", "prompts", "resources"] {
+            for (kind, _) in LISTS {
                 let note = json!({"jsonrpc": "2.0",
                     "method": format!("notifications/{kind}/list_changed")});
-                let mut ev = b"event: message\ndata: ".to_vec();
-                ev.extend_from_slice(&serde_json::to_vec(&note).unwrap_or_default());
-                ev.extend_from_slice(b"\n\n");
-                if tx.send(Bytes::from(ev)).await.is_err() {
+                if tx.send(event(&note)).await.is_err() {
                     return;
                 }
             }
