@@ -712,7 +712,7 @@ fn a_failed_server_leaves_with_list_changed() {
     let stream = c.listen();
     let stream26 = Mcp::connected(&url, Era::V2026).listen();
     let pid = d.running_pid("frail");
-    crate::helper::signal(i32::try_from(pid).unwrap(), libc::SIGKILL);
+    crate::helper::signal(pid, libc::SIGKILL);
     wait_for("frail failed", DEADLINE, || {
         d.entry("frail")["state"] == "failed"
     });
