@@ -523,6 +523,89 @@ fn clients_apply_writes_the_gateway_url_and_the_own_port_when_it_is_off() {
     );
 }
 
+/// SPEC §26: `clients apply <client> --one [--profile P]` writes ONE entry
+/// pointing at the aggregate (`xy-all` → `/mcp`, `xy-<P>` →
+/// `/p/<P>/mcp`; a stdio-only client runs `xyctl connect --one
+/// [--profile P]`) in place of the entries that stand for xy's servers,
+/// leaves every other entry as it was, and `clients undo` restores the file.
+#[test]
+fn clients_apply_one_writes_one_entry_for_the_aggregate() {
+    let h = Home::new("xy1");
+    let gw = xy_testbins::locate::free_port();
+    let settings = h.config_dir().parent().unwrap().join("xy.kdl");
+    std::fs::create_dir_all(h.config_dir()).unwrap();
+    std::fs::write(
+        &settings,
+        format!("gateway {{ port {gw}; }}\nprofile \"work\" {{\n    mode \"search\"\n}}\n"),
+    )
+    .unwrap();
+    for n in ["context7", "filesystem", "github"] {
+        write_sleeper(&h, n, free_port());
+    }
+    h.run(&["list"]).ok();
+    let xyctl = std::fs::canonicalize(XYCTL).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let servers = |path: &Path| -> serde_json::Map<String, Value> {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v["mcpServers"].as_object().unwrap().clone()
+    };
+    for (profile, entry, endpoint) in [
+        (None, "xy-all", "/mcp".to_owned()),
+        (Some("work"), "xy-work", "/p/work/mcp".to_owned()),
+    ] {
+        let path = work.path().join(format!("cursor-{entry}.json"));
+        std::fs::copy(sample("cursor-mcp.json"), &path).unwrap();
+        let original = std::fs::read(&path).unwrap();
+        let p = path.to_str().unwrap();
+        let mut args = vec!["clients", "apply", "cursor", "--one", "--file", p];
+        if let Some(pr) = profile {
+            args.extend(["--profile", pr]);
+        }
+        h.run(&args).ok();
+        let after = servers(&path);
+        let mut names: Vec<&str> = after.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let mut want = [entry, "linear"];
+        want.sort_unstable();
+        assert_eq!(names, want, "{after:?}");
+        assert_eq!(
+            after[entry]["url"],
+            format!("http://127.0.0.1:{gw}{endpoint}"),
+            "{after:?}"
+        );
+        let before: Value = serde_json::from_slice(&original).unwrap();
+        assert_eq!(after["linear"], before["mcpServers"]["linear"]);
+        let r = h.run(&args);
+        assert!(r.ok().starts_with("nothing to change"), "{}", r.stdout());
+        h.run(&["clients", "undo", "cursor", "--file", p]).ok();
+        assert_eq!(std::fs::read(&path).unwrap(), original, "undo");
+    }
+    // A client that only launches stdio servers: `xyctl connect --one`.
+    let path = work.path().join("claude_desktop_config.json");
+    std::fs::copy(sample("claude_desktop_config.json"), &path).unwrap();
+    let p = path.to_str().unwrap();
+    h.run(&[
+        "clients",
+        "apply",
+        "claude-desktop",
+        "--one",
+        "--profile",
+        "work",
+        "--file",
+        p,
+    ])
+    .ok();
+    let after = servers(&path);
+    let mut names: Vec<&str> = after.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["My Weather", "notion", "xy-work"], "{after:?}");
+    assert_eq!(after["xy-work"]["command"], xyctl.display().to_string());
+    assert_eq!(
+        after["xy-work"]["args"],
+        serde_json::json!(["connect", "--one", "--profile", "work"])
+    );
+}
+
 // Issue 26: a symlinked config (stow, chezmoi, home-manager) became a
 // regular file; `apply` wrote the canonical build-tree path instead of the
 // `xyctl` on PATH; `undo` overwrote edits made after `apply`.

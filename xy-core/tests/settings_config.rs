@@ -154,3 +154,19 @@ fn aggregate_mistakes_name_their_place() {
     );
     assert_eq!(d[3].help.as_deref(), Some("did you mean servers?"));
 }
+
+/// SPEC §26's own example, on one line as the spec writes it.
+#[test]
+fn the_specs_one_line_profile_is_read() {
+    let s = parse_settings(
+        Path::new("/c/xy.kdl"),
+        "profile \"cursor\" { servers \"a\" \"b\"; mode \"search\" }\n",
+    )
+    .unwrap();
+    let c = &s.aggregate.profiles["cursor"];
+    assert_eq!(
+        c.servers.as_deref(),
+        Some(&["a".to_owned(), "b".to_owned()][..])
+    );
+    assert_eq!(c.mode, Some(AggregateMode::Search));
+}

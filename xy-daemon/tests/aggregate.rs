@@ -138,8 +138,20 @@ fn a_stopped_server_leaves_with_list_changed() {
     let mut c = Mcp::connected(&url, Era::V2025);
     assert_eq!(names(&c.result("tools/list", json!({}))).len(), 6);
     let stream = c.listen();
+    // A 2026 client's `subscriptions/listen` gets the same (SPEC §26).
+    let mut c26 = Mcp::connected(&url, Era::V2026);
+    let stream26 = c26.listen();
     d.result("stop", Some(json!({"name": "beta"})));
     stream.expect("notifications/tools/list_changed");
+    let note = stream26.expect("notifications/tools/list_changed");
+    assert!(
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_number(),
+        "{note}"
+    );
+    assert_eq!(
+        names(&c26.result("tools/list", json!({}))),
+        ["alpha__echo", "alpha__progress", "alpha__touch"]
+    );
     let after = names(&c.result("tools/list", json!({})));
     assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
     // Back on start.
@@ -420,5 +432,532 @@ fn an_http_server_is_in_the_aggregate_in_both_eras() {
             json!({"name": "web__echo", "arguments": {"text": "through"}}),
         );
         assert_eq!(text(&r), "through", "{r}");
+    }
+}
+
+/// SHA-256 of `bytes`, lowercase hex (the system's `sha256sum`).
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut p = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    p.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = p.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..64].to_owned()
+}
+
+/// SPEC §26's naming rule as docs/aggregate.md states it: `<server>__<tool>`
+/// when that is at most 64 characters of `[A-Za-z0-9_-]`, else the
+/// sanitised form cut to 55, `_` and 8 hex digits of SHA-256 of
+/// `server NUL tool`; each name calls its own tool. And mode `search`'s
+/// two tools with the schemas SPEC §26 gives them: `find_tools {query,
+/// limit?, server?}`, `call_tool {name, arguments}`.
+#[test]
+fn aggregate_names_fit_the_model_apis_and_search_tools_have_their_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tools.json");
+    let long = format!("fetch_{}", "x".repeat(70));
+    let own = ["ok-name", "read file.v2", long.as_str(), "üben"];
+    let tools: Vec<Value> = own
+        .iter()
+        .map(|n| json!({"name": n, "description": "A tool.", "inputSchema": {"type": "object"}}))
+        .collect();
+    std::fs::write(&file, json!({ "tools": tools }).to_string()).unwrap();
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    let cfg = crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "");
+    let (_d, gw) = start(
+        "profile \"s\" {\n    mode \"search\"\n}\n",
+        &[("alpha", cfg)],
+    );
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), Era::V2025);
+    let listed = wait_some("alpha's four tools", DEADLINE, || {
+        let l = c.result("tools/list", json!({}));
+        (l["tools"].as_array().map(Vec::len) == Some(4)).then_some(l)
+    });
+    let mut got = names(&listed);
+    let mut want: Vec<String> = own
+        .iter()
+        .map(|t| {
+            let plain = format!("alpha__{t}");
+            let ok = plain.len() <= 64
+                && plain
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-');
+            if ok {
+                return plain;
+            }
+            let clean: String = plain
+                .chars()
+                .map(|ch| {
+                    if ch.is_ascii_alphanumeric() || ch == '_' || ch == '-' {
+                        ch
+                    } else {
+                        '_'
+                    }
+                })
+                .take(55)
+                .collect();
+            let hash = sha256_hex(format!("alpha\0{t}").as_bytes());
+            format!("{clean}_{}", &hash[..8])
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{listed}");
+    for name in &got {
+        assert!(name.len() <= 64, "{name}");
+        assert!(
+            name.chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'),
+            "{name}"
+        );
+        let r = c.result("tools/call", json!({"name": name, "arguments": {}}));
+        let said = text(&r);
+        assert!(
+            said.starts_with("called ") && own.contains(&&said["called ".len()..]),
+            "{name}: {r}"
+        );
+    }
+    // Mode search: two tools, their schemas as SPEC §26 writes them.
+    let mut s = Mcp::connected(&format!("http://127.0.0.1:{gw}/p/s/mcp"), Era::V2025);
+    let list = s.result("tools/list", json!({}));
+    let tools = list["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2, "{list}");
+    let schema = |n: &str| {
+        let t = tools.iter().find(|t| t["name"] == n).unwrap();
+        let s = &t["inputSchema"];
+        let mut props: Vec<&str> = s["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        props.sort_unstable();
+        let mut req: Vec<&str> = s["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        req.sort_unstable();
+        assert_eq!(s["type"], "object", "{t}");
+        (
+            props.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+            req.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        schema("find_tools"),
+        (
+            vec!["limit".to_owned(), "query".to_owned(), "server".to_owned()],
+            vec!["query".to_owned()]
+        )
+    );
+    assert_eq!(
+        schema("call_tool"),
+        (
+            vec!["arguments".to_owned(), "name".to_owned()],
+            vec!["arguments".to_owned(), "name".to_owned()]
+        )
+    );
+    let find = tools.iter().find(|t| t["name"] == "find_tools").unwrap();
+    assert_eq!(find["inputSchema"]["properties"]["query"]["type"], "string");
+    assert_eq!(
+        find["inputSchema"]["properties"]["limit"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        find["inputSchema"]["properties"]["server"]["type"],
+        "string"
+    );
+    // A hashed name found and called through `call_tool`.
+    let found = s.result(
+        "tools/call",
+        json!({"name": "find_tools", "arguments": {"query": "fetch", "limit": 1}}),
+    );
+    let hit = found["structuredContent"]["tools"][0]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(got.contains(&hit), "{found}");
+    let r = s.result(
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": hit, "arguments": {}}}),
+    );
+    assert_eq!(text(&r), format!("called {long}"), "{r}");
+}
+
+/// SPEC §19/§24 through the aggregate: a 2026 client that declared no
+/// `roots` calls a tool whose child asks for roots while serving it: the
+/// request fails with `-32021` and HTTP `400` naming what it needs (the
+/// child is not told the client has it), through `tools/call` and
+/// `call_tool` alike; a 2026 client that declared `roots` is asked for
+/// them (an `InputRequiredResult`) and its retry gets the child's result;
+/// a 2025 client gets the child's own error; the server serves on.
+#[test]
+fn a_capability_the_client_did_not_declare_is_32021_through_the_aggregate() {
+    let args: Vec<String> = ["--stdio", "--era", "2025", "--tools", "echo,roots"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let cfg = crate::stdio::stdio_config(&testbin("xy-test-mcp"), &args, free_port(), "");
+    let (_d, gw) = start("profile \"s\" {\n    mode \"search\"\n}\n", &[("ask", cfg)]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut bare = Mcp::declaring(&url, Era::V2026, json!({}));
+    let r = bare.request("tools/call", json!({"name": "ask__roots", "arguments": {}}));
+    let e = &r.response()["error"];
+    assert_eq!((r.status, &e["code"]), (400, &json!(-32021)), "{r:?}");
+    assert_eq!(
+        e["data"]["requiredCapabilities"],
+        json!({"roots": {}}),
+        "{e}"
+    );
+    let mut search = Mcp::declaring(
+        &format!("http://127.0.0.1:{gw}/p/s/mcp"),
+        Era::V2026,
+        json!({}),
+    );
+    let r = search.request(
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "ask__roots", "arguments": {}}}),
+    );
+    let e = &r.response()["error"];
+    assert_eq!((r.status, &e["code"]), (400, &json!(-32021)), "{r:?}");
+    // Declared: asked, then answered.
+    let mut rooted = Mcp::declaring(&url, Era::V2026, json!({"roots": {}}));
+    let asked = rooted.result("tools/call", json!({"name": "ask__roots", "arguments": {}}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let reqs = asked["inputRequests"].as_object().expect("inputRequests");
+    let (key, q) = reqs.iter().next().unwrap();
+    assert_eq!(q["method"], "roots/list", "{asked}");
+    let done = rooted.result(
+        "tools/call",
+        json!({"name": "ask__roots", "arguments": {},
+            "inputResponses": {key: {"roots": [{"uri": "file:///w", "name": "w"}]}},
+            "requestState": asked["requestState"]}),
+    );
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert!(text(&done).contains("file:///w"), "{done}");
+    // A 2025 client: the child's own error, as on the server's endpoint.
+    let mut old = Mcp::connected(&url, Era::V2025);
+    let r = old.request("tools/call", json!({"name": "ask__roots", "arguments": {}}));
+    assert_eq!(r.status, 200, "{r:?}");
+    let m = r.response();
+    assert!(
+        m.get("error").is_some() || m["result"]["isError"] == true,
+        "{m}"
+    );
+    let r = bare.result(
+        "tools/call",
+        json!({"name": "ask__echo", "arguments": {"text": "on"}}),
+    );
+    assert_eq!(text(&r), "on", "{r}");
+}
+
+/// SPEC §26/§27 without the npm SDK: an MCP Apps server's app-only
+/// helper (`_meta.ui.visibility: ["app"]`) is on the server's own endpoint
+/// but never in the aggregate's `tools/list` (both eras) nor found by
+/// `find_tools`; a tool visible to the model and the app is.
+#[test]
+fn app_only_tools_never_reach_the_aggregate_or_find_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let apps = dir.path().join("apps");
+    std::fs::create_dir_all(&apps).unwrap();
+    std::fs::write(apps.join("clock.html"), "<html><body>clock</body></html>").unwrap();
+    std::fs::write(apps.join("board.html"), "<html><body>board</body></html>").unwrap();
+    std::fs::write(apps.join("board.visibility"), r#"["app", "model"]"#).unwrap();
+    let args = vec!["--dir".to_owned(), dir.path().display().to_string()];
+    let port = free_port();
+    let cfg = crate::stdio::stdio_config(&testbin("xy-test-skills"), &args, port, "");
+    let (_d, gw) = start("profile \"s\" {\n    mode \"search\"\n}\n", &[("k", cfg)]);
+    let mut own = Mcp::connected(&format!("http://127.0.0.1:{port}/mcp"), Era::V2025);
+    let listed = wait_some("k's tools approved and listed", DEADLINE, || {
+        let l = own.result("tools/list", json!({}));
+        let n = names(&l);
+        n.contains(&"clock_poll".to_owned()).then_some(n)
+    });
+    assert!(listed.contains(&"board_poll".to_owned()), "{listed:?}");
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), era);
+        let n = names(&c.result("tools/list", json!({})));
+        assert!(!n.contains(&"k__clock_poll".to_owned()), "{era:?}: {n:?}");
+        assert!(n.contains(&"k__show_clock".to_owned()), "{era:?}: {n:?}");
+        assert!(n.contains(&"k__board_poll".to_owned()), "{era:?}: {n:?}");
+        let mut s = Mcp::connected(&format!("http://127.0.0.1:{gw}/p/s/mcp"), era);
+        let found = s.result(
+            "tools/call",
+            json!({"name": "find_tools", "arguments": {"query": "clock poll", "limit": 50}}),
+        );
+        let hits: Vec<&str> = found["structuredContent"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert!(!hits.contains(&"k__clock_poll"), "{era:?}: {found}");
+        assert!(hits.contains(&"k__show_clock"), "{era:?}: {found}");
+    }
+}
+
+/// SPEC §26: a server that fails (`restart { policy "never" }`, a dirty
+/// exit) leaves the aggregate with `list_changed` on open 2025 streams,
+/// as a stopped one does.
+#[test]
+fn a_failed_server_leaves_with_list_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tools.json");
+    std::fs::write(
+        &file,
+        json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}).to_string(),
+    )
+    .unwrap();
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    let frail = crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "")
+        .replace(
+            "restart {\n    backoff-initial \"100ms\"\n}\n",
+            "restart {\n    policy \"never\"\n}\n",
+        );
+    assert!(frail.contains("policy \"never\""), "{frail}");
+    let (d, gw) = start("", &[("alpha", server("")), ("frail", frail)]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let mut c = Mcp::connected(&url, Era::V2025);
+    wait_for("frail__t listed", DEADLINE, || {
+        names(&c.result("tools/list", json!({}))).contains(&"frail__t".to_owned())
+    });
+    let stream = c.listen();
+    let stream26 = Mcp::connected(&url, Era::V2026).listen();
+    let pid = d.running_pid("frail");
+    crate::helper::signal(pid, libc::SIGKILL);
+    wait_for("frail failed", DEADLINE, || {
+        d.entry("frail")["state"] == "failed"
+    });
+    stream.expect("notifications/tools/list_changed");
+    stream26.expect("notifications/tools/list_changed");
+    let after = names(&c.result("tools/list", json!({})));
+    assert_eq!(after, ["alpha__echo", "alpha__progress", "alpha__touch"]);
+}
+
+/// SPEC §19 on the aggregate (docs/aggregate.md "Both eras"): a 2026
+/// request is validated as every xy endpoint validates it — `_meta`
+/// missing `400`/`-32602`, headers that disagree `400`/`-32020`, another
+/// version `400`/`-32022` with the supported ones, a removed method
+/// `404`/`-32601` — and a 2025 request needs its session (none `400`, an
+/// unknown one `404`); an unknown profile is `404` in both eras.
+#[test]
+fn the_aggregate_validates_both_eras_as_every_endpoint_does() {
+    let (_d, gw) = start("", &[("alpha", server(""))]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    let c = Mcp::new(&url, Era::V2026);
+    let v = "2026-07-28";
+    let env = json!({"io.modelcontextprotocol/protocolVersion": v,
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let heads = |method: &str, version: &str| {
+        vec![
+            ("MCP-Protocol-Version", version.to_owned()),
+            ("Mcp-Method", method.to_owned()),
+        ]
+    };
+    let cases = [
+        (
+            "no _meta",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+            heads("tools/list", v),
+            400,
+            -32602,
+        ),
+        (
+            "Mcp-Method disagrees",
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": env}}),
+            heads("prompts/list", v),
+            400,
+            -32020,
+        ),
+        (
+            "another version",
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta":
+                {"io.modelcontextprotocol/protocolVersion": "2099-01-01",
+                 "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            heads("tools/list", "2099-01-01"),
+            400,
+            -32022,
+        ),
+        (
+            "removed: ping",
+            json!({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"_meta": env}}),
+            heads("ping", v),
+            404,
+            -32601,
+        ),
+        (
+            "unknown method",
+            json!({"jsonrpc": "2.0", "id": 7, "method": "foo/bar", "params": {"_meta": env}}),
+            heads("foo/bar", v),
+            404,
+            -32601,
+        ),
+        (
+            "removed: initialize",
+            json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"_meta": env,
+                "protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}),
+            heads("initialize", v),
+            404,
+            -32601,
+        ),
+    ];
+    for (what, body, h, status, code) in cases {
+        let r = c.post(&body, &h);
+        assert_eq!(
+            (r.status, &r.response()["error"]["code"]),
+            (status, &json!(code)),
+            "{what}: {r:?}"
+        );
+        if code == -32022 {
+            assert_eq!(
+                r.response()["error"]["data"]["supported"],
+                json!([v]),
+                "{r:?}"
+            );
+        }
+    }
+    // 2025: a session is needed, an unknown one is gone.
+    let list = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {}});
+    let r = c.post(&list, &[("MCP-Protocol-Version", "2025-11-25".to_owned())]);
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = c.post(
+        &list,
+        &[
+            ("MCP-Protocol-Version", "2025-11-25".to_owned()),
+            ("Mcp-Session-Id", "not-a-session".to_owned()),
+        ],
+    );
+    assert_eq!(r.status, 404, "{r:?}");
+    // An unknown profile, 2026 era.
+    let mut none = Mcp::new(&format!("http://127.0.0.1:{gw}/p/nope/mcp"), Era::V2026);
+    let r = none.request("tools/list", json!({}));
+    assert_eq!(r.status, 404, "{r:?}");
+    let msg = r.response()["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("nope"), "{msg}");
+}
+
+/// docs/aggregate.md's collision rule, black-box: servers `a` (tool
+/// `b__c`) and `a__b` (tool `c`) both make `a__b__c`, so both take 16 hex
+/// digits of SHA-256 of `server NUL tool`; a server named `my.server`
+/// gets the sanitised form with 8. Each name calls its own server's tool.
+#[test]
+fn colliding_aggregate_names_both_take_the_longer_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |tool: &str| {
+        let file = dir.path().join(format!("{tool}.json"));
+        std::fs::write(
+            &file,
+            json!({"tools": [{"name": tool, "inputSchema": {"type": "object"}}]}).to_string(),
+        )
+        .unwrap();
+        let args = vec!["--file".to_owned(), file.display().to_string()];
+        crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "")
+    };
+    let (_d, gw) = start(
+        "",
+        &[
+            ("a", cfg("b__c")),
+            ("a__b", cfg("c")),
+            ("my.server", cfg("read")),
+        ],
+    );
+    let mut c = Mcp::connected(&format!("http://127.0.0.1:{gw}/mcp"), Era::V2025);
+    let got = wait_some("three tools", DEADLINE, || {
+        let n = names(&c.result("tools/list", json!({})));
+        (n.len() == 3).then_some(n)
+    });
+    let h = |s: &str, t: &str| sha256_hex(format!("{s}\0{t}").as_bytes());
+    let mut want = vec![
+        format!("a__b__c_{}", &h("a", "b__c")[..16]),
+        format!("a__b__c_{}", &h("a__b", "c")[..16]),
+        format!("my_server__read_{}", &h("my.server", "read")[..8]),
+    ];
+    want.sort();
+    assert_eq!(got, want);
+    for (name, own) in [(&want[0], None), (&want[1], None), (&want[2], Some("read"))] {
+        let r = c.result("tools/call", json!({"name": name, "arguments": {}}));
+        let said = text(&r);
+        match own {
+            Some(t) => assert_eq!(said, format!("called {t}"), "{r}"),
+            None => assert!(said == "called b__c" || said == "called c", "{r}"),
+        }
+    }
+    let a = text(&c.result(
+        "tools/call",
+        json!({"name": format!("a__b__c_{}", &h("a", "b__c")[..16]), "arguments": {}}),
+    ));
+    assert_eq!(a, "called b__c");
+}
+
+/// SPEC §26: the aggregate's prompts are every server's, named
+/// `<server>__<prompt>`, and `prompts/get` reaches the owning server under
+/// the prompt's own name; resources keep their URIs and `resources/read`
+/// reaches the server listing them — both eras.
+#[test]
+fn prompts_and_resources_of_every_server_through_the_aggregate() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lists.json");
+    std::fs::write(
+        &file,
+        json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}],
+               "prompts": [{"name": "hello", "description": "Says hello."}]})
+        .to_string(),
+    )
+    .unwrap();
+    let args = vec!["--file".to_owned(), file.display().to_string()];
+    let p = crate::stdio::stdio_config(&testbin("xy-test-tools"), &args, free_port(), "");
+    let skills = dir.path().join("k");
+    let md = skills.join("skills/greet/SKILL.md");
+    std::fs::create_dir_all(md.parent().unwrap()).unwrap();
+    std::fs::write(
+        &md,
+        "---\nname: greet\ndescription: Greets.\n---\n# Greet\n",
+    )
+    .unwrap();
+    let kargs = vec!["--dir".to_owned(), skills.display().to_string()];
+    let k = crate::stdio::stdio_config(&testbin("xy-test-skills"), &kargs, free_port(), "");
+    let (_d, gw) = start("", &[("pr", p), ("k", k)]);
+    let url = format!("http://127.0.0.1:{gw}/mcp");
+    for era in [Era::V2025, Era::V2026] {
+        let mut c = Mcp::connected(&url, era);
+        let prompts = wait_some("pr's prompt", DEADLINE, || {
+            let r = c.result("prompts/list", json!({}));
+            (!r["prompts"].as_array()?.is_empty()).then_some(r)
+        });
+        let names: Vec<&str> = prompts["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(names, ["pr__hello"], "{era:?}: {prompts}");
+        let got = c.result("prompts/get", json!({"name": "pr__hello"}));
+        assert_eq!(
+            got["messages"][0]["content"]["text"], "got hello",
+            "{era:?}: {got}"
+        );
+        let res = wait_some("k's resources", DEADLINE, || {
+            let r = c.result("resources/list", json!({}));
+            let uris: Vec<String> = r["resources"]
+                .as_array()?
+                .iter()
+                .filter_map(|r| r["uri"].as_str().map(str::to_owned))
+                .collect();
+            uris.contains(&"skill://greet/SKILL.md".to_owned())
+                .then_some(uris)
+        });
+        assert!(res.iter().all(|u| u.starts_with("skill://")), "{res:?}");
+        let read = c.result("resources/read", json!({"uri": "skill://greet/SKILL.md"}));
+        assert!(
+            read["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("# Greet")),
+            "{era:?}: {read}"
+        );
     }
 }

@@ -19,7 +19,8 @@
 //! 2025 clients get a session (`initialize`, `Mcp-Session-Id`, a `GET`
 //! stream carrying `notifications/{tools,prompts,resources}/list_changed`
 //! whenever what the aggregate offers changes); 2026 requests are served
-//! stateless, validated as the bridge validates them.
+//! stateless, validated as the bridge validates them, the same
+//! notifications on `subscriptions/listen` (D319).
 
 pub(crate) mod catalog;
 mod methods;
@@ -284,6 +285,28 @@ async fn post(
         }
     };
     if let Err(e) = strict::check(&body) {
+        // Every attempt is a call record, refused ones included (SPEC §24,
+        // D315): a `tools/call` whose name can be made out is recorded
+        // by the server that offers it — after the answer, which finding
+        // that server (the view's lists) must not delay.
+        if let Some(tool) = strict::refused_call(&body) {
+            let client = session
+                .as_deref()
+                .and_then(|s| agg.lock_sessions().client(s).map(|c| c.to_string()))
+                .or(agent);
+            let who = methods::Who {
+                client: format!(
+                    "{} via {}",
+                    client.as_deref().unwrap_or("unknown"),
+                    view.path
+                ),
+                caps2026: None,
+            };
+            let (agg, view, why) = (Arc::clone(agg), view.clone(), e.to_string());
+            tokio::spawn(async move {
+                methods::record_refused(&agg, &view, &who, &tool, &why).await;
+            });
+        }
         return error(
             StatusCode::BAD_REQUEST,
             Value::Null,
@@ -367,6 +390,9 @@ async fn post(
         // sends: nothing to do.
         return empty(StatusCode::ACCEPTED);
     };
+    if era2026 && method == "subscriptions/listen" {
+        return listen(agg, id, &msg);
+    }
     let client = client.or(agent);
     let who = methods::Who {
         client: format!(
@@ -374,15 +400,27 @@ async fn post(
             client.as_deref().unwrap_or("unknown"),
             view.path
         ),
+        caps2026: era2026.then(|| {
+            msg.pointer("/params/_meta")
+                .and_then(|m| m.get(wire::META_CLIENT_CAPABILITIES))
+                .cloned()
+                .unwrap_or_else(|| json!({}))
+        }),
     };
     let mut answer = methods::answer(agg, view, &who, method, &msg).await;
+    // A 2026 error has the status the bridge gives it (SPEC §19): an
+    // unknown method `404`, a capability the client did not declare `400`.
+    let status = match answer.pointer("/error/code").and_then(Value::as_i64) {
+        Some(code) if era2026 => validate::status_of_error(code),
+        _ => StatusCode::OK,
+    };
     if era2026
         && let Some(o) = answer
             .as_object_mut()
             .and_then(|a| a.get_mut("result"))
             .and_then(Value::as_object_mut)
     {
-        o.insert("resultType".to_owned(), json!("complete"));
+        o.entry("resultType").or_insert(json!("complete"));
         // What a 2026 client may cache, and for how long: nothing, as
         // the bridge answers for a 2025 child (the lists change).
         if matches!(
@@ -404,7 +442,7 @@ async fn post(
             f.insert(k.clone(), v.clone());
         }
     }
-    json_response(StatusCode::OK, &full, None)
+    json_response(status, &full, None)
 }
 
 /// A 2025 `initialize`: a new session.
@@ -431,6 +469,73 @@ fn initialize(agg: &Arc<Aggregate>, view: &View, msg: &Value) -> Response<HttpBo
         "instructions": methods::instructions(view),
     }});
     json_response(StatusCode::OK, &body, Some(&session))
+}
+
+/// One notification as an SSE event.
+fn event(note: &Value) -> Bytes {
+    let mut ev = b"event: message\ndata: ".to_vec();
+    ev.extend_from_slice(&serde_json::to_vec(note).unwrap_or_default());
+    ev.extend_from_slice(b"\n\n");
+    Bytes::from(ev)
+}
+
+/// The kinds of list the aggregate announces changes of, with the key a
+/// 2026 `subscriptions/listen` filter names each by.
+const LISTS: [(&str, &str); 3] = [
+    ("tools", "toolsListChanged"),
+    ("prompts", "promptsListChanged"),
+    ("resources", "resourcesListChanged"),
+];
+
+/// A 2026 `subscriptions/listen` (SPEC §26: a server's items leave "with
+/// `list_changed`", for clients of both eras): acknowledged at once, then
+/// the `list_changed` notifications its `notifications` filter asks for
+/// (every kind without one), each naming the subscription in `_meta`, as
+/// the bridge serves it; the stream lasts while the client keeps it open.
+fn listen(agg: &Arc<Aggregate>, id: Value, msg: &Value) -> Response<HttpBody> {
+    use crate::mcp::meta::META_SUBSCRIPTION;
+    let filter = msg
+        .pointer("/params/notifications")
+        .and_then(Value::as_object)
+        .cloned();
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": filter.clone().unwrap_or_default(),
+            "_meta": {META_SUBSCRIPTION: id}}});
+    let mut changed = agg.catalog.changed.subscribe();
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    tokio::spawn(async move {
+        if tx.send(event(&ack)).await.is_err() {
+            return;
+        }
+        loop {
+            match changed.recv().await {
+                Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+            for (kind, key) in LISTS {
+                let wanted = filter
+                    .as_ref()
+                    .is_none_or(|f| f.get(key).and_then(Value::as_bool) == Some(true));
+                if !wanted {
+                    continue;
+                }
+                let note = json!({"jsonrpc": "2.0",
+                    "method": format!("notifications/{kind}/list_changed"),
+                    "params": {"_meta": {META_SUBSCRIPTION: id}}});
+                if tx.send(event(&note)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let mut r = Response::new(Stream(rx).boxed_unsync());
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
 }
 
 /// A 2025 session's `GET`: its stream of `list_changed` notifications.
@@ -462,13 +567,10 @@ fn stream(agg: &Arc<Aggregate>, session: Option<String>) -> Response<HttpBody> {
                 Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(_) => return,
             }
-            for kind in ["tools", "prompts", "resources"] {
+            for (kind, _) in LISTS {
                 let note = json!({"jsonrpc": "2.0",
                     "method": format!("notifications/{kind}/list_changed")});
-                let mut ev = b"event: message\ndata: ".to_vec();
-                ev.extend_from_slice(&serde_json::to_vec(&note).unwrap_or_default());
-                ev.extend_from_slice(b"\n\n");
-                if tx.send(Bytes::from(ev)).await.is_err() {
+                if tx.send(event(&note)).await.is_err() {
                     return;
                 }
             }

@@ -59,7 +59,8 @@ pub struct ClientEntry {
     pub uses: String,
     /// The xy server it points at, or the one that stands for it.
     pub xy_server: Option<String>,
-    /// For `aggregate`: the endpoint's path (`/mcp`, `/p/<profile>/mcp`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// For `aggregate`: the endpoint's path (`/mcp`, `/p/<profile>/mcp`);
+    /// `null` otherwise (SPEC §6: every key of a result is present).
+    #[serde(default)]
     pub endpoint: Option<String>,
 }

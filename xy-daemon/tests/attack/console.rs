@@ -892,7 +892,8 @@ fn the_clients_page_reads_the_clients_config_files() {
     let cursor = client("cursor");
     assert_eq!(
         uses(&cursor, "demo"),
-        json!({"name": "demo", "uses": "xy", "xy_server": "demo"})
+        // SPEC §6: every key present, `endpoint` `null` but for the aggregate.
+        json!({"name": "demo", "uses": "xy", "xy_server": "demo", "endpoint": null})
     );
     assert_eq!(
         uses(&cursor, "all"),

@@ -537,3 +537,337 @@ fn a_remote_servers_own_port_refuses_and_withholds_the_same_way() {
     assert_eq!(status, 400, "{text}");
     assert_eq!(message(&text)["error"]["code"], -32700, "{text}");
 }
+
+/// `body` in UTF-16 (`big` endian, with a byte order mark when `bom`).
+fn utf16(body: &str, big: bool, bom: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    let units = bom
+        .then_some(0xFEFF_u16)
+        .into_iter()
+        .chain(body.encode_utf16());
+    for u in units {
+        out.extend_from_slice(&if big {
+            u.to_be_bytes()
+        } else {
+            u.to_le_bytes()
+        });
+    }
+    out
+}
+
+/// Bodies no endpoint may read as JSON-RPC: a `tools/call` of `tool`
+/// carrying what some SDKs accept and `serde_json` does not, or in
+/// another encoding. Each with whether it is still recognisably a
+/// `tools/call` (then it must be a call record).
+fn unreadable(tool: &str) -> Vec<(&'static str, Vec<u8>, bool)> {
+    let call = |args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+        )
+    };
+    let plain = call(r#"{"text":"ok"}"#);
+    let mut bom = b"\xEF\xBB\xBF".to_vec();
+    bom.extend_from_slice(plain.as_bytes());
+    vec![
+        ("NaN", call(r#"{"n":NaN}"#).into_bytes(), true),
+        ("Infinity", call(r#"{"n":Infinity}"#).into_bytes(), true),
+        ("-Infinity", call(r#"{"n":-Infinity}"#).into_bytes(), true),
+        (
+            "lone surrogate",
+            call(r#"{"text":"\ud800"}"#).into_bytes(),
+            true,
+        ),
+        ("BOM", bom, true),
+        ("UTF-16LE", utf16(&plain, false, false), false),
+        ("UTF-16BE with BOM", utf16(&plain, true, true), false),
+    ]
+}
+
+/// SPEC §24's first bullet, endpoint by endpoint: a stdio server's own
+/// port, the gateway's route to it, the gateway's reverse proxy to an
+/// HTTP server, the aggregate `/mcp` and a profile's `/p/<P>/mcp` each
+/// answer every unreadable body `400` with `-32700`, in a session and
+/// without one (an `initialize`), in both eras, and forward none of it:
+/// the child's own `meta` tool would answer `200`; refused calls are call
+/// records.
+#[test]
+fn every_endpoint_answers_400_parse_error_to_what_it_cannot_read() {
+    let (gw, own, web) = (free_port(), free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("tools.json");
+    std::fs::write(
+        &list,
+        json!({"tools": [{"name": "meta", "description": "Answers.",
+            "inputSchema": {"type": "object"}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let env = Env::new();
+    env.write_settings(&format!(
+        "gateway {{\n    port {gw}\n}}\nprofile \"p\" {{\n    servers \"raw\"\n}}\n"
+    ));
+    env.write_config(
+        "raw",
+        &stdio_config(&testbin("xy-test-stdio-raw"), &[], own, ""),
+    );
+    let web_args = vec![
+        "--file".to_owned(),
+        list.display().to_string(),
+        "--port".to_owned(),
+        web.to_string(),
+    ];
+    env.write_config(
+        "web",
+        &http_config(&testbin("xy-test-tools"), &web_args, web, "pin"),
+    );
+    let d = TestDaemon::start_in(env);
+    let endpoints = [
+        (format!("http://127.0.0.1:{own}/mcp"), "raw", "meta"),
+        (format!("http://127.0.0.1:{gw}/raw/mcp"), "raw", "meta"),
+        (format!("http://127.0.0.1:{gw}/web/mcp"), "web", "meta"),
+        (format!("http://127.0.0.1:{gw}/mcp"), "raw", "raw__meta"),
+        (format!("http://127.0.0.1:{gw}/p/p/mcp"), "raw", "raw__meta"),
+    ];
+    let mut recorded: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (url, server, tool) in &endpoints {
+        let c = connected(url);
+        let init = |bytes: &[u8]| {
+            let mut b = bytes.to_vec();
+            let at = b.iter().position(|&x| x == b'{').unwrap();
+            b.splice(..at, []);
+            b
+        };
+        for (what, body, is_call) in unreadable(tool) {
+            // In the session.
+            let (status, text) = post_raw(url, &c.session_headers(), &body);
+            assert_eq!(status, 400, "{url} {what}: {text}");
+            let m = message(&text);
+            assert_eq!(m["error"]["code"], -32700, "{url} {what}: {m}");
+            if is_call {
+                *recorded.entry(server).or_default() += 1;
+            }
+            // A 2026-era request, with the headers it mirrors.
+            let h = vec![
+                ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+                ("Mcp-Method", "tools/call".to_owned()),
+                ("Mcp-Name", (*tool).to_owned()),
+            ];
+            let (status, text) = post_raw(url, &h, &body);
+            assert_eq!(status, 400, "{url} {what} (2026): {text}");
+            assert_eq!(
+                message(&text)["error"]["code"],
+                -32700,
+                "{url} {what}: {text}"
+            );
+            if is_call {
+                *recorded.entry(server).or_default() += 1;
+            }
+            // No session yet: an `initialize` as unreadable.
+            let hello = String::from_utf8_lossy(&init(&body)).replace(
+                &format!(r#""method":"tools/call","params":{{"name":"{tool}","arguments":"#),
+                r#""method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"},"x":"#,
+            );
+            if what == "NaN" || what == "lone surrogate" {
+                let (status, text) = post_raw(url, &[], hello.as_bytes());
+                assert_eq!(status, 400, "{url} initialize {what}: {text}");
+                assert_eq!(message(&text)["error"]["code"], -32700, "{url}: {text}");
+            }
+        }
+        // The session is undisturbed, and a readable call does reach.
+        let mut c = c;
+        let r = c.request(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "ok"}}),
+        );
+        assert_eq!(r.status, 200, "{url}: {r:?}");
+        assert!(r.response().get("result").is_some(), "{url}: {r:?}");
+    }
+    // Every refused call is a call record of its server (the aggregate's
+    // included), none of them a call that ran.
+    for (server, n) in recorded {
+        let calls = wait_some(
+            &format!("{n} refused calls of {server} recorded"),
+            DEADLINE,
+            || {
+                let r = d.result("calls", Some(json!({"name": server})));
+                let calls: Vec<Value> = r["calls"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| c["outcome"] == "rpc_error" && c["tool"] == "meta")
+                    .collect();
+                (calls.len() >= n).then_some(calls)
+            },
+        );
+        if server == "raw" {
+            for via in ["via /mcp", "via /p/p/mcp"] {
+                let n = calls
+                    .iter()
+                    .filter(|c| c["client"].as_str().is_some_and(|c| c.ends_with(via)))
+                    .count();
+                assert_eq!(n, 10, "{via}: {calls:?}");
+            }
+        }
+    }
+}
+
+/// An HTTP server whose `huge` tool answers with 17 MiB of text, as one
+/// JSON body or (`huge_sse`) as one SSE event.
+const OVERSIZE: &str = r#"
+import http.server, json, sys
+
+port = int(sys.argv[1])
+
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_GET(self):
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        msg = json.loads(self.rfile.read(n) or b"{}")
+        if "id" not in msg:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        m, sse = msg.get("method"), False
+        if m == "initialize":
+            result = {"protocolVersion": msg["params"]["protocolVersion"],
+                      "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "big", "version": "1"}}
+        elif m == "tools/list":
+            result = {"tools": [{"name": t, "inputSchema": {"type": "object"}}
+                                for t in ("huge", "huge_sse", "small")]}
+        elif m == "tools/call":
+            name = msg["params"]["name"]
+            size = 17 * 1024 * 1024 if name.startswith("huge") else 2
+            sse = name.endswith("_sse")
+            result = {"content": [{"type": "text", "text": "x" * size}]}
+        elif m == "ping":
+            result = {}
+        else:
+            result = None
+        out = {"jsonrpc": "2.0", "id": msg["id"], "result": result}
+        if result is None:
+            out = {"jsonrpc": "2.0", "id": msg["id"],
+                   "error": {"code": -32601, "message": "no such method"}}
+        body = json.dumps(out).encode()
+        if sse:
+            body = b"event: message\ndata: " + body + b"\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+/// SPEC §24 "Bounded children": an answer over the size limit fails that
+/// request at once with `-32603` naming the server — a JSON body and an
+/// SSE event, through the gateway's route and through the aggregate —
+/// and is never forwarded; the next call is served.
+#[test]
+fn an_http_answer_over_the_limit_fails_its_request_at_once() {
+    let Some(python) = interop::which("python3") else {
+        return interop::Skip {
+            reason: "python3 is not on PATH".to_owned(),
+        }
+        .announce("an_http_answer_over_the_limit_fails_its_request_at_once");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("big.py");
+    std::fs::write(&script, OVERSIZE).unwrap();
+    let (gw, port) = (free_port(), free_port());
+    let args = vec![script.display().to_string(), port.to_string()];
+    let d = start(gw, &[("big", http_config(&python, &args, port, "pin"))]);
+    wait_some(
+        "big's three tools approved",
+        Duration::from_secs(60),
+        || {
+            let r = d.result("tools", Some(json!({"name": "big"})));
+            let t = r["current"]["tools"].as_array()?.clone();
+            (t.len() == 3 && t.iter().all(|t| t["state"] == "approved")).then_some(())
+        },
+    );
+    for (url, prefix) in [
+        (format!("http://127.0.0.1:{gw}/big/mcp"), ""),
+        (format!("http://127.0.0.1:{gw}/mcp"), "big__"),
+    ] {
+        let mut c = connected(&url);
+        for tool in ["huge", "huge_sse"] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":"{tool}-1","method":"tools/call","params":{{"name":"{prefix}{tool}","arguments":{{}}}}}}"#
+            );
+            let started = Instant::now();
+            let (status, text) = post_raw(&url, &c.session_headers(), body.as_bytes());
+            assert!(
+                text.len() < 4096,
+                "{url} {tool}: forwarded ({} bytes)",
+                text.len()
+            );
+            let m = message(&text);
+            assert_eq!(m["id"], format!("{tool}-1"), "{url} {tool}: {m} ({status})");
+            assert_eq!(m["error"]["code"], -32603, "{url} {tool}: {m}");
+            let said = m["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                said.contains("server big") && said.contains("16 MiB"),
+                "{url} {tool}: {said}"
+            );
+            assert!(started.elapsed() < DEADLINE, "{url} {tool}: answered late");
+        }
+        let r = c.result(
+            "tools/call",
+            json!({"name": format!("{prefix}small"), "arguments": {}}),
+        );
+        assert_eq!(r["content"][0]["text"], "xx", "{url}: {r}");
+    }
+}
+
+/// The same unreadable stdio answers (a lone surrogate, a line over
+/// 4 MiB) through every way in and both eras: the gateway's route, the
+/// aggregate (whose 2026 clients' calls go in 2026 form, D317): `-32603`
+/// naming the server at once, nothing of the answer forwarded.
+#[test]
+fn an_unreadable_stdio_answer_fails_its_request_on_every_endpoint_and_era() {
+    let (gw, own) = (free_port(), free_port());
+    let env = Env::new();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    env.write_config(
+        "raw",
+        &stdio_config(&testbin("xy-test-stdio-raw"), &[], own, ""),
+    );
+    let _d = TestDaemon::start_in(env);
+    for (url, prefix) in [
+        (format!("http://127.0.0.1:{own}/mcp"), ""),
+        (format!("http://127.0.0.1:{gw}/raw/mcp"), ""),
+        (format!("http://127.0.0.1:{gw}/mcp"), "raw__"),
+    ] {
+        connected(&url);
+        for era in [Era::V2025, Era::V2026] {
+            let mut c = Mcp::connected(&url, era);
+            for (tool, why) in [("lone", "surrogate"), ("huge", "4 MiB")] {
+                let started = Instant::now();
+                let r = c.request(
+                    "tools/call",
+                    json!({"name": format!("{prefix}{tool}"), "arguments": {}}),
+                );
+                let m = r.response();
+                assert_eq!(m["error"]["code"], -32603, "{url} {era:?} {tool}: {m}");
+                let said = m["error"]["message"].as_str().unwrap_or_default();
+                assert!(
+                    said.contains("server raw") && said.contains(why),
+                    "{url} {era:?} {tool}: {said}"
+                );
+                assert!(!m.to_string().contains("ud800"), "{m}");
+                assert!(started.elapsed() < DEADLINE, "{url} {tool}: answered late");
+            }
+        }
+    }
+}

@@ -390,3 +390,93 @@ fn skills_list_is_answered_from_the_ledger_in_both_eras() {
     }
     assert_eq!(children_of(d.pid()), Vec::<u32>::new(), "nothing spawned");
 }
+
+/// SPEC §26 names six methods an idle server's endpoints answer from the
+/// ledger: beside `initialize`, `server/discover` and `tools/list`, also
+/// `prompts/list`, `resources/list` and `resources/templates/list` — each
+/// marked `_meta["xy/ledger"]`, in both eras, on the server's own port and
+/// the gateway's `/<name>/mcp`, spawning nothing.
+#[test]
+fn prompts_resources_and_templates_are_answered_from_the_ledger() {
+    let env = Env::new();
+    let gw = free_port();
+    env.write_settings(&format!("gateway {{\n    port {gw}\n}}\n"));
+    let dir = env.state_dir().join("src");
+    let skill = dir.join("skills/greet/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: greet\ndescription: Greets.\n---\n# Greet\n",
+    )
+    .unwrap();
+    let file = dir.join("lists.json");
+    std::fs::write(
+        &file,
+        json!({"tools": [tool("a", "Adds.")],
+               "prompts": [{"name": "hello", "description": "Says hello."}]})
+        .to_string(),
+    )
+    .unwrap();
+    let (pk, pt) = (free_port(), free_port());
+    let args = vec!["--dir".to_owned(), dir.display().to_string()];
+    env.write_config(
+        "k",
+        &stdio_config(&testbin("xy-test-skills"), &args, pk, ON_DEMAND),
+    );
+    env.write_config("t", &tools_server(&file, pt));
+    let d = listed_then_restarted(env, &["k".to_owned(), "t".to_owned()], 1);
+    crate::helper::wait_for("the gateway listens", DEADLINE, || {
+        std::net::TcpStream::connect(("127.0.0.1", gw)).is_ok()
+    });
+    let cases = [
+        ("t", pt, "prompts/list", "prompts", "hello"),
+        (
+            "k",
+            pk,
+            "resources/list",
+            "resources",
+            "skill://greet/SKILL.md",
+        ),
+        (
+            "k",
+            pk,
+            "resources/templates/list",
+            "resourceTemplates",
+            "skill://{skill}/{+path}",
+        ),
+    ];
+    for (name, port, method, key, want) in cases {
+        for endpoint in [url(port), format!("http://127.0.0.1:{gw}/{name}/mcp")] {
+            for era in [Era::V2025, Era::V2026] {
+                let mut c = Mcp::connected(&endpoint, era);
+                let r = c.result(method, json!({}));
+                assert!(
+                    r["_meta"]["xy/ledger"]["listedAt"].is_string(),
+                    "{endpoint} {method} {era:?}: {r}"
+                );
+                let items = r[key].as_array().unwrap_or_else(|| panic!("{method}: {r}"));
+                let ids: Vec<&str> = items
+                    .iter()
+                    .filter_map(|i| {
+                        i.get("name")
+                            .filter(|_| key == "prompts")
+                            .or_else(|| i.get("uri"))
+                            .or_else(|| i.get("uriTemplate"))
+                            .and_then(Value::as_str)
+                    })
+                    .collect();
+                assert!(ids.contains(&want), "{endpoint} {method} {era:?}: {r}");
+            }
+        }
+    }
+    assert_eq!(children_of(d.pid()), Vec::<u32>::new(), "nothing spawned");
+    // SPEC §6/§24: every key present, `reasons: []` on a tool with none.
+    let r = d.result("tools", Some(json!({"name": "t"})));
+    for t in r["current"]["tools"].as_array().unwrap() {
+        assert_eq!(
+            (&t["state"], &t["reasons"], &t["warnings"]),
+            (&json!("approved"), &json!([]), &json!([])),
+            "{t}"
+        );
+    }
+}

@@ -29,6 +29,9 @@ const NAMED_SERVERS: usize = 40;
 /// Who asks: the client as call records name it.
 pub(crate) struct Who {
     pub(crate) client: String,
+    /// A 2026 client's declared capabilities (its request's `_meta`);
+    /// `None` for a 2025 client.
+    pub(crate) caps2026: Option<Value>,
 }
 
 /// What the aggregate advertises (both eras): the skills extension too,
@@ -234,7 +237,7 @@ pub(crate) async fn answer(
                             );
                         };
                         let arguments = args.get("arguments").cloned();
-                        return call(agg, view, who, target, arguments, true).await;
+                        return call(agg, view, who, target, arguments, &params, true).await;
                     }
                     _ => {}
                 }
@@ -245,6 +248,7 @@ pub(crate) async fn answer(
                 who,
                 name,
                 params.get("arguments").cloned(),
+                &params,
                 false,
             )
             .await
@@ -266,7 +270,7 @@ pub(crate) async fn answer(
                     ),
                 );
             };
-            let mut p = params.clone();
+            let mut p = without_envelope(&params);
             p["name"] = json!(item.own);
             forward(agg, &item.server, "prompts/get", p, None).await
         }
@@ -297,18 +301,7 @@ pub(crate) async fn answer(
             };
             match owner {
                 Some(server) => {
-                    // The aggregate's session with the server is 2025: a
-                    // 2026 client's envelope would contradict its headers.
-                    let mut p = params.clone();
-                    if let Some(o) = p.as_object_mut() {
-                        let meta = o.get_mut("_meta").and_then(Value::as_object_mut);
-                        if let Some(m) = meta {
-                            m.retain(|k, _| !ENVELOPE_2026.contains(&k.as_str()));
-                            if m.is_empty() {
-                                o.remove("_meta");
-                            }
-                        }
-                    }
+                    let p = without_envelope(&params);
                     forward(agg, &server, method, p, None).await
                 }
                 None => rpc_error(
@@ -348,6 +341,23 @@ async fn skill_owner(agg: &Arc<Aggregate>, view: &View, uri: &str) -> Option<Str
         .map(|(server, _)| server)
 }
 
+/// A client's `params` for the aggregate's 2025 session with a server: a
+/// 2026 client's `_meta` envelope left out, as it would contradict that
+/// session's headers (`-32020`).
+fn without_envelope(params: &Value) -> Value {
+    let mut p = params.clone();
+    if let Some(o) = p.as_object_mut() {
+        let meta = o.get_mut("_meta").and_then(Value::as_object_mut);
+        if let Some(m) = meta {
+            m.retain(|k, _| !ENVELOPE_2026.contains(&k.as_str()));
+            if m.is_empty() {
+                o.remove("_meta");
+            }
+        }
+    }
+    p
+}
+
 /// The server offering `uri`: the first (by name) whose resources list it,
 /// else the first whose template's fixed start it begins with.
 async fn resource_owner(agg: &Arc<Aggregate>, view: &View, uri: &str) -> Option<String> {
@@ -383,17 +393,25 @@ fn tool_error(text: &str) -> Value {
 }
 
 /// A call of the aggregate's tool `name`; `via_call_tool`: asked through
-/// `call_tool` (an unknown name is then a tool result, not an error).
+/// `call_tool` (an unknown name is then a tool result, not an error);
+/// `params`: the client's own, whose `inputResponses` and `requestState`
+/// (a 2026 client's retry) go with the call.
 async fn call(
     agg: &Arc<Aggregate>,
     view: &View,
     who: &Who,
     name: &str,
     arguments: Option<Value>,
+    params: &Value,
     via_call_tool: bool,
 ) -> Value {
     let o = offered(agg, view, List::Tools).await;
     if let Some(item) = o.by_name.get(name).map(|i| &o.items[*i]) {
+        if let Some(caps) = &who.caps2026
+            && let Some(answer) = call_2026(agg, item, who, caps, arguments.clone(), params).await
+        {
+            return answer;
+        }
         let mut p = json!({"name": item.own, "_meta": {
             xy_core::protocol::mcp::wire::META_CLIENT_INFO: {"name": who.client}}});
         if let Some(a) = arguments {
@@ -418,6 +436,107 @@ async fn call(
     } else {
         rpc_error(-32602, text)
     }
+}
+
+/// A `tools/call` of `name` refused unread (SPEC §24, D315): a call
+/// record (`rpc_error`) of the server that offers `name`, or whose
+/// `<server>__` it starts with; a warning in `daemon.log` when no server
+/// can be made out (a `call_tool`, whose target is in its unread arguments,
+/// or a name no server offers).
+pub(crate) async fn record_refused(
+    agg: &Arc<Aggregate>,
+    view: &View,
+    who: &Who,
+    name: &str,
+    why: &str,
+) {
+    let o = offered(agg, view, List::Tools).await;
+    let target = match o.by_name.get(name).map(|i| &o.items[*i]) {
+        Some(item) => Some((item.server.clone(), item.own.clone())),
+        None => agg
+            .catalog
+            .servers(view.servers.as_deref())
+            .into_keys()
+            .find_map(|s| {
+                let tool = name.strip_prefix(&format!("{s}__"))?.to_owned();
+                Some((s, tool))
+            }),
+    };
+    let Some((server, tool)) = target else {
+        tracing::warn!(
+            endpoint = %view.path,
+            "a tools/call of {name:?} refused unread ({why}): no server of the endpoint offers it"
+        );
+        return;
+    };
+    if let Some(calls) = &agg.calls {
+        calls.record_call(
+            &server,
+            std::time::SystemTime::now(),
+            Some(&who.client),
+            &tool,
+            Duration::ZERO,
+            CallOutcome::RpcError,
+        );
+    }
+}
+
+/// A 2026 client's call of `item` on a bridged server, sent in 2026 form
+/// with the client's own capabilities (D317): a question the child asks
+/// that the client did not declare fails the call with `-32021` (SPEC
+/// §19, §24), one it declared reaches it as an `InputRequiredResult` and
+/// its retry goes back the same way. `None` for a server not bridged
+/// (an HTTP or remote server keeps the aggregate's 2025 session).
+async fn call_2026(
+    agg: &Arc<Aggregate>,
+    item: &Item,
+    who: &Who,
+    caps: &Value,
+    arguments: Option<Value>,
+    params: &Value,
+) -> Option<Value> {
+    use xy_core::protocol::mcp::wire;
+    let snap = agg.catalog.routes.borrow().get(&item.server).cloned()?;
+    if !super::upstream::Upstream::bridged(&snap) {
+        return None;
+    }
+    let mut p = json!({"name": item.own, "_meta": {
+        wire::META_PROTOCOL_VERSION: wire::VERSION_2026,
+        wire::META_CLIENT_CAPABILITIES: caps,
+        wire::META_CLIENT_INFO: {"name": who.client}}});
+    if let Some(a) = arguments {
+        p["arguments"] = a;
+    }
+    for key in ["inputResponses", "requestState"] {
+        if let Some(v) = params.get(key) {
+            p[key] = v.clone();
+        }
+    }
+    let answer = agg
+        .catalog
+        .upstream
+        .request_2026(&item.server, &snap, "tools/call", p, CALL_WAIT)
+        .await;
+    Some(match answer {
+        Ok((_, answer)) => {
+            let mut out = serde_json::Map::new();
+            for key in ["result", "error"] {
+                if let Some(v) = answer.get(key) {
+                    out.insert(key.to_owned(), v.clone());
+                }
+            }
+            if out.is_empty() {
+                return Some(rpc_error(
+                    -32603,
+                    format!("xy: server {} answered nothing usable", item.server),
+                ));
+            }
+            Value::Object(out)
+        }
+        Err(e) => {
+            json!({"error": {"code": -32603, "message": e.0, "data": {"server": item.server}}})
+        }
+    })
 }
 
 /// A name that is `<server>__<tool>` of a tool the firewall holds back:
@@ -520,8 +639,8 @@ fn search_tools(agg: &Arc<Aggregate>, view: &View) -> Vec<Value> {
                             arguments that follow its input schema.",
             "inputSchema": {"type": "object", "properties": {
                 "name": {"type": "string", "description": "A name find_tools returned"},
-                "arguments": {"type": "object", "description": "The tool's arguments"}},
-                "required": ["name"]},
+                "arguments": {"type": "object", "description": "The tool's arguments ({} for none)"}},
+                "required": ["name", "arguments"]},
         }),
     ]
 }

@@ -9,7 +9,9 @@
 //! The aggregate holds one 2025-era session per server (every server's
 //! endpoint takes that era; xy translates for a 2026-only child), minted at
 //! the first request and minted again when the endpoint says it is gone
-//! (`404`: the server was stopped, or its session expired).
+//! (`404`: the server was stopped, or its session expired). A 2026
+//! client's call of a bridged server's tool goes stateless in 2026 form
+//! instead, with that client's capabilities (D317).
 //!
 //! What the aggregate reads of an answer is read as strictly as every
 //! answer xy forwards (SPEC §24): a message that [`strict::check`] refuses
@@ -23,16 +25,16 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, watch};
-use xy_core::protocol::mcp::wire::VERSION_2025;
+use xy_core::protocol::mcp::wire::{VERSION_2025, VERSION_2026};
 
 use crate::gateway::proxy::Proxy;
 use crate::gateway::route;
-use crate::http::body::{PROTOCOL, SESSION};
+use crate::http::body::{MCP_METHOD, MCP_NAME, PROTOCOL, SESSION};
 use crate::mcp::strict;
 use crate::snapshot::ServerSnapshot;
 
@@ -200,6 +202,47 @@ impl Upstream {
         Err(Failed(format!("server {server}: its session keeps ending")))
     }
 
+    /// Whether `server` is a stdio server served by its bridge, which
+    /// takes a 2026-era request whatever era its child speaks.
+    pub(crate) fn bridged(snap: &watch::Receiver<ServerSnapshot>) -> bool {
+        matches!(route::route(&snap.borrow()), route::Route::Bridge(_))
+    }
+
+    /// A 2026-era request (`params` carrying its `_meta` envelope) to a
+    /// bridged server, stateless, with the headers that mirror it: the
+    /// HTTP status and the answer. Used for a 2026 client's call, so that
+    /// what the child asks of the client is refused as that client's
+    /// (`-32021`, SPEC §19, §24, D317) or asked of it.
+    pub(crate) async fn request_2026(
+        &self,
+        server: &str,
+        snap: &watch::Receiver<ServerSnapshot>,
+        method: &str,
+        params: Value,
+        wait: Duration,
+    ) -> Result<(StatusCode, Value), Failed> {
+        let name = match method {
+            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+            "resources/read" => params.get("uri").and_then(Value::as_str),
+            _ => None,
+        }
+        .map(mirrored);
+        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut extra = vec![(&MCP_METHOD, method.to_owned())];
+        if let Some(n) = name {
+            extra.push((&MCP_NAME, n));
+        }
+        let (status, _, answer) = self
+            .post_with(server, snap, &msg, None, VERSION_2026, &extra, wait)
+            .await?;
+        let answer = answer.ok_or_else(|| {
+            Failed(format!(
+                "server {server} answered {method} with HTTP {status} and no message"
+            ))
+        })?;
+        Ok((status, answer))
+    }
+
     /// One POST through the server's route: its status, the session id it
     /// names, and the answer to `msg` (`None` for a notification, or when
     /// the body held none).
@@ -210,6 +253,22 @@ impl Upstream {
         msg: &Value,
         session: Option<&str>,
         version: &str,
+        wait: Duration,
+    ) -> Result<(StatusCode, Option<String>, Option<Value>), Failed> {
+        self.post_with(server, snap, msg, session, version, &[], wait)
+            .await
+    }
+
+    /// [`Self::post`] with `extra` headers.
+    #[allow(clippy::too_many_arguments)]
+    async fn post_with(
+        &self,
+        server: &str,
+        snap: &watch::Receiver<ServerSnapshot>,
+        msg: &Value,
+        session: Option<&str>,
+        version: &str,
+        extra: &[(&HeaderName, String)],
         wait: Duration,
     ) -> Result<(StatusCode, Option<String>, Option<Value>), Failed> {
         let body = Bytes::from(serde_json::to_vec(msg).unwrap_or_default());
@@ -227,6 +286,11 @@ impl Upstream {
         }
         if let Some(s) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
             req.headers_mut().insert(&SESSION, s);
+        }
+        for (k, v) in extra {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                req.headers_mut().insert(*k, v);
+            }
         }
         let id = msg.get("id").cloned();
         let exchange = async {
@@ -285,6 +349,25 @@ impl Upstream {
             .send_request(req)
             .await
             .map_err(|e| Failed(format!("server {server}: {e}")))
+    }
+}
+
+/// `v` as an `Mcp-Name` header carries it: as it is when it is visible
+/// ASCII without spaces at its ends, else `=?base64?…?=`.
+fn mirrored(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !v.starts_with(' ')
+        && !v.ends_with(' ')
+        && !v.starts_with("=?");
+    if plain {
+        v.to_owned()
+    } else {
+        use base64::Engine as _;
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v)
+        )
     }
 }
 
