@@ -521,14 +521,21 @@ mod tests {
 
     #[test]
     fn denials_merge_the_proxy_and_stderr_newest_last_at_most_ten() {
+        // A refused open of a missing path is a failed create (D323): the
+        // key this test reads must exist for its denial to be a read.
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/id_rsa"), "key").unwrap();
+        let work = home.join("work");
         let rules = xy_core::sandbox::effective(
             &xy_core::sandbox::SandboxConfig::default(),
             &SpawnFacts {
-                home: Path::new("/home/me"),
+                home,
                 script: None,
                 program: Path::new("/usr/bin/node"),
                 interpreter: None,
-                working_dir: Path::new("/home/me/work"),
+                working_dir: &work,
                 temp_dir: Path::new("/tmp/t"),
                 venv: None,
                 data_dir: None,
@@ -543,7 +550,7 @@ mod tests {
                 temp_dir: "/tmp/t".into(),
                 denials: vec![],
             },
-            home: PathBuf::from("/home/me"),
+            home: home.to_owned(),
             since: SystemTime::now(),
             reported: Mutex::new(VecDeque::new()),
         };
@@ -556,18 +563,27 @@ mod tests {
         let before = crate::logs::LogLine {
             ts: run.since - std::time::Duration::from_secs(1),
             ..line(
-                "Error: EACCES: permission denied, open '/home/me/old'",
+                &format!(
+                    "Error: EACCES: permission denied, open '{}/old'",
+                    home.display()
+                ),
                 LogStream::Stderr,
             )
         };
         run.record(&Denied::Connect("evil.example:443".into()));
         let mut lines = vec![before];
         lines.push(line(
-            "Error: EACCES: permission denied, open '/home/me/.ssh/id_rsa'",
+            &format!(
+                "Error: EACCES: permission denied, open '{}/.ssh/id_rsa'",
+                home.display()
+            ),
             LogStream::Stderr,
         ));
         lines.push(line(
-            "Error: EACCES: permission denied, open '/home/me/.aws/x'",
+            &format!(
+                "Error: EACCES: permission denied, open '{}/.aws/x'",
+                home.display()
+            ),
             LogStream::Stdout,
         ));
         lines.push(line("all fine", LogStream::Stderr));
