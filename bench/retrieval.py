@@ -406,6 +406,12 @@ def main():
     args = ap.parse_args()
     _xy.need("xyd", "xy-test-tools")
     model = str(Path(args.model).resolve()) if args.model else None
+    if model and not (Path(model) / "model.safetensors").is_file() \
+            and not Path(model).suffix == ".safetensors":
+        # xyd would fall back to BM25 with a warning, and the scoring
+        # would fail only after minutes of seeding.
+        raise SystemExit(f"--model {args.model}: no model.safetensors there "
+                         "(docs/search.md says how to make one)")
     cache = Path(os.environ.get("XY_BENCH_CACHE") or ROOT / "target" / "bench-cache")
     corpus_dir, source = corpus(cache / f"livemcpbench-{VERSION}")
     servers = json.loads((corpus_dir / "tools.json").read_text())
