@@ -16,6 +16,10 @@
 //!                     MCP) instead of ranking here; the in-process ranking
 //!                     at the same limit (50) is scored beside, and the two
 //!                     are compared task by task
+//!   `--dump-scores F` write each task's fusion inputs per tool (BM25F and
+//!                     server BM25 each over the query's best, the spread
+//!                     cosine with `--model`) to F as JSON, for prototypes
+//!                     that re-fuse them outside Rust (D335)
 //!   `--timings FILE`  with `--rankings`: client-side timings in µs (JSON:
 //!                     `{"find_tools": [[runs] per task], "ping": [...]}`),
 //!                     whose percentiles are reported as the latency
@@ -84,6 +88,9 @@ fn main() {
         );
     }
 
+    if let Some(file) = value("--dump-scores") {
+        return dump_scores(&file, &docs, &tasks, model.as_ref());
+    }
     if sweep {
         return run_sweep(&docs, &offers, &tune, &held, model.as_ref());
     }
@@ -428,6 +435,58 @@ fn run_sweep(
             s.server[2], s.tool[2], h.server[2], h.tool[2], w
         );
     }
+}
+
+/// Each task's fusion inputs per tool, recovered from the public API by
+/// weighting one term at a time: the tool BM25F alone, plus the server
+/// BM25 at weight 1, plus the spread cosine at weight 1 (each ranking at
+/// its full length, so the tools left out scored 0).
+fn dump_scores(file: &Path, docs: &[ToolDoc], tasks: &[Task], model: Option<&StaticEmbeddings>) {
+    let base = Weights::default();
+    let only = |server: f32, embedding: f32| {
+        Index::build_with(
+            docs.to_vec(),
+            Weights {
+                server,
+                embedding,
+                ..base.clone()
+            },
+        )
+    };
+    let tool = only(0.0, 0.0);
+    let server = only(1.0, 0.0);
+    let cosine = model.map(|m| only(0.0, 1.0).with_model(m.clone()));
+    let full = |index: &Index, q: &str| {
+        let mut v = vec![0f32; docs.len()];
+        for h in index.search(q, docs.len(), None) {
+            v[h.doc] = h.score;
+        }
+        v
+    };
+    let mut out = serde_json::Map::new();
+    for t in tasks {
+        let a = full(&tool, &t.question);
+        let minus = |b: Vec<f32>| -> Vec<f32> { b.iter().zip(&a).map(|(b, a)| b - a).collect() };
+        let mut entry = serde_json::json!({
+            "tool": a,
+            "server": minus(full(&server, &t.question)),
+        });
+        if let Some(c) = &cosine {
+            entry["cosine"] = minus(full(c, &t.question)).into();
+        }
+        out.insert(t.id.clone(), entry);
+    }
+    let docs: Vec<Value> = docs
+        .iter()
+        .map(|d| serde_json::json!([d.server, d.name]))
+        .collect();
+    let all = serde_json::json!({"docs": docs, "tasks": out});
+    std::fs::write(file, all.to_string()).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    println!(
+        "fusion inputs of {} tasks written to {}",
+        tasks.len(),
+        file.display()
+    );
 }
 
 /// Tool name → the servers that offer it.
