@@ -501,10 +501,32 @@ fn listen(agg: &Arc<Aggregate>, id: Value, msg: &Value) -> Response<HttpBody> {
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"notifications": filter.clone().unwrap_or_default(),
             "_meta": {META_SUBSCRIPTION: id}}});
+    list_changed_stream(agg, Some(ack), move |kind, key| {
+        let wanted = filter
+            .as_ref()
+            .is_none_or(|f| f.get(key).and_then(Value::as_bool) == Some(true));
+        wanted.then(|| {
+            json!({"jsonrpc": "2.0",
+                "method": format!("notifications/{kind}/list_changed"),
+                "params": {"_meta": {META_SUBSCRIPTION: id.clone()}}})
+        })
+    })
+}
+
+/// An SSE response that sends `first` (if any), then, each time the
+/// catalog's lists change, `note(kind, filter key)` for every kind of
+/// [`LISTS`] it gives one for; it lasts while the client keeps it open.
+fn list_changed_stream(
+    agg: &Arc<Aggregate>,
+    first: Option<Value>,
+    note: impl Fn(&str, &str) -> Option<Value> + Send + 'static,
+) -> Response<HttpBody> {
     let mut changed = agg.catalog.changed.subscribe();
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     tokio::spawn(async move {
-        if tx.send(event(&ack)).await.is_err() {
+        if let Some(first) = first
+            && tx.send(event(&first)).await.is_err()
+        {
             return;
         }
         loop {
@@ -513,16 +535,8 @@ fn listen(agg: &Arc<Aggregate>, id: Value, msg: &Value) -> Response<HttpBody> {
                 Err(_) => return,
             }
             for (kind, key) in LISTS {
-                let wanted = filter
-                    .as_ref()
-                    .is_none_or(|f| f.get(key).and_then(Value::as_bool) == Some(true));
-                if !wanted {
-                    continue;
-                }
-                let note = json!({"jsonrpc": "2.0",
-                    "method": format!("notifications/{kind}/list_changed"),
-                    "params": {"_meta": {META_SUBSCRIPTION: id}}});
-                if tx.send(event(&note)).await.is_err() {
+                let Some(n) = note(kind, key) else { continue };
+                if tx.send(event(&n)).await.is_err() {
                     return;
                 }
             }
@@ -559,30 +573,11 @@ fn stream(agg: &Arc<Aggregate>, session: Option<String>) -> Response<HttpBody> {
             "Session not found".to_owned(),
         );
     }
-    let mut changed = agg.catalog.changed.subscribe();
-    let (tx, rx) = mpsc::channel::<Bytes>(8);
-    tokio::spawn(async move {
-        loop {
-            match changed.recv().await {
-                Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => return,
-            }
-            for (kind, _) in LISTS {
-                let note = json!({"jsonrpc": "2.0",
-                    "method": format!("notifications/{kind}/list_changed")});
-                if tx.send(event(&note)).await.is_err() {
-                    return;
-                }
-            }
-        }
+    let mut r = list_changed_stream(agg, None, |kind, _| {
+        Some(json!({"jsonrpc": "2.0",
+            "method": format!("notifications/{kind}/list_changed")}))
     });
-    let mut r = Response::new(Stream(rx).boxed_unsync());
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(s) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
         h.insert(&SESSION, s);
     }
