@@ -516,3 +516,15 @@ pub(crate) fn log_lines(d: &TestDaemon, name: &str, params: Value) -> Vec<String
         }
     }
 }
+
+/// The processes whose parent is `pid` (the process table, not xy's word).
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
+    let out = Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use xy_testbins::interop::{self, Interop};
 
-use crate::helper::{TestDaemon, free_port, testbin};
+use crate::helper::{TestDaemon, children_of, free_port, testbin};
 use crate::stdio::client::{Era, Mcp};
 use crate::stdio::stdio_config;
 
@@ -216,18 +216,6 @@ fn kept_gates(ledger: &Path, tool: &str) -> Value {
             .is_some()
             .then(|| l["gates"].clone())
     })
-}
-
-/// The processes whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let out = Command::new("pgrep")
-        .args(["-P", &pid.to_string()])
-        .output()
-        .expect("pgrep");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// D238's window, closed (D280): after a daemon restart an idle on-demand

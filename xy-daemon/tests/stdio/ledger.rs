@@ -8,13 +8,12 @@
 //! the firewall holding what is new.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
 use super::client::{Era, Mcp};
 use super::{stdio_config, url};
-use crate::helper::{DEADLINE, Env, TestDaemon, free_port, testbin, wait_some};
+use crate::helper::{DEADLINE, Env, TestDaemon, children_of, free_port, testbin, wait_some};
 
 const ON_DEMAND: &str = "on-demand {\n    idle-stop \"10m\"\n}\n";
 
@@ -33,18 +32,6 @@ fn write_tools(file: &Path, tools: &[Value]) {
 fn tools_server(file: &Path, port: u16) -> String {
     let args = vec!["--file".to_owned(), file.display().to_string()];
     stdio_config(&testbin("xy-test-tools"), &args, port, ON_DEMAND)
-}
-
-/// The processes whose parent is `pid` (the process table, not xy's word).
-fn children_of(pid: u32) -> Vec<u32> {
-    let out = Command::new("pgrep")
-        .args(["-P", &pid.to_string()])
-        .output()
-        .expect("pgrep");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// Starts every server once so that xy lists it, then hands the dirs to a
