@@ -1108,23 +1108,23 @@ fn a_wheels_npm_dependencies_are_installed_with_it() {
     wait_for("the PyPI document server", Duration::from_secs(10), || {
         std::net::TcpStream::connect(("127.0.0.1", pypi_port)).is_ok()
     });
-    let r = Run(w
-        .cmd(&[
-            "--no-spawn",
-            "add",
-            "js",
-            "--pypi",
-            "jsneeds==1.0",
-            "--yes",
-            "--port",
-            &port(),
-        ])
-        .env("XY_PYPI_URL", format!("http://127.0.0.1:{pypi_port}"))
-        .env("PIP_NO_INDEX", "1")
-        .env("PIP_FIND_LINKS", made.join("wheels"))
-        .env("npm_config_offline", "true")
-        .output()
-        .unwrap());
+    // `add js --pypi jsneeds==1.0` offline: the wheel from `made`, npm
+    // from its cache.
+    let add = |extra: &[&str]| {
+        let p = port();
+        let mut args = vec!["--no-spawn", "add", "js", "--pypi", "jsneeds==1.0", "--yes"];
+        args.extend_from_slice(extra);
+        args.extend(["--port", p.as_str()]);
+        Run(w
+            .cmd(&args)
+            .env("XY_PYPI_URL", format!("http://127.0.0.1:{pypi_port}"))
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", made.join("wheels"))
+            .env("npm_config_offline", "true")
+            .output()
+            .unwrap())
+    };
+    let r = add(&[]);
     let plan = r.ok();
     assert!(
         plan.contains("a package.json a wheel ships, where its code runs npm")
@@ -1178,24 +1178,6 @@ fn a_wheels_npm_dependencies_are_installed_with_it() {
 
     // A reinstall of the same version installs the same tree from the
     // lockfile (`npm ci`).
-    let r = Run(w
-        .cmd(&[
-            "--no-spawn",
-            "add",
-            "js",
-            "--pypi",
-            "jsneeds==1.0",
-            "--yes",
-            "--force",
-            "--port",
-            &port(),
-        ])
-        .env("XY_PYPI_URL", format!("http://127.0.0.1:{pypi_port}"))
-        .env("PIP_NO_INDEX", "1")
-        .env("PIP_FIND_LINKS", made.join("wheels"))
-        .env("npm_config_offline", "true")
-        .output()
-        .unwrap());
-    r.ok();
+    add(&["--force"]).ok();
     assert_eq!(lockfile(&js), lock, "the reinstall keeps the lockfile");
 }
