@@ -152,6 +152,28 @@ def tool_definition(t):
     return d
 
 
+def bench_cache():
+    return Path(os.environ.get("XY_BENCH_CACHE") or ROOT / "target" / "bench-cache")
+
+
+def prepare(cache):
+    """The corpus (see `corpus`), its servers and tasks, each server's xy
+    name, and the file of tools each server's `xy-test-tools` serves."""
+    corpus_dir, source = corpus(cache / f"livemcpbench-{VERSION}")
+    servers = json.loads((corpus_dir / "tools.json").read_text())
+    tasks = json.loads((corpus_dir / "tasks.json").read_text())
+    names = xy_names(servers)
+    files_dir = cache / f"livemcpbench-{VERSION}" / "servers"
+    files_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for s in servers:
+        name = names[s["server"]]
+        files[name] = str(files_dir / f"{name}.json")
+        Path(files[name]).write_text(json.dumps({"tools": [tool_definition(t)
+                                                           for t in s["tools"]]}))
+    return corpus_dir, source, servers, tasks, names, files
+
+
 def configure(d, servers, names, files, model):
     extra = 'aggregate {\n    mode "search"\n}\nprofile "full" {\n    mode "full"\n}\n'
     if model:
@@ -412,19 +434,8 @@ def main():
         # would fail only after minutes of seeding.
         raise SystemExit(f"--model {args.model}: no model.safetensors there "
                          "(docs/search.md says how to make one)")
-    cache = Path(os.environ.get("XY_BENCH_CACHE") or ROOT / "target" / "bench-cache")
-    corpus_dir, source = corpus(cache / f"livemcpbench-{VERSION}")
-    servers = json.loads((corpus_dir / "tools.json").read_text())
-    tasks = json.loads((corpus_dir / "tasks.json").read_text())
-    names = xy_names(servers)
-    files_dir = cache / f"livemcpbench-{VERSION}" / "servers"
-    files_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for s in servers:
-        name = names[s["server"]]
-        files[name] = str(files_dir / f"{name}.json")
-        Path(files[name]).write_text(json.dumps({"tools": [tool_definition(t)
-                                                           for t in s["tools"]]}))
+    cache = bench_cache()
+    corpus_dir, source, servers, tasks, names, files = prepare(cache)
     # Every task with a question; the bench scores those with needs.
     phase, rankings, timings = run_daemon(servers, tasks, names, files, model, args.runs)
     rss, pss = phase["rss_pss_kib_after"]

@@ -125,20 +125,9 @@ def main():
     ap.add_argument("--json", action="store_true", help="print every figure as JSON")
     args = ap.parse_args()
     _xy.need("xyd", "xy-test-tools")
-    cache = Path(os.environ.get("XY_BENCH_CACHE") or retrieval.ROOT / "target" / "bench-cache")
+    cache = retrieval.bench_cache()
     count = counters(cache)
-    corpus_dir, source = retrieval.corpus(cache / f"livemcpbench-{retrieval.VERSION}")
-    servers = json.loads((corpus_dir / "tools.json").read_text())
-    tasks = json.loads((corpus_dir / "tasks.json").read_text())
-    names = retrieval.xy_names(servers)
-    files_dir = cache / f"livemcpbench-{retrieval.VERSION}" / "servers"
-    files_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for s in servers:
-        name = names[s["server"]]
-        files[name] = str(files_dir / f"{name}.json")
-        Path(files[name]).write_text(json.dumps(
-            {"tools": [retrieval.tool_definition(t) for t in s["tools"]]}))
+    _, source, servers, tasks, names, files = retrieval.prepare(cache)
     d = _xy.Daemon(prefix="xytok")
     try:
         retrieval.configure(d, servers, names, files, None)
