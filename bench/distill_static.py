@@ -35,7 +35,7 @@ def read_safetensors(path):
     raw = path.read_bytes()
     n = struct.unpack("<Q", raw[:8])[0]
     head = json.loads(raw[8 : 8 + n])
-    types = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+    types = {"F32": np.float32, "F16": np.float16, "I8": np.int8, "I64": np.int64}
     out = {}
     for name, t in head.items():
         if name == "__metadata__":

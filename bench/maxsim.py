@@ -23,13 +23,16 @@ only, the held-out half reported beside. Results: D335.
 import argparse
 import json
 import re
-import struct
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from distill_static import read_safetensors  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # xy's function words (xy-core/src/search/text.rs), dropped from queries.
@@ -43,20 +46,8 @@ STOPWORDS = set(
 
 
 def read_model(d):
-    raw = (d / "model.safetensors").read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8 : 8 + n])
-    types = {"F32": np.float32, "F16": np.float16, "I8": np.int8}
-    t = {}
-    for name, h in head.items():
-        if name == "__metadata__":
-            continue
-        a, b = h["data_offsets"]
-        t[name] = np.frombuffer(raw[8 + n + a : 8 + n + b], dtype=types[h["dtype"]]).reshape(
-            h["shape"]
-        )
+    t = read_safetensors(d / "model.safetensors")
     m = t.get("embeddings", next(iter(v for k, v in t.items() if k != "scales")))
-    m = m.astype(np.float32)
     if "scales" in t:
         m = m * t["scales"][:, None]
     norm = np.linalg.norm(m, axis=1, keepdims=True)
