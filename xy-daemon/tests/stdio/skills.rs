@@ -10,7 +10,7 @@
 //! `_meta.ui` was pinned that migrates without flagging anything.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
@@ -55,6 +55,19 @@ pub(super) fn write(dir: &Path, p: &str, text: &str) {
     let tmp = p.with_extension("tmp~");
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, &p).unwrap();
+}
+
+/// A daemon serving the fixture as `sk` (both eras) on its own port,
+/// running: the daemon, the fixture's dir and that port.
+fn fixture_server() -> (TestDaemon, PathBuf, u16) {
+    let env = Env::new();
+    let dir = env.state_dir().join("fixture");
+    fixture(&dir);
+    let port = free_port();
+    env.write_config("sk", &skills_config(&dir, "both", port, ""));
+    let d = TestDaemon::start_in(env);
+    d.running_pid("sk");
+    (d, dir, port)
 }
 
 fn skills_config(dir: &Path, era: &str, port: u16, extra: &str) -> String {
@@ -321,13 +334,7 @@ const ITEMS: usize = 5 + 5 + 1;
 
 #[test]
 fn the_firewall_holds_4_rug_pulls_and_none_of_10_benign_changes() {
-    let env = Env::new();
-    let dir = env.state_dir().join("fixture");
-    fixture(&dir);
-    let port = free_port();
-    env.write_config("sk", &skills_config(&dir, "both", port, ""));
-    let mut d = TestDaemon::start_in(env);
-    d.running_pid("sk");
+    let (mut d, dir, port) = fixture_server();
     let first = wait_some("the first listing", DEADLINE, || {
         let (_, items) = states(&d, "sk");
         (items.len() == ITEMS).then_some(items)
@@ -582,13 +589,7 @@ fn templates(c: &mut Mcp) -> Vec<String> {
 
 #[test]
 fn a_new_or_changed_template_is_held_until_approved_and_an_older_ledger_migrates() {
-    let env = Env::new();
-    let dir = env.state_dir().join("fixture");
-    fixture(&dir);
-    let port = free_port();
-    env.write_config("sk", &skills_config(&dir, "both", port, ""));
-    let mut d = TestDaemon::start_in(env);
-    d.running_pid("sk");
+    let (mut d, dir, port) = fixture_server();
     let skill = "skill://{skill}/{+path}";
     let first = wait_some("the first listing", DEADLINE, || {
         let (_, items) = states(&d, "sk");
@@ -742,13 +743,7 @@ fn listing_time_with_0_2_and_50_pinned_items() {
 /// `-32008`, approving nothing.
 #[test]
 fn a_held_skill_file_or_app_is_an_event_and_reviewed_like_a_tool() {
-    let env = Env::new();
-    let dir = env.state_dir().join("fixture");
-    fixture(&dir);
-    let port = free_port();
-    env.write_config("sk", &skills_config(&dir, "both", port, ""));
-    let d = TestDaemon::start_in(env);
-    d.running_pid("sk");
+    let (d, dir, port) = fixture_server();
     wait_some("the first listing", DEADLINE, || {
         let (_, items) = states(&d, "sk");
         (items.len() == ITEMS && held(&items).is_empty()).then_some(())
